@@ -1,0 +1,63 @@
+//! `resourcesync`: the command-line front end. Thin by design: every command is a few lines over
+//! the library crates.
+#![forbid(unsafe_code)]
+
+mod input;
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit status: success, or in sync / valid.
+pub(crate) const EXIT_OK: u8 = 0;
+/// Exit status: differences found, document invalid, some items failed.
+pub(crate) const EXIT_DIFFERENCES: u8 = 1;
+/// Exit status: could not do the job (unreadable input, bad arguments, I/O).
+pub(crate) const EXIT_ERROR: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "resourcesync",
+    version,
+    about = "ResourceSync (ANSI/NISO Z39.99) Source, Destination and tools",
+    long_about = "ResourceSync (ANSI/NISO Z39.99) Source, Destination and tools.\n\n\
+                  Exit status: 0 ok, 1 differences or invalid documents, 2 error."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check documents against every rule of the specifications.
+    Validate(validate::ValidateArgs),
+    /// Summarize a document: kind, entries, time span, digests.
+    Inspect(validate::InspectArgs),
+}
+
+fn main() -> ExitCode {
+    // TLS through rustls with the ring provider (no C toolchain beyond ring's own).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Validate(a) => validate::run_validate(&a),
+        Command::Inspect(a) => validate::run_inspect(&a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            // A closed pipe (`resourcesync ... | head`) is not an error worth reporting.
+            let broken_pipe = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if broken_pipe {
+                return ExitCode::from(EXIT_OK);
+            }
+            eprintln!("resourcesync: error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The ResourceSync document model (ANSI/NISO Z39.99-2014 and Z39.99-2017), sans I/O.
+//!
+//! - [`document`]: types for every document kind, root and entry.
+//! - [`reader`]: a streaming reader that yields the header, then entries one at a time, in
+//!   bounded memory, refusing DTDs and entity expansion.
+//! - [`writer`]: a deterministic streaming writer that splits into numbered parts and an index
+//!   past 50,000 entries or 50 MB.
+//! - [`datetime`]: W3C Datetimes kept at their precision.
+//! - [`hash`]: the `hash` attribute and one-pass md5 / sha-1 / sha-256.
+//! - [`validate`]: every rule of the specifications, with stable ids ([`rules`]).
+//!
+//! Nothing here opens a socket or a file by itself: readers and writers work over
+//! [`std::io::BufRead`] and [`std::io::Write`].
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod datetime;
+pub mod document;
+pub mod error;
+pub mod finding;
+pub mod hash;
+pub mod reader;
+pub mod rules;
+pub mod validate;
+pub mod writer;
+
+pub use datetime::{Precision, W3cDateTime};
+pub use document::{
+    Capability, Change, ChangeFreq, Entry, ExtAttr, ExtElement, Header, Link, Metadata, Position,
+    Root,
+};
+pub use error::{Error, LimitKind};
+pub use finding::{Finding, Findings, Severity};
+pub use hash::{Digest, HashAlg, Hashes, MultiHasher};
+pub use reader::{DocumentReader, ReadOptions};
+pub use validate::{Report, Validator, validate};
+pub use writer::{DocumentWriter, PartSink, SplitLimits, SplitWriter, Target};

@@ -1,0 +1,1336 @@
+//! Streaming reader: the document header first, then one entry at a time.
+//!
+//! Memory does not grow with the number of entries: the reader holds one token and one entry.
+//! Everything about the input is bounded ([`ReadOptions`]): document bytes (after gzip
+//! decompression, so a compression bomb stops at the limit), bytes per tag or text run, nesting
+//! depth, namespace bindings, links and extensions per entry, and findings kept. No DTD is
+//! accepted and no entity other than XML's five predefined ones is ever expanded, so
+//! billion-laughs and external-entity documents are refused at their `<!DOCTYPE`.
+//!
+//! Problems that do not stop reading (a bad datetime, an unknown attribute, a prefixed
+//! ResourceSync attribute) are recorded as [`Finding`]s, available from [`DocumentReader::findings`];
+//! the value concerned is left unset. Problems that do (malformed XML, a limit, a root that is not
+//! a Sitemap) are returned as [`Error`]s naming the document, line, column and rule.
+
+use std::io::{self, BufRead, BufReader, Read};
+use std::sync::Arc;
+
+use quick_xml::XmlVersion;
+use quick_xml::events::Event;
+use quick_xml::name::{PrefixDeclaration, ResolveResult};
+use quick_xml::reader::NsReader;
+
+use crate::datetime::W3cDateTime;
+use crate::document::{
+    Capability, Change, ChangeFreq, Entry, ExtAttr, ExtElement, Header, Link, Metadata, Position,
+    RS_NS, Root, SITEMAP_NS,
+};
+use crate::error::{Error, LimitKind};
+use crate::finding::Findings;
+use crate::hash::Hashes;
+use crate::rules;
+
+/// Limits and naming for a [`DocumentReader`].
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// The name of the document in messages (a path or URL).
+    pub name: String,
+    /// Largest document accepted, in bytes after decompression. Default 256 MiB: five times the
+    /// Sitemap limit of 50 MB, so that oversized documents are still read and reported.
+    pub max_document_bytes: u64,
+    /// Largest tag (with its attributes) or text run, in bytes. Default 1 MiB.
+    pub max_token_bytes: u64,
+    /// Deepest element nesting. Default 32 (ResourceSync documents need 3).
+    pub max_depth: usize,
+    /// Most namespace bindings in scope. Default 64.
+    pub max_namespace_bindings: usize,
+    /// Most `<rs:ln>` plus extension elements in one entry or header. Default 1,024.
+    pub max_children: usize,
+    /// Most findings kept (the rest are counted). Default 1,000.
+    pub max_findings: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            name: "<input>".to_owned(),
+            max_document_bytes: 256 * 1024 * 1024,
+            max_token_bytes: 1024 * 1024,
+            max_depth: 32,
+            max_namespace_bindings: 64,
+            max_children: 1024,
+            max_findings: 1000,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Default options for a named document.
+    pub fn named(name: impl Into<String>) -> Self {
+        ReadOptions {
+            name: name.into(),
+            ..ReadOptions::default()
+        }
+    }
+}
+
+/// Counts bytes, lines and columns of what the XML parser consumes, and enforces the byte
+/// limits before anything is buffered beyond them.
+#[derive(Debug)]
+struct Counting<R> {
+    inner: R,
+    offset: u64,
+    line: u64,
+    line_start: u64,
+    token_start: u64,
+    max_doc: u64,
+    max_token: u64,
+    tripped: Option<LimitKind>,
+}
+
+impl<R: BufRead> Read for Counting<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let buf = self.fill_buf()?;
+            let n = buf.len().min(out.len());
+            out[..n].copy_from_slice(&buf[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counting<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        let doc_left = self.max_doc.saturating_sub(self.offset);
+        let token_left =
+            (self.token_start.saturating_add(self.max_token)).saturating_sub(self.offset);
+        let buf = self.inner.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(buf);
+        }
+        let allowed = doc_left.min(token_left);
+        if allowed == 0 {
+            self.tripped = Some(if doc_left == 0 {
+                LimitKind::DocumentBytes
+            } else {
+                LimitKind::TokenBytes
+            });
+            return Err(io::Error::other("resourcesync reader limit"));
+        }
+        let n = usize::try_from(allowed)
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        Ok(&buf[..n])
+    }
+
+    fn consume(&mut self, amt: usize) {
+        if amt == 0 {
+            return;
+        }
+        // The bytes being consumed are still at the front of the inner buffer: fill_buf on a
+        // non-empty, unconsumed buffer returns it again without reading.
+        if let Ok(buf) = self.inner.fill_buf() {
+            let part = &buf[..amt.min(buf.len())];
+            for i in memchr::memchr_iter(b'\n', part) {
+                self.line += 1;
+                self.line_start = self.offset + i as u64 + 1;
+            }
+        }
+        self.offset += amt as u64;
+        self.inner.consume(amt);
+    }
+}
+
+/// What an element is, by namespace and local name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Name {
+    UrlSet,
+    SitemapIndex,
+    Url,
+    Sitemap,
+    Loc,
+    Lastmod,
+    Changefreq,
+    Priority,
+    RsMd,
+    RsLn,
+    /// An element in the Sitemap or ResourceSync namespace not defined there, or in no
+    /// namespace.
+    Unknown(String),
+    /// An element in another namespace (an extension).
+    Foreign(String),
+}
+
+/// One attribute of an element, resolved.
+#[derive(Debug)]
+struct Attr {
+    /// Qualified name as written.
+    qname: String,
+    /// Namespace: `None` when unprefixed.
+    ns: Option<String>,
+    /// Local name.
+    local: String,
+    /// Unescaped, normalized value.
+    value: String,
+}
+
+#[derive(Debug)]
+enum Tok {
+    Start {
+        name: Name,
+        empty: bool,
+        attrs: Vec<Attr>,
+        /// Namespace declarations on the element as (prefix, uri).
+        decls: Vec<(String, String)>,
+        /// `<qname raw-attributes` for elements being captured.
+        raw: Option<String>,
+        qname: String,
+        pos: Position,
+    },
+    End {
+        pos: Position,
+    },
+    Text {
+        text: String,
+        /// Whether the text is markup-free character data (not a CDATA section).
+        pos: Position,
+    },
+    Decl {
+        encoding: Option<String>,
+        pos: Position,
+    },
+    Other,
+    Eof {
+        pos: Position,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Positioned at an entry start (element already read).
+    AtEntry { pos: Position, empty: bool },
+    /// Between entries, inside the root.
+    InRoot,
+    /// The root has ended.
+    Done,
+}
+
+/// Reads a ResourceSync or Sitemap document: [`header`](Self::header) first, then entries one by
+/// one with [`next_entry`](Self::next_entry) or as an iterator.
+#[derive(Debug)]
+pub struct DocumentReader<R: BufRead> {
+    xml: NsReader<Counting<R>>,
+    buf: Vec<u8>,
+    doc: Arc<str>,
+    opts: ReadOptions,
+    header: Header,
+    state: State,
+    depth: usize,
+    capturing: bool,
+    findings: Findings,
+    entries: u64,
+    failed: bool,
+    xml_version: XmlVersion,
+    header_pos: Position,
+}
+
+impl DocumentReader<Box<dyn BufRead + Send>> {
+    /// Opens a document from any byte source, decompressing it when it starts with the gzip
+    /// magic bytes (`.xml.gz` files, or bodies sent with `Content-Encoding: gzip` by a client
+    /// that did not decode them).
+    pub fn open<I: Read + Send + 'static>(input: I, opts: ReadOptions) -> Result<Self, Error> {
+        let mut input = BufReader::with_capacity(64 * 1024, input);
+        let magic = match input.fill_buf() {
+            Ok(b) => b.starts_with(&[0x1f, 0x8b]),
+            Err(source) => {
+                return Err(Error::Io {
+                    doc: Arc::from(opts.name.as_str()),
+                    source,
+                });
+            }
+        };
+        let boxed: Box<dyn BufRead + Send> = if magic {
+            Box::new(BufReader::with_capacity(
+                64 * 1024,
+                flate2::bufread::MultiGzDecoder::new(input),
+            ))
+        } else {
+            Box::new(input)
+        };
+        DocumentReader::new(boxed, opts)
+    }
+}
+
+impl<R: BufRead> DocumentReader<R> {
+    /// Starts reading: reads up to the first entry and returns the reader with the header
+    /// available. The input must be uncompressed; see [`DocumentReader::open`] for gzip.
+    pub fn new(input: R, opts: ReadOptions) -> Result<Self, Error> {
+        let counting = Counting {
+            inner: input,
+            offset: 0,
+            line: 1,
+            line_start: 0,
+            token_start: 0,
+            max_doc: opts.max_document_bytes,
+            max_token: opts.max_token_bytes,
+            tripped: None,
+        };
+        let mut xml = NsReader::from_reader(counting);
+        xml.resolver_mut()
+            .set_max_namespace_bindings(opts.max_namespace_bindings);
+        {
+            let c = xml.config_mut();
+            c.check_end_names = true;
+            c.expand_empty_elements = false;
+            c.trim_text(false);
+        }
+        let mut r = DocumentReader {
+            xml,
+            buf: Vec::with_capacity(1024),
+            doc: Arc::from(opts.name.as_str()),
+            findings: Findings::new(opts.max_findings),
+            opts,
+            header: Header::new(Root::UrlSet, Metadata::default()),
+            state: State::Done,
+            depth: 0,
+            capturing: false,
+            entries: 0,
+            failed: false,
+            xml_version: XmlVersion::Implicit1_0,
+            header_pos: Position { line: 1, column: 1 },
+        };
+        r.header.md = None;
+        r.read_header()?;
+        Ok(r)
+    }
+
+    /// The document header: root, its `<rs:md>` and `<rs:ln>` elements.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The document's name as given in the options.
+    pub fn name(&self) -> &str {
+        &self.doc
+    }
+
+    /// Non-fatal problems found so far.
+    pub fn findings(&self) -> &Findings {
+        &self.findings
+    }
+
+    /// Takes the findings found so far.
+    pub fn take_findings(&mut self) -> Findings {
+        let max = self.opts.max_findings;
+        std::mem::replace(&mut self.findings, Findings::new(max))
+    }
+
+    /// Where the root `<rs:md>` starts (else the root element): the place findings about the
+    /// document as a whole are reported at.
+    pub fn header_position(&self) -> Position {
+        self.header_pos
+    }
+
+    /// The most findings kept (from the options).
+    pub fn max_findings(&self) -> usize {
+        self.opts.max_findings
+    }
+
+    /// Entries returned so far.
+    pub fn entries_read(&self) -> u64 {
+        self.entries
+    }
+
+    /// Bytes of (decompressed) document consumed so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.xml.get_ref().offset
+    }
+
+    fn here(&self) -> Position {
+        let c = self.xml.get_ref();
+        Position {
+            line: c.line,
+            column: c.offset - c.line_start + 1,
+        }
+    }
+
+    fn err_malformed(&self, pos: Position, message: impl Into<String>) -> Error {
+        Error::Malformed {
+            doc: self.doc.clone(),
+            pos,
+            message: message.into(),
+        }
+    }
+
+    fn convert_xml_error(&mut self, e: quick_xml::Error, pos: Position) -> Error {
+        if let Some(limit) = self.xml.get_ref().tripped {
+            let max = match limit {
+                LimitKind::DocumentBytes => self.opts.max_document_bytes,
+                _ => self.opts.max_token_bytes,
+            };
+            return Error::Limit {
+                doc: self.doc.clone(),
+                pos: self.here(),
+                limit,
+                max,
+            };
+        }
+        match e {
+            quick_xml::Error::Io(io) => Error::Io {
+                doc: self.doc.clone(),
+                source: io::Error::new(io.kind(), io.to_string()),
+            },
+            quick_xml::Error::Namespace(quick_xml::name::NamespaceError::TooManyBindings(_)) => {
+                Error::Limit {
+                    doc: self.doc.clone(),
+                    pos,
+                    limit: LimitKind::NamespaceBindings,
+                    max: self.opts.max_namespace_bindings as u64,
+                }
+            }
+            quick_xml::Error::Escape(e) => Error::Forbidden {
+                doc: self.doc.clone(),
+                pos,
+                message: format!("entity not allowed: {e}"),
+            },
+            other => self.err_malformed(pos, other.to_string()),
+        }
+    }
+
+    /// Reads the next token, converted to owned values.
+    fn next_tok(&mut self) -> Result<Tok, Error> {
+        let pos = self.here();
+        {
+            let c = self.xml.get_mut();
+            c.token_start = c.offset;
+        }
+        self.buf.clear();
+        let ev = match self.xml.read_event_into(&mut self.buf) {
+            Ok(ev) => ev,
+            Err(e) => return Err(self.convert_xml_error(e, pos)),
+        };
+        let empty = matches!(ev, Event::Empty(_));
+        let tok = match ev {
+            Event::Start(e) | Event::Empty(e) => {
+                let qname = e.name();
+                let (ns, local) = self.xml.resolver().resolve_element(qname);
+                let name = classify(&ns, local.as_ref(), qname.as_ref());
+                let mut attrs = Vec::new();
+                let mut decls = Vec::new();
+                let want_attrs = !matches!(
+                    name,
+                    Name::Url
+                        | Name::Sitemap
+                        | Name::Loc
+                        | Name::Lastmod
+                        | Name::Changefreq
+                        | Name::Priority
+                );
+                let capture = self.capturing || matches!(name, Name::Foreign(_));
+                let raw = capture.then(|| {
+                    let a = e.attributes_raw();
+                    format!("<{}{}", qname.as_ref(), a)
+                });
+                if want_attrs {
+                    for a in e.attributes() {
+                        let a = match a {
+                            Ok(a) => a,
+                            Err(err) => {
+                                return Err(
+                                    self.err_malformed(pos, format!("bad attribute: {err}"))
+                                );
+                            }
+                        };
+                        let value = match a.normalized_value(self.xml_version) {
+                            Ok(v) => v.into_owned(),
+                            Err(err) => return Err(self.convert_xml_error(err, pos)),
+                        };
+                        match a.key.as_namespace_binding() {
+                            Some(PrefixDeclaration::Default) => {
+                                decls.push((String::new(), value));
+                                continue;
+                            }
+                            Some(PrefixDeclaration::Named(p)) => {
+                                decls.push((p.to_owned(), value));
+                                continue;
+                            }
+                            None => {}
+                        }
+                        let (ans, alocal) = self.xml.resolver().resolve_attribute(a.key);
+                        let ns = match ans {
+                            ResolveResult::Bound(n) => Some(n.as_ref().to_owned()),
+                            ResolveResult::Unbound => None,
+                            ResolveResult::Unknown(p) => Some(format!("urn:unbound-prefix:{p}")),
+                        };
+                        attrs.push(Attr {
+                            qname: a.key.as_ref().to_owned(),
+                            ns,
+                            local: alocal.as_ref().to_owned(),
+                            value,
+                        });
+                    }
+                }
+                if !empty {
+                    self.depth += 1;
+                    if self.depth > self.opts.max_depth {
+                        return Err(Error::Limit {
+                            doc: self.doc.clone(),
+                            pos,
+                            limit: LimitKind::Depth,
+                            max: self.opts.max_depth as u64,
+                        });
+                    }
+                }
+                Tok::Start {
+                    name,
+                    empty,
+                    attrs,
+                    decls,
+                    raw,
+                    qname: qname.as_ref().to_owned(),
+                    pos,
+                }
+            }
+            Event::End(_) => {
+                self.depth = self.depth.saturating_sub(1);
+                Tok::End { pos }
+            }
+            Event::Text(t) => Tok::Text {
+                text: t.xml_content(self.xml_version).into_owned(),
+                pos,
+            },
+            Event::CData(t) => Tok::Text {
+                text: t.xml_content(self.xml_version).into_owned(),
+                pos,
+            },
+            Event::GeneralRef(r) => {
+                let text = match r.resolve_char_ref() {
+                    Ok(Some(c)) => c.to_string(),
+                    Ok(None) => match quick_xml::escape::resolve_predefined_entity(&r) {
+                        Some(s) => s.to_owned(),
+                        None => {
+                            let name: String = r.chars().take(64).collect();
+                            return Err(Error::Forbidden {
+                                doc: self.doc.clone(),
+                                pos,
+                                message: format!(
+                                    "undefined entity &{name}; (only the five predefined XML entities are allowed)"
+                                ),
+                            });
+                        }
+                    },
+                    Err(e) => return Err(self.err_malformed(pos, e.to_string())),
+                };
+                Tok::Text { text, pos }
+            }
+            Event::DocType(_) => {
+                return Err(Error::Forbidden {
+                    doc: self.doc.clone(),
+                    pos,
+                    message: "document type declarations (<!DOCTYPE>) are not allowed; entities are never expanded".into(),
+                });
+            }
+            Event::Decl(d) => {
+                if let Ok(v) = d.xml_version() {
+                    self.xml_version = v;
+                }
+                let encoding = d.encoding().and_then(Result::ok).map(|e| e.into_owned());
+                Tok::Decl { encoding, pos }
+            }
+            Event::Comment(_) | Event::PI(_) => Tok::Other,
+            Event::Eof => Tok::Eof { pos },
+        };
+        Ok(tok)
+    }
+
+    fn read_header(&mut self) -> Result<(), Error> {
+        // Prolog up to the root element.
+        let (root_name, root_attrs, root_decls, root_pos, root_empty) = loop {
+            match self.next_tok()? {
+                Tok::Decl { encoding, pos } => {
+                    if let Some(enc) = encoding {
+                        if !enc.eq_ignore_ascii_case("utf-8") && !enc.eq_ignore_ascii_case("utf8") {
+                            self.findings.push(
+                                rules::SM_UTF8,
+                                pos,
+                                format!("declared encoding {enc:?}; documents must be UTF-8"),
+                            );
+                        }
+                    }
+                }
+                Tok::Start {
+                    name,
+                    attrs,
+                    decls,
+                    pos,
+                    empty,
+                    ..
+                } => break (name, attrs, decls, pos, empty),
+                Tok::Text { text, pos } => {
+                    if !is_xml_space(&text) {
+                        return Err(self.err_malformed(pos, "text before the root element"));
+                    }
+                }
+                Tok::End { pos } => return Err(self.err_malformed(pos, "unexpected end tag")),
+                Tok::Other => {}
+                Tok::Eof { pos } => {
+                    return Err(Error::NotSitemap {
+                        doc: self.doc.clone(),
+                        pos,
+                        rule: rules::SM_ROOT.id,
+                        message: "empty document: no root element".into(),
+                    });
+                }
+            }
+        };
+        let root = match root_name {
+            Name::UrlSet => Root::UrlSet,
+            Name::SitemapIndex => Root::SitemapIndex,
+            other => {
+                let what = match other {
+                    Name::Unknown(q) | Name::Foreign(q) => q,
+                    n => format!("{n:?}").to_lowercase(),
+                };
+                return Err(Error::NotSitemap {
+                    doc: self.doc.clone(),
+                    pos: root_pos,
+                    rule: rules::SM_ROOT.id,
+                    message: format!(
+                        "root element <{what}> is not <urlset> or <sitemapindex> in the namespace {SITEMAP_NS}"
+                    ),
+                });
+            }
+        };
+        self.header.root = root;
+        self.header_pos = root_pos;
+        self.header.namespaces = root_decls
+            .into_iter()
+            .filter(|(_, uri)| uri != SITEMAP_NS && uri != RS_NS)
+            .collect();
+        for a in root_attrs {
+            if let Some(x) = self.foreign_attr(a, root_pos, "root") {
+                self.header.extra.push(x);
+            }
+        }
+        if root_empty {
+            self.state = State::Done;
+            self.finish_root()?;
+            return Ok(());
+        }
+        let mut children = 0usize;
+        loop {
+            match self.next_tok()? {
+                Tok::Start {
+                    name,
+                    empty,
+                    attrs,
+                    raw,
+                    qname,
+                    pos,
+                    ..
+                } => match name {
+                    Name::RsMd => {
+                        let md = self.metadata(attrs, pos);
+                        if self.header.md.is_none() {
+                            self.header_pos = pos;
+                        }
+                        if self.header.md.is_some() {
+                            self.findings.push(
+                                rules::SM_DUPLICATE_CHILD,
+                                pos,
+                                "the root has more than one <rs:md>",
+                            );
+                        } else {
+                            self.header.md = Some(md);
+                        }
+                        self.expect_empty(empty, pos, "rs:md")?;
+                    }
+                    Name::RsLn => {
+                        children += 1;
+                        self.check_children(children, pos)?;
+                        if let Some(l) = self.link(attrs, pos) {
+                            self.header.links.push(l);
+                        }
+                        self.expect_empty(empty, pos, "rs:ln")?;
+                    }
+                    Name::Url | Name::Sitemap => {
+                        self.check_entry_element(&name, pos);
+                        self.state = State::AtEntry { pos, empty };
+                        return Ok(());
+                    }
+                    Name::Foreign(ns) => {
+                        children += 1;
+                        self.check_children(children, pos)?;
+                        let xml = self.capture(raw, empty)?;
+                        self.header
+                            .extensions
+                            .push(ExtElement { namespace: ns, xml });
+                    }
+                    other => {
+                        self.unknown_element(&other, &qname, pos);
+                        self.skip(empty)?;
+                    }
+                },
+                Tok::End { .. } => {
+                    self.state = State::Done;
+                    self.finish_root()?;
+                    return Ok(());
+                }
+                Tok::Text { text, pos } => self.stray_text(&text, pos),
+                Tok::Decl { pos, .. } => {
+                    return Err(self.err_malformed(pos, "misplaced XML declaration"));
+                }
+                Tok::Other => {}
+                Tok::Eof { pos } => {
+                    return Err(self.err_malformed(pos, "document ends inside the root element"));
+                }
+            }
+        }
+    }
+
+    /// After the root element: only comments, PIs and white space may follow.
+    fn finish_root(&mut self) -> Result<(), Error> {
+        loop {
+            match self.next_tok()? {
+                Tok::Eof { .. } => return Ok(()),
+                Tok::Other => {}
+                Tok::Text { text, pos } if !is_xml_space(&text) => {
+                    return Err(self.err_malformed(pos, "text after the root element"));
+                }
+                Tok::Text { .. } => {}
+                Tok::Start { pos, .. } | Tok::End { pos } | Tok::Decl { pos, .. } => {
+                    return Err(self.err_malformed(pos, "content after the root element"));
+                }
+            }
+        }
+    }
+
+    fn check_children(&self, n: usize, pos: Position) -> Result<(), Error> {
+        if n > self.opts.max_children {
+            return Err(Error::Limit {
+                doc: self.doc.clone(),
+                pos,
+                limit: LimitKind::Children,
+                max: self.opts.max_children as u64,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_entry_element(&mut self, name: &Name, pos: Position) {
+        let expected = match self.header.root {
+            Root::UrlSet => Name::Url,
+            Root::SitemapIndex => Name::Sitemap,
+        };
+        if *name != expected {
+            self.findings.push(
+                rules::SM_ENTRY_ELEMENT,
+                pos,
+                format!(
+                    "<{}> contains <{}> entries, found <{}>",
+                    self.header.root.element(),
+                    self.header.root.entry_element(),
+                    if *name == Name::Url { "url" } else { "sitemap" }
+                ),
+            );
+        }
+    }
+
+    fn unknown_element(&mut self, name: &Name, qname: &str, pos: Position) {
+        let what = match name {
+            Name::Unknown(_) => "not defined by the Sitemap protocol or ResourceSync",
+            _ => "not allowed here",
+        };
+        self.findings.push(
+            rules::SM_UNKNOWN_ELEMENT,
+            pos,
+            format!("element <{qname}> is {what}; skipped"),
+        );
+    }
+
+    fn stray_text(&mut self, text: &str, pos: Position) {
+        if !is_xml_space(text) {
+            let snippet: String = text.trim().chars().take(40).collect();
+            self.findings
+                .push(rules::SM_TEXT, pos, format!("unexpected text {snippet:?}"));
+        }
+    }
+
+    fn expect_empty(&mut self, empty: bool, pos: Position, what: &str) -> Result<(), Error> {
+        if empty {
+            return Ok(());
+        }
+        let mut content = false;
+        loop {
+            match self.next_tok()? {
+                Tok::End { .. } => break,
+                Tok::Text { text, .. } if is_xml_space(&text) => {}
+                Tok::Start { empty, .. } => {
+                    content = true;
+                    self.skip(empty)?;
+                }
+                Tok::Other => {}
+                Tok::Eof { pos } => {
+                    return Err(self.err_malformed(pos, "unexpected end of document"));
+                }
+                _ => content = true,
+            }
+        }
+        if content {
+            self.findings.push(
+                rules::RS_EMPTY_ELEMENT,
+                pos,
+                format!("<{what}> must be empty; its content was ignored"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Skips the rest of an element whose start was just read.
+    fn skip(&mut self, empty: bool) -> Result<(), Error> {
+        if empty {
+            return Ok(());
+        }
+        let target = self.depth - 1;
+        loop {
+            match self.next_tok()? {
+                Tok::End { .. } if self.depth == target => return Ok(()),
+                Tok::Eof { pos } => {
+                    return Err(self.err_malformed(pos, "unexpected end of document"));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Reads the text content of an element whose start was just read.
+    fn text(&mut self, empty: bool, what: &str) -> Result<String, Error> {
+        let mut out = String::new();
+        if empty {
+            return Ok(out);
+        }
+        loop {
+            match self.next_tok()? {
+                Tok::Text { text, pos } => {
+                    if out.len() as u64 + text.len() as u64 > self.opts.max_token_bytes {
+                        return Err(Error::Limit {
+                            doc: self.doc.clone(),
+                            pos,
+                            limit: LimitKind::TokenBytes,
+                            max: self.opts.max_token_bytes,
+                        });
+                    }
+                    out.push_str(&text);
+                }
+                Tok::End { .. } => return Ok(out),
+                Tok::Start {
+                    empty, qname, pos, ..
+                } => {
+                    self.findings.push(
+                        rules::SM_TEXT,
+                        pos,
+                        format!("element <{qname}> inside <{what}> ignored"),
+                    );
+                    self.skip(empty)?;
+                }
+                Tok::Other => {}
+                Tok::Decl { pos, .. } => {
+                    return Err(self.err_malformed(pos, "misplaced XML declaration"));
+                }
+                Tok::Eof { pos } => {
+                    return Err(self.err_malformed(pos, "unexpected end of document"));
+                }
+            }
+        }
+    }
+
+    /// Serializes an extension element whose start was just read.
+    fn capture(&mut self, raw: Option<String>, empty: bool) -> Result<String, Error> {
+        let mut out = raw.unwrap_or_default();
+        if empty {
+            out.push_str("/>");
+            return Ok(out);
+        }
+        out.push('>');
+        let was = std::mem::replace(&mut self.capturing, true);
+        let target = self.depth - 1;
+        let mut stack: Vec<String> = Vec::new();
+        let result = loop {
+            let tok = match self.next_tok() {
+                Ok(t) => t,
+                Err(e) => break Err(e),
+            };
+            match tok {
+                Tok::Start {
+                    raw, empty, qname, ..
+                } => {
+                    out.push_str(&raw.unwrap_or_default());
+                    if empty {
+                        out.push_str("/>");
+                    } else {
+                        out.push('>');
+                        stack.push(qname);
+                    }
+                }
+                Tok::End { .. } => {
+                    if self.depth == target {
+                        break Ok(());
+                    }
+                    let q = stack.pop().unwrap_or_default();
+                    out.push_str("</");
+                    out.push_str(&q);
+                    out.push('>');
+                }
+                Tok::Text { text, .. } => escape_text_into(&text, &mut out),
+                Tok::Other | Tok::Decl { .. } => {}
+                Tok::Eof { pos } => {
+                    break Err(self.err_malformed(pos, "unexpected end of document"));
+                }
+            }
+            if out.len() as u64 > self.opts.max_token_bytes {
+                break Err(Error::Limit {
+                    doc: self.doc.clone(),
+                    pos: self.here(),
+                    limit: LimitKind::TokenBytes,
+                    max: self.opts.max_token_bytes,
+                });
+            }
+        };
+        self.capturing = was;
+        result?;
+        Ok(out)
+    }
+
+    /// Turns an attribute outside ResourceSync's set into an extension attribute, or reports it.
+    fn foreign_attr(&mut self, a: Attr, pos: Position, element: &str) -> Option<ExtAttr> {
+        match a.ns {
+            Some(ns) if ns == RS_NS => {
+                self.findings.push(
+                    rules::RS_ATTR_FOREIGN,
+                    pos,
+                    format!("attribute {} is not defined on {element}", a.qname),
+                );
+                None
+            }
+            Some(ns) => Some(ExtAttr {
+                name: a.qname,
+                namespace: ns,
+                value: a.value,
+            }),
+            None => {
+                // Unprefixed attributes on Sitemap elements (e.g. xsi-less schemaLocation) have
+                // no defined meaning; report them, never keep them in the ResourceSync space.
+                self.findings.push(
+                    rules::RS_ATTR_FOREIGN,
+                    pos,
+                    format!(
+                        "attribute {} on {element} is not defined; extensions must use their own namespace prefix",
+                        a.qname
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// The name of an attribute of `<rs:md>` / `<rs:ln>`, after checking it is unprefixed.
+    /// Returns `None` for attributes in other namespaces (handled as extensions).
+    fn rs_attr_name(&mut self, a: &Attr, pos: Position) -> Option<()> {
+        match &a.ns {
+            None => Some(()),
+            Some(ns) if ns == RS_NS => {
+                self.findings.push(
+                    rules::RS_ATTR_UNPREFIXED,
+                    pos,
+                    format!("attribute {} must not have a namespace prefix", a.qname),
+                );
+                Some(())
+            }
+            Some(_) => None,
+        }
+    }
+
+    fn datetime(&mut self, a: &Attr, pos: Position) -> Option<W3cDateTime> {
+        match W3cDateTime::parse(a.value.trim()) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.findings
+                    .push(rules::RS_DATETIME, pos, format!("{}: {}", a.local, e));
+                None
+            }
+        }
+    }
+
+    fn hashes(&mut self, a: &Attr, pos: Position) -> Option<Hashes> {
+        let (h, bad) = Hashes::parse(&a.value);
+        for b in bad {
+            self.findings
+                .push(rules::RS_HASH_SYNTAX, pos, b.to_string());
+        }
+        for d in &h.0 {
+            if let Some(p) = d.syntax_problem() {
+                self.findings.push(rules::RS_HASH_SYNTAX, pos, p);
+            }
+        }
+        if h.is_empty() {
+            if a.value.trim().is_empty() {
+                self.findings
+                    .push(rules::RS_HASH_SYNTAX, pos, "empty hash attribute");
+            }
+            None
+        } else {
+            Some(h)
+        }
+    }
+
+    fn length(&mut self, a: &Attr, pos: Position) -> Option<u64> {
+        match a.value.trim().parse::<u64>() {
+            Ok(v) if !a.value.trim().starts_with('+') => Some(v),
+            _ => {
+                let v: String = a.value.chars().take(40).collect();
+                self.findings.push(
+                    rules::RS_LENGTH,
+                    pos,
+                    format!("length {v:?} is not a non-negative integer"),
+                );
+                None
+            }
+        }
+    }
+
+    fn metadata(&mut self, attrs: Vec<Attr>, pos: Position) -> Metadata {
+        let mut md = Metadata::default();
+        for a in attrs {
+            if self.rs_attr_name(&a, pos).is_none() {
+                if let Some(x) = self.foreign_attr(a, pos, "rs:md") {
+                    md.extra.push(x);
+                }
+                continue;
+            }
+            match a.local.as_str() {
+                "capability" => md.capability = Some(Capability::parse(a.value.trim())),
+                "at" => md.at = self.datetime(&a, pos),
+                "completed" => md.completed = self.datetime(&a, pos),
+                "from" => md.from = self.datetime(&a, pos),
+                "until" => md.until = self.datetime(&a, pos),
+                "datetime" => md.datetime = self.datetime(&a, pos),
+                "change" => md.change = Some(Change::parse(a.value.trim())),
+                "hash" => md.hash = self.hashes(&a, pos),
+                "length" => md.length = self.length(&a, pos),
+                "type" => md.mime_type = Some(a.value),
+                "encoding" => md.encoding = Some(a.value),
+                "path" => md.path = Some(a.value),
+                _ => {
+                    self.findings.push(
+                        rules::RS_ATTR_FOREIGN,
+                        pos,
+                        format!(
+                            "attribute {} is not defined on <rs:md>; extensions must use their own namespace",
+                            a.qname
+                        ),
+                    );
+                }
+            }
+        }
+        md
+    }
+
+    fn link(&mut self, attrs: Vec<Attr>, pos: Position) -> Option<Link> {
+        let mut l = Link::default();
+        let (mut has_rel, mut has_href) = (false, false);
+        for a in attrs {
+            if self.rs_attr_name(&a, pos).is_none() {
+                if let Some(x) = self.foreign_attr(a, pos, "rs:ln") {
+                    l.extra.push(x);
+                }
+                continue;
+            }
+            match a.local.as_str() {
+                "rel" => {
+                    has_rel = true;
+                    l.rel = a.value.trim().to_owned();
+                }
+                "href" => {
+                    has_href = true;
+                    l.href = a.value.trim().to_owned();
+                }
+                "pri" => match a.value.trim().parse::<u32>() {
+                    Ok(p) if (1..=999_999).contains(&p) && !a.value.trim().starts_with('+') => {
+                        l.pri = Some(p)
+                    }
+                    _ => {
+                        let v: String = a.value.chars().take(40).collect();
+                        self.findings.push(
+                            rules::RS_LN_PRI,
+                            pos,
+                            format!("pri {v:?} is not an integer from 1 to 999999"),
+                        );
+                    }
+                },
+                "modified" => l.modified = self.datetime(&a, pos),
+                "hash" => l.hash = self.hashes(&a, pos),
+                "length" => l.length = self.length(&a, pos),
+                "type" => l.mime_type = Some(a.value),
+                "encoding" => l.encoding = Some(a.value),
+                "path" => l.path = Some(a.value),
+                "profile" => l.profile = Some(a.value),
+                _ => {
+                    self.findings.push(
+                        rules::RS_ATTR_FOREIGN,
+                        pos,
+                        format!(
+                            "attribute {} is not defined on <rs:ln>; extensions must use their own namespace",
+                            a.qname
+                        ),
+                    );
+                }
+            }
+        }
+        if !has_rel || l.rel.is_empty() {
+            self.findings
+                .push(rules::RS_LN_REL, pos, "<rs:ln> without a rel attribute");
+        }
+        if !has_href || l.href.is_empty() {
+            self.findings
+                .push(rules::RS_LN_HREF, pos, "<rs:ln> without an href attribute");
+        }
+        Some(l)
+    }
+
+    /// The next entry, or `None` at the end of the document.
+    pub fn next_entry(&mut self) -> Result<Option<Entry>, Error> {
+        if self.failed {
+            return Ok(None);
+        }
+        let r = self.next_entry_inner();
+        if r.is_err() {
+            self.failed = true;
+        }
+        r
+    }
+
+    fn next_entry_inner(&mut self) -> Result<Option<Entry>, Error> {
+        loop {
+            match self.state {
+                State::Done => return Ok(None),
+                State::AtEntry { pos, empty } => {
+                    self.state = State::InRoot;
+                    let e = self.entry(pos, empty)?;
+                    self.entries += 1;
+                    return Ok(Some(e));
+                }
+                State::InRoot => match self.next_tok()? {
+                    Tok::Start {
+                        name,
+                        empty,
+                        qname,
+                        pos,
+                        raw,
+                        ..
+                    } => match name {
+                        Name::Url | Name::Sitemap => {
+                            self.check_entry_element(&name, pos);
+                            self.state = State::AtEntry { pos, empty };
+                        }
+                        Name::RsMd | Name::RsLn => {
+                            self.findings.push(
+                                rules::RS_MD_POSITION,
+                                pos,
+                                format!("<{qname}> of the root after the first entry"),
+                            );
+                            self.skip(empty)?;
+                        }
+                        Name::Foreign(_) => {
+                            // Extensions between entries have nowhere to go; keep reading.
+                            self.capture(raw, empty)?;
+                        }
+                        other => {
+                            self.unknown_element(&other, &qname, pos);
+                            self.skip(empty)?;
+                        }
+                    },
+                    Tok::End { .. } => {
+                        self.state = State::Done;
+                        self.finish_root()?;
+                    }
+                    Tok::Text { text, pos } => self.stray_text(&text, pos),
+                    Tok::Decl { pos, .. } => {
+                        return Err(self.err_malformed(pos, "misplaced XML declaration"));
+                    }
+                    Tok::Other => {}
+                    Tok::Eof { pos } => {
+                        return Err(
+                            self.err_malformed(pos, "document ends inside the root element")
+                        );
+                    }
+                },
+            }
+        }
+    }
+
+    fn entry(&mut self, pos: Position, empty: bool) -> Result<Entry, Error> {
+        let mut e = Entry {
+            position: pos,
+            ..Entry::default()
+        };
+        let mut seen_loc = false;
+        let mut children = 0usize;
+        if !empty {
+            loop {
+                match self.next_tok()? {
+                    Tok::Start {
+                        name,
+                        empty,
+                        attrs,
+                        raw,
+                        qname,
+                        pos: cpos,
+                        ..
+                    } => match name {
+                        Name::Loc => {
+                            let t = self.text(empty, "loc")?;
+                            if seen_loc {
+                                self.findings.push(
+                                    rules::SM_DUPLICATE_CHILD,
+                                    cpos,
+                                    "more than one <loc> in an entry",
+                                );
+                            } else {
+                                e.loc = t.trim().to_owned();
+                                seen_loc = true;
+                            }
+                        }
+                        Name::Lastmod => {
+                            let t = self.text(empty, "lastmod")?;
+                            if e.lastmod.is_some() {
+                                self.findings.push(
+                                    rules::SM_DUPLICATE_CHILD,
+                                    cpos,
+                                    "more than one <lastmod> in an entry",
+                                );
+                            }
+                            match W3cDateTime::parse(t.trim()) {
+                                Ok(v) => e.lastmod = Some(v),
+                                Err(err) => self.findings.push(
+                                    rules::SM_LASTMOD,
+                                    cpos,
+                                    format!("<lastmod>: {err}"),
+                                ),
+                            }
+                        }
+                        Name::Changefreq => {
+                            let t = self.text(empty, "changefreq")?;
+                            let cf = ChangeFreq::parse(&t);
+                            if let ChangeFreq::Other(v) = &cf {
+                                let v: String = v.chars().take(40).collect();
+                                self.findings.push(
+                                    rules::SM_CHANGEFREQ,
+                                    cpos,
+                                    format!("<changefreq> {v:?} is not a defined value"),
+                                );
+                            }
+                            e.changefreq = Some(cf);
+                        }
+                        Name::Priority => {
+                            let t = self.text(empty, "priority")?;
+                            e.priority = Some(t.trim().to_owned());
+                        }
+                        Name::RsMd => {
+                            let md = self.metadata(attrs, cpos);
+                            if e.md.is_some() {
+                                self.findings.push(
+                                    rules::SM_DUPLICATE_CHILD,
+                                    cpos,
+                                    "<rs:md> is not repeatable",
+                                );
+                            } else {
+                                e.md = Some(md);
+                            }
+                            self.expect_empty(empty, cpos, "rs:md")?;
+                        }
+                        Name::RsLn => {
+                            children += 1;
+                            self.check_children(children, cpos)?;
+                            if let Some(l) = self.link(attrs, cpos) {
+                                e.links.push(l);
+                            }
+                            self.expect_empty(empty, cpos, "rs:ln")?;
+                        }
+                        Name::Foreign(ns) => {
+                            children += 1;
+                            self.check_children(children, cpos)?;
+                            let xml = self.capture(raw, empty)?;
+                            e.extensions.push(ExtElement { namespace: ns, xml });
+                        }
+                        other => {
+                            self.unknown_element(&other, &qname, cpos);
+                            self.skip(empty)?;
+                        }
+                    },
+                    Tok::End { .. } => break,
+                    Tok::Text { text, pos } => self.stray_text(&text, pos),
+                    Tok::Other => {}
+                    Tok::Decl { pos, .. } => {
+                        return Err(self.err_malformed(pos, "misplaced XML declaration"));
+                    }
+                    Tok::Eof { pos } => {
+                        return Err(self.err_malformed(pos, "document ends inside an entry"));
+                    }
+                }
+            }
+        }
+        if e.loc.is_empty() {
+            self.findings
+                .push(rules::SM_LOC_MANDATORY, pos, "entry without a <loc>");
+        }
+        Ok(e)
+    }
+}
+
+impl<R: BufRead> Iterator for DocumentReader<R> {
+    type Item = Result<Entry, Error>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_entry().transpose()
+    }
+}
+
+fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
+    match ns {
+        ResolveResult::Bound(n) if n.as_ref() == SITEMAP_NS => match local {
+            "urlset" => Name::UrlSet,
+            "sitemapindex" => Name::SitemapIndex,
+            "url" => Name::Url,
+            "sitemap" => Name::Sitemap,
+            "loc" => Name::Loc,
+            "lastmod" => Name::Lastmod,
+            "changefreq" => Name::Changefreq,
+            "priority" => Name::Priority,
+            _ => Name::Unknown(qname.to_owned()),
+        },
+        ResolveResult::Bound(n) if n.as_ref() == RS_NS => match local {
+            "md" => Name::RsMd,
+            "ln" => Name::RsLn,
+            _ => Name::Unknown(qname.to_owned()),
+        },
+        ResolveResult::Bound(n) => Name::Foreign(n.as_ref().to_owned()),
+        ResolveResult::Unbound | ResolveResult::Unknown(_) => Name::Unknown(qname.to_owned()),
+    }
+}
+
+fn is_xml_space(s: &str) -> bool {
+    s.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+}
+
+/// Escapes character data for re-serialization.
+pub(crate) fn escape_text_into(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+}
