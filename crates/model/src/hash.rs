@@ -89,7 +89,7 @@ impl Digest {
             return Some(format!("empty digest for {}", self.alg));
         }
         if let Some(n) = self.alg.hex_len() {
-            if !self.value.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if !is_hex(self.value.as_bytes()) {
                 return Some(format!("{} digest is not hexadecimal", self.alg));
             }
             if self.value.len() != n {
@@ -276,6 +276,15 @@ impl MultiHasher {
         let len = self.length;
         Ok((len, self.finish()))
     }
+}
+
+/// Whether every byte is an ASCII hex digit (branch-free per byte; this runs for every digest
+/// of every entry read).
+fn is_hex(bytes: &[u8]) -> bool {
+    bytes.iter().fold(true, |ok, &b| {
+        let lower = b | 0x20;
+        ok & (b.is_ascii_digit() | (lower >= b'a') & (lower <= b'f'))
+    })
 }
 
 fn to_hex(bytes: &[u8]) -> String {

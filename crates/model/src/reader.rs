@@ -12,6 +12,7 @@
 //! the value concerned is left unset. Problems that do (malformed XML, a limit, a root that is not
 //! a Sitemap) are returned as [`Error`]s naming the document, line, column and rule.
 
+use std::borrow::Cow;
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::Arc;
 
@@ -166,14 +167,23 @@ enum Name {
 /// One attribute of an element, resolved.
 #[derive(Debug)]
 struct Attr {
-    /// Qualified name as written.
-    qname: String,
+    /// The prefix as written, if any.
+    prefix: Option<String>,
     /// Namespace: `None` when unprefixed.
     ns: Option<String>,
     /// Local name.
-    local: String,
+    local: Cow<'static, str>,
     /// Unescaped, normalized value.
     value: String,
+}
+
+impl Attr {
+    fn qname(&self) -> String {
+        match &self.prefix {
+            Some(p) => format!("{p}:{}", self.local),
+            None => self.local.to_string(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -186,7 +196,7 @@ enum Tok {
         decls: Vec<(String, String)>,
         /// `<qname raw-attributes` for elements being captured.
         raw: Option<String>,
-        qname: String,
+        qname: Cow<'static, str>,
         pos: Position,
     },
     End {
@@ -201,6 +211,8 @@ enum Tok {
         encoding: Option<String>,
         pos: Position,
     },
+    /// White space between elements.
+    Space,
     Other,
     Eof {
         pos: Position,
@@ -229,6 +241,7 @@ pub struct DocumentReader<R: BufRead> {
     state: State,
     depth: usize,
     capturing: bool,
+    in_text: bool,
     findings: Findings,
     entries: u64,
     failed: bool,
@@ -296,6 +309,7 @@ impl<R: BufRead> DocumentReader<R> {
             state: State::Done,
             depth: 0,
             capturing: false,
+            in_text: false,
             entries: 0,
             failed: false,
             xml_version: XmlVersion::Implicit1_0,
@@ -417,6 +431,7 @@ impl<R: BufRead> DocumentReader<R> {
                 let qname = e.name();
                 let (ns, local) = self.xml.resolver().resolve_element(qname);
                 let name = classify(&ns, local.as_ref(), qname.as_ref());
+                let keep_qname = capture_all(self.capturing, &name);
                 let mut attrs = Vec::new();
                 let mut decls = Vec::new();
                 let want_attrs = !matches!(
@@ -465,9 +480,9 @@ impl<R: BufRead> DocumentReader<R> {
                             ResolveResult::Unknown(p) => Some(format!("urn:unbound-prefix:{p}")),
                         };
                         attrs.push(Attr {
-                            qname: a.key.as_ref().to_owned(),
+                            prefix: a.key.prefix().map(|p| p.as_ref().to_owned()),
                             ns,
-                            local: alocal.as_ref().to_owned(),
+                            local: intern_attr(alocal.as_ref()),
                             value,
                         });
                     }
@@ -483,13 +498,18 @@ impl<R: BufRead> DocumentReader<R> {
                         });
                     }
                 }
+                let static_name = name.static_name();
                 Tok::Start {
                     name,
                     empty,
                     attrs,
                     decls,
                     raw,
-                    qname: qname.as_ref().to_owned(),
+                    qname: if keep_qname {
+                        Cow::Owned(qname.as_ref().to_owned())
+                    } else {
+                        Cow::Borrowed(static_name)
+                    },
                     pos,
                 }
             }
@@ -497,10 +517,17 @@ impl<R: BufRead> DocumentReader<R> {
                 self.depth = self.depth.saturating_sub(1);
                 Tok::End { pos }
             }
-            Event::Text(t) => Tok::Text {
-                text: t.xml_content(self.xml_version).into_owned(),
-                pos,
-            },
+            Event::Text(t) => {
+                let text = t.xml_content(self.xml_version);
+                if !self.capturing && !self.in_text && is_xml_space(&text) {
+                    Tok::Space
+                } else {
+                    Tok::Text {
+                        text: text.into_owned(),
+                        pos,
+                    }
+                }
+            }
             Event::CData(t) => Tok::Text {
                 text: t.xml_content(self.xml_version).into_owned(),
                 pos,
@@ -574,7 +601,7 @@ impl<R: BufRead> DocumentReader<R> {
                     }
                 }
                 Tok::End { pos } => return Err(self.err_malformed(pos, "unexpected end tag")),
-                Tok::Other => {}
+                Tok::Other | Tok::Space => {}
                 Tok::Eof { pos } => {
                     return Err(Error::NotSitemap {
                         doc: self.doc.clone(),
@@ -682,7 +709,7 @@ impl<R: BufRead> DocumentReader<R> {
                 Tok::Decl { pos, .. } => {
                     return Err(self.err_malformed(pos, "misplaced XML declaration"));
                 }
-                Tok::Other => {}
+                Tok::Other | Tok::Space => {}
                 Tok::Eof { pos } => {
                     return Err(self.err_malformed(pos, "document ends inside the root element"));
                 }
@@ -695,7 +722,7 @@ impl<R: BufRead> DocumentReader<R> {
         loop {
             match self.next_tok()? {
                 Tok::Eof { .. } => return Ok(()),
-                Tok::Other => {}
+                Tok::Other | Tok::Space => {}
                 Tok::Text { text, pos } if !is_xml_space(&text) => {
                     return Err(self.err_malformed(pos, "text after the root element"));
                 }
@@ -771,7 +798,7 @@ impl<R: BufRead> DocumentReader<R> {
                     content = true;
                     self.skip(empty)?;
                 }
-                Tok::Other => {}
+                Tok::Other | Tok::Space => {}
                 Tok::Eof { pos } => {
                     return Err(self.err_malformed(pos, "unexpected end of document"));
                 }
@@ -807,10 +834,17 @@ impl<R: BufRead> DocumentReader<R> {
 
     /// Reads the text content of an element whose start was just read.
     fn text(&mut self, empty: bool, what: &str) -> Result<String, Error> {
-        let mut out = String::new();
         if empty {
-            return Ok(out);
+            return Ok(String::new());
         }
+        self.in_text = true;
+        let r = self.text_inner(what);
+        self.in_text = false;
+        r
+    }
+
+    fn text_inner(&mut self, what: &str) -> Result<String, Error> {
+        let mut out = String::new();
         loop {
             match self.next_tok()? {
                 Tok::Text { text, pos } => {
@@ -822,7 +856,11 @@ impl<R: BufRead> DocumentReader<R> {
                             max: self.opts.max_token_bytes,
                         });
                     }
-                    out.push_str(&text);
+                    if out.is_empty() {
+                        out = text;
+                    } else {
+                        out.push_str(&text);
+                    }
                 }
                 Tok::End { .. } => return Ok(out),
                 Tok::Start {
@@ -835,7 +873,7 @@ impl<R: BufRead> DocumentReader<R> {
                     );
                     self.skip(empty)?;
                 }
-                Tok::Other => {}
+                Tok::Other | Tok::Space => {}
                 Tok::Decl { pos, .. } => {
                     return Err(self.err_malformed(pos, "misplaced XML declaration"));
                 }
@@ -871,7 +909,7 @@ impl<R: BufRead> DocumentReader<R> {
                         out.push_str("/>");
                     } else {
                         out.push('>');
-                        stack.push(qname);
+                        stack.push(qname.into_owned());
                     }
                 }
                 Tok::End { .. } => {
@@ -884,7 +922,7 @@ impl<R: BufRead> DocumentReader<R> {
                     out.push('>');
                 }
                 Tok::Text { text, .. } => escape_text_into(&text, &mut out),
-                Tok::Other | Tok::Decl { .. } => {}
+                Tok::Other | Tok::Space | Tok::Decl { .. } => {}
                 Tok::Eof { pos } => {
                     break Err(self.err_malformed(pos, "unexpected end of document"));
                 }
@@ -905,17 +943,18 @@ impl<R: BufRead> DocumentReader<R> {
 
     /// Turns an attribute outside ResourceSync's set into an extension attribute, or reports it.
     fn foreign_attr(&mut self, a: Attr, pos: Position, element: &str) -> Option<ExtAttr> {
+        let qname = a.qname();
         match a.ns {
             Some(ns) if ns == RS_NS => {
                 self.findings.push(
                     rules::RS_ATTR_FOREIGN,
                     pos,
-                    format!("attribute {} is not defined on {element}", a.qname),
+                    format!("attribute {qname} is not defined on {element}"),
                 );
                 None
             }
             Some(ns) => Some(ExtAttr {
-                name: a.qname,
+                name: qname,
                 namespace: ns,
                 value: a.value,
             }),
@@ -927,7 +966,7 @@ impl<R: BufRead> DocumentReader<R> {
                     pos,
                     format!(
                         "attribute {} on {element} is not defined; extensions must use their own namespace prefix",
-                        a.qname
+                        a.qname()
                     ),
                 );
                 None
@@ -944,7 +983,7 @@ impl<R: BufRead> DocumentReader<R> {
                 self.findings.push(
                     rules::RS_ATTR_UNPREFIXED,
                     pos,
-                    format!("attribute {} must not have a namespace prefix", a.qname),
+                    format!("attribute {} must not have a namespace prefix", a.qname()),
                 );
                 Some(())
             }
@@ -1009,7 +1048,7 @@ impl<R: BufRead> DocumentReader<R> {
                 }
                 continue;
             }
-            match a.local.as_str() {
+            match a.local.as_ref() {
                 "capability" => md.capability = Some(Capability::parse(a.value.trim())),
                 "at" => md.at = self.datetime(&a, pos),
                 "completed" => md.completed = self.datetime(&a, pos),
@@ -1028,7 +1067,7 @@ impl<R: BufRead> DocumentReader<R> {
                         pos,
                         format!(
                             "attribute {} is not defined on <rs:md>; extensions must use their own namespace",
-                            a.qname
+                            a.qname()
                         ),
                     );
                 }
@@ -1047,7 +1086,7 @@ impl<R: BufRead> DocumentReader<R> {
                 }
                 continue;
             }
-            match a.local.as_str() {
+            match a.local.as_ref() {
                 "rel" => {
                     has_rel = true;
                     l.rel = a.value.trim().to_owned();
@@ -1082,7 +1121,7 @@ impl<R: BufRead> DocumentReader<R> {
                         pos,
                         format!(
                             "attribute {} is not defined on <rs:ln>; extensions must use their own namespace",
-                            a.qname
+                            a.qname()
                         ),
                     );
                 }
@@ -1159,7 +1198,7 @@ impl<R: BufRead> DocumentReader<R> {
                     Tok::Decl { pos, .. } => {
                         return Err(self.err_malformed(pos, "misplaced XML declaration"));
                     }
-                    Tok::Other => {}
+                    Tok::Other | Tok::Space => {}
                     Tok::Eof { pos } => {
                         return Err(
                             self.err_malformed(pos, "document ends inside the root element")
@@ -1198,7 +1237,7 @@ impl<R: BufRead> DocumentReader<R> {
                                     "more than one <loc> in an entry",
                                 );
                             } else {
-                                e.loc = t.trim().to_owned();
+                                e.loc = trim_owned(t);
                                 seen_loc = true;
                             }
                         }
@@ -1271,7 +1310,7 @@ impl<R: BufRead> DocumentReader<R> {
                     },
                     Tok::End { .. } => break,
                     Tok::Text { text, pos } => self.stray_text(&text, pos),
-                    Tok::Other => {}
+                    Tok::Other | Tok::Space => {}
                     Tok::Decl { pos, .. } => {
                         return Err(self.err_malformed(pos, "misplaced XML declaration"));
                     }
@@ -1293,6 +1332,63 @@ impl<R: BufRead> Iterator for DocumentReader<R> {
     type Item = Result<Entry, Error>;
     fn next(&mut self) -> Option<Self::Item> {
         self.next_entry().transpose()
+    }
+}
+
+/// The attribute names ResourceSync defines, shared rather than allocated per attribute.
+const ATTR_NAMES: &[&str] = &[
+    "capability",
+    "at",
+    "completed",
+    "from",
+    "until",
+    "change",
+    "datetime",
+    "hash",
+    "length",
+    "type",
+    "encoding",
+    "path",
+    "rel",
+    "href",
+    "pri",
+    "modified",
+    "profile",
+];
+
+fn intern_attr(local: &str) -> Cow<'static, str> {
+    match ATTR_NAMES.iter().find(|n| **n == local) {
+        Some(n) => Cow::Borrowed(n),
+        None => Cow::Owned(local.to_owned()),
+    }
+}
+
+/// Trims XML white space, reusing the string when there is none to trim.
+fn trim_owned(s: String) -> String {
+    let t = s.trim_matches(|c| matches!(c, ' ' | '\t' | '\r' | '\n'));
+    if t.len() == s.len() { s } else { t.to_owned() }
+}
+
+fn capture_all(capturing: bool, name: &Name) -> bool {
+    capturing || matches!(name, Name::Unknown(_) | Name::Foreign(_))
+}
+
+impl Name {
+    /// The local name of a defined element (for messages).
+    fn static_name(&self) -> &'static str {
+        match self {
+            Name::UrlSet => "urlset",
+            Name::SitemapIndex => "sitemapindex",
+            Name::Url => "url",
+            Name::Sitemap => "sitemap",
+            Name::Loc => "loc",
+            Name::Lastmod => "lastmod",
+            Name::Changefreq => "changefreq",
+            Name::Priority => "priority",
+            Name::RsMd => "rs:md",
+            Name::RsLn => "rs:ln",
+            Name::Unknown(_) | Name::Foreign(_) => "?",
+        }
     }
 }
 

@@ -198,8 +198,6 @@ rules! {
         "A Capability List entry for a notification channel must have <rs:ln rel=\"hub\">.");
     FN_ENTRY_CAPABILITY = ("FN-3-entry-capability", Error, "Framework Notification 1.0.1 §3",
         "Every Framework Notification entry must have the capability of the document that changed.");
-    FN_INDEX_LINK = ("FN-2-index-link", Warning, "Framework Notification 1.0.1 §2, §3",
-        "A framework notification about a document under an index must link to the index.");
     AR_CONSECUTIVE = ("AR-5-consecutive", Warning, "Archives 0.9.1 §5, §6",
         "The periods of archived change documents should be consecutive, without overlap.");
     AR_CHRONOLOGICAL = ("AR-5-chronological", Error, "Archives 0.9.1 §5, §6",
