@@ -11,6 +11,7 @@ Exact format (byte-for-byte reproducible for a given N):
     <?xml version="1.0" encoding="UTF-8"?>
     <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
     <rs:md capability="resourcelist" at="AT"/>
+    <rs:ln rel="up" href="http://example.com/capabilitylist.xml"/>
     <url><loc>http://example.com/res/IIIIIII</loc><lastmod>LASTMOD</lastmod><rs:md hash="md5:MD5 sha-256:SHA256" length="LEN" type="text/plain"/></url>
     ...                                  (one <url> line per entry, i = 0 .. N-1)
     </urlset>
@@ -52,6 +53,7 @@ def write_list(n, out):
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         '<urlset xmlns="%s" xmlns:rs="%s">\n'
         '<rs:md capability="resourcelist" at="%s"/>\n'
+        '<rs:ln rel="up" href="http://example.com/capabilitylist.xml"/>\n'
         % (SITEMAP_NS, RS_NS, w3c(BASE_EPOCH + STEP_SECONDS * n))
     )
     md5 = hashlib.md5

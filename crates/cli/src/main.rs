@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod input;
+mod publish;
 mod validate;
 
 use std::process::ExitCode;
@@ -35,6 +36,8 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Summarize a document: kind, entries, time span, digests.
     Inspect(validate::InspectArgs),
+    /// Publish a directory as a Source: scan, record changes, write every document.
+    Publish(publish::PublishArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Validate(a) => validate::run_validate(&a),
         Command::Inspect(a) => validate::run_inspect(&a),
+        Command::Publish(a) => publish::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -283,7 +283,7 @@ impl MultiHasher {
 fn is_hex(bytes: &[u8]) -> bool {
     bytes.iter().fold(true, |ok, &b| {
         let lower = b | 0x20;
-        ok & (b.is_ascii_digit() | (lower >= b'a') & (lower <= b'f'))
+        ok & (b.is_ascii_digit() | (b'a'..=b'f').contains(&lower))
     })
 }
 

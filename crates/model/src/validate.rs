@@ -711,14 +711,12 @@ impl Validator {
             (Capability::ChangeNotification | Capability::ChangeListNotification, _) => {
                 self.order(e.change_time(), pos, rules::CN_CHRONOLOGICAL);
             }
-            (Capability::FrameworkNotification, _) => {
-                if md.capability.is_none() {
-                    self.push(
-                        rules::FN_ENTRY_CAPABILITY,
-                        pos,
-                        "a Framework Notification entry must have the capability of the changed document",
-                    );
-                }
+            (Capability::FrameworkNotification, _) if md.capability.is_none() => {
+                self.push(
+                    rules::FN_ENTRY_CAPABILITY,
+                    pos,
+                    "a Framework Notification entry must have the capability of the changed document",
+                );
             }
             (Capability::ChangeListArchive | Capability::ChangeDumpArchive, false) => {
                 let key = md.from.or(md.until).or(e.lastmod);

@@ -21,6 +21,8 @@ use crate::document::{
 use crate::error::Error;
 use crate::reader::escape_text_into;
 
+const SPOOL_BLOCK: usize = 64 * 1024;
+
 const XML_DECL: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
 
 fn check_chars(doc: &str, what: &str, s: &str) -> Result<(), Error> {
@@ -426,6 +428,8 @@ pub struct SplitSummary {
 
 struct Part<S> {
     spool: S,
+    /// Entries not yet written to the spool (written in 64 KiB blocks).
+    pending: Vec<u8>,
     entries: usize,
     bytes: u64,
     last_time: Option<W3cDateTime>,
@@ -515,6 +519,7 @@ impl<S: PartSink> SplitWriter<S> {
             let spool = self.sink.spool().map_err(|e| self.io(e))?;
             self.part = Some(Part {
                 spool,
+                pending: Vec::with_capacity(SPOOL_BLOCK),
                 entries: 0,
                 bytes: 0,
                 last_time: None,
@@ -532,7 +537,14 @@ impl<S: PartSink> SplitWriter<S> {
                 if time.is_some() {
                     p.last_time = time;
                 }
-                p.spool.write_all(line.as_bytes())
+                p.pending.extend_from_slice(line.as_bytes());
+                if p.pending.len() >= SPOOL_BLOCK {
+                    let r = p.spool.write_all(&p.pending);
+                    p.pending.clear();
+                    r
+                } else {
+                    Ok(())
+                }
             }
             None => Ok(()),
         };
@@ -576,6 +588,7 @@ impl<S: PartSink> SplitWriter<S> {
         let h = header_xml(&self.doc, &header)?;
         let r = (|| {
             out.write_all(h.as_bytes())?;
+            part.spool.write_all(&part.pending)?;
             part.spool.seek(SeekFrom::Start(0))?;
             io::copy(&mut part.spool, &mut out)?;
             out.write_all(footer_xml(header.root).as_bytes())?;
@@ -612,6 +625,7 @@ impl<S: PartSink> SplitWriter<S> {
             let spool = self.sink.spool().map_err(|e| self.io(e))?;
             self.part = Some(Part {
                 spool,
+                pending: Vec::with_capacity(SPOOL_BLOCK),
                 entries: 0,
                 bytes: 0,
                 last_time: None,

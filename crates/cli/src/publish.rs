@@ -1,0 +1,161 @@
+//! `resourcesync publish`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use resourcesync_source::publish::PublishOptions;
+use resourcesync_source::scan::ScanOptions;
+use resourcesync_source::source::parse_algs;
+use resourcesync_source::state::Rotation;
+use resourcesync_source::{Source, SourceConfig};
+use serde_json::json;
+
+use crate::EXIT_OK;
+
+/// Options that describe a Source (shared by `publish` and `serve`).
+#[derive(Debug, Args)]
+pub(crate) struct SourceArgs {
+    /// The directory of resources.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The URL the directory is served at (resources map to BASE/relative/path).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The state database (default DIR/.resourcesync/state.sqlite).
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// Digests to publish, comma-separated: md5, sha-1, sha-256.
+    #[arg(long = "hash", value_name = "ALGS", default_value = "md5")]
+    pub hash: String,
+    /// Leave out paths matching a glob (gitignore syntax); repeatable.
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Publish dotfiles and dot-directories too.
+    #[arg(long)]
+    pub include_hidden: bool,
+    /// Split documents into an index past this many entries (Sitemap limit: 50000).
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    pub max_entries: usize,
+    /// Close the open Change List after this many changes.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub changelist_max_entries: u64,
+    /// Close the open Change List after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 86_400)]
+    pub changelist_max_age: i64,
+    /// Earlier Resource Lists to keep in the Resource List Archive.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub keep_resource_lists: usize,
+}
+
+impl SourceArgs {
+    pub(crate) fn config(
+        &self,
+        out: Option<PathBuf>,
+        default_base: Option<String>,
+    ) -> anyhow::Result<SourceConfig> {
+        let base = self
+            .base_url
+            .clone()
+            .or(default_base)
+            .context("--base-url is required")?;
+        let mut cfg = SourceConfig::new(&self.dir, &base);
+        cfg.out = out;
+        cfg.state = self.state.clone();
+        cfg.excludes = self.exclude.clone();
+        cfg.include_hidden = self.include_hidden;
+        cfg.scan = ScanOptions {
+            algs: parse_algs(&self.hash)?,
+            rotation: Rotation {
+                max_entries: self.changelist_max_entries.max(1),
+                max_age_secs: self.changelist_max_age.max(1),
+            },
+            ..ScanOptions::default()
+        };
+        let mut split = resourcesync_model::writer::SplitLimits::default();
+        split.max_entries = self.max_entries.clamp(1, 50_000);
+        cfg.publish = PublishOptions {
+            split,
+            keep_resource_lists: self.keep_resource_lists,
+            ..PublishOptions::default()
+        };
+        Ok(cfg)
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PublishArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Where to write the documents (default: DIR itself, under DIR/resourcesync/ and
+    /// DIR/.well-known/resourcesync).
+    #[arg(long, value_name = "OUTDIR")]
+    out: Option<PathBuf>,
+    /// Print a JSON report.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
+    let cfg = a.source.config(a.out.clone(), None)?;
+    let started = std::time::Instant::now();
+    let mut source = Source::open(cfg)?;
+    let scan = source.scan()?;
+    let publish = source.publish()?;
+    let secs = started.elapsed().as_secs_f64();
+    for s in &scan.skipped {
+        eprintln!("resourcesync: skipped {}: {}", s.path.display(), s.reason);
+    }
+    let layout = source.layout();
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let v = json!({
+            "resources": scan.resources,
+            "created": scan.created,
+            "updated": scan.updated,
+            "deleted": scan.deleted,
+            "hashed": scan.hashed,
+            "bytes_hashed": scan.bytes_hashed,
+            "skipped": scan.skipped.iter().map(|s| json!({"path": s.path.display().to_string(), "reason": s.reason})).collect::<Vec<_>>(),
+            "resource_list_parts": publish.resource_list_parts,
+            "change_lists": publish.change_lists,
+            "documents_written": publish.written.len(),
+            "source_description": layout.well_known_url(),
+            "capability_list": layout.doc_url("capabilitylist.xml"),
+            "out": layout.out.display().to_string(),
+            "seconds": secs,
+        });
+        serde_json::to_writer_pretty(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "{} resources ({} created, {} updated, {} deleted; {} files read, {} bytes) in {:.2} s",
+            scan.resources,
+            scan.created,
+            scan.updated,
+            scan.deleted,
+            scan.hashed,
+            scan.bytes_hashed,
+            secs
+        )?;
+        writeln!(
+            out,
+            "Resource List in {} part(s), {} Change List(s); {} documents written under {}",
+            publish.resource_list_parts,
+            publish.change_lists,
+            publish.written.len(),
+            layout.out.display()
+        )?;
+        writeln!(out, "Source Description: {}", layout.well_known_url())?;
+        if !scan.skipped.is_empty() {
+            writeln!(
+                out,
+                "{} file(s) skipped (listed on stderr)",
+                scan.skipped.len()
+            )?;
+        }
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,228 @@
+//! Inventories: what resources a Source has right now.
+//!
+//! [`Inventory`] is the seam for other kinds of Sources (a database table, an object-store
+//! bucket, OAI-PMH): it lists files with their size and modification time and opens them for
+//! reading. [`DirInventory`] walks a directory tree in parallel.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::UNIX_EPOCH;
+
+use ignore::WalkBuilder;
+use ignore::overrides::OverrideBuilder;
+
+use crate::error::{Error, Result};
+
+/// One file as listed by an inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Path relative to the inventory's root.
+    pub rel: PathBuf,
+    /// Size in bytes.
+    pub len: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+}
+
+/// A file that could not be listed or read, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The path (relative when known).
+    pub path: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a Source publishes.
+pub trait Inventory: Send + Sync {
+    /// Lists every resource. Problems with single entries are reported, not fatal.
+    fn list(&self) -> Result<(Vec<Listed>, Vec<Skipped>)>;
+    /// Opens a resource for reading.
+    fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>>;
+    /// Size and modification time of a resource now (to detect a change during hashing).
+    fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)>;
+}
+
+/// A directory tree as an inventory.
+#[derive(Debug, Clone)]
+pub struct DirInventory {
+    root: PathBuf,
+    canonical_root: PathBuf,
+    excludes: Vec<String>,
+    include_hidden: bool,
+    skip_dirs: Vec<PathBuf>,
+    threads: usize,
+}
+
+fn mtime_ns(md: &std::fs::Metadata) -> i128 {
+    md.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+impl DirInventory {
+    /// An inventory of `root`. `excludes` are globs (gitignore syntax) of paths to leave out;
+    /// hidden files and directories (dotfiles) are left out unless `include_hidden`;
+    /// `skip_dirs` (the state directory, the documents' directory) are always left out.
+    pub fn new(
+        root: &Path,
+        excludes: Vec<String>,
+        include_hidden: bool,
+        skip_dirs: Vec<PathBuf>,
+    ) -> Result<Self> {
+        let canonical_root = root.canonicalize().map_err(|e| Error::io(root, e))?;
+        let skip_dirs = skip_dirs
+            .into_iter()
+            .map(|d| d.canonicalize().unwrap_or(d))
+            .collect();
+        Ok(DirInventory {
+            root: root.to_owned(),
+            canonical_root,
+            excludes,
+            include_hidden,
+            skip_dirs,
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+                .min(8),
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether `rel` would be listed (not excluded, not hidden, not in a skipped directory).
+    pub fn admits(&self, rel: &Path) -> bool {
+        if !self.include_hidden
+            && rel
+                .components()
+                .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+        {
+            return false;
+        }
+        let full = self.canonical_root.join(rel);
+        if self.skip_dirs.iter().any(|d| full.starts_with(d)) {
+            return false;
+        }
+        match self.overrides() {
+            Ok(ov) => !ov.matched(&full, false).is_ignore(),
+            Err(_) => true,
+        }
+    }
+
+    fn overrides(&self) -> Result<ignore::overrides::Override> {
+        let mut ob = OverrideBuilder::new(&self.canonical_root);
+        for g in &self.excludes {
+            ob.add(&format!("!{g}"))
+                .map_err(|e| Error::Config(format!("bad --exclude glob {g:?}: {e}")))?;
+        }
+        ob.build()
+            .map_err(|e| Error::Config(format!("bad --exclude globs: {e}")))
+    }
+}
+
+impl Inventory for DirInventory {
+    fn list(&self) -> Result<(Vec<Listed>, Vec<Skipped>)> {
+        let overrides = self.overrides()?;
+        let mut b = WalkBuilder::new(&self.canonical_root);
+        b.standard_filters(false)
+            .hidden(!self.include_hidden)
+            .follow_links(false)
+            .overrides(overrides)
+            .threads(self.threads);
+        let skip = self.skip_dirs.clone();
+        b.filter_entry(move |e| !skip.iter().any(|d| e.path() == d));
+        let listed = Mutex::new(Vec::new());
+        let skipped = Mutex::new(Vec::new());
+        let root = &self.canonical_root;
+        b.build_parallel().run(|| {
+            let listed = &listed;
+            let skipped = &skipped;
+            Box::new(move |res| {
+                let entry = match res {
+                    Ok(e) => e,
+                    Err(err) => {
+                        if let Ok(mut s) = skipped.lock() {
+                            s.push(Skipped {
+                                path: PathBuf::new(),
+                                reason: err.to_string(),
+                            });
+                        }
+                        return ignore::WalkState::Continue;
+                    }
+                };
+                let path = entry.path();
+                let Ok(rel) = path.strip_prefix(root) else {
+                    return ignore::WalkState::Continue;
+                };
+                let Some(ft) = entry.file_type() else {
+                    return ignore::WalkState::Continue;
+                };
+                let md = if ft.is_file() {
+                    entry.metadata().map_err(|e| e.to_string())
+                } else if ft.is_symlink() {
+                    // Follow a link only when its target stays inside the tree and is a file.
+                    match path.canonicalize() {
+                        Ok(target) if target.starts_with(root) => {
+                            match std::fs::metadata(&target) {
+                                Ok(md) if md.is_file() => Ok(md),
+                                Ok(_) => return ignore::WalkState::Continue,
+                                Err(e) => Err(e.to_string()),
+                            }
+                        }
+                        Ok(_) => Err("symbolic link leaves the tree; not followed".into()),
+                        Err(e) => Err(format!("dangling symbolic link: {e}")),
+                    }
+                } else {
+                    return ignore::WalkState::Continue;
+                };
+                match md {
+                    Ok(md) => {
+                        if let Ok(mut l) = listed.lock() {
+                            l.push(Listed {
+                                rel: rel.to_owned(),
+                                len: md.len(),
+                                mtime_ns: mtime_ns(&md),
+                            });
+                        }
+                    }
+                    Err(reason) => {
+                        if let Ok(mut s) = skipped.lock() {
+                            s.push(Skipped {
+                                path: rel.to_owned(),
+                                reason,
+                            });
+                        }
+                    }
+                }
+                ignore::WalkState::Continue
+            })
+        });
+        let listed = listed.into_inner().unwrap_or_default();
+        let skipped = skipped.into_inner().unwrap_or_default();
+        Ok((listed, skipped))
+    }
+
+    fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>> {
+        let full = self.canonical_root.join(rel);
+        // Never read through a link that leaves the tree (it may have changed since listing).
+        let target = full.canonicalize()?;
+        if !target.starts_with(&self.canonical_root) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "path leaves the Source directory",
+            ));
+        }
+        Ok(Box::new(std::fs::File::open(target)?))
+    }
+
+    fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
+        let md = std::fs::metadata(self.canonical_root.join(rel))?;
+        Ok((md.len(), mtime_ns(&md)))
+    }
+}

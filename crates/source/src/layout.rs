@@ -1,0 +1,208 @@
+//! Where documents go on disk and which URLs they are published under, and how files are
+//! written durably (temporary file, sync, rename).
+//!
+//! Layout under the output directory (served at the base URL):
+//!
+//! ```text
+//! .well-known/resourcesync                 Source Description (Z39.99-2014 §6.3.2)
+//! resourcesync/capabilitylist.xml          Capability List (§9)
+//! resourcesync/resourcelist.xml            Resource List, or its index (§10)
+//! resourcesync/resourcelist-NNNNN.xml      parts of a split Resource List
+//! resourcesync/changelist.xml              Change List Index (§12.2)
+//! resourcesync/changelists/NNNNN.xml       Change Lists, one per period, the last one open
+//! resourcesync/resourcedump.xml            Resource Dump (§11.1)
+//! resourcesync/dumps/...                   ZIP packages and copies of their manifests
+//! resourcesync/changedump.xml              Change Dump (§13.1)
+//! resourcesync/resourcelist-archive.xml    Resource List Archive (Archives §3)
+//! resourcesync/changelist-archive.xml      Change List Archive (Archives §5)
+//! resourcesync/archive/...                 earlier Resource Lists
+//! ```
+
+use std::fs::File;
+use std::io::{self, BufWriter, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use resourcesync_model::writer::{PartSink, Target};
+
+use crate::error::{Error, Result};
+
+/// The folder of documents under the output directory (and under the base URL).
+pub const DOCS_DIR: &str = "resourcesync";
+
+/// Paths and URLs of a Source's documents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The output directory.
+    pub out: PathBuf,
+    /// The base URL resources and documents are published under (ends with `/`).
+    pub base: String,
+}
+
+impl Layout {
+    /// A layout writing to `out`, published at `base` (normalized to end with `/`).
+    pub fn new(out: impl Into<PathBuf>, base: &str) -> Self {
+        Layout {
+            out: out.into(),
+            base: crate::uri::normalize_base(base),
+        }
+    }
+
+    /// The file of a document (name relative to the documents folder).
+    pub fn doc_path(&self, name: &str) -> PathBuf {
+        self.out.join(DOCS_DIR).join(name)
+    }
+
+    /// The URL of a document.
+    pub fn doc_url(&self, name: &str) -> String {
+        format!("{}{DOCS_DIR}/{name}", self.base)
+    }
+
+    /// The Source Description's file.
+    pub fn well_known_path(&self) -> PathBuf {
+        self.out.join(".well-known").join("resourcesync")
+    }
+
+    /// The Source Description's URL.
+    pub fn well_known_url(&self) -> String {
+        format!("{}.well-known/resourcesync", self.base)
+    }
+
+    /// The documents folder.
+    pub fn docs_dir(&self) -> PathBuf {
+        self.out.join(DOCS_DIR)
+    }
+}
+
+/// A file being written durably: a temporary file beside the target, renamed into place by
+/// [`AtomicFile::commit`] after it is flushed and synced. Dropped uncommitted, it is removed.
+#[derive(Debug)]
+pub struct AtomicFile {
+    tmp: tempfile::NamedTempFile,
+    target: PathBuf,
+}
+
+impl AtomicFile {
+    /// Starts writing `target` (its folder is created).
+    pub fn create(target: &Path) -> Result<Self> {
+        let dir = target
+            .parent()
+            .ok_or_else(|| Error::Config(format!("{} has no parent folder", target.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
+        Ok(AtomicFile {
+            tmp,
+            target: target.to_owned(),
+        })
+    }
+
+    /// The temporary file, to write to.
+    pub fn file(&mut self) -> &mut File {
+        self.tmp.as_file_mut()
+    }
+
+    /// Syncs and renames into place.
+    pub fn commit(mut self) -> Result<()> {
+        let target = self.target.clone();
+        self.tmp
+            .as_file_mut()
+            .flush()
+            .and_then(|()| self.tmp.as_file().sync_all())
+            .map_err(|e| Error::io(&target, e))?;
+        self.tmp
+            .persist(&target)
+            .map_err(|e| Error::io(&target, e.error))?;
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.tmp.as_file_mut().write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.tmp.as_file_mut().flush()
+    }
+}
+
+/// Writes a whole file durably.
+pub fn write_file(target: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = AtomicFile::create(target)?;
+    f.write_all(bytes).map_err(|e| Error::io(target, e))?;
+    f.commit()
+}
+
+/// A [`PartSink`] writing a (possibly split) document into the documents folder: the single
+/// document or the index at `NAME.xml`, parts at `NAME-NNNNN.xml`, each through an
+/// [`AtomicFile`].
+#[derive(Debug)]
+pub struct FsSink {
+    layout: Layout,
+    name: String,
+    /// Files written, for cleaning up stale parts.
+    pub written: Vec<PathBuf>,
+}
+
+impl FsSink {
+    /// A sink for the document `NAME.xml` (name relative to the documents folder, without
+    /// `.xml`).
+    pub fn new(layout: &Layout, name: &str) -> Self {
+        FsSink {
+            layout: layout.clone(),
+            name: name.to_owned(),
+            written: Vec::new(),
+        }
+    }
+
+    fn file_name(&self, target: Target) -> String {
+        match target {
+            Target::Single | Target::Index => format!("{}.xml", self.name),
+            Target::Part(n) => format!("{}-{n:05}.xml", self.name),
+        }
+    }
+}
+
+/// A buffered [`AtomicFile`].
+#[derive(Debug)]
+pub struct SinkFile(BufWriter<AtomicFile>);
+
+impl Write for SinkFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl PartSink for FsSink {
+    type Out = SinkFile;
+    type Spool = File;
+
+    fn open(&mut self, target: Target) -> io::Result<SinkFile> {
+        let path = self.layout.doc_path(&self.file_name(target));
+        let f = AtomicFile::create(&path).map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(SinkFile(BufWriter::with_capacity(256 * 1024, f)))
+    }
+
+    fn close(&mut self, target: Target, out: SinkFile) -> io::Result<()> {
+        let f = out.0.into_inner().map_err(|e| e.into_error())?;
+        f.commit().map_err(|e| io::Error::other(e.to_string()))?;
+        self.written
+            .push(self.layout.doc_path(&self.file_name(target)));
+        Ok(())
+    }
+
+    fn spool(&mut self) -> io::Result<File> {
+        let mut f =
+            tempfile::tempfile_in(self.layout.docs_dir()).or_else(|_| tempfile::tempfile())?;
+        f.rewind()?;
+        Ok(f)
+    }
+
+    fn url(&self, target: Target) -> String {
+        self.layout.doc_url(&self.file_name(target))
+    }
+}

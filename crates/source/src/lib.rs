@@ -1,0 +1,17 @@
+//! A ResourceSync Source: the inventory of a directory, change tracking in SQLite, every
+//! capability document, dumps, and an HTTP server.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod inventory;
+pub mod layout;
+pub mod page;
+pub mod publish;
+pub mod scan;
+pub mod source;
+pub mod state;
+pub mod uri;
+
+pub use error::{Error, Result};
+pub use source::{Source, SourceConfig};

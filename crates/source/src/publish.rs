@@ -1,0 +1,395 @@
+//! Writing every capability document from the state: Source Description, Capability List,
+//! Resource List (split into an index past the limits), Change Lists (one per period, grouped in a
+//! Change List Index), the archives, and a page for people.
+//!
+//! Every document goes through the model crate's writer and is written durably; documents that
+//! cannot have changed (closed Change Lists, the Resource List of an unchanged snapshot) are not
+//! written again.
+
+use std::path::PathBuf;
+
+use resourcesync_model::writer::{SplitLimits, SplitSummary, SplitWriter};
+use resourcesync_model::{
+    Capability, DocumentWriter, Entry, Header, Link, Metadata, Root, W3cDateTime,
+};
+
+use crate::error::{Error, Result};
+use crate::layout::{FsSink, Layout, write_file};
+use crate::state::{ChangeRecord, Period, Resource, State};
+
+/// How to publish.
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    /// When to split documents into an index (default: the Sitemap limits).
+    pub split: SplitLimits,
+    /// Earlier Resource Lists kept and listed in the Resource List Archive.
+    pub keep_resource_lists: usize,
+    /// Whether a Resource Dump and Change Dumps are offered (written by [`crate::dump`]).
+    pub dumps: bool,
+}
+
+impl Default for PublishOptions {
+    fn default() -> Self {
+        PublishOptions {
+            split: SplitLimits::default(),
+            keep_resource_lists: 5,
+            dumps: false,
+        }
+    }
+}
+
+/// What was published.
+#[derive(Debug, Clone, Default)]
+pub struct PublishReport {
+    /// Resources in the Resource List.
+    pub resources: u64,
+    /// Parts of the Resource List (1 when not split).
+    pub resource_list_parts: usize,
+    /// Change Lists (periods).
+    pub change_lists: usize,
+    /// Documents written this time.
+    pub written: Vec<PathBuf>,
+}
+
+/// Name of the Resource List of a snapshot (relative to the documents folder, without `.xml`).
+pub fn resource_list_name(snapshot: i64) -> String {
+    format!("resourcelists/{snapshot:06}/resourcelist")
+}
+
+/// Name of the Change List of a period.
+pub fn change_list_name(period: i64) -> String {
+    format!("changelists/{period:05}")
+}
+
+fn up(layout: &Layout) -> Link {
+    Link::new("up", layout.doc_url("capabilitylist.xml"))
+}
+
+fn write_doc(layout: &Layout, name: &str, header: &Header, entries: &[Entry]) -> Result<PathBuf> {
+    let mut w = DocumentWriter::new(Vec::new(), name, header)?;
+    for e in entries {
+        w.write_entry(e)?;
+    }
+    let bytes = w.finish()?;
+    let path = if name == ".well-known/resourcesync" {
+        layout.well_known_path()
+    } else {
+        layout.doc_path(name)
+    };
+    write_file(&path, &bytes)?;
+    Ok(path)
+}
+
+/// An entry of the Resource List for a resource.
+pub fn resource_entry(r: &Resource) -> Entry {
+    let mut e = Entry::new(r.uri.clone());
+    e.lastmod = Some(r.lastmod);
+    let md = e.md_mut();
+    if !r.hashes.is_empty() {
+        md.hash = Some(r.hashes.clone());
+    }
+    md.length = Some(r.length);
+    md.mime_type = r.mime_type.clone();
+    e
+}
+
+/// An entry of a Change List for a change (Z39.99-2017 §12.1: `datetime` is the change event).
+pub fn change_entry(c: &ChangeRecord) -> Entry {
+    let mut e = Entry::new(c.uri.clone());
+    e.lastmod = c.lastmod;
+    let md = e.md_mut();
+    md.change = Some(c.change.clone());
+    md.datetime = Some(c.datetime);
+    if !c.hashes.is_empty() {
+        md.hash = Some(c.hashes.clone());
+    }
+    md.length = c.length;
+    md.mime_type = c.mime_type.clone();
+    e
+}
+
+/// Writes the Resource List of the newest snapshot, unless it exists already.
+fn publish_resource_list(
+    layout: &Layout,
+    state: &State,
+    opts: &PublishOptions,
+    snapshot: (i64, W3cDateTime, W3cDateTime, u64),
+    report: &mut PublishReport,
+) -> Result<String> {
+    let (id, at, completed, _) = snapshot;
+    let name = resource_list_name(id);
+    let done_key = format!("resourcelist:{id}");
+    if let Some(url) = state.meta(&done_key)? {
+        report.resources = state.resource_count()?;
+        report.resource_list_parts = state
+            .meta(&format!("{done_key}:parts"))?
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(1);
+        return Ok(url);
+    }
+    let mut md = Metadata::with_capability(Capability::ResourceList);
+    md.at = Some(at);
+    md.completed = Some(completed);
+    let mut header = Header::new(Root::UrlSet, md);
+    header.links.push(up(layout));
+    std::fs::create_dir_all(layout.doc_path(&name).parent().unwrap_or(&layout.out))
+        .map_err(|e| Error::io(&layout.out, e))?;
+    let sink = FsSink::new(layout, &name);
+    let mut w = SplitWriter::new(sink, name.clone(), header, opts.split)?;
+    let mut n = 0u64;
+    state.for_each_resource_by_uri(|r| {
+        n += 1;
+        w.write_entry(&resource_entry(&r)).map_err(Error::from)
+    })?;
+    let (sink, summary): (FsSink, SplitSummary) = w.finish()?;
+    report.written.extend(sink.written);
+    report.resources = n;
+    report.resource_list_parts = summary.parts;
+    let url = layout.doc_url(&format!("{name}.xml"));
+    state.set_meta(&format!("{done_key}:parts"), &summary.parts.to_string())?;
+    state.set_meta(&done_key, &url)?;
+    Ok(url)
+}
+
+/// Removes Resource Lists of snapshots older than the kept ones, returning the kept earlier
+/// ones (for the archive) as (id, at, completed, url).
+fn prune_resource_lists(
+    layout: &Layout,
+    state: &State,
+    keep: usize,
+    current: i64,
+) -> Result<Vec<(i64, W3cDateTime, W3cDateTime, String)>> {
+    let mut published = Vec::new();
+    for (id, at, completed, _) in state.snapshots()? {
+        if id == current {
+            continue;
+        }
+        if let Some(url) = state.meta(&format!("resourcelist:{id}"))? {
+            published.push((id, at, completed, url));
+        }
+    }
+    let cut = published.len().saturating_sub(keep);
+    for (id, ..) in published.drain(..cut) {
+        let dir = layout.doc_path(&resource_list_name(id));
+        if let Some(parent) = dir.parent() {
+            let _ = std::fs::remove_dir_all(parent);
+        }
+        state.set_meta(&format!("resourcelist:{id}"), "")?;
+    }
+    published.retain(|(.., url)| !url.is_empty());
+    Ok(published)
+}
+
+fn publish_change_lists(
+    layout: &Layout,
+    state: &State,
+    periods: &[Period],
+    report: &mut PublishReport,
+) -> Result<()> {
+    let index_url = layout.doc_url("changelist.xml");
+    for p in periods {
+        let name = change_list_name(p.id);
+        let closed_key = format!("changelist:{}:closed", p.id);
+        if p.until.is_some() && state.meta(&closed_key)?.is_some() {
+            continue;
+        }
+        let mut md = Metadata::with_capability(Capability::ChangeList);
+        md.from = Some(p.from);
+        md.until = p.until;
+        let mut header = Header::new(Root::UrlSet, md);
+        header.links.push(up(layout));
+        header.links.push(Link::new("index", index_url.clone()));
+        let mut entries = Vec::new();
+        state.for_each_change(p.id, |c| {
+            entries.push(change_entry(&c));
+            Ok(())
+        })?;
+        report.written.push(write_doc(
+            layout,
+            &format!("{name}.xml"),
+            &header,
+            &entries,
+        )?);
+        if p.until.is_some() {
+            state.set_meta(&closed_key, "1")?;
+        }
+    }
+    // The index, in forward chronological order.
+    let mut md = Metadata::with_capability(Capability::ChangeList);
+    md.from = periods.first().map(|p| p.from);
+    let mut header = Header::new(Root::SitemapIndex, md);
+    header.links.push(up(layout));
+    header.links.push(Link::new(
+        "archives",
+        layout.doc_url("changelist-archive.xml"),
+    ));
+    let entries: Vec<Entry> = periods
+        .iter()
+        .map(|p| {
+            let mut e = Entry::new(layout.doc_url(&format!("{}.xml", change_list_name(p.id))));
+            let md = e.md_mut();
+            md.from = Some(p.from);
+            md.until = p.until;
+            e
+        })
+        .collect();
+    report
+        .written
+        .push(write_doc(layout, "changelist.xml", &header, &entries)?);
+    // The archive of closed Change Lists (Archives §5).
+    let mut md = Metadata::with_capability(Capability::ChangeListArchive);
+    md.from = None;
+    let mut header = Header::new(Root::UrlSet, md);
+    header.links.push(up(layout));
+    let entries: Vec<Entry> = periods
+        .iter()
+        .filter(|p| p.until.is_some())
+        .map(|p| {
+            let mut e = Entry::new(layout.doc_url(&format!("{}.xml", change_list_name(p.id))));
+            let md = e.md_mut();
+            md.from = Some(p.from);
+            md.until = p.until;
+            e
+        })
+        .collect();
+    report.written.push(write_doc(
+        layout,
+        "changelist-archive.xml",
+        &header,
+        &entries,
+    )?);
+    report.change_lists = periods.len();
+    Ok(())
+}
+
+/// Publishes every document for the newest snapshot in `state`.
+pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<PublishReport> {
+    let mut report = PublishReport::default();
+    let snapshot = state
+        .last_snapshot()?
+        .ok_or_else(|| Error::Config("nothing to publish: no scan recorded yet".into()))?;
+    let current = snapshot.0;
+    let rl_url = publish_resource_list(layout, state, opts, snapshot, &mut report)?;
+    let earlier = prune_resource_lists(layout, state, opts.keep_resource_lists, current)?;
+
+    // Resource List Archive (Archives §3).
+    let mut header = Header::new(
+        Root::UrlSet,
+        Metadata::with_capability(Capability::ResourceListArchive),
+    );
+    header.links.push(up(layout));
+    let entries: Vec<Entry> = earlier
+        .iter()
+        .map(|(_, at, completed, url)| {
+            let mut e = Entry::new(url.clone());
+            let md = e.md_mut();
+            md.at = Some(*at);
+            md.completed = Some(*completed);
+            e
+        })
+        .collect();
+    report.written.push(write_doc(
+        layout,
+        "resourcelist-archive.xml",
+        &header,
+        &entries,
+    )?);
+
+    let periods = state.periods()?;
+    publish_change_lists(layout, state, &periods, &mut report)?;
+
+    // Capability List (§9).
+    let cap_url = layout.doc_url("capabilitylist.xml");
+    let mut header = Header::new(
+        Root::UrlSet,
+        Metadata::with_capability(Capability::CapabilityList),
+    );
+    header.links.push(Link::new("up", layout.well_known_url()));
+    header
+        .links
+        .push(Link::new("describedby", layout.doc_url("index.html")));
+    let cap = |loc: String, c: Capability| {
+        let mut e = Entry::new(loc);
+        e.md = Some(Metadata::with_capability(c));
+        e
+    };
+    let mut entries = vec![
+        cap(rl_url.clone(), Capability::ResourceList),
+        cap(layout.doc_url("changelist.xml"), Capability::ChangeList),
+    ];
+    if opts.dumps {
+        entries.push(cap(
+            layout.doc_url("resourcedump.xml"),
+            Capability::ResourceDump,
+        ));
+        entries.push(cap(
+            layout.doc_url("changedump.xml"),
+            Capability::ChangeDump,
+        ));
+    }
+    entries.push(cap(
+        layout.doc_url("resourcelist-archive.xml"),
+        Capability::ResourceListArchive,
+    ));
+    entries.push(cap(
+        layout.doc_url("changelist-archive.xml"),
+        Capability::ChangeListArchive,
+    ));
+    report
+        .written
+        .push(write_doc(layout, "capabilitylist.xml", &header, &entries)?);
+
+    // Source Description (§8), at the well-known URI (§6.3.2).
+    let mut header = Header::new(
+        Root::UrlSet,
+        Metadata::with_capability(Capability::Description),
+    );
+    header
+        .links
+        .push(Link::new("describedby", layout.doc_url("index.html")));
+    let mut e = Entry::new(cap_url.clone());
+    e.md = Some(Metadata::with_capability(Capability::CapabilityList));
+    report.written.push(write_doc(
+        layout,
+        ".well-known/resourcesync",
+        &header,
+        &[e],
+    )?);
+
+    // A page for people.
+    let page = crate::page::render(&crate::page::PageInfo {
+        base: layout.base.clone(),
+        resources: report.resources,
+        snapshot_at: snapshot.1,
+        last_change: state.changes_after(state.last_seq()? - 1, 1)?.pop(),
+        change_lists: report.change_lists,
+        documents: vec![
+            ("Source Description".into(), layout.well_known_url()),
+            ("Capability List".into(), cap_url),
+            ("Resource List".into(), rl_url),
+            ("Change List Index".into(), layout.doc_url("changelist.xml")),
+            (
+                "Resource List Archive".into(),
+                layout.doc_url("resourcelist-archive.xml"),
+            ),
+            (
+                "Change List Archive".into(),
+                layout.doc_url("changelist-archive.xml"),
+            ),
+        ]
+        .into_iter()
+        .chain(
+            opts.dumps
+                .then(|| ("Resource Dump".into(), layout.doc_url("resourcedump.xml"))),
+        )
+        .chain(
+            opts.dumps
+                .then(|| ("Change Dump".into(), layout.doc_url("changedump.xml"))),
+        )
+        .collect(),
+    });
+    let page_path = layout.doc_path("index.html");
+    write_file(&page_path, page.as_bytes())?;
+    report.written.push(page_path);
+    Ok(report)
+}

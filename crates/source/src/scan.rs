@@ -1,0 +1,295 @@
+//! A scan: list the inventory, hash what changed, compare with the previous snapshot through the
+//! diff engine, and record the new snapshot and its changes in one transaction.
+//!
+//! A file whose size and modification time are unchanged is not read again. A file that changes
+//! while it is being hashed is read again (three tries), and never published with a digest of
+//! content it no longer has; a file that cannot be read is reported and skipped, keeping its
+//! previous state if it had one, so an unreadable file is not mistaken for a deleted one.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use jiff::Timestamp;
+use resourcesync_diff::{Item, needs_update};
+use resourcesync_model::{Change, HashAlg, Hashes, MultiHasher, W3cDateTime};
+
+use crate::error::Result;
+use crate::inventory::{Inventory, Listed, Skipped};
+use crate::state::{Resource, Rotation, State, now_us};
+use crate::uri::path_to_uri;
+
+/// How to scan.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Digests to compute (default md5).
+    pub algs: Vec<HashAlg>,
+    /// When to rotate Change Lists.
+    pub rotation: Rotation,
+    /// Hashing threads.
+    pub threads: usize,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            algs: vec![HashAlg::Md5],
+            rotation: Rotation::default(),
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+        }
+    }
+}
+
+/// What a scan found.
+#[derive(Debug, Clone, Default)]
+pub struct ScanReport {
+    /// Resources now.
+    pub resources: u64,
+    /// Created since the previous scan.
+    pub created: u64,
+    /// Updated (content differs).
+    pub updated: u64,
+    /// Deleted.
+    pub deleted: u64,
+    /// Files read and hashed.
+    pub hashed: u64,
+    /// Bytes read and hashed.
+    pub bytes_hashed: u64,
+    /// Files skipped, with reasons.
+    pub skipped: Vec<Skipped>,
+    /// Snapshot start.
+    pub at: Option<W3cDateTime>,
+    /// Snapshot end.
+    pub completed: Option<W3cDateTime>,
+}
+
+impl ScanReport {
+    /// Whether anything changed.
+    pub fn changed(&self) -> bool {
+        self.created + self.updated + self.deleted > 0
+    }
+}
+
+fn path_bytes(p: &Path) -> Vec<u8> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        p.as_os_str().as_bytes().to_vec()
+    }
+    #[cfg(not(unix))]
+    {
+        p.to_string_lossy().into_owned().into_bytes()
+    }
+}
+
+/// The media type published for a path (from its extension).
+pub fn mime_type(p: &Path) -> String {
+    mime_guess::from_path(p)
+        .first_raw()
+        .unwrap_or("application/octet-stream")
+        .to_owned()
+}
+
+/// Second-precision `<lastmod>` from a modification time (what Python clients parse).
+pub fn lastmod_of(mtime_ns: i128) -> W3cDateTime {
+    let secs = (mtime_ns / 1_000_000_000) as i64;
+    W3cDateTime::from_timestamp(Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// Hashes a file, re-reading it when it changed meanwhile. `Err` carries the reason to skip it.
+pub fn hash_stable(
+    inv: &dyn Inventory,
+    rel: &Path,
+    algs: &[HashAlg],
+) -> std::result::Result<(u64, i128, Hashes), String> {
+    for _ in 0..3 {
+        let (len0, mt0) = inv.stat(rel).map_err(|e| e.to_string())?;
+        let f = inv.open(rel).map_err(|e| e.to_string())?;
+        let (len, hashes) = MultiHasher::new(algs)
+            .hash_reader(f)
+            .map_err(|e| e.to_string())?;
+        let (len1, mt1) = inv.stat(rel).map_err(|e| e.to_string())?;
+        if len == len0 && len0 == len1 && mt0 == mt1 {
+            return Ok((len, mt1, hashes));
+        }
+    }
+    Err("changed while being read, three times; skipped until it settles".into())
+}
+
+fn item(r: &Resource) -> Item {
+    Item {
+        uri: r.uri.clone(),
+        length: Some(r.length),
+        lastmod: Some(r.lastmod),
+        hashes: r.hashes.clone(),
+    }
+}
+
+enum Work {
+    /// Unchanged since the previous snapshot.
+    Keep,
+    /// To hash; with the previous state, if any.
+    Hash(Listed, Option<Resource>),
+}
+
+/// Scans `inv`, records the snapshot and its changes in `state`, and reports.
+pub fn scan(
+    inv: &dyn Inventory,
+    state: &mut State,
+    base: &str,
+    opts: &ScanOptions,
+) -> Result<ScanReport> {
+    let at_ts = now_us();
+    let at =
+        W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
+    let (mut listed, mut skipped) = inv.list()?;
+    listed.sort_by(|a, b| path_bytes(&a.rel).cmp(&path_bytes(&b.rel)));
+    let previous = state.resources_by_path()?;
+
+    // Merge the sorted listing with the previous snapshot.
+    let mut work: Vec<Work> = Vec::with_capacity(listed.len());
+    let mut deleted: Vec<Resource> = Vec::new();
+    let mut prev = previous.into_iter().peekable();
+    for l in listed {
+        let key = path_bytes(&l.rel);
+        while prev.peek().is_some_and(|p| p.path < key) {
+            if let Some(p) = prev.next() {
+                deleted.push(p);
+            }
+        }
+        let old = if prev.peek().is_some_and(|p| p.path == key) {
+            prev.next()
+        } else {
+            None
+        };
+        match old {
+            Some(o)
+                if o.length == l.len
+                    && o.mtime_ns == l.mtime_ns
+                    && opts.algs.iter().all(|a| o.hashes.get(a).is_some()) =>
+            {
+                work.push(Work::Keep)
+            }
+            o => work.push(Work::Hash(l, o)),
+        }
+    }
+    deleted.extend(prev);
+    let kept = work.iter().filter(|w| matches!(w, Work::Keep)).count() as u64;
+
+    // Hash in parallel.
+    let jobs: Vec<(Listed, Option<Resource>)> = work
+        .into_iter()
+        .filter_map(|w| match w {
+            Work::Hash(l, o) => Some((l, o)),
+            Work::Keep => None,
+        })
+        .collect();
+    let results: Vec<std::sync::Mutex<Option<std::result::Result<(u64, i128, Hashes), String>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..opts.threads.max(1) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((l, _)) = jobs.get(i) else { break };
+                    let r = hash_stable(inv, &l.rel, &opts.algs);
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(r);
+                    }
+                }
+            });
+        }
+    });
+
+    let mut report = ScanReport::default();
+    let mut puts: Vec<(Resource, Option<Change>)> = Vec::new();
+    for ((l, old), res) in jobs.into_iter().zip(results) {
+        let res = res.into_inner().ok().flatten();
+        let Some(uri) = path_to_uri(base, &l.rel) else {
+            skipped.push(Skipped {
+                path: l.rel,
+                reason: "no URI for this path".into(),
+            });
+            continue;
+        };
+        match res {
+            Some(Ok((len, mtime_ns, hashes))) => {
+                report.hashed += 1;
+                report.bytes_hashed += len;
+                let r = Resource {
+                    path: path_bytes(&l.rel),
+                    uri,
+                    length: len,
+                    mtime_ns,
+                    lastmod: lastmod_of(mtime_ns),
+                    mime_type: Some(mime_type(&l.rel)),
+                    hashes,
+                };
+                let change = match &old {
+                    None => Some(Change::Created),
+                    Some(o) => needs_update(&item(o), &item(&r)).map(|_| Change::Updated),
+                };
+                puts.push((r, change));
+            }
+            // Unreadable or unstable: skipped; a previous state, if any, is kept as it was.
+            Some(Err(reason)) => skipped.push(Skipped {
+                path: l.rel,
+                reason,
+            }),
+            None => skipped.push(Skipped {
+                path: l.rel,
+                reason: "not hashed".into(),
+            }),
+        }
+    }
+
+    let completed_ts = now_us();
+    let completed = W3cDateTime::from_timestamp(
+        Timestamp::from_second(completed_ts.as_second()).unwrap_or(completed_ts),
+    );
+    let count = kept + puts.len() as u64;
+    let nothing_new = puts.is_empty() && deleted.is_empty() && state.last_snapshot()?.is_some();
+    let rec = state.begin()?;
+    // An unchanged tree keeps its snapshot (and so its published Resource List): its `at` still
+    // guarantees every resource state up to then, and nothing changed since.
+    if !nothing_new {
+        rec.snapshot(&at, &completed, count)?;
+    }
+    rec.ensure_period(completed_ts, opts.rotation)?;
+    for (r, change) in &puts {
+        rec.put(r)?;
+        if let Some(c) = change {
+            rec.record_change(c.clone(), r, completed_ts, opts.rotation)?;
+            match c {
+                Change::Created => report.created += 1,
+                _ => report.updated += 1,
+            }
+        }
+    }
+    for d in &deleted {
+        rec.remove(&d.path)?;
+        rec.record_change(Change::Deleted, d, completed_ts, opts.rotation)?;
+        report.deleted += 1;
+    }
+    rec.commit()?;
+    report.resources = count;
+    report.skipped = skipped;
+    report.at = Some(at);
+    report.completed = Some(completed);
+    Ok(report)
+}
+
+/// Relative path of a resource row.
+pub fn rel_path(r: &Resource) -> PathBuf {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        PathBuf::from(std::ffi::OsStr::from_bytes(&r.path))
+    }
+    #[cfg(not(unix))]
+    {
+        PathBuf::from(String::from_utf8_lossy(&r.path).into_owned())
+    }
+}

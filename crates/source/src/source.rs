@@ -1,0 +1,191 @@
+//! A Source over a directory: configuration, scan and publish in one place.
+
+use std::path::{Path, PathBuf};
+
+use resourcesync_model::HashAlg;
+
+use crate::error::{Error, Result};
+use crate::inventory::DirInventory;
+use crate::layout::{DOCS_DIR, Layout};
+use crate::publish::{PublishOptions, PublishReport, publish};
+use crate::scan::{ScanOptions, ScanReport, scan};
+use crate::state::State;
+use crate::uri::normalize_base;
+
+/// The name of the state folder inside the Source directory (when `--state` is not given).
+pub const STATE_DIR: &str = ".resourcesync";
+
+/// How a directory is published.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// The directory of resources.
+    pub dir: PathBuf,
+    /// The URL the directory is served at.
+    pub base_url: String,
+    /// Where documents are written (default: the directory itself).
+    pub out: Option<PathBuf>,
+    /// The state database (default `DIR/.resourcesync/state.sqlite`).
+    pub state: Option<PathBuf>,
+    /// Globs of paths to leave out.
+    pub excludes: Vec<String>,
+    /// Publish dotfiles too.
+    pub include_hidden: bool,
+    /// Scanning.
+    pub scan: ScanOptions,
+    /// Publishing.
+    pub publish: PublishOptions,
+}
+
+impl SourceConfig {
+    /// A configuration with defaults for a directory and base URL.
+    pub fn new(dir: impl Into<PathBuf>, base_url: &str) -> Self {
+        SourceConfig {
+            dir: dir.into(),
+            base_url: base_url.to_owned(),
+            out: None,
+            state: None,
+            excludes: Vec::new(),
+            include_hidden: false,
+            scan: ScanOptions::default(),
+            publish: PublishOptions::default(),
+        }
+    }
+}
+
+/// A Source: its inventory, state and document layout.
+#[derive(Debug)]
+pub struct Source {
+    cfg: SourceConfig,
+    layout: Layout,
+    inventory: DirInventory,
+    state: State,
+    state_path: PathBuf,
+}
+
+fn check_base(base: &str) -> Result<()> {
+    let ok = (base.starts_with("http://") || base.starts_with("https://"))
+        && !base.contains(['?', '#', ' '])
+        && base.len() > "http://".len() + 1;
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "--base-url {base:?} must be an http(s) URL without query or fragment"
+        )))
+    }
+}
+
+impl Source {
+    /// Opens a Source: checks the configuration and opens (creating) its state.
+    pub fn open(cfg: SourceConfig) -> Result<Self> {
+        let base = normalize_base(&cfg.base_url);
+        check_base(&base)?;
+        let dir = &cfg.dir;
+        if !dir.is_dir() {
+            return Err(Error::Config(format!(
+                "{} is not a directory",
+                dir.display()
+            )));
+        }
+        if cfg.scan.algs.is_empty() || cfg.scan.algs.iter().any(|a| !a.is_known()) {
+            return Err(Error::Config(
+                "--hash takes md5, sha-1 and sha-256 (one or more)".into(),
+            ));
+        }
+        let out = cfg.out.clone().unwrap_or_else(|| dir.clone());
+        let state_path = cfg
+            .state
+            .clone()
+            .unwrap_or_else(|| dir.join(STATE_DIR).join("state.sqlite"));
+        let state = State::open(&state_path)?;
+        match state.meta("base_url")? {
+            Some(old) if old != base => {
+                return Err(Error::Config(format!(
+                    "the state at {} was published under {old}, not {base}: use another --state to publish under a new URL",
+                    state_path.display()
+                )));
+            }
+            Some(_) => {}
+            None => state.set_meta("base_url", &base)?,
+        }
+        std::fs::create_dir_all(out.join(DOCS_DIR)).map_err(|e| Error::io(&out, e))?;
+        let mut skip = vec![
+            out.join(DOCS_DIR),
+            out.join(".well-known"),
+            dir.join(STATE_DIR),
+        ];
+        if let Some(p) = state_path.parent() {
+            skip.push(p.to_owned());
+        }
+        let inventory = DirInventory::new(dir, cfg.excludes.clone(), cfg.include_hidden, skip)?;
+        Ok(Source {
+            layout: Layout::new(out, &base),
+            inventory,
+            state,
+            state_path,
+            cfg,
+        })
+    }
+
+    /// Scans the directory and records changes.
+    pub fn scan(&mut self) -> Result<ScanReport> {
+        scan(
+            &self.inventory,
+            &mut self.state,
+            &self.layout.base,
+            &self.cfg.scan,
+        )
+    }
+
+    /// Writes every document for the newest scan.
+    pub fn publish(&mut self) -> Result<PublishReport> {
+        publish(&self.layout, &self.state, &self.cfg.publish)
+    }
+
+    /// The document layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The state.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The state, for recording.
+    pub fn state_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+
+    /// Where the state database is.
+    pub fn state_path(&self) -> &Path {
+        &self.state_path
+    }
+
+    /// The inventory.
+    pub fn inventory(&self) -> &DirInventory {
+        &self.inventory
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SourceConfig {
+        &self.cfg
+    }
+}
+
+/// Parses a `--hash` list (`md5,sha-256`).
+pub fn parse_algs(list: &str) -> Result<Vec<HashAlg>> {
+    let mut out = Vec::new();
+    for t in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let a = HashAlg::from_token(t);
+        if !a.is_known() {
+            return Err(Error::Config(format!(
+                "unknown hash algorithm {t:?}: use md5, sha-1 or sha-256"
+            )));
+        }
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    Ok(out)
+}

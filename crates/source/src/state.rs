@@ -1,0 +1,590 @@
+//! The Source's durable state in an embedded SQLite database: the last snapshot of every
+//! resource, the change log, change periods (one per Change List) and snapshots.
+//!
+//! Each scan is recorded in one transaction, so a crash leaves either the previous state or the
+//! new one.
+
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use resourcesync_model::{Change, Digest, HashAlg, Hashes, W3cDateTime};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use crate::error::{Error, Result};
+
+/// What the Source knows of one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    /// Path relative to the Source directory, as bytes.
+    pub path: Vec<u8>,
+    /// The URI it is published under.
+    pub uri: String,
+    /// Length in bytes.
+    pub length: u64,
+    /// Modification time, nanoseconds since the epoch (for the unchanged-file shortcut).
+    pub mtime_ns: i128,
+    /// Modification time as published (`<lastmod>`).
+    pub lastmod: W3cDateTime,
+    /// Media type.
+    pub mime_type: Option<String>,
+    /// Digests.
+    pub hashes: Hashes,
+}
+
+/// One recorded change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeRecord {
+    /// Order of recording.
+    pub seq: i64,
+    /// The resource's URI.
+    pub uri: String,
+    /// Created, updated or deleted.
+    pub change: Change,
+    /// When the change was detected (1.1 `datetime`).
+    pub datetime: W3cDateTime,
+    /// The resource's last modification (absent for deletions).
+    pub lastmod: Option<W3cDateTime>,
+    /// Length (absent for deletions).
+    pub length: Option<u64>,
+    /// Media type.
+    pub mime_type: Option<String>,
+    /// Digests (empty for deletions).
+    pub hashes: Hashes,
+    /// The period (Change List) it belongs to.
+    pub period: i64,
+}
+
+/// A change period: the span one Change List covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Period {
+    /// Number, from 1.
+    pub id: i64,
+    /// Start.
+    pub from: W3cDateTime,
+    /// End, once closed.
+    pub until: Option<W3cDateTime>,
+    /// Changes recorded in it.
+    pub count: u64,
+}
+
+/// The state database.
+#[derive(Debug)]
+pub struct State {
+    conn: Connection,
+    path: PathBuf,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS resources(
+    path BLOB PRIMARY KEY,
+    uri TEXT NOT NULL,
+    length INTEGER NOT NULL,
+    mtime_ns TEXT NOT NULL,
+    lastmod TEXT NOT NULL,
+    type TEXT,
+    md5 TEXT, sha1 TEXT, sha256 TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS resources_uri ON resources(uri);
+CREATE TABLE IF NOT EXISTS periods(
+    id INTEGER PRIMARY KEY,
+    from_dt TEXT NOT NULL,
+    until_dt TEXT,
+    count INTEGER NOT NULL DEFAULT 0,
+    opened_us INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS changes(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    uri TEXT NOT NULL,
+    change TEXT NOT NULL,
+    datetime TEXT NOT NULL,
+    datetime_us INTEGER NOT NULL,
+    lastmod TEXT,
+    length INTEGER,
+    type TEXT,
+    md5 TEXT, sha1 TEXT, sha256 TEXT,
+    period INTEGER NOT NULL REFERENCES periods(id)
+);
+CREATE INDEX IF NOT EXISTS changes_period ON changes(period, seq);
+CREATE TABLE IF NOT EXISTS snapshots(
+    id INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,
+    completed TEXT NOT NULL,
+    count INTEGER NOT NULL
+);
+";
+
+fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
+    h.get(&alg).map(|d| d.value.clone())
+}
+
+fn hashes_from(md5: Option<String>, sha1: Option<String>, sha256: Option<String>) -> Hashes {
+    let mut v = Vec::new();
+    for (alg, val) in [
+        (HashAlg::Md5, md5),
+        (HashAlg::Sha1, sha1),
+        (HashAlg::Sha256, sha256),
+    ] {
+        if let Some(value) = val {
+            v.push(Digest { alg, value });
+        }
+    }
+    Hashes(v)
+}
+
+fn dt(s: &str) -> W3cDateTime {
+    W3cDateTime::parse(s).unwrap_or_else(|_| W3cDateTime::from_timestamp(Timestamp::UNIX_EPOCH))
+}
+
+/// The current time at microsecond precision (what change datetimes are recorded at: Python
+/// clients parse at most six fractional digits).
+pub fn now_us() -> Timestamp {
+    let t = Timestamp::now();
+    Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
+}
+
+impl State {
+    /// Opens (creating) the database at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        let conn = Connection::open(path).map_err(|source| Error::State {
+            path: path.to_owned(),
+            source,
+        })?;
+        let s = State {
+            conn,
+            path: path.to_owned(),
+        };
+        s.conn
+            .execute_batch(
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+            )
+            .map_err(|e| s.err(e))?;
+        s.conn.execute_batch(SCHEMA).map_err(|e| s.err(e))?;
+        Ok(s)
+    }
+
+    pub(crate) fn err(&self, source: rusqlite::Error) -> Error {
+        Error::State {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// A stored setting.
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Stores a setting.
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                params![key, value],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Every resource, ordered by path bytes.
+    pub fn resources_by_path(&self) -> Result<Vec<Resource>> {
+        self.query_resources("ORDER BY path")
+    }
+
+    /// Calls `f` for every resource in URI order (streamed).
+    pub fn for_each_resource_by_uri(
+        &self,
+        mut f: impl FnMut(Resource) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources ORDER BY uri",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            f(row_resource(row).map_err(|e| self.err(e))?)?;
+        }
+        Ok(())
+    }
+
+    fn query_resources(&self, order: &str) -> Result<Vec<Resource>> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources {order}"
+            ))
+            .map_err(|e| self.err(e))?;
+        let rows = stmt.query_map([], row_resource).map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Number of resources.
+    pub fn resource_count(&self) -> Result<u64> {
+        self.conn
+            .query_row("SELECT count(*) FROM resources", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Looks a resource up by URI.
+    pub fn resource_by_uri(&self, uri: &str) -> Result<Option<Resource>> {
+        self.conn
+            .query_row(
+                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources WHERE uri=?1",
+                [uri],
+                row_resource,
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Starts a transaction recording one scan's results.
+    pub fn begin(&mut self) -> Result<Recorder<'_>> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|source| Error::State {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Recorder { tx, path })
+    }
+
+    /// Every period in order.
+    pub fn periods(&self) -> Result<Vec<Period>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, from_dt, until_dt, count FROM periods ORDER BY id")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(Period {
+                    id: r.get(0)?,
+                    from: dt(&r.get::<_, String>(1)?),
+                    until: r.get::<_, Option<String>>(2)?.map(|s| dt(&s)),
+                    count: r.get::<_, i64>(3)? as u64,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The changes of a period in recording order (streamed).
+    pub fn for_each_change(
+        &self,
+        period: i64,
+        mut f: impl FnMut(ChangeRecord) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT seq, uri, change, datetime, lastmod, length, type, md5, sha1, sha256, period
+                 FROM changes WHERE period=?1 ORDER BY seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([period]).map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            f(row_change(row).map_err(|e| self.err(e))?)?;
+        }
+        Ok(())
+    }
+
+    /// The changes recorded after `seq`, in order (for notifications and live updates).
+    pub fn changes_after(&self, seq: i64, limit: usize) -> Result<Vec<ChangeRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT seq, uri, change, datetime, lastmod, length, type, md5, sha1, sha256, period
+                 FROM changes WHERE seq>?1 ORDER BY seq LIMIT ?2",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![seq, limit as i64], row_change)
+            .map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The newest snapshot, if any: (id, at, completed, count).
+    pub fn last_snapshot(&self) -> Result<Option<(i64, W3cDateTime, W3cDateTime, u64)>> {
+        self.conn
+            .query_row(
+                "SELECT id, at, completed, count FROM snapshots ORDER BY id DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        dt(&r.get::<_, String>(1)?),
+                        dt(&r.get::<_, String>(2)?),
+                        r.get::<_, i64>(3)? as u64,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Every snapshot in order: (id, at, completed, count).
+    pub fn snapshots(&self) -> Result<Vec<(i64, W3cDateTime, W3cDateTime, u64)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, at, completed, count FROM snapshots ORDER BY id")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    dt(&r.get::<_, String>(1)?),
+                    dt(&r.get::<_, String>(2)?),
+                    r.get::<_, i64>(3)? as u64,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The last change sequence number (0 when none).
+    pub fn last_seq(&self) -> Result<i64> {
+        self.conn
+            .query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.err(e))
+    }
+}
+
+fn row_resource(r: &rusqlite::Row<'_>) -> rusqlite::Result<Resource> {
+    Ok(Resource {
+        path: r.get(0)?,
+        uri: r.get(1)?,
+        length: r.get::<_, i64>(2)? as u64,
+        mtime_ns: r.get::<_, String>(3)?.parse().unwrap_or(0),
+        lastmod: dt(&r.get::<_, String>(4)?),
+        mime_type: r.get(5)?,
+        hashes: hashes_from(r.get(6)?, r.get(7)?, r.get(8)?),
+    })
+}
+
+fn row_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChangeRecord> {
+    Ok(ChangeRecord {
+        seq: r.get(0)?,
+        uri: r.get(1)?,
+        change: Change::parse(&r.get::<_, String>(2)?),
+        datetime: dt(&r.get::<_, String>(3)?),
+        lastmod: r.get::<_, Option<String>>(4)?.map(|s| dt(&s)),
+        length: r.get::<_, Option<i64>>(5)?.map(|n| n as u64),
+        mime_type: r.get(6)?,
+        hashes: hashes_from(r.get(7)?, r.get(8)?, r.get(9)?),
+        period: r.get(10)?,
+    })
+}
+
+/// Records one scan: resource rows, change events and the snapshot, committed together.
+#[derive(Debug)]
+pub struct Recorder<'a> {
+    tx: Transaction<'a>,
+    path: PathBuf,
+}
+
+/// When to close the open Change List and start a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// Most changes in one Change List.
+    pub max_entries: u64,
+    /// Longest period of one Change List, in seconds.
+    pub max_age_secs: i64,
+}
+
+impl Default for Rotation {
+    fn default() -> Self {
+        Rotation {
+            max_entries: 10_000,
+            max_age_secs: 86_400,
+        }
+    }
+}
+
+impl Recorder<'_> {
+    fn err(&self, source: rusqlite::Error) -> Error {
+        Error::State {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Inserts or replaces a resource row.
+    pub fn put(&self, r: &Resource) -> Result<()> {
+        self.tx
+            .execute(
+                "INSERT INTO resources(path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT(path) DO UPDATE SET uri=excluded.uri, length=excluded.length,
+                   mtime_ns=excluded.mtime_ns, lastmod=excluded.lastmod, type=excluded.type,
+                   md5=excluded.md5, sha1=excluded.sha1, sha256=excluded.sha256",
+                params![
+                    r.path,
+                    r.uri,
+                    r.length as i64,
+                    r.mtime_ns.to_string(),
+                    r.lastmod.to_string(),
+                    r.mime_type,
+                    digest_of(&r.hashes, HashAlg::Md5),
+                    digest_of(&r.hashes, HashAlg::Sha1),
+                    digest_of(&r.hashes, HashAlg::Sha256),
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Removes a resource row.
+    pub fn remove(&self, path: &[u8]) -> Result<()> {
+        self.tx
+            .execute("DELETE FROM resources WHERE path=?1", [path])
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// The open period, rotated first if it is full or too old at `now`; created when none is
+    /// open.
+    fn open_period(&self, now: Timestamp, rotation: Rotation) -> Result<i64> {
+        let open: Option<(i64, i64, i64)> = self
+            .tx
+            .query_row(
+                "SELECT id, count, opened_us FROM periods WHERE until_dt IS NULL ORDER BY id DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let now_dt = W3cDateTime::from_timestamp(now).to_string();
+        if let Some((id, count, opened_us)) = open {
+            let age = (now.as_microsecond() - opened_us) / 1_000_000;
+            if (count as u64) < rotation.max_entries && age < rotation.max_age_secs {
+                return Ok(id);
+            }
+            // Close at the last change recorded in it (or now, for an empty one): the next
+            // period starts there, so periods are consecutive.
+            let last: Option<String> = self
+                .tx
+                .query_row(
+                    "SELECT datetime FROM changes WHERE period=?1 ORDER BY seq DESC LIMIT 1",
+                    [id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            let until = last.unwrap_or_else(|| now_dt.clone());
+            self.tx
+                .execute(
+                    "UPDATE periods SET until_dt=?1 WHERE id=?2",
+                    params![until, id],
+                )
+                .map_err(|e| self.err(e))?;
+            self.tx
+                .execute(
+                    "INSERT INTO periods(from_dt, count, opened_us) VALUES(?1, 0, ?2)",
+                    params![until, now.as_microsecond()],
+                )
+                .map_err(|e| self.err(e))?;
+        } else {
+            // The first period starts at the first snapshot (or now).
+            let from: Option<String> = self
+                .tx
+                .query_row("SELECT at FROM snapshots ORDER BY id LIMIT 1", [], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(|e| self.err(e))?;
+            self.tx
+                .execute(
+                    "INSERT INTO periods(from_dt, count, opened_us) VALUES(?1, 0, ?2)",
+                    params![from.unwrap_or(now_dt), now.as_microsecond()],
+                )
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(self.tx.last_insert_rowid())
+    }
+
+    /// Makes sure a period is open (so that an empty Change List can be published from the
+    /// first snapshot on), rotating it when due.
+    pub fn ensure_period(&self, now: Timestamp, rotation: Rotation) -> Result<i64> {
+        self.open_period(now, rotation)
+    }
+
+    /// Records a change at `datetime` (strictly after every change recorded before, so that
+    /// URI+datetime is unique and Change Lists stay in forward chronological order). Returns
+    /// the datetime actually used.
+    pub fn record_change(
+        &self,
+        change: Change,
+        r: &Resource,
+        datetime: Timestamp,
+        rotation: Rotation,
+    ) -> Result<Timestamp> {
+        let last_us: Option<i64> = self
+            .tx
+            .query_row("SELECT max(datetime_us) FROM changes", [], |row| row.get(0))
+            .map_err(|e| self.err(e))?;
+        let mut us = datetime.as_microsecond();
+        if let Some(l) = last_us {
+            if us <= l {
+                us = l + 1;
+            }
+        }
+        let ts = Timestamp::from_microsecond(us).unwrap_or(datetime);
+        let period = self.open_period(ts, rotation)?;
+        let deleted = change == Change::Deleted;
+        self.tx
+            .execute(
+                "INSERT INTO changes(uri, change, datetime, datetime_us, lastmod, length, type, md5, sha1, sha256, period)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    r.uri,
+                    change.as_str(),
+                    W3cDateTime::from_timestamp(ts).to_string(),
+                    us,
+                    (!deleted).then(|| r.lastmod.to_string()),
+                    (!deleted).then_some(r.length as i64),
+                    r.mime_type.as_deref().filter(|_| !deleted),
+                    digest_of(&r.hashes, HashAlg::Md5).filter(|_| !deleted),
+                    digest_of(&r.hashes, HashAlg::Sha1).filter(|_| !deleted),
+                    digest_of(&r.hashes, HashAlg::Sha256).filter(|_| !deleted),
+                    period,
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        self.tx
+            .execute("UPDATE periods SET count=count+1 WHERE id=?1", [period])
+            .map_err(|e| self.err(e))?;
+        Ok(ts)
+    }
+
+    /// Records a snapshot (a completed scan).
+    pub fn snapshot(&self, at: &W3cDateTime, completed: &W3cDateTime, count: u64) -> Result<i64> {
+        self.tx
+            .execute(
+                "INSERT INTO snapshots(at, completed, count) VALUES(?1, ?2, ?3)",
+                params![at.to_string(), completed.to_string(), count as i64],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(self.tx.last_insert_rowid())
+    }
+
+    /// Commits everything recorded.
+    pub fn commit(self) -> Result<()> {
+        let path = self.path.clone();
+        self.tx
+            .commit()
+            .map_err(|source| Error::State { path, source })
+    }
+}
