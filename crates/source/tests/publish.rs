@@ -1,0 +1,344 @@
+//! Publishing a directory: every document validates, indexes split, change lists record
+//! creates, updates and deletes in order.
+
+use std::path::{Path, PathBuf};
+
+use resourcesync_model::validate::validate;
+use resourcesync_model::{Change, DocumentReader, Entry, Header, ReadOptions};
+use resourcesync_source::publish::PublishOptions;
+use resourcesync_source::scan::ScanOptions;
+use resourcesync_source::state::Rotation;
+use resourcesync_source::{Source, SourceConfig};
+
+fn read(path: &Path) -> (Header, Vec<Entry>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut r = DocumentReader::new(&bytes[..], ReadOptions::named(path.display().to_string()))
+        .expect("header");
+    let h = r.header().clone();
+    let mut v = Vec::new();
+    while let Some(e) = r.next_entry().expect("entry") {
+        v.push(e);
+    }
+    (h, v)
+}
+
+fn all_documents(out: &Path) -> Vec<PathBuf> {
+    fn walk(d: &Path, acc: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).expect("dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, acc);
+            } else if p.extension().is_some_and(|x| x == "xml") {
+                acc.push(p);
+            }
+        }
+    }
+    let mut v = vec![out.join(".well-known/resourcesync")];
+    walk(&out.join("resourcesync"), &mut v);
+    v.sort();
+    v
+}
+
+fn assert_all_valid(out: &Path) -> usize {
+    let docs = all_documents(out);
+    for d in &docs {
+        let bytes = std::fs::read(d).expect("read");
+        let r = DocumentReader::new(&bytes[..], ReadOptions::named(d.display().to_string()))
+            .and_then(validate)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let errors: Vec<String> = r
+            .findings
+            .as_slice()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(r.is_valid(), "{}: {errors:?}", d.display());
+        assert_eq!(r.findings.warning_count(), 0, "{}: {errors:?}", d.display());
+    }
+    docs.len()
+}
+
+fn config(dir: &Path, out: &Path) -> SourceConfig {
+    let mut cfg = SourceConfig::new(dir, "http://127.0.0.1:8080/data");
+    cfg.out = Some(out.to_owned());
+    cfg.state = Some(out.join("state.sqlite"));
+    cfg
+}
+
+fn url_to_doc(out: &Path, url: &str) -> PathBuf {
+    out.join(
+        url.strip_prefix("http://127.0.0.1:8080/data/")
+            .expect("under base"),
+    )
+}
+
+#[test]
+fn publishes_valid_documents_and_tracks_changes_in_order() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = tempfile::tempdir().expect("out");
+    std::fs::create_dir_all(dir.path().join("sub dir")).expect("mkdir");
+    std::fs::write(dir.path().join("a.txt"), "alpha").expect("write");
+    std::fs::write(dir.path().join("sub dir/b #1.html"), "<p>b</p>").expect("write");
+    std::fs::write(dir.path().join(".hidden"), "secret").expect("write");
+    let mut s = Source::open(config(dir.path(), out.path())).expect("open");
+    let r = s.scan().expect("scan");
+    assert_eq!((r.resources, r.created, r.updated, r.deleted), (2, 2, 0, 0));
+    s.publish().expect("publish");
+    assert!(assert_all_valid(out.path()) >= 7);
+
+    // The Source Description leads to the Capability List, which leads to everything.
+    let (_, sd) = read(&out.path().join(".well-known/resourcesync"));
+    let cap_path = url_to_doc(out.path(), &sd[0].loc);
+    let (_, caps) = read(&cap_path);
+    let rl = caps
+        .iter()
+        .find(|e| {
+            e.md.as_ref()
+                .and_then(|m| m.capability.as_ref())
+                .map(|c| c.as_str())
+                == Some("resourcelist")
+        })
+        .expect("resource list entry");
+    let (rlh, entries) = read(&url_to_doc(out.path(), &rl.loc));
+    assert!(rlh.md.as_ref().and_then(|m| m.at).is_some());
+    let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
+    assert_eq!(
+        locs,
+        [
+            "http://127.0.0.1:8080/data/a.txt",
+            "http://127.0.0.1:8080/data/sub%20dir/b%20%231.html"
+        ]
+    );
+    assert_eq!(entries[0].length(), Some(5));
+    assert_eq!(
+        entries[0].hashes().map(ToString::to_string).as_deref(),
+        Some("md5:2c1743a391305fbf367df8e4f069f9f9")
+    );
+    assert_eq!(
+        entries[1].md.as_ref().and_then(|m| m.mime_type.as_deref()),
+        Some("text/html")
+    );
+
+    // Edit: update a, delete b, create c.
+    std::fs::write(dir.path().join("a.txt"), "alpha, changed").expect("write");
+    std::fs::remove_file(dir.path().join("sub dir/b #1.html")).expect("rm");
+    std::fs::write(dir.path().join("c.txt"), "gamma").expect("write");
+    let r = s.scan().expect("scan");
+    assert_eq!((r.resources, r.created, r.updated, r.deleted), (2, 1, 1, 1));
+    s.publish().expect("publish");
+    assert_all_valid(out.path());
+    let (_, cl) = read(&out.path().join("resourcesync/changelists/00001.xml"));
+    let seen: Vec<(String, Change)> = cl
+        .iter()
+        .map(|e| {
+            (
+                e.loc.rsplit('/').next().unwrap_or_default().to_owned(),
+                e.change().cloned().expect("change"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("a.txt".into(), Change::Created),
+            ("b%20%231.html".into(), Change::Created),
+            ("a.txt".into(), Change::Updated),
+            ("c.txt".into(), Change::Created),
+            ("b%20%231.html".into(), Change::Deleted),
+        ]
+    );
+    // Datetimes strictly increase: URI+datetime unique, forward chronological order.
+    let times: Vec<_> = cl
+        .iter()
+        .map(|e| e.md.as_ref().and_then(|m| m.datetime).expect("datetime"))
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    // Deleted entries carry no digest or length.
+    assert!(cl[4].hashes().is_none() && cl[4].length().is_none());
+    // The earlier Resource List is in the archive.
+    let (_, archive) = read(&out.path().join("resourcesync/resourcelist-archive.xml"));
+    assert_eq!(archive.len(), 1);
+
+    // Nothing changed: no new snapshot, nothing re-hashed.
+    let r = s.scan().expect("scan");
+    assert_eq!((r.hashed, r.created, r.updated, r.deleted), (0, 0, 0, 0));
+}
+
+#[test]
+fn resource_list_splits_into_an_index() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = tempfile::tempdir().expect("out");
+    for i in 0..25 {
+        std::fs::write(dir.path().join(format!("f{i:02}.txt")), format!("file {i}"))
+            .expect("write");
+    }
+    let mut cfg = config(dir.path(), out.path());
+    cfg.publish = PublishOptions {
+        split: resourcesync_model::writer::SplitLimits {
+            max_entries: 10,
+            ..Default::default()
+        },
+        ..PublishOptions::default()
+    };
+    let mut s = Source::open(cfg).expect("open");
+    s.scan().expect("scan");
+    let rep = s.publish().expect("publish");
+    assert_eq!(rep.resource_list_parts, 3);
+    assert_all_valid(out.path());
+    let (ih, parts) = read(
+        &out.path()
+            .join("resourcesync/resourcelists/000001/resourcelist.xml"),
+    );
+    assert!(ih.is_index());
+    assert_eq!(parts.len(), 3);
+    let mut all = Vec::new();
+    for p in &parts {
+        let (h, e) = read(&url_to_doc(out.path(), &p.loc));
+        assert!(h.link("index").is_some() && h.link("up").is_some());
+        all.extend(e.into_iter().map(|e| e.loc));
+    }
+    assert_eq!(all.len(), 25);
+    assert!(all.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn change_lists_rotate_into_an_index_of_consecutive_periods() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = tempfile::tempdir().expect("out");
+    let mut cfg = config(dir.path(), out.path());
+    cfg.scan = ScanOptions {
+        rotation: Rotation {
+            max_entries: 2,
+            max_age_secs: 86_400,
+        },
+        ..ScanOptions::default()
+    };
+    let mut s = Source::open(cfg).expect("open");
+    for i in 0..5 {
+        std::fs::write(dir.path().join(format!("r{i}.txt")), format!("v{i}")).expect("write");
+        s.scan().expect("scan");
+    }
+    s.publish().expect("publish");
+    assert_all_valid(out.path());
+    let (h, lists) = read(&out.path().join("resourcesync/changelist.xml"));
+    assert!(h.is_index());
+    assert_eq!(lists.len(), 3);
+    // Closed lists carry until; the last is open; each starts where the previous ended.
+    for w in lists.windows(2) {
+        let a = w[0].md.as_ref().expect("md");
+        let b = w[1].md.as_ref().expect("md");
+        assert_eq!(a.until, b.from);
+    }
+    assert!(lists[2].md.as_ref().expect("md").until.is_none());
+    let (_, archive) = read(&out.path().join("resourcesync/changelist-archive.xml"));
+    assert_eq!(archive.len(), 2);
+}
+
+#[test]
+fn excludes_hidden_files_and_state() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("keep.txt"), "k").expect("write");
+    std::fs::write(dir.path().join("skip.log"), "s").expect("write");
+    std::fs::create_dir_all(dir.path().join(".git")).expect("mkdir");
+    std::fs::write(dir.path().join(".git/config"), "x").expect("write");
+    // Default layout: documents and state inside the directory itself.
+    let mut cfg = SourceConfig::new(dir.path(), "http://127.0.0.1:8080/");
+    cfg.excludes = vec!["*.log".into()];
+    let mut s = Source::open(cfg).expect("open");
+    let r = s.scan().expect("scan");
+    assert_eq!(r.resources, 1);
+    s.publish().expect("publish");
+    // A second scan does not pick up the documents just written.
+    let r = s.scan().expect("scan");
+    assert_eq!((r.resources, r.created), (1, 0));
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinks_leaving_the_tree_are_not_followed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(outside.path().join("secret.txt"), "secret").expect("write");
+    std::fs::write(dir.path().join("inside.txt"), "in").expect("write");
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        dir.path().join("leak.txt"),
+    )
+    .expect("symlink");
+    std::os::unix::fs::symlink(dir.path().join("inside.txt"), dir.path().join("alias.txt"))
+        .expect("symlink");
+    let out = tempfile::tempdir().expect("out");
+    let mut s = Source::open(config(dir.path(), out.path())).expect("open");
+    let r = s.scan().expect("scan");
+    assert_eq!(r.resources, 2, "inside.txt and alias.txt only");
+    assert!(r.skipped.iter().any(|k| k.path.ends_with("leak.txt")));
+}
+
+/// An inventory over a directory whose `open` fails for one name, and whose content for another
+/// changes on every read (a file being written while hashed).
+struct Flaky {
+    inner: resourcesync_source::inventory::DirInventory,
+    reads: std::sync::atomic::AtomicU64,
+}
+
+impl resourcesync_source::inventory::Inventory for Flaky {
+    fn list(
+        &self,
+    ) -> resourcesync_source::Result<(
+        Vec<resourcesync_source::inventory::Listed>,
+        Vec<resourcesync_source::inventory::Skipped>,
+    )> {
+        self.inner.list()
+    }
+    fn open(&self, rel: &Path) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+        if rel.ends_with("locked.txt") {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "denied",
+            ));
+        }
+        self.inner.open(rel)
+    }
+    fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
+        let (len, mtime) = self.inner.stat(rel)?;
+        if rel.ends_with("growing.txt") {
+            // Every stat sees a different modification time: never stable.
+            let n = self
+                .reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok((len, mtime + i128::from(n)));
+        }
+        Ok((len, mtime))
+    }
+}
+
+#[test]
+fn unreadable_and_unstable_files_are_skipped_not_fatal() {
+    use resourcesync_source::scan::{ScanOptions, scan};
+    let dir = tempfile::tempdir().expect("dir");
+    for name in ["ok.txt", "locked.txt", "growing.txt"] {
+        std::fs::write(dir.path().join(name), name).expect("write");
+    }
+    let inv = Flaky {
+        inner: resourcesync_source::inventory::DirInventory::new(dir.path(), vec![], false, vec![])
+            .expect("inventory"),
+        reads: std::sync::atomic::AtomicU64::new(0),
+    };
+    let state_dir = tempfile::tempdir().expect("state");
+    let mut state =
+        resourcesync_source::state::State::open(&state_dir.path().join("s.sqlite")).expect("state");
+    let r = scan(&inv, &mut state, "http://h/", &ScanOptions::default()).expect("scan");
+    assert_eq!(r.resources, 1, "only ok.txt is published");
+    let mut reasons: Vec<String> = r
+        .skipped
+        .iter()
+        .map(|s| format!("{}: {}", s.path.display(), s.reason))
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(
+        reasons[0].starts_with("growing.txt: changed while being read"),
+        "{reasons:?}"
+    );
+    assert!(reasons[1].starts_with("locked.txt: denied"), "{reasons:?}");
+}
