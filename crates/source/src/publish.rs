@@ -132,6 +132,11 @@ fn publish_resource_list(
     md.completed = Some(completed);
     let mut header = Header::new(Root::UrlSet, md);
     header.links.push(up(layout));
+    // Archives §2.2: the core document links to its archive.
+    header.links.push(Link::new(
+        "archives",
+        layout.doc_url("resourcelist-archive.xml"),
+    ));
     std::fs::create_dir_all(layout.doc_path(&name).parent().unwrap_or(&layout.out))
         .map_err(|e| Error::io(&layout.out, e))?;
     let sink = FsSink::new(layout, &name);
