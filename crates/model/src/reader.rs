@@ -75,11 +75,15 @@ impl ReadOptions {
     }
 }
 
-/// Counts bytes, lines and columns of what the XML parser consumes, and enforces the byte
-/// limits before anything is buffered beyond them.
+/// Buffers the input and counts bytes, lines and columns of what the XML parser consumes,
+/// enforcing the byte limits before anything is buffered beyond them. (Its own buffer, rather
+/// than a `BufReader` underneath, so that newline counting sees exactly the consumed bytes.)
 #[derive(Debug)]
 struct Counting<R> {
     inner: R,
+    buf: Box<[u8]>,
+    pos: usize,
+    filled: usize,
     offset: u64,
     line: u64,
     line_start: u64,
@@ -89,7 +93,7 @@ struct Counting<R> {
     tripped: Option<LimitKind>,
 }
 
-impl<R: BufRead> Read for Counting<R> {
+impl<R: Read> Read for Counting<R> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         let n = {
             let buf = self.fill_buf()?;
@@ -102,15 +106,28 @@ impl<R: BufRead> Read for Counting<R> {
     }
 }
 
-impl<R: BufRead> BufRead for Counting<R> {
+impl<R: Read> BufRead for Counting<R> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.pos == self.filled {
+            self.pos = 0;
+            self.filled = 0;
+            loop {
+                match self.inner.read(&mut self.buf) {
+                    Ok(n) => {
+                        self.filled = n;
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            if self.filled == 0 {
+                return Ok(&[]);
+            }
+        }
         let doc_left = self.max_doc.saturating_sub(self.offset);
         let token_left =
             (self.token_start.saturating_add(self.max_token)).saturating_sub(self.offset);
-        let buf = self.inner.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(buf);
-        }
         let allowed = doc_left.min(token_left);
         if allowed == 0 {
             self.tripped = Some(if doc_left == 0 {
@@ -122,25 +139,19 @@ impl<R: BufRead> BufRead for Counting<R> {
         }
         let n = usize::try_from(allowed)
             .unwrap_or(usize::MAX)
-            .min(buf.len());
-        Ok(&buf[..n])
+            .min(self.filled - self.pos);
+        Ok(&self.buf[self.pos..self.pos + n])
     }
 
     fn consume(&mut self, amt: usize) {
-        if amt == 0 {
-            return;
+        let amt = amt.min(self.filled - self.pos);
+        let part = &self.buf[self.pos..self.pos + amt];
+        if let Some(last) = memchr::memrchr(b'\n', part) {
+            self.line += memchr::memchr_iter(b'\n', part).count() as u64;
+            self.line_start = self.offset + last as u64 + 1;
         }
-        // The bytes being consumed are still at the front of the inner buffer: fill_buf on a
-        // non-empty, unconsumed buffer returns it again without reading.
-        if let Ok(buf) = self.inner.fill_buf() {
-            let part = &buf[..amt.min(buf.len())];
-            for i in memchr::memchr_iter(b'\n', part) {
-                self.line += 1;
-                self.line_start = self.offset + i as u64 + 1;
-            }
-        }
+        self.pos += amt;
         self.offset += amt as u64;
-        self.inner.consume(amt);
     }
 }
 
@@ -196,6 +207,8 @@ enum Tok {
         decls: Vec<(String, String)>,
         /// `<qname raw-attributes` for elements being captured.
         raw: Option<String>,
+        /// The element's namespace URI, for elements being captured.
+        ns: Option<String>,
         qname: Cow<'static, str>,
         pos: Position,
     },
@@ -232,7 +245,7 @@ enum State {
 /// Reads a ResourceSync or Sitemap document: [`header`](Self::header) first, then entries one by
 /// one with [`next_entry`](Self::next_entry) or as an iterator.
 #[derive(Debug)]
-pub struct DocumentReader<R: BufRead> {
+pub struct DocumentReader<R: Read> {
     xml: NsReader<Counting<R>>,
     buf: Vec<u8>,
     doc: Arc<str>,
@@ -249,7 +262,7 @@ pub struct DocumentReader<R: BufRead> {
     header_pos: Position,
 }
 
-impl DocumentReader<Box<dyn BufRead + Send>> {
+impl DocumentReader<Box<dyn Read + Send>> {
     /// Opens a document from any byte source, decompressing it when it starts with the gzip
     /// magic bytes (`.xml.gz` files, or bodies sent with `Content-Encoding: gzip` by a client
     /// that did not decode them).
@@ -264,11 +277,8 @@ impl DocumentReader<Box<dyn BufRead + Send>> {
                 });
             }
         };
-        let boxed: Box<dyn BufRead + Send> = if magic {
-            Box::new(BufReader::with_capacity(
-                64 * 1024,
-                flate2::bufread::MultiGzDecoder::new(input),
-            ))
+        let boxed: Box<dyn Read + Send> = if magic {
+            Box::new(flate2::bufread::MultiGzDecoder::new(input))
         } else {
             Box::new(input)
         };
@@ -276,12 +286,16 @@ impl DocumentReader<Box<dyn BufRead + Send>> {
     }
 }
 
-impl<R: BufRead> DocumentReader<R> {
+impl<R: Read> DocumentReader<R> {
     /// Starts reading: reads up to the first entry and returns the reader with the header
-    /// available. The input must be uncompressed; see [`DocumentReader::open`] for gzip.
+    /// available. The input must be uncompressed (see [`DocumentReader::open`] for gzip); it is
+    /// buffered here, so pass a plain reader.
     pub fn new(input: R, opts: ReadOptions) -> Result<Self, Error> {
         let counting = Counting {
             inner: input,
+            buf: vec![0u8; 64 * 1024].into_boxed_slice(),
+            pos: 0,
+            filled: 0,
             offset: 0,
             line: 1,
             line_start: 0,
@@ -434,16 +448,21 @@ impl<R: BufRead> DocumentReader<R> {
                 let keep_qname = capture_all(self.capturing, &name);
                 let mut attrs = Vec::new();
                 let mut decls = Vec::new();
-                let want_attrs = !matches!(
-                    name,
-                    Name::Url
-                        | Name::Sitemap
-                        | Name::Loc
-                        | Name::Lastmod
-                        | Name::Changefreq
-                        | Name::Priority
-                );
                 let capture = self.capturing || matches!(name, Name::Foreign(_));
+                let want_attrs = capture
+                    || !matches!(
+                        name,
+                        Name::Url
+                            | Name::Sitemap
+                            | Name::Loc
+                            | Name::Lastmod
+                            | Name::Changefreq
+                            | Name::Priority
+                    );
+                let elem_ns = match (&ns, capture) {
+                    (ResolveResult::Bound(n), true) => Some(n.as_ref().to_owned()),
+                    _ => None,
+                };
                 let raw = capture.then(|| {
                     let a = e.attributes_raw();
                     format!("<{}{}", qname.as_ref(), a)
@@ -462,6 +481,12 @@ impl<R: BufRead> DocumentReader<R> {
                             Ok(v) => v.into_owned(),
                             Err(err) => return Err(self.convert_xml_error(err, pos)),
                         };
+                        if let Some(c) = forbidden_char(&value) {
+                            return Err(self.err_malformed(
+                                pos,
+                                format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
+                            ));
+                        }
                         match a.key.as_namespace_binding() {
                             Some(PrefixDeclaration::Default) => {
                                 decls.push((String::new(), value));
@@ -505,6 +530,7 @@ impl<R: BufRead> DocumentReader<R> {
                     attrs,
                     decls,
                     raw,
+                    ns: elem_ns,
                     qname: if keep_qname {
                         Cow::Owned(qname.as_ref().to_owned())
                     } else {
@@ -519,6 +545,12 @@ impl<R: BufRead> DocumentReader<R> {
             }
             Event::Text(t) => {
                 let text = t.xml_content(self.xml_version);
+                if let Some(c) = forbidden_char(&text) {
+                    return Err(self.err_malformed(
+                        pos,
+                        format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
+                    ));
+                }
                 if !self.capturing && !self.in_text && is_xml_space(&text) {
                     Tok::Space
                 } else {
@@ -528,12 +560,27 @@ impl<R: BufRead> DocumentReader<R> {
                     }
                 }
             }
-            Event::CData(t) => Tok::Text {
-                text: t.xml_content(self.xml_version).into_owned(),
-                pos,
-            },
+            Event::CData(t) => {
+                let text = t.xml_content(self.xml_version).into_owned();
+                if let Some(c) = forbidden_char(&text) {
+                    return Err(self.err_malformed(
+                        pos,
+                        format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
+                    ));
+                }
+                Tok::Text { text, pos }
+            }
             Event::GeneralRef(r) => {
                 let text = match r.resolve_char_ref() {
+                    Ok(Some(c)) if forbidden_char(c.encode_utf8(&mut [0u8; 4])).is_some() => {
+                        return Err(self.err_malformed(
+                            pos,
+                            format!(
+                                "character reference to U+{:04X}, which XML 1.0 does not allow (§2.2)",
+                                c as u32
+                            ),
+                        ));
+                    }
                     Ok(Some(c)) => c.to_string(),
                     Ok(None) => match quick_xml::escape::resolve_predefined_entity(&r) {
                         Some(s) => s.to_owned(),
@@ -632,9 +679,13 @@ impl<R: BufRead> DocumentReader<R> {
         };
         self.header.root = root;
         self.header_pos = root_pos;
+        // Written documents always bind the default namespace to Sitemap's and `rs` to
+        // ResourceSync's; other bindings of those two are carried by the fragments using them.
         self.header.namespaces = root_decls
             .into_iter()
-            .filter(|(_, uri)| uri != SITEMAP_NS && uri != RS_NS)
+            .filter(|(p, uri)| {
+                uri != SITEMAP_NS && uri != RS_NS && !p.is_empty() && p != "rs" && p != "xmlns"
+            })
             .collect();
         for a in root_attrs {
             if let Some(x) = self.foreign_attr(a, root_pos, "root") {
@@ -656,7 +707,8 @@ impl<R: BufRead> DocumentReader<R> {
                     raw,
                     qname,
                     pos,
-                    ..
+                    decls,
+                    ns: ens,
                 } => match name {
                     Name::RsMd => {
                         let md = self.metadata(attrs, pos);
@@ -690,7 +742,16 @@ impl<R: BufRead> DocumentReader<R> {
                     Name::Foreign(ns) => {
                         children += 1;
                         self.check_children(children, pos)?;
-                        let xml = self.capture(raw, empty)?;
+                        let xml = self.capture(Tok::Start {
+                            name: Name::Foreign(ns.clone()),
+                            empty,
+                            attrs,
+                            decls,
+                            raw,
+                            ns: ens,
+                            qname,
+                            pos,
+                        })?;
                         self.header
                             .extensions
                             .push(ExtElement { namespace: ns, xml });
@@ -884,61 +945,159 @@ impl<R: BufRead> DocumentReader<R> {
         }
     }
 
-    /// Serializes an extension element whose start was just read.
-    fn capture(&mut self, raw: Option<String>, empty: bool) -> Result<String, Error> {
-        let mut out = raw.unwrap_or_default();
+    /// The namespace a prefix will have in written documents: the Sitemap namespace by default,
+    /// ResourceSync's for `rs`, and the root's other declarations.
+    fn written_binding(&self, prefix: &str) -> Option<&str> {
+        match prefix {
+            "" => Some(SITEMAP_NS),
+            "rs" => Some(RS_NS),
+            "xml" => Some("http://www.w3.org/XML/1998/namespace"),
+            p => self
+                .header
+                .namespaces
+                .iter()
+                .find(|(q, _)| q == p)
+                .map(|(_, u)| u.as_str()),
+        }
+    }
+
+    /// Serializes an extension element whose start was just read, with the end tag, and with
+    /// declarations for the prefixes it uses whose binding written documents would not give
+    /// them (declared below the root, or rebinding `rs` or the default namespace), so that it
+    /// means the same wherever it is written.
+    fn capture(&mut self, start: Tok) -> Result<String, Error> {
+        let Tok::Start {
+            raw,
+            empty,
+            qname,
+            ns,
+            attrs,
+            decls,
+            ..
+        } = start
+        else {
+            return Ok(String::new());
+        };
+        let raw = raw.unwrap_or_default();
+        let own_decls: Vec<String> = decls.into_iter().map(|(p, _)| p).collect();
+        let mut needed: Vec<(String, String)> = Vec::new();
+        self.note_bindings(&qname, ns.as_deref(), &attrs, &own_decls, &mut needed);
+        let mut body = String::new();
+        let mut result = Ok(());
+        if !empty {
+            let was = std::mem::replace(&mut self.capturing, true);
+            let target = self.depth - 1;
+            let mut stack: Vec<String> = vec![qname.to_string()];
+            result = loop {
+                let tok = match self.next_tok() {
+                    Ok(t) => t,
+                    Err(e) => break Err(e),
+                };
+                match tok {
+                    Tok::Start {
+                        raw,
+                        empty,
+                        qname,
+                        ns,
+                        attrs,
+                        ..
+                    } => {
+                        self.note_bindings(&qname, ns.as_deref(), &attrs, &own_decls, &mut needed);
+                        body.push_str(&raw.unwrap_or_default());
+                        if empty {
+                            body.push_str("/>");
+                        } else {
+                            body.push('>');
+                            stack.push(qname.into_owned());
+                        }
+                    }
+                    Tok::End { .. } => {
+                        let q = stack.pop().unwrap_or_default();
+                        body.push_str("</");
+                        body.push_str(&q);
+                        body.push('>');
+                        if self.depth == target {
+                            break Ok(());
+                        }
+                    }
+                    Tok::Text { text, .. } => escape_text_into(&text, &mut body),
+                    Tok::Other | Tok::Space | Tok::Decl { .. } => {}
+                    Tok::Eof { pos } => {
+                        break Err(self.err_malformed(pos, "unexpected end of document"));
+                    }
+                }
+                if body.len() as u64 > self.opts.max_token_bytes {
+                    break Err(Error::Limit {
+                        doc: self.doc.clone(),
+                        pos: self.here(),
+                        limit: LimitKind::TokenBytes,
+                        max: self.opts.max_token_bytes,
+                    });
+                }
+            };
+            self.capturing = was;
+        }
+        result?;
+        // `<qname` + injected declarations + the raw attributes.
+        let mut out = String::with_capacity(raw.len() + body.len() + 64);
+        let head_len = 1 + qname.len();
+        out.push_str(raw.get(..head_len).unwrap_or(&raw));
+        for (p, u) in &needed {
+            out.push_str(if p.is_empty() { " xmlns" } else { " xmlns:" });
+            out.push_str(p);
+            out.push_str("=\"");
+            for c in u.chars() {
+                match c {
+                    '&' => out.push_str("&amp;"),
+                    '<' => out.push_str("&lt;"),
+                    '"' => out.push_str("&quot;"),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+        }
+        out.push_str(raw.get(head_len..).unwrap_or(""));
         if empty {
             out.push_str("/>");
-            return Ok(out);
+        } else {
+            out.push('>');
+            out.push_str(&body);
         }
-        out.push('>');
-        let was = std::mem::replace(&mut self.capturing, true);
-        let target = self.depth - 1;
-        let mut stack: Vec<String> = Vec::new();
-        let result = loop {
-            let tok = match self.next_tok() {
-                Ok(t) => t,
-                Err(e) => break Err(e),
-            };
-            match tok {
-                Tok::Start {
-                    raw, empty, qname, ..
-                } => {
-                    out.push_str(&raw.unwrap_or_default());
-                    if empty {
-                        out.push_str("/>");
-                    } else {
-                        out.push('>');
-                        stack.push(qname.into_owned());
-                    }
-                }
-                Tok::End { .. } => {
-                    if self.depth == target {
-                        break Ok(());
-                    }
-                    let q = stack.pop().unwrap_or_default();
-                    out.push_str("</");
-                    out.push_str(&q);
-                    out.push('>');
-                }
-                Tok::Text { text, .. } => escape_text_into(&text, &mut out),
-                Tok::Other | Tok::Space | Tok::Decl { .. } => {}
-                Tok::Eof { pos } => {
-                    break Err(self.err_malformed(pos, "unexpected end of document"));
-                }
-            }
-            if out.len() as u64 > self.opts.max_token_bytes {
-                break Err(Error::Limit {
-                    doc: self.doc.clone(),
-                    pos: self.here(),
-                    limit: LimitKind::TokenBytes,
-                    max: self.opts.max_token_bytes,
-                });
-            }
-        };
-        self.capturing = was;
-        result?;
         Ok(out)
+    }
+
+    /// Records the bindings an element of a captured fragment relies on that written documents
+    /// would not provide.
+    fn note_bindings(
+        &self,
+        qname: &str,
+        ns: Option<&str>,
+        attrs: &[Attr],
+        own_decls: &[String],
+        needed: &mut Vec<(String, String)>,
+    ) {
+        let prefix = qname.split_once(':').map(|(p, _)| p).unwrap_or("");
+        let mut uses: Vec<(&str, &str)> = Vec::new();
+        if let Some(u) = ns {
+            uses.push((prefix, u));
+        }
+        for a in attrs {
+            if let (Some(p), Some(u)) = (a.prefix.as_deref(), a.ns.as_deref()) {
+                uses.push((p, u));
+            }
+        }
+        for (p, u) in uses {
+            if p == "xml" || p == "xmlns" || u.starts_with("urn:unbound-prefix:") {
+                continue;
+            }
+            if self.written_binding(p) == Some(u)
+                || own_decls.iter().any(|d| d == p)
+                || needed.iter().any(|(q, _)| q == p)
+            {
+                continue;
+            }
+            needed.push((p.to_owned(), u.to_owned()));
+        }
     }
 
     /// Turns an attribute outside ResourceSync's set into an extension attribute, or reports it.
@@ -1167,7 +1326,9 @@ impl<R: BufRead> DocumentReader<R> {
                         qname,
                         pos,
                         raw,
-                        ..
+                        attrs,
+                        decls,
+                        ns: ens,
                     } => match name {
                         Name::Url | Name::Sitemap => {
                             self.check_entry_element(&name, pos);
@@ -1181,9 +1342,18 @@ impl<R: BufRead> DocumentReader<R> {
                             );
                             self.skip(empty)?;
                         }
-                        Name::Foreign(_) => {
+                        Name::Foreign(ns) => {
                             // Extensions between entries have nowhere to go; keep reading.
-                            self.capture(raw, empty)?;
+                            self.capture(Tok::Start {
+                                name: Name::Foreign(ns),
+                                empty,
+                                attrs,
+                                decls,
+                                raw,
+                                ns: ens,
+                                qname,
+                                pos,
+                            })?;
                         }
                         other => {
                             self.unknown_element(&other, &qname, pos);
@@ -1226,7 +1396,8 @@ impl<R: BufRead> DocumentReader<R> {
                         raw,
                         qname,
                         pos: cpos,
-                        ..
+                        decls,
+                        ns: ens,
                     } => match name {
                         Name::Loc => {
                             let t = self.text(empty, "loc")?;
@@ -1300,7 +1471,16 @@ impl<R: BufRead> DocumentReader<R> {
                         Name::Foreign(ns) => {
                             children += 1;
                             self.check_children(children, cpos)?;
-                            let xml = self.capture(raw, empty)?;
+                            let xml = self.capture(Tok::Start {
+                                name: Name::Foreign(ns.clone()),
+                                empty,
+                                attrs,
+                                decls,
+                                raw,
+                                ns: ens,
+                                qname,
+                                pos: cpos,
+                            })?;
                             e.extensions.push(ExtElement { namespace: ns, xml });
                         }
                         other => {
@@ -1328,7 +1508,7 @@ impl<R: BufRead> DocumentReader<R> {
     }
 }
 
-impl<R: BufRead> Iterator for DocumentReader<R> {
+impl<R: Read> Iterator for DocumentReader<R> {
     type Item = Result<Entry, Error>;
     fn next(&mut self) -> Option<Self::Item> {
         self.next_entry().transpose()
@@ -1413,6 +1593,25 @@ fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
         ResolveResult::Bound(n) => Name::Foreign(n.as_ref().to_owned()),
         ResolveResult::Unbound | ResolveResult::Unknown(_) => Name::Unknown(qname.to_owned()),
     }
+}
+
+/// The first character XML 1.0 §2.2 does not allow (C0 controls other than tab, LF, CR;
+/// U+FFFE, U+FFFF), if any. Runs over every text and attribute value, so it scans bytes.
+fn forbidden_char(s: &str) -> Option<u32> {
+    let b = s.as_bytes();
+    if let Some(&c) = b
+        .iter()
+        .find(|&&c| c < 0x20 && c != b'\t' && c != b'\n' && c != b'\r')
+    {
+        return Some(u32::from(c));
+    }
+    if memchr::memchr(0xEF, b).is_some() {
+        return s
+            .chars()
+            .find(|&c| c == '\u{FFFE}' || c == '\u{FFFF}')
+            .map(|c| c as u32);
+    }
+    None
 }
 
 fn is_xml_space(s: &str) -> bool {

@@ -13,7 +13,7 @@
 use std::collections::HashSet;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::io::BufRead;
+use std::io::Read;
 
 use crate::datetime::W3cDateTime;
 use crate::document::{
@@ -839,7 +839,7 @@ fn truncate(s: &str) -> String {
 
 /// Reads and validates a whole document. Reader findings and validator findings are merged in
 /// document order. A fatal reader error is returned as `Err`.
-pub fn validate<R: BufRead>(mut reader: DocumentReader<R>) -> Result<Report, Error> {
+pub fn validate<R: Read>(mut reader: DocumentReader<R>) -> Result<Report, Error> {
     let max = reader.max_findings();
     let mut v = Validator::new(reader.header(), reader.header_position(), max);
     while let Some(e) = reader.next_entry()? {

@@ -82,6 +82,17 @@ fn push_text(out: &mut String, s: &str) {
 struct AttrWriter<'a> {
     out: &'a mut String,
     doc: &'a str,
+    /// The root's namespace declarations (prefix, URI), other than Sitemap's and `rs`.
+    ns: &'a [(String, String)],
+}
+
+/// The namespace a prefix has in a written document.
+fn written_binding<'a>(ns: &'a [(String, String)], prefix: &str) -> Option<&'a str> {
+    match prefix {
+        "rs" => Some(RS_NS),
+        "xml" => Some("http://www.w3.org/XML/1998/namespace"),
+        p => ns.iter().find(|(q, _)| q == p).map(|(_, u)| u.as_str()),
+    }
 }
 
 impl AttrWriter<'_> {
@@ -113,8 +124,21 @@ impl AttrWriter<'_> {
         Ok(())
     }
 
+    /// Extension attributes, each preceded by a declaration of its prefix when the root does
+    /// not bind that prefix to the attribute's namespace (it was declared below the root).
     fn extra(&mut self, extra: &[ExtAttr]) -> Result<(), Error> {
+        let mut declared: Vec<&str> = Vec::new();
         for x in extra {
+            if let Some((p, _)) = x.name.split_once(':') {
+                if p != "xmlns"
+                    && !x.namespace.is_empty()
+                    && written_binding(self.ns, p) != Some(x.namespace.as_str())
+                    && !declared.contains(&p)
+                {
+                    self.attr(&format!("xmlns:{p}"), &x.namespace)?;
+                    declared.push(p);
+                }
+            }
             self.attr(&x.name, &x.value)?;
         }
         Ok(())
@@ -125,9 +149,14 @@ fn dt(v: &Option<W3cDateTime>) -> Option<&dyn std::fmt::Display> {
     v.as_ref().map(|d| d as &dyn std::fmt::Display)
 }
 
-fn push_md(out: &mut String, doc: &str, md: &Metadata) -> Result<(), Error> {
+fn push_md(
+    out: &mut String,
+    doc: &str,
+    ns: &[(String, String)],
+    md: &Metadata,
+) -> Result<(), Error> {
     out.push_str("<rs:md");
-    let mut w = AttrWriter { out, doc };
+    let mut w = AttrWriter { out, doc, ns };
     w.opt_display(
         "capability",
         md.capability.as_ref().map(|c| c as &dyn std::fmt::Display),
@@ -157,9 +186,9 @@ fn push_md(out: &mut String, doc: &str, md: &Metadata) -> Result<(), Error> {
     Ok(())
 }
 
-fn push_ln(out: &mut String, doc: &str, l: &Link) -> Result<(), Error> {
+fn push_ln(out: &mut String, doc: &str, ns: &[(String, String)], l: &Link) -> Result<(), Error> {
     out.push_str("<rs:ln");
-    let mut w = AttrWriter { out, doc };
+    let mut w = AttrWriter { out, doc, ns };
     w.attr("rel", &l.rel)?;
     w.attr("href", &l.href)?;
     w.opt_display("pri", l.pri.as_ref().map(|h| h as &dyn std::fmt::Display))?;
@@ -190,7 +219,11 @@ pub fn header_xml(doc: &str, header: &Header) -> Result<String, Error> {
     out.push_str(RS_NS);
     out.push('"');
     {
-        let mut w = AttrWriter { out: &mut out, doc };
+        let mut w = AttrWriter {
+            out: &mut out,
+            doc,
+            ns: &header.namespaces,
+        };
         for (prefix, uri) in &header.namespaces {
             if prefix.is_empty() || prefix == "rs" {
                 continue;
@@ -202,12 +235,12 @@ pub fn header_xml(doc: &str, header: &Header) -> Result<String, Error> {
     out.push_str(">\n");
     if let Some(md) = &header.md {
         out.push_str("  ");
-        push_md(&mut out, doc, md)?;
+        push_md(&mut out, doc, &header.namespaces, md)?;
         out.push('\n');
     }
     for l in &header.links {
         out.push_str("  ");
-        push_ln(&mut out, doc, l)?;
+        push_ln(&mut out, doc, &header.namespaces, l)?;
         out.push('\n');
     }
     for x in &header.extensions {
@@ -218,8 +251,15 @@ pub fn header_xml(doc: &str, header: &Header) -> Result<String, Error> {
     Ok(out)
 }
 
-/// Serializes one entry as a line, appending to `out`.
-pub fn entry_xml(out: &mut String, doc: &str, root: Root, e: &Entry) -> Result<(), Error> {
+/// Serializes one entry as a line, appending to `out`. `namespaces` are the root's extra
+/// declarations ([`Header::namespaces`]).
+pub fn entry_xml(
+    out: &mut String,
+    doc: &str,
+    root: Root,
+    namespaces: &[(String, String)],
+    e: &Entry,
+) -> Result<(), Error> {
     if e.loc.is_empty() {
         return Err(Error::Unwritable {
             doc: doc.to_owned(),
@@ -251,10 +291,10 @@ pub fn entry_xml(out: &mut String, doc: &str, root: Root, e: &Entry) -> Result<(
         out.push_str("</priority>");
     }
     if let Some(md) = &e.md {
-        push_md(out, doc, md)?;
+        push_md(out, doc, namespaces, md)?;
     }
     for l in &e.links {
-        push_ln(out, doc, l)?;
+        push_ln(out, doc, namespaces, l)?;
     }
     for x in &e.extensions {
         out.push_str(&x.xml);
@@ -275,6 +315,7 @@ pub struct DocumentWriter<W: Write> {
     out: W,
     doc: String,
     root: Root,
+    namespaces: Vec<(String, String)>,
     line: String,
     bytes: u64,
     entries: u64,
@@ -292,6 +333,7 @@ impl<W: Write> DocumentWriter<W> {
         Ok(DocumentWriter {
             out,
             root: header.root,
+            namespaces: header.namespaces.clone(),
             bytes: h.len() as u64,
             entries: 0,
             line: String::with_capacity(512),
@@ -302,7 +344,7 @@ impl<W: Write> DocumentWriter<W> {
     /// Writes an entry.
     pub fn write_entry(&mut self, e: &Entry) -> Result<(), Error> {
         self.line.clear();
-        entry_xml(&mut self.line, &self.doc, self.root, e)?;
+        entry_xml(&mut self.line, &self.doc, self.root, &self.namespaces, e)?;
         self.out
             .write_all(self.line.as_bytes())
             .map_err(|source| Error::Write {
@@ -505,7 +547,13 @@ impl<S: PartSink> SplitWriter<S> {
     /// Adds an entry.
     pub fn write_entry(&mut self, e: &Entry) -> Result<(), Error> {
         self.line.clear();
-        entry_xml(&mut self.line, &self.doc, self.header.root, e)?;
+        entry_xml(
+            &mut self.line,
+            &self.doc,
+            self.header.root,
+            &self.header.namespaces,
+            e,
+        )?;
         let len = self.line.len() as u64;
         let overhead = self.header_len + self.index_link_len;
         if let Some(p) = &self.part {
