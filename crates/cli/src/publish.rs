@@ -47,6 +47,16 @@ pub(crate) struct SourceArgs {
     /// Earlier Resource Lists to keep in the Resource List Archive.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub keep_resource_lists: usize,
+    /// Also offer a Resource Dump (ZIP packages of every resource) and Change Dumps (one per
+    /// closed Change List).
+    #[arg(long)]
+    pub dumps: bool,
+    /// Largest dump package, in bytes (uncompressed content).
+    #[arg(long, value_name = "BYTES", default_value_t = resourcesync_source::dump::DEFAULT_MAX_BYTES)]
+    pub dump_max_bytes: u64,
+    /// Most files in one dump package (at most 50000).
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    pub dump_max_files: usize,
 }
 
 impl SourceArgs {
@@ -78,7 +88,11 @@ impl SourceArgs {
         cfg.publish = PublishOptions {
             split,
             keep_resource_lists: self.keep_resource_lists,
-            ..PublishOptions::default()
+            dumps: self.dumps,
+        };
+        cfg.dump = resourcesync_source::dump::DumpOptions {
+            max_bytes: self.dump_max_bytes.max(1),
+            max_files: self.dump_max_files.clamp(1, 50_000),
         };
         Ok(cfg)
     }

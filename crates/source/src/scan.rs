@@ -126,12 +126,8 @@ fn item(r: &Resource) -> Item {
     }
 }
 
-enum Work {
-    /// Unchanged since the previous snapshot.
-    Keep,
-    /// To hash; with the previous state, if any.
-    Hash(Listed, Option<Resource>),
-}
+/// Length, modification time and digests of a hashed file, or why it was skipped.
+type Hashed = std::result::Result<(u64, i128, Hashes), String>;
 
 /// Scans `inv`, records the snapshot and its changes in `state`, and reports.
 pub fn scan(
@@ -144,11 +140,13 @@ pub fn scan(
     let at =
         W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
     let (mut listed, mut skipped) = inv.list()?;
-    listed.sort_by(|a, b| path_bytes(&a.rel).cmp(&path_bytes(&b.rel)));
+    listed.sort_by_cached_key(|a| path_bytes(&a.rel));
     let previous = state.resources_by_path()?;
 
     // Merge the sorted listing with the previous snapshot.
-    let mut work: Vec<Work> = Vec::with_capacity(listed.len());
+    // Files to hash, with their previous state if any; the rest are unchanged.
+    let mut jobs: Vec<(Listed, Option<Resource>)> = Vec::new();
+    let mut kept = 0u64;
     let mut deleted: Vec<Resource> = Vec::new();
     let mut prev = previous.into_iter().peekable();
     for l in listed {
@@ -169,23 +167,15 @@ pub fn scan(
                     && o.mtime_ns == l.mtime_ns
                     && opts.algs.iter().all(|a| o.hashes.get(a).is_some()) =>
             {
-                work.push(Work::Keep)
+                kept += 1
             }
-            o => work.push(Work::Hash(l, o)),
+            o => jobs.push((l, o)),
         }
     }
     deleted.extend(prev);
-    let kept = work.iter().filter(|w| matches!(w, Work::Keep)).count() as u64;
 
     // Hash in parallel.
-    let jobs: Vec<(Listed, Option<Resource>)> = work
-        .into_iter()
-        .filter_map(|w| match w {
-            Work::Hash(l, o) => Some((l, o)),
-            Work::Keep => None,
-        })
-        .collect();
-    let results: Vec<std::sync::Mutex<Option<std::result::Result<(u64, i128, Hashes), String>>>> =
+    let results: Vec<std::sync::Mutex<Option<Hashed>>> =
         jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {

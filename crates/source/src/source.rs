@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use resourcesync_model::HashAlg;
 
+use crate::dump::{DumpOptions, write_change_dumps, write_resource_dump};
 use crate::error::{Error, Result};
 use crate::inventory::DirInventory;
 use crate::layout::{DOCS_DIR, Layout};
@@ -34,6 +35,8 @@ pub struct SourceConfig {
     pub scan: ScanOptions,
     /// Publishing.
     pub publish: PublishOptions,
+    /// Dump packaging (used when `publish.dumps` is set).
+    pub dump: DumpOptions,
 }
 
 impl SourceConfig {
@@ -48,6 +51,7 @@ impl SourceConfig {
             include_hidden: false,
             scan: ScanOptions::default(),
             publish: PublishOptions::default(),
+            dump: DumpOptions::default(),
         }
     }
 }
@@ -137,9 +141,20 @@ impl Source {
         )
     }
 
-    /// Writes every document for the newest scan.
+    /// Writes every document for the newest scan; with dumps enabled, the Resource Dump and
+    /// Change Dumps first, so that the Capability List never points at a dump not yet written.
     pub fn publish(&mut self) -> Result<PublishReport> {
-        publish(&self.layout, &self.state, &self.cfg.publish)
+        let mut dumped = Vec::new();
+        if self.cfg.publish.dumps {
+            let r =
+                write_resource_dump(&self.layout, &self.state, &self.inventory, &self.cfg.dump)?;
+            dumped.extend(r.written);
+            let c = write_change_dumps(&self.layout, &self.state, &self.inventory, &self.cfg.dump)?;
+            dumped.extend(c.written);
+        }
+        let mut report = publish(&self.layout, &self.state, &self.cfg.publish)?;
+        report.written.extend(dumped);
+        Ok(report)
     }
 
     /// The document layout.

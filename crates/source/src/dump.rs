@@ -1,0 +1,1236 @@
+//! Resource Dumps and Change Dumps: ZIP packages of bitstreams, each with its manifest
+//! (Z39.99-2014 §11 and §13; Z39.99-2017 §11 and §13).
+//!
+//! Files, under the documents folder (`resourcesync/`):
+//!
+//! ```text
+//! resourcedump.xml                                  Resource Dump (§11.1)
+//! dumps/resourcedump-SSSSSS-NNNNN.zip               packages of snapshot SSSSSS
+//! dumps/resourcedump-SSSSSS-NNNNN.manifest.xml      copies of their manifests (rel="contents")
+//! changedump.xml                                    Change Dump (§13.1)
+//! changedumps/changedump-PPPPP.zip                  the package of closed change period PPPPP
+//! changedumps/changedump-PPPPP-NNNNN.zip            its further parts (N ≥ 2), when split
+//! changedumps/changedump-PPPPP[-NNNNN].manifest.xml copies of their manifests
+//! ```
+//!
+//! Both documents are written through the model crate's [`SplitWriter`], so past 50,000
+//! packages they become indexes (§11.1, §13.1: "must group them using a ... Index").
+//!
+//! # Packages
+//!
+//! Every package has `manifest.xml` at its top level (§11.2, §13.2), written last, after every
+//! bitstream has been copied and checked. Bitstreams are stored under `resources/` (Resource
+//! Dumps) or `changes/` (Change Dumps) followed by the resource's path relative to the Source
+//! directory, as the examples of the specification do (Example 18 `/resources/res1`, Example 23
+//! `/changes/res7.html`): a resource named `manifest.xml` at the top of the Source directory
+//! can then never collide with the manifest. The manifest's `path` is `/` followed by exactly
+//! the ZIP entry name. A path that is not UTF-8, or that has control characters or a backslash
+//! (which ZIP tools read as a separator), is stored under its percent-encoded form instead
+//! (the URL path of the resource), made unique with a `~N` suffix in the unlikely case that the
+//! name is taken.
+//!
+//! Packages are split so that none has more than [`DumpOptions::max_files`] manifest entries
+//! (at most 50,000, the Sitemap limit every manifest must keep, Z39.99-2014 §7), a manifest of
+//! more than 50 MB, or more than [`DumpOptions::max_bytes`] bytes, counting the bitstreams
+//! uncompressed plus their ZIP headers and manifest lines (an upper bound of the ZIP size). A
+//! single bitstream larger than `max_bytes` gets a package of its own. Entries larger than 4 GiB
+//! are written with ZIP64 sizes (`large_file`); archives of more than 65,535 entries or past
+//! 4 GiB get a ZIP64 end of central directory from the `zip` crate itself.
+//!
+//! Bitstreams of types that are already compressed (JPEG, PNG, video, ZIP, gzip, ...) are
+//! stored; all others are deflated.
+//!
+//! Package files are written to a temporary file and renamed into place
+//! ([`AtomicFile`]); the manifest copy is written the same way, with the same bytes as the
+//! manifest inside the package (§11.1, §13.1: the copy must match).
+//!
+//! # A file that changed since the scan
+//!
+//! Every bitstream is hashed while it is copied into the package, with the algorithms of the
+//! digests recorded for it. When its length or a digest differs from what the state recorded
+//! (the file changed after the scan), the partial entry is removed from the package again
+//! (`abort_file`, and the package file is cut back) and **no manifest entry is written for
+//! it**. In a Resource Dump the resource is left out and counted in [`DumpReport::skipped`],
+//! with the reason in [`DumpReport::problems`]: the dump then describes the snapshot exactly (the
+//! Resource List of the same snapshot has the same digests), and the new content reaches
+//! Destinations through the next scan's Change List and the next dump. A manifest entry's digest
+//! therefore always matches the bytes at its `path`.
+//!
+//! # Change Dumps and older versions
+//!
+//! One package is made per closed change period (the span of one Change List) not yet dumped,
+//! listing the period's changes in forward chronological order (§13.2). A `deleted` change is
+//! listed without a path (§13.2). A `created` or `updated` change needs the resource's content
+//! as of that change, but the Source only has the current content: a change is packaged only
+//! when its recorded length and digests equal those of the current content, verified on the
+//! bytes copied. Changes whose content has since been replaced or deleted are **left out of
+//! the manifest** and counted in [`DumpReport::superseded`]: §13.2 makes `path` mandatory for
+//! them, so an entry without a bitstream would be invalid, and a bitstream of newer content
+//! would carry a wrong digest. A Destination reading the Change Dump still converges: the
+//! later change that superseded the left-out one is in a later (or the same) package. This
+//! departs from §13.2's "bitstream for all resource changes that occurred during the specified
+//! interval must be included", which no Source keeping only current content can meet. Several
+//! changes of one resource with the same content share one bitstream in the package.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Seek, Write};
+use std::path::{Component, Path, PathBuf};
+
+use resourcesync_model::document::{MAX_DOCUMENT_BYTES, MAX_ENTRIES};
+use resourcesync_model::writer::{SplitLimits, SplitWriter, entry_xml, header_xml};
+use resourcesync_model::{
+    Capability, Change, Entry, HashAlg, Hashes, Header, Link, Metadata, MultiHasher, Root,
+    W3cDateTime,
+};
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, ZipWriter};
+
+use crate::error::{Error, Result};
+use crate::inventory::{Inventory, Skipped};
+use crate::layout::{AtomicFile, FsSink, Layout, write_file};
+use crate::publish::{change_entry, resource_entry};
+use crate::scan::rel_path;
+use crate::state::{Period, State};
+
+/// The name of the manifest inside every package (Z39.99-2014 §11.2, §13.2).
+pub const MANIFEST_NAME: &str = "manifest.xml";
+/// Folder of Resource Dump packages, under the documents folder.
+pub const RESOURCE_DUMP_DIR: &str = "dumps";
+/// Folder of Change Dump packages, under the documents folder.
+pub const CHANGE_DUMP_DIR: &str = "changedumps";
+/// Folder of the bitstreams inside a Resource Dump package.
+pub const RESOURCE_PREFIX: &str = "resources/";
+/// Folder of the bitstreams inside a Change Dump package.
+pub const CHANGE_PREFIX: &str = "changes/";
+/// Default [`DumpOptions::max_bytes`]: 1 GiB.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+/// Bytes counted per ZIP entry besides its data and name: local header (30), central header
+/// (46), ZIP64 extra fields (up to 48) and slack.
+const ZIP_ENTRY_OVERHEAD: u64 = 128;
+/// Bytes counted per package besides its entries: end of central directory records, the
+/// manifest's headers and its root element.
+const ZIP_PACKAGE_OVERHEAD: u64 = 4096;
+/// Room kept in a manifest for its header and footer.
+const MANIFEST_HEADER_RESERVE: u64 = 4096;
+/// Digests of packages, as listed in the Resource Dump and the Change Dump.
+const PACKAGE_ALGS: [HashAlg; 2] = [HashAlg::Md5, HashAlg::Sha256];
+
+/// How packages are split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DumpOptions {
+    /// Largest package in bytes (default 1 GiB), counting bitstreams uncompressed plus their
+    /// ZIP headers and manifest lines. A bitstream larger than this gets a package of its own.
+    pub max_bytes: u64,
+    /// Most manifest entries in one package (default and upper bound 50,000, the Sitemap limit
+    /// on the manifest, Z39.99-2014 §7; values outside 1..=50,000 are clamped).
+    pub max_files: usize,
+}
+
+impl Default for DumpOptions {
+    fn default() -> Self {
+        DumpOptions {
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_files: MAX_ENTRIES,
+        }
+    }
+}
+
+impl DumpOptions {
+    fn clamped(&self) -> DumpOptions {
+        DumpOptions {
+            max_bytes: self.max_bytes.max(1),
+            max_files: self.max_files.clamp(1, MAX_ENTRIES),
+        }
+    }
+}
+
+/// What a dump call did.
+#[derive(Debug, Clone, Default)]
+pub struct DumpReport {
+    /// Packages written by this call (0 when everything was up to date).
+    pub packages: usize,
+    /// Bitstreams written into those packages.
+    pub files: u64,
+    /// Total size of those packages in bytes.
+    pub bytes: u64,
+    /// Resources left out of a Resource Dump (changed since the scan, unreadable, or with a
+    /// name no package can hold); see [`DumpReport::problems`].
+    pub skipped: u64,
+    /// Changes left out of a Change Dump manifest because the content they describe is no
+    /// longer available (replaced or deleted since, or changed after the scan).
+    pub superseded: u64,
+    /// Why resources were skipped (paths relative to the Source directory).
+    pub problems: Vec<Skipped>,
+    /// Files written (packages, manifest copies, the Resource Dump or Change Dump).
+    pub written: Vec<PathBuf>,
+    /// Packages and manifest copies of older snapshots removed.
+    pub removed: Vec<PathBuf>,
+}
+
+/// Name (relative to the documents folder) of package `n` (from 1) of the Resource Dump of a
+/// snapshot.
+pub fn resource_dump_package_name(snapshot: i64, n: usize) -> String {
+    format!("{RESOURCE_DUMP_DIR}/resourcedump-{snapshot:06}-{n:05}.zip")
+}
+
+/// Name (relative to the documents folder) of part `n` (from 1) of the Change Dump package of
+/// a period: `changedump-PPPPP.zip` for the first, `changedump-PPPPP-NNNNN.zip` for the others.
+pub fn change_dump_package_name(period: i64, n: usize) -> String {
+    if n <= 1 {
+        format!("{CHANGE_DUMP_DIR}/changedump-{period:05}.zip")
+    } else {
+        format!("{CHANGE_DUMP_DIR}/changedump-{period:05}-{n:05}.zip")
+    }
+}
+
+/// Name of the manifest copy published next to a package (`X.zip` → `X.manifest.xml`).
+pub fn manifest_copy_name(package: &str) -> String {
+    let stem = package.strip_suffix(".zip").unwrap_or(package);
+    format!("{stem}.manifest.xml")
+}
+
+/// Whether an entry of `len` bytes needs ZIP64 sizes (`large_file`): when it or its deflated
+/// form (deflate can add a few bytes per block to incompressible data) could reach 4 GiB.
+pub fn needs_large_file(len: u64) -> bool {
+    len.saturating_add(len / 1024)
+        .saturating_add(1 << 20)
+        .saturating_add(1)
+        >= zip::ZIP64_BYTES_THR
+}
+
+/// Media types whose content is already compressed: stored, not deflated.
+fn is_compressed_type(mime: &str) -> bool {
+    let m = mime.trim().to_ascii_lowercase();
+    let essence = m.split(';').next().unwrap_or_default().trim();
+    matches!(
+        essence,
+        "image/jpeg"
+            | "image/png"
+            | "image/gif"
+            | "image/webp"
+            | "image/avif"
+            | "image/heic"
+            | "image/jp2"
+            | "application/zip"
+            | "application/gzip"
+            | "application/x-gzip"
+            | "application/x-bzip2"
+            | "application/x-xz"
+            | "application/x-7z-compressed"
+            | "application/zstd"
+            | "application/vnd.rar"
+            | "application/x-rar-compressed"
+            | "application/java-archive"
+            | "application/epub+zip"
+            | "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+            | "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+            | "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+            | "application/vnd.oasis.opendocument.text"
+            | "application/vnd.oasis.opendocument.spreadsheet"
+            | "font/woff"
+            | "font/woff2"
+    ) || essence.starts_with("video/")
+        || (essence.starts_with("audio/") && !matches!(essence, "audio/wav" | "audio/x-wav"))
+}
+
+fn compression_for(mime: Option<&str>) -> CompressionMethod {
+    match mime {
+        Some(m) if is_compressed_type(m) => CompressionMethod::Stored,
+        _ => CompressionMethod::Deflated,
+    }
+}
+
+/// A ZIP (MS-DOS) timestamp for a datetime, in UTC; 1980-01-01 when out of its range.
+fn zip_time(t: &W3cDateTime) -> zip::DateTime {
+    let d = t.timestamp().to_zoned(jiff::tz::TimeZone::UTC).datetime();
+    let part = |v: i8| u8::try_from(v).ok();
+    (|| {
+        zip::DateTime::from_date_and_time(
+            u16::try_from(d.year()).ok()?,
+            part(d.month())?,
+            part(d.day())?,
+            part(d.hour())?,
+            part(d.minute())?,
+            part(d.second())?,
+        )
+        .ok()
+    })()
+    .unwrap_or_default()
+}
+
+/// The ZIP entry name of a bitstream: `prefix` and the relative path with `/` separators, or
+/// `prefix` and the percent-encoded path when the path is not UTF-8 or has control characters
+/// or backslashes. `None` for paths with components other than names.
+fn zip_name(prefix: &str, rel: &Path) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    let mut literal = true;
+    for c in rel.components() {
+        let Component::Normal(n) = c else {
+            return None;
+        };
+        match n.to_str() {
+            Some(s)
+                if !s.is_empty()
+                    && !s
+                        .chars()
+                        .any(|c| c.is_control() || matches!(c, '\\' | '\u{FFFE}' | '\u{FFFF}')) =>
+            {
+                parts.push(s)
+            }
+            _ => literal = false,
+        }
+    }
+    if parts.is_empty() && literal {
+        return None;
+    }
+    let rest = if literal {
+        parts.join("/")
+    } else {
+        crate::uri::encode_path(rel)?
+    };
+    // ZIP names are at most 65,535 bytes.
+    (prefix.len() + rest.len() <= usize::from(u16::MAX)).then(|| format!("{prefix}{rest}"))
+}
+
+/// What the package estimate counts for a bitstream: its bytes, deflate's worst expansion, its
+/// name twice (local and central headers) and the headers.
+fn bitstream_estimate(len: u64, name_len: usize) -> u64 {
+    len.saturating_add(len / 1024)
+        .saturating_add(2 * name_len as u64)
+        .saturating_add(ZIP_ENTRY_OVERHEAD)
+}
+
+fn up(layout: &Layout) -> Link {
+    Link::new("up", layout.doc_url("capabilitylist.xml"))
+}
+
+/// A package written: what the Resource Dump or Change Dump lists about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PackageRecord {
+    /// Name relative to the documents folder.
+    name: String,
+    length: u64,
+    hashes: Hashes,
+    from: Option<W3cDateTime>,
+    until: Option<W3cDateTime>,
+}
+
+/// Records as kept in the state's meta table: one line per package, tab-separated.
+fn encode_records(records: &[PackageRecord]) -> String {
+    let dt = |d: &Option<W3cDateTime>| d.map(|d| d.to_string()).unwrap_or_default();
+    records
+        .iter()
+        .map(|r| {
+            format!(
+                "{}\t{}\t{}\t{}\t{}",
+                r.name,
+                r.length,
+                r.hashes,
+                dt(&r.from),
+                dt(&r.until)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn decode_records(s: &str) -> Option<Vec<PackageRecord>> {
+    let dt = |v: &str| -> Option<Option<W3cDateTime>> {
+        if v.is_empty() {
+            Some(None)
+        } else {
+            W3cDateTime::parse(v).ok().map(Some)
+        }
+    };
+    s.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let mut f = l.split('\t');
+            let name = f.next()?.to_owned();
+            let length = f.next()?.parse().ok()?;
+            let (hashes, bad) = Hashes::parse(f.next()?);
+            let from = dt(f.next()?)?;
+            let until = dt(f.next()?)?;
+            (bad.is_empty() && !name.is_empty()).then_some(PackageRecord {
+                name,
+                length,
+                hashes,
+                from,
+                until,
+            })
+        })
+        .collect()
+}
+
+/// A bitstream in the package being written.
+#[derive(Debug, Clone)]
+struct Copied {
+    /// The ZIP entry name.
+    name: String,
+}
+
+/// A bitstream to copy into a package, with what the state recorded about it.
+#[derive(Debug, Clone, Copy)]
+struct Bitstream<'a> {
+    /// Path relative to the Source directory.
+    rel: &'a Path,
+    /// The ZIP entry name.
+    name: &'a str,
+    /// Expected length.
+    length: u64,
+    /// Expected digests.
+    hashes: &'a Hashes,
+    /// Media type (chooses stored or deflated).
+    mime: Option<&'a str>,
+    /// Modification time of the entry.
+    lastmod: &'a W3cDateTime,
+}
+
+/// What copying a bitstream into a package came to.
+#[derive(Debug, Clone)]
+enum CopyOutcome {
+    /// Copied; the bytes have the expected length and digests.
+    Done(Copied),
+    /// The content differs from what the state recorded: left out.
+    Changed {
+        /// Bytes read (up to one past the expected length).
+        length: u64,
+    },
+    /// It could not be read: left out.
+    Unreadable(String),
+}
+
+/// A package being written: the ZIP in a temporary file, and its manifest's entries.
+struct Package {
+    /// Name relative to the documents folder.
+    name: String,
+    target: PathBuf,
+    file: AtomicFile,
+    zip: ZipWriter<BufWriter<File>>,
+    /// Manifest entry lines.
+    body: String,
+    entries: usize,
+    /// Estimated size (see [`DumpOptions::max_bytes`]).
+    estimate: u64,
+    names: HashSet<String>,
+    /// Bitstreams copied (or that failed), by source path (Change Dumps reuse them).
+    copied: HashMap<Vec<u8>, CopyOutcome>,
+    /// Time of the last change listed (Change Dumps).
+    last_time: Option<W3cDateTime>,
+    /// Entries at least this long are written with ZIP64 sizes (lowered by tests).
+    large_threshold: Option<u64>,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Package {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Package")
+            .field("name", &self.name)
+            .field("entries", &self.entries)
+            .field("estimate", &self.estimate)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A package completed: its record and the files written.
+struct Finished {
+    record: PackageRecord,
+    files: [PathBuf; 2],
+}
+
+impl Package {
+    fn create(layout: &Layout, name: String) -> Result<Self> {
+        let target = layout.doc_path(&name);
+        let mut file = AtomicFile::create(&target)?;
+        let handle = file.file().try_clone().map_err(|e| Error::io(&target, e))?;
+        Ok(Package {
+            name,
+            zip: ZipWriter::new(BufWriter::with_capacity(256 * 1024, handle)),
+            file,
+            target,
+            body: String::new(),
+            entries: 0,
+            estimate: ZIP_PACKAGE_OVERHEAD,
+            names: HashSet::new(),
+            copied: HashMap::new(),
+            last_time: None,
+            large_threshold: None,
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    fn zip_err(&self, source: zip::result::ZipError) -> Error {
+        Error::Zip {
+            path: self.target.clone(),
+            source,
+        }
+    }
+
+    fn io_err(&self, source: io::Error) -> Error {
+        Error::io(&self.target, source)
+    }
+
+    /// Whether one more manifest entry (line of `line_len` bytes) with a bitstream counted as
+    /// `est` bytes fits. An empty package takes anything.
+    fn fits(&self, est: u64, line_len: usize, opts: &DumpOptions) -> bool {
+        let line = line_len as u64;
+        self.entries == 0
+            || (self.entries < opts.max_files
+                && self.estimate.saturating_add(est).saturating_add(line) <= opts.max_bytes
+                && self.body.len() as u64 + line + MANIFEST_HEADER_RESERVE <= MAX_DOCUMENT_BYTES)
+    }
+
+    /// A name not used yet in this package.
+    fn unique_name(&self, name: String) -> String {
+        if !self.names.contains(&name) {
+            return name;
+        }
+        (2u64..)
+            .map(|i| format!("{name}~{i}"))
+            .find(|n| !self.names.contains(n))
+            .unwrap_or(name)
+    }
+
+    /// Appends a manifest entry line.
+    fn push_line(&mut self, line: &str, est: u64, time: Option<W3cDateTime>) {
+        self.body.push_str(line);
+        self.entries += 1;
+        self.estimate = self
+            .estimate
+            .saturating_add(est)
+            .saturating_add(line.len() as u64);
+        if time.is_some() {
+            self.last_time = time;
+        }
+    }
+
+    /// Removes the entry being written, and cuts the file back to where it started.
+    fn abort_entry(&mut self) -> Result<()> {
+        self.zip.abort_file().map_err(|e| self.zip_err(e))?;
+        // The writer is now positioned at the aborted entry's header (or, if it could not
+        // rewind, at the end of the file); both handles share the file offset.
+        self.zip.flush().map_err(|e| self.io_err(e))?;
+        let f = self.file.file();
+        let pos = f
+            .stream_position()
+            .map_err(|e| Error::io(&self.target, e))?;
+        f.set_len(pos).map_err(|e| Error::io(&self.target, e))?;
+        Ok(())
+    }
+
+    /// Copies a bitstream into the package, hashing the bytes written with the algorithms of
+    /// its expected digests; keeps it only when length and digests are as expected.
+    fn copy(&mut self, inv: &dyn Inventory, b: &Bitstream<'_>) -> Result<CopyOutcome> {
+        let Bitstream {
+            rel,
+            name,
+            length: expected_len,
+            hashes: expected,
+            mime,
+            lastmod,
+        } = *b;
+        let known = expected.known_algs();
+        let algs = if known.is_empty() {
+            vec![HashAlg::Md5]
+        } else {
+            known.clone()
+        };
+        let reader = match inv.open(rel) {
+            Ok(r) => r,
+            Err(e) => return Ok(CopyOutcome::Unreadable(format!("cannot be opened: {e}"))),
+        };
+        let large = match self.large_threshold {
+            Some(t) => expected_len >= t,
+            None => needs_large_file(expected_len),
+        };
+        let options = SimpleFileOptions::default()
+            .compression_method(compression_for(mime))
+            .large_file(large)
+            .last_modified_time(zip_time(lastmod))
+            .unix_permissions(0o644);
+        self.zip
+            .start_file(name, options)
+            .map_err(|e| self.zip_err(e))?;
+        let mut hasher = MultiHasher::new(&algs);
+        // Never more than one byte past the expected length: enough to see that the file grew,
+        // and the entry stays within the size its ZIP64 choice was made for.
+        let mut limited = reader.take(expected_len.saturating_add(1));
+        loop {
+            let n = match limited.read(&mut self.buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.abort_entry()?;
+                    return Ok(CopyOutcome::Unreadable(format!("read failed: {e}")));
+                }
+            };
+            let chunk = &self.buf[..n];
+            hasher.update(chunk);
+            if let Err(e) = self.zip.write_all(chunk) {
+                return Err(Error::io(&self.target, e));
+            }
+        }
+        let length = hasher.length();
+        let hashes = hasher.finish();
+        let same = length == expected_len
+            && (known.is_empty() || expected.agrees_with(&hashes) == Some(true));
+        if !same {
+            self.abort_entry()?;
+            return Ok(CopyOutcome::Changed { length });
+        }
+        self.names.insert(name.to_owned());
+        Ok(CopyOutcome::Done(Copied {
+            name: name.to_owned(),
+        }))
+    }
+
+    /// Writes the manifest (into the package and as a copy next to it), completes the ZIP,
+    /// hashes it and renames it into place.
+    fn finish(mut self, layout: &Layout, header: &Header, time: &W3cDateTime) -> Result<Finished> {
+        let doc = manifest_copy_name(&self.name);
+        let mut xml = header_xml(&doc, header)?;
+        xml.push_str(&self.body);
+        xml.push_str("</urlset>\n");
+        let options = SimpleFileOptions::default()
+            .compression_method(CompressionMethod::Deflated)
+            .last_modified_time(zip_time(time))
+            .unix_permissions(0o644);
+        // Z39.99-2014 §11.2, §13.2: named manifest.xml, at the top level of the package.
+        self.zip
+            .start_file(MANIFEST_NAME, options)
+            .map_err(|e| self.zip_err(e))?;
+        if let Err(e) = self.zip.write_all(xml.as_bytes()) {
+            return Err(self.io_err(e));
+        }
+        let target = self.target.clone();
+        let zip_err = |source| Error::Zip {
+            path: target.clone(),
+            source,
+        };
+        let w = self.zip.finish().map_err(zip_err)?;
+        let mut handle = w
+            .into_inner()
+            .map_err(|e| Error::io(&target, e.into_error()))?;
+        handle.flush().map_err(|e| Error::io(&target, e))?;
+        drop(handle);
+        let f = self.file.file();
+        f.rewind().map_err(|e| Error::io(&target, e))?;
+        let (length, hashes) = MultiHasher::new(&PACKAGE_ALGS)
+            .hash_reader(&mut *f)
+            .map_err(|e| Error::io(&target, e))?;
+        // The copy first: once the package is in place, the copy it links to is there too.
+        // Z39.99-2014 §11.1, §13.1: the copy must match the manifest in the package.
+        let copy_path = layout.doc_path(&doc);
+        write_file(&copy_path, xml.as_bytes())?;
+        self.file.commit()?;
+        Ok(Finished {
+            record: PackageRecord {
+                name: self.name,
+                length,
+                hashes,
+                from: header.md.as_ref().and_then(|m| m.from),
+                until: header.md.as_ref().and_then(|m| m.until),
+            },
+            files: [target, copy_path],
+        })
+    }
+}
+
+/// The entry of a package in the Resource Dump or the Change Dump (Z39.99-2014 §11.1, §13.1).
+fn package_entry(
+    layout: &Layout,
+    rec: &PackageRecord,
+    at: Option<(W3cDateTime, W3cDateTime)>,
+) -> Entry {
+    let mut e = Entry::new(layout.doc_url(&rec.name));
+    let md = e.md_mut();
+    md.mime_type = Some("application/zip".into());
+    md.length = Some(rec.length);
+    md.hash = Some(rec.hashes.clone());
+    match at {
+        Some((at, completed)) => {
+            md.at = Some(at);
+            md.completed = Some(completed);
+            e.lastmod = Some(completed);
+        }
+        None => {
+            md.from = rec.from;
+            md.until = rec.until;
+            e.lastmod = rec.until;
+        }
+    }
+    let mut contents = Link::new("contents", layout.doc_url(&manifest_copy_name(&rec.name)));
+    contents.mime_type = Some("application/xml".into());
+    e.links.push(contents);
+    e
+}
+
+/// Writes a Resource Dump or Change Dump document (split into an index past the Sitemap
+/// limits), returning the files written.
+fn write_dump_document(
+    layout: &Layout,
+    name: &str,
+    header: Header,
+    entries: impl IntoIterator<Item = Entry>,
+) -> Result<Vec<PathBuf>> {
+    let sink = FsSink::new(layout, name);
+    let mut w = SplitWriter::new(sink, name, header, SplitLimits::default())?;
+    for e in entries {
+        w.write_entry(&e)?;
+    }
+    let (sink, _) = w.finish()?;
+    Ok(sink.written)
+}
+
+/// Removes the files in `dir` whose names start with `prefix` and are not in `keep`.
+fn prune(dir: &Path, prefix: &str, keep: &HashSet<PathBuf>) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        let ours = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(prefix));
+        if ours && !keep.contains(&p) && p.is_file() {
+            match std::fs::remove_file(&p) {
+                Ok(()) => removed.push(p),
+                Err(err) => tracing::warn!("cannot remove {}: {err}", p.display()),
+            }
+        }
+    }
+    removed
+}
+
+fn records_present(layout: &Layout, records: &[PackageRecord]) -> bool {
+    records.iter().all(|r| {
+        layout.doc_path(&r.name).is_file()
+            && layout.doc_path(&manifest_copy_name(&r.name)).is_file()
+    })
+}
+
+fn note_finished(report: &mut DumpReport, records: &mut Vec<PackageRecord>, f: Finished) {
+    report.packages += 1;
+    report.bytes += f.record.length;
+    report.written.extend(f.files);
+    records.push(f.record);
+}
+
+/// Writes the Resource Dump of the newest snapshot (Z39.99-2014 §11): every resource of the
+/// state, in URI order, packaged into `resourcesync/dumps/resourcedump-SSSSSS-NNNNN.zip` with a
+/// Resource Dump Manifest (§11.2) inside and a copy next to it, then `resourcesync/resourcedump.xml`
+/// (§11.1) listing the packages with their type, length, md5 and sha-256, `at`/`completed` and
+/// a `contents` link to the manifest copy.
+///
+/// Nothing is done when the dump of this snapshot was already written (state meta key
+/// `resourcedump:<snapshot>`) and its files are all there. Once the new dump is complete, the
+/// packages of earlier snapshots (and any stale file of an interrupted run) are removed.
+///
+/// A resource whose file changed since the scan is left out (see the [module
+/// documentation](self)); every manifest entry's length and digests are those of the bytes in
+/// the package.
+pub fn write_resource_dump(
+    layout: &Layout,
+    state: &State,
+    inv: &dyn Inventory,
+    opts: &DumpOptions,
+) -> Result<DumpReport> {
+    write_resource_dump_with(layout, state, inv, opts, None)
+}
+
+fn write_resource_dump_with(
+    layout: &Layout,
+    state: &State,
+    inv: &dyn Inventory,
+    opts: &DumpOptions,
+    large_threshold: Option<u64>,
+) -> Result<DumpReport> {
+    let opts = opts.clamped();
+    let mut report = DumpReport::default();
+    let (id, at, completed, _) = state
+        .last_snapshot()?
+        .ok_or_else(|| Error::Config("nothing to dump: no scan recorded yet".into()))?;
+    let key = format!("resourcedump:{id}");
+    if let Some(records) = state.meta(&key)?.and_then(|v| decode_records(&v)) {
+        if records_present(layout, &records) && layout.doc_path("resourcedump.xml").is_file() {
+            return Ok(report);
+        }
+    }
+
+    // Z39.99-2014 §11.2: capability resourcedump-manifest, at (and completed) of the snapshot,
+    // and a link up to the Capability List.
+    let mut md = Metadata::with_capability(Capability::ResourceDumpManifest);
+    md.at = Some(at);
+    md.completed = Some(completed);
+    let mut manifest_header = Header::new(Root::UrlSet, md);
+    manifest_header.links.push(up(layout));
+
+    let mut records: Vec<PackageRecord> = Vec::new();
+    let mut current: Option<Package> = None;
+    let mut line = String::with_capacity(512);
+    state.for_each_resource_by_uri(|r| {
+        let rel = rel_path(&r);
+        let Some(base) = zip_name(RESOURCE_PREFIX, &rel) else {
+            report.skipped += 1;
+            report.problems.push(Skipped {
+                path: rel,
+                reason: "no ZIP entry name for this path".into(),
+            });
+            return Ok(());
+        };
+        // Z39.99-2014 §11.2: loc, lastmod, and rs:md with path (leading slash), hash, length
+        // and type, as in the Resource List of the same snapshot.
+        let mut e = resource_entry(&r);
+        e.md_mut().path = Some(format!("/{base}"));
+        line.clear();
+        entry_xml(&mut line, MANIFEST_NAME, Root::UrlSet, &[], &e)?;
+        let est = bitstream_estimate(r.length, base.len());
+        if current
+            .as_ref()
+            .is_some_and(|p| !p.fits(est, line.len(), &opts))
+        {
+            if let Some(p) = current.take() {
+                let f = p.finish(layout, &manifest_header, &completed)?;
+                note_finished(&mut report, &mut records, f);
+            }
+        }
+        let pkg = match &mut current {
+            Some(p) => p,
+            None => {
+                let mut p =
+                    Package::create(layout, resource_dump_package_name(id, records.len() + 1))?;
+                p.large_threshold = large_threshold;
+                current.insert(p)
+            }
+        };
+        let name = pkg.unique_name(base.clone());
+        if name != base {
+            e.md_mut().path = Some(format!("/{name}"));
+            line.clear();
+            entry_xml(&mut line, MANIFEST_NAME, Root::UrlSet, &[], &e)?;
+        }
+        let b = Bitstream {
+            rel: &rel,
+            name: &name,
+            length: r.length,
+            hashes: &r.hashes,
+            mime: r.mime_type.as_deref(),
+            lastmod: &r.lastmod,
+        };
+        match pkg.copy(inv, &b)? {
+            CopyOutcome::Done(_) => {
+                pkg.push_line(&line, est, None);
+                report.files += 1;
+            }
+            CopyOutcome::Changed { length } => {
+                report.skipped += 1;
+                report.problems.push(Skipped {
+                    path: rel,
+                    reason: format!(
+                        "changed since the scan ({length} bytes read, {} recorded, or other digests): left out of the dump until the next scan",
+                        r.length
+                    ),
+                });
+            }
+            CopyOutcome::Unreadable(reason) => {
+                report.skipped += 1;
+                report.problems.push(Skipped { path: rel, reason });
+            }
+        }
+        Ok(())
+    })?;
+    if let Some(p) = current.take() {
+        if p.entries > 0 {
+            let f = p.finish(layout, &manifest_header, &completed)?;
+            note_finished(&mut report, &mut records, f);
+        }
+        // An empty last package (every remaining resource left out) is dropped, which removes
+        // its temporary file.
+    }
+
+    // Z39.99-2014 §11.1: capability resourcedump with at/completed, a link up, one entry per
+    // package.
+    let mut md = Metadata::with_capability(Capability::ResourceDump);
+    md.at = Some(at);
+    md.completed = Some(completed);
+    let mut header = Header::new(Root::UrlSet, md);
+    header.links.push(up(layout));
+    let entries = records
+        .iter()
+        .map(|rec| package_entry(layout, rec, Some((at, completed))));
+    report.written.extend(write_dump_document(
+        layout,
+        "resourcedump",
+        header,
+        entries,
+    )?);
+    state.set_meta(&key, &encode_records(&records))?;
+
+    // The new dump is complete: remove earlier snapshots' packages and leftovers.
+    let keep: HashSet<PathBuf> = records
+        .iter()
+        .flat_map(|r| {
+            [
+                layout.doc_path(&r.name),
+                layout.doc_path(&manifest_copy_name(&r.name)),
+            ]
+        })
+        .collect();
+    report.removed = prune(&layout.doc_path(RESOURCE_DUMP_DIR), "resourcedump-", &keep);
+    Ok(report)
+}
+
+/// Writes one package (or several parts) for a closed period, returning their records.
+fn dump_period(
+    layout: &Layout,
+    state: &State,
+    inv: &dyn Inventory,
+    opts: &DumpOptions,
+    period: &Period,
+    until: W3cDateTime,
+    report: &mut DumpReport,
+) -> Result<Vec<PackageRecord>> {
+    let manifest_header = |from: W3cDateTime, until: W3cDateTime| {
+        // Z39.99-2014 §13.2: capability changedump-manifest, from/until of the package, a link
+        // up to the Capability List.
+        let mut md = Metadata::with_capability(Capability::ChangeDumpManifest);
+        md.from = Some(from);
+        md.until = Some(until);
+        let mut h = Header::new(Root::UrlSet, md);
+        h.links.push(up(layout));
+        h
+    };
+    let mut records: Vec<PackageRecord> = Vec::new();
+    let mut current: Option<Package> = None;
+    let mut part_from = period.from;
+    let mut line = String::with_capacity(512);
+    state.for_each_change(period.id, |c| {
+        // Z39.99-2014 §13.2, Z39.99-2017 §13.2: loc, lastmod, rs:md change, datetime, hash,
+        // length, type, and path unless deleted; entries in forward chronological order
+        // (the state records changes in strictly increasing datetime order).
+        let mut e = change_entry(&c);
+        let mut source = None;
+        if c.change != Change::Deleted {
+            let r = match state.resource_by_uri(&c.uri)? {
+                Some(r)
+                    if Some(r.length) == c.length
+                        && r.hashes.agrees_with(&c.hashes) == Some(true) =>
+                {
+                    r
+                }
+                // Replaced or deleted since: the content of this change is gone.
+                _ => {
+                    report.superseded += 1;
+                    return Ok(());
+                }
+            };
+            let rel = rel_path(&r);
+            let Some(base) = zip_name(CHANGE_PREFIX, &rel) else {
+                report.superseded += 1;
+                report.problems.push(Skipped {
+                    path: rel,
+                    reason: "no ZIP entry name for this path".into(),
+                });
+                return Ok(());
+            };
+            e.md_mut().path = Some(format!("/{base}"));
+            source = Some((r, rel, base));
+        }
+        line.clear();
+        entry_xml(&mut line, MANIFEST_NAME, Root::UrlSet, &[], &e)?;
+        // What one more entry would add to the package (nothing for a bitstream it has).
+        let needed = match &source {
+            Some((r, _, base))
+                if !current
+                    .as_ref()
+                    .is_some_and(|p| p.copied.contains_key(&r.path)) =>
+            {
+                bitstream_estimate(r.length, base.len())
+            }
+            _ => 0,
+        };
+        if current
+            .as_ref()
+            .is_some_and(|p| !p.fits(needed, line.len(), opts))
+        {
+            if let Some(p) = current.take() {
+                let part_until = p.last_time.unwrap_or(part_from);
+                let f = p.finish(layout, &manifest_header(part_from, part_until), &part_until)?;
+                note_finished(report, &mut records, f);
+                part_from = part_until;
+            }
+        }
+        let pkg = match &mut current {
+            Some(p) => p,
+            None => current.insert(Package::create(
+                layout,
+                change_dump_package_name(period.id, records.len() + 1),
+            )?),
+        };
+        // What the package estimate grows by: the bitstream's size when copied now.
+        let mut est = 0;
+        if let Some((r, rel, base)) = source {
+            let outcome = match pkg.copied.get(&r.path) {
+                Some(o) => o.clone(),
+                None => {
+                    let name = pkg.unique_name(base.clone());
+                    est = bitstream_estimate(r.length, name.len());
+                    // Hash with the algorithms of both the change and the current state.
+                    let mut expected = c.hashes.clone();
+                    for d in &r.hashes.0 {
+                        if expected.get(&d.alg).is_none() {
+                            expected.0.push(d.clone());
+                        }
+                    }
+                    let b = Bitstream {
+                        rel: &rel,
+                        name: &name,
+                        length: r.length,
+                        hashes: &expected,
+                        mime: r.mime_type.as_deref(),
+                        lastmod: &r.lastmod,
+                    };
+                    let o = pkg.copy(inv, &b)?;
+                    pkg.copied.insert(r.path.clone(), o.clone());
+                    o
+                }
+            };
+            match outcome {
+                CopyOutcome::Done(copied) => {
+                    if copied.name != base {
+                        e.md_mut().path = Some(format!("/{}", copied.name));
+                        line.clear();
+                        entry_xml(&mut line, MANIFEST_NAME, Root::UrlSet, &[], &e)?;
+                    }
+                    report.files += u64::from(est > 0);
+                }
+                // Changed after the scan: this change's content is gone too.
+                CopyOutcome::Changed { .. } => {
+                    report.superseded += 1;
+                    return Ok(());
+                }
+                CopyOutcome::Unreadable(reason) => {
+                    report.superseded += 1;
+                    report.problems.push(Skipped { path: rel, reason });
+                    return Ok(());
+                }
+            }
+        }
+        pkg.push_line(&line, est, Some(c.datetime));
+        Ok(())
+    })?;
+    // The last part ends at the period's end; it is written even when empty, so that the
+    // packages cover the whole period.
+    let p = match current.take() {
+        Some(p) => p,
+        None => Package::create(
+            layout,
+            change_dump_package_name(period.id, records.len() + 1),
+        )?,
+    };
+    let f = p.finish(layout, &manifest_header(part_from, until), &until)?;
+    note_finished(report, &mut records, f);
+    Ok(records)
+}
+
+/// Writes Change Dump packages for every closed change period not dumped yet (Z39.99-2014
+/// §13): `resourcesync/changedumps/changedump-PPPPP.zip` (further parts
+/// `changedump-PPPPP-NNNNN.zip` when a period exceeds the limits) with a Change Dump Manifest
+/// (§13.2) inside and a copy next to it, then `resourcesync/changedump.xml` (§13.1): `from` of
+/// the first period, a link up, and one entry per package in forward chronological order with
+/// type, length, md5 and sha-256, `from`/`until`, `<lastmod>` = `until`, and a `contents` link
+/// to the manifest copy.
+///
+/// A period is dumped once (state meta key `changedump:<period>`); the open period never is.
+/// Changes whose content is no longer the current content are left out of the manifest and
+/// counted in [`DumpReport::superseded`] (see the [module documentation](self)); `deleted`
+/// changes are listed without a path. The Change Dump document is only rewritten when a
+/// package was added (or it is missing).
+pub fn write_change_dumps(
+    layout: &Layout,
+    state: &State,
+    inv: &dyn Inventory,
+    opts: &DumpOptions,
+) -> Result<DumpReport> {
+    let opts = opts.clamped();
+    let mut report = DumpReport::default();
+    let periods = state.periods()?;
+    let mut all: Vec<PackageRecord> = Vec::new();
+    for p in &periods {
+        let Some(until) = p.until else {
+            continue;
+        };
+        let key = format!("changedump:{}", p.id);
+        let done = state
+            .meta(&key)?
+            .and_then(|v| decode_records(&v))
+            .filter(|recs| !recs.is_empty() && records_present(layout, recs));
+        let recs = match done {
+            Some(r) => r,
+            None => {
+                let r = dump_period(layout, state, inv, &opts, p, until, &mut report)?;
+                state.set_meta(&key, &encode_records(&r))?;
+                r
+            }
+        };
+        all.extend(recs);
+    }
+    if report.packages > 0 || !layout.doc_path("changedump.xml").is_file() {
+        // Z39.99-2014 §13.1: capability changedump with from, a link up, packages in forward
+        // chronological order.
+        let mut md = Metadata::with_capability(Capability::ChangeDump);
+        md.from = Some(
+            periods
+                .first()
+                .map(|p| p.from)
+                .unwrap_or_else(|| W3cDateTime::now(false)),
+        );
+        let mut header = Header::new(Root::UrlSet, md);
+        header.links.push(up(layout));
+        let entries = all.iter().map(|rec| package_entry(layout, rec, None));
+        report
+            .written
+            .extend(write_dump_document(layout, "changedump", header, entries)?);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_file_threshold_leaves_room_for_deflate() {
+        assert!(!needs_large_file(0));
+        assert!(!needs_large_file(3 << 30));
+        assert!(needs_large_file(u64::from(u32::MAX)));
+        assert!(needs_large_file(u64::from(u32::MAX) - (1 << 20)));
+        assert!(needs_large_file(u64::MAX));
+        // Just under the threshold, the deflate margin (len/1024 + 1 MiB) pushes it over.
+        assert!(needs_large_file(u64::from(u32::MAX) - (4 << 20)));
+        assert!(!needs_large_file(u64::from(u32::MAX) - (6 << 20)));
+    }
+
+    #[test]
+    fn zip_names_are_literal_or_encoded() {
+        assert_eq!(
+            zip_name("r/", Path::new("a b/c#d.txt")).as_deref(),
+            Some("r/a b/c#d.txt")
+        );
+        assert_eq!(
+            zip_name("r/", Path::new("naïve/日本.txt")).as_deref(),
+            Some("r/naïve/日本.txt")
+        );
+        assert_eq!(
+            zip_name("r/", Path::new("a\nb\\c")).as_deref(),
+            Some("r/a%0Ab%5Cc")
+        );
+        assert_eq!(zip_name("r/", Path::new("../x")), None);
+        assert_eq!(zip_name("r/", Path::new("")), None);
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let p = Path::new(std::ffi::OsStr::from_bytes(b"caf\xe9.txt"));
+            assert_eq!(zip_name("r/", p).as_deref(), Some("r/caf%E9.txt"));
+        }
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let recs = vec![
+            PackageRecord {
+                name: "changedumps/changedump-00001.zip".into(),
+                length: 1234,
+                hashes: Hashes::parse("md5:00 sha-256:11").0,
+                from: W3cDateTime::parse("2024-01-01T00:00:00Z").ok(),
+                until: W3cDateTime::parse("2024-01-02T00:00:00.123456Z").ok(),
+            },
+            PackageRecord {
+                name: "dumps/resourcedump-000001-00001.zip".into(),
+                length: 0,
+                hashes: Hashes::parse("md5:22").0,
+                from: None,
+                until: None,
+            },
+        ];
+        assert_eq!(decode_records(&encode_records(&recs)), Some(recs));
+        assert_eq!(decode_records(""), Some(vec![]));
+        assert_eq!(decode_records("x\tnot-a-number\tmd5:00\t\t"), None);
+    }
+
+    #[test]
+    fn compressed_types_are_stored() {
+        assert_eq!(
+            compression_for(Some("image/jpeg")),
+            CompressionMethod::Stored
+        );
+        assert_eq!(
+            compression_for(Some("video/mp4")),
+            CompressionMethod::Stored
+        );
+        assert_eq!(
+            compression_for(Some("text/plain")),
+            CompressionMethod::Deflated
+        );
+        assert_eq!(compression_for(None), CompressionMethod::Deflated);
+    }
+
+    /// The ZIP64 (`large_file`) path, cheaply: a dump with every entry written with ZIP64
+    /// sizes opens and reads back byte for byte.
+    #[test]
+    fn zip64_entries_read_back() {
+        use crate::source::{Source, SourceConfig};
+        let dir = tempfile::tempdir().expect("dir");
+        let out = tempfile::tempdir().expect("out");
+        std::fs::write(dir.path().join("a.txt"), "alpha".repeat(1000)).expect("write");
+        std::fs::write(dir.path().join("b.jpg"), [0u8, 1, 2, 3, 255]).expect("write");
+        std::fs::write(dir.path().join("empty"), "").expect("write");
+        let mut cfg = SourceConfig::new(dir.path(), "http://example.com/");
+        cfg.out = Some(out.path().to_owned());
+        let mut s = Source::open(cfg).expect("open");
+        s.scan().expect("scan");
+        let rep = write_resource_dump_with(
+            s.layout(),
+            s.state(),
+            s.inventory(),
+            &DumpOptions::default(),
+            Some(0),
+        )
+        .expect("dump");
+        assert_eq!((rep.packages, rep.files, rep.skipped), (1, 3, 0));
+        let zip_path = s.layout().doc_path(&resource_dump_package_name(1, 1));
+        let mut z = zip::ZipArchive::new(File::open(&zip_path).expect("open")).expect("zip");
+        assert_eq!(z.len(), 4);
+        for (name, want) in [
+            ("resources/a.txt", "alpha".repeat(1000).into_bytes()),
+            ("resources/b.jpg", vec![0u8, 1, 2, 3, 255]),
+            ("resources/empty", vec![]),
+        ] {
+            let mut f = z.by_name(name).expect("entry");
+            let mut got = Vec::new();
+            f.read_to_end(&mut got).expect("read");
+            assert_eq!(got, want, "{name}");
+        }
+        // The ZIP64 extended information extra field (header id 0x0001, APPNOTE 4.5.3) is in
+        // the local headers.
+        let raw = std::fs::read(&zip_path).expect("read");
+        let local = [0x50u8, 0x4b, 0x03, 0x04];
+        let zip64_locals = raw
+            .windows(4)
+            .enumerate()
+            .filter(|(_, w)| *w == local)
+            .filter(|(i, _)| {
+                let name_len = u16::from_le_bytes([raw[i + 26], raw[i + 27]]) as usize;
+                let extra_len = u16::from_le_bytes([raw[i + 28], raw[i + 29]]) as usize;
+                let extra = &raw[i + 30 + name_len..i + 30 + name_len + extra_len];
+                extra.len() >= 2 && extra[0] == 1 && extra[1] == 0
+            })
+            .count();
+        assert_eq!(zip64_locals, 3);
+    }
+}
