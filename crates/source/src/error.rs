@@ -40,6 +40,18 @@ pub enum Error {
     /// The configuration is not usable.
     #[error("configuration: {0}")]
     Config(String),
+    /// Listening or serving on a socket failed.
+    #[error("{addr}: {source}")]
+    Net {
+        /// The address concerned.
+        addr: String,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// A background task (scan, publish, server) failed or was cancelled.
+    #[error("task: {0}")]
+    Task(String),
 }
 
 impl Error {

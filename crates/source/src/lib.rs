@@ -10,9 +10,11 @@ pub mod layout;
 pub mod page;
 pub mod publish;
 pub mod scan;
+pub mod server;
 pub mod source;
 pub mod state;
 pub mod uri;
+pub mod watch;
 
 pub use error::{Error, Result};
 pub use source::{Source, SourceConfig};

@@ -303,46 +303,15 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
     let periods = state.periods()?;
     publish_change_lists(layout, state, &periods, &mut report)?;
 
-    // Capability List (§9).
-    let cap_url = layout.doc_url("capabilitylist.xml");
-    let mut header = Header::new(
-        Root::UrlSet,
-        Metadata::with_capability(Capability::CapabilityList),
-    );
-    header.links.push(Link::new("up", layout.well_known_url()));
-    header
-        .links
-        .push(Link::new("describedby", layout.doc_url("index.html")));
-    let cap = |loc: String, c: Capability| {
-        let mut e = Entry::new(loc);
-        e.md = Some(Metadata::with_capability(c));
-        e
-    };
-    let mut entries = vec![
-        cap(rl_url.clone(), Capability::ResourceList),
-        cap(layout.doc_url("changelist.xml"), Capability::ChangeList),
-    ];
-    if opts.dumps {
-        entries.push(cap(
-            layout.doc_url("resourcedump.xml"),
-            Capability::ResourceDump,
-        ));
-        entries.push(cap(
-            layout.doc_url("changedump.xml"),
-            Capability::ChangeDump,
-        ));
-    }
-    entries.push(cap(
-        layout.doc_url("resourcelist-archive.xml"),
-        Capability::ResourceListArchive,
-    ));
-    entries.push(cap(
-        layout.doc_url("changelist-archive.xml"),
-        Capability::ChangeListArchive,
-    ));
-    report
-        .written
-        .push(write_doc(layout, "capabilitylist.xml", &header, &entries)?);
+    write_capability_list_and_page(
+        layout,
+        state,
+        opts,
+        &rl_url,
+        snapshot.1,
+        report.resources,
+        &mut report,
+    )?;
 
     // Source Description (§8), at the well-known URI (§6.3.2).
     let mut header = Header::new(
@@ -352,7 +321,7 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
     header
         .links
         .push(Link::new("describedby", layout.doc_url("index.html")));
-    let mut e = Entry::new(cap_url.clone());
+    let mut e = Entry::new(layout.doc_url("capabilitylist.xml"));
     e.md = Some(Metadata::with_capability(Capability::CapabilityList));
     report.written.push(write_doc(
         layout,
@@ -361,40 +330,139 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
         &[e],
     )?);
 
-    // A page for people.
+    Ok(report)
+}
+
+/// The newest Resource List that has been published (and not pruned), if any: (snapshot id,
+/// snapshot `at`, resources in the snapshot, URL). Snapshots are searched newest first, so this
+/// is quick when the newest snapshots are published.
+pub fn published_resource_list(state: &State) -> Result<Option<(i64, W3cDateTime, u64, String)>> {
+    for (id, at, _, count) in state.snapshots()?.into_iter().rev() {
+        match state.meta(&format!("resourcelist:{id}"))? {
+            Some(url) if !url.is_empty() => return Ok(Some((id, at, count, url))),
+            _ => {}
+        }
+    }
+    Ok(None)
+}
+
+/// Republishes only what changes between Resource Lists: every open (or not yet written) Change
+/// List, the Change List Index and Archive, the Capability List and the page for people. The
+/// Capability List points at the newest *published* Resource List (§9: it must list a Resource
+/// List; an earlier complete one is still a valid inventory as of its `at`, Z39.99-2014 §10), so
+/// a live Source can regenerate the costly Resource List less often than its Change Lists
+/// (§12.1: Change Lists are what make changes known promptly).
+///
+/// Falls back to [`publish`] when no Resource List has been published yet. The Capability List
+/// and page written here mirror those of [`publish`] and must be kept in step with it.
+pub fn publish_changes(
+    layout: &Layout,
+    state: &State,
+    opts: &PublishOptions,
+) -> Result<PublishReport> {
+    let Some((_, snapshot_at, count, rl_url)) = published_resource_list(state)? else {
+        return publish(layout, state, opts);
+    };
+    let mut report = PublishReport {
+        resources: count,
+        resource_list_parts: 0,
+        ..PublishReport::default()
+    };
+    let periods = state.periods()?;
+    publish_change_lists(layout, state, &periods, &mut report)?;
+
+    write_capability_list_and_page(
+        layout,
+        state,
+        opts,
+        &rl_url,
+        snapshot_at,
+        count,
+        &mut report,
+    )?;
+    Ok(report)
+}
+
+/// Writes the Capability List (§9) and the page for people, for the published Resource List
+/// `rl_url` (snapshot at `snapshot_at`, `resources` entries).
+fn write_capability_list_and_page(
+    layout: &Layout,
+    state: &State,
+    opts: &PublishOptions,
+    rl_url: &str,
+    snapshot_at: W3cDateTime,
+    resources: u64,
+    report: &mut PublishReport,
+) -> Result<()> {
+    let mut header = Header::new(
+        Root::UrlSet,
+        Metadata::with_capability(Capability::CapabilityList),
+    );
+    header.links.push(Link::new("up", layout.well_known_url()));
+    header
+        .links
+        .push(Link::new("describedby", layout.doc_url("index.html")));
+    // (title, document name or URL, capability) of everything offered, in one place for the
+    // Capability List and the page.
+    let mut offered: Vec<(&str, String, Capability)> = vec![
+        ("Resource List", rl_url.to_owned(), Capability::ResourceList),
+        (
+            "Change List Index",
+            layout.doc_url("changelist.xml"),
+            Capability::ChangeList,
+        ),
+    ];
+    if opts.dumps {
+        offered.push((
+            "Resource Dump",
+            layout.doc_url("resourcedump.xml"),
+            Capability::ResourceDump,
+        ));
+        offered.push((
+            "Change Dump",
+            layout.doc_url("changedump.xml"),
+            Capability::ChangeDump,
+        ));
+    }
+    offered.push((
+        "Resource List Archive",
+        layout.doc_url("resourcelist-archive.xml"),
+        Capability::ResourceListArchive,
+    ));
+    offered.push((
+        "Change List Archive",
+        layout.doc_url("changelist-archive.xml"),
+        Capability::ChangeListArchive,
+    ));
+    let entries: Vec<Entry> = offered
+        .iter()
+        .map(|(_, loc, c)| {
+            let mut e = Entry::new(loc.clone());
+            e.md = Some(Metadata::with_capability(c.clone()));
+            e
+        })
+        .collect();
+    report
+        .written
+        .push(write_doc(layout, "capabilitylist.xml", &header, &entries)?);
+    let mut documents: Vec<(String, String)> = vec![
+        ("Source Description".into(), layout.well_known_url()),
+        (
+            "Capability List".into(),
+            layout.doc_url("capabilitylist.xml"),
+        ),
+    ];
+    documents.extend(offered.into_iter().map(|(t, u, _)| (t.to_owned(), u)));
     let page = crate::page::render(&crate::page::PageInfo {
         base: layout.base.clone(),
-        resources: report.resources,
-        snapshot_at: snapshot.1,
+        resources,
+        snapshot_at,
         last_change: state.changes_after(state.last_seq()? - 1, 1)?.pop(),
         change_lists: report.change_lists,
-        documents: vec![
-            ("Source Description".into(), layout.well_known_url()),
-            ("Capability List".into(), cap_url),
-            ("Resource List".into(), rl_url),
-            ("Change List Index".into(), layout.doc_url("changelist.xml")),
-            (
-                "Resource List Archive".into(),
-                layout.doc_url("resourcelist-archive.xml"),
-            ),
-            (
-                "Change List Archive".into(),
-                layout.doc_url("changelist-archive.xml"),
-            ),
-        ]
-        .into_iter()
-        .chain(
-            opts.dumps
-                .then(|| ("Resource Dump".into(), layout.doc_url("resourcedump.xml"))),
-        )
-        .chain(
-            opts.dumps
-                .then(|| ("Change Dump".into(), layout.doc_url("changedump.xml"))),
-        )
-        .collect(),
+        documents,
     });
     let page_path = layout.doc_path("index.html");
     write_file(&page_path, page.as_bytes())?;
     report.written.push(page_path);
-    Ok(report)
+    Ok(())
 }

@@ -1,0 +1,1074 @@
+//! The HTTP server of a live Source: one process serving the resources of a directory and every
+//! capability document, kept current by [`crate::watch`].
+//!
+//! What is served (paths relative to the base URL's path, which is usually `/`):
+//!
+//! | path | what |
+//! | --- | --- |
+//! | `/.well-known/resourcesync` | the Source Description (Z39.99-2014 §6.3.2), also under the base |
+//! | `/robots.txt` | a `Sitemap:` line for the newest published Resource List (§6.3.4) |
+//! | `` (the base itself) | the page for people, with `<link rel="resourcesync">` (§6.3.3) |
+//! | `resourcesync/...` | the documents (`application/xml`), gzip-compressed when asked |
+//! | anything else | the resource at that path under the directory |
+//!
+//! Every resource response carries `Link: <Capability List>; rel="resourcesync"` (§6.3.3), a
+//! strong `ETag` (from the recorded digest when the file is unchanged since it was hashed, else
+//! from its size and modification time), `Last-Modified`, `Accept-Ranges`, `Content-Type` (the
+//! recorded type, else from the extension) and `Content-Length`. Conditional requests
+//! (`If-Match`, `If-Unmodified-Since`, `If-None-Match`, `If-Modified-Since`, evaluated in the
+//! order of RFC 9110 §13.2.2), `HEAD` and single byte ranges (`Range`, `If-Range`; 206 or 416) are
+//! supported. Files are streamed, never read whole into memory.
+//!
+//! Safety: a request path is mapped with [`decode_path`], which refuses `.`/`..` segments (raw or
+//! percent-encoded), encoded slashes and backslashes and NUL (400); the file found is
+//! canonicalized and must lie inside the canonical directory (so symbolic links out of the tree
+//! are 404), must be admitted by the inventory (dotfiles only with `--include-hidden`, excludes
+//! honoured) and must not be inside the state directory or the output directory, which are never
+//! served as resources.
+//!
+//! Limits: request headers are bounded by hyper's HTTP/1.1 defaults (at most 100 header fields,
+//! and a read buffer of 408 KiB for the request head; larger heads get 431), every request must
+//! produce its response within [`ServeOptions::request_timeout`] (else 503), and a connection
+//! that makes no read or write progress for [`ServeOptions::idle_timeout`] is closed (this bounds
+//! slow or stalled clients, including ones that never finish their request head).
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State as AxState};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+use jiff::Timestamp;
+use jiff::fmt::rfc2822::{DateTimeParser, DateTimePrinter};
+use resourcesync_model::HashAlg;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::io::ReaderStream;
+use tokio_util::sync::CancellationToken;
+use tower_http::compression::CompressionLayer;
+
+use crate::error::{Error, Result};
+use crate::inventory::DirInventory;
+use crate::layout::Layout;
+use crate::publish::published_resource_list;
+use crate::scan::mime_type;
+use crate::source::{STATE_DIR, Source, SourceConfig};
+use crate::state::{Resource, State};
+use crate::uri::{UnsafePath, decode_path, path_to_uri};
+use crate::watch::{OwnPaths, Publisher, WatchOptions, watch};
+
+/// The media type of every XML document (Z39.99-2014 §7: documents are Sitemaps).
+const XML: &str = "application/xml";
+/// The media type of the page for people.
+const HTML: &str = "text/html; charset=utf-8";
+
+/// How to serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// Change detection and publishing.
+    pub watch: WatchOptions,
+    /// Longest time to produce a response's head (default 30 s); past it, 503.
+    pub request_timeout: Duration,
+    /// A connection with no read or write progress for this long is closed (default 60 s).
+    pub idle_timeout: Duration,
+    /// On shutdown, how long open connections may take to finish (default 10 s).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            watch: WatchOptions::default(),
+            request_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Where a served Source writes its documents when no output directory is configured: inside
+/// the state directory (`DIR/.resourcesync/www`), or next to an explicit state database
+/// (`STATE-www` beside `STATE.sqlite`), so that the served directory itself is not written to.
+pub fn default_out(cfg: &SourceConfig) -> PathBuf {
+    match &cfg.state {
+        None => cfg.dir.join(STATE_DIR).join("www"),
+        Some(p) => {
+            let stem = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "state".into());
+            p.with_file_name(format!("{stem}-www"))
+        }
+    }
+}
+
+/// Adjusts a configuration for serving: documents go to [`default_out`] unless an output
+/// directory is set, and the top-level `resourcesync/` and `.well-known/` folders of the
+/// directory are left out of the inventory, since their URLs are the documents'.
+pub fn prepare_config(cfg: &mut SourceConfig) {
+    if cfg.out.is_none() {
+        cfg.out = Some(default_out(cfg));
+    }
+    for g in ["/resourcesync", "/.well-known"] {
+        if !cfg.excludes.iter().any(|e| e == g) {
+            cfg.excludes.push(g.to_owned());
+        }
+    }
+    if cfg.dir.join(crate::layout::DOCS_DIR).exists() {
+        tracing::warn!(
+            "{} is not served: its URLs are the documents'",
+            cfg.dir.join(crate::layout::DOCS_DIR).display()
+        );
+    }
+}
+
+/// Stops a running server (see [`Running::shutdown_handle`]).
+#[derive(Debug, Clone)]
+pub struct ShutdownHandle(CancellationToken);
+
+impl ShutdownHandle {
+    /// Starts a graceful shutdown: no new connections; open ones may finish within the grace
+    /// period; the watcher stops after its current batch.
+    pub fn shutdown(&self) {
+        self.0.cancel();
+    }
+}
+
+/// A server started by [`start`] or [`spawn`].
+#[derive(Debug)]
+pub struct Running {
+    addr: SocketAddr,
+    base: String,
+    well_known: String,
+    cancel: CancellationToken,
+    task: JoinHandle<Result<()>>,
+    publisher: Publisher,
+}
+
+impl Running {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL resources are published under.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The Source Description's URL.
+    pub fn source_description_url(&self) -> &str {
+        &self.well_known
+    }
+
+    /// A handle that stops the server.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.cancel.clone())
+    }
+
+    /// The publisher (to run a batch by hand, or to reach the Source).
+    pub fn publisher(&self) -> &Publisher {
+        &self.publisher
+    }
+
+    /// Waits until the server has stopped (after a shutdown, or a fatal error).
+    pub async fn wait(self) -> Result<()> {
+        self.task
+            .await
+            .map_err(|e| Error::Task(format!("server: {e}")))?
+    }
+
+    /// Shuts down and waits until the server has stopped.
+    pub async fn shutdown(self) -> Result<()> {
+        self.cancel.cancel();
+        self.wait().await
+    }
+}
+
+/// Binds a listener (`127.0.0.1:8080`, `[::1]:0`, `localhost:8080`).
+pub async fn bind(addr: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|source| Error::Net {
+        addr: addr.to_owned(),
+        source,
+    })
+}
+
+/// Binds `addr` and starts serving `source` (see [`start`]).
+pub async fn spawn(source: Source, addr: &str, opts: ServeOptions) -> Result<Running> {
+    let listener = bind(addr).await?;
+    start(source, listener, opts).await
+}
+
+/// Starts serving `source` on `listener`: sets up the watcher, runs a first scan and a full
+/// publish, then serves in a background task until shut down. When this returns, every
+/// document is published and requests are answered.
+pub async fn start(source: Source, listener: TcpListener, opts: ServeOptions) -> Result<Running> {
+    let addr = listener.local_addr().map_err(|source| Error::Net {
+        addr: "listener".into(),
+        source,
+    })?;
+    let publisher = Publisher::new(source, opts.watch.resourcelist_interval);
+    let cancel = CancellationToken::new();
+    // The watcher first, so that nothing written during the first scan is missed.
+    let watching = {
+        // Setting up a recursive watch walks the tree: blocking work.
+        let (p, token) = (publisher.clone(), cancel.child_token());
+        tokio::task::spawn_blocking(move || watch(p, opts.watch, token))
+            .await
+            .map_err(|e| Error::Task(format!("setting up the watcher: {e}")))??
+    };
+    let first = publisher.batch(true).await?;
+    for s in &first.scan.skipped {
+        tracing::warn!(path = %s.path.display(), reason = %s.reason, "skipped");
+    }
+    let app = {
+        let p = publisher.clone();
+        let timeout = opts.request_timeout;
+        tokio::task::spawn_blocking(move || App::new(&*p.lock()?, timeout))
+            .await
+            .map_err(|e| Error::Task(format!("opening the state: {e}")))??
+    };
+    let base = app.layout.base.clone();
+    let well_known = app.layout.well_known_url();
+    let router = router(Arc::new(app));
+    let listener = IdleListener {
+        inner: listener,
+        idle: opts.idle_timeout,
+    };
+    let token = cancel.clone();
+    let grace = opts.shutdown_grace;
+    let task = tokio::spawn(async move {
+        let watcher = tokio::spawn(watching);
+        let stop = token.clone();
+        let mut server = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        });
+        let early = tokio::select! {
+            r = &mut server => Some(r),
+            () = token.cancelled() => None,
+        };
+        token.cancel();
+        let served = match early {
+            Some(r) => r,
+            None => match tokio::time::timeout(grace, &mut server).await {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::warn!("connections still open after {grace:?}: closing them");
+                    server.abort();
+                    Ok(Ok(()))
+                }
+            },
+        };
+        // The watcher stops after its current batch (a scan cannot be interrupted; its
+        // transaction keeps the state consistent either way).
+        if tokio::time::timeout(grace, watcher).await.is_err() {
+            tracing::warn!("a scan is still running after {grace:?}; not waiting for it");
+        }
+        match served {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(source)) => Err(Error::Net {
+                addr: addr.to_string(),
+                source,
+            }),
+            Err(e) => Err(Error::Task(format!("server: {e}"))),
+        }
+    });
+    Ok(Running {
+        addr,
+        base,
+        well_known,
+        cancel,
+        task,
+        publisher,
+    })
+}
+
+/// What the request handlers need.
+#[derive(Debug)]
+struct App {
+    layout: Layout,
+    /// The path of the base URL (`/`, or `/data/`).
+    prefix: String,
+    /// The canonical directory of resources.
+    root: PathBuf,
+    /// The canonical documents folder.
+    docs: PathBuf,
+    /// The Source Description's file.
+    well_known: PathBuf,
+    /// What is never served as a resource (documents, state).
+    own: OwnPaths,
+    inventory: DirInventory,
+    /// A read connection to the state (for digests and types).
+    state: Mutex<State>,
+    /// `<Capability List>; rel="resourcesync"`.
+    link: Option<HeaderValue>,
+    request_timeout: Duration,
+}
+
+fn canonical(p: &Path) -> Result<PathBuf> {
+    p.canonicalize().map_err(|e| Error::io(p, e))
+}
+
+impl App {
+    fn new(src: &Source, request_timeout: Duration) -> Result<Self> {
+        let layout = src.layout().clone();
+        let prefix = base_path(&layout.base);
+        let root = canonical(src.inventory().root())?;
+        let docs = canonical(&layout.docs_dir())?;
+        let own = OwnPaths::of(src, &root);
+        let state = State::open(src.state_path())?;
+        // Z39.99-2014 §6.3.3: the Capability List covering the resource, in a Link header.
+        let link = HeaderValue::from_str(&format!(
+            "<{}>; rel=\"resourcesync\"",
+            layout.doc_url("capabilitylist.xml")
+        ))
+        .ok();
+        Ok(App {
+            well_known: layout.well_known_path(),
+            layout,
+            prefix,
+            root,
+            docs,
+            own,
+            inventory: src.inventory().clone(),
+            state: Mutex::new(state),
+            link,
+            request_timeout,
+        })
+    }
+}
+
+/// The path of a base URL (`http://h:1/data/` → `/data/`).
+fn base_path(base: &str) -> String {
+    let after_scheme = base.split_once("://").map_or(base, |(_, r)| r);
+    match after_scheme.find('/') {
+        Some(i) => after_scheme[i..].to_owned(),
+        None => "/".to_owned(),
+    }
+}
+
+/// Marks a response the compression layer may gzip (documents only, never resources).
+#[derive(Debug, Clone, Copy)]
+struct Compressible;
+
+fn router(app: Arc<App>) -> Router {
+    let compression = CompressionLayer::new().compress_when(
+        |status: StatusCode,
+         _: axum::http::Version,
+         _: &HeaderMap,
+         ext: &axum::http::Extensions| {
+            status == StatusCode::OK && ext.get::<Compressible>().is_some()
+        },
+    );
+    Router::new()
+        .fallback(handle)
+        .with_state(app)
+        .layer(compression)
+        .layer(axum::middleware::map_response(finish))
+}
+
+/// Applied to every response after compression: a gzip body is another representation, so it
+/// gets its own strong ETag (RFC 9110 §8.8.3), `-gzip` appended; and no type sniffing.
+async fn finish(mut res: Response) -> Response {
+    let gz = res
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    if gz {
+        let tagged = res
+            .headers()
+            .get(header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|t| t.strip_suffix('"'))
+            .filter(|t| !t.ends_with("-gzip"))
+            .and_then(|t| HeaderValue::from_str(&format!("{t}-gzip\"")).ok());
+        if let Some(v) = tagged {
+            res.headers_mut().insert(header::ETAG, v);
+        }
+    }
+    res.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    res
+}
+
+fn plain(status: StatusCode, msg: &str) -> Response {
+    let mut r = Response::new(Body::from(format!("{msg}\n")));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn not_found() -> Response {
+    plain(StatusCode::NOT_FOUND, "not found")
+}
+
+/// Why a path is not served.
+#[derive(Debug)]
+enum Refusal {
+    /// 404: nothing (servable) there.
+    NotFound,
+    /// 400: a path that could leave the directory.
+    BadPath(UnsafePath),
+}
+
+impl Refusal {
+    fn response(&self) -> Response {
+        match self {
+            // `/dir/` and `//`: nothing there.
+            Refusal::BadPath(UnsafePath::Segment(s)) if s.is_empty() => not_found(),
+            Refusal::BadPath(e) => plain(StatusCode::BAD_REQUEST, &format!("bad path: {e}")),
+            Refusal::NotFound => not_found(),
+        }
+    }
+}
+
+async fn handle(AxState(app): AxState<Arc<App>>, req: Request) -> Response {
+    let (parts, _body) = req.into_parts();
+    let timeout = app.request_timeout;
+    match tokio::time::timeout(
+        timeout,
+        route(app, &parts.method, parts.uri.path(), &parts.headers),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => plain(StatusCode::SERVICE_UNAVAILABLE, "timed out"),
+    }
+}
+
+/// What kind of file is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A capability document: `application/xml`, compressible, revalidated by caches.
+    Document,
+    /// Another file among the documents (the page, dump packages).
+    Other,
+    /// The page for people: carries the `Link` header too.
+    Page,
+    /// A resource of the directory.
+    Resource,
+}
+
+/// A file to send, resolved and checked.
+#[derive(Debug)]
+struct Resolved {
+    path: PathBuf,
+    kind: Kind,
+    content_type: String,
+    /// The recorded state of a resource, for its digest and type.
+    recorded: Option<Resource>,
+}
+
+async fn route(app: Arc<App>, method: &Method, path: &str, headers: &HeaderMap) -> Response {
+    let head = *method == Method::HEAD;
+    if *method != Method::GET && !head {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    if path == "/robots.txt" {
+        return robots(app, head).await;
+    }
+    let well_known = || Resolved {
+        path: app.well_known.clone(),
+        kind: Kind::Document,
+        content_type: XML.into(),
+        recorded: None,
+    };
+    // Z39.99-2014 §6.3.2: the Source Description at the well-known URI of the host.
+    if path == "/.well-known/resourcesync" {
+        return send(&app, head, headers, well_known()).await;
+    }
+    let Some(rest) = path.strip_prefix(app.prefix.as_str()) else {
+        return not_found();
+    };
+    if rest == ".well-known/resourcesync" {
+        return send(&app, head, headers, well_known()).await;
+    }
+    if rest.is_empty() {
+        let page = Resolved {
+            path: app.docs.join("index.html"),
+            kind: Kind::Page,
+            content_type: HTML.into(),
+            recorded: None,
+        };
+        return send(&app, head, headers, page).await;
+    }
+    let rest = rest.to_owned();
+    let a = app.clone();
+    let resolved = tokio::task::spawn_blocking(move || match rest.strip_prefix("resourcesync/") {
+        Some(doc) => resolve_document(&a, doc),
+        None => resolve_resource(&a, &rest),
+    })
+    .await;
+    match resolved {
+        Ok(Ok(r)) => send(&app, head, headers, r).await,
+        Ok(Err(refusal)) => refusal.response(),
+        Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+fn hidden(rel: &Path) -> bool {
+    rel.components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+}
+
+/// A document under the documents folder (no dotfiles: temporary files are never served).
+fn resolve_document(app: &App, url_path: &str) -> std::result::Result<Resolved, Refusal> {
+    let rel = decode_path(url_path).map_err(Refusal::BadPath)?;
+    if hidden(&rel) {
+        return Err(Refusal::NotFound);
+    }
+    let path = app
+        .docs
+        .join(&rel)
+        .canonicalize()
+        .map_err(|_| Refusal::NotFound)?;
+    if !path.starts_with(&app.docs) || !path.is_file() {
+        return Err(Refusal::NotFound);
+    }
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let (kind, content_type) = match ext.as_deref() {
+        Some("xml") => (Kind::Document, XML.to_owned()),
+        Some("html") => (Kind::Other, HTML.to_owned()),
+        _ => (Kind::Other, mime_type(&path)),
+    };
+    Ok(Resolved {
+        path,
+        kind,
+        content_type,
+        recorded: None,
+    })
+}
+
+/// A resource of the directory, never outside it, never in the state or output directories.
+fn resolve_resource(app: &App, url_path: &str) -> std::result::Result<Resolved, Refusal> {
+    let rel = decode_path(url_path).map_err(Refusal::BadPath)?;
+    let in_state_dir = rel
+        .components()
+        .next()
+        .is_some_and(|c| c.as_os_str() == STATE_DIR);
+    if in_state_dir || !app.inventory.admits(&rel) {
+        return Err(Refusal::NotFound);
+    }
+    let path = app
+        .root
+        .join(&rel)
+        .canonicalize()
+        .map_err(|_| Refusal::NotFound)?;
+    // Symbolic links: the target must be inside the tree and admitted too.
+    let Ok(target_rel) = path.strip_prefix(&app.root) else {
+        return Err(Refusal::NotFound);
+    };
+    if target_rel.as_os_str().is_empty()
+        || !app.inventory.admits(target_rel)
+        || app.own.contains(&path)
+        || !path.is_file()
+    {
+        return Err(Refusal::NotFound);
+    }
+    let recorded = path_to_uri(&app.layout.base, &rel).and_then(|uri| {
+        app.state
+            .lock()
+            .ok()
+            .and_then(|st| st.resource_by_uri(&uri).ok().flatten())
+    });
+    let content_type = recorded
+        .as_ref()
+        .and_then(|r| r.mime_type.clone())
+        .unwrap_or_else(|| mime_type(&rel));
+    Ok(Resolved {
+        path,
+        kind: Kind::Resource,
+        content_type,
+        recorded,
+    })
+}
+
+async fn robots(app: Arc<App>, head: bool) -> Response {
+    let a = app.clone();
+    let url = tokio::task::spawn_blocking(move || {
+        let st = a.state.lock().ok()?;
+        published_resource_list(&st)
+            .ok()
+            .flatten()
+            .map(|(.., url)| url)
+    })
+    .await
+    .ok()
+    .flatten();
+    // Z39.99-2014 §6.3.4: the Resource List as a Sitemap directive.
+    let mut body = String::from("User-agent: *\nDisallow:\n");
+    if let Some(url) = url {
+        body.push_str(&format!("Sitemap: {url}\n"));
+    }
+    let len = body.len();
+    let mut r = Response::new(if head {
+        Body::empty()
+    } else {
+        Body::from(body)
+    });
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+fn mtime_ns(md: &std::fs::Metadata) -> i128 {
+    md.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+/// A strong validator: the recorded digest when the file is as it was hashed, else size and
+/// modification time (which change with every write).
+fn etag(recorded: Option<&Resource>, len: u64, mtime_ns: i128) -> String {
+    if let Some(r) = recorded.filter(|r| r.length == len && r.mtime_ns == mtime_ns) {
+        for alg in [HashAlg::Sha256, HashAlg::Md5, HashAlg::Sha1] {
+            if let Some(d) = r.hashes.get(&alg) {
+                return format!("\"{}-{}\"", alg.token(), d.value);
+            }
+        }
+    }
+    format!("\"{len:x}-{mtime_ns:x}\"")
+}
+
+fn http_date(secs: i64) -> Option<String> {
+    let ts = Timestamp::from_second(secs).ok()?;
+    DateTimePrinter::new().timestamp_to_rfc9110_string(&ts).ok()
+}
+
+fn parse_http_date(v: &HeaderValue) -> Option<i64> {
+    let s = v.to_str().ok()?;
+    DateTimeParser::new()
+        .parse_timestamp(s.trim())
+        .ok()
+        .map(|t| t.as_second())
+}
+
+/// The opaque part of an entity tag, without `W/` and without our `-gzip` representation
+/// suffix (so that a validator of the gzip representation revalidates both).
+fn opaque(tag: &str) -> &str {
+    let t = tag.trim();
+    let t = t.strip_prefix("W/").unwrap_or(t);
+    match t.strip_suffix("-gzip\"") {
+        Some(s) => s,
+        None => t.strip_suffix('"').unwrap_or(t),
+    }
+}
+
+/// Whether an `If-Match`/`If-None-Match` list matches `etag` (RFC 9110 §13.1.1-2).
+fn tag_list_matches(v: &HeaderValue, etag: &str, weak_ok: bool) -> bool {
+    let Ok(s) = v.to_str() else { return false };
+    s.split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || ((weak_ok || !t.starts_with("W/")) && opaque(t) == opaque(etag)))
+}
+
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim();
+            let q_zero = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            coding.eq_ignore_ascii_case("gzip") && !q_zero
+        })
+}
+
+/// A requested byte range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Range {
+    /// Send the whole file (no range, several ranges, or one not understood).
+    Whole,
+    /// Bytes first..=last.
+    Part(u64, u64),
+    /// No byte of the range exists.
+    Unsatisfiable,
+}
+
+fn digits(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Parses a single-range `Range` header (RFC 9110 §14.1.2). Several ranges are answered with
+/// the whole representation (§14.2 lets a server ignore `Range`).
+fn parse_range(v: &str, len: u64) -> Range {
+    let v = v.trim();
+    let Some(spec) = v
+        .get(..6)
+        .filter(|u| u.eq_ignore_ascii_case("bytes="))
+        .map(|_| &v[6..])
+    else {
+        return Range::Whole;
+    };
+    if spec.contains(',') {
+        return Range::Whole;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return Range::Whole;
+    };
+    if a.is_empty() {
+        let Some(n) = digits(b) else {
+            return Range::Whole;
+        };
+        if n == 0 || len == 0 {
+            return Range::Unsatisfiable;
+        }
+        return Range::Part(len.saturating_sub(n), len - 1);
+    }
+    let Some(first) = digits(a) else {
+        return Range::Whole;
+    };
+    let last = if b.is_empty() {
+        None
+    } else {
+        match digits(b) {
+            Some(l) if l >= first => Some(l),
+            _ => return Range::Whole,
+        }
+    };
+    if first >= len {
+        return Range::Unsatisfiable;
+    }
+    Range::Part(first, last.map_or(len - 1, |l| l.min(len - 1)))
+}
+
+fn status_only(status: StatusCode, mut headers: HeaderMap) -> Response {
+    headers.remove(header::CONTENT_LENGTH);
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = status;
+    *r.headers_mut() = headers;
+    r
+}
+
+/// Sends a resolved file: validators, conditional requests, ranges, HEAD, streamed body.
+async fn send(app: &App, head: bool, req: &HeaderMap, r: Resolved) -> Response {
+    let Ok(mut file) = tokio::fs::File::open(&r.path).await else {
+        return not_found();
+    };
+    let md = match file.metadata().await {
+        Ok(md) if md.is_file() => md,
+        _ => return not_found(),
+    };
+    let len = md.len();
+    let mns = mtime_ns(&md);
+    let mtime_secs = (mns.div_euclid(1_000_000_000)) as i64;
+    let tag = etag(r.recorded.as_ref(), len, mns);
+
+    let mut h = HeaderMap::new();
+    if let Ok(v) = HeaderValue::from_str(&r.content_type) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    let compressible = r.kind == Kind::Document;
+    // A 304 answers for the representation the client would get: the gzip one when it asks.
+    let shown_tag = if compressible && accepts_gzip(req) {
+        format!("{}-gzip\"", opaque(&tag))
+    } else {
+        tag.clone()
+    };
+    if let Ok(v) = HeaderValue::from_str(&tag) {
+        h.insert(header::ETAG, v);
+    }
+    if let Some(v) = http_date(mtime_secs).and_then(|d| HeaderValue::from_str(&d).ok()) {
+        h.insert(header::LAST_MODIFIED, v);
+    }
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if matches!(r.kind, Kind::Resource | Kind::Page) {
+        if let Some(link) = &app.link {
+            h.insert(header::LINK, link.clone());
+        }
+    }
+    if r.kind != Kind::Resource {
+        // Documents change as the Source changes: caches revalidate them every time.
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
+    if compressible {
+        h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    }
+
+    // Preconditions, in the order of RFC 9110 §13.2.2.
+    if let Some(v) = req.get(header::IF_MATCH) {
+        if !tag_list_matches(v, &tag, false) {
+            return status_only(StatusCode::PRECONDITION_FAILED, h);
+        }
+    } else if let Some(since) = req
+        .get(header::IF_UNMODIFIED_SINCE)
+        .and_then(parse_http_date)
+    {
+        if mtime_secs > since {
+            return status_only(StatusCode::PRECONDITION_FAILED, h);
+        }
+    }
+    let not_modified = match req.get(header::IF_NONE_MATCH) {
+        Some(v) => tag_list_matches(v, &tag, true),
+        None => req
+            .get(header::IF_MODIFIED_SINCE)
+            .and_then(parse_http_date)
+            .is_some_and(|since| mtime_secs <= since),
+    };
+    if not_modified {
+        if let Ok(v) = HeaderValue::from_str(&shown_tag) {
+            h.insert(header::ETAG, v);
+        }
+        return status_only(StatusCode::NOT_MODIFIED, h);
+    }
+
+    // Range, unless If-Range names another representation (§13.1.5).
+    let if_range_ok = match req.get(header::IF_RANGE).and_then(|v| v.to_str().ok()) {
+        None => true,
+        Some(v) if v.trim_start().starts_with('"') => v.trim() == tag,
+        Some(v) if v.trim_start().starts_with("W/") => false,
+        Some(v) => DateTimeParser::new()
+            .parse_timestamp(v.trim())
+            .is_ok_and(|t| t.as_second() == mtime_secs),
+    };
+    let range = match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+        Some(v) if if_range_ok => parse_range(v, len),
+        _ => Range::Whole,
+    };
+    let (status, first, count) = match range {
+        Range::Whole => (StatusCode::OK, 0, len),
+        Range::Part(a, b) => {
+            let cr = format!("bytes {a}-{b}/{len}");
+            if let Ok(v) = HeaderValue::from_str(&cr) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+            (StatusCode::PARTIAL_CONTENT, a, b - a + 1)
+        }
+        Range::Unsatisfiable => {
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+            let mut resp = status_only(StatusCode::RANGE_NOT_SATISFIABLE, h);
+            resp.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
+            return resp;
+        }
+    };
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
+    let body = if head {
+        Body::empty()
+    } else {
+        if first > 0 && file.seek(io::SeekFrom::Start(first)).await.is_err() {
+            return plain(StatusCode::INTERNAL_SERVER_ERROR, "cannot read the file");
+        }
+        Body::from_stream(ReaderStream::with_capacity(file.take(count), 64 * 1024))
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = h;
+    if compressible && status == StatusCode::OK {
+        resp.extensions_mut().insert(Compressible);
+    }
+    resp
+}
+
+/// A listener whose connections close after [`ServeOptions::idle_timeout`] without progress.
+#[derive(Debug)]
+struct IdleListener {
+    inner: TcpListener,
+    idle: Duration,
+}
+
+impl axum::serve::Listener for IdleListener {
+    type Io = IdleIo;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let (io, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+        let _ = io.set_nodelay(true);
+        (
+            IdleIo {
+                io,
+                idle: self.idle,
+                deadline: Box::pin(tokio::time::sleep(self.idle)),
+            },
+            addr,
+        )
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A connection that fails with `TimedOut` when neither reads nor writes progress for a while.
+#[derive(Debug)]
+struct IdleIo {
+    io: TcpStream,
+    idle: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl IdleIo {
+    fn progressed(&mut self) {
+        let at = tokio::time::Instant::now() + self.idle;
+        self.deadline.as_mut().reset(at);
+    }
+
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        self.deadline.as_mut().poll(cx).is_ready()
+    }
+}
+
+fn idle_error() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "connection idle for too long")
+}
+
+impl AsyncRead for IdleIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.io).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                me.progressed();
+                Poll::Ready(r)
+            }
+            Poll::Pending if me.expired(cx) => Poll::Ready(Err(idle_error())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncWrite for IdleIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.io).poll_write(cx, buf) {
+            Poll::Ready(r) => {
+                me.progressed();
+                Poll::Ready(r)
+            }
+            Poll::Pending if me.expired(cx) => Poll::Ready(Err(idle_error())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.io).poll_write_vectored(cx, bufs) {
+            Poll::Ready(r) => {
+                me.progressed();
+                Poll::Ready(r)
+            }
+            Poll::Pending if me.expired(cx) => Poll::Ready(Err(idle_error())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(parse_range("bytes=0-4", 10), Range::Part(0, 4));
+        assert_eq!(parse_range("bytes=5-", 10), Range::Part(5, 9));
+        assert_eq!(parse_range("bytes=-3", 10), Range::Part(7, 9));
+        assert_eq!(parse_range("bytes=-30", 10), Range::Part(0, 9));
+        assert_eq!(parse_range("bytes=2-100", 10), Range::Part(2, 9));
+        assert_eq!(parse_range("BYTES=1-1", 10), Range::Part(1, 1));
+        assert_eq!(parse_range("bytes=10-", 10), Range::Unsatisfiable);
+        assert_eq!(parse_range("bytes=-0", 10), Range::Unsatisfiable);
+        assert_eq!(parse_range("bytes=0-", 0), Range::Unsatisfiable);
+        assert_eq!(parse_range("bytes=0-1,3-4", 10), Range::Whole);
+        assert_eq!(parse_range("bytes=5-2", 10), Range::Whole);
+        assert_eq!(parse_range("bytes=+1-2", 10), Range::Whole);
+        assert_eq!(parse_range("items=0-1", 10), Range::Whole);
+        assert_eq!(parse_range("bytes", 10), Range::Whole);
+    }
+
+    #[test]
+    fn entity_tags() {
+        let t = "\"md5-abc\"";
+        let v = |s: &'static str| HeaderValue::from_static(s);
+        assert!(tag_list_matches(&v("\"md5-abc\""), t, true));
+        assert!(tag_list_matches(&v("W/\"md5-abc\""), t, true));
+        assert!(!tag_list_matches(&v("W/\"md5-abc\""), t, false));
+        assert!(tag_list_matches(&v("\"x\", \"md5-abc-gzip\""), t, true));
+        assert!(tag_list_matches(&v("*"), t, false));
+        assert!(!tag_list_matches(&v("\"md5-abd\""), t, true));
+    }
+
+    #[test]
+    fn dates_and_codings() {
+        let d = http_date(784_111_777).expect("date");
+        assert_eq!(d, "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(
+            parse_http_date(&HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT")),
+            Some(784_111_777)
+        );
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("br, gzip;q=0.5"),
+        );
+        assert!(accepts_gzip(&h));
+        h.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("gzip;q=0, br"),
+        );
+        assert!(!accepts_gzip(&h));
+        assert_eq!(base_path("http://h:1/"), "/");
+        assert_eq!(base_path("https://h/data/"), "/data/");
+    }
+}
