@@ -4,6 +4,8 @@
 
 mod input;
 mod publish;
+mod serve;
+mod sync;
 mod validate;
 
 use std::process::ExitCode;
@@ -38,6 +40,12 @@ enum Command {
     Inspect(validate::InspectArgs),
     /// Publish a directory as a Source: scan, record changes, write every document.
     Publish(publish::PublishArgs),
+    /// Serve a directory as a live Source: resources, documents, change detection.
+    Serve(serve::ServeArgs),
+    /// Synchronize a directory with a Source: discovery, baseline, then incremental.
+    Sync(sync::SyncArgs),
+    /// Compare a synchronized directory with the Source's current state.
+    Audit(sync::AuditArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +56,9 @@ fn main() -> ExitCode {
         Command::Validate(a) => validate::run_validate(&a),
         Command::Inspect(a) => validate::run_inspect(&a),
         Command::Publish(a) => publish::run(&a),
+        Command::Sync(a) => sync::run_sync(&a),
+        Command::Audit(a) => sync::run_audit(&a),
+        Command::Serve(a) => serve::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

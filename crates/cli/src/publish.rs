@@ -83,8 +83,10 @@ impl SourceArgs {
             },
             ..ScanOptions::default()
         };
-        let mut split = resourcesync_model::writer::SplitLimits::default();
-        split.max_entries = self.max_entries.clamp(1, 50_000);
+        let split = resourcesync_model::writer::SplitLimits {
+            max_entries: self.max_entries.clamp(1, 50_000),
+            ..Default::default()
+        };
         cfg.publish = PublishOptions {
             split,
             keep_resource_lists: self.keep_resource_lists,

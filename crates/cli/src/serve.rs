@@ -1,0 +1,124 @@
+//! `resourcesync serve`: one process serving a directory's resources and its documents, live.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use resourcesync_source::Source;
+use resourcesync_source::server::{self, ServeOptions};
+use resourcesync_source::watch::WatchOptions;
+
+use crate::EXIT_OK;
+use crate::publish::SourceArgs;
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Address to listen on (port 0 picks a free port). The default --base-url is
+    /// http://LISTEN/ with the port actually bound.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Where to write the documents (default: DIR/.resourcesync/www, or STATE-www next to
+    /// --state), so that DIR itself is never written to.
+    #[arg(long, value_name = "OUTDIR")]
+    out: Option<PathBuf>,
+    /// Regenerate the Resource List at most this often; Change Lists are updated on every
+    /// change.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    resourcelist_interval: u64,
+    /// Rescan the whole directory this often, as a safety net for missed watcher events.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    rescan_interval: u64,
+    /// Do not use a file-system watcher: find changes by the periodic rescan only.
+    #[arg(long)]
+    no_watch: bool,
+}
+
+pub(crate) fn run(a: &ServeArgs) -> anyhow::Result<u8> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let result = rt.block_on(serve(a));
+    // A scan still running after the grace period is not waited for.
+    rt.shutdown_timeout(Duration::from_secs(5));
+    result
+}
+
+async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
+    let listener = server::bind(&a.listen).await?;
+    let addr = listener.local_addr()?;
+    let mut cfg = a
+        .source
+        .config(a.out.clone(), Some(format!("http://{addr}/")))?;
+    if a.source.base_url.is_none() && addr.ip().is_unspecified() {
+        eprintln!(
+            "resourcesync: note: listening on {addr}; documents will name http://{addr}/: use --base-url for the URL clients reach"
+        );
+    }
+    server::prepare_config(&mut cfg);
+    let source = tokio::task::spawn_blocking(move || Source::open(cfg)).await??;
+    let opts = ServeOptions {
+        watch: WatchOptions {
+            rescan_interval: Duration::from_secs(a.rescan_interval.max(1)),
+            resourcelist_interval: Duration::from_secs(a.resourcelist_interval),
+            use_watcher: !a.no_watch,
+            ..WatchOptions::default()
+        },
+        ..ServeOptions::default()
+    };
+    let running = server::start(source, listener, opts).await?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "serving {} at {}",
+            a.source.dir.display(),
+            running.source_description_url()
+        )?;
+        out.flush()?;
+    }
+    let handle = running.shutdown_handle();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        eprintln!("resourcesync: shutting down");
+        handle.shutdown();
+    });
+    running.wait().await?;
+    Ok(EXIT_OK)
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,301 @@
+//! `resourcesync sync` and `resourcesync audit`: the Destination (crate
+//! `resourcesync-destination`), with progress bars on a terminal and a summary or a JSON report.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use resourcesync_destination::{
+    AuditOptions, AuditReport, HttpOptions, Mode, Observer, SyncOptions, SyncReport,
+};
+
+use crate::{EXIT_DIFFERENCES, EXIT_OK};
+
+/// Options shared by `sync` and `audit`.
+#[derive(Debug, Args)]
+pub(crate) struct RemoteArgs {
+    /// Where to start: a site root, a page, a Source Description, a Capability List or any
+    /// capability document.
+    #[arg(value_name = "URL")]
+    url: String,
+    /// The destination directory.
+    #[arg(value_name = "DEST")]
+    dest: PathBuf,
+    /// The state database (default DEST/.resourcesync/state.sqlite).
+    #[arg(long, value_name = "PATH")]
+    state: Option<PathBuf>,
+    /// The Capability List to use when the Source has several.
+    #[arg(long, value_name = "URL")]
+    set: Option<String>,
+    /// The Source's base URL: resources under it map to the same relative path under DEST
+    /// (default: where the Source Description's /.well-known/ is, else the origin).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// A bearer token, sent to the host of URL only.
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+    /// Requests per second per host.
+    #[arg(long, value_name = "R")]
+    rate: Option<f64>,
+    /// Seconds without data before a request is abandoned (then retried).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    timeout: u64,
+    /// Retries of a request after connection errors, timeouts, 429 and 5xx.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    retries: u32,
+    /// Time limit for the whole run, in seconds (work done is kept).
+    #[arg(long, value_name = "SECONDS")]
+    max_time: Option<u64>,
+    /// Print a JSON report.
+    #[arg(long)]
+    json: bool,
+}
+
+impl RemoteArgs {
+    fn http(&self, concurrency: usize) -> HttpOptions {
+        HttpOptions {
+            pool_per_host: concurrency.max(1),
+            read_timeout: Duration::from_secs(self.timeout.max(1)),
+            retries: self.retries,
+            rate: self.rate,
+            token: self.token.clone(),
+            ..HttpOptions::default()
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SyncArgs {
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// Remove copies of resources the Source deleted (otherwise they are kept and reported).
+    #[arg(long)]
+    delete: bool,
+    /// Downloads in flight.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    concurrency: usize,
+    /// Report what would be done; fetch no resource, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Largest resource accepted when the Source publishes no length, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = resourcesync_destination::options::DEFAULT_MAX_RESOURCE_BYTES)]
+    max_resource_size: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AuditArgs {
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+/// Progress bars on a terminal; warnings on standard error otherwise.
+struct Bars {
+    mp: Option<MultiProgress>,
+    resources: ProgressBar,
+    bytes: ProgressBar,
+}
+
+impl Bars {
+    fn new(show: bool) -> Self {
+        if !show {
+            return Bars {
+                mp: None,
+                resources: ProgressBar::hidden(),
+                bytes: ProgressBar::hidden(),
+            };
+        }
+        let mp = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let resources = mp.add(ProgressBar::new(0));
+        resources.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg:24} [{bar:30}] {pos}/{len} resources  {per_sec}  ETA {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        let bytes = mp.add(ProgressBar::new_spinner());
+        bytes.set_style(
+            ProgressStyle::with_template("  {bytes} received  {binary_bytes_per_sec}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        resources.enable_steady_tick(Duration::from_millis(200));
+        Bars {
+            mp: Some(mp),
+            resources,
+            bytes,
+        }
+    }
+
+    fn clear(&self) {
+        self.resources.finish_and_clear();
+        self.bytes.finish_and_clear();
+    }
+}
+
+impl Observer for Bars {
+    fn phase(&self, what: &str) {
+        self.resources.set_message(what.to_owned());
+    }
+    fn warning(&self, message: &str) {
+        match &self.mp {
+            Some(mp) => {
+                let _ = mp.println(format!("resourcesync: warning: {message}"));
+            }
+            None => eprintln!("resourcesync: warning: {message}"),
+        }
+    }
+    fn add_total(&self, n: u64) {
+        self.resources.inc_length(n);
+    }
+    fn resource_done(&self) {
+        self.resources.inc(1);
+    }
+    fn bytes(&self, n: u64) {
+        self.bytes.inc(n);
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Baseline => "baseline",
+        Mode::Incremental => "incremental",
+        Mode::BaselineDiff => "baseline diff",
+    }
+}
+
+fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
+    let from = r
+        .source
+        .capability_list
+        .as_deref()
+        .or(r.source.resource_list.as_deref())
+        .unwrap_or("?");
+    writeln!(
+        out,
+        "{}{} from {from}",
+        if r.dry_run { "dry run: " } else { "" },
+        mode_name(r.mode)
+    )?;
+    writeln!(
+        out,
+        "{} created, {} updated, {} deleted, {} kept, {} unchanged, {} failed; {} bytes in {:.2} s",
+        r.created, r.updated, r.deleted, r.kept, r.unchanged, r.failed, r.bytes, r.seconds
+    )?;
+    for p in &r.planned {
+        writeln!(out, "  would {} {} -> {}", p.action, p.uri, p.path)?;
+    }
+    for k in &r.kept_uris {
+        writeln!(out, "  deleted at the Source, copy kept (no --delete): {k}")?;
+    }
+    for f in &r.failures {
+        match &f.path {
+            Some(p) => writeln!(out, "  failed {} ({p}): {}", f.uri, f.error)?,
+            None => writeln!(out, "  failed {}: {}", f.uri, f.error)?,
+        }
+    }
+    if r.failed > r.failures.len() as u64 {
+        writeln!(
+            out,
+            "  ... and {} more failures",
+            r.failed - r.failures.len() as u64
+        )?;
+    }
+    Ok(())
+}
+
+pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
+    let r = &a.remote;
+    let mut o = SyncOptions::new(&r.url, &r.dest);
+    o.state = r.state.clone();
+    o.set = r.set.clone();
+    o.base_url = r.base_url.clone();
+    o.delete = a.delete;
+    o.dry_run = a.dry_run;
+    o.concurrency = a.concurrency.max(1);
+    o.http = r.http(o.concurrency);
+    o.max_resource_bytes = a.max_resource_size;
+    o.deadline = r.max_time.map(Duration::from_secs);
+    let bars = Arc::new(Bars::new(std::io::stderr().is_terminal() && !r.json));
+    let report = runtime()?.block_on(resourcesync_destination::sync(&o, bars.clone()));
+    bars.clear();
+    let report = report?;
+    let mut out = std::io::stdout().lock();
+    if r.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_sync(&mut out, &report)?;
+    }
+    Ok(if report.failed > 0 {
+        EXIT_DIFFERENCES
+    } else {
+        EXIT_OK
+    })
+}
+
+fn print_audit(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}: {} resources at the Source, {} in sync, {} missing, {} extra, {} different ({:.2} s)",
+        if r.in_sync { "in sync" } else { "differences" },
+        r.resources,
+        r.in_sync_count,
+        r.missing_count,
+        r.extra_count,
+        r.different_count,
+        r.seconds
+    )?;
+    for (what, list) in [
+        ("missing", &r.missing),
+        ("extra", &r.extra),
+        ("different", &r.different),
+    ] {
+        for d in list {
+            writeln!(
+                out,
+                "  {what} {} {}: {}",
+                d.path.as_deref().unwrap_or("-"),
+                if d.uri.is_empty() { "-" } else { &d.uri },
+                d.why
+            )?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
+    let r = &a.remote;
+    let mut o = AuditOptions::new(&r.url, &r.dest);
+    o.state = r.state.clone();
+    o.set = r.set.clone();
+    o.base_url = r.base_url.clone();
+    o.http = r.http(8);
+    o.deadline = r.max_time.map(Duration::from_secs);
+    let bars = Arc::new(Bars::new(std::io::stderr().is_terminal() && !r.json));
+    let report = runtime()?.block_on(resourcesync_destination::audit(&o, bars.clone()));
+    bars.clear();
+    let report = report?;
+    let mut out = std::io::stdout().lock();
+    if r.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_audit(&mut out, &report)?;
+    }
+    Ok(if report.in_sync {
+        EXIT_OK
+    } else {
+        EXIT_DIFFERENCES
+    })
+}

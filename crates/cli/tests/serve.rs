@@ -1,0 +1,93 @@
+//! `resourcesync serve`, run as a user would: it prints where it serves, answers over loopback,
+//! and stops cleanly on SIGTERM. No sleeps: the test reads the "serving" line and polls with
+//! deadlines.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).expect("read");
+    let status = buf
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    (status, buf)
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_prints_its_url_answers_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.txt"), "hello\n").expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
+        .args(["serve", dir.path().to_str().expect("path")])
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a 'serving' line");
+    let url = line
+        .strip_prefix(&format!("serving {} at ", dir.path().display()))
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+        .to_owned();
+    let rest = url.strip_prefix("http://").expect("http URL");
+    let (addr, path) = rest.split_at(rest.find('/').expect("path"));
+    assert_eq!(path, "/.well-known/resourcesync");
+
+    let (status, body) = http_get(addr, path);
+    assert_eq!(status, 200);
+    assert!(body.contains("capability=\"description\""), "{body}");
+    let (status, body) = http_get(addr, "/a.txt");
+    assert_eq!(status, 200);
+    assert!(body.contains("rel=\"resourcesync\""), "{body}");
+    assert!(body.ends_with("hello\n"), "{body}");
+    let (status, _) = http_get(addr, "/.resourcesync/state.sqlite");
+    assert_eq!(status, 404);
+
+    // SIGTERM: a graceful, successful exit.
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "still running after SIGTERM");
+        std::thread::yield_now();
+    };
+    assert!(status.success(), "{status:?}");
+    // Documents went to the state directory, not into DIR.
+    assert!(!dir.path().join("resourcesync").exists());
+    assert!(!dir.path().join(".well-known").exists());
+    assert!(
+        dir.path()
+            .join(".resourcesync/www/resourcesync/capabilitylist.xml")
+            .is_file()
+    );
+}

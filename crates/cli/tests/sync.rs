@@ -1,0 +1,170 @@
+//! `resourcesync sync` and `resourcesync audit`, run as a user would, against an in-process
+//! Source on 127.0.0.1.
+
+#[path = "../../destination/tests/common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_resourcesync"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run resourcesync")
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn sync_then_audit_exit_codes_and_json() {
+    let src = tmp();
+    write_tree(
+        src.path(),
+        &[
+            ("a.txt", b"alpha"),
+            ("dir/b.txt", b"bravo"),
+            ("c.txt", b"charlie"),
+        ],
+    );
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+
+    let o = run(&["sync", &server.base, p(&dest), "--json", "--retries", "0"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v["mode"], "baseline");
+    assert_eq!(v["created"], 3);
+    assert_eq!(v["failed"], 0);
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+
+    let o = run(&["audit", &server.base, p(&dest), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(json(&o)["in_sync"], true);
+
+    // Plain text, in a pipe: a summary and no progress bar.
+    let o = run(&["sync", &server.base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.starts_with("incremental from "), "{t}");
+    assert!(t.contains("0 created, 0 updated, 0 deleted, 0 kept"), "{t}");
+
+    std::fs::write(dest.join("a.txt"), b"ALPHA").expect("tamper");
+    let o = run(&["audit", &server.base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("different a.txt"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&["audit", &server.base, p(&dest), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json(&o);
+    assert_eq!(v["different"][0]["why"], "digest");
+
+    // A resource served with the wrong content: exit 1, listed.
+    let out2 = tmp();
+    let dest2 = dest_in(&out2);
+    server.fault("/c.txt", Fault::Body(b"CHARLIE".to_vec()));
+    let o = run(&["sync", &server.base, p(&dest2), "--retries", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .contains(&format!("failed {}c.txt (c.txt)", server.base)),
+        "{}",
+        text(&o)
+    );
+    server.clear_faults();
+
+    // Nothing listening: exit 2.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port");
+    let o = run(&[
+        "sync",
+        &format!("http://{closed}/"),
+        p(&dest2),
+        "--retries",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("no ResourceSync document found"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn kill_9_then_resume_without_refetching() {
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..8)
+        .map(|i| (format!("f{i}.dat"), vec![b'0' + i as u8; 1000 + i]))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_slice()))
+        .collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    // One download at a time: once the fourth resource is requested, three are in place.
+    let stalled = server.stall_after(3);
+    let mut child = bin()
+        .args(["sync", &server.base, p(&dest), "--concurrency", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    stalled
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the sync reached the stalled resource");
+    child.kill().expect("kill -9");
+    child.wait().expect("wait");
+    // No file at its final path is partial or wrong.
+    let done = dest_files(&dest);
+    let all = source_files(src.path());
+    assert_eq!(done.len(), 3, "{:?}", done.keys());
+    for (path, content) in &done {
+        assert_eq!(all.get(path), Some(content), "{path}");
+    }
+    server.clear_faults();
+    server.reset_hits();
+    let o = run(&["sync", &server.base, p(&dest), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v["created"], 5, "{v}");
+    for path in done.keys() {
+        assert_eq!(server.hits(&format!("/{path}")), 0, "{path} fetched again");
+    }
+    assert_eq!(dest_files(&dest), all);
+}

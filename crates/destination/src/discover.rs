@@ -1,0 +1,482 @@
+//! Discovery: from any URL a user has to the Capability List of the set of resources to sync
+//! (Z39.99-2014 §6.3; §6.2 navigation).
+//!
+//! 1. The URL itself, when it is a ResourceSync document: a Source Description (§8) lists the
+//!    Capability Lists; a Capability List (§9) is the goal; any other capability document is
+//!    followed up its `up` link (else its `index` link) (§6.2). A plain Sitemap is read as a
+//!    Resource List, with a warning.
+//! 2. Otherwise, for a page that is not a site root: its `Link: <...>; rel="resourcesync"`
+//!    header or HTML `<link rel="resourcesync" href>` (§6.3.3), which is specific to it.
+//! 3. The well-known URI `/.well-known/resourcesync` of the URL's site (§6.3.2).
+//! 4. The `Sitemap:` lines of the site's `robots.txt` (§6.3.4).
+//! 5. For a site root, the links of step 2.
+//!
+//! Several Capability Lists: the one chosen with `--set URL`, else an error listing them.
+
+use std::collections::{BTreeMap, HashSet};
+
+use reqwest::Url;
+use resourcesync_model::Capability;
+use serde::Serialize;
+
+use crate::docs::{Doc, DocFetcher};
+use crate::error::{Error, Result};
+
+/// What discovery found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SourceInfo {
+    /// The Source Description, if found (or named by the Capability List's `up` link).
+    pub description: Option<String>,
+    /// The Capability List of the set synced, if any.
+    pub capability_list: Option<String>,
+    /// The Resource List (or its index).
+    pub resource_list: Option<String>,
+    /// The Change List (or its index).
+    pub change_list: Option<String>,
+    /// The Resource Dump (not used yet).
+    pub resource_dump: Option<String>,
+    /// The Change Dump (not used yet).
+    pub change_dump: Option<String>,
+    /// The list is a plain Sitemap, without `<rs:md>`.
+    pub plain_sitemap: bool,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+impl SourceInfo {
+    /// The key of the Source in the state: its Capability List, else its list.
+    pub fn key(&self) -> String {
+        self.capability_list
+            .clone()
+            .or_else(|| self.resource_list.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Most `up`/`index` links followed.
+const MAX_HOPS: usize = 8;
+/// Most `Sitemap:` lines of `robots.txt` tried.
+const MAX_ROBOTS_SITEMAPS: usize = 50;
+/// Most bytes of an HTML page or `robots.txt` read.
+const MAX_PAGE_BYTES: usize = 1024 * 1024;
+
+struct Discovery<'a> {
+    f: &'a DocFetcher,
+    set: Option<&'a str>,
+    visited: HashSet<String>,
+    warnings: Vec<String>,
+}
+
+fn origin(url: &Url) -> String {
+    let mut o = url.clone();
+    o.set_path("/");
+    o.set_query(None);
+    o.set_fragment(None);
+    o.to_string()
+}
+
+fn read_text(path: &std::path::Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let cut = &bytes[..bytes.len().min(MAX_PAGE_BYTES)];
+    String::from_utf8_lossy(cut).into_owned()
+}
+
+/// The targets of `rel="resourcesync"` links in a `Link` header (RFC 8288).
+pub fn link_header_targets(value: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = value;
+    while let Some(start) = rest.find('<') {
+        let Some(end) = rest[start..].find('>') else {
+            break;
+        };
+        let target = &rest[start + 1..start + end];
+        let after = &rest[start + end + 1..];
+        let params_end = after.find('<').unwrap_or(after.len());
+        let params = &after[..params_end];
+        let is_rs = params.split(';').any(|p| {
+            let p = p.trim().trim_end_matches(',').trim();
+            p.split_once('=').is_some_and(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("rel")
+                    && v.trim()
+                        .trim_matches('"')
+                        .split_ascii_whitespace()
+                        .any(|r| r.eq_ignore_ascii_case("resourcesync"))
+            })
+        });
+        if is_rs {
+            out.push(target.trim().to_owned());
+        }
+        rest = after;
+    }
+    out
+}
+
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let lower = tag.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(name) {
+        let at = from + i;
+        from = at + name.len();
+        let before_ok = at == 0
+            || lower.as_bytes()[at - 1].is_ascii_whitespace()
+            || lower.as_bytes()[at - 1] == b'<';
+        let rest = lower[from..].trim_start();
+        if !before_ok || !rest.starts_with('=') {
+            continue;
+        }
+        let off = tag.len() - rest.len() + 1;
+        let v = tag[off..].trim_start();
+        return Some(match v.chars().next() {
+            Some(q @ ('"' | '\'')) => v[1..].split(q).next().unwrap_or_default(),
+            _ => v
+                .split(|c: char| c.is_ascii_whitespace() || c == '>')
+                .next()
+                .unwrap_or_default(),
+        });
+    }
+    None
+}
+
+/// The targets of `<link rel="resourcesync" href="...">` elements in an HTML page
+/// (Z39.99-2014 §6.3.3, Example 9).
+pub fn html_link_targets(html: &str) -> Vec<String> {
+    let lower = html.to_ascii_lowercase();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find("<link") {
+        let start = from + i;
+        let end = lower[start..].find('>').map_or(lower.len(), |e| start + e);
+        let tag = &html[start..end];
+        from = end;
+        let is_rs = attr(tag, "rel").is_some_and(|r| {
+            r.split_ascii_whitespace()
+                .any(|r| r.eq_ignore_ascii_case("resourcesync"))
+        });
+        if let (true, Some(href)) = (is_rs, attr(tag, "href")) {
+            out.push(href.replace("&amp;", "&"));
+        }
+    }
+    out
+}
+
+fn resolve(base: &str, href: &str) -> Option<String> {
+    Url::parse(base)
+        .ok()?
+        .join(href.trim())
+        .ok()
+        .map(|u| u.to_string())
+}
+
+impl Discovery<'_> {
+    async fn resolve_url(&mut self, url: &str, hops: usize) -> Result<SourceInfo> {
+        let doc = self.f.document(url).await?;
+        Box::pin(self.resolve_doc(doc, hops)).await
+    }
+
+    async fn resolve_doc(&mut self, doc: Doc, hops: usize) -> Result<SourceInfo> {
+        if hops > MAX_HOPS {
+            return Err(Error::BadDocument {
+                url: doc.url,
+                message: format!("more than {MAX_HOPS} up/index links followed"),
+            });
+        }
+        if !self.visited.insert(doc.url.clone()) {
+            return Err(Error::BadDocument {
+                url: doc.url,
+                message: "up/index links lead in a circle".into(),
+            });
+        }
+        let url = doc.url.clone();
+        match doc.header.capability().cloned() {
+            Some(Capability::Description) => {
+                let entries = doc.entries().await?;
+                let lists: Vec<String> = entries
+                    .iter()
+                    .filter(|e| {
+                        e.md.as_ref()
+                            .and_then(|m| m.capability.as_ref())
+                            .is_none_or(|c| *c == Capability::CapabilityList)
+                    })
+                    .map(|e| e.loc.clone())
+                    .collect();
+                let chosen = match (self.set, lists.as_slice()) {
+                    (Some(s), _) if lists.iter().any(|l| l == s) => s.to_owned(),
+                    (Some(s), _) => {
+                        return Err(Error::Discovery {
+                            url,
+                            message: format!(
+                                "--set {s} is not among its Capability Lists:\n  {}",
+                                lists.join("\n  ")
+                            ),
+                        });
+                    }
+                    (None, [one]) => one.clone(),
+                    (None, []) => {
+                        return Err(Error::BadDocument {
+                            url,
+                            message: "the Source Description lists no Capability List".into(),
+                        });
+                    }
+                    (None, _) => return Err(Error::SeveralSets { url, found: lists }),
+                };
+                let mut info = Box::pin(self.resolve_url(&chosen, hops + 1)).await?;
+                if info.capability_list.as_deref() == Some(chosen.as_str()) {
+                    info.description = Some(url);
+                }
+                Ok(info)
+            }
+            Some(Capability::CapabilityList) => {
+                let up = doc.header.link("up").map(|l| l.href.clone());
+                let entries = doc.entries().await?;
+                let mut caps: BTreeMap<String, String> = BTreeMap::new();
+                for e in &entries {
+                    if let Some(c) = e.md.as_ref().and_then(|m| m.capability.as_ref()) {
+                        caps.entry(c.as_str().to_owned())
+                            .or_insert_with(|| e.loc.clone());
+                    }
+                }
+                Ok(SourceInfo {
+                    description: up,
+                    capability_list: Some(url),
+                    resource_list: caps.get("resourcelist").cloned(),
+                    change_list: caps.get("changelist").cloned(),
+                    resource_dump: caps.get("resourcedump").cloned(),
+                    change_dump: caps.get("changedump").cloned(),
+                    plain_sitemap: false,
+                    warnings: std::mem::take(&mut self.warnings),
+                })
+            }
+            Some(other) => {
+                // Z39.99-2014 §6.2: `up` leads to the Capability List; `index` to the index,
+                // whose `up` does.
+                let next = doc
+                    .header
+                    .link("up")
+                    .or_else(|| doc.header.link("index"))
+                    .map(|l| l.href.clone());
+                match next {
+                    Some(n) => Box::pin(self.resolve_url(&n, hops + 1)).await,
+                    None if other == Capability::ResourceList => {
+                        // A Resource List on its own: synced without a Capability List.
+                        self.warnings.push(format!(
+                            "{url}: a Resource List without an up link to a Capability List"
+                        ));
+                        Ok(SourceInfo {
+                            resource_list: Some(url),
+                            warnings: std::mem::take(&mut self.warnings),
+                            ..SourceInfo::default()
+                        })
+                    }
+                    None => Err(Error::BadDocument {
+                        url,
+                        message: format!(
+                            "a {other} document without an up link to its Capability List"
+                        ),
+                    }),
+                }
+            }
+            None => {
+                self.warnings.push(format!(
+                    "{url}: a plain Sitemap (no <rs:md>): read as a Resource List"
+                ));
+                Ok(SourceInfo {
+                    resource_list: Some(url),
+                    plain_sitemap: true,
+                    warnings: std::mem::take(&mut self.warnings),
+                    ..SourceInfo::default()
+                })
+            }
+        }
+    }
+
+    async fn try_links(&mut self, links: &[String], tried: &mut Vec<String>) -> Option<SourceInfo> {
+        for l in links {
+            match self.resolve_url(l, 1).await {
+                Ok(i) => return Some(i),
+                Err(e) => tried.push(format!("resourcesync link {l}: {e}")),
+            }
+        }
+        None
+    }
+
+    async fn try_robots(
+        &mut self,
+        origin: &str,
+        tried: &mut Vec<String>,
+    ) -> Result<Option<SourceInfo>> {
+        let robots = format!("{origin}robots.txt");
+        let d = match self.f.download(&robots).await {
+            Ok(d) => d,
+            Err(e) => {
+                tried.push(format!("{robots}: {e}"));
+                return Ok(None);
+            }
+        };
+        let text = read_text(&d.file);
+        let sitemaps: Vec<String> = text
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case("sitemap")
+                    .then(|| v.trim().to_owned())
+            })
+            .filter(|v| !v.is_empty())
+            .take(MAX_ROBOTS_SITEMAPS)
+            .collect();
+        if sitemaps.is_empty() {
+            tried.push(format!("{robots}: no Sitemap line"));
+            return Ok(None);
+        }
+        let mut sets: Vec<SourceInfo> = Vec::new();
+        let mut plain: Vec<SourceInfo> = Vec::new();
+        for s in &sitemaps {
+            self.visited.clear();
+            match self.resolve_url(s, 1).await {
+                Ok(i) if i.plain_sitemap => plain.push(i),
+                Ok(i) => {
+                    if !sets.iter().any(|x| x.capability_list == i.capability_list) {
+                        sets.push(i);
+                    }
+                }
+                Err(e) => tried.push(format!("Sitemap {s} (robots.txt): {e}")),
+            }
+        }
+        let pick = |v: Vec<SourceInfo>,
+                    key: fn(&SourceInfo) -> Option<String>|
+         -> Result<Option<SourceInfo>> {
+            if v.len() <= 1 {
+                return Ok(v.into_iter().next());
+            }
+            if let Some(s) = self.set {
+                if let Some(i) = v.iter().find(|i| key(i).as_deref() == Some(s)) {
+                    return Ok(Some(i.clone()));
+                }
+            }
+            Err(Error::SeveralSets {
+                url: robots.clone(),
+                found: v.iter().filter_map(key).collect(),
+            })
+        };
+        if !sets.is_empty() {
+            return pick(sets, |i| i.capability_list.clone());
+        }
+        pick(plain, |i| i.resource_list.clone())
+    }
+}
+
+fn is_site_root(url: &Url) -> bool {
+    url.path() == "/" && url.query().is_none()
+}
+
+/// Finds the Capability List (or list) to sync from any URL (see the module docs).
+pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<SourceInfo> {
+    let parsed =
+        Url::parse(url).map_err(|e| Error::Config(format!("{url:?} is not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(Error::Config(format!("{url}: only http and https URLs")));
+    }
+    f.http.trust_host_of(url);
+    let mut d = Discovery {
+        f,
+        set,
+        visited: HashSet::new(),
+        warnings: Vec::new(),
+    };
+    let mut tried: Vec<String> = Vec::new();
+    let mut page_links: Vec<String> = Vec::new();
+    match f.download(url).await {
+        Ok(dl) => {
+            if let Some(h) = &dl.link_header {
+                page_links.extend(
+                    link_header_targets(h)
+                        .iter()
+                        .filter_map(|t| resolve(url, t)),
+                );
+            }
+            let html = dl
+                .content_type
+                .as_deref()
+                .is_some_and(|c| c.to_ascii_lowercase().contains("html"));
+            let text = html.then(|| read_text(&dl.file));
+            match f.parse(dl).await {
+                Ok(doc) => return d.resolve_doc(doc, 0).await,
+                Err(e) => {
+                    let text = text.unwrap_or_default();
+                    page_links.extend(
+                        html_link_targets(&text)
+                            .iter()
+                            .filter_map(|t| resolve(url, t)),
+                    );
+                    if page_links.is_empty() {
+                        tried.push(format!("{url}: not a ResourceSync document ({e})"));
+                    }
+                }
+            }
+        }
+        Err(e @ Error::SeveralSets { .. }) => return Err(e),
+        Err(e) => tried.push(format!("{url}: {e}")),
+    }
+    let root = is_site_root(&parsed);
+    if !root {
+        if let Some(i) = d.try_links(&page_links, &mut tried).await {
+            return Ok(i);
+        }
+    }
+    let origin = origin(&parsed);
+    let well_known = format!("{origin}.well-known/resourcesync");
+    if well_known != url {
+        d.visited.clear();
+        match d.resolve_url(&well_known, 0).await {
+            Ok(i) => return Ok(i),
+            Err(e @ (Error::SeveralSets { .. } | Error::Discovery { .. })) => return Err(e),
+            Err(e) => tried.push(format!("{well_known}: {e}")),
+        }
+    }
+    if let Some(i) = d.try_robots(&origin, &mut tried).await? {
+        return Ok(i);
+    }
+    if root {
+        d.visited.clear();
+        if let Some(i) = d.try_links(&page_links, &mut tried).await {
+            return Ok(i);
+        }
+    }
+    Err(Error::Discovery {
+        url: url.to_owned(),
+        message: format!(
+            "no ResourceSync document found; tried:\n  {}",
+            tried.join("\n  ")
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_headers() {
+        assert_eq!(
+            link_header_targets(
+                "<http://e.com/a.css>; rel=stylesheet, <http://e.com/cap.xml>;\n rel=\"resourcesync\""
+            ),
+            ["http://e.com/cap.xml"]
+        );
+        assert!(link_header_targets("<x>; rel=\"next\"").is_empty());
+    }
+
+    #[test]
+    fn html_links() {
+        let page = r#"<html><HEAD><link rel="stylesheet" href="s.css">
+            <LINK REL="resourcesync" HREF='http://www.example.com/dataset1/capabilitylist.xml'/>
+            <link href=/cap2.xml rel=resourcesync></head></html>"#;
+        assert_eq!(
+            html_link_targets(page),
+            [
+                "http://www.example.com/dataset1/capabilitylist.xml",
+                "/cap2.xml"
+            ]
+        );
+    }
+}

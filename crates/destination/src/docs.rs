@@ -1,0 +1,317 @@
+//! Fetching documents and walking lists.
+//!
+//! A document is first downloaded to a temporary file (bounded by the maximum document size),
+//! then read with the model's streaming [`DocumentReader`] on a blocking thread, so that a 50 MB
+//! Resource List is never held in memory. An index (`<sitemapindex>`, Z39.99-2014 §10.2, §12.2)
+//! is expanded part by part, each part streamed on its own; a visited set and a depth limit stop
+//! an index that lists itself.
+
+use std::collections::{HashSet, VecDeque};
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use reqwest::header::{CONTENT_TYPE, LINK};
+use resourcesync_model::{Capability, DocumentReader, Entry, Header, ReadOptions};
+
+use crate::error::{Error, Result};
+use crate::http::{Http, body_error, header};
+
+/// Most entries read from an index or a small document (Source Description, Capability List).
+pub const MAX_INDEX_ENTRIES: usize = 100_000;
+/// Deepest nesting of indexes followed (the specification has one level).
+pub const MAX_INDEX_DEPTH: usize = 3;
+
+/// Downloads documents into a scratch folder.
+#[derive(Debug, Clone)]
+pub struct DocFetcher {
+    pub(crate) http: Arc<Http>,
+    pub(crate) dir: PathBuf,
+    pub(crate) max_bytes: u64,
+}
+
+/// A downloaded body of any kind.
+#[derive(Debug)]
+pub(crate) struct Download {
+    pub url: String,
+    pub file: tempfile::TempPath,
+    pub link_header: Option<String>,
+    pub content_type: Option<String>,
+}
+
+/// A downloaded ResourceSync or Sitemap document, its header read.
+#[derive(Debug)]
+pub(crate) struct Doc {
+    pub url: String,
+    pub header: Header,
+    file: tempfile::TempPath,
+    max_bytes: u64,
+}
+
+fn read_opts(url: &str, max_bytes: u64) -> ReadOptions {
+    let mut o = ReadOptions::named(url);
+    o.max_document_bytes = max_bytes.max(1);
+    o
+}
+
+impl DocFetcher {
+    /// A fetcher using a client, writing downloads into `dir`, refusing documents larger than
+    /// `max_bytes`.
+    pub fn new(http: Arc<Http>, dir: impl Into<PathBuf>, max_bytes: u64) -> Self {
+        DocFetcher {
+            http,
+            dir: dir.into(),
+            max_bytes,
+        }
+    }
+
+    /// Downloads a URL (with retries) to a temporary file.
+    pub(crate) async fn download(&self, url: &str) -> Result<Download> {
+        self.http.with_retries(|| self.download_once(url)).await
+    }
+
+    async fn download_once(&self, url: &str) -> Result<Download> {
+        let mut resp = self.http.get_once(url, None).await?;
+        if resp.status().as_u16() == 304 {
+            return Err(Error::Status {
+                url: url.to_owned(),
+                status: 304,
+                retry_after: None,
+            });
+        }
+        let link_header = header(&resp, LINK);
+        let content_type = header(&resp, CONTENT_TYPE);
+        if resp.content_length().is_some_and(|n| n > self.max_bytes) {
+            return Err(Error::BadDocument {
+                url: url.to_owned(),
+                message: format!("larger than the {} bytes allowed", self.max_bytes),
+            });
+        }
+        let mut tmp = tempfile::Builder::new()
+            .prefix("doc-")
+            .tempfile_in(&self.dir)
+            .map_err(|e| Error::io(format!("temporary file in {}", self.dir.display()), e))?;
+        let mut n = 0u64;
+        while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
+            n += chunk.len() as u64;
+            if n > self.max_bytes {
+                return Err(Error::BadDocument {
+                    url: url.to_owned(),
+                    message: format!("larger than the {} bytes allowed", self.max_bytes),
+                });
+            }
+            tmp.write_all(&chunk)
+                .map_err(|e| Error::io("writing a temporary file", e))?;
+        }
+        tmp.flush()
+            .map_err(|e| Error::io("writing a temporary file", e))?;
+        Ok(Download {
+            url: url.to_owned(),
+            file: tmp.into_temp_path(),
+            link_header,
+            content_type,
+        })
+    }
+
+    /// Reads the header of a download; `Err` when it is not a Sitemap document.
+    pub(crate) async fn parse(&self, d: Download) -> Result<Doc> {
+        let max = self.max_bytes;
+        let url = d.url.clone();
+        let path = d.file.to_path_buf();
+        let header = tokio::task::spawn_blocking(move || -> Result<Header> {
+            let f = File::open(&path).map_err(|e| Error::io(format!("reading {url}"), e))?;
+            let r = DocumentReader::open(f, read_opts(&url, max))?;
+            Ok(r.header().clone())
+        })
+        .await??;
+        Ok(Doc {
+            url: d.url,
+            header,
+            file: d.file,
+            max_bytes: max,
+        })
+    }
+
+    /// Downloads and reads the header of a document.
+    pub(crate) async fn document(&self, url: &str) -> Result<Doc> {
+        let d = self.download(url).await?;
+        self.parse(d).await
+    }
+}
+
+impl Doc {
+    /// Streams the entries through `f` on a blocking thread, returning the state back.
+    pub(crate) async fn stream<S, F>(self, mut state: S, mut f: F) -> Result<S>
+    where
+        S: Send + 'static,
+        F: FnMut(&mut S, Entry) -> Result<()> + Send + 'static,
+    {
+        let Doc {
+            url,
+            file,
+            max_bytes,
+            ..
+        } = self;
+        tokio::task::spawn_blocking(move || -> Result<S> {
+            let fh = File::open(&file).map_err(|e| Error::io(format!("reading {url}"), e))?;
+            let mut r = DocumentReader::open(fh, read_opts(&url, max_bytes))?;
+            while let Some(e) = r.next_entry()? {
+                f(&mut state, e)?;
+            }
+            drop(file);
+            Ok(state)
+        })
+        .await?
+    }
+
+    /// The entries of a small document (at most [`MAX_INDEX_ENTRIES`]; more is an error).
+    pub(crate) async fn entries(self) -> Result<Vec<Entry>> {
+        let url = self.url.clone();
+        self.stream(Vec::new(), move |v: &mut Vec<Entry>, e| {
+            if v.len() >= MAX_INDEX_ENTRIES {
+                return Err(Error::BadDocument {
+                    url: url.clone(),
+                    message: format!("more than {MAX_INDEX_ENTRIES} entries"),
+                });
+            }
+            v.push(e);
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// What a list walk is told, in order: the top document, then each document of entries and its
+/// entries.
+pub(crate) trait ListSink: Send + 'static {
+    /// The top document (the index, or the single list). An error stops the walk.
+    fn top(&mut self, _url: &str, _header: &Header) -> Result<()> {
+        Ok(())
+    }
+    /// Whether to read a part listed in an index (from its `<sitemap>` entry).
+    fn want_child(&mut self, _entry: &Entry) -> bool {
+        true
+    }
+    /// A document of entries is about to be streamed; `false` skips it.
+    fn document(&mut self, _url: &str, _header: &Header) -> Result<bool> {
+        Ok(true)
+    }
+    /// One entry.
+    fn entry(&mut self, e: Entry) -> Result<()>;
+}
+
+/// What a walk saw.
+#[derive(Debug, Clone)]
+pub(crate) struct WalkInfo {
+    /// The top document's header.
+    pub top: Header,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+fn check_capability(doc: &Doc, cap: &Capability, warnings: &mut Vec<String>) -> Result<()> {
+    match doc.header.capability() {
+        Some(c) if c == cap => Ok(()),
+        None if *cap == Capability::ResourceList => {
+            warnings.push(format!(
+                "{}: a plain Sitemap (no <rs:md>): read as a Resource List (Z39.99-2014 §10.1)",
+                doc.url
+            ));
+            Ok(())
+        }
+        other => Err(Error::BadDocument {
+            url: doc.url.clone(),
+            message: format!(
+                "expected a {} document, found {}",
+                cap,
+                other.map_or("a plain Sitemap".to_owned(), |c| format!("capability {c}"))
+            ),
+        }),
+    }
+}
+
+/// Walks a list (Resource List or Change List, or their index) and streams every entry into the
+/// sink. A part that cannot be read stops the walk with an error: a list read in part must not
+/// be taken for the whole (deletes would follow).
+pub(crate) async fn walk<S: ListSink>(
+    f: &DocFetcher,
+    url: &str,
+    cap: Capability,
+    mut sink: S,
+) -> Result<(S, WalkInfo)> {
+    let mut warnings = Vec::new();
+    let mut visited: HashSet<String> = HashSet::new();
+    visited.insert(url.to_owned());
+    let mut doc = f.document(url).await?;
+    check_capability(&doc, &cap, &mut warnings)?;
+    // Z39.99-2014 §12.1: a Change List points to its index (`rel="index"`), which lists every
+    // Change List; walk the index when the Capability List names a single list.
+    if cap == Capability::ChangeList && !doc.header.is_index() {
+        if let Some(ix) = doc.header.link("index").map(|l| l.href.clone()) {
+            if visited.insert(ix.clone()) {
+                match f.document(&ix).await {
+                    Ok(d) if d.header.is_index() && d.header.capability() == Some(&cap) => doc = d,
+                    Ok(d) => warnings.push(format!(
+                        "{}: the index link of {url} is not a Change List Index: ignored",
+                        d.url
+                    )),
+                    Err(e) => warnings.push(format!("index of {url}: {e}: ignored")),
+                }
+            }
+        }
+    }
+    sink.top(&doc.url, &doc.header)?;
+    let top = doc.header.clone();
+    let mut queue: VecDeque<(String, usize)> = VecDeque::new();
+    let mut pending_doc = Some(doc);
+    let mut depth = 0usize;
+    loop {
+        let d = match pending_doc.take() {
+            Some(d) => d,
+            None => match queue.pop_front() {
+                Some((u, dep)) => {
+                    depth = dep;
+                    let d = f.document(&u).await?;
+                    check_capability(&d, &cap, &mut warnings)?;
+                    d
+                }
+                None => break,
+            },
+        };
+        if d.header.is_index() {
+            if depth >= MAX_INDEX_DEPTH {
+                warnings.push(format!(
+                    "{}: index nested deeper than {MAX_INDEX_DEPTH}: not followed",
+                    d.url
+                ));
+                continue;
+            }
+            if depth > 0 {
+                warnings.push(format!("{}: an index inside an index", d.url));
+            }
+            let children = d.entries().await?;
+            // Children go first, in the index's order (forward chronological for Change List
+            // Indexes, Z39.99-2014 §12.2).
+            let mut fresh = Vec::new();
+            for e in children {
+                if !sink.want_child(&e) {
+                    continue;
+                }
+                if visited.insert(e.loc.clone()) {
+                    fresh.push((e.loc, depth + 1));
+                } else {
+                    warnings.push(format!("{}: listed twice or lists itself: skipped", e.loc));
+                }
+            }
+            for c in fresh.into_iter().rev() {
+                queue.push_front(c);
+            }
+            continue;
+        }
+        if sink.document(&d.url, &d.header)? {
+            sink = d.stream(sink, |s: &mut S, e| s.entry(e)).await?;
+        }
+    }
+    Ok((sink, WalkInfo { top, warnings }))
+}

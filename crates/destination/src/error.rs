@@ -1,0 +1,149 @@
+//! The one error type of the crate.
+
+use std::time::Duration;
+
+/// Everything that can go wrong on the Destination side. Errors returned by [`crate::sync()`]
+/// and [`crate::audit()`] are fatal (exit status 2); a resource that fails is reported in the
+/// report instead.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No ResourceSync document could be found from the URL given.
+    #[error("discovery from {url}: {message}")]
+    Discovery {
+        /// The URL discovery started from.
+        url: String,
+        /// What was tried and what failed.
+        message: String,
+    },
+    /// The Source offers several sets of resources and none was chosen (Z39.99-2014 §8).
+    #[error(
+        "{url} lists {} Capability Lists; choose one with --set URL:\n  {}",
+        .found.len(),
+        .found.join("\n  ")
+    )]
+    SeveralSets {
+        /// The Source Description.
+        url: String,
+        /// The Capability Lists it lists.
+        found: Vec<String>,
+    },
+    /// An HTTP status that is not success.
+    #[error("{url}: HTTP {status}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// The status code.
+        status: u16,
+        /// The `Retry-After` delay, if the server sent one.
+        retry_after: Option<Duration>,
+    },
+    /// A transport error: connection, timeout, truncated body, too many redirects.
+    #[error("{url}: {message}")]
+    Transport {
+        /// The URL.
+        url: String,
+        /// What happened.
+        message: String,
+        /// Whether trying again may help (connection errors, timeouts, cut bodies).
+        transient: bool,
+    },
+    /// A document could not be read.
+    #[error("{source}")]
+    Document {
+        /// The model's error, which names the document, line and column.
+        #[source]
+        source: resourcesync_model::Error,
+    },
+    /// A document is readable but not what was expected (wrong capability, missing link).
+    #[error("{url}: {message}")]
+    BadDocument {
+        /// The document.
+        url: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The Change Lists do not reach back to the cursor: a baseline diff is needed
+    /// (Z39.99-2014 §12.1 `from`).
+    #[error("the change history starts at {from}, after the cursor {cursor}")]
+    HistoryGap {
+        /// Where the history starts (empty when unknown).
+        from: String,
+        /// The cursor.
+        cursor: String,
+    },
+    /// A URI that cannot be mapped to a path under the destination.
+    #[error("refused {uri}: {reason}")]
+    Unmappable {
+        /// The URI.
+        uri: String,
+        /// Why.
+        reason: String,
+    },
+    /// The store or the state failed.
+    #[error(transparent)]
+    Store(#[from] resourcesync_store::Error),
+    /// The staging database (lists being diffed or collapsed) failed.
+    #[error("staging database: {0}")]
+    Staging(#[from] rusqlite::Error),
+    /// A local I/O operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The overall time limit was reached.
+    #[error("time limit of {0:?} reached (work done so far is kept)")]
+    Deadline(Duration),
+    /// The options do not make sense.
+    #[error("{0}")]
+    Config(String),
+    /// A worker task failed.
+    #[error("internal task failed: {0}")]
+    Task(String),
+}
+
+impl Error {
+    /// Whether trying the same request again may succeed: connection errors, timeouts, cut
+    /// bodies, 429 and 5xx.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Transport { transient, .. } => *transient,
+            Error::Status { status, .. } => *status == 429 || (500..600).contains(status),
+            _ => false,
+        }
+    }
+
+    /// The delay the server asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+impl From<resourcesync_model::Error> for Error {
+    fn from(source: resourcesync_model::Error) -> Self {
+        Error::Document { source }
+    }
+}
+
+impl From<tokio::task::JoinError> for Error {
+    fn from(e: tokio::task::JoinError) -> Self {
+        Error::Task(e.to_string())
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,344 @@
+//! The HTTP client: a pooled keep-alive connection pool (HTTP/2 when the server offers it over
+//! TLS), retries with exponential backoff and jitter on connection errors, timeouts, 429 and 5xx
+//! honouring `Retry-After`, a request rate per host, conditional GETs, a bearer token for the
+//! Source's own host, and the user agent `resourcesync/VERSION`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+use reqwest::header::{
+    AUTHORIZATION, HeaderMap, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, RETRY_AFTER,
+};
+use reqwest::{Response, StatusCode, Url};
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+
+/// The user agent sent with every request.
+pub const USER_AGENT: &str = concat!("resourcesync/", env!("CARGO_PKG_VERSION"));
+
+/// How the client behaves.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Connections kept alive per host.
+    pub pool_per_host: usize,
+    /// Time to establish a connection.
+    pub connect_timeout: Duration,
+    /// Longest wait for the next bytes of a response.
+    pub read_timeout: Duration,
+    /// Longest time for one whole request, body included.
+    pub request_timeout: Duration,
+    /// Attempts after the first one for transient failures.
+    pub retries: u32,
+    /// First backoff delay; doubled per attempt, with jitter.
+    pub backoff_base: Duration,
+    /// Longest backoff delay, and longest `Retry-After` honoured.
+    pub backoff_max: Duration,
+    /// Requests per second per host (`None`: unlimited).
+    pub rate: Option<f64>,
+    /// A bearer token, sent only to the host discovery started from.
+    pub token: Option<String>,
+    /// Most redirects followed.
+    pub max_redirects: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            pool_per_host: 32,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(600),
+            retries: 4,
+            backoff_base: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(30),
+            rate: None,
+            token: None,
+            max_redirects: 10,
+        }
+    }
+}
+
+/// Validators of a stored copy, for a conditional GET (RFC 9110 §13.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Conditional {
+    /// The stored `ETag`.
+    pub etag: Option<String>,
+    /// The stored `Last-Modified`.
+    pub last_modified: Option<String>,
+}
+
+impl Conditional {
+    /// Whether there is anything to send.
+    pub fn is_empty(&self) -> bool {
+        self.etag.is_none() && self.last_modified.is_none()
+    }
+}
+
+/// The client.
+#[derive(Debug)]
+pub struct Http {
+    client: reqwest::Client,
+    opts: HttpOptions,
+    token_host: Mutex<Option<String>>,
+    next_slot: Mutex<HashMap<String, Instant>>,
+}
+
+static TLS: Once = Once::new();
+
+/// Installs the process-wide rustls provider (ring) once; a provider installed by the
+/// application first is kept.
+fn install_tls_provider() {
+    TLS.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+fn host_key(url: &Url) -> String {
+    format!(
+        "{}:{}",
+        url.host_str().unwrap_or_default().to_ascii_lowercase(),
+        url.port_or_known_default().unwrap_or(0)
+    )
+}
+
+fn transport(url: &str, e: &reqwest::Error) -> Error {
+    let mut message = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        src = s.source();
+    }
+    Error::Transport {
+        url: url.to_owned(),
+        message,
+        transient: !e.is_redirect() && !e.is_builder(),
+    }
+}
+
+/// Reads a `Retry-After` value: seconds or an HTTP date (RFC 9110 §10.2.3).
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+impl Http {
+    /// Builds the client.
+    pub fn new(opts: HttpOptions) -> Result<Self> {
+        install_tls_provider();
+        let client = reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .connect_timeout(opts.connect_timeout)
+            .read_timeout(opts.read_timeout)
+            .timeout(opts.request_timeout)
+            .pool_max_idle_per_host(opts.pool_per_host)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .redirect(reqwest::redirect::Policy::limited(opts.max_redirects))
+            // Bodies are hashed as served: no transparent decompression (Z39.99-2014 §7
+            // `hash` is of the representation; `encoding` names a content coding).
+            .no_gzip()
+            .build()
+            .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))?;
+        Ok(Http {
+            client,
+            opts,
+            token_host: Mutex::new(None),
+            next_slot: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &HttpOptions {
+        &self.opts
+    }
+
+    /// Sends the bearer token (if any) to this URL's host from now on.
+    pub fn trust_host_of(&self, url: &str) {
+        if let Ok(u) = Url::parse(url) {
+            if let Ok(mut g) = self.token_host.lock() {
+                *g = Some(host_key(&u));
+            }
+        }
+    }
+
+    async fn pace(&self, url: &Url) {
+        let Some(rate) = self.opts.rate.filter(|r| *r > 0.0) else {
+            return;
+        };
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let at = {
+            let Ok(mut m) = self.next_slot.lock() else {
+                return;
+            };
+            let now = Instant::now();
+            let slot = m.entry(host_key(url)).or_insert(now);
+            let at = (*slot).max(now);
+            *slot = at + interval;
+            at
+        };
+        tokio::time::sleep_until(at).await;
+    }
+
+    /// Sends one GET (no retry). Returns responses with a 2xx or 304 status; other statuses
+    /// are errors ([`Error::Status`], with `Retry-After` when sent).
+    pub async fn get_once(&self, url: &str, cond: Option<&Conditional>) -> Result<Response> {
+        let parsed = Url::parse(url).map_err(|e| Error::Transport {
+            url: url.to_owned(),
+            message: format!("not a URL: {e}"),
+            transient: false,
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(Error::Transport {
+                url: url.to_owned(),
+                message: "only http and https are fetched".into(),
+                transient: false,
+            });
+        }
+        self.pace(&parsed).await;
+        let mut headers = HeaderMap::new();
+        if let Some(c) = cond {
+            if let Some(v) = c
+                .etag
+                .as_deref()
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                headers.insert(IF_NONE_MATCH, v);
+            }
+            if let Some(v) = c
+                .last_modified
+                .as_deref()
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                headers.insert(IF_MODIFIED_SINCE, v);
+            }
+        }
+        if let Some(token) = &self.opts.token {
+            let trusted = self
+                .token_host
+                .lock()
+                .ok()
+                .and_then(|g| g.clone())
+                .is_some_and(|h| h == host_key(&parsed));
+            if trusted {
+                if let Ok(v) = HeaderValue::from_str(&format!("Bearer {token}")) {
+                    headers.insert(AUTHORIZATION, v);
+                }
+            }
+        }
+        let resp = self
+            .client
+            .get(parsed)
+            .headers(headers)
+            .send()
+            .await
+            .map_err(|e| transport(url, &e))?;
+        let status = resp.status();
+        if status.is_success() || status == StatusCode::NOT_MODIFIED {
+            return Ok(resp);
+        }
+        let retry_after = resp
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        Err(Error::Status {
+            url: url.to_owned(),
+            status: status.as_u16(),
+            retry_after,
+        })
+    }
+
+    /// The delay before attempt `attempt + 1`: exponential from the base, capped, with full
+    /// jitter in its upper half; a `Retry-After` (capped) wins when longer.
+    pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let base = self.opts.backoff_base.as_secs_f64();
+        let max = self.opts.backoff_max.as_secs_f64();
+        let exp = (base * 2f64.powi(i32::try_from(attempt.min(30)).unwrap_or(30))).min(max);
+        let jittered = exp * (0.5 + fastrand::f64() * 0.5);
+        let d = Duration::from_secs_f64(jittered);
+        match retry_after {
+            Some(r) => r.min(self.opts.backoff_max).max(d),
+            None => d,
+        }
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or the retries are spent.
+    pub async fn with_retries<T, F, Fut>(&self, mut attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let mut n = 0u32;
+        loop {
+            match attempt().await {
+                Ok(v) => return Ok(v),
+                Err(e) if e.is_transient() && n < self.opts.retries => {
+                    let d = self.backoff(n, e.retry_after());
+                    tracing::debug!("retrying in {d:?} after: {e}");
+                    tokio::time::sleep(d).await;
+                    n += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The first value of a response header, as text.
+pub(crate) fn header(resp: &Response, name: reqwest::header::HeaderName) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Turns a body-reading error into a (transient) transport error.
+pub(crate) fn body_error(url: &str, e: &reqwest::Error) -> Error {
+    let mut err = transport(url, e);
+    if let Error::Transport { transient, .. } = &mut err {
+        *transient = true;
+    }
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_in_seconds_and_dates() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let h = Http::new(HttpOptions {
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(1),
+            ..HttpOptions::default()
+        })
+        .expect("client");
+        let d0 = h.backoff(0, None);
+        assert!(d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(100));
+        assert!(h.backoff(20, None) <= Duration::from_secs(1));
+        assert_eq!(
+            h.backoff(0, Some(Duration::from_secs(3600))),
+            Duration::from_secs(1)
+        );
+    }
+}

@@ -1,0 +1,37 @@
+//! A ResourceSync Destination (ANSI/NISO Z39.99-2014 §5.2; Z39.99-2017).
+//!
+//! - [`discover()`]: from any URL to the Capability List to sync (§6.3, §6.2).
+//! - [`sync()`]: baseline from the Resource List, incremental from the Change Lists after a
+//!   durable cursor, baseline diff when the history does not reach the cursor; concurrent,
+//!   verified, atomic downloads; state in SQLite (see [`mod@sync`]).
+//! - [`audit()`]: coverage and accuracy of the copies against the Source's current state.
+//! - [`mapping`]: the rule from resource URIs to paths under the destination directory.
+//! - [`http`]: the client: pool, retries with backoff and jitter, `Retry-After`, rate per host,
+//!   conditional GETs, bearer token, user agent.
+//!
+//! Fatal problems are [`Error`]s; a resource that fails is reported in the [`SyncReport`] and the
+//! run goes on.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod audit;
+pub mod discover;
+pub mod docs;
+pub mod error;
+pub mod http;
+pub mod mapping;
+pub mod options;
+pub mod report;
+pub mod staging;
+pub mod sync;
+
+pub use audit::audit;
+pub use discover::{SourceInfo, discover};
+pub use error::{Error, Result};
+pub use http::{HttpOptions, USER_AGENT};
+pub use mapping::UriMapper;
+pub use options::{AuditOptions, SyncOptions};
+pub use report::{
+    AuditDifference, AuditReport, Failure, Mode, Observer, Planned, Quiet, SyncReport,
+};
+pub use sync::sync;

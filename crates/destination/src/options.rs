@@ -1,0 +1,112 @@
+//! Options of a sync and an audit.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use resourcesync_store::STATE_DIR;
+
+use crate::http::HttpOptions;
+
+/// Default most bytes of a resource when no `length` is published: 1 GiB.
+pub const DEFAULT_MAX_RESOURCE_BYTES: u64 = 1 << 30;
+/// Default most bytes of a document: 256 MiB (five times the Sitemap limit of 50 MB, §7).
+pub const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+
+/// How to sync.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// Where discovery starts: a site root, a page, a Source Description, a Capability List or
+    /// any capability document.
+    pub url: String,
+    /// The destination directory.
+    pub dest: PathBuf,
+    /// The state database (default `DEST/.resourcesync/state.sqlite`).
+    pub state: Option<PathBuf>,
+    /// The Capability List to sync when the Source has several.
+    pub set: Option<String>,
+    /// The Source's base URL, overriding the rule of [`crate::mapping`].
+    pub base_url: Option<String>,
+    /// Remove copies of resources the Source deleted.
+    pub delete: bool,
+    /// Report what would be done; fetch no resource, write nothing.
+    pub dry_run: bool,
+    /// Downloads in flight.
+    pub concurrency: usize,
+    /// The HTTP client.
+    pub http: HttpOptions,
+    /// Most bytes of a resource without a published `length`.
+    pub max_resource_bytes: u64,
+    /// Most bytes of a document.
+    pub max_document_bytes: u64,
+    /// Time limit for the whole run.
+    pub deadline: Option<Duration>,
+}
+
+impl SyncOptions {
+    /// Defaults for a URL and a destination directory.
+    pub fn new(url: impl Into<String>, dest: impl Into<PathBuf>) -> Self {
+        SyncOptions {
+            url: url.into(),
+            dest: dest.into(),
+            state: None,
+            set: None,
+            base_url: None,
+            delete: false,
+            dry_run: false,
+            concurrency: 32,
+            http: HttpOptions::default(),
+            max_resource_bytes: DEFAULT_MAX_RESOURCE_BYTES,
+            max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES,
+            deadline: None,
+        }
+    }
+
+    /// The state database's path.
+    pub fn state_path(&self) -> PathBuf {
+        self.state
+            .clone()
+            .unwrap_or_else(|| default_state_path(&self.dest))
+    }
+}
+
+/// `DEST/.resourcesync/state.sqlite`.
+pub fn default_state_path(dest: &std::path::Path) -> PathBuf {
+    dest.join(STATE_DIR).join("state.sqlite")
+}
+
+/// How to audit.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// Where discovery starts.
+    pub url: String,
+    /// The destination directory.
+    pub dest: PathBuf,
+    /// The state database (default `DEST/.resourcesync/state.sqlite`).
+    pub state: Option<PathBuf>,
+    /// The Capability List when the Source has several.
+    pub set: Option<String>,
+    /// The Source's base URL, overriding the rule of [`crate::mapping`].
+    pub base_url: Option<String>,
+    /// The HTTP client.
+    pub http: HttpOptions,
+    /// Most bytes of a document.
+    pub max_document_bytes: u64,
+    /// Time limit for the whole run.
+    pub deadline: Option<Duration>,
+}
+
+impl AuditOptions {
+    /// Defaults for a URL and a destination directory.
+    pub fn new(url: impl Into<String>, dest: impl Into<PathBuf>) -> Self {
+        AuditOptions {
+            url: url.into(),
+            dest: dest.into(),
+            state: None,
+            set: None,
+            base_url: None,
+            http: HttpOptions::default(),
+            max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES,
+            deadline: None,
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Reports and progress.
+
+use serde::Serialize;
+
+use crate::discover::SourceInfo;
+
+/// Most items listed in a report per list (the rest are counted).
+pub const MAX_LISTED: usize = 10_000;
+
+/// Told about progress as a sync or audit goes (the command line draws bars from it).
+pub trait Observer: Send + Sync {
+    /// A phase begins ("discovery", "reading the Resource List", ...).
+    fn phase(&self, _what: &str) {}
+    /// A warning.
+    fn warning(&self, _message: &str) {}
+    /// More resources to go through.
+    fn add_total(&self, _resources: u64) {}
+    /// A resource is done (whatever the outcome).
+    fn resource_done(&self) {}
+    /// Bytes received.
+    fn bytes(&self, _n: u64) {}
+}
+
+impl std::fmt::Debug for dyn Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet;
+
+impl Observer for Quiet {}
+
+/// A resource that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    /// Its URI.
+    pub uri: String,
+    /// Its path under DEST, when it maps to one.
+    pub path: Option<String>,
+    /// What went wrong.
+    pub error: String,
+}
+
+/// An action a dry run would take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Planned {
+    /// `create`, `update`, `delete` or `keep` (deleted at the Source, copy kept).
+    pub action: &'static str,
+    /// The URI.
+    pub uri: String,
+    /// The path under DEST.
+    pub path: String,
+}
+
+/// How the run synchronized (Z39.99-2014 §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// First run: from the Resource List.
+    Baseline,
+    /// From Change Lists after the cursor.
+    Incremental,
+    /// A diff of the state against the current Resource List (no usable change history).
+    BaselineDiff,
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SyncReport {
+    /// What discovery found.
+    pub source: SourceInfo,
+    /// The base URL resources are mapped under.
+    pub base_url: String,
+    /// How.
+    pub mode: Mode,
+    /// Nothing was fetched, written or removed.
+    pub dry_run: bool,
+    /// Copies created.
+    pub created: u64,
+    /// Copies updated.
+    pub updated: u64,
+    /// Copies removed (`--delete`).
+    pub deleted: u64,
+    /// Resources deleted at the Source whose copy was kept (no `--delete`).
+    pub kept: u64,
+    /// Resources already up to date.
+    pub unchanged: u64,
+    /// Resources that failed.
+    pub failed: u64,
+    /// Bytes received for resources.
+    pub bytes: u64,
+    /// Seconds taken.
+    pub seconds: f64,
+    /// The cursor after the run.
+    pub cursor: Option<String>,
+    /// Failed resources (at most [`MAX_LISTED`]).
+    pub failures: Vec<Failure>,
+    /// URIs deleted at the Source whose copy was kept (at most [`MAX_LISTED`]).
+    pub kept_uris: Vec<String>,
+    /// What a dry run would do (at most [`MAX_LISTED`]).
+    pub planned: Vec<Planned>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+/// How a copy differs from the Source's description of it (the diff engine's reasons).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditDifference {
+    /// The URI.
+    pub uri: String,
+    /// The path under DEST.
+    pub path: Option<String>,
+    /// `length`, `digest`, `lastmod`, or why the resource cannot be checked.
+    pub why: String,
+}
+
+/// What an audit found (Z39.99-2014 §5.2 Audit: coverage and accuracy).
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditReport {
+    /// What discovery found.
+    pub source: SourceInfo,
+    /// The base URL resources are mapped under.
+    pub base_url: String,
+    /// Resources at the Source (Resource List plus later changes).
+    pub resources: u64,
+    /// Copies that agree.
+    pub in_sync_count: u64,
+    /// Resources without a copy.
+    pub missing: Vec<AuditDifference>,
+    /// Copies without a resource (deleted at the Source, or never listed).
+    pub extra: Vec<AuditDifference>,
+    /// Copies that differ.
+    pub different: Vec<AuditDifference>,
+    /// Counts of the three lists (which are cut at [`MAX_LISTED`]).
+    pub missing_count: u64,
+    /// See `missing_count`.
+    pub extra_count: u64,
+    /// See `missing_count`.
+    pub different_count: u64,
+    /// Whether the copies agree with the Source entirely.
+    pub in_sync: bool,
+    /// Seconds taken.
+    pub seconds: f64,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+pub(crate) fn push_capped<T>(v: &mut Vec<T>, item: T) {
+    if v.len() < MAX_LISTED {
+        v.push(item);
+    }
+}

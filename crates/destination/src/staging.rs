@@ -1,0 +1,315 @@
+//! Staging: lists from the Source, kept on disk in a scratch SQLite database so that a list of a
+//! million entries is never held in memory. Entries are upserted by URI (so several changes of
+//! one URI collapse to the last, Z39.99-2014 §12.1), then read back in URI order (for the diff)
+//! or in the order of their last occurrence (for applying changes in order).
+
+use std::path::{Path, PathBuf};
+
+use resourcesync_diff::Item;
+use resourcesync_model::{Change, Entry, Hashes, W3cDateTime};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{Error, Result};
+
+/// One entry of a list, as staged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StagedItem {
+    /// `<loc>`.
+    pub uri: String,
+    /// The change, for Change List entries.
+    pub change: Option<Change>,
+    /// The published length.
+    pub length: Option<u64>,
+    /// The published digests.
+    pub hashes: Hashes,
+    /// `<lastmod>`.
+    pub lastmod: Option<W3cDateTime>,
+    /// The time of the change event (`datetime`, else `<lastmod>`).
+    pub ctime: Option<W3cDateTime>,
+    /// Mirrors (`duplicate` links, Z39.99-2014 §14.2) as (priority, href).
+    pub duplicates: Vec<(u32, String)>,
+    /// The path under DEST it maps to (when known).
+    pub path: Option<String>,
+}
+
+impl StagedItem {
+    /// The staged form of an entry.
+    pub fn from_entry(e: &Entry) -> Self {
+        StagedItem {
+            uri: e.loc.clone(),
+            change: e.change().cloned(),
+            length: e.length(),
+            hashes: e.hashes().cloned().unwrap_or_default(),
+            lastmod: e.lastmod,
+            ctime: e.change_time().copied(),
+            duplicates: e
+                .links
+                .iter()
+                .filter(|l| l.has_rel("duplicate"))
+                .map(|l| (l.priority(), l.href.clone()))
+                .collect(),
+            path: None,
+        }
+    }
+
+    /// What the diff engine compares.
+    pub fn item(&self) -> Item {
+        Item {
+            uri: self.uri.clone(),
+            length: self.length,
+            lastmod: self.lastmod,
+            hashes: self.hashes.clone(),
+        }
+    }
+}
+
+/// The scratch database.
+#[derive(Debug)]
+pub struct Staging {
+    conn: Connection,
+    path: PathBuf,
+    seq: i64,
+    in_tx: u32,
+    _file: tempfile::TempPath,
+}
+
+fn dt(s: Option<String>) -> Option<W3cDateTime> {
+    s.and_then(|s| W3cDateTime::parse(&s).ok())
+}
+
+fn encode_dups(d: &[(u32, String)]) -> Option<String> {
+    (!d.is_empty()).then(|| {
+        d.iter()
+            .map(|(p, h)| format!("{p} {h}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+}
+
+fn decode_dups(s: Option<String>) -> Vec<(u32, String)> {
+    s.unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (p, h) = l.split_once(' ')?;
+            Some((p.parse().ok()?, h.to_owned()))
+        })
+        .collect()
+}
+
+const COLS: &str = "uri, change, length, hashes, lastmod, ctime, dups, path, seq";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, StagedItem)> {
+    let hashes: Option<String> = r.get(3)?;
+    Ok((
+        r.get(8)?,
+        StagedItem {
+            uri: r.get(0)?,
+            change: r.get::<_, Option<String>>(1)?.map(|c| Change::parse(&c)),
+            length: r
+                .get::<_, Option<i64>>(2)?
+                .and_then(|n| u64::try_from(n).ok()),
+            hashes: hashes.map(|h| Hashes::parse(&h).0).unwrap_or_default(),
+            lastmod: dt(r.get(4)?),
+            ctime: dt(r.get(5)?),
+            duplicates: decode_dups(r.get(6)?),
+            path: r.get(7)?,
+        },
+    ))
+}
+
+impl Staging {
+    /// A new, empty scratch database in `dir` (removed when dropped).
+    pub fn create(dir: &Path) -> Result<Self> {
+        let file = tempfile::Builder::new()
+            .prefix("staging-")
+            .suffix(".sqlite")
+            .tempfile_in(dir)
+            .map_err(|e| {
+                Error::io(
+                    format!("creating a staging database in {}", dir.display()),
+                    e,
+                )
+            })?
+            .into_temp_path();
+        let path = file.to_path_buf();
+        let conn = Connection::open(&path)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=FILE;
+             CREATE TABLE items(uri TEXT PRIMARY KEY, change TEXT, length INTEGER, hashes TEXT,
+                 lastmod TEXT, ctime TEXT, dups TEXT, path TEXT, seq INTEGER NOT NULL);
+             CREATE INDEX items_seq ON items(seq);
+             CREATE INDEX items_path ON items(path);",
+        )?;
+        Ok(Staging {
+            conn,
+            path,
+            seq: 0,
+            in_tx: 0,
+            _file: file,
+        })
+    }
+
+    /// Where the database is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn batch(&mut self) -> Result<()> {
+        if self.in_tx == 0 {
+            self.conn.execute_batch("BEGIN")?;
+        }
+        self.in_tx += 1;
+        if self.in_tx >= 10_000 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Commits what was staged so far.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.in_tx > 0 {
+            self.conn.execute_batch("COMMIT")?;
+            self.in_tx = 0;
+        }
+        Ok(())
+    }
+
+    /// Stages an item, replacing one with the same URI; it becomes the last in order.
+    pub fn upsert(&mut self, it: &StagedItem) -> Result<()> {
+        self.batch()?;
+        self.seq += 1;
+        self.conn
+            .prepare_cached(&format!(
+                "INSERT OR REPLACE INTO items({COLS}) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+            ))?
+            .execute(params![
+                it.uri,
+                it.change.as_ref().map(|c| c.as_str().to_owned()),
+                it.length.and_then(|n| i64::try_from(n).ok()),
+                (!it.hashes.is_empty()).then(|| it.hashes.to_string()),
+                it.lastmod.map(|d| d.to_string()),
+                it.ctime.map(|d| d.to_string()),
+                encode_dups(&it.duplicates),
+                it.path,
+                self.seq,
+            ])?;
+        Ok(())
+    }
+
+    /// Stages an item only if its URI is not staged yet.
+    pub fn insert_if_absent(&mut self, it: &StagedItem) -> Result<()> {
+        if self.get(&it.uri)?.is_none() {
+            self.upsert(it)?;
+        }
+        Ok(())
+    }
+
+    /// Removes an item.
+    pub fn remove(&mut self, uri: &str) -> Result<()> {
+        self.batch()?;
+        self.conn
+            .prepare_cached("DELETE FROM items WHERE uri = ?1")?
+            .execute([uri])?;
+        Ok(())
+    }
+
+    /// The item of a URI.
+    pub fn get(&self, uri: &str) -> Result<Option<StagedItem>> {
+        Ok(self
+            .conn
+            .prepare_cached(&format!("SELECT {COLS} FROM items WHERE uri = ?1"))?
+            .query_row([uri], row)
+            .optional()?
+            .map(|(_, it)| it))
+    }
+
+    /// Whether some item maps to this path.
+    pub fn has_path(&self, path: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT EXISTS(SELECT 1 FROM items WHERE path = ?1)")?
+            .query_row([path], |r| r.get::<_, i64>(0))?
+            != 0)
+    }
+
+    /// How many items.
+    pub fn count(&self) -> Result<u64> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM items", [], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Up to `limit` items after a URI, in URI (byte) order.
+    pub fn page_by_uri(&self, after: Option<&str>, limit: usize) -> Result<Vec<StagedItem>> {
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT {COLS} FROM items WHERE (?1 IS NULL OR uri > ?1) ORDER BY uri LIMIT ?2"
+        ))?;
+        let rows = st.query_map(
+            params![after, i64::try_from(limit).unwrap_or(i64::MAX)],
+            row,
+        )?;
+        Ok(rows
+            .map(|r| r.map(|(_, it)| it))
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Up to `limit` items after a position, in the order they were (last) staged.
+    pub fn page_by_seq(&self, after: i64, limit: usize) -> Result<Vec<(i64, StagedItem)>> {
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT {COLS} FROM items WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+        ))?;
+        let rows = st.query_map(
+            params![after, i64::try_from(limit).unwrap_or(i64::MAX)],
+            row,
+        )?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn it(uri: &str, change: Change) -> StagedItem {
+        StagedItem {
+            uri: uri.into(),
+            change: Some(change),
+            ..StagedItem::default()
+        }
+    }
+
+    #[test]
+    fn several_changes_collapse_to_the_last_in_order() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut s = Staging::create(d.path()).expect("staging");
+        s.upsert(&it("b", Change::Created)).expect("b");
+        s.upsert(&it("a", Change::Created)).expect("a");
+        s.upsert(&it("b", Change::Updated)).expect("b2");
+        s.upsert(&it("c", Change::Created)).expect("c");
+        s.upsert(&it("a", Change::Deleted)).expect("a2");
+        s.flush().expect("flush");
+        let order: Vec<(String, String)> = s
+            .page_by_seq(0, 10)
+            .expect("page")
+            .into_iter()
+            .map(|(_, i)| (i.uri, i.change.expect("change").to_string()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("b".to_owned(), "updated".to_owned()),
+                ("c".to_owned(), "created".to_owned()),
+                ("a".to_owned(), "deleted".to_owned())
+            ]
+        );
+        let by_uri: Vec<String> = s
+            .page_by_uri(Some("a"), 10)
+            .expect("page")
+            .into_iter()
+            .map(|i| i.uri)
+            .collect();
+        assert_eq!(by_uri, ["b", "c"]);
+        assert_eq!(s.count().expect("count"), 3);
+    }
+}

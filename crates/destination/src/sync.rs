@@ -1,0 +1,1046 @@
+//! The sync engine (Z39.99-2014 §5.2): baseline from the Resource List, incremental from the
+//! Change Lists after the cursor, and a baseline diff when the change history does not reach back
+//! to the cursor.
+//!
+//! - **Baseline** (first run, §10.1, §10.2): the Resource List, every part of its index streamed
+//!   one by one, is staged on disk, then merged with the state in URI order by the diff engine
+//!   ([`resourcesync_diff::diff_sorted`]): creates and updates are fetched, deletes removed (with
+//!   `--delete`) or remembered, the rest left alone. The cursor becomes the list's `at`.
+//! - **Incremental** (§12.1, §12.2): the Change List (or its index, found through `index` links)
+//!   is read from the cursor on; closed lists ending at or before the cursor are skipped, entries
+//!   at or before it ignored; several changes of one URI collapse to the last, and the changes
+//!   are applied in the order of their last occurrence. The cursor becomes the time of the last
+//!   change seen. When the history starts after the cursor (its `from` is later), or there is no
+//!   Change List, the run is a baseline diff instead.
+//! - Each resource is downloaded (mirrors from `duplicate` links first, §14.2) into a temporary
+//!   file capped at its published length, verified, renamed into place, and only then recorded in
+//!   the state. A resource that fails is reported and kept as pending for the next run, which
+//!   retries it. A change whose copy the state already shows as current (same digest, or same
+//!   `<lastmod>`) is not fetched again, so a killed run resumes where it stopped.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use reqwest::header::{ETAG, LAST_MODIFIED};
+use resourcesync_diff::{Action, Difference, Item, needs_update};
+use resourcesync_model::{Capability, Change, Entry, Header, W3cDateTime};
+use resourcesync_store::{
+    Expect, FsStore, PendingChange, RelPath, ResourceRecord, SourceCursor, SqliteState, StateStore,
+    Store,
+};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::discover::{SourceInfo, discover};
+use crate::docs::{DocFetcher, ListSink, walk};
+use crate::error::{Error, Result};
+use crate::http::{Conditional, Http, body_error, header};
+use crate::mapping::{UriMapper, base_url};
+use crate::options::SyncOptions;
+use crate::report::{Failure, Mode, Observer, Planned, SyncReport, push_capped};
+use crate::staging::{StagedItem, Staging};
+
+/// Everything a download task needs.
+#[derive(Debug)]
+struct Ctx {
+    http: Arc<Http>,
+    store: Arc<FsStore>,
+    state: Arc<dyn StateStore>,
+    mapper: UriMapper,
+    key: String,
+    delete: bool,
+    dry_run: bool,
+    max_resource_bytes: u64,
+    obs: Arc<dyn Observer>,
+}
+
+/// What to do with one resource.
+#[derive(Debug)]
+struct Job {
+    item: StagedItem,
+    kind: JobKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobKind {
+    /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
+    /// state proves it current.
+    Fetch { change: bool },
+    /// The Source deleted it.
+    Delete,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Created(u64),
+    Updated(u64),
+    Unchanged,
+    Deleted,
+    Kept(String),
+    Failed(Failure),
+    Planned(Planned),
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    created: u64,
+    updated: u64,
+    deleted: u64,
+    kept: u64,
+    unchanged: u64,
+    failed: u64,
+    bytes: u64,
+    failures: Vec<Failure>,
+    kept_uris: Vec<String>,
+    planned: Vec<Planned>,
+}
+
+impl Tally {
+    fn merge(&mut self, o: Tally) {
+        self.created += o.created;
+        self.updated += o.updated;
+        self.deleted += o.deleted;
+        self.kept += o.kept;
+        self.unchanged += o.unchanged;
+        self.failed += o.failed;
+        self.bytes += o.bytes;
+        for f in o.failures {
+            push_capped(&mut self.failures, f);
+        }
+        for k in o.kept_uris {
+            push_capped(&mut self.kept_uris, k);
+        }
+        for p in o.planned {
+            push_capped(&mut self.planned, p);
+        }
+    }
+
+    fn add(&mut self, o: Outcome) {
+        match o {
+            Outcome::Created(n) => {
+                self.created += 1;
+                self.bytes += n;
+            }
+            Outcome::Updated(n) => {
+                self.updated += 1;
+                self.bytes += n;
+            }
+            Outcome::Unchanged => self.unchanged += 1,
+            Outcome::Deleted => self.deleted += 1,
+            Outcome::Kept(uri) => {
+                self.kept += 1;
+                push_capped(&mut self.kept_uris, uri);
+            }
+            Outcome::Failed(f) => {
+                self.failed += 1;
+                push_capped(&mut self.failures, f);
+            }
+            Outcome::Planned(p) => {
+                match p.action {
+                    "create" => self.created += 1,
+                    "update" => self.updated += 1,
+                    "delete" => self.deleted += 1,
+                    _ => self.kept += 1,
+                }
+                push_capped(&mut self.planned, p);
+            }
+        }
+    }
+}
+
+/// Runs jobs with a bounded number in flight.
+struct Exec {
+    ctx: Arc<Ctx>,
+    sem: Arc<Semaphore>,
+    set: JoinSet<Outcome>,
+    tally: Tally,
+}
+
+impl Exec {
+    fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
+        Exec {
+            ctx,
+            sem: Arc::new(Semaphore::new(concurrency.max(1))),
+            set: JoinSet::new(),
+            tally: Tally::default(),
+        }
+    }
+
+    fn collect(&mut self, r: std::result::Result<Outcome, tokio::task::JoinError>) {
+        match r {
+            Ok(o) => self.tally.add(o),
+            Err(e) => self.tally.add(Outcome::Failed(Failure {
+                uri: String::new(),
+                path: None,
+                error: format!("internal task failed: {e}"),
+            })),
+        }
+    }
+
+    async fn submit(&mut self, job: Job) -> Result<()> {
+        let permit = self
+            .sem
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| Error::Task(e.to_string()))?;
+        let ctx = self.ctx.clone();
+        self.set.spawn(async move {
+            let o = run_job(&ctx, job).await;
+            ctx.obs.resource_done();
+            drop(permit);
+            o
+        });
+        while let Some(r) = self.set.try_join_next() {
+            self.collect(r);
+        }
+        Ok(())
+    }
+
+    fn done_inline(&mut self, o: Outcome) {
+        self.ctx.obs.resource_done();
+        self.tally.add(o);
+    }
+
+    async fn finish(mut self) -> Tally {
+        while let Some(r) = self.set.join_next().await {
+            self.collect(r);
+        }
+        self.tally
+    }
+}
+
+fn record_item(r: &ResourceRecord) -> Item {
+    Item {
+        uri: r.uri.clone(),
+        length: r.length,
+        lastmod: r.lastmod,
+        hashes: r.hashes.clone(),
+    }
+}
+
+/// Whether a change entry carries what proves a copy current when the diff engine finds no
+/// difference: a digest of an algorithm the copy has, or a `<lastmod>` both have. A length alone
+/// proves nothing (an update may keep the length).
+fn has_evidence(item: &StagedItem, copy: &ResourceRecord) -> bool {
+    item.hashes.agrees_with(&copy.hashes).is_some()
+        || (item.lastmod.is_some() && copy.lastmod.is_some())
+}
+
+enum Fetched {
+    Committed(u64),
+    NotModified,
+}
+
+async fn run_job(ctx: &Arc<Ctx>, job: Job) -> Outcome {
+    let uri = job.item.uri.clone();
+    let rel = match ctx.mapper.map(&uri) {
+        Ok(r) => r,
+        Err(e) => {
+            return Outcome::Failed(Failure {
+                uri,
+                path: None,
+                error: e.to_string(),
+            });
+        }
+    };
+    let res = match job.kind {
+        JobKind::Fetch { change } => fetch(ctx, &job.item, &rel, change).await,
+        JobKind::Delete => delete(ctx, &job.item, &rel).await,
+    };
+    match res {
+        Ok(o) => o,
+        Err(error) => {
+            if !ctx.dry_run {
+                let p = PendingChange {
+                    source: ctx.key.clone(),
+                    uri: uri.clone(),
+                    change: job.item.change.clone().or(Some(Change::Updated)),
+                    length: job.item.length,
+                    hashes: job.item.hashes.clone(),
+                    lastmod: job.item.lastmod,
+                    duplicates: job.item.duplicates.clone(),
+                    error: error.clone(),
+                };
+                if let Err(e) = ctx.state.put_pending(&p) {
+                    tracing::warn!("recording {uri} as pending: {e}");
+                }
+            }
+            Outcome::Failed(Failure {
+                uri,
+                path: Some(rel.to_string()),
+                error,
+            })
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> std::result::Result<T, String> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(format!("internal task failed: {e}")),
+    }
+}
+
+async fn fetch(
+    ctx: &Arc<Ctx>,
+    item: &StagedItem,
+    rel: &RelPath,
+    change: bool,
+) -> std::result::Result<Outcome, String> {
+    let target = item.item();
+    let prior = ctx.state.resource(&item.uri).map_err(|e| e.to_string())?;
+    let existing = ctx.store.stat(rel).map_err(|e| e.to_string())?;
+    // A change the state already shows applied (a resumed run, or a change seen twice).
+    if change {
+        if let (Some(p), Some(m)) = (&prior, existing) {
+            if !p.gone
+                && m.is_file
+                && p.length.is_none_or(|l| l == m.length)
+                && has_evidence(item, p)
+                && needs_update(&record_item(p), &target).is_none()
+            {
+                return Ok(Outcome::Unchanged);
+            }
+        }
+    }
+    // A file already in place with the published digest (a run killed between the rename and
+    // the state row, or a destination filled by other means): adopted, not fetched again.
+    // (Not worth reading for an update whose stored digest already differs.)
+    let worth_hashing = prior
+        .as_ref()
+        .is_none_or(|p| p.gone || item.hashes.agrees_with(&p.hashes).is_none());
+    if let Some(m) = existing.filter(|_| worth_hashing) {
+        let algs = item.hashes.known_algs();
+        if m.is_file && !algs.is_empty() && item.length.is_none_or(|l| l == m.length) {
+            let store = ctx.store.clone();
+            let r = rel.clone();
+            let (len, hashes) = blocking(move || Ok(store.hash(&r, &algs)?)).await?;
+            let expect = Expect {
+                length: item.length,
+                hashes: item.hashes.clone(),
+                max_bytes: ctx.max_resource_bytes,
+            };
+            if expect.verify(len, &hashes).is_ok() {
+                if !ctx.dry_run {
+                    let rec = ResourceRecord {
+                        uri: item.uri.clone(),
+                        source: ctx.key.clone(),
+                        path: rel.to_string(),
+                        length: Some(len),
+                        hashes,
+                        lastmod: item.lastmod,
+                        etag: prior.as_ref().and_then(|p| p.etag.clone()),
+                        last_modified: prior.as_ref().and_then(|p| p.last_modified.clone()),
+                        gone: false,
+                    };
+                    ctx.state.put_resource(&rec).map_err(|e| e.to_string())?;
+                    ctx.state
+                        .remove_pending(&ctx.key, &item.uri)
+                        .map_err(|e| e.to_string())?;
+                }
+                return Ok(Outcome::Unchanged);
+            }
+        }
+    }
+    let is_update = existing.is_some() || prior.as_ref().is_some_and(|p| !p.gone);
+    if ctx.dry_run {
+        return Ok(Outcome::Planned(Planned {
+            action: if is_update { "update" } else { "create" },
+            uri: item.uri.clone(),
+            path: rel.to_string(),
+        }));
+    }
+    // A conditional GET only when the list does not already prove the copy stale (a length or
+    // digest differs): a server's second-granularity Last-Modified could otherwise answer 304.
+    let cond = prior
+        .as_ref()
+        .filter(|p| !p.gone && existing.is_some())
+        .filter(|p| {
+            !matches!(
+                needs_update(&record_item(p), &target),
+                Some(Difference::Length | Difference::Digest)
+            )
+        })
+        .map(|p| Conditional {
+            etag: p.etag.clone(),
+            last_modified: p.last_modified.clone(),
+        })
+        .filter(|c| !c.is_empty());
+    // Z39.99-2014 §14.2: mirrors in `pri` order (1 first), then the resource itself.
+    let mut mirrors: Vec<&(u32, String)> = item
+        .duplicates
+        .iter()
+        .filter(|(_, h)| h.starts_with("http://") || h.starts_with("https://"))
+        .collect();
+    mirrors.sort_by_key(|(p, _)| *p);
+    let candidates: Vec<&str> = mirrors
+        .iter()
+        .map(|(_, h)| h.as_str())
+        .chain(std::iter::once(item.uri.as_str()))
+        .collect();
+    let mut errors: Vec<String> = Vec::new();
+    for cand in candidates {
+        let c = if cand == item.uri {
+            cond.as_ref()
+        } else {
+            None
+        };
+        let r = ctx
+            .http
+            .with_retries(|| download(ctx, cand, item, rel, c, prior.as_ref()))
+            .await;
+        match r {
+            Ok(Fetched::Committed(n)) => {
+                return Ok(if is_update {
+                    Outcome::Updated(n)
+                } else {
+                    Outcome::Created(n)
+                });
+            }
+            Ok(Fetched::NotModified) => return Ok(Outcome::Unchanged),
+            Err(e) => {
+                let msg = e.to_string();
+                errors.push(if msg.contains(cand) {
+                    msg
+                } else {
+                    format!("{cand}: {msg}")
+                });
+            }
+        }
+    }
+    Err(errors.join("; "))
+}
+
+async fn download(
+    ctx: &Arc<Ctx>,
+    url: &str,
+    item: &StagedItem,
+    rel: &RelPath,
+    cond: Option<&Conditional>,
+    prior: Option<&ResourceRecord>,
+) -> Result<Fetched> {
+    let mut resp = ctx.http.get_once(url, cond).await?;
+    if resp.status().as_u16() == 304 {
+        // RFC 9110 §15.4.5: the stored copy is current, if what the Source publishes agrees.
+        if let Some(p) = prior {
+            if needs_update(&record_item(p), &item.item()).is_none() {
+                let mut rec = p.clone();
+                rec.lastmod = item.lastmod.or(p.lastmod);
+                ctx.state.put_resource(&rec)?;
+                ctx.state.remove_pending(&ctx.key, &item.uri)?;
+                return Ok(Fetched::NotModified);
+            }
+        }
+        resp = ctx.http.get_once(url, None).await?;
+        if resp.status().as_u16() == 304 {
+            return Err(Error::Transport {
+                url: url.to_owned(),
+                message: "304 Not Modified to an unconditional request".into(),
+                transient: false,
+            });
+        }
+    }
+    let expect = Expect {
+        length: item.length,
+        hashes: item.hashes.clone(),
+        max_bytes: ctx.max_resource_bytes,
+    };
+    let (limit, what) = expect.limit();
+    if resp.content_length().is_some_and(|n| n > limit) {
+        return Err(resourcesync_store::Error::TooLong { limit, what }.into());
+    }
+    let etag = header(&resp, ETAG);
+    let last_modified = header(&resp, LAST_MODIFIED);
+    let mut tmp = ctx.store.create_temp(expect)?;
+    while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
+        tmp.write(&chunk)?;
+        ctx.obs.bytes(chunk.len() as u64);
+    }
+    drop(resp);
+    let store = ctx.store.clone();
+    let state = ctx.state.clone();
+    let rel = rel.clone();
+    let mut rec = ResourceRecord {
+        uri: item.uri.clone(),
+        source: ctx.key.clone(),
+        path: rel.to_string(),
+        length: None,
+        hashes: Default::default(),
+        lastmod: item.lastmod,
+        etag,
+        last_modified,
+        gone: false,
+    };
+    let n = tokio::task::spawn_blocking(move || -> Result<u64> {
+        let c = store.commit(tmp, &rel)?;
+        // The row only after the file is in place.
+        rec.length = Some(c.length);
+        rec.hashes = c.hashes;
+        state.put_resource(&rec)?;
+        state.remove_pending(&rec.source, &rec.uri)?;
+        Ok(c.length)
+    })
+    .await??;
+    Ok(Fetched::Committed(n))
+}
+
+async fn delete(
+    ctx: &Arc<Ctx>,
+    item: &StagedItem,
+    rel: &RelPath,
+) -> std::result::Result<Outcome, String> {
+    let prior = ctx.state.resource(&item.uri).map_err(|e| e.to_string())?;
+    // Only copies the Destination made (with a row) are ever removed.
+    let Some(p) = prior else {
+        if !ctx.dry_run {
+            let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+        }
+        return Ok(Outcome::Unchanged);
+    };
+    let path = RelPath::parse(&p.path).unwrap_or_else(|_| rel.clone());
+    if ctx.dry_run {
+        return Ok(Outcome::Planned(Planned {
+            action: if ctx.delete { "delete" } else { "keep" },
+            uri: item.uri.clone(),
+            path: path.to_string(),
+        }));
+    }
+    if ctx.delete {
+        let store = ctx.store.clone();
+        let state = ctx.state.clone();
+        let (uri, key) = (item.uri.clone(), ctx.key.clone());
+        blocking(move || {
+            store.remove(&path)?;
+            state.remove_resource(&uri)?;
+            state.remove_pending(&key, &uri)?;
+            Ok(())
+        })
+        .await?;
+        Ok(Outcome::Deleted)
+    } else {
+        ctx.state
+            .set_gone(&item.uri, true)
+            .map_err(|e| e.to_string())?;
+        let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+        Ok(Outcome::Kept(item.uri.clone()))
+    }
+}
+
+/// Stages every entry of a Resource List.
+struct ResourceListSink {
+    staging: Staging,
+}
+
+impl ListSink for ResourceListSink {
+    fn entry(&mut self, e: Entry) -> Result<()> {
+        self.staging.upsert(&StagedItem::from_entry(&e))
+    }
+}
+
+/// Stages the changes after the cursor, collapsing several changes of a URI to the last.
+struct ChangeListSink {
+    staging: Staging,
+    cursor: W3cDateTime,
+    last: Option<W3cDateTime>,
+    other: u64,
+}
+
+fn after(t: &W3cDateTime, cursor: &W3cDateTime) -> bool {
+    t.cmp_instant(cursor) == std::cmp::Ordering::Greater
+}
+
+impl ListSink for ChangeListSink {
+    fn top(&mut self, _url: &str, h: &Header) -> Result<()> {
+        // Z39.99-2014 §12.1: `from` says the document has every change since then; the history
+        // reaches the cursor when it starts at or before it.
+        match h.md.as_ref().and_then(|m| m.from) {
+            Some(from) if !after(&from, &self.cursor) => Ok(()),
+            from => Err(Error::HistoryGap {
+                from: from.map(|f| f.to_string()).unwrap_or_default(),
+                cursor: self.cursor.to_string(),
+            }),
+        }
+    }
+
+    fn want_child(&mut self, e: &Entry) -> bool {
+        // A closed Change List that ends at or before the cursor has nothing new (§12.2).
+        e.md.as_ref()
+            .and_then(|m| m.until)
+            .is_none_or(|u| after(&u, &self.cursor))
+    }
+
+    fn document(&mut self, _url: &str, h: &Header) -> Result<bool> {
+        Ok(h.md
+            .as_ref()
+            .and_then(|m| m.until)
+            .is_none_or(|u| after(&u, &self.cursor)))
+    }
+
+    fn entry(&mut self, e: Entry) -> Result<()> {
+        let t = e.change_time().copied();
+        if t.is_some_and(|t| !after(&t, &self.cursor)) {
+            return Ok(());
+        }
+        match e.change() {
+            Some(Change::Created | Change::Updated | Change::Deleted) => {}
+            _ => {
+                self.other += 1;
+                return Ok(());
+            }
+        }
+        if let Some(t) = t {
+            if self.last.is_none_or(|l| after(&t, &l)) {
+                self.last = Some(t);
+            }
+        }
+        self.staging.upsert(&StagedItem::from_entry(&e))
+    }
+}
+
+/// Pages of state rows as diff items, in URI order, skipping copies kept after a delete.
+struct StateItems<'a> {
+    state: &'a dyn StateStore,
+    key: &'a str,
+    after: Option<String>,
+    buf: VecDeque<Item>,
+    done: bool,
+    err: &'a Mutex<Option<Error>>,
+}
+
+impl Iterator for StateItems<'_> {
+    type Item = Item;
+    fn next(&mut self) -> Option<Item> {
+        loop {
+            if let Some(i) = self.buf.pop_front() {
+                return Some(i);
+            }
+            if self.done {
+                return None;
+            }
+            match self
+                .state
+                .resources_page(self.key, self.after.as_deref(), 1000)
+            {
+                Ok(page) => {
+                    self.done = page.is_empty();
+                    self.after = page.last().map(|r| r.uri.clone());
+                    self.buf
+                        .extend(page.iter().filter(|r| !r.gone).map(record_item));
+                }
+                Err(e) => {
+                    if let Ok(mut g) = self.err.lock() {
+                        *g = Some(e.into());
+                    }
+                    self.done = true;
+                }
+            }
+        }
+    }
+}
+
+/// Pages of staged items as diff items, in URI order.
+struct StagedItems<'a> {
+    staging: &'a Mutex<Staging>,
+    after: Option<String>,
+    buf: VecDeque<Item>,
+    done: bool,
+    err: &'a Mutex<Option<Error>>,
+}
+
+impl Iterator for StagedItems<'_> {
+    type Item = Item;
+    fn next(&mut self) -> Option<Item> {
+        loop {
+            if let Some(i) = self.buf.pop_front() {
+                return Some(i);
+            }
+            if self.done {
+                return None;
+            }
+            let page = match self.staging.lock() {
+                Ok(s) => s.page_by_uri(self.after.as_deref(), 1000),
+                Err(_) => Err(Error::Task("staging lock poisoned".into())),
+            };
+            match page {
+                Ok(page) => {
+                    self.done = page.is_empty();
+                    self.after = page.last().map(|r| r.uri.clone());
+                    self.buf.extend(page.iter().map(StagedItem::item));
+                }
+                Err(e) => {
+                    if let Ok(mut g) = self.err.lock() {
+                        *g = Some(e);
+                    }
+                    self.done = true;
+                }
+            }
+        }
+    }
+}
+
+fn take_err(cell: &Mutex<Option<Error>>) -> Result<()> {
+    match cell.lock().ok().and_then(|mut g| g.take()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn staged(staging: &Mutex<Staging>, uri: &str) -> Result<Option<StagedItem>> {
+    staging
+        .lock()
+        .map_err(|_| Error::Task("staging lock poisoned".into()))?
+        .get(uri)
+}
+
+/// Baseline (or baseline diff): returns the Resource List's `at`.
+async fn baseline(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    rl: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Option<W3cDateTime>> {
+    ctx.obs.phase("reading the Resource List");
+    let staging = Staging::create(&fetcher.dir)?;
+    let (mut sink, info) = walk(
+        fetcher,
+        rl,
+        Capability::ResourceList,
+        ResourceListSink { staging },
+    )
+    .await?;
+    sink.staging.flush()?;
+    warnings.extend(info.warnings);
+    let at = info.top.md.as_ref().and_then(|m| m.at);
+    let staging = Mutex::new(sink.staging);
+    let total = staging
+        .lock()
+        .map_err(|_| Error::Task("staging lock poisoned".into()))?
+        .count()?;
+    ctx.obs.add_total(total);
+    ctx.obs.phase("syncing");
+    let err = Mutex::new(None);
+    let copy = StateItems {
+        state: ctx.state.as_ref(),
+        key: &ctx.key,
+        after: None,
+        buf: VecDeque::new(),
+        done: false,
+        err: &err,
+    };
+    let original = StagedItems {
+        staging: &staging,
+        after: None,
+        buf: VecDeque::new(),
+        done: false,
+        err: &err,
+    };
+    for action in resourcesync_diff::diff_sorted(copy, original) {
+        // A list or state read that failed ends its iterator early: stop before acting on a
+        // plan built from half an inventory.
+        take_err(&err)?;
+        match action {
+            Action::Create(o) | Action::Update { original: o, .. } => {
+                let item = staged(&staging, &o.uri)?.unwrap_or_else(|| StagedItem {
+                    uri: o.uri.clone(),
+                    length: o.length,
+                    hashes: o.hashes.clone(),
+                    lastmod: o.lastmod,
+                    ..StagedItem::default()
+                });
+                exec.submit(Job {
+                    item,
+                    kind: JobKind::Fetch { change: false },
+                })
+                .await?;
+            }
+            Action::Delete(c) => {
+                ctx.obs.add_total(1);
+                exec.submit(Job {
+                    item: StagedItem {
+                        uri: c.uri,
+                        change: Some(Change::Deleted),
+                        ..StagedItem::default()
+                    },
+                    kind: JobKind::Delete,
+                })
+                .await?;
+            }
+            Action::Same(o) => {
+                // The state says current; check the file is still there (a copy removed or
+                // truncated by hand is fetched again).
+                let intact = match ctx.mapper.map(&o.uri) {
+                    Ok(rel) => ctx
+                        .store
+                        .stat(&rel)?
+                        .is_some_and(|m| m.is_file && o.length.is_none_or(|l| l == m.length)),
+                    Err(_) => true,
+                };
+                if intact {
+                    exec.done_inline(Outcome::Unchanged);
+                } else {
+                    let item = staged(&staging, &o.uri)?.unwrap_or_default();
+                    exec.submit(Job {
+                        item,
+                        kind: JobKind::Fetch { change: false },
+                    })
+                    .await?;
+                }
+            }
+        }
+    }
+    take_err(&err)?;
+    Ok(at)
+}
+
+/// Incremental: returns the time of the last change seen.
+async fn incremental(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    cl: &str,
+    cursor: W3cDateTime,
+    warnings: &mut Vec<String>,
+) -> Result<Option<W3cDateTime>> {
+    ctx.obs.phase("reading the Change Lists");
+    let mut staging = Staging::create(&fetcher.dir)?;
+    // Changes that failed last time go first: a later change of the same URI replaces them.
+    let mut after: Option<String> = None;
+    loop {
+        let page = ctx.state.pending_page(&ctx.key, after.as_deref(), 1000)?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.uri.clone());
+        for p in page {
+            staging.upsert(&StagedItem {
+                uri: p.uri,
+                change: p.change,
+                length: p.length,
+                hashes: p.hashes,
+                lastmod: p.lastmod,
+                ctime: None,
+                duplicates: p.duplicates,
+                path: None,
+            })?;
+        }
+    }
+    let sink = ChangeListSink {
+        staging,
+        cursor,
+        last: None,
+        other: 0,
+    };
+    let (mut sink, info) = walk(fetcher, cl, Capability::ChangeList, sink).await?;
+    sink.staging.flush()?;
+    warnings.extend(info.warnings);
+    if sink.other > 0 {
+        warnings.push(format!(
+            "{} change(s) of an unknown kind ignored (Z39.99-2014 §12.1 defines created, updated, deleted)",
+            sink.other
+        ));
+    }
+    let staging = sink.staging;
+    ctx.obs.add_total(staging.count()?);
+    ctx.obs.phase("syncing");
+    let mut pos = 0i64;
+    loop {
+        let page = staging.page_by_seq(pos, 1000)?;
+        let Some((last, _)) = page.last() else { break };
+        pos = *last;
+        for (_, item) in page {
+            let kind = if item.change == Some(Change::Deleted) {
+                JobKind::Delete
+            } else {
+                JobKind::Fetch { change: true }
+            };
+            exec.submit(Job { item, kind }).await?;
+        }
+    }
+    Ok(sink.last)
+}
+
+/// Synchronizes a destination directory with a Source (see the module docs).
+pub async fn sync(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
+    match opts.deadline {
+        Some(d) => tokio::time::timeout(d, sync_inner(opts, obs))
+            .await
+            .map_err(|_| Error::Deadline(d))?,
+        None => sync_inner(opts, obs).await,
+    }
+}
+
+async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
+    let started = Instant::now();
+    let http = Arc::new(Http::new(opts.http.clone())?);
+    // Scratch space: inside DEST (same file system, cleaned on the next run), or for a dry run
+    // a temporary directory elsewhere, so that a dry run writes nothing under DEST.
+    let _scratch_holder;
+    let (store, scratch) = if opts.dry_run {
+        _scratch_holder =
+            Some(tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?);
+        let dir = _scratch_holder
+            .as_ref()
+            .map(|d| d.path().to_path_buf())
+            .unwrap_or_default();
+        (FsStore::existing(&opts.dest), dir)
+    } else {
+        _scratch_holder = None;
+        let s = FsStore::open(&opts.dest)?;
+        s.clean_tmp()?;
+        let dir = opts.dest.join(resourcesync_store::STATE_DIR).join("tmp");
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("staging-") || name.starts_with("doc-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        (s, dir)
+    };
+    let state_path = opts.state_path();
+    let state: Arc<dyn StateStore> = if opts.dry_run {
+        match SqliteState::open_existing(&state_path)? {
+            Some(s) => Arc::new(s),
+            None => Arc::new(SqliteState::in_memory()?),
+        }
+    } else {
+        Arc::new(SqliteState::open(&state_path)?)
+    };
+    let fetcher = DocFetcher {
+        http: http.clone(),
+        dir: scratch,
+        max_bytes: opts.max_document_bytes,
+    };
+    obs.phase("discovery");
+    let info: SourceInfo = discover(&fetcher, &opts.url, opts.set.as_deref()).await?;
+    let mut warnings = info.warnings.clone();
+    for w in &warnings {
+        obs.warning(w);
+    }
+    let list_url = info
+        .resource_list
+        .clone()
+        .unwrap_or_else(|| opts.url.clone());
+    let base = base_url(
+        opts.base_url.as_deref(),
+        info.description.as_deref(),
+        info.capability_list.as_deref(),
+        &list_url,
+    );
+    let mapper = UriMapper::new(&base)?;
+    let key = info.key();
+    let prior_cursor = state.cursor(&key)?;
+    let ctx = Arc::new(Ctx {
+        http,
+        store: Arc::new(store),
+        state: state.clone(),
+        mapper,
+        key: key.clone(),
+        delete: opts.delete,
+        dry_run: opts.dry_run,
+        max_resource_bytes: opts.max_resource_bytes,
+        obs: obs.clone(),
+    });
+    // Copies kept after earlier deletes (runs without --delete) go now that --delete is given.
+    let mut earlier = Tally::default();
+    if opts.delete && !opts.dry_run {
+        let mut pre = Exec::new(ctx.clone(), opts.concurrency);
+        let mut after: Option<String> = None;
+        loop {
+            let page = state.resources_page(&key, after.as_deref(), 1000)?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.uri.clone());
+            for r in page.into_iter().filter(|r| r.gone) {
+                pre.submit(Job {
+                    item: StagedItem {
+                        uri: r.uri,
+                        change: Some(Change::Deleted),
+                        ..StagedItem::default()
+                    },
+                    kind: JobKind::Delete,
+                })
+                .await?;
+            }
+        }
+        earlier = pre.finish().await;
+    }
+    let mut exec = Exec::new(ctx.clone(), opts.concurrency);
+    let mut w = Vec::new();
+    let need_rl = || {
+        info.resource_list
+            .clone()
+            .ok_or_else(|| Error::BadDocument {
+                url: info
+                    .capability_list
+                    .clone()
+                    .unwrap_or_else(|| opts.url.clone()),
+                message: "the Source offers no Resource List".into(),
+            })
+    };
+    let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
+    let (mode, new_cursor) = match (cursor, &info.change_list) {
+        (Some(c), Some(cl)) => match incremental(&ctx, &fetcher, &mut exec, cl, c, &mut w).await {
+            Ok(last) => (
+                Mode::Incremental,
+                Some(last.filter(|l| after(l, &c)).unwrap_or(c)),
+            ),
+            Err(e @ Error::HistoryGap { .. }) => {
+                let msg = format!("{e}: baseline diff against the Resource List");
+                obs.warning(&msg);
+                w.push(msg);
+                let at = baseline(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w).await?;
+                (
+                    Mode::BaselineDiff,
+                    Some(at.filter(|a| after(a, &c)).unwrap_or(c)),
+                )
+            }
+            Err(e) => return Err(e),
+        },
+        _ => {
+            let mode = if prior_cursor.is_some() {
+                Mode::BaselineDiff
+            } else {
+                Mode::Baseline
+            };
+            let at = baseline(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w).await?;
+            (mode, at.or(cursor))
+        }
+    };
+    for m in &w {
+        obs.warning(m);
+    }
+    warnings.extend(w);
+    let mut tally = exec.finish().await;
+    tally.merge(earlier);
+    if !opts.dry_run {
+        // The cursor moves once every change up to it has been applied or recorded as pending.
+        state.set_cursor(&SourceCursor {
+            source: key,
+            cursor: new_cursor,
+            synced_at: Some(W3cDateTime::now(false)),
+        })?;
+    }
+    Ok(SyncReport {
+        source: info,
+        base_url: base,
+        mode,
+        dry_run: opts.dry_run,
+        created: tally.created,
+        updated: tally.updated,
+        deleted: tally.deleted,
+        kept: tally.kept,
+        unchanged: tally.unchanged,
+        failed: tally.failed,
+        bytes: tally.bytes,
+        seconds: started.elapsed().as_secs_f64(),
+        cursor: new_cursor.map(|c| c.to_string()),
+        failures: tally.failures,
+        kept_uris: tally.kept_uris,
+        planned: tally.planned,
+        warnings,
+    })
+}

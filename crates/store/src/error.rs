@@ -1,0 +1,110 @@
+//! The one error type of the crate.
+
+use std::path::PathBuf;
+
+use resourcesync_model::HashAlg;
+
+/// Everything that can go wrong storing copies or state.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A path that could leave the destination directory, or that no file system accepts.
+    #[error("unsafe path {path:?}: {reason}")]
+    UnsafePath {
+        /// The path (or segment) refused, cut to 80 characters.
+        path: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// An I/O operation failed.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A path exists but is not what is needed (a file where a directory must be, a symbolic
+    /// link inside the destination, a directory where a file must be).
+    #[error("{}: {reason}", .path.display())]
+    Conflict {
+        /// The path.
+        path: PathBuf,
+        /// What is in the way.
+        reason: &'static str,
+    },
+    /// The body is longer than the limit (the published length, or the maximum size).
+    #[error("body longer than {limit} bytes ({what}): cut off and rejected")]
+    TooLong {
+        /// The limit.
+        limit: u64,
+        /// Which limit: "published length" or "maximum resource size".
+        what: &'static str,
+    },
+    /// The body's length is not the published one (Z39.99-2014 §7 `length`).
+    #[error("length {actual} is not the published length {expected}")]
+    LengthMismatch {
+        /// The published length.
+        expected: u64,
+        /// The length received.
+        actual: u64,
+    },
+    /// A digest is not the published one (Z39.99-2014 §7 `hash`).
+    #[error("{alg} digest {actual} is not the published {expected}")]
+    DigestMismatch {
+        /// The algorithm.
+        alg: HashAlg,
+        /// The published digest.
+        expected: String,
+        /// The digest of the body received.
+        actual: String,
+    },
+    /// The state database failed.
+    #[error("state database {}: {source}", .path.display())]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// Another process holds the state database.
+    #[error(
+        "state database {} is in use by another process (one sync per destination at a time)",
+        .path.display()
+    )]
+    Locked {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// A value in the state database cannot be read back.
+    #[error("state database {}: {message}", .path.display())]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Whether the error is a verification failure of a body (length or digest): the body was
+    /// wrong, not the destination.
+    pub fn is_verification(&self) -> bool {
+        matches!(
+            self,
+            Error::TooLong { .. } | Error::LengthMismatch { .. } | Error::DigestMismatch { .. }
+        )
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

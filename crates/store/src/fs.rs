@@ -1,0 +1,523 @@
+//! The Destination's copies: the [`Store`] trait and its file-system implementation.
+//!
+//! A copy is written in three steps (Z39.99-2014 §5.2 Baseline and Incremental
+//! Synchronization; §7 `length` and `hash` are what the copy is verified against):
+//!
+//! 1. [`Store::create_temp`]: a temporary file inside `DEST/.resourcesync/tmp`, on the same file
+//!    system as the copies, that counts and hashes what is written, and refuses to grow past the
+//!    published length (or the maximum size when none is published);
+//! 2. [`Store::commit`]: flush, `fsync`, check the length and every published digest of a known
+//!    algorithm, create missing parent directories (never through a symbolic link), rename into
+//!    place, `fsync` the directory;
+//! 3. the caller records the copy in the state only after that.
+//!
+//! A temporary file dropped without being committed is removed. After a crash, leftovers in the
+//! temporary folder are removed by [`FsStore::clean_tmp`]; no file at its final path is ever
+//! partial.
+
+use std::fmt::Debug;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use resourcesync_model::{HashAlg, Hashes, MultiHasher};
+
+use crate::error::{Error, Result};
+use crate::path::RelPath;
+
+/// The Destination's own folder under DEST: state database and temporary files.
+pub const STATE_DIR: &str = ".resourcesync";
+
+/// What a body must be: its published length and digests, and the most bytes accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expect {
+    /// The published `length`, if any: a hard cap, and checked exactly at commit.
+    pub length: Option<u64>,
+    /// The published digests: every one of a known algorithm is checked at commit.
+    pub hashes: Hashes,
+    /// The most bytes accepted when no length is published.
+    pub max_bytes: u64,
+}
+
+impl Expect {
+    /// The limit on the body: the published length, else the maximum size.
+    pub fn limit(&self) -> (u64, &'static str) {
+        match self.length {
+            Some(n) => (n, "published length"),
+            None => (self.max_bytes, "maximum resource size"),
+        }
+    }
+
+    /// The algorithms computed while writing: the published known ones, else sha-256 (so the
+    /// state always has a digest of the copy).
+    pub fn algs(&self) -> Vec<HashAlg> {
+        let known = self.hashes.known_algs();
+        if known.is_empty() {
+            vec![HashAlg::Sha256]
+        } else {
+            known
+        }
+    }
+
+    /// Checks a length and computed digests against the expectation.
+    pub fn verify(&self, length: u64, computed: &Hashes) -> Result<()> {
+        if let Some(expected) = self.length {
+            if expected != length {
+                return Err(Error::LengthMismatch {
+                    expected,
+                    actual: length,
+                });
+            }
+        }
+        for d in &self.hashes.0 {
+            if !d.alg.is_known() {
+                continue;
+            }
+            let actual = computed.get(&d.alg).map(|c| c.value.clone());
+            match actual {
+                Some(a) if a.eq_ignore_ascii_case(&d.value) => {}
+                other => {
+                    return Err(Error::DigestMismatch {
+                        alg: d.alg.clone(),
+                        expected: d.value.clone(),
+                        actual: other.unwrap_or_else(|| "(not computed)".into()),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A body being received: a temporary file that counts, hashes and caps what is written.
+#[derive(Debug)]
+pub struct TempFile {
+    out: BufWriter<tempfile::NamedTempFile>,
+    hasher: MultiHasher,
+    expect: Expect,
+    written: u64,
+}
+
+impl TempFile {
+    /// Appends bytes. Fails, keeping nothing, once the body would pass its limit.
+    pub fn write(&mut self, buf: &[u8]) -> Result<()> {
+        let (limit, what) = self.expect.limit();
+        let total = self.written.saturating_add(buf.len() as u64);
+        if total > limit {
+            return Err(Error::TooLong { limit, what });
+        }
+        self.out
+            .write_all(buf)
+            .map_err(|e| Error::io(self.out.get_ref().path(), e))?;
+        self.hasher.update(buf);
+        self.written = total;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// What the body must be.
+    pub fn expect(&self) -> &Expect {
+        &self.expect
+    }
+}
+
+/// A copy put in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// Its length.
+    pub length: u64,
+    /// Its digests (the published algorithms, else sha-256).
+    pub hashes: Hashes,
+}
+
+/// What is at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMeta {
+    /// Size in bytes.
+    pub length: u64,
+    /// Whether it is a regular file (else a symbolic link or something else that is not a
+    /// directory).
+    pub is_file: bool,
+}
+
+/// Where a Destination keeps its copies.
+pub trait Store: Send + Sync + Debug {
+    /// Starts receiving a body.
+    fn create_temp(&self, expect: Expect) -> Result<TempFile>;
+    /// Verifies a received body and puts it at `rel` atomically.
+    fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed>;
+    /// Removes the copy at `rel` (and the directories it leaves empty); whether there was one.
+    fn remove(&self, rel: &RelPath) -> Result<bool>;
+    /// Opens the copy at `rel` for reading.
+    fn open(&self, rel: &RelPath) -> Result<Box<dyn Read + Send>>;
+    /// What is at `rel`, if anything (directories count as nothing).
+    fn stat(&self, rel: &RelPath) -> Result<Option<FileMeta>>;
+    /// Every copy, in no particular order (the Destination's own folder left out). Names that
+    /// are not valid [`RelPath`]s are passed as errors.
+    fn list(&self, f: &mut dyn FnMut(Result<(RelPath, FileMeta)>) -> Result<()>) -> Result<()>;
+    /// Hashes the copy at `rel`: its length and digests of `algs`.
+    fn hash(&self, rel: &RelPath, algs: &[HashAlg]) -> Result<(u64, Hashes)> {
+        let r = self.open(rel)?;
+        MultiHasher::new(algs)
+            .hash_reader(r)
+            .map_err(|e| Error::io(rel.as_str(), e))
+    }
+}
+
+/// Copies in a directory on the local file system.
+#[derive(Debug, Clone)]
+pub struct FsStore {
+    root: PathBuf,
+    tmp: PathBuf,
+}
+
+impl FsStore {
+    /// Opens (creating) a destination directory and its temporary folder.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        let tmp = root.join(STATE_DIR).join("tmp");
+        fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        Ok(FsStore { root, tmp })
+    }
+
+    /// A store over a directory that may not exist, creating nothing: for reading (audits,
+    /// dry runs). Writing through it fails when the temporary folder does not exist.
+    pub fn existing(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        let tmp = root.join(STATE_DIR).join("tmp");
+        FsStore { root, tmp }
+    }
+
+    /// The destination directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Removes temporary files left by an interrupted run; how many.
+    pub fn clean_tmp(&self) -> Result<u64> {
+        let mut n = 0;
+        let rd = fs::read_dir(&self.tmp).map_err(|e| Error::io(&self.tmp, e))?;
+        for e in rd {
+            let e = e.map_err(|e| Error::io(&self.tmp, e))?;
+            let name = e.file_name();
+            if name.to_string_lossy().starts_with("dl-") {
+                let _ = fs::remove_file(e.path());
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Checks that every existing ancestor of `rel` under the root is a real directory (not a
+    /// symbolic link), creating the missing ones when `create` is set.
+    fn parents(&self, rel: &RelPath, create: bool) -> Result<bool> {
+        let segs: Vec<&str> = rel.segments().collect();
+        let mut p = self.root.clone();
+        for s in &segs[..segs.len().saturating_sub(1)] {
+            p.push(s);
+            match fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => {}
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(Error::Conflict {
+                        path: p,
+                        reason: "symbolic link inside the destination: not followed",
+                    });
+                }
+                Ok(_) => {
+                    return Err(Error::Conflict {
+                        path: p,
+                        reason: "a file is where a directory is needed",
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    if !create {
+                        return Ok(false);
+                    }
+                    match fs::create_dir(&p) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                            let m = fs::symlink_metadata(&p).map_err(|e| Error::io(&p, e))?;
+                            if !m.is_dir() {
+                                return Err(Error::Conflict {
+                                    path: p,
+                                    reason: "a file is where a directory is needed",
+                                });
+                            }
+                        }
+                        Err(e) => return Err(Error::io(&p, e)),
+                    }
+                }
+                Err(e) => return Err(Error::io(&p, e)),
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(dir, e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+impl Store for FsStore {
+    fn create_temp(&self, expect: Expect) -> Result<TempFile> {
+        let tmp = tempfile::Builder::new()
+            .prefix("dl-")
+            .tempfile_in(&self.tmp)
+            .map_err(|e| Error::io(&self.tmp, e))?;
+        let algs = expect.algs();
+        Ok(TempFile {
+            out: BufWriter::with_capacity(64 * 1024, tmp),
+            hasher: MultiHasher::new(&algs),
+            expect,
+            written: 0,
+        })
+    }
+
+    fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed> {
+        let TempFile {
+            out,
+            hasher,
+            expect,
+            written,
+        } = tmp;
+        let file = out.into_inner().map_err(|e| {
+            let (err, w) = e.into_parts();
+            Error::io(w.get_ref().path(), err)
+        })?;
+        file.as_file()
+            .sync_all()
+            .map_err(|e| Error::io(file.path(), e))?;
+        let hashes = hasher.finish();
+        // Z39.99-2014 §7: `length` and every `hash` value describe the representation.
+        expect.verify(written, &hashes)?;
+        self.parents(rel, true)?;
+        let target = rel.under(&self.root);
+        if let Ok(m) = fs::symlink_metadata(&target) {
+            if m.is_dir() {
+                return Err(Error::Conflict {
+                    path: target,
+                    reason: "a directory is where the file goes",
+                });
+            }
+        }
+        file.persist(&target)
+            .map_err(|e| Error::io(&target, e.error))?;
+        if let Some(dir) = target.parent() {
+            sync_dir(dir)?;
+        }
+        Ok(Committed {
+            length: written,
+            hashes,
+        })
+    }
+
+    fn remove(&self, rel: &RelPath) -> Result<bool> {
+        if !self.parents(rel, false)? {
+            return Ok(false);
+        }
+        let target = rel.under(&self.root);
+        match fs::symlink_metadata(&target) {
+            Ok(m) if m.is_dir() => {
+                return Err(Error::Conflict {
+                    path: target,
+                    reason: "a directory, not a copy: left alone",
+                });
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Error::io(&target, e)),
+        }
+        fs::remove_file(&target).map_err(|e| Error::io(&target, e))?;
+        // Remove the directories the copy leaves empty, up to (not including) the root.
+        let mut dir = target.parent().map(Path::to_path_buf);
+        while let Some(d) = dir {
+            if d == self.root || !d.starts_with(&self.root) || fs::remove_dir(&d).is_err() {
+                break;
+            }
+            dir = d.parent().map(Path::to_path_buf);
+        }
+        if let Some(d) = target.parent() {
+            let _ = sync_dir(d);
+        }
+        Ok(true)
+    }
+
+    fn open(&self, rel: &RelPath) -> Result<Box<dyn Read + Send>> {
+        let target = rel.under(&self.root);
+        if !self.parents(rel, false)? {
+            return Err(Error::io(
+                &target,
+                io::Error::new(io::ErrorKind::NotFound, "no such file"),
+            ));
+        }
+        let m = fs::symlink_metadata(&target).map_err(|e| Error::io(&target, e))?;
+        if !m.is_file() {
+            return Err(Error::Conflict {
+                path: target,
+                reason: "not a regular file",
+            });
+        }
+        let f = File::open(&target).map_err(|e| Error::io(&target, e))?;
+        Ok(Box::new(f))
+    }
+
+    fn stat(&self, rel: &RelPath) -> Result<Option<FileMeta>> {
+        if !self.parents(rel, false)? {
+            return Ok(None);
+        }
+        let target = rel.under(&self.root);
+        match fs::symlink_metadata(&target) {
+            Ok(m) if m.is_dir() => Ok(None),
+            Ok(m) => Ok(Some(FileMeta {
+                length: m.len(),
+                is_file: m.is_file(),
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(&target, e)),
+        }
+    }
+
+    fn list(&self, f: &mut dyn FnMut(Result<(RelPath, FileMeta)>) -> Result<()>) -> Result<()> {
+        // Depth-first, without following symbolic links; one directory handle open at a time
+        // per level.
+        let mut stack: Vec<(PathBuf, String)> = vec![(self.root.clone(), String::new())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let rd = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+            for e in rd {
+                let e = e.map_err(|e| Error::io(&dir, e))?;
+                let name = e.file_name();
+                let Some(name) = name.to_str() else {
+                    f(Err(Error::UnsafePath {
+                        path: e.path().display().to_string(),
+                        reason: "file name is not UTF-8",
+                    }))?;
+                    continue;
+                };
+                if prefix.is_empty() && name == STATE_DIR {
+                    continue;
+                }
+                let rel = if prefix.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                let ft = e.file_type().map_err(|err| Error::io(e.path(), err))?;
+                if ft.is_dir() {
+                    stack.push((e.path(), rel));
+                    continue;
+                }
+                let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                let item = RelPath::parse(&rel).map(|p| {
+                    (
+                        p,
+                        FileMeta {
+                            length: len,
+                            is_file: ft.is_file(),
+                        },
+                    )
+                });
+                f(item)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expect_abc(length: Option<u64>, hash: &str) -> Expect {
+        Expect {
+            length,
+            hashes: Hashes::parse(hash).0,
+            max_bytes: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn commit_verifies_and_renames() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = FsStore::open(d.path()).expect("open");
+        let mut t = s
+            .create_temp(expect_abc(
+                Some(3),
+                "md5:900150983cd24fb0d6963f7d28e17f72 \
+                 sha-1:a9993e364706816aba3e25717850c26c9cd0d89d",
+            ))
+            .expect("temp");
+        t.write(b"abc").expect("write");
+        let rel = RelPath::parse("x/y/z.txt").expect("rel");
+        let c = s.commit(t, &rel).expect("commit");
+        assert_eq!(c.length, 3);
+        assert_eq!(fs::read(d.path().join("x/y/z.txt")).expect("read"), b"abc");
+        assert_eq!(s.clean_tmp().expect("clean"), 0);
+        assert!(s.stat(&rel).expect("stat").is_some());
+        let mut seen = Vec::new();
+        s.list(&mut |r| {
+            seen.push(r?.0.to_string());
+            Ok(())
+        })
+        .expect("list");
+        assert_eq!(seen, ["x/y/z.txt"]);
+        assert!(s.remove(&rel).expect("remove"));
+        assert!(!d.path().join("x").exists(), "empty parents removed");
+    }
+
+    #[test]
+    fn wrong_digest_or_length_is_rejected_and_nothing_is_left() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = FsStore::open(d.path()).expect("open");
+        let rel = RelPath::parse("a.txt").expect("rel");
+        let mut t = s
+            .create_temp(expect_abc(None, "md5:00000000000000000000000000000000"))
+            .expect("temp");
+        t.write(b"abc").expect("write");
+        let e = s.commit(t, &rel).expect_err("digest");
+        assert!(matches!(e, Error::DigestMismatch { .. }), "{e}");
+        let mut t = s.create_temp(expect_abc(Some(2), "")).expect("temp");
+        let e = t.write(b"abc").expect_err("too long");
+        assert!(matches!(e, Error::TooLong { limit: 2, .. }), "{e}");
+        drop(t);
+        let mut t = s.create_temp(expect_abc(Some(4), "")).expect("temp");
+        t.write(b"abc").expect("write");
+        let e = s.commit(t, &rel).expect_err("short");
+        assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+        assert!(!d.path().join("a.txt").exists());
+        assert_eq!(
+            fs::read_dir(d.path().join(STATE_DIR).join("tmp"))
+                .expect("tmp dir")
+                .count(),
+            0,
+            "temporary files removed"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symbolic_links_are_not_followed() {
+        let d = tempfile::tempdir().expect("tmp");
+        let outside = tempfile::tempdir().expect("outside");
+        std::os::unix::fs::symlink(outside.path(), d.path().join("link")).expect("symlink");
+        let s = FsStore::open(d.path()).expect("open");
+        let mut t = s.create_temp(expect_abc(None, "")).expect("temp");
+        t.write(b"abc").expect("write");
+        let e = s
+            .commit(t, &RelPath::parse("link/x").expect("rel"))
+            .expect_err("through a link");
+        assert!(matches!(e, Error::Conflict { .. }), "{e}");
+        assert_eq!(fs::read_dir(outside.path()).expect("dir").count(), 0);
+    }
+}
