@@ -444,6 +444,28 @@ impl<R: Read> DocumentReader<R> {
             Event::Start(e) | Event::Empty(e) => {
                 let qname = e.name();
                 let (ns, local) = self.xml.resolver().resolve_element(qname);
+                if let ResolveResult::Unknown(p) = &ns {
+                    let msg = format!(
+                        "namespace prefix {p:?} of <{}> is not declared",
+                        qname.as_ref()
+                    );
+                    return Err(Error::Malformed {
+                        doc: self.doc.clone(),
+                        pos,
+                        message: msg,
+                    });
+                }
+                if !attributes_well_formed(e.attributes_raw()) {
+                    let msg = format!(
+                        "attributes of <{}> are not well-formed (a raw '<' in a value, or no white space between attributes)",
+                        qname.as_ref()
+                    );
+                    return Err(Error::Malformed {
+                        doc: self.doc.clone(),
+                        pos,
+                        message: msg,
+                    });
+                }
                 let name = classify(&ns, local.as_ref(), qname.as_ref());
                 let keep_qname = capture_all(self.capturing, &name);
                 let mut attrs = Vec::new();
@@ -460,7 +482,7 @@ impl<R: Read> DocumentReader<R> {
                             | Name::Priority
                     );
                 let elem_ns = match (&ns, capture) {
-                    (ResolveResult::Bound(n), true) => Some(n.as_ref().to_owned()),
+                    (ResolveResult::Bound(n), true) => Some(ns_value(n.as_ref())),
                     _ => None,
                 };
                 let raw = capture.then(|| {
@@ -500,9 +522,19 @@ impl<R: Read> DocumentReader<R> {
                         }
                         let (ans, alocal) = self.xml.resolver().resolve_attribute(a.key);
                         let ns = match ans {
-                            ResolveResult::Bound(n) => Some(n.as_ref().to_owned()),
+                            ResolveResult::Bound(n) => Some(ns_value(n.as_ref())),
                             ResolveResult::Unbound => None,
-                            ResolveResult::Unknown(p) => Some(format!("urn:unbound-prefix:{p}")),
+                            ResolveResult::Unknown(p) => {
+                                let msg = format!(
+                                    "namespace prefix {p:?} of attribute {} is not declared",
+                                    a.key.as_ref()
+                                );
+                                return Err(Error::Malformed {
+                                    doc: self.doc.clone(),
+                                    pos,
+                                    message: msg,
+                                });
+                            }
                         };
                         attrs.push(Attr {
                             prefix: a.key.prefix().map(|p| p.as_ref().to_owned()),
@@ -1087,7 +1119,7 @@ impl<R: Read> DocumentReader<R> {
             }
         }
         for (p, u) in uses {
-            if p == "xml" || p == "xmlns" || u.starts_with("urn:unbound-prefix:") {
+            if p == "xml" || p == "xmlns" {
                 continue;
             }
             if self.written_binding(p) == Some(u)
@@ -1572,9 +1604,58 @@ impl Name {
     }
 }
 
+/// A namespace name as the resolver holds it (the raw attribute value) after the
+/// attribute-value normalization XML 1.0 §3.3.3 applies: references replaced, white space
+/// characters turned into spaces. Borrowed in the common case of a plain URI.
+fn ns_value(raw: &str) -> String {
+    if !raw.contains(['&', '\t', '\n', '\r']) {
+        return raw.to_owned();
+    }
+    let unescaped = quick_xml::escape::unescape(raw)
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|_| raw.to_owned());
+    unescaped
+        .replace("\r\n", " ")
+        .replace(['\t', '\n', '\r'], " ")
+}
+
+/// Whether the raw attribute text of a tag is well-formed in the two ways the XML parser does
+/// not check: no raw `<` inside a value (XML 1.0 §3.1, AttValue) and white space between
+/// attributes (§3.1, production STag).
+fn attributes_well_formed(raw: &str) -> bool {
+    let mut quote: Option<u8> = None;
+    let mut after_value = false;
+    for &b in raw.as_bytes() {
+        match quote {
+            Some(q) => {
+                if b == q {
+                    quote = None;
+                    after_value = true;
+                } else if b == b'<' {
+                    return false;
+                }
+            }
+            None => {
+                if after_value && !matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'/') {
+                    return false;
+                }
+                after_value = false;
+                if b == b'"' || b == b'\'' {
+                    quote = Some(b);
+                }
+            }
+        }
+    }
+    true
+}
+
 fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
+    let uri = match ns {
+        ResolveResult::Bound(n) => Cow::Owned(ns_value(n.as_ref())),
+        _ => Cow::Borrowed(""),
+    };
     match ns {
-        ResolveResult::Bound(n) if n.as_ref() == SITEMAP_NS => match local {
+        ResolveResult::Bound(_) if uri == SITEMAP_NS => match local {
             "urlset" => Name::UrlSet,
             "sitemapindex" => Name::SitemapIndex,
             "url" => Name::Url,
@@ -1585,12 +1666,12 @@ fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
             "priority" => Name::Priority,
             _ => Name::Unknown(qname.to_owned()),
         },
-        ResolveResult::Bound(n) if n.as_ref() == RS_NS => match local {
+        ResolveResult::Bound(_) if uri == RS_NS => match local {
             "md" => Name::RsMd,
             "ln" => Name::RsLn,
             _ => Name::Unknown(qname.to_owned()),
         },
-        ResolveResult::Bound(n) => Name::Foreign(n.as_ref().to_owned()),
+        ResolveResult::Bound(_) => Name::Foreign(uri.into_owned()),
         ResolveResult::Unbound | ResolveResult::Unknown(_) => Name::Unknown(qname.to_owned()),
     }
 }

@@ -1215,7 +1215,6 @@ fn namespace_declared_on_an_entry_round_trips() {
 }
 
 #[test]
-#[ignore = "BUG: an attribute with an undeclared prefix (`n:a` on the root) is read with namespace `urn:unbound-prefix:n`; the writer then invents `xmlns:n=\"urn:unbound-prefix:n\"`, which reads back as a new entry of Header::namespaces"]
 fn fuzz_unbound_prefix_attribute_round_trips() {
     assert_round_trip(
         "unbound-prefix.xml",
@@ -1226,7 +1225,6 @@ fn fuzz_unbound_prefix_attribute_round_trips() {
 }
 
 #[test]
-#[ignore = "BUG: a root attribute with an empty prefix (`:t=\"o\"`, not a QName) is kept as an extension attribute; the writer emits `xmlns:=\"urn:unbound-prefix:\"`, which is not well-formed and reads back as a root outside the Sitemap namespace (SM-root)"]
 fn fuzz_empty_prefix_attribute_round_trips() {
     assert_round_trip(
         "empty-prefix.xml",
@@ -1237,13 +1235,11 @@ fn fuzz_empty_prefix_attribute_round_trips() {
 }
 
 #[test]
-#[ignore = "BUG: namespace names are taken from the raw xmlns attribute value, unescaped and unnormalized (`<`, `&lt;`, newlines), while the captured element re-escapes it: the extension's namespace changes in the round trip"]
 fn fuzz_lt_in_namespace_uri_round_trips() {
     assert_round_trip("lt-in-ns.xml", &regression("lt-in-namespace-uri.xml"));
 }
 
 #[test]
-#[ignore = "BUG: with xmlns:ex=\"http://e.org/a&amp;b\" on the root, Header::namespaces has \"http://e.org/a&b\" but extension attributes and elements get the raw \"http://e.org/a&amp;b\"; the writer then emits xmlns:ex twice (duplicate attribute: not well-formed)"]
 fn namespace_uri_with_an_entity_round_trips() {
     let doc = format!(
         "<urlset xmlns=\"{SM}\" xmlns:ex=\"http://e.org/a&amp;b\" ex:z=\"1\">\
@@ -1262,7 +1258,6 @@ fn namespace_uri_with_an_entity_round_trips() {
 }
 
 #[test]
-#[ignore = "BUG: the reader accepts attributes that are not well-formed XML: a raw `<` in a value (WFC: No < in Attribute Values) and attributes without white space between them"]
 fn not_well_formed_attributes_are_malformed() {
     let mut accepted = Vec::new();
     for (what, md) in [
@@ -1286,7 +1281,6 @@ fn not_well_formed_attributes_are_malformed() {
 }
 
 #[test]
-#[ignore = "BUG: a prefix bound to a URI starting with `urn:unbound-prefix:` (the reader's own marker for undeclared prefixes) is treated as unbound: with xmlns:rs=\"urn:unbound-prefix:x\", the extension <rs:md> is captured without its declaration and reads back as the ResourceSync <rs:md>"]
 fn fuzz_sentinel_namespace_round_trips() {
     assert_round_trip("sentinel.xml", &regression("rs-bound-to-sentinel-uri.xml"));
     let doc = format!(
