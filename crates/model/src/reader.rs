@@ -482,7 +482,7 @@ impl<R: Read> DocumentReader<R> {
                             | Name::Priority
                     );
                 let elem_ns = match (&ns, capture) {
-                    (ResolveResult::Bound(n), true) => Some(ns_value(n.as_ref())),
+                    (ResolveResult::Bound(n), true) => Some(ns_value(n.as_ref()).into_owned()),
                     _ => None,
                 };
                 let raw = capture.then(|| {
@@ -522,7 +522,7 @@ impl<R: Read> DocumentReader<R> {
                         }
                         let (ans, alocal) = self.xml.resolver().resolve_attribute(a.key);
                         let ns = match ans {
-                            ResolveResult::Bound(n) => Some(ns_value(n.as_ref())),
+                            ResolveResult::Bound(n) => Some(ns_value(n.as_ref()).into_owned()),
                             ResolveResult::Unbound => None,
                             ResolveResult::Unknown(p) => {
                                 let msg = format!(
@@ -1607,51 +1607,55 @@ impl Name {
 /// A namespace name as the resolver holds it (the raw attribute value) after the
 /// attribute-value normalization XML 1.0 §3.3.3 applies: references replaced, white space
 /// characters turned into spaces. Borrowed in the common case of a plain URI.
-fn ns_value(raw: &str) -> String {
-    if !raw.contains(['&', '\t', '\n', '\r']) {
-        return raw.to_owned();
+fn ns_value(raw: &str) -> Cow<'_, str> {
+    // Branch-free test (this runs for every element): `&` or a control character.
+    let special = raw
+        .as_bytes()
+        .iter()
+        .fold(false, |acc, &b| acc | (b == b'&') | (b < 0x20));
+    if !special {
+        return Cow::Borrowed(raw);
     }
     let unescaped = quick_xml::escape::unescape(raw)
         .map(|c| c.into_owned())
         .unwrap_or_else(|_| raw.to_owned());
-    unescaped
-        .replace("\r\n", " ")
-        .replace(['\t', '\n', '\r'], " ")
+    Cow::Owned(
+        unescaped
+            .replace("\r\n", " ")
+            .replace(['\t', '\n', '\r'], " "),
+    )
 }
 
 /// Whether the raw attribute text of a tag is well-formed in the two ways the XML parser does
 /// not check: no raw `<` inside a value (XML 1.0 §3.1, AttValue) and white space between
 /// attributes (§3.1, production STag).
 fn attributes_well_formed(raw: &str) -> bool {
-    let mut quote: Option<u8> = None;
-    let mut after_value = false;
-    for &b in raw.as_bytes() {
-        match quote {
-            Some(q) => {
-                if b == q {
-                    quote = None;
-                    after_value = true;
-                } else if b == b'<' {
-                    return false;
-                }
-            }
-            None => {
-                if after_value && !matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'/') {
-                    return false;
-                }
-                after_value = false;
-                if b == b'"' || b == b'\'' {
-                    quote = Some(b);
-                }
+    let b = raw.as_bytes();
+    let mut i = 0;
+    // Jump from quote to quote: values are scanned with memchr, not byte by byte.
+    while let Some(open) = memchr::memchr2(b'"', b'\'', &b[i..]) {
+        let open = i + open;
+        let q = b[open];
+        let Some(len) = memchr::memchr(q, &b[open + 1..]) else {
+            return true; // unterminated: the XML parser reports it
+        };
+        let close = open + 1 + len;
+        if memchr::memchr(b'<', &b[open + 1..close]).is_some() {
+            return false;
+        }
+        if let Some(&next) = b.get(close + 1) {
+            if !matches!(next, b' ' | b'\t' | b'\r' | b'\n' | b'/') {
+                return false;
             }
         }
+        i = close + 1;
     }
     true
 }
 
 fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
     let uri = match ns {
-        ResolveResult::Bound(n) => Cow::Owned(ns_value(n.as_ref())),
+        ResolveResult::Bound(n) => ns_value(n.as_ref()),
         _ => Cow::Borrowed(""),
     };
     match ns {
@@ -1680,11 +1684,15 @@ fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
 /// U+FFFE, U+FFFF), if any. Runs over every text and attribute value, so it scans bytes.
 fn forbidden_char(s: &str) -> Option<u32> {
     let b = s.as_bytes();
-    if let Some(&c) = b
-        .iter()
-        .find(|&&c| c < 0x20 && c != b'\t' && c != b'\n' && c != b'\r')
-    {
-        return Some(u32::from(c));
+    // Branch-free first pass (vectorizes); the exact search only when something is there.
+    let control = b.iter().fold(false, |acc, &c| acc | (c < 0x20));
+    if control {
+        if let Some(&c) = b
+            .iter()
+            .find(|&&c| c < 0x20 && c != b'\t' && c != b'\n' && c != b'\r')
+        {
+            return Some(u32::from(c));
+        }
     }
     if memchr::memchr(0xEF, b).is_some() {
         return s
