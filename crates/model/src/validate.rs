@@ -606,14 +606,14 @@ impl Validator {
                 self.lastmod_omit(e);
             }
             (Capability::ResourceList, false) | (Capability::ResourceDumpManifest, _) => {
-                if self.entries <= MAX_ENTRIES as u64 + 1 {
-                    if !self.locs.insert(fnv1a(e.loc.as_bytes())) {
-                        self.push(
-                            rules::RS_LOC_DUPLICATE,
-                            pos,
-                            format!("{} is listed more than once", truncate(&e.loc)),
-                        );
-                    }
+                if self.entries <= MAX_ENTRIES as u64 + 1
+                    && !self.locs.insert(fnv1a(e.loc.as_bytes()))
+                {
+                    self.push(
+                        rules::RS_LOC_DUPLICATE,
+                        pos,
+                        format!("{} is listed more than once", truncate(&e.loc)),
+                    );
                 }
                 if cap == Capability::ResourceDumpManifest {
                     self.manifest_path(&md.path, pos, true);
