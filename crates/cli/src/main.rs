@@ -2,11 +2,14 @@
 //! the library crates.
 #![forbid(unsafe_code)]
 
+mod demo;
+mod explore;
 mod input;
 mod publish;
 mod serve;
 mod sync;
 mod validate;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -34,6 +37,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Try it: a sample Source served on 127.0.0.1, explored, synced, changed, synced again and
+    /// audited, each step with its figures (nothing to set up).
+    Demo(demo::DemoArgs),
     /// Check documents against every rule of the specifications.
     Validate(validate::ValidateArgs),
     /// Summarize a document: kind, entries, time span, digests.
@@ -46,6 +52,8 @@ enum Command {
     Sync(sync::SyncArgs),
     /// Compare a synchronized directory with the Source's current state.
     Audit(sync::AuditArgs),
+    /// Show the tree of a Source's documents, each validated.
+    Explore(explore::ExploreArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +66,8 @@ fn main() -> ExitCode {
         Command::Publish(a) => publish::run(&a),
         Command::Sync(a) => sync::run_sync(&a),
         Command::Audit(a) => sync::run_audit(&a),
+        Command::Explore(a) => explore::run(&a),
+        Command::Demo(a) => demo::run(&a),
         Command::Serve(a) => serve::run(&a),
     };
     match result {

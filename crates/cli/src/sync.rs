@@ -84,6 +84,17 @@ pub(crate) struct SyncArgs {
     /// Largest resource accepted when the Source publishes no length, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = resourcesync_destination::options::DEFAULT_MAX_RESOURCE_BYTES)]
     max_resource_size: u64,
+    /// Do not baseline from the Source's Resource Dump: fetch every resource on its own.
+    #[arg(long)]
+    no_dump: bool,
+    /// Apply the Source's Change Dump packages before reading its Change Lists.
+    #[arg(long)]
+    prefer_dumps: bool,
+    /// Largest dump package downloaded, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = resourcesync_destination::dump::DEFAULT_MAX_PACKAGE_BYTES)]
+    max_package_size: u64,
+    #[command(flatten)]
+    watch: crate::watch::WatchArgs,
 }
 
 #[derive(Debug, Args)]
@@ -192,6 +203,13 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
         "{} created, {} updated, {} deleted, {} kept, {} unchanged, {} failed; {} bytes in {:.2} s",
         r.created, r.updated, r.deleted, r.kept, r.unchanged, r.failed, r.bytes, r.seconds
     )?;
+    if r.packages > 0 || r.patched > 0 {
+        writeln!(
+            out,
+            "  {} from {} dump package(s), {} by patch",
+            r.from_packages, r.packages, r.patched
+        )?;
+    }
     for p in &r.planned {
         writeln!(out, "  would {} {} -> {}", p.action, p.uri, p.path)?;
     }
@@ -225,8 +243,15 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     o.concurrency = a.concurrency.max(1);
     o.http = r.http(o.concurrency);
     o.max_resource_bytes = a.max_resource_size;
+    o.use_dumps = !a.no_dump;
+    o.prefer_dumps = a.prefer_dumps;
+    o.dump_limits.max_package_bytes = a.max_package_size;
     o.deadline = r.max_time.map(Duration::from_secs);
     let bars = Arc::new(Bars::new(std::io::stderr().is_terminal() && !r.json));
+    if a.watch.watch {
+        let b = bars.clone();
+        return crate::watch::run(&o, &a.watch, r.json, bars, move || b.clear());
+    }
     let report = runtime()?.block_on(resourcesync_destination::sync(&o, bars.clone()));
     bars.clear();
     let report = report?;

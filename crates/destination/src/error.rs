@@ -80,6 +80,33 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A dump package was refused as a whole (Z39.99-2014 §11, §13): its length or digest is
+    /// not the published one, it is not a readable ZIP, its manifest is missing or invalid, a
+    /// `path` is unsafe, an entry is not listed in the manifest, or it inflates too much.
+    #[error("package {url}: {message}")]
+    Package {
+        /// The package.
+        url: String,
+        /// Why it was refused.
+        message: String,
+    },
+    /// A patch (Z39.99-2014 §14.4) could not be used; the resource is fetched whole instead.
+    #[error("patch {url}: {message}")]
+    Patch {
+        /// The patch.
+        url: String,
+        /// Why it could not be used.
+        message: String,
+    },
+    /// The Resource List is older than the Resource Dump applied before it, so it is not diffed
+    /// against the copies (Z39.99-2014 §10.1, §11.1 `at`).
+    #[error("the Resource List of {at} is older than the Resource Dump of {dump_at}")]
+    ListOlderThanDump {
+        /// The Resource List's `at`.
+        at: String,
+        /// The Resource Dump's `at`.
+        dump_at: String,
+    },
     /// The store or the state failed.
     #[error(transparent)]
     Store(#[from] resourcesync_store::Error),

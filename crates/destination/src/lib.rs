@@ -5,6 +5,10 @@
 //!   durable cursor, baseline diff when the history does not reach the cursor; concurrent,
 //!   verified, atomic downloads; state in SQLite (see [`mod@sync`]).
 //! - [`audit()`]: coverage and accuracy of the copies against the Source's current state.
+//! - [`explore()`]: the tree of a Source's documents, each validated (see [`mod@explore`]).
+//! - [`watch()`]: sync, then keep following the Change Lists until stopped (see [`mod@watch`]).
+//! - [`dump`]: Resource Dump and Change Dump packages (§11, §13), checked as hostile input;
+//!   [`patch`]: JSON Patch links of changes (§14.4).
 //! - [`mapping`]: the rule from resource URIs to paths under the destination directory.
 //! - [`http`]: the client: pool, retries with backoff and jitter, `Retry-After`, rate per host,
 //!   conditional GETs, bearer token, user agent.
@@ -17,17 +21,22 @@
 pub mod audit;
 pub mod discover;
 pub mod docs;
+pub mod dump;
 pub mod error;
+pub mod explore;
 pub mod http;
 pub mod mapping;
 pub mod options;
+pub mod patch;
 pub mod report;
 pub mod staging;
 pub mod sync;
+pub mod watch;
 
 pub use audit::audit;
 pub use discover::{SourceInfo, discover};
 pub use error::{Error, Result};
+pub use explore::{ExploreNode, ExploreOptions, ExploreReport, NodeStatus, explore};
 pub use http::{HttpOptions, USER_AGENT};
 pub use mapping::UriMapper;
 pub use options::{AuditOptions, SyncOptions};
@@ -35,3 +44,4 @@ pub use report::{
     AuditDifference, AuditReport, Failure, Mode, Observer, Planned, Quiet, SyncReport,
 };
 pub use sync::sync;
+pub use watch::{ChangeSeen, Round, StopHandle, WatchOptions, WatchReport, changes_since, watch};

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use resourcesync_store::STATE_DIR;
 
+use crate::dump::DumpLimits;
 use crate::http::HttpOptions;
 
 /// Default most bytes of a resource when no `length` is published: 1 GiB.
@@ -40,6 +41,14 @@ pub struct SyncOptions {
     pub max_document_bytes: u64,
     /// Time limit for the whole run.
     pub deadline: Option<Duration>,
+    /// Baseline from the Resource Dump when the Source offers one (Z39.99-2014 §11; default
+    /// `true`, `--no-dump` turns it off).
+    pub use_dumps: bool,
+    /// Apply the Change Dump's packages before reading the Change Lists (Z39.99-2014 §13;
+    /// `--prefer-dumps`).
+    pub prefer_dumps: bool,
+    /// Bounds on dump packages.
+    pub dump_limits: DumpLimits,
 }
 
 impl SyncOptions {
@@ -58,6 +67,9 @@ impl SyncOptions {
             max_resource_bytes: DEFAULT_MAX_RESOURCE_BYTES,
             max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES,
             deadline: None,
+            use_dumps: true,
+            prefer_dumps: false,
+            dump_limits: DumpLimits::default(),
         }
     }
 

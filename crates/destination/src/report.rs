@@ -92,6 +92,12 @@ pub struct SyncReport {
     pub failed: u64,
     /// Bytes received for resources.
     pub bytes: u64,
+    /// Dump packages applied (Z39.99-2014 §11, §13).
+    pub packages: u64,
+    /// Copies created or updated from dump packages (counted in `created` and `updated` too).
+    pub from_packages: u64,
+    /// Copies updated by applying a patch (Z39.99-2014 §14.4; counted in `updated` too).
+    pub patched: u64,
     /// Seconds taken.
     pub seconds: f64,
     /// The cursor after the run.

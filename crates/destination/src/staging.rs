@@ -10,6 +10,7 @@ use resourcesync_model::{Change, Entry, Hashes, W3cDateTime};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
+use crate::patch::PatchLink;
 
 /// One entry of a list, as staged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,6 +31,8 @@ pub struct StagedItem {
     pub duplicates: Vec<(u32, String)>,
     /// The path under DEST it maps to (when known).
     pub path: Option<String>,
+    /// A patch link (Z39.99-2014 §14.4), for change entries.
+    pub patch: Option<PatchLink>,
 }
 
 impl StagedItem {
@@ -49,6 +52,7 @@ impl StagedItem {
                 .map(|l| (l.priority(), l.href.clone()))
                 .collect(),
             path: None,
+            patch: PatchLink::from_entry(e),
         }
     }
 
@@ -96,7 +100,7 @@ fn decode_dups(s: Option<String>) -> Vec<(u32, String)> {
         .collect()
 }
 
-const COLS: &str = "uri, change, length, hashes, lastmod, ctime, dups, path, seq";
+const COLS: &str = "uri, change, length, hashes, lastmod, ctime, dups, path, seq, patch";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, StagedItem)> {
     let hashes: Option<String> = r.get(3)?;
@@ -113,6 +117,9 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, StagedItem)> {
             ctime: dt(r.get(5)?),
             duplicates: decode_dups(r.get(6)?),
             path: r.get(7)?,
+            patch: r
+                .get::<_, Option<String>>(9)?
+                .and_then(|p| PatchLink::decode(&p)),
         },
     ))
 }
@@ -136,7 +143,8 @@ impl Staging {
         conn.execute_batch(
             "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=FILE;
              CREATE TABLE items(uri TEXT PRIMARY KEY, change TEXT, length INTEGER, hashes TEXT,
-                 lastmod TEXT, ctime TEXT, dups TEXT, path TEXT, seq INTEGER NOT NULL);
+                 lastmod TEXT, ctime TEXT, dups TEXT, path TEXT, seq INTEGER NOT NULL,
+                 patch TEXT);
              CREATE INDEX items_seq ON items(seq);
              CREATE INDEX items_path ON items(path);",
         )?;
@@ -180,7 +188,7 @@ impl Staging {
         self.seq += 1;
         self.conn
             .prepare_cached(&format!(
-                "INSERT OR REPLACE INTO items({COLS}) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                "INSERT OR REPLACE INTO items({COLS}) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
             ))?
             .execute(params![
                 it.uri,
@@ -192,6 +200,7 @@ impl Staging {
                 encode_dups(&it.duplicates),
                 it.path,
                 self.seq,
+                it.patch.as_ref().map(PatchLink::encode),
             ])?;
         Ok(())
     }

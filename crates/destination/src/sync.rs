@@ -17,6 +17,9 @@
 //!   the state. A resource that fails is reported and kept as pending for the next run, which
 //!   retries it. A change whose copy the state already shows as current (same digest, or same
 //!   `<lastmod>`) is not fetched again, so a killed run resumes where it stopped.
+//! - A first baseline applies the Resource Dump first, and `--prefer-dumps` applies Change Dump
+//!   packages before the Change Lists ([`crate::dump`], §11, §13); an update with a JSON Patch
+//!   link is patched rather than fetched when the copy allows it ([`crate::patch`], §14.4).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -34,6 +37,7 @@ use tokio::task::JoinSet;
 
 use crate::discover::{SourceInfo, discover};
 use crate::docs::{DocFetcher, ListSink, walk};
+use crate::dump::DumpStats;
 use crate::error::{Error, Result};
 use crate::http::{Conditional, Http, body_error, header};
 use crate::mapping::{UriMapper, base_url};
@@ -41,18 +45,33 @@ use crate::options::SyncOptions;
 use crate::report::{Failure, Mode, Observer, Planned, SyncReport, push_capped};
 use crate::staging::{StagedItem, Staging};
 
-/// Everything a download task needs.
+/// Everything a download task needs (also used by [`crate::dump`] and [`crate::patch`]).
 #[derive(Debug)]
-struct Ctx {
-    http: Arc<Http>,
-    store: Arc<FsStore>,
-    state: Arc<dyn StateStore>,
-    mapper: UriMapper,
-    key: String,
-    delete: bool,
-    dry_run: bool,
-    max_resource_bytes: u64,
-    obs: Arc<dyn Observer>,
+pub(crate) struct Ctx {
+    pub(crate) http: Arc<Http>,
+    pub(crate) store: Arc<FsStore>,
+    pub(crate) state: Arc<dyn StateStore>,
+    pub(crate) mapper: UriMapper,
+    pub(crate) key: String,
+    pub(crate) delete: bool,
+    pub(crate) dry_run: bool,
+    pub(crate) max_resource_bytes: u64,
+    pub(crate) obs: Arc<dyn Observer>,
+    /// URIs whose copy a dump package put in place during this run (Z39.99-2014 §11, §13), so
+    /// that the lists read afterwards do not count them again.
+    pub(crate) dumped: Option<Mutex<Staging>>,
+}
+
+impl Ctx {
+    /// Whether a dump package put this URI's copy in place during this run.
+    pub(crate) fn dumped_now(&self, uri: &str) -> bool {
+        self.dumped.as_ref().is_some_and(|d| {
+            d.lock()
+                .ok()
+                .and_then(|s| s.get(uri).ok().flatten())
+                .is_some()
+        })
+    }
 }
 
 /// What to do with one resource.
@@ -80,6 +99,10 @@ enum Outcome {
     Kept(String),
     Failed(Failure),
     Planned(Planned),
+    /// Already counted (a copy a dump package put in place this run).
+    Counted,
+    /// Updated by applying a patch (Z39.99-2014 §14.4).
+    Patched(u64),
 }
 
 #[derive(Debug, Default)]
@@ -94,9 +117,23 @@ struct Tally {
     failures: Vec<Failure>,
     kept_uris: Vec<String>,
     planned: Vec<Planned>,
+    packages: u64,
+    from_packages: u64,
+    patched: u64,
 }
 
 impl Tally {
+    /// Adds what dump packages did (Z39.99-2014 §11, §13).
+    fn add_dumps(&mut self, d: &DumpStats) {
+        self.created += d.created;
+        self.updated += d.updated;
+        self.deleted += d.deleted;
+        self.unchanged += d.unchanged;
+        self.bytes += d.bytes;
+        self.packages += d.packages;
+        self.from_packages += d.created + d.updated;
+    }
+
     fn merge(&mut self, o: Tally) {
         self.created += o.created;
         self.updated += o.updated;
@@ -105,6 +142,9 @@ impl Tally {
         self.unchanged += o.unchanged;
         self.failed += o.failed;
         self.bytes += o.bytes;
+        self.packages += o.packages;
+        self.from_packages += o.from_packages;
+        self.patched += o.patched;
         for f in o.failures {
             push_capped(&mut self.failures, f);
         }
@@ -144,6 +184,12 @@ impl Tally {
                     _ => self.kept += 1,
                 }
                 push_capped(&mut self.planned, p);
+            }
+            Outcome::Counted => {}
+            Outcome::Patched(n) => {
+                self.updated += 1;
+                self.patched += 1;
+                self.bytes += n;
             }
         }
     }
@@ -250,6 +296,7 @@ async fn run_job(ctx: &Arc<Ctx>, job: Job) -> Outcome {
         JobKind::Delete => delete(ctx, &job.item, &rel).await,
     };
     match res {
+        Ok(Outcome::Unchanged) if ctx.dumped_now(&uri) => Outcome::Counted,
         Ok(o) => o,
         Err(error) => {
             if !ctx.dry_run {
@@ -354,6 +401,19 @@ async fn fetch(
             uri: item.uri.clone(),
             path: rel.to_string(),
         }));
+    }
+    // Z39.99-2014 §14.4: an update with a patch link is applied to the copy the state records;
+    // on any failure (type, copy, patch, result) the resource is fetched whole.
+    if change && item.change == Some(Change::Updated) && item.patch.is_some() {
+        let copy = prior
+            .as_ref()
+            .filter(|p| !p.gone && existing.is_some_and(|m| m.is_file));
+        if let Some(p) = copy {
+            match crate::patch::try_patch(ctx, item, rel, p).await {
+                Ok(n) => return Ok(Outcome::Patched(n)),
+                Err(e) => tracing::info!("{}: {e}: fetching it whole", item.uri),
+            }
+        }
     }
     // A conditional GET only when the list does not already prove the copy stale (a length or
     // digest differs): a server's second-granularity Last-Modified could otherwise answer 304.
@@ -534,9 +594,22 @@ async fn delete(
 /// Stages every entry of a Resource List.
 struct ResourceListSink {
     staging: Staging,
+    /// The `at` of a Resource Dump applied before: a list older than it is not diffed.
+    not_before: Option<W3cDateTime>,
 }
 
 impl ListSink for ResourceListSink {
+    fn top(&mut self, _url: &str, h: &Header) -> Result<()> {
+        // Z39.99-2014 §10.1, §11.1: both `at`s say when their snapshot started.
+        match (self.not_before, h.md.as_ref().and_then(|m| m.at)) {
+            (Some(dump_at), Some(at)) if after(&dump_at, &at) => Err(Error::ListOlderThanDump {
+                at: at.to_string(),
+                dump_at: dump_at.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     fn entry(&mut self, e: Entry) -> Result<()> {
         self.staging.upsert(&StagedItem::from_entry(&e))
     }
@@ -705,13 +778,29 @@ async fn baseline(
     rl: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Option<W3cDateTime>> {
+    baseline_with(ctx, fetcher, exec, rl, warnings, None).await
+}
+
+/// Baseline (or baseline diff), refused with [`Error::ListOlderThanDump`] before anything is
+/// done when the list's `at` is before `not_before`: returns the Resource List's `at`.
+async fn baseline_with(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    rl: &str,
+    warnings: &mut Vec<String>,
+    not_before: Option<W3cDateTime>,
+) -> Result<Option<W3cDateTime>> {
     ctx.obs.phase("reading the Resource List");
     let staging = Staging::create(&fetcher.dir)?;
     let (mut sink, info) = walk(
         fetcher,
         rl,
         Capability::ResourceList,
-        ResourceListSink { staging },
+        ResourceListSink {
+            staging,
+            not_before,
+        },
     )
     .await?;
     sink.staging.flush()?;
@@ -782,7 +871,11 @@ async fn baseline(
                     Err(_) => true,
                 };
                 if intact {
-                    exec.done_inline(Outcome::Unchanged);
+                    exec.done_inline(if ctx.dumped_now(&o.uri) {
+                        Outcome::Counted
+                    } else {
+                        Outcome::Unchanged
+                    });
                 } else {
                     let item = staged(&staging, &o.uri)?.unwrap_or_default();
                     exec.submit(Job {
@@ -825,6 +918,7 @@ async fn incremental(
                 ctime: None,
                 duplicates: p.duplicates,
                 path: None,
+                patch: None,
             })?;
         }
     }
@@ -861,6 +955,43 @@ async fn incremental(
         }
     }
     Ok(sink.last)
+}
+
+/// After a Resource Dump of `dump_at` was applied (Z39.99-2014 §11; see [`crate::dump`]): the
+/// Resource List is diffed unless it is older than the dump, in which case the Change Lists are
+/// read from the dump's `at`. Returns the new cursor.
+async fn after_dump(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    info: &SourceInfo,
+    dump_at: W3cDateTime,
+    w: &mut Vec<String>,
+) -> Result<Option<W3cDateTime>> {
+    // A Source with a Resource Dump and no Resource List: the dump is the baseline.
+    let Some(rl) = &info.resource_list else {
+        return Ok(Some(dump_at));
+    };
+    match baseline_with(ctx, fetcher, exec, rl, w, Some(dump_at)).await {
+        Ok(at) => return Ok(at.or(Some(dump_at))),
+        Err(Error::ListOlderThanDump { at, .. }) => w.push(format!(
+            "the Resource List ({at}) is older than the Resource Dump ({dump_at}): not diffed; changes since the dump from the Change Lists"
+        )),
+        Err(e) => return Err(e),
+    }
+    let Some(cl) = &info.change_list else {
+        return Ok(Some(dump_at));
+    };
+    match incremental(ctx, fetcher, exec, cl, dump_at, w).await {
+        Ok(last) => Ok(Some(last.filter(|l| after(l, &dump_at)).unwrap_or(dump_at))),
+        // Diffing against the older list would undo what the dump brought: a later run diffs
+        // against a newer one.
+        Err(e @ Error::HistoryGap { .. }) => {
+            w.push(format!("{e}: the Resource Dump is the baseline"));
+            Ok(Some(dump_at))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Synchronizes a destination directory with a Source (see the module docs).
@@ -934,6 +1065,21 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     let mapper = UriMapper::new(&base)?;
     let key = info.key();
     let prior_cursor = state.cursor(&key)?;
+    let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
+    // Z39.99-2014 §11: a first baseline from the Resource Dump (unless --no-dump); §13: changes
+    // from the Change Dump first with --prefer-dumps.
+    let resource_dump = info
+        .resource_dump
+        .clone()
+        .filter(|_| cursor.is_none() && opts.use_dumps && !opts.dry_run);
+    let change_dump = info.change_dump.clone().filter(|_| {
+        cursor.is_some() && info.change_list.is_some() && opts.prefer_dumps && !opts.dry_run
+    });
+    let dumped = if resource_dump.is_some() || change_dump.is_some() {
+        Some(Mutex::new(Staging::create(&fetcher.dir)?))
+    } else {
+        None
+    };
     let ctx = Arc::new(Ctx {
         http,
         store: Arc::new(store),
@@ -944,6 +1090,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         dry_run: opts.dry_run,
         max_resource_bytes: opts.max_resource_bytes,
         obs: obs.clone(),
+        dumped,
     });
     // Copies kept after earlier deletes (runs without --delete) go now that --delete is given.
     let mut earlier = Tally::default();
@@ -981,7 +1128,13 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
                 message: "the Source offers no Resource List".into(),
             })
     };
-    let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
+    let mut from_dumps = Tally::default();
+    // Z39.99-2014 §13: Change Dump packages first; the Change Lists then find their changes
+    // applied (see crate::dump).
+    if let (Some(c), Some(cd)) = (cursor, &change_dump) {
+        let d = crate::dump::change_dumps(&ctx, &fetcher, cd, c, &opts.dump_limits, &mut w).await?;
+        from_dumps.add_dumps(&d);
+    }
     let (mode, new_cursor) = match (cursor, &info.change_list) {
         (Some(c), Some(cl)) => match incremental(&ctx, &fetcher, &mut exec, cl, c, &mut w).await {
             Ok(last) => (
@@ -1006,7 +1159,19 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
             } else {
                 Mode::Baseline
             };
-            let at = baseline(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w).await?;
+            // Z39.99-2014 §11: the dump first; then the Resource List, unless it is older than
+            // the dump (see crate::dump).
+            let mut dump_at = None;
+            if let Some(rd) = &resource_dump {
+                let d = crate::dump::resource_dump(&ctx, &fetcher, rd, &opts.dump_limits, &mut w)
+                    .await?;
+                from_dumps.add_dumps(&d);
+                dump_at = d.at;
+            }
+            let at = match dump_at {
+                Some(d) => after_dump(&ctx, &fetcher, &mut exec, &info, d, &mut w).await?,
+                None => baseline(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w).await?,
+            };
             (mode, at.or(cursor))
         }
     };
@@ -1016,6 +1181,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     warnings.extend(w);
     let mut tally = exec.finish().await;
     tally.merge(earlier);
+    tally.merge(from_dumps);
     if !opts.dry_run {
         // The cursor moves once every change up to it has been applied or recorded as pending.
         state.set_cursor(&SourceCursor {
@@ -1036,6 +1202,9 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         unchanged: tally.unchanged,
         failed: tally.failed,
         bytes: tally.bytes,
+        packages: tally.packages,
+        from_packages: tally.from_packages,
+        patched: tally.patched,
         seconds: started.elapsed().as_secs_f64(),
         cursor: new_cursor.map(|c| c.to_string()),
         failures: tally.failures,

@@ -1,0 +1,618 @@
+//! `resourcesync demo`: the whole job on one machine, with nothing to set up. A sample Source is
+//! created in a temporary directory and served in-process on 127.0.0.1 (an ephemeral port); it is
+//! explored, a Destination is synced (baseline, Z39.99-2014 §5.2, §10.1), the Source changes, the
+//! demo waits until the Source's Change List shows the changes (§12.1), syncs incrementally and
+//! audits. Each step prints what it did, with figures; the exit status is 0 only when the final
+//! audit finds the copy in sync.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use resourcesync_destination::{
+    AuditOptions, ExploreOptions, Mode, Quiet, SyncOptions, changes_since,
+};
+use resourcesync_model::W3cDateTime;
+use resourcesync_source::server::{self, ServeOptions};
+use resourcesync_source::watch::WatchOptions;
+use resourcesync_source::{Source, SourceConfig};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::explore::{plural, print_tree, summary};
+use crate::{EXIT_DIFFERENCES, EXIT_OK};
+
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Keep the Source and the Destination, in DIR/source and DIR/destination (DIR is created;
+    /// those two must not exist or be empty), and print their paths.
+    #[arg(long, value_name = "DIR")]
+    keep: Option<PathBuf>,
+    /// Print a JSON report of the steps instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One step of the demo.
+#[derive(Debug, Serialize)]
+struct Step {
+    /// A short name: source, serve, explore, baseline, change, publish, incremental, audit.
+    step: &'static str,
+    /// What it did, in a sentence.
+    summary: String,
+    /// Files concerned.
+    files: u64,
+    /// Bytes concerned.
+    bytes: u64,
+    /// Seconds taken.
+    seconds: f64,
+    /// Whether it went as expected.
+    ok: bool,
+    /// The figures behind the summary.
+    details: Value,
+}
+
+#[derive(Debug, Serialize)]
+struct DemoReport {
+    /// Whether the final audit found the copy in sync.
+    ok: bool,
+    /// Where the Source was served.
+    url: String,
+    /// The Source directory.
+    source_dir: String,
+    /// The Destination directory.
+    destination_dir: String,
+    /// Whether the two directories are kept (`--keep`).
+    kept: bool,
+    steps: Vec<Step>,
+    seconds: f64,
+}
+
+/// A directory removed on drop (unless kept).
+struct WorkDir {
+    path: PathBuf,
+    remove: bool,
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+fn work_dir(keep: Option<&Path>) -> anyhow::Result<WorkDir> {
+    if let Some(dir) = keep {
+        for sub in ["source", "destination"] {
+            let p = dir.join(sub);
+            if p.exists()
+                && std::fs::read_dir(&p)
+                    .with_context(|| format!("reading {}", p.display()))?
+                    .next()
+                    .is_some()
+            {
+                bail!(
+                    "{} exists and is not empty: choose another --keep DIR",
+                    p.display()
+                );
+            }
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir
+            .canonicalize()
+            .with_context(|| format!("resolving {}", dir.display()))?;
+        return Ok(WorkDir {
+            path,
+            remove: false,
+        });
+    }
+    let base = std::env::temp_dir();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let path = base.join(format!(
+        "resourcesync-demo-{}-{nanos:08x}",
+        std::process::id()
+    ));
+    std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
+    Ok(WorkDir { path, remove: true })
+}
+
+/// Deterministic bytes (a linear congruential generator): binary content that does not compress
+/// to nothing.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 56) as u8
+        })
+        .collect()
+}
+
+/// The sample Source: nested folders, text and binary files, a name with a space and names
+/// outside ASCII.
+fn sample_files() -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = vec![(
+        "README.txt".into(),
+        b"A sample ResourceSync Source, made by `resourcesync demo`.\n".to_vec(),
+    )];
+    for i in 1..=6 {
+        let text = format!("# Chapter {i}\n\n")
+            + &"Resources change; Destinations follow.\n".repeat(20 * i);
+        v.push((format!("docs/guide/chapter-{i:02}.md"), text.into_bytes()));
+    }
+    v.push((
+        "docs/notes/meeting notes 2024.txt".into(),
+        b"Agreed: publish a Change List.\n".to_vec(),
+    ));
+    v.push((
+        "docs/résumé naïve.txt".into(),
+        "Un résumé, naïvement accentué.\n".as_bytes().to_vec(),
+    ));
+    v.push((
+        "données/été/température.csv".into(),
+        "jour,°C\n1,21\n2,23\n".as_bytes().to_vec(),
+    ));
+    for (y, q) in [2023, 2024]
+        .iter()
+        .flat_map(|y| (1..=4).map(move |q| (*y, q)))
+    {
+        let rows: String = (1..=30)
+            .map(|d| format!("{y}-{:02}-{d:02},{}\n", q * 3, (d * 37 + q * 11) % 100))
+            .collect();
+        v.push((
+            format!("data/{y}/q{q}.csv"),
+            format!("date,value\n{rows}").into_bytes(),
+        ));
+    }
+    for i in 1..=8u64 {
+        v.push((
+            format!("images/pixel-{i:02}.bin"),
+            noise(i, 1024 * (i as usize) * 2),
+        ));
+    }
+    for i in 1..=10 {
+        v.push((
+            format!("src/lib/module_{i:02}.rs"),
+            format!("//! Module {i}.\n\npub fn value() -> u32 {{\n    {i}\n}}\n").into_bytes(),
+        ));
+    }
+    v.push(("archive/large.bin".into(), noise(99, 256 * 1024)));
+    v
+}
+
+fn write(root: &Path, rel: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    let p = root.join(rel);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))
+}
+
+/// Prints as the steps go (text mode), or collects them (JSON).
+struct Out {
+    json: bool,
+    steps: Vec<Step>,
+}
+
+impl Out {
+    fn step(&mut self, s: Step, extra: &[String]) -> anyhow::Result<()> {
+        if !self.json {
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "{}. {:<12} {} ({:.2} s)",
+                self.steps.len() + 1,
+                s.step,
+                s.summary,
+                s.seconds
+            )?;
+            for line in extra {
+                writeln!(out, "   {line}")?;
+            }
+            out.flush()?;
+        }
+        self.steps.push(s);
+        Ok(())
+    }
+}
+
+fn sync_opts(url: &str, dest: &Path) -> SyncOptions {
+    let mut o = SyncOptions::new(url, dest);
+    o.delete = true;
+    o.concurrency = 8;
+    o.http.retries = 2;
+    o
+}
+
+fn mode(m: Mode) -> &'static str {
+    match m {
+        Mode::Baseline => "baseline",
+        Mode::Incremental => "incremental",
+        Mode::BaselineDiff => "baseline diff",
+    }
+}
+
+pub(crate) fn run(a: &DemoArgs) -> anyhow::Result<u8> {
+    let work = work_dir(a.keep.as_deref())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let result = rt.block_on(demo(a, &work.path));
+    rt.shutdown_timeout(Duration::from_secs(5));
+    result
+}
+
+async fn demo(a: &DemoArgs, work: &Path) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    let src = work.join("source");
+    let dest = work.join("destination");
+    let mut out = Out {
+        json: a.json,
+        steps: Vec::new(),
+    };
+    if !a.json {
+        println!("resourcesync demo: a Source and a Destination on this machine, over 127.0.0.1\n");
+    }
+
+    // 1. A sample Source.
+    let t = Instant::now();
+    let files = sample_files();
+    for (rel, bytes) in &files {
+        write(&src, rel, bytes)?;
+    }
+    let total_bytes: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
+    let folders: std::collections::BTreeSet<&str> = files
+        .iter()
+        .filter_map(|(p, _)| p.rsplit_once('/').map(|(d, _)| d))
+        .collect();
+    out.step(
+        Step {
+            step: "source",
+            summary: format!(
+                "created a sample Source: {} files, {total_bytes} bytes, in {} folders",
+                files.len(),
+                folders.len()
+            ),
+            files: files.len() as u64,
+            bytes: total_bytes,
+            seconds: t.elapsed().as_secs_f64(),
+            ok: true,
+            details: json!({ "dir": src.display().to_string() }),
+        },
+        &[format!("at {}", src.display())],
+    )?;
+
+    // 2. Served in-process on an ephemeral loopback port.
+    let t = Instant::now();
+    let listener = server::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let base = format!("http://{addr}/");
+    let mut cfg = SourceConfig::new(&src, &base);
+    server::prepare_config(&mut cfg);
+    let source = tokio::task::spawn_blocking(move || Source::open(cfg)).await??;
+    let opts = ServeOptions {
+        watch: WatchOptions {
+            // The file-system watcher notices changes; the rescan is the safety net where it
+            // cannot (Change Lists are republished after every batch, §12.1).
+            rescan_interval: Duration::from_secs(2),
+            ..WatchOptions::default()
+        },
+        ..ServeOptions::default()
+    };
+    let running = server::start(source, listener, opts).await?;
+    let well_known = running.source_description_url().to_owned();
+    out.step(
+        Step {
+            step: "serve",
+            summary: format!("serving the Source at {base}"),
+            files: files.len() as u64,
+            bytes: total_bytes,
+            seconds: t.elapsed().as_secs_f64(),
+            ok: true,
+            details: json!({ "url": base, "source_description": well_known }),
+        },
+        &[format!("Source Description: {well_known}")],
+    )?;
+    let result = steps(&mut out, &src, &dest, &base, &files).await;
+    let stopped = running.shutdown().await;
+    let ok = result?;
+    stopped?;
+
+    let secs = started.elapsed().as_secs_f64();
+    let kept = a.keep.is_some();
+    if a.json {
+        let r = DemoReport {
+            ok,
+            url: base,
+            source_dir: src.display().to_string(),
+            destination_dir: dest.display().to_string(),
+            kept,
+            steps: out.steps,
+            seconds: secs,
+        };
+        let text = serde_json::to_string_pretty(&r)?;
+        println!("{text}");
+    } else {
+        println!();
+        if kept {
+            println!("kept: Source in {}", src.display());
+            println!("      Destination in {}", dest.display());
+        }
+        if ok {
+            println!("demo succeeded: the Destination is in sync with the Source, in {secs:.2} s");
+        } else {
+            println!("demo FAILED: the final audit found differences");
+        }
+    }
+    Ok(if ok { EXIT_OK } else { EXIT_DIFFERENCES })
+}
+
+/// Steps 3 to 8, against the running Source. Returns whether the final audit is clean.
+async fn steps(
+    out: &mut Out,
+    src: &Path,
+    dest: &Path,
+    base: &str,
+    files: &[(String, Vec<u8>)],
+) -> anyhow::Result<bool> {
+    // 3. Explore: the documents, each validated (short: a few parts per index).
+    let t = Instant::now();
+    let mut eo = ExploreOptions::new(base);
+    eo.max_parts = 3;
+    eo.max_messages = 1;
+    let ex = resourcesync_destination::explore(&eo, Arc::new(Quiet)).await?;
+    let mut tree = Vec::new();
+    for root in &ex.roots {
+        print_tree(&mut tree, root, "", true, true, !ex.is_valid())?;
+    }
+    let tree: Vec<String> = String::from_utf8_lossy(&tree)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    out.step(
+        Step {
+            step: "explore",
+            summary: if ex.is_valid() {
+                format!(
+                    "explored the Source's documents: {} read, all valid ({}, {})",
+                    ex.documents,
+                    plural(ex.errors, "error"),
+                    plural(ex.warnings, "warning")
+                )
+            } else {
+                format!("explored the Source's documents: {}", summary(&ex))
+            },
+            files: ex.documents,
+            bytes: 0,
+            seconds: t.elapsed().as_secs_f64(),
+            ok: ex.is_valid(),
+            details: json!({
+                "documents": ex.documents,
+                "valid": ex.valid,
+                "invalid": ex.invalid,
+                "unreadable": ex.unreadable,
+                "errors": ex.errors,
+                "warnings": ex.warnings,
+            }),
+        },
+        &tree,
+    )?;
+
+    // 4. Baseline: the Destination from the Resource List.
+    let t = Instant::now();
+    let r = resourcesync_destination::sync(&sync_opts(base, dest), Arc::new(Quiet)).await?;
+    out.step(
+        Step {
+            step: "baseline",
+            summary: format!(
+                "synced a Destination ({}): {} created, {} failed; {} bytes",
+                mode(r.mode),
+                plural(r.created, "file"),
+                r.failed,
+                r.bytes
+            ),
+            files: r.created,
+            bytes: r.bytes,
+            seconds: t.elapsed().as_secs_f64(),
+            ok: r.failed == 0 && r.created == files.len() as u64,
+            details: json!({ "mode": r.mode, "created": r.created, "failed": r.failed, "cursor": r.cursor, "dir": dest.display().to_string() }),
+        },
+        &[format!("into {}", dest.display())],
+    )?;
+    // What the Change List shows already: the changes that made the sample (their times may
+    // follow the Resource List's `at`, §10.1, §12.1). The demo waits for what comes after them.
+    let http = resourcesync_destination::HttpOptions {
+        retries: 1,
+        ..Default::default()
+    };
+    let cursor: Option<W3cDateTime> = r.cursor.as_deref().and_then(|c| c.parse().ok());
+    let since = changes_since(base, &http, cursor.as_ref())
+        .await?
+        .iter()
+        .filter_map(|c| c.time)
+        .chain(cursor)
+        .max();
+
+    // 5. Change the Source: create, update, delete.
+    let t = Instant::now();
+    let created = ["docs/guide/chapter-07 (draft).md", "data/2025/q1.csv"];
+    let updated = "docs/notes/meeting notes 2024.txt";
+    let deleted = "images/pixel-03.bin";
+    let contents: [&[u8]; 3] = [
+        b"# Chapter 7\n\nNot finished.\n",
+        b"date,value\n2025-01-01,42\n",
+        b"Agreed: publish a Change List.\nDone: it is published.\n",
+    ];
+    write(src, created[0], contents[0])?;
+    write(src, created[1], contents[1])?;
+    write(src, updated, contents[2])?;
+    std::fs::remove_file(src.join(deleted)).context("deleting a file")?;
+    let changed_bytes: u64 = contents.iter().map(|c| c.len() as u64).sum();
+    out.step(
+        Step {
+            step: "change",
+            summary: format!(
+                "changed the Source: created {} and {}, updated {updated}, deleted {deleted}",
+                created[0], created[1]
+            ),
+            files: 4,
+            bytes: changed_bytes,
+            seconds: t.elapsed().as_secs_f64(),
+            ok: true,
+            details: json!({ "created": created, "updated": [updated], "deleted": [deleted] }),
+        },
+        &[],
+    )?;
+
+    // 6. Wait until the Source's Change List shows the four changes (its watcher publishes them).
+    let t = Instant::now();
+    let expect: Vec<(String, &str)> = vec![
+        (uri(base, created[0]), "created"),
+        (uri(base, created[1]), "created"),
+        (uri(base, updated), "updated"),
+        (uri(base, deleted), "deleted"),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        let seen = changes_since(base, &http, since.as_ref()).await?;
+        let all = expect
+            .iter()
+            .all(|(u, c)| seen.iter().any(|s| s.uri == *u && s.change == *c));
+        if all {
+            break seen;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the Source's Change List did not show the changes within 60 s (it shows {} new change(s))",
+                seen.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    out.step(
+        Step {
+            step: "publish",
+            summary: format!(
+                "the Source noticed the changes: its Change List shows {}",
+                plural(seen.len() as u64, "change")
+            ),
+            files: seen.len() as u64,
+            bytes: 0,
+            seconds: t.elapsed().as_secs_f64(),
+            ok: true,
+            details: json!({ "changes": seen }),
+        },
+        &seen
+            .iter()
+            .map(|s| format!("{:<8} {}", s.change, s.uri))
+            .collect::<Vec<_>>(),
+    )?;
+
+    // 7. Incremental: the changes from the Change List (§12.1).
+    let t = Instant::now();
+    let r = resourcesync_destination::sync(&sync_opts(base, dest), Arc::new(Quiet)).await?;
+    out.step(
+        Step {
+            step: "incremental",
+            summary: format!(
+                "synced the changes ({}): {} created, {} updated, {} deleted, {} unchanged, {} failed; {} bytes",
+                mode(r.mode),
+                r.created,
+                r.updated,
+                r.deleted,
+                r.unchanged,
+                r.failed,
+                r.bytes
+            ),
+            files: r.created + r.updated + r.deleted,
+            bytes: r.bytes,
+            seconds: t.elapsed().as_secs_f64(),
+            ok: r.failed == 0 && r.mode == Mode::Incremental,
+            details: json!({ "mode": r.mode, "created": r.created, "updated": r.updated, "deleted": r.deleted, "failed": r.failed }),
+        },
+        &[],
+    )?;
+
+    // 8. Audit: every copy against the Source's current state (§5.2).
+    let t = Instant::now();
+    let au =
+        resourcesync_destination::audit(&AuditOptions::new(base, dest), Arc::new(Quiet)).await?;
+    let mut lines = Vec::new();
+    for (what, list) in [
+        ("missing", &au.missing),
+        ("extra", &au.extra),
+        ("different", &au.different),
+    ] {
+        for d in list.iter().take(10) {
+            lines.push(format!(
+                "{what} {}: {}",
+                d.path.as_deref().unwrap_or(&d.uri),
+                d.why
+            ));
+        }
+    }
+    let dest_bytes = dir_bytes(dest);
+    out.step(
+        Step {
+            step: "audit",
+            summary: format!(
+                "{}: {} at the Source, {} in sync, {} missing, {} extra, {} different",
+                if au.in_sync { "in sync" } else { "NOT in sync" },
+                plural(au.resources, "resource"),
+                au.in_sync_count,
+                au.missing_count,
+                au.extra_count,
+                au.different_count
+            ),
+            files: au.resources,
+            bytes: dest_bytes,
+            seconds: t.elapsed().as_secs_f64(),
+            ok: au.in_sync,
+            details: json!({
+                "in_sync": au.in_sync,
+                "resources": au.resources,
+                "missing": au.missing_count,
+                "extra": au.extra_count,
+                "different": au.different_count,
+            }),
+        },
+        &lines,
+    )?;
+    Ok(au.in_sync)
+}
+
+/// The URI the Source publishes for a relative path.
+fn uri(base: &str, rel: &str) -> String {
+    resourcesync_source::uri::path_to_uri(base, Path::new(rel)).unwrap_or_default()
+}
+
+/// Bytes of the files under a directory, its `.resourcesync` folder left out.
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if e.file_name() == ".resourcesync" {
+                continue;
+            }
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    total
+}

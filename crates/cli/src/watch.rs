@@ -1,0 +1,254 @@
+//! `resourcesync sync URL DEST --watch`: sync, then keep following the Source (crate
+//! `resourcesync-destination`, module `watch`), printing a line per round that changed something,
+//! until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use resourcesync_destination::{Mode, Observer, Round, StopHandle, SyncOptions, WatchOptions};
+
+use crate::{EXIT_DIFFERENCES, EXIT_OK};
+
+/// The `--watch` options of `sync`.
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// After the first sync, keep following the Source: poll its Change Lists and apply new
+    /// changes, until SIGINT or SIGTERM (the round in progress is finished; a second signal stops
+    /// at once).
+    #[arg(long)]
+    pub(crate) watch: bool,
+    /// Seconds between two polls (with --watch).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        requires = "watch"
+    )]
+    interval: f64,
+    /// Print a line for every round, also when nothing changed (with --watch).
+    #[arg(long, short, requires = "watch")]
+    verbose: bool,
+}
+
+/// Forwards progress and warnings of the first round (the baseline, which may be long); later
+/// rounds are summed up in one line each.
+struct FirstRound {
+    inner: Arc<dyn Observer>,
+    on: AtomicBool,
+    verbose: bool,
+}
+
+impl FirstRound {
+    fn live(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+}
+
+impl Observer for FirstRound {
+    fn phase(&self, what: &str) {
+        if self.live() {
+            self.inner.phase(what);
+        }
+    }
+    fn warning(&self, message: &str) {
+        if self.live() {
+            self.inner.warning(message);
+        } else if self.verbose {
+            eprintln!("resourcesync: warning: {message}");
+        }
+    }
+    fn add_total(&self, n: u64) {
+        if self.live() {
+            self.inner.add_total(n);
+        }
+    }
+    fn resource_done(&self) {
+        if self.live() {
+            self.inner.resource_done();
+        }
+    }
+    fn bytes(&self, n: u64) {
+        if self.live() {
+            self.inner.bytes(n);
+        }
+    }
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Baseline => "baseline",
+        Mode::Incremental => "incremental",
+        Mode::BaselineDiff => "baseline diff",
+    }
+}
+
+/// The one line of a round.
+fn round_line(r: &Round) -> String {
+    match (&r.report, &r.error) {
+        (Some(s), _) => format!(
+            "{} round {}: {}: {} created, {} updated, {} deleted, {} kept, {} failed; {} bytes in {:.2} s",
+            r.started,
+            r.round,
+            mode_name(s.mode),
+            s.created,
+            s.updated,
+            s.deleted,
+            s.kept,
+            s.failed,
+            s.bytes,
+            s.seconds
+        ),
+        (None, Some(e)) => format!("{} round {}: failed: {e}", r.started, r.round),
+        (None, None) => format!("{} round {}", r.started, r.round),
+    }
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM, as a stream: each call waits for the next one.
+async fn next_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// Runs the watch. `progress` shows the first round's progress; `clear` removes it.
+pub(crate) fn run(
+    o: &SyncOptions,
+    a: &WatchArgs,
+    json: bool,
+    progress: Arc<dyn Observer>,
+    clear: impl Fn() + Send,
+) -> anyhow::Result<u8> {
+    if !(a.interval.is_finite() && a.interval >= 0.0) {
+        bail!("--interval must be a number of seconds");
+    }
+    let wopts = WatchOptions {
+        interval: Duration::from_secs_f64(a.interval),
+        ..WatchOptions::default()
+    };
+    let obs = Arc::new(FirstRound {
+        inner: progress,
+        on: AtomicBool::new(true),
+        verbose: a.verbose,
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let stop = StopHandle::new();
+    {
+        let stop = stop.clone();
+        rt.spawn(async move {
+            next_signal().await;
+            eprintln!(
+                "resourcesync: stopping after the current round (signal again to stop at once)"
+            );
+            stop.stop();
+            next_signal().await;
+            stop.stop_now();
+        });
+    }
+    let mut last_failed = 0u64;
+    let mut write_err: Option<std::io::Error> = None;
+    let verbose = a.verbose;
+    let observer = obs.clone();
+    let on_round = |r: &Round| {
+        if observer.on.swap(false, Ordering::Relaxed) {
+            clear();
+        }
+        if let Some(rep) = &r.report {
+            last_failed = rep.failed;
+        }
+        if write_err.is_some() || !(r.round == 1 || verbose || r.changed()) {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let res = if json {
+            serde_json::to_string(r)
+                .map_err(std::io::Error::other)
+                .and_then(|t| writeln!(out, "{t}"))
+        } else {
+            let mut res = writeln!(out, "{}", round_line(r));
+            if let Some(rep) = &r.report {
+                for f in rep.failures.iter().take(10) {
+                    if res.is_ok() {
+                        res = writeln!(out, "  failed {}: {}", f.uri, f.error);
+                    }
+                }
+            }
+            res
+        };
+        if let Err(e) = res.and_then(|()| out.flush()) {
+            write_err = Some(e);
+        }
+    };
+    let total = rt.block_on(resourcesync_destination::watch(
+        o,
+        &wopts,
+        obs.clone(),
+        &stop,
+        on_round,
+    ));
+    if obs.on.load(Ordering::Relaxed) {
+        clear();
+    }
+    let total = total?;
+    if let Some(e) = write_err {
+        return Err(e.into());
+    }
+    // Work in flight may be a blocking task (a scan, a hash): not waited for past this.
+    rt.shutdown_timeout(Duration::from_secs(10));
+    if total.rounds == 0 {
+        bail!(
+            "interrupted before the first sync completed (work done is kept: run again to resume)"
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        let t = serde_json::to_string(&serde_json::json!({ "watch": total }))?;
+        writeln!(out, "{t}")?;
+    } else {
+        writeln!(
+            out,
+            "stopped after {} round(s){}: {} created, {} updated, {} deleted, {} kept, {} failed; {} bytes in {:.2} s",
+            total.rounds,
+            if total.interrupted {
+                ", the last one abandoned"
+            } else {
+                ""
+            },
+            total.created,
+            total.updated,
+            total.deleted,
+            total.kept,
+            total.failed,
+            total.bytes,
+            total.seconds
+        )?;
+    }
+    Ok(if last_failed > 0 {
+        EXIT_DIFFERENCES
+    } else {
+        EXIT_OK
+    })
+}

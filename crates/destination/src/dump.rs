@@ -1,0 +1,993 @@
+//! Resource Dumps and Change Dumps on the Destination side (Z39.99-2014 §11, §13; Z39.99-2017
+//! §11, §13): packages of bitstreams fetched in a few requests instead of one per resource.
+//!
+//! # What is done with a package
+//!
+//! 1. It is downloaded to a temporary file that refuses to grow past the `length` its Resource
+//!    Dump (or Change Dump) entry publishes, and past [`DumpLimits::max_package_bytes`]; its
+//!    length and every published digest of a known algorithm are then checked (§11.1, §13.1).
+//! 2. It is opened with the `zip` crate, and refused as a whole when it has two entries of one
+//!    name, entries sharing bytes (the overlapping-entries zip bomb), encrypted entries, an entry
+//!    whose declared size is more than [`DumpLimits::max_ratio`] times its compressed size (past
+//!    [`RATIO_EXEMPT_BYTES`]), or declared sizes adding up to more than
+//!    [`DumpLimits::max_unpacked_bytes`].
+//! 3. Its `manifest.xml` (at the top level, §11.2, §13.2) is inflated (bounded like any
+//!    document) and read with the model's reader and validator: it must be a Resource Dump
+//!    Manifest (or a Change Dump Manifest), valid, with a safe `path` on every entry that needs
+//!    one (see [`entry_name`]). Every ZIP entry other than the manifest and empty directories
+//!    must be listed in it ("ZIP slip" and smuggled files). Any of these refuses the package.
+//! 4. Each manifest entry's bitstream is streamed into the store's temporary file: reading stops
+//!    as soon as it passes the manifest `length` (or the maximum resource size), more than
+//!    `max_ratio` times its compressed size, or the package's remaining uncompressed budget; the
+//!    length and every digest of the manifest entry are verified, and the file is renamed to the
+//!    path its **`<loc>`** maps to ([`crate::mapping`]), never to anything derived from the ZIP
+//!    name. The state row is written after that, as for a download. An entry that fails is
+//!    reported as a warning and left to the Resource List or the Change Lists, which fetch the
+//!    resource on its own.
+//!
+//! # Baseline
+//!
+//! A first run against a Source whose Capability List offers a Resource Dump (unless
+//! `--no-dump`) applies every package of it, then reads the Resource List as usual: resources
+//! the dump brought (already recorded, same digest) are left alone, the others — created since
+//! the dump, or left out of it — are fetched one by one, and resources deleted since are handled
+//! as deletes. When the Resource List is older than the dump, it is not diffed; the run goes on
+//! from the dump's `at` through the Change Lists instead.
+//!
+//! # Incremental
+//!
+//! With `--prefer-dumps`, the Change Dump's packages whose period starts at or after the cursor
+//! are applied in forward chronological order (§13.1), their entries after the cursor in manifest
+//! order (§13.2); `deleted` entries remove the copy only with `--delete` (otherwise the Change
+//! List reports them, once). The Change Lists are then read from the cursor as usual: what the
+//! packages applied is found current in the state and not fetched again, and whatever they did
+//! not cover (a newer open period, a refused package, a left-out change) is fetched.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use resourcesync_model::{
+    Capability, Change, DocumentReader, Entry, Finding, Header, MultiHasher, ReadOptions, Severity,
+    Validator, W3cDateTime,
+};
+use resourcesync_store::{Expect, RelPath, ResourceRecord, Store};
+use zip::ZipArchive;
+
+use crate::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
+use crate::error::{Error, Result};
+use crate::http::body_error;
+use crate::staging::StagedItem;
+use crate::sync::Ctx;
+
+/// The name of the manifest inside every package (Z39.99-2014 §11.2, §13.2).
+pub const MANIFEST_NAME: &str = "manifest.xml";
+/// Default [`DumpLimits::max_package_bytes`]: 4 GiB.
+pub const DEFAULT_MAX_PACKAGE_BYTES: u64 = 4 << 30;
+/// Default [`DumpLimits::max_unpacked_bytes`]: 16 GiB.
+pub const DEFAULT_MAX_UNPACKED_BYTES: u64 = 16 << 30;
+/// Default [`DumpLimits::max_ratio`]: 200 to 1 (text deflates 3 to 10 times, sparse data some
+/// tens of times; deflate's ceiling is about 1,032).
+pub const DEFAULT_MAX_RATIO: u64 = 200;
+/// Entries that inflate to at most this many bytes are never refused for their ratio (a small
+/// file of one repeated byte is harmless).
+pub const RATIO_EXEMPT_BYTES: u64 = 1 << 20;
+/// Longest `path` accepted, in bytes.
+pub const MAX_PATH_BYTES: usize = 4096;
+/// Longest path segment accepted, in bytes.
+pub const MAX_SEGMENT_BYTES: usize = 255;
+/// Most warnings kept per dump (the rest are counted).
+const MAX_WARNINGS: usize = 100;
+/// Validation findings quoted when a manifest is refused.
+const QUOTED_FINDINGS: usize = 3;
+/// Validation findings kept per manifest.
+const KEPT_FINDINGS: usize = 1000;
+/// Errors of a manifest that do not refuse its package, only warn: they concern what the
+/// Destination does not rely on (the manifest's own `at`/`from`, its `up` link, the leading slash
+/// of `path`), and the reference implementation (`resync` 2.0.1) writes manifests without them.
+pub const TOLERATED_RULES: [&str; 4] = [
+    "RS-A-at-mandatory",
+    "RS-A-from-mandatory",
+    "RS-6.2-up-mandatory",
+    "RS-11.2-path-leading-slash",
+];
+
+/// Bounds on packages (all input is hostile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DumpLimits {
+    /// Largest package downloaded, in bytes (also when its entry publishes no `length`).
+    pub max_package_bytes: u64,
+    /// Most bytes all entries of one package may inflate to together.
+    pub max_unpacked_bytes: u64,
+    /// Largest ratio of an entry's inflated size to its compressed size (past
+    /// [`RATIO_EXEMPT_BYTES`]).
+    pub max_ratio: u64,
+}
+
+impl Default for DumpLimits {
+    fn default() -> Self {
+        DumpLimits {
+            max_package_bytes: DEFAULT_MAX_PACKAGE_BYTES,
+            max_unpacked_bytes: DEFAULT_MAX_UNPACKED_BYTES,
+            max_ratio: DEFAULT_MAX_RATIO,
+        }
+    }
+}
+
+/// What applying dumps did.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DumpStats {
+    /// Packages applied (possibly with some entries failed).
+    pub packages: u64,
+    /// Packages refused as a whole.
+    pub refused: u64,
+    /// Copies written that did not exist.
+    pub created: u64,
+    /// Copies replaced.
+    pub updated: u64,
+    /// Copies removed (Change Dumps, `--delete`).
+    pub deleted: u64,
+    /// Entries whose copy was already in place.
+    pub unchanged: u64,
+    /// Entries that failed (left to the lists).
+    pub failed: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// The Resource Dump's `at` (Z39.99-2014 §11.1).
+    pub at: Option<W3cDateTime>,
+}
+
+/// The ZIP entry name a manifest `path` names (Z39.99-2014 §11.2, §13.2: "relative to root of the
+/// package and ... expressed with a leading slash"; a path without it, as `resync` 2.0.1 writes,
+/// is read the same way), or why it is refused: an absolute path beyond the leading slash
+/// (`//etc/x`), empty segments, `.` or `..` segments, backslashes, NUL or other control
+/// characters, segments over [`MAX_SEGMENT_BYTES`], paths over [`MAX_PATH_BYTES`], or the
+/// manifest itself.
+pub fn entry_name(path: &str) -> std::result::Result<&str, &'static str> {
+    if path.len() > MAX_PATH_BYTES {
+        return Err("path longer than 4096 bytes");
+    }
+    let rest = path.strip_prefix('/').unwrap_or(path);
+    if rest.starts_with('/') {
+        return Err("absolute path after the leading slash");
+    }
+    if rest.is_empty() {
+        return Err("names the package root, not a bitstream");
+    }
+    if rest.contains('\\') {
+        return Err("backslash in the path");
+    }
+    if rest.contains('\0') {
+        return Err("NUL in the path");
+    }
+    if rest.chars().any(char::is_control) {
+        return Err("control character in the path");
+    }
+    for seg in rest.split('/') {
+        if seg.is_empty() {
+            return Err("empty path segment");
+        }
+        if seg == "." || seg == ".." {
+            return Err("dot segment (. or ..) in the path");
+        }
+        if seg.len() > MAX_SEGMENT_BYTES {
+            return Err("path segment longer than 255 bytes");
+        }
+    }
+    if rest == MANIFEST_NAME {
+        return Err("names the manifest itself");
+    }
+    Ok(rest)
+}
+
+fn warn(warnings: &mut Vec<String>, dropped: &mut u64, msg: String) {
+    tracing::warn!("{msg}");
+    if warnings.len() < MAX_WARNINGS {
+        warnings.push(msg);
+    } else {
+        *dropped += 1;
+    }
+}
+
+/// Collects the package entries of a Resource Dump or Change Dump (or their index).
+struct PackageSink {
+    url: String,
+    packages: Vec<Entry>,
+}
+
+impl ListSink for PackageSink {
+    fn entry(&mut self, e: Entry) -> Result<()> {
+        if self.packages.len() >= MAX_INDEX_ENTRIES {
+            return Err(Error::BadDocument {
+                url: self.url.clone(),
+                message: format!("more than {MAX_INDEX_ENTRIES} packages"),
+            });
+        }
+        self.packages.push(e);
+        Ok(())
+    }
+}
+
+async fn download_once(
+    ctx: &Ctx,
+    dir: &Path,
+    url: &str,
+    declared: Option<u64>,
+    expect: &Expect,
+) -> Result<tempfile::TempPath> {
+    let refuse = |message: String| Error::Package {
+        url: url.to_owned(),
+        message,
+    };
+    let limit = declared.unwrap_or(expect.max_bytes);
+    let mut resp = ctx.http.get_once(url, None).await?;
+    if resp.status().as_u16() == 304 {
+        return Err(refuse(
+            "304 Not Modified to an unconditional request".into(),
+        ));
+    }
+    if let Some(n) = resp.content_length().filter(|n| *n > limit) {
+        return Err(refuse(format!(
+            "the server announces {n} bytes, more than the {limit} allowed"
+        )));
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("doc-pkg-")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(format!("temporary file in {}", dir.display()), e))?;
+    let mut out = BufWriter::with_capacity(256 * 1024, tmp);
+    let mut hasher = MultiHasher::new(&expect.hashes.known_algs());
+    let mut n = 0u64;
+    while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
+        n = n.saturating_add(chunk.len() as u64);
+        if n > limit {
+            return Err(refuse(format!("longer than the {limit} bytes allowed")));
+        }
+        hasher.update(&chunk);
+        out.write_all(&chunk)
+            .map_err(|e| Error::io("writing a package", e))?;
+        ctx.obs.bytes(chunk.len() as u64);
+    }
+    let tmp = out
+        .into_inner()
+        .map_err(|e| Error::io("writing a package", e.into_error()))?;
+    // Z39.99-2014 §11.1, §13.1: the package's `length` and `hash` as its entry publishes them.
+    expect
+        .verify(n, &hasher.finish())
+        .map_err(|e| refuse(e.to_string()))?;
+    Ok(tmp.into_temp_path())
+}
+
+/// Downloads a package (with retries) to a temporary file, verified against its entry.
+async fn download_package(
+    ctx: &Ctx,
+    dir: &Path,
+    pkg: &Entry,
+    limits: &DumpLimits,
+) -> Result<tempfile::TempPath> {
+    let url = pkg.loc.as_str();
+    let declared = pkg.length();
+    if let Some(n) = declared.filter(|n| *n > limits.max_package_bytes) {
+        return Err(Error::Package {
+            url: url.to_owned(),
+            message: format!(
+                "length {n} is more than the {} bytes allowed for a package",
+                limits.max_package_bytes
+            ),
+        });
+    }
+    let expect = Expect {
+        length: declared,
+        hashes: pkg.hashes().cloned().unwrap_or_default(),
+        max_bytes: limits.max_package_bytes,
+    };
+    ctx.http
+        .with_retries(|| download_once(ctx, dir, url, declared, &expect))
+        .await
+}
+
+/// An opened, checked package.
+struct Package {
+    url: String,
+    zip: ZipArchive<BufReader<File>>,
+    manifest: tempfile::TempPath,
+    header: Header,
+    /// A warning about manifest errors tolerated ([`TOLERATED_RULES`]).
+    tolerated: Option<String>,
+    /// Uncompressed bytes the entries may still inflate to.
+    budget: u64,
+    limits: DumpLimits,
+    max_document_bytes: u64,
+}
+
+impl std::fmt::Debug for Package {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Package")
+            .field("url", &self.url)
+            .field("entries", &self.zip.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn manifest_opts(url: &str, max_bytes: u64) -> ReadOptions {
+    let mut o = ReadOptions::named(format!("{url}#{MANIFEST_NAME}"));
+    o.max_document_bytes = max_bytes.max(1);
+    o
+}
+
+/// Inflates entry `index` through `sink`, stopping past `limits.max_ratio` times its compressed
+/// size (beyond [`RATIO_EXEMPT_BYTES`]) or past `budget`, which it lowers by what was read.
+fn inflate(
+    zip: &mut ZipArchive<BufReader<File>>,
+    index: usize,
+    limits: &DumpLimits,
+    budget: &mut u64,
+    mut sink: impl FnMut(&[u8]) -> Result<()>,
+) -> std::result::Result<u64, String> {
+    let mut f = zip.by_index(index).map_err(|e| e.to_string())?;
+    let compressed = f.compressed_size();
+    let ratio_cap = compressed
+        .saturating_mul(limits.max_ratio)
+        .max(RATIO_EXEMPT_BYTES);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0u64;
+    loop {
+        let k = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("inflating: {e}")),
+        };
+        n = n.saturating_add(k as u64);
+        if n > ratio_cap {
+            return Err(format!(
+                "inflates to more than {} times its {compressed} compressed bytes (a zip bomb?)",
+                limits.max_ratio
+            ));
+        }
+        if n > *budget {
+            return Err(format!(
+                "the package inflates past its budget of {} bytes (a zip bomb?)",
+                limits.max_unpacked_bytes
+            ));
+        }
+        sink(&buf[..k]).map_err(|e| e.to_string())?;
+    }
+    *budget -= n;
+    Ok(n)
+}
+
+/// Opens and checks a package (steps 2 and 3 of the module documentation).
+fn open_package(
+    file: &Path,
+    url: &str,
+    cap: Capability,
+    limits: DumpLimits,
+    scratch: &Path,
+    max_document_bytes: u64,
+) -> Result<Package> {
+    let refuse = |message: String| Error::Package {
+        url: url.to_owned(),
+        message,
+    };
+    let f = File::open(file).map_err(|e| Error::io(format!("reading {url}"), e))?;
+    let mut zip = ZipArchive::new(BufReader::with_capacity(64 * 1024, f))
+        .map_err(|e| refuse(format!("not a readable ZIP package: {e}")))?;
+    if zip.has_duplicate_names() {
+        return Err(refuse("two ZIP entries have the same name".into()));
+    }
+    match zip.has_overlapping_entries() {
+        Ok(false) => {}
+        Ok(true) => {
+            return Err(refuse(
+                "ZIP entries share bytes (overlapping entries: a zip bomb)".into(),
+            ));
+        }
+        Err(e) => return Err(refuse(format!("not a readable ZIP package: {e}"))),
+    }
+    let mut declared = 0u64;
+    for i in 0..zip.len() {
+        let e = zip
+            .by_index_data(i)
+            .map_err(|e| refuse(format!("ZIP entry {i}: {e}")))?;
+        let name = String::from_utf8_lossy(e.name_raw())
+            .chars()
+            .take(200)
+            .collect::<String>();
+        if e.encrypted() {
+            return Err(refuse(format!("ZIP entry {name:?} is encrypted")));
+        }
+        let (size, compressed) = (e.size(), e.compressed_size());
+        if size > RATIO_EXEMPT_BYTES && size > compressed.saturating_mul(limits.max_ratio) {
+            return Err(refuse(format!(
+                "ZIP entry {name:?} declares {size} bytes from {compressed} compressed: a ratio over the {}:1 allowed (a zip bomb?)",
+                limits.max_ratio
+            )));
+        }
+        declared = declared.saturating_add(size);
+    }
+    if declared > limits.max_unpacked_bytes {
+        return Err(refuse(format!(
+            "the entries declare {declared} bytes in all, more than the {} allowed (a zip bomb?)",
+            limits.max_unpacked_bytes
+        )));
+    }
+    let mut budget = limits.max_unpacked_bytes;
+
+    // Z39.99-2014 §11.2, §13.2: "named manifest.xml and ... located at the top level".
+    let Some(mi) = zip.index_for_name_raw(MANIFEST_NAME.as_bytes()) else {
+        return Err(refuse(format!(
+            "no {MANIFEST_NAME} at the top level of the package (Z39.99-2014 §11.2)"
+        )));
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("doc-manifest-")
+        .tempfile_in(scratch)
+        .map_err(|e| Error::io(format!("temporary file in {}", scratch.display()), e))?;
+    let mut out = BufWriter::new(tmp);
+    let mut written = 0u64;
+    inflate(&mut zip, mi, &limits, &mut budget, |chunk| {
+        written = written.saturating_add(chunk.len() as u64);
+        if written > max_document_bytes {
+            return Err(Error::BadDocument {
+                url: format!("{url}#{MANIFEST_NAME}"),
+                message: format!("larger than the {max_document_bytes} bytes allowed"),
+            });
+        }
+        out.write_all(chunk)
+            .map_err(|e| Error::io("writing a manifest", e))
+    })
+    .map_err(|m| refuse(format!("{MANIFEST_NAME}: {m}")))?;
+    let manifest = out
+        .into_inner()
+        .map_err(|e| Error::io("writing a manifest", e.into_error()))?
+        .into_temp_path();
+
+    // First pass over the manifest: validity, and the set of paths it lists.
+    let fh = File::open(&manifest).map_err(|e| Error::io("reading a manifest", e))?;
+    let mut r = DocumentReader::new(fh, manifest_opts(url, max_document_bytes))
+        .map_err(|e| refuse(format!("{MANIFEST_NAME}: {e}")))?;
+    let header = r.header().clone();
+    if header.capability() != Some(&cap) || header.is_index() {
+        return Err(refuse(format!(
+            "{MANIFEST_NAME} is a {}, not a {cap} document (Z39.99-2014 §11.2, §13.2)",
+            header.kind_name()
+        )));
+    }
+    let mut v = Validator::new(&header, r.header_position(), KEPT_FINDINGS);
+    let mut names: HashSet<Vec<u8>> = HashSet::new();
+    let mut count = 0usize;
+    while let Some(e) = r
+        .next_entry()
+        .map_err(|e| refuse(format!("{MANIFEST_NAME}: {e}")))?
+    {
+        count += 1;
+        if count > MAX_INDEX_ENTRIES {
+            return Err(refuse(format!(
+                "{MANIFEST_NAME} has more than {MAX_INDEX_ENTRIES} entries"
+            )));
+        }
+        v.entry(&e);
+        let path = e.md.as_ref().and_then(|m| m.path.as_deref());
+        match path {
+            // Z39.99-2014 §13.2: a deleted resource has no bitstream.
+            None if cap == Capability::ChangeDumpManifest
+                && e.change() == Some(&Change::Deleted) => {}
+            None => {
+                return Err(refuse(format!(
+                    "{MANIFEST_NAME} line {}: {} has no path (Z39.99-2014 §11.2, §13.2)",
+                    e.position.line, e.loc
+                )));
+            }
+            Some(p) => {
+                let name = entry_name(p).map_err(|why| {
+                    refuse(format!(
+                        "{MANIFEST_NAME} line {}: path {:?} of {}: {why}",
+                        e.position.line,
+                        p.chars().take(200).collect::<String>(),
+                        e.loc
+                    ))
+                })?;
+                names.insert(name.as_bytes().to_vec());
+            }
+        }
+    }
+    let name = r.name().to_owned();
+    let mut findings = r.take_findings();
+    findings.extend(v.finish(&name, r.bytes_read()).findings);
+    let errors: Vec<&Finding> = findings
+        .as_slice()
+        .iter()
+        .filter(|f| f.severity() == Severity::Error)
+        .collect();
+    let (tolerated, fatal): (Vec<&Finding>, Vec<&Finding>) = errors
+        .iter()
+        .copied()
+        .partition(|f| TOLERATED_RULES.contains(&f.rule.id));
+    // Errors not kept cannot be told apart: they refuse the package too.
+    if !fatal.is_empty() || findings.error_count() > errors.len() as u64 {
+        let quoted: Vec<String> = fatal
+            .iter()
+            .chain(tolerated.iter())
+            .take(QUOTED_FINDINGS)
+            .map(ToString::to_string)
+            .collect();
+        return Err(refuse(format!(
+            "{MANIFEST_NAME} is not valid ({} error(s)): {}",
+            findings.error_count(),
+            quoted.join("; ")
+        )));
+    }
+    let tolerated = tolerated.first().map(|f| {
+        format!(
+            "package {url}: {MANIFEST_NAME} departs from the specification in what is not relied on: {f}{}",
+            match tolerated.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            }
+        )
+    });
+    // Every ZIP entry must be the manifest, listed by it, or an empty directory.
+    for i in 0..zip.len() {
+        let e = zip
+            .by_index_data(i)
+            .map_err(|e| refuse(format!("ZIP entry {i}: {e}")))?;
+        let raw = e.name_raw();
+        let dir = raw.ends_with(b"/") && e.size() == 0;
+        if i != mi && !dir && !names.contains(raw) {
+            return Err(refuse(format!(
+                "ZIP entry {:?} is not listed in the manifest",
+                String::from_utf8_lossy(raw)
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            )));
+        }
+    }
+    Ok(Package {
+        url: url.to_owned(),
+        zip,
+        manifest,
+        header,
+        tolerated,
+        budget,
+        limits,
+        max_document_bytes,
+    })
+}
+
+/// What one manifest entry came to.
+enum Applied {
+    Written { bytes: u64, update: bool },
+    Unchanged,
+    Deleted,
+    Skipped,
+}
+
+/// Extracts one bitstream into place (step 4 of the module documentation).
+fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str) -> Result<Applied> {
+    let uri = e.loc.as_str();
+    let rel = ctx.mapper.map(uri)?;
+    let name = entry_name(path).map_err(|why| Error::Package {
+        url: pkg.url.clone(),
+        message: format!("path {path:?}: {why}"),
+    })?;
+    let expect = Expect {
+        length: e.length(),
+        hashes: e.hashes().cloned().unwrap_or_default(),
+        max_bytes: ctx.max_resource_bytes,
+    };
+    let prior = ctx.state.resource(uri)?;
+    let existing = ctx.store.stat(&rel)?;
+    // Already in place (a resumed run, or an earlier package): the state proves it current.
+    if let (Some(p), Some(m)) = (&prior, existing) {
+        if !p.gone
+            && m.is_file
+            && p.length == Some(m.length)
+            && expect.length.is_none_or(|l| l == m.length)
+            && expect.hashes.agrees_with(&p.hashes) == Some(true)
+        {
+            return Ok(Applied::Unchanged);
+        }
+    }
+    let Some(index) = pkg.zip.index_for_name_raw(name.as_bytes()) else {
+        return Err(Error::Package {
+            url: pkg.url.clone(),
+            message: format!("no ZIP entry {name:?}, which the manifest lists"),
+        });
+    };
+    let mut tmp = ctx.store.create_temp(expect)?;
+    let obs = ctx.obs.clone();
+    let Package {
+        zip,
+        limits,
+        budget,
+        url,
+        ..
+    } = pkg;
+    inflate(zip, index, limits, budget, |chunk| {
+        tmp.write(chunk)?;
+        obs.bytes(chunk.len() as u64);
+        Ok(())
+    })
+    .map_err(|message| Error::Package {
+        url: url.clone(),
+        message: format!("{name}: {message}"),
+    })?;
+    // Verified (length, every digest of the manifest entry), then renamed into place.
+    let c = ctx.store.commit(tmp, &rel)?;
+    let rec = ResourceRecord {
+        uri: uri.to_owned(),
+        source: ctx.key.clone(),
+        path: rel.to_string(),
+        length: Some(c.length),
+        hashes: c.hashes,
+        lastmod: e.lastmod,
+        etag: None,
+        last_modified: None,
+        gone: false,
+    };
+    ctx.state.put_resource(&rec)?;
+    ctx.state.remove_pending(&ctx.key, uri)?;
+    Ok(Applied::Written {
+        bytes: c.length,
+        update: existing.is_some() || prior.is_some_and(|p| !p.gone),
+    })
+}
+
+/// A `deleted` entry of a Change Dump Manifest: the copy goes only with `--delete`, as for a
+/// Change List (Z39.99-2014 §13.2); otherwise the Change List reports it.
+fn delete(ctx: &Ctx, uri: &str) -> Result<Applied> {
+    if !ctx.delete {
+        return Ok(Applied::Skipped);
+    }
+    let Some(p) = ctx.state.resource(uri)? else {
+        return Ok(Applied::Skipped);
+    };
+    let rel = match RelPath::parse(&p.path) {
+        Ok(r) => r,
+        Err(_) => ctx.mapper.map(uri)?,
+    };
+    ctx.store.remove(&rel)?;
+    ctx.state.remove_resource(uri)?;
+    ctx.state.remove_pending(&ctx.key, uri)?;
+    Ok(Applied::Deleted)
+}
+
+/// Second pass over the manifest: applies its entries in order (entries at or before `cursor`
+/// are skipped, for Change Dumps). Entry failures are warnings.
+fn apply_package(
+    ctx: &Ctx,
+    pkg: &mut Package,
+    cursor: Option<W3cDateTime>,
+    stats: &mut DumpStats,
+    warnings: &mut Vec<String>,
+    dropped: &mut u64,
+) -> Result<()> {
+    if let Some(t) = pkg.tolerated.take() {
+        warn(warnings, dropped, t);
+    }
+    let fh = File::open(&pkg.manifest).map_err(|e| Error::io("reading a manifest", e))?;
+    let mut r = DocumentReader::new(fh, manifest_opts(&pkg.url, pkg.max_document_bytes))?;
+    let change_dump = pkg.header.capability() == Some(&Capability::ChangeDumpManifest);
+    while let Some(e) = r.next_entry()? {
+        if let (Some(c), Some(t)) = (&cursor, e.change_time()) {
+            if t.cmp_instant(c) != std::cmp::Ordering::Greater {
+                continue;
+            }
+        }
+        ctx.obs.add_total(1);
+        let path = e.md.as_ref().and_then(|m| m.path.clone());
+        let res = match (change_dump, e.change(), path) {
+            (true, Some(Change::Deleted), _) => delete(ctx, &e.loc),
+            (_, _, Some(p)) => extract(ctx, pkg, &e, &p),
+            (_, _, None) => Ok(Applied::Skipped),
+        };
+        ctx.obs.resource_done();
+        match res {
+            Ok(Applied::Written { bytes, update }) => {
+                if update {
+                    stats.updated += 1;
+                } else {
+                    stats.created += 1;
+                }
+                stats.bytes += bytes;
+            }
+            Ok(Applied::Unchanged) => stats.unchanged += 1,
+            Ok(Applied::Deleted) => stats.deleted += 1,
+            Ok(Applied::Skipped) => continue,
+            Err(err) => {
+                stats.failed += 1;
+                let msg = match err {
+                    Error::Package { message, .. } => message,
+                    other => other.to_string(),
+                };
+                let msg = if msg.contains(&e.loc) {
+                    msg
+                } else {
+                    format!("{}: {msg}", e.loc)
+                };
+                warn(
+                    warnings,
+                    dropped,
+                    format!("package {}: {msg}: left to the lists", pkg.url),
+                );
+                continue;
+            }
+        }
+        if let Some(d) = &ctx.dumped {
+            d.lock()
+                .map_err(|_| Error::Task("staging lock poisoned".into()))?
+                .upsert(&StagedItem {
+                    uri: e.loc.clone(),
+                    ..StagedItem::default()
+                })?;
+        }
+    }
+    Ok(())
+}
+
+/// Downloads, checks and applies one package. A refused package is an `Err`; entry failures are
+/// warnings.
+async fn one_package(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    entry: &Entry,
+    cap: Capability,
+    cursor: Option<W3cDateTime>,
+    limits: &DumpLimits,
+) -> Result<(DumpStats, Vec<String>, u64)> {
+    ctx.obs.phase("downloading a package");
+    let file = download_package(ctx, &fetcher.dir, entry, limits).await?;
+    ctx.obs.phase("unpacking");
+    let (ctx2, url, scratch, limits) =
+        (ctx.clone(), entry.loc.clone(), fetcher.dir.clone(), *limits);
+    let max_doc = fetcher.max_bytes;
+    tokio::task::spawn_blocking(move || {
+        let mut pkg = open_package(&file, &url, cap, limits, &scratch, max_doc)?;
+        let mut stats = DumpStats::default();
+        let mut warnings = Vec::new();
+        let mut dropped = 0u64;
+        apply_package(
+            &ctx2,
+            &mut pkg,
+            cursor,
+            &mut stats,
+            &mut warnings,
+            &mut dropped,
+        )?;
+        drop(file);
+        Ok((stats, warnings, dropped))
+    })
+    .await?
+}
+
+fn merge(into: &mut DumpStats, s: DumpStats) {
+    into.packages += s.packages;
+    into.refused += s.refused;
+    into.created += s.created;
+    into.updated += s.updated;
+    into.deleted += s.deleted;
+    into.unchanged += s.unchanged;
+    into.failed += s.failed;
+    into.bytes += s.bytes;
+}
+
+/// Applies a list of packages in order; refused packages become warnings.
+async fn apply_all(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    packages: &[Entry],
+    cap: Capability,
+    cursor: Option<W3cDateTime>,
+    limits: &DumpLimits,
+    warnings: &mut Vec<String>,
+) -> Result<DumpStats> {
+    let mut stats = DumpStats::default();
+    let mut dropped = 0u64;
+    for p in packages {
+        match one_package(ctx, fetcher, p, cap.clone(), cursor, limits).await {
+            Ok((s, w, d)) => {
+                merge(&mut stats, s);
+                stats.packages += 1;
+                for m in w {
+                    warn(warnings, &mut dropped, m);
+                }
+                dropped += d;
+            }
+            // A refused package, or one that could not be fetched: its resources are left to
+            // the lists. Store or state failures end the run.
+            Err(e @ (Error::Package { .. } | Error::Status { .. } | Error::Transport { .. })) => {
+                stats.refused += 1;
+                warn(
+                    warnings,
+                    &mut dropped,
+                    format!("{e}: package refused, its resources are fetched one by one"),
+                );
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if dropped > 0 {
+        warnings.push(format!("{dropped} more warning(s) about packages"));
+    }
+    Ok(stats)
+}
+
+/// Baseline from a Resource Dump (Z39.99-2014 §11): every package applied; the context's
+/// `dumped` set receives the URIs whose copy is in place from it. A Resource Dump that cannot be
+/// read is a warning (the Resource List does the work).
+pub(crate) async fn resource_dump(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    url: &str,
+    limits: &DumpLimits,
+    warnings: &mut Vec<String>,
+) -> Result<DumpStats> {
+    ctx.obs.phase("reading the Resource Dump");
+    let sink = PackageSink {
+        url: url.to_owned(),
+        packages: Vec::new(),
+    };
+    let (sink, info) = match walk(fetcher, url, Capability::ResourceDump, sink).await {
+        Ok(v) => v,
+        Err(e) => {
+            warnings.push(format!(
+                "Resource Dump {url}: {e}: baseline from the Resource List alone"
+            ));
+            return Ok(DumpStats::default());
+        }
+    };
+    warnings.extend(info.warnings);
+    let mut stats = apply_all(
+        ctx,
+        fetcher,
+        &sink.packages,
+        Capability::ResourceDumpManifest,
+        None,
+        limits,
+        warnings,
+    )
+    .await?;
+    // Z39.99-2014 §11.1: `at`, when the snapshot of the dump started (of no use when nothing
+    // was applied).
+    if stats.packages > 0 {
+        stats.at = info.top.md.as_ref().and_then(|m| m.at);
+    }
+    Ok(stats)
+}
+
+/// Incremental from a Change Dump (Z39.99-2014 §13): the packages whose period starts at or after
+/// the cursor, in forward chronological order (§13.1), their entries after the cursor.
+pub(crate) async fn change_dumps(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    url: &str,
+    cursor: W3cDateTime,
+    limits: &DumpLimits,
+    warnings: &mut Vec<String>,
+) -> Result<DumpStats> {
+    ctx.obs.phase("reading the Change Dump");
+    let sink = PackageSink {
+        url: url.to_owned(),
+        packages: Vec::new(),
+    };
+    let (sink, info) = match walk(fetcher, url, Capability::ChangeDump, sink).await {
+        Ok(v) => v,
+        Err(e) => {
+            warnings.push(format!(
+                "Change Dump {url}: {e}: changes from the Change Lists alone"
+            ));
+            return Ok(DumpStats::default());
+        }
+    };
+    warnings.extend(info.warnings);
+    let mut selected: Vec<(W3cDateTime, Entry)> = sink
+        .packages
+        .into_iter()
+        .filter_map(|e| {
+            let from = e.md.as_ref().and_then(|m| m.from)?;
+            (from.cmp_instant(&cursor) != std::cmp::Ordering::Less).then_some((from, e))
+        })
+        .collect();
+    // Forward chronological order (stable: packages of one period keep the document's order).
+    selected.sort_by(|a, b| a.0.cmp_instant(&b.0));
+    let packages: Vec<Entry> = selected.into_iter().map(|(_, e)| e).collect();
+    apply_all(
+        ctx,
+        fetcher,
+        &packages,
+        Capability::ChangeDumpManifest,
+        Some(cursor),
+        limits,
+        warnings,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zip_file(entries: &[(&str, &[u8])]) -> (tempfile::TempDir, ZipArchive<BufReader<File>>) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("p.zip");
+        let mut w = zip::ZipWriter::new(File::create(&path).expect("create"));
+        for (name, bytes) in entries {
+            w.start_file(
+                *name,
+                zip::write::SimpleFileOptions::default()
+                    .compression_method(zip::CompressionMethod::Deflated),
+            )
+            .expect("start");
+            w.write_all(bytes).expect("write");
+        }
+        w.finish().expect("finish");
+        let z = ZipArchive::new(BufReader::new(File::open(&path).expect("open"))).expect("zip");
+        (dir, z)
+    }
+
+    #[test]
+    fn inflation_stops_at_the_ratio_and_the_budget() {
+        let zeros = vec![0u8; 4 << 20];
+        let (_d, mut z) = zip_file(&[("z", &zeros), ("small", b"0123456789")]);
+        let limits = DumpLimits {
+            max_ratio: 10,
+            ..DumpLimits::default()
+        };
+        let mut budget = u64::MAX;
+        let mut seen = 0u64;
+        let e = inflate(&mut z, 0, &limits, &mut budget, |c| {
+            seen += c.len() as u64;
+            Ok(())
+        })
+        .expect_err("ratio");
+        assert!(e.contains("times its"), "{e}");
+        assert!(seen <= RATIO_EXEMPT_BYTES, "stopped early: {seen}");
+        let mut budget = 5;
+        let e = inflate(&mut z, 1, &DumpLimits::default(), &mut budget, |_| Ok(()))
+            .expect_err("budget");
+        assert!(e.contains("budget"), "{e}");
+        let mut budget = 100;
+        let n = inflate(&mut z, 1, &DumpLimits::default(), &mut budget, |_| Ok(())).expect("fits");
+        assert_eq!((n, budget), (10, 90));
+    }
+
+    #[test]
+    fn manifest_paths_map_to_entry_names_or_are_refused() {
+        assert_eq!(
+            entry_name("/resources/a b/c.txt"),
+            Ok("resources/a b/c.txt")
+        );
+        assert_eq!(
+            entry_name("/changes/res7-v2.html"),
+            Ok("changes/res7-v2.html")
+        );
+        assert_eq!(
+            entry_name("sub/b.txt"),
+            Ok("sub/b.txt"),
+            "as resync writes it"
+        );
+        for bad in [
+            "",
+            "/",
+            "//etc/x",
+            "/../../x",
+            "/resources/../../x",
+            "/resources/./x",
+            "/resources//x",
+            "/resources/x/",
+            "/resources\\..\\..\\x",
+            "/resources/a\0b",
+            "/resources/a\nb",
+            "/manifest.xml",
+        ] {
+            assert!(entry_name(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(entry_name(&format!("/{}", "n".repeat(256))).is_err());
+        assert!(entry_name(&format!("/{}", "n".repeat(255))).is_ok());
+        assert!(entry_name(&format!("/{}", "d/".repeat(3000))).is_err());
+    }
+}
