@@ -49,10 +49,11 @@ pub trait Inventory: Send + Sync {
 pub struct DirInventory {
     root: PathBuf,
     canonical_root: PathBuf,
-    excludes: Vec<String>,
     include_hidden: bool,
     skip_dirs: Vec<PathBuf>,
     threads: usize,
+    /// The exclude globs, compiled once (`admits` runs for every request the server answers).
+    compiled: ignore::overrides::Override,
 }
 
 fn mtime_ns(md: &std::fs::Metadata) -> i128 {
@@ -78,10 +79,11 @@ impl DirInventory {
             .into_iter()
             .map(|d| d.canonicalize().unwrap_or(d))
             .collect();
+        let compiled = compile_excludes(&canonical_root, &excludes)?;
         Ok(DirInventory {
+            compiled,
             root: root.to_owned(),
             canonical_root,
-            excludes,
             include_hidden,
             skip_dirs,
             threads: std::thread::available_parallelism()
@@ -109,21 +111,22 @@ impl DirInventory {
         if self.skip_dirs.iter().any(|d| full.starts_with(d)) {
             return false;
         }
-        match self.overrides() {
-            Ok(ov) => !ov.matched(&full, false).is_ignore(),
-            Err(_) => true,
-        }
+        !self.compiled.matched(&full, false).is_ignore()
     }
 
     fn overrides(&self) -> Result<ignore::overrides::Override> {
-        let mut ob = OverrideBuilder::new(&self.canonical_root);
-        for g in &self.excludes {
-            ob.add(&format!("!{g}"))
-                .map_err(|e| Error::Config(format!("bad --exclude glob {g:?}: {e}")))?;
-        }
-        ob.build()
-            .map_err(|e| Error::Config(format!("bad --exclude globs: {e}")))
+        Ok(self.compiled.clone())
     }
+}
+
+fn compile_excludes(root: &Path, excludes: &[String]) -> Result<ignore::overrides::Override> {
+    let mut ob = OverrideBuilder::new(root);
+    for g in excludes {
+        ob.add(&format!("!{g}"))
+            .map_err(|e| Error::Config(format!("bad --exclude glob {g:?}: {e}")))?;
+    }
+    ob.build()
+        .map_err(|e| Error::Config(format!("bad --exclude globs: {e}")))
 }
 
 impl Inventory for DirInventory {

@@ -118,8 +118,23 @@ impl Source {
             out.join(".well-known"),
             dir.join(STATE_DIR),
         ];
+        // The state database and its SQLite companions are never published. Its folder is
+        // skipped too, unless that folder is DIR itself or contains it (a `--state` file placed
+        // directly in the tree, or above it), where skipping it would skip everything.
+        let canonical_dir = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
         if let Some(p) = state_path.parent() {
-            skip.push(p.to_owned());
+            let cp = p.canonicalize().unwrap_or_else(|_| p.to_owned());
+            if !canonical_dir.starts_with(&cp) {
+                skip.push(p.to_owned());
+            }
+        }
+        if let (Some(parent), Some(name)) = (state_path.parent(), state_path.file_name()) {
+            let parent = parent.canonicalize().unwrap_or_else(|_| parent.to_owned());
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut f = name.to_owned();
+                f.push(suffix);
+                skip.push(parent.join(f));
+            }
         }
         let inventory = DirInventory::new(dir, cfg.excludes.clone(), cfg.include_hidden, skip)?;
         Ok(Source {

@@ -342,3 +342,26 @@ fn unreadable_and_unstable_files_are_skipped_not_fatal() {
     );
     assert!(reasons[1].starts_with("locked.txt: denied"), "{reasons:?}");
 }
+
+#[test]
+fn a_state_file_inside_the_tree_is_neither_published_nor_hiding_the_tree() {
+    // `--state DIR/state.sqlite`: the state's folder is DIR itself.
+    let dir = tempfile::tempdir().expect("dir");
+    let out = tempfile::tempdir().expect("out");
+    std::fs::write(dir.path().join("a.txt"), "a").expect("write");
+    let mut cfg = SourceConfig::new(dir.path(), "http://127.0.0.1:8080/");
+    cfg.out = Some(out.path().to_owned());
+    cfg.state = Some(dir.path().join("state.sqlite"));
+    let mut s = Source::open(cfg).expect("open");
+    let r = s.scan().expect("scan");
+    assert_eq!(
+        r.resources,
+        1,
+        "only a.txt: {:?}",
+        s.state().resources_by_path()
+    );
+    assert!(s.inventory().admits(Path::new("a.txt")));
+    for f in ["state.sqlite", "state.sqlite-wal", "state.sqlite-shm"] {
+        assert!(!s.inventory().admits(Path::new(f)), "{f} admitted");
+    }
+}
