@@ -472,6 +472,39 @@ struct Resolved {
     content_type: String,
     /// The recorded state of a resource, for its digest and type.
     recorded: Option<Resource>,
+    /// The file opened, its metadata, and its content when small, all done on the blocking
+    /// thread that resolved the path (one hand-off per request instead of one per step).
+    opened: Option<Opened>,
+}
+
+/// A file opened on a blocking thread.
+#[derive(Debug)]
+struct Opened {
+    file: std::fs::File,
+    md: std::fs::Metadata,
+    /// The whole content, for files up to [`SMALL_FILE`] bytes.
+    content: Option<Vec<u8>>,
+}
+
+/// Files up to this size are read whole when opened (bounded memory per request).
+const SMALL_FILE: u64 = 256 * 1024;
+
+fn open_resolved(mut r: Resolved) -> Resolved {
+    use std::io::Read as _;
+    if let Ok(mut file) = std::fs::File::open(&r.path) {
+        if let Ok(md) = file.metadata() {
+            let content = (md.is_file() && md.len() <= SMALL_FILE).then(|| {
+                let mut buf = Vec::with_capacity(md.len() as usize);
+                file.read_to_end(&mut buf).ok().map(|_| buf)
+            });
+            r.opened = Some(Opened {
+                file,
+                md,
+                content: content.flatten(),
+            });
+        }
+    }
+    r
 }
 
 async fn route(app: Arc<App>, method: &Method, path: &str, headers: &HeaderMap) -> Response {
@@ -490,6 +523,7 @@ async fn route(app: Arc<App>, method: &Method, path: &str, headers: &HeaderMap) 
         kind: Kind::Document,
         content_type: XML.into(),
         recorded: None,
+        opened: None,
     };
     // Z39.99-2014 §6.3.2: the Source Description at the well-known URI of the host.
     if path == "/.well-known/resourcesync" {
@@ -507,14 +541,18 @@ async fn route(app: Arc<App>, method: &Method, path: &str, headers: &HeaderMap) 
             kind: Kind::Page,
             content_type: HTML.into(),
             recorded: None,
+            opened: None,
         };
         return send(&app, head, headers, page).await;
     }
     let rest = rest.to_owned();
     let a = app.clone();
-    let resolved = tokio::task::spawn_blocking(move || match rest.strip_prefix("resourcesync/") {
-        Some(doc) => resolve_document(&a, doc),
-        None => resolve_resource(&a, &rest),
+    let resolved = tokio::task::spawn_blocking(move || {
+        match rest.strip_prefix("resourcesync/") {
+            Some(doc) => resolve_document(&a, doc),
+            None => resolve_resource(&a, &rest),
+        }
+        .map(open_resolved)
     })
     .await;
     match resolved {
@@ -556,6 +594,7 @@ fn resolve_document(app: &App, url_path: &str) -> std::result::Result<Resolved, 
         kind,
         content_type,
         recorded: None,
+        opened: None,
     })
 }
 
@@ -600,6 +639,7 @@ fn resolve_resource(app: &App, url_path: &str) -> std::result::Result<Resolved, 
         kind: Kind::Resource,
         content_type,
         recorded,
+        opened: None,
     })
 }
 
@@ -778,14 +818,22 @@ fn status_only(status: StatusCode, mut headers: HeaderMap) -> Response {
 }
 
 /// Sends a resolved file: validators, conditional requests, ranges, HEAD, streamed body.
-async fn send(app: &App, head: bool, req: &HeaderMap, r: Resolved) -> Response {
-    let Ok(mut file) = tokio::fs::File::open(&r.path).await else {
+async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Response {
+    let (mut file, md, content) = match r.opened.take() {
+        Some(o) => (tokio::fs::File::from_std(o.file), o.md, o.content),
+        None => {
+            let Ok(file) = tokio::fs::File::open(&r.path).await else {
+                return not_found();
+            };
+            let Ok(md) = file.metadata().await else {
+                return not_found();
+            };
+            (file, md, None)
+        }
+    };
+    if !md.is_file() {
         return not_found();
-    };
-    let md = match file.metadata().await {
-        Ok(md) if md.is_file() => md,
-        _ => return not_found(),
-    };
+    }
     let len = md.len();
     let mns = mtime_ns(&md);
     let mtime_secs = (mns.div_euclid(1_000_000_000)) as i64;
@@ -884,6 +932,11 @@ async fn send(app: &App, head: bool, req: &HeaderMap, r: Resolved) -> Response {
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
     let body = if head {
         Body::empty()
+    } else if let Some(mut buf) = content.filter(|b| b.len() as u64 == len) {
+        // Small file read when opened: the requested bytes, from memory.
+        buf.truncate((first + count) as usize);
+        buf.drain(..first as usize);
+        Body::from(buf)
     } else {
         if first > 0 && file.seek(io::SeekFrom::Start(first)).await.is_err() {
             return plain(StatusCode::INTERNAL_SERVER_ERROR, "cannot read the file");

@@ -237,12 +237,13 @@ impl State {
 
     /// Looks a resource up by URI.
     pub fn resource_by_uri(&self, uri: &str) -> Result<Option<Resource>> {
+        // Prepared once per connection: the server asks this for every request.
         self.conn
-            .query_row(
+            .prepare_cached(
                 "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources WHERE uri=?1",
-                [uri],
-                row_resource,
             )
+            .map_err(|e| self.err(e))?
+            .query_row([uri], row_resource)
             .optional()
             .map_err(|e| self.err(e))
     }
