@@ -255,7 +255,12 @@ impl State {
             path: path.clone(),
             source,
         })?;
-        Ok(Recorder { tx, path })
+        Ok(Recorder {
+            tx,
+            path,
+            last_us: std::cell::Cell::new(None),
+            open: std::cell::Cell::new(None),
+        })
     }
 
     /// Every period in order.
@@ -394,6 +399,11 @@ fn row_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChangeRecord> {
 pub struct Recorder<'a> {
     tx: Transaction<'a>,
     path: PathBuf,
+    /// The newest change time recorded, loaded once per transaction (recording a change must
+    /// not scan the change log: that made a first publish quadratic).
+    last_us: std::cell::Cell<Option<Option<i64>>>,
+    /// The open period (id, count, opened), cached for the same reason.
+    open: std::cell::Cell<Option<(i64, i64, i64)>>,
 }
 
 /// When to close the open Change List and start a new one.
@@ -425,13 +435,15 @@ impl Recorder<'_> {
     /// Inserts or replaces a resource row.
     pub fn put(&self, r: &Resource) -> Result<()> {
         self.tx
-            .execute(
+            .prepare_cached(
                 "INSERT INTO resources(path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256)
                  VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT(path) DO UPDATE SET uri=excluded.uri, length=excluded.length,
                    mtime_ns=excluded.mtime_ns, lastmod=excluded.lastmod, type=excluded.type,
                    md5=excluded.md5, sha1=excluded.sha1, sha256=excluded.sha256",
-                params![
+            )
+            .map_err(|e| self.err(e))?
+            .execute(params![
                     r.path,
                     r.uri,
                     r.length as i64,
@@ -441,8 +453,7 @@ impl Recorder<'_> {
                     digest_of(&r.hashes, HashAlg::Md5),
                     digest_of(&r.hashes, HashAlg::Sha1),
                     digest_of(&r.hashes, HashAlg::Sha256),
-                ],
-            )
+            ])
             .map(|_| ())
             .map_err(|e| self.err(e))
     }
@@ -450,7 +461,9 @@ impl Recorder<'_> {
     /// Removes a resource row.
     pub fn remove(&self, path: &[u8]) -> Result<()> {
         self.tx
-            .execute("DELETE FROM resources WHERE path=?1", [path])
+            .prepare_cached("DELETE FROM resources WHERE path=?1")
+            .map_err(|e| self.err(e))?
+            .execute([path])
             .map(|_| ())
             .map_err(|e| self.err(e))
     }
@@ -458,19 +471,23 @@ impl Recorder<'_> {
     /// The open period, rotated first if it is full or too old at `now`; created when none is
     /// open.
     fn open_period(&self, now: Timestamp, rotation: Rotation) -> Result<i64> {
-        let open: Option<(i64, i64, i64)> = self
-            .tx
-            .query_row(
-                "SELECT id, count, opened_us FROM periods WHERE until_dt IS NULL ORDER BY id DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
-            .map_err(|e| self.err(e))?;
+        let open: Option<(i64, i64, i64)> = match self.open.get() {
+            Some(o) => Some(o),
+            None => self
+                .tx
+                .query_row(
+                    "SELECT id, count, opened_us FROM periods WHERE until_dt IS NULL ORDER BY id DESC LIMIT 1",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?,
+        };
         let now_dt = W3cDateTime::from_timestamp(now).to_string();
         if let Some((id, count, opened_us)) = open {
             let age = (now.as_microsecond() - opened_us) / 1_000_000;
             if (count as u64) < rotation.max_entries && age < rotation.max_age_secs {
+                self.open.set(Some((id, count, opened_us)));
                 return Ok(id);
             }
             // Close at the last change recorded in it (or now, for an empty one): the next
@@ -513,7 +530,9 @@ impl Recorder<'_> {
                 )
                 .map_err(|e| self.err(e))?;
         }
-        Ok(self.tx.last_insert_rowid())
+        let id = self.tx.last_insert_rowid();
+        self.open.set(Some((id, 0, now.as_microsecond())));
+        Ok(id)
     }
 
     /// Makes sure a period is open (so that an empty Change List can be published from the
@@ -532,10 +551,13 @@ impl Recorder<'_> {
         datetime: Timestamp,
         rotation: Rotation,
     ) -> Result<Timestamp> {
-        let last_us: Option<i64> = self
-            .tx
-            .query_row("SELECT max(datetime_us) FROM changes", [], |row| row.get(0))
-            .map_err(|e| self.err(e))?;
+        let last_us: Option<i64> = match self.last_us.get() {
+            Some(v) => v,
+            None => self
+                .tx
+                .query_row("SELECT max(datetime_us) FROM changes", [], |row| row.get(0))
+                .map_err(|e| self.err(e))?,
+        };
         let mut us = datetime.as_microsecond();
         if let Some(l) = last_us {
             if us <= l {
@@ -546,10 +568,12 @@ impl Recorder<'_> {
         let period = self.open_period(ts, rotation)?;
         let deleted = change == Change::Deleted;
         self.tx
-            .execute(
+            .prepare_cached(
                 "INSERT INTO changes(uri, change, datetime, datetime_us, lastmod, length, type, md5, sha1, sha256, period)
                  VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
+            )
+            .map_err(|e| self.err(e))?
+            .execute(params![
                     r.uri,
                     change.as_str(),
                     W3cDateTime::from_timestamp(ts).to_string(),
@@ -561,12 +585,17 @@ impl Recorder<'_> {
                     digest_of(&r.hashes, HashAlg::Sha1).filter(|_| !deleted),
                     digest_of(&r.hashes, HashAlg::Sha256).filter(|_| !deleted),
                     period,
-                ],
-            )
+            ])
             .map_err(|e| self.err(e))?;
         self.tx
-            .execute("UPDATE periods SET count=count+1 WHERE id=?1", [period])
+            .prepare_cached("UPDATE periods SET count=count+1 WHERE id=?1")
+            .map_err(|e| self.err(e))?
+            .execute([period])
             .map_err(|e| self.err(e))?;
+        self.last_us.set(Some(Some(us)));
+        if let Some((id, count, opened)) = self.open.get() {
+            self.open.set(Some((id, count + 1, opened)));
+        }
         Ok(ts)
     }
 
