@@ -338,39 +338,40 @@ fn sql(path: &Path, source: rusqlite::Error) -> Error {
 
 impl StateStore for SqliteState {
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
-        self.lock()
-            .query_row(
-                &format!("SELECT {RESOURCE_COLS} FROM resources WHERE uri = ?1"),
-                [uri],
-                row_to_record,
-            )
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached(&format!(
+                "SELECT {RESOURCE_COLS} FROM resources WHERE uri = ?1"
+            ))
+            .map_err(|e| self.err(e))?;
+        st.query_row([uri], row_to_record)
             .optional()
             .map_err(|e| self.err(e))
     }
 
     fn put_resource(&self, r: &ResourceRecord) -> Result<()> {
-        self.lock()
-            .execute(
-                &format!(
-                    "INSERT OR REPLACE INTO resources({RESOURCE_COLS}) \
-                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
-                ),
-                params![
-                    r.uri,
-                    r.source,
-                    r.path,
-                    to_i64(r.length),
-                    digest_of(&r.hashes, HashAlg::Md5),
-                    digest_of(&r.hashes, HashAlg::Sha1),
-                    digest_of(&r.hashes, HashAlg::Sha256),
-                    r.lastmod.map(|d| d.to_string()),
-                    r.etag,
-                    r.last_modified,
-                    i64::from(r.gone),
-                ],
-            )
-            .map(drop)
-            .map_err(|e| self.err(e))
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached(&format!(
+                "INSERT OR REPLACE INTO resources({RESOURCE_COLS}) \
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+            ))
+            .map_err(|e| self.err(e))?;
+        st.execute(params![
+            r.uri,
+            r.source,
+            r.path,
+            to_i64(r.length),
+            digest_of(&r.hashes, HashAlg::Md5),
+            digest_of(&r.hashes, HashAlg::Sha1),
+            digest_of(&r.hashes, HashAlg::Sha256),
+            r.lastmod.map(|d| d.to_string()),
+            r.etag,
+            r.last_modified,
+            i64::from(r.gone),
+        ])
+        .map(drop)
+        .map_err(|e| self.err(e))
     }
 
     fn remove_resource(&self, uri: &str) -> Result<()> {
@@ -414,12 +415,11 @@ impl StateStore for SqliteState {
     }
 
     fn has_path(&self, path: &str) -> Result<bool> {
-        self.lock()
-            .query_row(
-                "SELECT EXISTS(SELECT 1 FROM resources WHERE path = ?1)",
-                [path],
-                |r| r.get::<_, i64>(0),
-            )
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached("SELECT EXISTS(SELECT 1 FROM resources WHERE path = ?1)")
+            .map_err(|e| self.err(e))?;
+        st.query_row([path], |r| r.get::<_, i64>(0))
             .map(|n| n != 0)
             .map_err(|e| self.err(e))
     }
