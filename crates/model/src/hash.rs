@@ -147,6 +147,25 @@ impl Hashes {
         (Hashes(out), bad)
     }
 
+    /// A list of the known algorithms' digests, from their values (as kept in one column per
+    /// algorithm), in the order md5, sha-1, sha-256.
+    pub fn from_known(md5: Option<String>, sha1: Option<String>, sha256: Option<String>) -> Self {
+        let v = [
+            (HashAlg::Md5, md5),
+            (HashAlg::Sha1, sha1),
+            (HashAlg::Sha256, sha256),
+        ]
+        .into_iter()
+        .filter_map(|(alg, value)| value.map(|value| Digest { alg, value }))
+        .collect();
+        Hashes(v)
+    }
+
+    /// The digest value for an algorithm, lower-case, if present.
+    pub fn value_of(&self, alg: &HashAlg) -> Option<String> {
+        self.get(alg).map(|d| d.value.to_ascii_lowercase())
+    }
+
     /// The digest for an algorithm, if present.
     pub fn get(&self, alg: &HashAlg) -> Option<&Digest> {
         self.0.iter().find(|d| &d.alg == alg)

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
-use resourcesync_model::{Change, Digest, HashAlg, Hashes, W3cDateTime};
+use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::error::{Error, Result};
@@ -115,21 +115,7 @@ CREATE TABLE IF NOT EXISTS snapshots(
 ";
 
 fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
-    h.get(&alg).map(|d| d.value.clone())
-}
-
-fn hashes_from(md5: Option<String>, sha1: Option<String>, sha256: Option<String>) -> Hashes {
-    let mut v = Vec::new();
-    for (alg, val) in [
-        (HashAlg::Md5, md5),
-        (HashAlg::Sha1, sha1),
-        (HashAlg::Sha256, sha256),
-    ] {
-        if let Some(value) = val {
-            v.push(Digest { alg, value });
-        }
-    }
-    Hashes(v)
+    h.value_of(&alg)
 }
 
 fn dt(s: &str) -> W3cDateTime {
@@ -376,7 +362,7 @@ fn row_resource(r: &rusqlite::Row<'_>) -> rusqlite::Result<Resource> {
         mtime_ns: r.get::<_, String>(3)?.parse().unwrap_or(0),
         lastmod: dt(&r.get::<_, String>(4)?),
         mime_type: r.get(5)?,
-        hashes: hashes_from(r.get(6)?, r.get(7)?, r.get(8)?),
+        hashes: Hashes::from_known(r.get(6)?, r.get(7)?, r.get(8)?),
     })
 }
 
@@ -389,7 +375,7 @@ fn row_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChangeRecord> {
         lastmod: r.get::<_, Option<String>>(4)?.map(|s| dt(&s)),
         length: r.get::<_, Option<i64>>(5)?.map(|n| n as u64),
         mime_type: r.get(6)?,
-        hashes: hashes_from(r.get(7)?, r.get(8)?, r.get(9)?),
+        hashes: Hashes::from_known(r.get(7)?, r.get(8)?, r.get(9)?),
         period: r.get(10)?,
     })
 }

@@ -15,7 +15,7 @@ use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use resourcesync_model::{Change, Digest, HashAlg, Hashes, W3cDateTime};
+use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
@@ -204,21 +204,7 @@ fn decode_dups(s: Option<String>) -> Vec<(u32, String)> {
 }
 
 fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
-    h.get(&alg).map(|d| d.value.to_ascii_lowercase())
-}
-
-fn hashes_of(md5: Option<String>, sha1: Option<String>, sha256: Option<String>) -> Hashes {
-    let mut v = Vec::new();
-    for (alg, val) in [
-        (HashAlg::Md5, md5),
-        (HashAlg::Sha1, sha1),
-        (HashAlg::Sha256, sha256),
-    ] {
-        if let Some(value) = val {
-            v.push(Digest { alg, value });
-        }
-    }
-    Hashes(v)
+    h.value_of(&alg)
 }
 
 const RESOURCE_COLS: &str =
@@ -230,7 +216,7 @@ fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<ResourceRecord> {
         source: row.get(1)?,
         path: row.get(2)?,
         length: opt_u64(row.get(3)?),
-        hashes: hashes_of(row.get(4)?, row.get(5)?, row.get(6)?),
+        hashes: Hashes::from_known(row.get(4)?, row.get(5)?, row.get(6)?),
         lastmod: parse_dt(row.get(7)?),
         etag: row.get(8)?,
         last_modified: row.get(9)?,
