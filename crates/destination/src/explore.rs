@@ -25,7 +25,7 @@ use std::fs::File;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use resourcesync_model::validate::Validator;
+use resourcesync_model::validate::validate_each;
 use resourcesync_model::{
     Capability, DocumentReader, Error as ModelError, Header, ReadOptions, Severity, W3cDateTime,
 };
@@ -335,17 +335,15 @@ fn scan(
     let mut opts = ReadOptions::named(url);
     opts.max_document_bytes = max_bytes.max(1);
     opts.max_findings = MAX_FINDINGS;
-    let mut r = DocumentReader::open(f, opts)?;
+    let r = DocumentReader::open(f, opts)?;
     let header = r.header().clone();
     let how = follow(&header);
-    // The same validation as `resourcesync_model::validate::validate`, fed while streaming.
-    let mut v = Validator::new(&header, r.header_position(), r.max_findings());
     let mut children = Vec::new();
     let mut more = 0u64;
-    while let Some(e) = r.next_entry()? {
-        v.entry(&e);
+    // One pass: the model's validation, and the links to follow.
+    let report = validate_each(r, |e| {
         let (limit, child) = match &how {
-            Follow::Nothing => continue,
+            Follow::Nothing => return,
             Follow::Documents {
                 via,
                 expected,
@@ -354,7 +352,7 @@ fn scan(
                 let listed = e.md.as_ref().and_then(|m| m.capability.clone());
                 // Notifications are pushed (Change Notification 1.0.1 §3), not fetched.
                 if listed.as_ref().is_some_and(Capability::is_notification) {
-                    continue;
+                    return;
                 }
                 // A Source Description or Capability List is followed in full, within the
                 // document limit.
@@ -393,12 +391,9 @@ fn scan(
         } else {
             more += 1;
         }
-    }
-    let bytes = r.bytes_read();
-    let mut report = v.finish(url, bytes);
-    let mut all = r.take_findings();
-    all.extend(std::mem::take(&mut report.findings));
-    all.sort();
+    })?;
+    let bytes = report.bytes;
+    let all = &report.findings;
     let kept = all.as_slice();
     let messages = kept
         .iter()

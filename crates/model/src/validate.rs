@@ -862,11 +862,21 @@ fn truncate(s: &str) -> String {
 
 /// Reads and validates a whole document. Reader findings and validator findings are merged in
 /// document order. A fatal reader error is returned as `Err`.
-pub fn validate<R: Read>(mut reader: DocumentReader<R>) -> Result<Report, Error> {
+pub fn validate<R: Read>(reader: DocumentReader<R>) -> Result<Report, Error> {
+    validate_each(reader, |_| {})
+}
+
+/// [`validate`], handing every entry to `each` once it is checked (for callers that also use
+/// the entries, e.g. to follow links, in the same single pass).
+pub fn validate_each<R: Read>(
+    mut reader: DocumentReader<R>,
+    mut each: impl FnMut(&Entry),
+) -> Result<Report, Error> {
     let max = reader.max_findings();
     let mut v = Validator::new(reader.header(), reader.header_position(), max);
     while let Some(e) = reader.next_entry()? {
         v.entry(&e);
+        each(&e);
     }
     let bytes = reader.bytes_read();
     let name = reader.name().to_owned();
