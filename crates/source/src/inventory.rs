@@ -56,6 +56,20 @@ pub struct DirInventory {
     compiled: ignore::overrides::Override,
 }
 
+/// The path of an open file as the kernel resolved it (one `readlink` of `/proc/self/fd/N`,
+/// where resolving the path again would take one per component, and could race with a change
+/// of the tree between the check and the open).
+#[cfg(target_os = "linux")]
+fn opened_path(f: &std::fs::File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn opened_path(_: &std::fs::File) -> Option<PathBuf> {
+    None
+}
+
 fn mtime_ns(md: &std::fs::Metadata) -> i128 {
     md.modified()
         .ok()
@@ -212,16 +226,18 @@ impl Inventory for DirInventory {
     }
 
     fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>> {
+        // Never read through a link that leaves the tree (the tree may have changed since it was
+        // listed): the file actually opened must lie inside the canonical root.
         let full = self.canonical_root.join(rel);
-        // Never read through a link that leaves the tree (it may have changed since listing).
-        let target = full.canonicalize()?;
-        if !target.starts_with(&self.canonical_root) {
+        let f = std::fs::File::open(&full)?;
+        let real = opened_path(&f).map_or_else(|| full.canonicalize(), Ok)?;
+        if !real.starts_with(&self.canonical_root) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 "path leaves the Source directory",
             ));
         }
-        Ok(Box::new(std::fs::File::open(target)?))
+        Ok(Box::new(f))
     }
 
     fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
