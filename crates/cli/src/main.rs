@@ -7,6 +7,7 @@ mod explore;
 mod input;
 mod publish;
 mod serve;
+mod signal;
 mod sync;
 mod validate;
 mod watch;

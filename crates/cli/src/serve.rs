@@ -91,34 +91,10 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     }
     let handle = running.shutdown_handle();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        crate::signal::next().await;
         eprintln!("resourcesync: shutting down");
         handle.shutdown();
     });
     running.wait().await?;
     Ok(EXIT_OK)
-}
-
-/// SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
 }

@@ -107,30 +107,6 @@ fn round_line(r: &Round) -> String {
     }
 }
 
-/// SIGINT (Ctrl-C) or SIGTERM, as a stream: each call waits for the next one.
-async fn next_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
-}
-
 /// Runs the watch. `progress` shows the first round's progress; `clear` removes it.
 pub(crate) fn run(
     o: &SyncOptions,
@@ -159,12 +135,12 @@ pub(crate) fn run(
     {
         let stop = stop.clone();
         rt.spawn(async move {
-            next_signal().await;
+            crate::signal::next().await;
             eprintln!(
                 "resourcesync: stopping after the current round (signal again to stop at once)"
             );
             stop.stop();
-            next_signal().await;
+            crate::signal::next().await;
             stop.stop_now();
         });
     }
