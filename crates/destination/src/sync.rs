@@ -675,57 +675,36 @@ impl ListSink for ChangeListSink {
     }
 }
 
-/// Pages of state rows as diff items, in URI order, skipping copies kept after a delete.
-struct StateItems<'a> {
-    state: &'a dyn StateStore,
-    key: &'a str,
+/// Diff items in URI order, read a page at a time: `fetch(after)` returns the items of the next
+/// page and the last URI of that page (`None` at the end). A read error ends the iteration and
+/// is kept in `err`, for the caller to check before acting on what was read.
+struct Paged<'a, F> {
+    fetch: F,
     after: Option<String>,
     buf: VecDeque<Item>,
     done: bool,
     err: &'a Mutex<Option<Error>>,
 }
 
-impl Iterator for StateItems<'_> {
-    type Item = Item;
-    fn next(&mut self) -> Option<Item> {
-        loop {
-            if let Some(i) = self.buf.pop_front() {
-                return Some(i);
-            }
-            if self.done {
-                return None;
-            }
-            match self
-                .state
-                .resources_page(self.key, self.after.as_deref(), 1000)
-            {
-                Ok(page) => {
-                    self.done = page.is_empty();
-                    self.after = page.last().map(|r| r.uri.clone());
-                    self.buf
-                        .extend(page.iter().filter(|r| !r.gone).map(record_item));
-                }
-                Err(e) => {
-                    if let Ok(mut g) = self.err.lock() {
-                        *g = Some(e.into());
-                    }
-                    self.done = true;
-                }
-            }
+impl<'a, F> Paged<'a, F>
+where
+    F: FnMut(Option<&str>) -> Result<(Vec<Item>, Option<String>)>,
+{
+    fn new(err: &'a Mutex<Option<Error>>, fetch: F) -> Self {
+        Paged {
+            fetch,
+            after: None,
+            buf: VecDeque::new(),
+            done: false,
+            err,
         }
     }
 }
 
-/// Pages of staged items as diff items, in URI order.
-struct StagedItems<'a> {
-    staging: &'a Mutex<Staging>,
-    after: Option<String>,
-    buf: VecDeque<Item>,
-    done: bool,
-    err: &'a Mutex<Option<Error>>,
-}
-
-impl Iterator for StagedItems<'_> {
+impl<F> Iterator for Paged<'_, F>
+where
+    F: FnMut(Option<&str>) -> Result<(Vec<Item>, Option<String>)>,
+{
     type Item = Item;
     fn next(&mut self) -> Option<Item> {
         loop {
@@ -735,15 +714,11 @@ impl Iterator for StagedItems<'_> {
             if self.done {
                 return None;
             }
-            let page = match self.staging.lock() {
-                Ok(s) => s.page_by_uri(self.after.as_deref(), 1000),
-                Err(_) => Err(Error::Task("staging lock poisoned".into())),
-            };
-            match page {
-                Ok(page) => {
-                    self.done = page.is_empty();
-                    self.after = page.last().map(|r| r.uri.clone());
-                    self.buf.extend(page.iter().map(StagedItem::item));
+            match (self.fetch)(self.after.as_deref()) {
+                Ok((items, last)) => {
+                    self.done = last.is_none();
+                    self.after = last;
+                    self.buf.extend(items);
                 }
                 Err(e) => {
                     if let Ok(mut g) = self.err.lock() {
@@ -814,21 +789,24 @@ async fn baseline_with(
     ctx.obs.add_total(total);
     ctx.obs.phase("syncing");
     let err = Mutex::new(None);
-    let copy = StateItems {
-        state: ctx.state.as_ref(),
-        key: &ctx.key,
-        after: None,
-        buf: VecDeque::new(),
-        done: false,
-        err: &err,
-    };
-    let original = StagedItems {
-        staging: &staging,
-        after: None,
-        buf: VecDeque::new(),
-        done: false,
-        err: &err,
-    };
+    // The copy: state rows, skipping copies kept after a delete.
+    let copy = Paged::new(&err, |after| {
+        let page = ctx.state.resources_page(&ctx.key, after, 1000)?;
+        let last = page.last().map(|r| r.uri.clone());
+        Ok((
+            page.iter().filter(|r| !r.gone).map(record_item).collect(),
+            last,
+        ))
+    });
+    // The original: the staged Resource List.
+    let original = Paged::new(&err, |after| {
+        let page = staging
+            .lock()
+            .map_err(|_| Error::Task("staging lock poisoned".into()))?
+            .page_by_uri(after, 1000)?;
+        let last = page.last().map(|r| r.uri.clone());
+        Ok((page.iter().map(StagedItem::item).collect(), last))
+    });
     for action in resourcesync_diff::diff_sorted(copy, original) {
         // A list or state read that failed ends its iterator early: stop before acting on a
         // plan built from half an inventory.
