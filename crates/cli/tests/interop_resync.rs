@@ -637,8 +637,21 @@ fn resync_baseline_incremental_and_audit_against_serve() {
         "{out}"
     );
 
-    // The audit can fail: a copy with the same length but other bytes is found.
-    std::fs::write(dst.join("a.txt"), b"ALPHA, SECOND VERSION\n").expect("tamper");
+    // The audit can fail: a copy with the same length but other bytes, modified a minute after
+    // the copy resync made, is found. (resync 2.0.1 decides by size and timestamp: with the
+    // timestamp put back exactly, its `--audit --hash md5` still reports IN SYNC, and a rewrite
+    // within the same second as the original was reported IN SYNC too, which made this check
+    // depend on the clock; so the timestamp is set, not left to chance.)
+    let tampered = dst.join("a.txt");
+    let mtime = std::fs::metadata(&tampered)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    std::fs::write(&tampered, b"ALPHA, SECOND VERSION\n").expect("tamper");
+    std::fs::File::options()
+        .write(true)
+        .open(&tampered)
+        .and_then(|f| f.set_modified(mtime + std::time::Duration::from_secs(60)))
+        .expect("set mtime");
     let out = resync(&work, &audit);
     assert_eq!(
         statuses(&out)
