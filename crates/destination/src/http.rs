@@ -108,8 +108,12 @@ fn transport(url: &str, e: &reqwest::Error) -> Error {
     let mut message = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
+        // hyper and reqwest repeat some causes at several levels: each is said once.
+        let text = s.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
         src = s.source();
     }
     Error::Transport {
