@@ -2,6 +2,8 @@
 //! injecting faults; and helpers to publish and compare trees.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod fault_proxy;
+
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,6 +32,45 @@ pub enum Fault {
     Header(&'static str, String),
     /// Answer with this status (and `Retry-After: 0`) this many times, then serve normally.
     Flaky(u16, u32),
+    /// Redirect (302) to this location.
+    Redirect(String),
+    /// Serve `prefix`, then spaces up to `total` bytes, generated as sent (never held in
+    /// memory); with a `Content-Length` or chunked.
+    Huge {
+        prefix: Vec<u8>,
+        total: u64,
+        declare_length: bool,
+    },
+    /// Send one byte of `prefix` every `every`, then one space at a time, forever (a
+    /// slowloris Source).
+    Drip {
+        prefix: Vec<u8>,
+        every: std::time::Duration,
+    },
+}
+
+/// A body of `prefix` then spaces, `total` bytes in all, generated as it is sent.
+fn huge_body(prefix: Vec<u8>, total: u64) -> Body {
+    use tokio::io::AsyncReadExt;
+    let rest = total.saturating_sub(prefix.len() as u64);
+    let r = std::io::Cursor::new(prefix).chain(tokio::io::repeat(b' ').take(rest));
+    Body::from_stream(tokio_util::io::ReaderStream::with_capacity(r, 64 << 10))
+}
+
+/// `prefix`, then spaces, one byte every `every`, until the client goes away.
+fn drip_body(prefix: Vec<u8>, every: std::time::Duration) -> Body {
+    use tokio::io::AsyncWriteExt;
+    let (mut w, r) = tokio::io::duplex(16);
+    tokio::spawn(async move {
+        for i in 0.. {
+            tokio::time::sleep(every).await;
+            let b = prefix.get(i).copied().unwrap_or(b' ');
+            if w.write_all(&[b]).await.is_err() {
+                break;
+            }
+        }
+    });
+    Body::from_stream(tokio_util::io::ReaderStream::new(r))
 }
 
 #[derive(Debug, Default)]
@@ -109,6 +150,25 @@ async fn faults(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Respo
             .status(code)
             .header(header::RETRY_AFTER, "0")
             .body(Body::from("try again"))
+            .expect("response"),
+        Some(Fault::Redirect(to)) => Response::builder()
+            .status(StatusCode::FOUND)
+            .header(header::LOCATION, to)
+            .body(Body::empty())
+            .expect("response"),
+        Some(Fault::Huge {
+            prefix,
+            total,
+            declare_length,
+        }) => {
+            let mut r = Response::builder();
+            if declare_length {
+                r = r.header(header::CONTENT_LENGTH, total);
+            }
+            r.body(huge_body(prefix, total)).expect("response")
+        }
+        Some(Fault::Drip { prefix, every }) => Response::builder()
+            .body(drip_body(prefix, every))
             .expect("response"),
         Some(Fault::Header(name, value)) => {
             let mut r = next.run(req).await;
@@ -301,4 +361,20 @@ pub fn tmp() -> tempfile::TempDir {
 
 pub fn dest_in(t: &tempfile::TempDir) -> PathBuf {
     t.path().join("dest")
+}
+
+/// The seed of a randomized test: `RESOURCESYNC_TEST_SEED` when set, else drawn from the
+/// clock. Printed (stderr is shown when a test fails) so that a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let s = std::env::var("RESOURCESYNC_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(7)
+        });
+    eprintln!("{test}: seed {s} (replay with RESOURCESYNC_TEST_SEED={s})");
+    s
 }
