@@ -9,7 +9,7 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use reqwest::header::{
-    AUTHORIZATION, HeaderMap, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, RETRY_AFTER,
+    AUTHORIZATION, HeaderMap, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LOCATION, RETRY_AFTER,
 };
 use reqwest::{Response, StatusCode, Url};
 use tokio::time::Instant;
@@ -249,6 +249,22 @@ impl Http {
         let status = resp.status();
         if status.is_success() || status == StatusCode::NOT_MODIFIED {
             return Ok(resp);
+        }
+        // A redirect still here was not followed: its target is not http(s).
+        if status.is_redirection() {
+            let to = resp
+                .headers()
+                .get(LOCATION)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default();
+            return Err(Error::Transport {
+                url: url.to_owned(),
+                message: format!(
+                    "HTTP {} redirect to {to:?} not followed (only http and https are fetched)",
+                    status.as_u16()
+                ),
+                transient: false,
+            });
         }
         let retry_after = resp
             .headers()
