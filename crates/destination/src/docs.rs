@@ -280,12 +280,13 @@ pub(crate) async fn walk<S: ListSink>(
             },
         };
         if d.header.is_index() {
+            // Skipping its parts would take a list read in part for the whole (deletes would
+            // follow): refused.
             if depth >= MAX_INDEX_DEPTH {
-                warnings.push(format!(
-                    "{}: index nested deeper than {MAX_INDEX_DEPTH}: not followed",
-                    d.url
-                ));
-                continue;
+                return Err(Error::IndexTooDeep {
+                    url: d.url,
+                    depth: MAX_INDEX_DEPTH,
+                });
             }
             if depth > 0 {
                 warnings.push(format!("{}: an index inside an index", d.url));

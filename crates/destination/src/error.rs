@@ -72,6 +72,35 @@ pub enum Error {
         /// The cursor.
         cursor: String,
     },
+    /// A Change List whose entries go back in time (Z39.99-2014 §12.1: "must be provided in
+    /// forward chronological order"). Which of several changes of a resource is the last cannot
+    /// be trusted, so the run diffs against the Resource List instead.
+    #[error(
+        "{url}, line {line}: {loc} changed at {at}, before the entry above it ({previous}); \
+         Change List entries must be in forward chronological order (RS-12.1-chronological, \
+         Z39.99-2014 §12.1)"
+    )]
+    ChangesOutOfOrder {
+        /// The Change List.
+        url: String,
+        /// The line of the entry.
+        line: u64,
+        /// The entry's `<loc>`.
+        loc: String,
+        /// The entry's time.
+        at: String,
+        /// The later time of an entry before it.
+        previous: String,
+    },
+    /// An index nested deeper than [`crate::docs::MAX_INDEX_DEPTH`]: its parts are not read,
+    /// and a list read in part is not taken for the whole (Z39.99-2014 §10.2, §12.2).
+    #[error("{url}: index nested deeper than {depth} levels: refused")]
+    IndexTooDeep {
+        /// The index found too deep.
+        url: String,
+        /// The deepest nesting followed.
+        depth: usize,
+    },
     /// A URI that cannot be mapped to a path under the destination.
     #[error("refused {uri}: {reason}")]
     Unmappable {

@@ -621,6 +621,9 @@ struct ChangeListSink {
     cursor: W3cDateTime,
     last: Option<W3cDateTime>,
     other: u64,
+    /// The document streamed, and the time of its entry read last (§12.1 order).
+    doc: String,
+    previous: Option<W3cDateTime>,
 }
 
 fn after(t: &W3cDateTime, cursor: &W3cDateTime) -> bool {
@@ -647,7 +650,9 @@ impl ListSink for ChangeListSink {
             .is_none_or(|u| after(&u, &self.cursor))
     }
 
-    fn document(&mut self, _url: &str, h: &Header) -> Result<bool> {
+    fn document(&mut self, url: &str, h: &Header) -> Result<bool> {
+        url.clone_into(&mut self.doc);
+        self.previous = None;
         Ok(h.md
             .as_ref()
             .and_then(|m| m.until)
@@ -656,6 +661,18 @@ impl ListSink for ChangeListSink {
 
     fn entry(&mut self, e: Entry) -> Result<()> {
         let t = e.change_time().copied();
+        if let Some(t) = t {
+            if let Some(p) = self.previous.filter(|p| after(p, &t)) {
+                return Err(Error::ChangesOutOfOrder {
+                    url: self.doc.clone(),
+                    line: e.position.line,
+                    loc: e.loc,
+                    at: t.to_string(),
+                    previous: p.to_string(),
+                });
+            }
+            self.previous = Some(t);
+        }
         if t.is_some_and(|t| !after(&t, &self.cursor)) {
             return Ok(());
         }
@@ -905,6 +922,8 @@ async fn incremental(
         cursor,
         last: None,
         other: 0,
+        doc: String::new(),
+        previous: None,
     };
     let (mut sink, info) = walk(fetcher, cl, Capability::ChangeList, sink).await?;
     sink.staging.flush()?;
@@ -1119,7 +1138,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
                 Mode::Incremental,
                 Some(last.filter(|l| after(l, &c)).unwrap_or(c)),
             ),
-            Err(e @ Error::HistoryGap { .. }) => {
+            Err(e @ (Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. })) => {
                 let msg = format!("{e}: baseline diff against the Resource List");
                 obs.warning(&msg);
                 w.push(msg);
