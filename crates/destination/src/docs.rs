@@ -158,6 +158,7 @@ impl Doc {
             let mut r = DocumentReader::open(fh, read_opts(&url, max_bytes))?;
             while let Some(e) = r.next_entry()? {
                 f(&mut state, e)?;
+                crate::crashpoint::point("list-entry");
             }
             drop(file);
             Ok(state)

@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+pub mod crashpoint;
 pub mod discover;
 pub mod docs;
 pub mod dump;

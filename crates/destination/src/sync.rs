@@ -519,6 +519,7 @@ async fn download(
     let mut tmp = ctx.store.create_temp(expect)?;
     while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
         tmp.write(&chunk)?;
+        crate::crashpoint::point("download");
         ctx.obs.bytes(chunk.len() as u64);
     }
     drop(resp);
@@ -537,11 +538,14 @@ async fn download(
         gone: false,
     };
     let n = tokio::task::spawn_blocking(move || -> Result<u64> {
+        crate::crashpoint::point("before-rename");
         let c = store.commit(tmp, &rel)?;
+        crate::crashpoint::point("after-rename");
         // The row only after the file is in place.
         rec.length = Some(c.length);
         rec.hashes = c.hashes;
         state.put_resource(&rec)?;
+        crate::crashpoint::point("state");
         state.remove_pending(&rec.source, &rec.uri)?;
         Ok(c.length)
     })
@@ -1180,6 +1184,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     tally.merge(earlier);
     tally.merge(from_dumps);
     if !opts.dry_run {
+        crate::crashpoint::point("cursor");
         // The cursor moves once every change up to it has been applied or recorded as pending.
         state.set_cursor(&SourceCursor {
             source: key,
