@@ -1,0 +1,251 @@
+//! The crash harness (issue 7 item 2): `resourcesync sync` is killed with SIGKILL 20 times at
+//! points chosen by seed: while a list streams, mid-download, before and after the rename of a
+//! finished download, between a state row and its pending row, before the cursor moves, and
+//! at seeded moments. After every kill, every file at its final path under DEST is a full
+//! version the Source published; each restart resumes; at the end the copy is the Source's and
+//! the temporary folder is empty.
+//!
+//! Named points use the destination's test hook (`RESOURCESYNC_TEST_CRASH_AT=POINT:N:pause`,
+//! see `resourcesync_destination::crashpoint`): the process announces the point on standard
+//! error and stops there; the harness reads that line and sends SIGKILL while the other
+//! downloads are still in flight. No sleep synchronises anything.
+
+#![cfg(unix)]
+
+#[path = "../../destination/tests/common/mod.rs"]
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+
+const KILLS: usize = 20;
+const CRASH_AT_VAR: &str = "RESOURCESYNC_TEST_CRASH_AT";
+
+/// The named points, and the most hits per run at which one is drawn.
+const POINTS: [(&str, u64); 7] = [
+    ("list-entry", 150),
+    ("download", 12),
+    ("before-rename", 10),
+    ("after-rename", 10),
+    ("state", 10),
+    ("cursor", 1),
+    ("timed", 0),
+];
+
+type Versions = BTreeMap<String, BTreeSet<Vec<u8>>>;
+
+/// SplitMix64, so that the draws depend on the seed alone.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn content(i: usize, generation: u32) -> Vec<u8> {
+    // Every eighth file spans several reads (up to ~600 KB), so downloads are cut mid-body.
+    let len = if i % 8 == 0 { 100_000 + i * 3_000 } else { 10 + i * 37 };
+    let mut v = format!("file {i}, generation {generation}\n").into_bytes();
+    while v.len() < len {
+        v.extend_from_slice(format!("{i}:{generation} ").as_bytes());
+    }
+    v
+}
+
+fn record(versions: &mut Versions, root: &Path) {
+    for (p, b) in source_files(root) {
+        versions.entry(p).or_default().insert(b);
+    }
+}
+
+fn check_no_partial(dest: &Path, versions: &Versions, seed: u64, what: &str) {
+    for (p, b) in dest_files(dest) {
+        assert!(
+            versions.get(&p).is_some_and(|v| v.contains(&b)),
+            "seed {seed}, after {what}: {p} ({} bytes) at its final path is no version the Source published",
+            b.len()
+        );
+    }
+}
+
+fn sync_cmd(url: &str, dest: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_resourcesync"));
+    c.args(["sync", url, dest.to_str().expect("utf-8 path")])
+        .args(["--json", "--delete", "--concurrency", "4", "--retries", "1"]);
+    c
+}
+
+enum Ended {
+    Killed,
+    Finished(bool),
+}
+
+/// Runs one sync, killed at `point` (`n`th hit) or after `delay`.
+fn run_once(url: &str, dest: &Path, point: &str, n: u64, delay: Duration) -> Ended {
+    let mut cmd = sync_cmd(url, dest);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    if point != "timed" {
+        cmd.env(CRASH_AT_VAR, format!("{point}:{n}:pause"));
+    }
+    let mut child = cmd.spawn().expect("spawn resourcesync");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let killed = if point == "timed" {
+        // The kill time is the fault being injected (drawn from the seed), not a wait for
+        // something to happen.
+        std::thread::sleep(delay);
+        child.kill().is_ok()
+    } else {
+        let marker = format!("{CRASH_AT_VAR} {point}:{n} reached");
+        loop {
+            match rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(l) if l.contains(&marker) => break child.kill().is_ok(),
+                Ok(_) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break false,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    panic!("{point}:{n}: neither reached nor finished in 120 s");
+                }
+            }
+        }
+    };
+    let status = child.wait().expect("wait");
+    if killed {
+        Ended::Killed
+    } else {
+        Ended::Finished(status.success())
+    }
+}
+
+/// Updates a quarter of the files, deletes a few and creates a few.
+fn change_source(root: &Path, generation: u32, rng: &mut Rng) {
+    let files: Vec<String> = source_files(root).into_keys().collect();
+    for (k, p) in files.iter().enumerate() {
+        let i = rng.below(1000) as usize;
+        match k % 4 {
+            0 => write_tree(root, &[(p, &content(i, generation))]),
+            1 if i % 10 == 0 => std::fs::remove_file(root.join(p)).expect("rm"),
+            _ => {}
+        }
+    }
+    for j in 0..5 {
+        let i = rng.below(1000) as usize;
+        write_tree(root, &[(&format!("new/g{generation}-{j}.bin"), &content(i, generation))]);
+    }
+}
+
+#[test]
+fn sync_killed_twenty_times_resumes_and_never_leaves_a_partial_file() {
+    let seed = seed("crash");
+    let mut rng = Rng(seed);
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..150)
+        .map(|i| (format!("d{}/f{i}.bin", i % 5), content(i, 0)))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, Some(50));
+    let mut versions = Versions::new();
+    record(&mut versions, src.path());
+    let out = tmp();
+    let dest = dest_in(&out);
+
+    let mut kills: BTreeMap<&str, u64> = BTreeMap::new();
+    let (mut killed, mut finished, mut generation) = (0usize, 0usize, 0u32);
+    let mut changed_at = 0usize;
+    // The points in turn (from a seeded start), so that each is hit; the hit number drawn.
+    let offset = rng.below(POINTS.len() as u64) as usize;
+    for attempt in 1..=80 {
+        if killed == KILLS {
+            break;
+        }
+        assert!(attempt < 80, "seed {seed}: only {killed} kills in 80 runs");
+        let (point, max) = POINTS[(offset + killed) % POINTS.len()];
+        let n = 1 + rng.below(max);
+        let delay = Duration::from_millis(rng.below(400));
+        let what = format!("run {attempt} ({point}:{n})");
+        let run_end = run_once(&server.base, &dest, point, n, delay);
+        match run_end {
+            Ended::Killed => {
+                killed += 1;
+                *kills.entry(point).or_default() += 1;
+            }
+            Ended::Finished(ok) => {
+                assert!(ok, "seed {seed}: {what} failed");
+                finished += 1;
+            }
+        }
+        check_no_partial(&dest, &versions, seed, &what);
+        // The Source changes every fifth kill, and whenever a run caught up: the next runs
+        // (incremental) have changes to apply.
+        let caught_up = matches!(run_end, Ended::Finished(_));
+        if caught_up || (killed % 5 == 0 && killed != changed_at) {
+            changed_at = killed;
+            generation += 1;
+            change_source(src.path(), generation, &mut rng);
+            publish(src.path(), &server.base, Some(50));
+            record(&mut versions, src.path());
+        }
+    }
+    assert_eq!(killed, KILLS, "seed {seed}");
+
+    // The last run resumes and finishes; the copy is the Source's.
+    let o = sync_cmd(&server.base, &dest).output().expect("sync");
+    assert!(
+        o.status.success(),
+        "seed {seed}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["failed"], 0, "seed {seed}: {v}");
+    assert_eq!(dest_files(&dest), source_files(src.path()), "seed {seed}");
+    let tmp_dir = dest.join(".resourcesync").join("tmp");
+    let left: Vec<_> = std::fs::read_dir(&tmp_dir)
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "seed {seed}: left in {tmp_dir:?}: {left:?}");
+    let o = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
+        .args(["audit", &server.base, dest.to_str().expect("utf-8")])
+        .output()
+        .expect("audit");
+    assert!(
+        o.status.success(),
+        "seed {seed}: audit: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Resumed, not restarted: each kill loses at most the downloads in flight (4, each tried
+    // at most twice), so the resources fetched stay close to the versions published.
+    let published: usize = versions.values().map(BTreeSet::len).sum();
+    let fetched = server.resource_hits();
+    assert!(
+        fetched <= (published + KILLS * 8) as u64,
+        "seed {seed}: {fetched} resource requests for {published} versions"
+    );
+    eprintln!(
+        "seed {seed}: {fetched} resource requests for {published} versions; {killed} kills survived {kills:?}, {finished} run(s) finished before their kill point"
+    );
+}
