@@ -193,12 +193,36 @@ impl Running {
     }
 }
 
-/// Binds a listener (`127.0.0.1:8080`, `[::1]:0`, `localhost:8080`).
+/// Connections waiting to be accepted: the kernel's limit (`net.core.somaxconn`) still applies.
+/// The standard library's 128 drops handshakes of a burst of clients while the accept loop is
+/// busy (each dropped handshake is retried by the client a second later).
+pub const LISTEN_BACKLOG: u32 = 1024;
+
+/// Binds a listener (`127.0.0.1:8080`, `[::1]:0`, `localhost:8080`), with a listen backlog of
+/// [`LISTEN_BACKLOG`].
 pub async fn bind(addr: &str) -> Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|source| Error::Net {
+    let net = |source| Error::Net {
         addr: addr.to_owned(),
         source,
-    })
+    };
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await.map_err(net)? {
+        let socket = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }
+        .map_err(net)?;
+        // As the standard library and Tokio do: a restarted server binds its port again.
+        socket.set_reuseaddr(true).map_err(net)?;
+        match socket.bind(a).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(net(last.unwrap_or_else(|| {
+        io::Error::new(io::ErrorKind::AddrNotAvailable, "no address to bind")
+    })))
 }
 
 /// Binds `addr` and starts serving `source` (see [`start`]).
