@@ -59,7 +59,11 @@ impl Rng {
 
 fn content(i: usize, generation: u32) -> Vec<u8> {
     // Every eighth file spans several reads (up to ~600 KB), so downloads are cut mid-body.
-    let len = if i % 8 == 0 { 100_000 + i * 3_000 } else { 10 + i * 37 };
+    let len = if i % 8 == 0 {
+        100_000 + i * 3_000
+    } else {
+        10 + i * 37
+    };
     let mut v = format!("file {i}, generation {generation}\n").into_bytes();
     while v.len() < len {
         v.extend_from_slice(format!("{i}:{generation} ").as_bytes());
@@ -152,7 +156,13 @@ fn change_source(root: &Path, generation: u32, rng: &mut Rng) {
     }
     for j in 0..5 {
         let i = rng.below(1000) as usize;
-        write_tree(root, &[(&format!("new/g{generation}-{j}.bin"), &content(i, generation))]);
+        write_tree(
+            root,
+            &[(
+                &format!("new/g{generation}-{j}.bin"),
+                &content(i, generation),
+            )],
+        );
     }
 }
 
@@ -226,7 +236,10 @@ fn sync_killed_twenty_times_resumes_and_never_leaves_a_partial_file() {
     let left: Vec<_> = std::fs::read_dir(&tmp_dir)
         .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
-    assert!(left.is_empty(), "seed {seed}: left in {tmp_dir:?}: {left:?}");
+    assert!(
+        left.is_empty(),
+        "seed {seed}: left in {tmp_dir:?}: {left:?}"
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
         .args(["audit", &server.base, dest.to_str().expect("utf-8")])
         .output()

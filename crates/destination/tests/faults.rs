@@ -120,8 +120,14 @@ async fn baseline_and_incremental_through_faults_end_with_a_clean_audit() {
          baseline clean after {baseline_runs} run(s), incremental after {incremental_runs}"
     );
     // The rate and every kind were exercised.
-    assert!(total * 100 >= requests * 12, "seed {seed}: {total} of {requests}");
+    assert!(
+        total * 100 >= requests * 12,
+        "seed {seed}: {total} of {requests}"
+    );
     for k in Kind::ALL {
-        assert!(faults.get(&k).copied().unwrap_or(0) > 0, "seed {seed}: no {k:?}");
+        assert!(
+            faults.get(&k).copied().unwrap_or(0) > 0,
+            "seed {seed}: no {k:?}"
+        );
     }
 }

@@ -111,7 +111,15 @@ async fn locs_with_traversal_nul_other_hosts_and_long_names() {
     let mut o = options(&format!("{b}/hostile/rl.xml"), &dest);
     o.http.retries = 0;
     let r = run(&o).await.expect("sync");
-    assert_eq!((r.created, r.failed), (1, cases.len() as u64), "{:?}", r.failures.iter().map(|f| &f.error[..f.error.len().min(200)]).collect::<Vec<_>>());
+    assert_eq!(
+        (r.created, r.failed),
+        (1, cases.len() as u64),
+        "{:?}",
+        r.failures
+            .iter()
+            .map(|f| &f.error[..f.error.len().min(200)])
+            .collect::<Vec<_>>()
+    );
     for (uri, expect) in &cases {
         let f = r
             .failures
@@ -119,7 +127,11 @@ async fn locs_with_traversal_nul_other_hosts_and_long_names() {
             .find(|f| &f.uri == uri)
             .unwrap_or_else(|| panic!("{uri}: not failed"));
         assert!(f.error.contains(expect), "{uri}: {f:?}");
-        eprintln!("{} chars: {}", uri.len(), &f.error[..f.error.len().min(160)]);
+        eprintln!(
+            "{} chars: {}",
+            uri.len(),
+            &f.error[..f.error.len().min(160)]
+        );
     }
     assert_eq!(server.hits("/secret"), 0, "refused URIs are never fetched");
     contained(out.path(), &dest, &["ok.txt"]);
@@ -131,10 +143,18 @@ async fn entity_tricks_in_a_list_stop_the_sync() {
     write_tree(root.path(), &[("a.txt", b"aaa")]);
     let server = Server::start(root.path()).await;
     let b = &server.base;
-    let mut laughs = String::from("<?xml version=\"1.0\"?>\n<!DOCTYPE urlset [\n<!ENTITY l \"lol\">\n");
+    let mut laughs =
+        String::from("<?xml version=\"1.0\"?>\n<!DOCTYPE urlset [\n<!ENTITY l \"lol\">\n");
     for i in 1..=9 {
-        let prev = if i == 1 { "l".to_owned() } else { format!("l{}", i - 1) };
-        laughs.push_str(&format!("<!ENTITY l{i} \"{}\">\n", format!("&{prev};").repeat(10)));
+        let prev = if i == 1 {
+            "l".to_owned()
+        } else {
+            format!("l{}", i - 1)
+        };
+        laughs.push_str(&format!(
+            "<!ENTITY l{i} \"{}\">\n",
+            format!("&{prev};").repeat(10)
+        ));
     }
     laughs.push_str(&format!(
         "]>\n<urlset {NS}><rs:md capability=\"resourcelist\"/><url><loc>{b}a.txt&l9;</loc></url></urlset>"
@@ -163,8 +183,14 @@ async fn entity_tricks_in_a_list_stop_the_sync() {
             matches!(e, Error::Document { .. } | Error::Discovery { .. }),
             "{name}: {e:?}"
         );
-        assert!(msg.contains(&format!("{url}:{line}:")), "{name}: document and line: {msg}");
-        assert!(msg.contains("XML-no-dtd") || msg.contains("entit"), "{name}: the rule: {msg}");
+        assert!(
+            msg.contains(&format!("{url}:{line}:")),
+            "{name}: document and line: {msg}"
+        );
+        assert!(
+            msg.contains("XML-no-dtd") || msg.contains("entit"),
+            "{name}: the rule: {msg}"
+        );
         assert!(!msg.contains("root:"), "{name}: leaked a file: {msg}");
         contained(out.path(), &dest, &[]);
     }
@@ -192,7 +218,10 @@ async fn an_index_recursing_1000_deep_is_refused() {
         "hostile/ix1000.xml".into(),
         rl(&[(format!("{b}a.txt"), md(b"aaa"))]),
     ));
-    let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, d)| (p.as_str(), d.as_bytes())).collect();
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, d)| (p.as_str(), d.as_bytes()))
+        .collect();
     write_tree(root.path(), &refs);
     let out = tmp();
     let dest = dest_in(&out);
@@ -210,7 +239,8 @@ async fn an_index_recursing_1000_deep_is_refused() {
 
 /// A Resource List head, then spaces: valid up to where it is cut.
 fn list_prefix() -> Vec<u8> {
-    format!("<?xml version=\"1.0\"?>\n<urlset {NS}><rs:md capability=\"resourcelist\"/>").into_bytes()
+    format!("<?xml version=\"1.0\"?>\n<urlset {NS}><rs:md capability=\"resourcelist\"/>")
+        .into_bytes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +262,11 @@ async fn a_1_gb_document_is_refused_unread() {
         .await
         .expect_err("huge");
     eprintln!("{e} ({:?})", started.elapsed());
-    assert!(e.to_string().contains("larger than the 268435456 bytes allowed"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("larger than the 268435456 bytes allowed"),
+        "{e}"
+    );
     contained(out.path(), &dest, &[]);
 }
 
@@ -254,7 +288,8 @@ async fn chunked_huge_document(limit: u64) {
     let e = run(&o).await.expect_err("huge");
     eprintln!("{e}");
     assert!(
-        e.to_string().contains(&format!("larger than the {limit} bytes allowed")),
+        e.to_string()
+            .contains(&format!("larger than the {limit} bytes allowed")),
         "{e}"
     );
     contained(out.path(), &dest, &[]);
@@ -263,7 +298,10 @@ async fn chunked_huge_document(limit: u64) {
         .flatten()
         .map(|e| e.file_name())
         .collect();
-    assert!(scratch.is_empty(), "the cut download is removed: {scratch:?}");
+    assert!(
+        scratch.is_empty(),
+        "the cut download is removed: {scratch:?}"
+    );
 }
 
 /// The same limit as the default one, hit a thousand times sooner.
@@ -285,7 +323,11 @@ async fn bodies_longer_than_published_are_cut_off() {
     write_tree(root.path(), &[("ok.txt", b"fine")]);
     let server = Server::start(root.path()).await;
     let b = &server.base;
-    for (path, declare_length) in [("/long1.txt", false), ("/long2.txt", true), ("/nolen.txt", false)] {
+    for (path, declare_length) in [
+        ("/long1.txt", false),
+        ("/long2.txt", true),
+        ("/nolen.txt", false),
+    ] {
         server.fault(
             path,
             Fault::Huge {
@@ -299,7 +341,10 @@ async fn bodies_longer_than_published_are_cut_off() {
         (format!("{b}ok.txt"), md(b"fine")),
         (format!("{b}long1.txt"), md(b"0123456789")),
         (format!("{b}long2.txt"), md(b"0123456789")),
-        (format!("{b}nolen.txt"), "hash=\"md5:00000000000000000000000000000000\"".into()),
+        (
+            format!("{b}nolen.txt"),
+            "hash=\"md5:00000000000000000000000000000000\"".into(),
+        ),
     ]);
     write_tree(root.path(), &[("hostile/rl.xml", doc.as_bytes())]);
     let out = tmp();
@@ -320,13 +365,23 @@ async fn bodies_longer_than_published_are_cut_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_digests_are_refused() {
     let root = tmp();
-    write_tree(root.path(), &[("a.txt", b"alpha"), ("b.txt", b"bravo"), ("c.txt", b"charlie")]);
+    write_tree(
+        root.path(),
+        &[
+            ("a.txt", b"alpha"),
+            ("b.txt", b"bravo"),
+            ("c.txt", b"charlie"),
+        ],
+    );
     let server = Server::start(root.path()).await;
     let b = &server.base;
     let sha = "sha-256:0000000000000000000000000000000000000000000000000000000000000000";
     let doc = rl(&[
         (format!("{b}a.txt"), md(b"alpha")),
-        (format!("{b}b.txt"), format!("length=\"5\" hash=\"{}\"", md5_of(b"BRAVO"))),
+        (
+            format!("{b}b.txt"),
+            format!("length=\"5\" hash=\"{}\"", md5_of(b"BRAVO")),
+        ),
         (format!("{b}c.txt"), format!("length=\"7\" hash=\"{sha}\"")),
     ]);
     write_tree(root.path(), &[("hostile/rl.xml", doc.as_bytes())]);
@@ -375,10 +430,17 @@ async fn redirect_loops_end_with_a_clear_error() {
     assert!(failure(&r, "ping.txt").contains("redirect"));
     assert!(failure(&r, "file.txt").contains("redirect to \"file:///etc/passwd\" not followed"));
     // Not transient: no retries.
-    assert_eq!(server.hits("/loop.txt"), 6, "the first request and 5 redirects");
+    assert_eq!(
+        server.hits("/loop.txt"),
+        6,
+        "the first request and 5 redirects"
+    );
     contained(out.path(), &dest, &["a.txt"]);
     // A document in a loop: the sync stops, naming it.
-    server.fault("/hostile/rl.xml", Fault::Redirect(format!("{b}hostile/rl.xml")));
+    server.fault(
+        "/hostile/rl.xml",
+        Fault::Redirect(format!("{b}hostile/rl.xml")),
+    );
     let e = run(&o).await.expect_err("document loop");
     assert!(e.to_string().contains("hostile/rl.xml"), "{e}");
     assert!(e.to_string().contains("redirect"), "{e}");
@@ -409,7 +471,10 @@ async fn a_change_list_going_back_in_time_falls_back_to_the_resource_list() {
         md(b"b"),
     );
     let cl = "changelist.xml";
-    server.fault(&format!("/resourcesync/{cl}"), Fault::Body(backwards.into_bytes()));
+    server.fault(
+        &format!("/resourcesync/{cl}"),
+        Fault::Body(backwards.into_bytes()),
+    );
     let mut o = o;
     o.delete = true;
     let r = run(&o).await.expect("sync");
@@ -441,7 +506,10 @@ async fn a_slowloris_source_is_cut_by_the_timeouts() {
     );
     let doc = rl(&[
         (format!("{b}ok.txt"), md(b"fine")),
-        (format!("{b}slow.txt"), "hash=\"md5:00000000000000000000000000000000\"".into()),
+        (
+            format!("{b}slow.txt"),
+            "hash=\"md5:00000000000000000000000000000000\"".into(),
+        ),
     ]);
     write_tree(root.path(), &[("hostile/rl.xml", doc.as_bytes())]);
     let out = tmp();
