@@ -681,6 +681,53 @@ async fn run_hostile(name: &'static str, expect: &'static str, fetched: u64, bui
 }
 
 async fn run_case_on(src: tempfile::TempDir, server: Server, c: Case) {
+    run_case_on_with(src, server, c, Default::default()).await;
+}
+
+/// Zip bomb by total size (issue 7): entries that each inflate within the ratio, together past
+/// the package's unpacked budget (lowered here to 1 MiB; 16 GiB by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_package_past_the_unpacked_budget_is_refused() {
+    let src = tmp();
+    let server = Server::start(src.path()).await;
+    let (one, two) = (noise(600_000, 1), noise(600_000, 2));
+    let package = manifest_zip(
+        &server.base,
+        &[
+            honest("r/a.txt", "/resources/a", A),
+            honest("r/b.txt", "/resources/b", B),
+            honest("big1.bin", "/resources/big1", &one),
+            honest("big2.bin", "/resources/big2", &two),
+        ],
+        &[
+            ("resources/a", A),
+            ("resources/b", B),
+            ("resources/big1", &one),
+            ("resources/big2", &two),
+        ],
+    );
+    let c = Case {
+        name: "past the unpacked budget",
+        package,
+        length_delta: 0,
+        wrong_hash: false,
+        expect: "more than the 1048576 allowed (a zip bomb?)",
+        fetched: 4,
+        extra_files: vec![("big1.bin", one.clone()), ("big2.bin", two.clone())],
+    };
+    let limits = resourcesync_destination::dump::DumpLimits {
+        max_unpacked_bytes: 1 << 20,
+        ..Default::default()
+    };
+    run_case_on_with(src, server, c, limits).await;
+}
+
+async fn run_case_on_with(
+    src: tempfile::TempDir,
+    server: Server,
+    c: Case,
+    limits: resourcesync_destination::dump::DumpLimits,
+) {
     let mut files: Vec<(&str, Vec<u8>)> = vec![("r/a.txt", A.to_vec()), ("r/b.txt", B.to_vec())];
     files.extend(c.extra_files.iter().cloned());
     let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (*p, b.as_slice())).collect();
@@ -705,6 +752,7 @@ async fn run_case_on(src: tempfile::TempDir, server: Server, c: Case) {
     let dest = dest_in(&out);
     let mut o = options(&format!("{b}hostile/cap.xml"), &dest);
     o.max_resource_bytes = 1 << 20;
+    o.dump_limits = limits;
     let r = run(&o).await;
     let name = c.name;
     eprintln!("{name}: {:?}", r.warnings);
