@@ -119,15 +119,13 @@ async fn baseline_and_incremental_through_faults_end_with_a_clean_audit() {
         "seed {seed}: {requests} requests, {total} faults {faults:?} ({overtaken} reordered responses overtaken); \
          baseline clean after {baseline_runs} run(s), incremental after {incremental_runs}"
     );
-    // The rate and every kind were exercised.
+    // The fault rate was applied.
     assert!(
         total * 100 >= requests * 12,
         "seed {seed}: {total} of {requests}"
     );
-    for k in Kind::ALL {
-        assert!(
-            faults.get(&k).copied().unwrap_or(0) > 0,
-            "seed {seed}: no {k:?}"
-        );
-    }
+    // About ten of each kind are expected; requiring every one would fail about one seed in
+    // 1,500 by chance, requiring eight of the ten about one in 10^10.
+    let kinds = Kind::ALL.iter().filter(|k| faults.contains_key(k)).count();
+    assert!(kinds >= 8, "seed {seed}: only {kinds} kinds: {faults:?}");
 }
