@@ -95,8 +95,14 @@ async fn locs_with_traversal_nul_other_hosts_and_long_names() {
         (format!("{b}/a%5c..%5c..%5csecret"), "refused"),
         (format!("{b}/a%00.txt"), "refused"),
         // The Destination's own folder (state, temporary files).
-        (format!("{b}/.resourcesync/state.sqlite"), "own .resourcesync folder"),
-        (format!("{b}/%2eresourcesync/tmp/x"), "own .resourcesync folder"),
+        (
+            format!("{b}/.resourcesync/state.sqlite"),
+            "own .resourcesync folder",
+        ),
+        (
+            format!("{b}/%2eresourcesync/tmp/x"),
+            "own .resourcesync folder",
+        ),
         (format!("{b}/{long_name}"), "refused"),
         (format!("{b}/{long_path}/x"), "refused"),
         // Another host maps under DEST/<host>_<port>/ (never outside); this one is not there.
