@@ -15,6 +15,8 @@
 //! | `after-rename` | a resource is at its final path, its state row not yet written |
 //! | `state` | a resource's state row is written, its pending row not yet removed |
 //! | `cursor` | every change is applied, the cursor not yet moved |
+//! | `package-entry` | a dump package's entry is inflated to its temporary file, not yet renamed |
+//! | `package-renamed` | a dump package's entry is at its final path, its state row not yet written |
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -616,8 +616,10 @@ fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str) -> Result<Applie
         url: url.clone(),
         message: format!("{name}: {message}"),
     })?;
+    crate::crashpoint::point("package-entry");
     // Verified (length, every digest of the manifest entry), then renamed into place.
     let c = ctx.store.commit(tmp, &rel)?;
+    crate::crashpoint::point("package-renamed");
     let rec = ResourceRecord {
         uri: uri.to_owned(),
         source: ctx.key.clone(),
