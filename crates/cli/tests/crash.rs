@@ -38,6 +38,19 @@ const POINTS: [(&str, u64); 7] = [
     ("timed", 0),
 ];
 
+/// With dumps: the package points too.
+const DUMP_POINTS: [(&str, u64); 9] = [
+    ("package-renamed", 10),
+    ("package-entry", 10),
+    ("list-entry", 150),
+    ("download", 12),
+    ("before-rename", 10),
+    ("after-rename", 10),
+    ("state", 10),
+    ("cursor", 1),
+    ("timed", 0),
+];
+
 type Versions = BTreeMap<String, BTreeSet<Vec<u8>>>;
 
 /// SplitMix64, so that the draws depend on the seed alone.
@@ -58,9 +71,9 @@ impl Rng {
 }
 
 fn content(i: usize, generation: u32) -> Vec<u8> {
-    // Every eighth file spans several reads (up to ~600 KB), so downloads are cut mid-body.
+    // Every eighth file spans several reads (40 to 115 KB), so downloads are cut mid-body.
     let len = if i % 8 == 0 {
-        100_000 + i * 3_000
+        40_000 + i * 500
     } else {
         10 + i * 37
     };
@@ -87,10 +100,13 @@ fn check_no_partial(dest: &Path, versions: &Versions, seed: u64, what: &str) {
     }
 }
 
-fn sync_cmd(url: &str, dest: &Path) -> Command {
+fn sync_cmd(url: &str, dest: &Path, dumps: bool) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_resourcesync"));
     c.args(["sync", url, dest.to_str().expect("utf-8 path")])
         .args(["--json", "--delete", "--concurrency", "4", "--retries", "1"]);
+    if dumps {
+        c.arg("--prefer-dumps");
+    }
     c
 }
 
@@ -100,8 +116,8 @@ enum Ended {
 }
 
 /// Runs one sync, killed at `point` (`n`th hit) or after `delay`.
-fn run_once(url: &str, dest: &Path, point: &str, n: u64, delay: Duration) -> Ended {
-    let mut cmd = sync_cmd(url, dest);
+fn run_once(url: &str, dest: &Path, dumps: bool, point: &str, n: u64, delay: Duration) -> Ended {
+    let mut cmd = sync_cmd(url, dest, dumps);
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     if point != "timed" {
         cmd.env(CRASH_AT_VAR, format!("{point}:{n}:pause"));
@@ -168,7 +184,24 @@ fn change_source(root: &Path, generation: u32, rng: &mut Rng) {
 
 #[test]
 fn sync_killed_twenty_times_resumes_and_never_leaves_a_partial_file() {
-    let seed = seed("crash");
+    harness("crash", false, &POINTS);
+}
+
+/// The same with a Resource Dump for the baseline and Change Dumps applied first: kills while
+/// packages are applied too.
+#[test]
+fn sync_with_dumps_killed_twenty_times_resumes_and_never_leaves_a_partial_file() {
+    harness("crash-dumps", true, &DUMP_POINTS);
+}
+
+fn harness(name: &str, dumps: bool, points: &[(&'static str, u64)]) {
+    let seed = seed(name);
+    let publish = |root: &Path, base: &str| {
+        publish_with(root, base, |c| {
+            c.publish.split.max_entries = 50;
+            c.publish.dumps = dumps;
+        });
+    };
     let mut rng = Rng(seed);
     let src = tmp();
     let files: Vec<(String, Vec<u8>)> = (0..150)
@@ -177,27 +210,26 @@ fn sync_killed_twenty_times_resumes_and_never_leaves_a_partial_file() {
     let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
     write_tree(src.path(), &refs);
     let server = Server::start_in_thread(src.path());
-    publish(src.path(), &server.base, Some(50));
+    publish(src.path(), &server.base);
     let mut versions = Versions::new();
     record(&mut versions, src.path());
     let out = tmp();
     let dest = dest_in(&out);
 
-    let mut kills: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut kills: BTreeMap<&'static str, u64> = BTreeMap::new();
     let (mut killed, mut finished, mut generation) = (0usize, 0usize, 0u32);
     let mut changed_at = 0usize;
-    // The points in turn (from a seeded start), so that each is hit; the hit number drawn.
-    let offset = rng.below(POINTS.len() as u64) as usize;
+    // The points in turn, so that each is tried; the hit number (and kill time) drawn.
     for attempt in 1..=80 {
         if killed == KILLS {
             break;
         }
         assert!(attempt < 80, "seed {seed}: only {killed} kills in 80 runs");
-        let (point, max) = POINTS[(offset + killed) % POINTS.len()];
+        let (point, max) = points[(attempt - 1) % points.len()];
         let n = 1 + rng.below(max);
         let delay = Duration::from_millis(rng.below(400));
         let what = format!("run {attempt} ({point}:{n})");
-        let run_end = run_once(&server.base, &dest, point, n, delay);
+        let run_end = run_once(&server.base, &dest, dumps, point, n, delay);
         match run_end {
             Ended::Killed => {
                 killed += 1;
@@ -216,14 +248,14 @@ fn sync_killed_twenty_times_resumes_and_never_leaves_a_partial_file() {
             changed_at = killed;
             generation += 1;
             change_source(src.path(), generation, &mut rng);
-            publish(src.path(), &server.base, Some(50));
+            publish(src.path(), &server.base);
             record(&mut versions, src.path());
         }
     }
     assert_eq!(killed, KILLS, "seed {seed}");
 
     // The last run resumes and finishes; the copy is the Source's.
-    let o = sync_cmd(&server.base, &dest).output().expect("sync");
+    let o = sync_cmd(&server.base, &dest, dumps).output().expect("sync");
     assert!(
         o.status.success(),
         "seed {seed}: {}",
