@@ -4,7 +4,7 @@
 //! `serve` was restarted) an incremental sync; after every run, every file at its final path is
 //! a version the Source published.
 
-#![cfg(unix)]
+#![cfg(target_os = "linux")]
 
 #[path = "../../destination/tests/common/mod.rs"]
 mod common;
