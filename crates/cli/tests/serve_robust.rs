@@ -1,7 +1,8 @@
-//! Linux only (memory is read from /proc). `resourcesync serve` against hostile and heavy clients (issue 7 item 4): a load of keep-alive
+//! `resourcesync serve` against hostile and heavy clients (issue 7 item 4): a load of keep-alive
 //! clients for 30 s with every answer checked (0 errors); traversal in every spelling; huge
 //! request heads (431 or a clean close, and the server still answers); 10,000 idle connections
-//! with the server's memory growth measured; the state directory never reachable.
+//! with the server's memory growth measured; the state directory never reachable. Linux only
+//! (the server's memory is read from /proc).
 //!
 //! The load generator is written here in Rust rather than driving `wrk`: nothing to install in
 //! CI (so the test cannot be skipped for a missing tool), and every response's status and body
