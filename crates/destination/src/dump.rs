@@ -36,7 +36,7 @@
 //!
 //! # Incremental
 //!
-//! With `--prefer-dumps`, the Change Dump's packages whose period starts at or after the cursor
+//! With `--prefer-dumps`, the Change Dump's packages whose period ends after the cursor
 //! are applied in forward chronological order (§13.1), their entries after the cursor in manifest
 //! order (§13.2); `deleted` entries remove the copy only with `--delete` (otherwise the Change
 //! List reports them, once). The Change Lists are then read from the cursor as usual: what the
@@ -861,7 +861,7 @@ pub(crate) async fn resource_dump(
     Ok(stats)
 }
 
-/// Incremental from a Change Dump (Z39.99-2014 §13): the packages whose period starts at or after
+/// Incremental from a Change Dump (Z39.99-2014 §13): the packages whose period ends after
 /// the cursor, in forward chronological order (§13.1), their entries after the cursor.
 pub(crate) async fn change_dumps(
     ctx: &Arc<Ctx>,
@@ -886,17 +886,7 @@ pub(crate) async fn change_dumps(
         }
     };
     warnings.extend(info.warnings);
-    let mut selected: Vec<(W3cDateTime, Entry)> = sink
-        .packages
-        .into_iter()
-        .filter_map(|e| {
-            let from = e.md.as_ref().and_then(|m| m.from)?;
-            (from.cmp_instant(&cursor) != std::cmp::Ordering::Less).then_some((from, e))
-        })
-        .collect();
-    // Forward chronological order (stable: packages of one period keep the document's order).
-    selected.sort_by(|a, b| a.0.cmp_instant(&b.0));
-    let packages: Vec<Entry> = selected.into_iter().map(|(_, e)| e).collect();
+    let packages = packages_after(sink.packages, &cursor);
     apply_all(
         ctx,
         fetcher,
@@ -909,9 +899,67 @@ pub(crate) async fn change_dumps(
     .await
 }
 
+/// The Change Dump packages holding changes after `cursor`, in forward chronological order
+/// (Z39.99-2014 §13.1): every package whose period ends after the cursor (or has no end), not
+/// only those starting after it: a period that was open at the last sync holds both changes
+/// already applied and later ones (the entries at or before the cursor are skipped when the
+/// manifest is applied). Packages without `from` are left to the Change Lists.
+fn packages_after(packages: Vec<Entry>, cursor: &W3cDateTime) -> Vec<Entry> {
+    let mut selected: Vec<(W3cDateTime, Entry)> = packages
+        .into_iter()
+        .filter_map(|e| {
+            let md = e.md.as_ref()?;
+            let from = md.from?;
+            let ends_after = md
+                .until
+                .is_none_or(|u| u.cmp_instant(cursor) == std::cmp::Ordering::Greater);
+            ends_after.then_some((from, e))
+        })
+        .collect();
+    // Stable: packages of one period keep the document's order.
+    selected.sort_by(|a, b| a.0.cmp_instant(&b.0));
+    selected.into_iter().map(|(_, e)| e).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packages_are_chosen_by_the_end_of_their_period() {
+        let dt = |s: &str| s.parse::<W3cDateTime>().expect("datetime");
+        let package = |loc: &str, from: &str, until: Option<&str>| {
+            let mut e = Entry::new(loc);
+            let md = e.md_mut();
+            md.from = Some(dt(from));
+            md.until = until.map(dt);
+            e
+        };
+        let packages = vec![
+            package("late", "2024-01-03T00:00:00Z", None),
+            package(
+                "spanning",
+                "2024-01-01T00:00:00Z",
+                Some("2024-01-02T12:00:00Z"),
+            ),
+            package(
+                "before",
+                "2023-12-01T00:00:00Z",
+                Some("2024-01-01T00:00:00Z"),
+            ),
+            package(
+                "ending-at",
+                "2024-01-01T00:00:00Z",
+                Some("2024-01-02T00:00:00Z"),
+            ),
+            Entry::new("undated"),
+        ];
+        let locs: Vec<String> = packages_after(packages, &dt("2024-01-02T00:00:00Z"))
+            .into_iter()
+            .map(|e| e.loc)
+            .collect();
+        assert_eq!(locs, ["spanning", "late"]);
+    }
 
     fn zip_file(entries: &[(&str, &[u8])]) -> (tempfile::TempDir, ZipArchive<BufReader<File>>) {
         let dir = tempfile::tempdir().expect("tmp");

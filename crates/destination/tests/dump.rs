@@ -222,6 +222,19 @@ async fn a_dump_newer_than_the_resource_list_is_followed_by_the_change_lists() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_dumps_are_applied_before_the_change_lists() {
+    // Two changes per Change List: the third change closes the first period, and the cursor
+    // falls on the first change of the second.
+    change_dumps_then_change_lists(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_dump_package_whose_period_spans_the_cursor_is_applied() {
+    // Four changes per Change List: the first sync's cursor falls inside the first period, which
+    // closes with the later changes; its package holds one of them (Z39.99-2014 §13.1).
+    change_dumps_then_change_lists(4).await;
+}
+
+async fn change_dumps_then_change_lists(per_period: u64) {
     let src = tmp();
     write_tree(
         src.path(),
@@ -235,8 +248,7 @@ async fn change_dumps_are_applied_before_the_change_lists() {
     let publish_rotating = |root: &Path, base: &str| {
         publish_with(root, base, |c| {
             c.publish.dumps = true;
-            // Two changes per Change List: the third change closes the first period.
-            c.scan.rotation.max_entries = 2;
+            c.scan.rotation.max_entries = per_period;
         })
     };
     publish_rotating(src.path(), &server.base);
