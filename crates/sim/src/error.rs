@@ -1,0 +1,53 @@
+//! The simulator's error.
+
+/// What can go wrong in a simulation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration cannot be simulated.
+    #[error("invalid simulation: {0}")]
+    Config(String),
+    /// The combination is not implemented yet.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Our Source failed in real mode.
+    #[error("Source: {0}")]
+    Source(#[from] resourcesync_source::Error),
+    /// Our Destination failed in real mode.
+    #[error("Destination: {0}")]
+    Destination(#[from] resourcesync_destination::Error),
+    /// The Destination's state could not be read or written in real mode.
+    #[error("Destination state: {0}")]
+    Store(#[from] resourcesync_store::Error),
+    /// A file or socket.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A plot could not be drawn.
+    #[error("plot {path}: {message}")]
+    Plot {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A document could not be sized by the writer.
+    #[error("sizing documents: {0}")]
+    Model(#[from] resourcesync_model::Error),
+}
+
+impl Error {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// The simulator's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,649 @@
+//! Model mode: the run as discrete events in virtual time.
+//!
+//! The Source is the [`Workload`]'s history; the Destination holds copies and plans each
+//! synchronization with the project's diff engine, exactly as `resourcesync-destination` does:
+//!
+//! - **baseline** (Z39.99-2014 §10): discovery (Source Description, Capability List), the
+//!   Resource List as of the iteration's start, then [`diff_sorted`] of the copies against it:
+//!   creates and updates fetched, deletes removed.
+//! - **incremental** (§12): discovery, the Change List Index and every Change List not closed
+//!   before the cursor (each whole, as our Source publishes them: one per period, rotated by
+//!   [`crate::Rotation`]); the entries after the cursor collapse to the last change of each URI,
+//!   a delete removes the copy, other changes are fetched when [`needs_update`] says the copy
+//!   differs. The cursor moves to the iteration's start.
+//! - **push** (Change Notification 1.0.1): each change is delivered as a notification of one
+//!   entry after the request latency plus its transfer time; a delete removes the copy on
+//!   arrival, another change is fetched when [`needs_update`] says the copy differs.
+//!
+//! A document or resource takes `request_latency + bytes / bandwidth`; the documents of an
+//! iteration are fetched one after the other, the resources with `concurrency` downloads in
+//! flight (push downloads are not limited). A download gets the resource's state when it
+//! completes (a resource deleted meanwhile is a 404 and stays for the next iteration).
+//! Synchronizations start every `sync_interval`; one due while another runs starts when it
+//! ends. After the measured interval, up to three more synchronizations run while changes are
+//! still not in sync, so that their latency is measured.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+use std::time::Instant;
+
+use resourcesync_diff::{Action, Item, diff_sorted, needs_update};
+use resourcesync_model::{Digest, HashAlg, Hashes};
+
+use crate::clock::{Clock, VirtualClock};
+use crate::config::{Config, Strategy};
+use crate::docsize::DocSizes;
+use crate::error::Result;
+use crate::metrics::{Metrics, Tracker, Transfer};
+use crate::workload::{ChangeEvent, ChangeKind, ResState, Workload, resource_path};
+
+/// Synchronizations after the measured interval, at most, while changes are not in sync.
+pub const DRAIN_SYNCS: u32 = 3;
+
+/// Runs `cfg` in virtual time.
+pub fn run(cfg: &Config) -> Result<Metrics> {
+    let started = Instant::now();
+    let workload = Workload::generate(cfg);
+    let sizes = DocSizes::measure()?;
+    let mut sim = Sim::new(cfg, &workload, sizes);
+    sim.run();
+    Ok(sim.tracker.finish(cfg, started.elapsed().as_secs_f64()))
+}
+
+/// The diff engine's view of a resource state: its length and an md5 standing for its content
+/// (distinct states have distinct tokens, hence distinct digests).
+pub fn item(s: &ResState) -> Item {
+    Item {
+        uri: resource_path(s.id),
+        length: Some(s.size),
+        lastmod: None,
+        hashes: Hashes(vec![Digest {
+            alg: HashAlg::Md5,
+            value: format!("{:032x}", s.token),
+        }]),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ev {
+    Change(usize),
+    Tick(u64),
+    ListArrived,
+    FetchDone(u64),
+    Notified(usize),
+    PushFetched { change: usize },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    t: f64,
+    /// Changes first at equal times, so that a list made at t includes a change at t.
+    prio: u8,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.t
+            .total_cmp(&o.t)
+            .then(self.prio.cmp(&o.prio))
+            .then(self.seq.cmp(&o.seq))
+    }
+}
+
+/// One Change List of the Source.
+#[derive(Debug, Clone, Copy)]
+struct Period {
+    opened: f64,
+    until: Option<f64>,
+    count: u64,
+    bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Iteration {
+    started: f64,
+    transfer: Transfer,
+    outstanding: usize,
+    fetched: HashSet<u64>,
+    /// Baseline: the Resource List as of the start.
+    snapshot: Vec<Item>,
+    /// Incremental: the changes after the cursor, last per URI, in order of last occurrence.
+    changes: Vec<usize>,
+}
+
+struct Sim<'a> {
+    cfg: &'a Config,
+    sizes: DocSizes,
+    clock: VirtualClock,
+    queue: BinaryHeap<Reverse<Queued>>,
+    seq: u64,
+    changes: &'a [ChangeEvent],
+    lead: BTreeMap<u64, ResState>,
+    copy: BTreeMap<u64, ResState>,
+    tracker: Tracker,
+    periods: Vec<Period>,
+    /// Changes recorded so far, with their period.
+    log: Vec<(usize, usize)>,
+    cursor: f64,
+    iter: Option<Iteration>,
+    tick_waiting: bool,
+    drained: u32,
+}
+
+impl<'a> Sim<'a> {
+    fn new(cfg: &'a Config, w: &'a Workload, sizes: DocSizes) -> Self {
+        let lead: BTreeMap<u64, ResState> = w.initial.iter().map(|s| (s.id, *s)).collect();
+        Sim {
+            cfg,
+            sizes,
+            clock: VirtualClock::new(),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            changes: &w.changes,
+            copy: lead.clone(),
+            tracker: Tracker::new(cfg.duration, w.initial.iter().map(|s| (s.id, s.token))),
+            lead,
+            periods: vec![Period {
+                opened: 0.0,
+                until: None,
+                count: 0,
+                bytes: 0,
+            }],
+            log: Vec::new(),
+            cursor: 0.0,
+            iter: None,
+            tick_waiting: false,
+            drained: 0,
+        }
+    }
+
+    fn at(&mut self, t: f64, ev: Ev) {
+        self.seq += 1;
+        let prio = u8::from(!matches!(ev, Ev::Change(_)));
+        self.queue.push(Reverse(Queued {
+            t,
+            prio,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    fn run(&mut self) {
+        for i in 0..self.changes.len() {
+            self.at(self.changes[i].t, Ev::Change(i));
+        }
+        if self.cfg.strategy != Strategy::Push {
+            self.at(self.cfg.sync_interval, Ev::Tick(1));
+        }
+        while let Some(Reverse(q)) = self.queue.pop() {
+            self.clock.advance_to(q.t);
+            match q.ev {
+                Ev::Change(i) => self.change(i),
+                Ev::Tick(k) => self.tick(k),
+                Ev::ListArrived => self.list_arrived(),
+                Ev::FetchDone(id) => self.fetch_done(id),
+                Ev::Notified(i) => self.notified(i),
+                Ev::PushFetched { change } => self.push_fetched(change),
+            }
+        }
+    }
+
+    fn now(&self) -> f64 {
+        self.clock.now()
+    }
+
+    fn entry_bytes(&self, kind: ChangeKind) -> u64 {
+        match kind {
+            ChangeKind::Delete => self.sizes.change_list_delete_entry,
+            _ => self.sizes.change_list_entry,
+        }
+    }
+
+    fn change(&mut self, i: usize) {
+        let c = self.changes[i];
+        let t = self.now();
+        if c.kind == ChangeKind::Delete {
+            self.lead.remove(&c.state.id);
+            self.tracker.lead_changed(t, c.state.id, None);
+        } else {
+            self.lead.insert(c.state.id, c.state);
+            self.tracker.lead_changed(t, c.state.id, Some(c.state.token));
+        }
+        // The Source records the change in the open Change List, rotating it first when it is
+        // full or too old (as resourcesync_source::state does).
+        let rot = self.cfg.rotation;
+        let entry = self.entry_bytes(c.kind);
+        let open = self.periods.len() - 1;
+        let p = self.periods[open];
+        if p.count >= rot.max_entries || t - p.opened >= rot.max_age_secs as f64 {
+            let last = self
+                .log
+                .last()
+                .map_or(p.opened, |&(j, _)| self.changes[j].t);
+            self.periods[open].until = Some(last);
+            self.periods.push(Period {
+                opened: t,
+                until: None,
+                count: 0,
+                bytes: 0,
+            });
+        }
+        let open = self.periods.len() - 1;
+        self.periods[open].count += 1;
+        self.periods[open].bytes += entry;
+        self.log.push((i, open));
+        if self.cfg.strategy == Strategy::Push {
+            let bytes = self.sizes.notification_header + entry;
+            self.at(t + self.cfg.network.transfer(bytes), Ev::Notified(i));
+        }
+    }
+
+    fn tick(&mut self, k: u64) {
+        let t = self.now();
+        let next = (k + 1) as f64 * self.cfg.sync_interval;
+        if t > self.cfg.duration {
+            if self.tracker.unsynced() == 0 {
+                return;
+            }
+            self.drained += 1;
+        }
+        if next <= self.cfg.duration || self.drained < DRAIN_SYNCS {
+            self.at(next, Ev::Tick(k + 1));
+        }
+        if self.iter.is_some() {
+            self.tick_waiting = true;
+        } else {
+            self.start_iteration();
+        }
+    }
+
+    fn start_iteration(&mut self) {
+        let s = self.now();
+        let net = self.cfg.network;
+        let mut it = Iteration {
+            started: s,
+            ..Iteration::default()
+        };
+        let mut docs = vec![self.sizes.source_description, self.sizes.capability_list];
+        match self.cfg.strategy {
+            Strategy::Baseline => {
+                docs.push(self.sizes.resource_list(self.lead.len() as u64));
+                it.snapshot = self.lead.values().map(item).collect();
+            }
+            Strategy::Incremental => {
+                docs.push(
+                    self.sizes.change_list_index_header
+                        + self.periods.len() as u64 * self.sizes.change_list_index_entry,
+                );
+                for p in &self.periods {
+                    // Closed lists ending at or before the cursor are skipped.
+                    if p.until.is_none_or(|u| u > self.cursor) {
+                        docs.push(self.sizes.change_list_header + p.bytes);
+                    }
+                }
+                // Changes after the cursor, the last of each URI, in order of last occurrence.
+                let first = self
+                    .log
+                    .partition_point(|&(j, _)| self.changes[j].t <= self.cursor);
+                let mut last: HashMap<u64, usize> = HashMap::new();
+                for (pos, &(j, _)) in self.log[first..].iter().enumerate() {
+                    last.insert(self.changes[j].state.id, pos);
+                }
+                it.changes = self.log[first..]
+                    .iter()
+                    .enumerate()
+                    .filter(|(pos, (j, _))| last.get(&self.changes[*j].state.id) == Some(pos))
+                    .map(|(_, &(j, _))| j)
+                    .collect();
+                self.cursor = s;
+            }
+            Strategy::Push => return,
+        }
+        let mut t = s;
+        for d in &docs {
+            t += net.transfer(*d);
+            it.transfer.total += d;
+            it.transfer.requests += 1;
+        }
+        self.iter = Some(it);
+        self.at(t, Ev::ListArrived);
+    }
+
+    fn list_arrived(&mut self) {
+        let t = self.now();
+        let Some(mut it) = self.iter.take() else {
+            return;
+        };
+        let mut fetch: Vec<(u64, u64)> = Vec::new();
+        match self.cfg.strategy {
+            Strategy::Baseline => {
+                let copies: Vec<Item> = self.copy.values().map(item).collect();
+                let snapshot = std::mem::take(&mut it.snapshot);
+                for a in diff_sorted(copies, snapshot) {
+                    match a {
+                        Action::Create(o) | Action::Update { original: o, .. } => {
+                            if let Some(id) = crate::workload::id_of_path(&o.uri) {
+                                fetch.push((id, o.length.unwrap_or(0)));
+                            }
+                        }
+                        Action::Delete(c) => {
+                            if let Some(id) = crate::workload::id_of_path(&c.uri) {
+                                self.copy.remove(&id);
+                                self.tracker.copy_changed(t, id, None);
+                            }
+                        }
+                        Action::Same(_) => {}
+                    }
+                }
+            }
+            Strategy::Incremental => {
+                for &j in &it.changes {
+                    let c = self.changes[j];
+                    let id = c.state.id;
+                    if c.kind == ChangeKind::Delete {
+                        if self.copy.remove(&id).is_some() {
+                            self.tracker.copy_changed(t, id, None);
+                        }
+                        continue;
+                    }
+                    let differs = self
+                        .copy
+                        .get(&id)
+                        .is_none_or(|cp| needs_update(&item(cp), &item(&c.state)).is_some());
+                    if differs {
+                        fetch.push((id, c.state.size));
+                    }
+                }
+            }
+            Strategy::Push => {}
+        }
+        // `concurrency` downloads in flight: each starts when a slot frees.
+        let net = self.cfg.network;
+        let mut slots: BinaryHeap<Reverse<Ordered>> = (0..net.concurrency)
+            .map(|_| Reverse(Ordered(t)))
+            .collect();
+        for (id, size) in fetch {
+            let Some(Reverse(Ordered(free))) = slots.pop() else {
+                break;
+            };
+            let done = free + net.transfer(size);
+            slots.push(Reverse(Ordered(done)));
+            it.outstanding += 1;
+            self.at(done, Ev::FetchDone(id));
+        }
+        self.iter = Some(it);
+        self.maybe_end();
+    }
+
+    fn fetch_done(&mut self, id: u64) {
+        let t = self.now();
+        let lead = self.lead.get(&id).copied();
+        let Some(it) = self.iter.as_mut() else {
+            return;
+        };
+        it.outstanding = it.outstanding.saturating_sub(1);
+        it.transfer.requests += 1;
+        if let Some(st) = lead {
+            it.transfer.total += st.size;
+            let needed = self.copy.get(&id).map(|c| c.token) != Some(st.token);
+            if needed && it.fetched.insert(id) {
+                it.transfer.required += st.size;
+            }
+            self.copy.insert(id, st);
+            self.tracker.copy_changed(t, id, Some(st.token));
+        }
+        self.maybe_end();
+    }
+
+    fn maybe_end(&mut self) {
+        if self.iter.as_ref().is_some_and(|it| it.outstanding == 0) {
+            if let Some(it) = self.iter.take() {
+                self.tracker.iteration(it.started, it.transfer);
+            }
+            if std::mem::take(&mut self.tick_waiting) {
+                self.start_iteration();
+            }
+        }
+    }
+
+    fn notified(&mut self, i: usize) {
+        let c = self.changes[i];
+        let t = self.now();
+        let id = c.state.id;
+        let notification = Transfer {
+            required: 0,
+            total: self.sizes.notification_header + self.entry_bytes(c.kind),
+            requests: 1,
+        };
+        if c.kind == ChangeKind::Delete {
+            if self.copy.remove(&id).is_some() {
+                self.tracker.copy_changed(t, id, None);
+            }
+            self.tracker.iteration(c.t, notification);
+            return;
+        }
+        let differs = self
+            .copy
+            .get(&id)
+            .is_none_or(|cp| needs_update(&item(cp), &item(&c.state)).is_some());
+        if differs {
+            let size = self.lead.get(&id).map_or(0, |s| s.size);
+            self.at(t + self.cfg.network.transfer(size), Ev::PushFetched { change: i });
+        } else {
+            self.tracker.iteration(c.t, notification);
+        }
+    }
+
+    fn push_fetched(&mut self, i: usize) {
+        let c = self.changes[i];
+        let t = self.now();
+        let id = c.state.id;
+        let mut tr = Transfer {
+            required: 0,
+            total: self.sizes.notification_header + self.entry_bytes(c.kind),
+            requests: 2,
+        };
+        if let Some(st) = self.lead.get(&id).copied() {
+            tr.total += st.size;
+            if self.copy.get(&id).map(|c| c.token) != Some(st.token) {
+                tr.required += st.size;
+            }
+            self.copy.insert(id, st);
+            self.tracker.copy_changed(t, id, Some(st.token));
+        }
+        self.tracker.iteration(c.t, tr);
+    }
+}
+
+/// An `f64` ordered totally, for the download slots.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Ordered(f64);
+impl Eq for Ordered {}
+impl PartialOrd for Ordered {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ordered {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ChangeMix, Network, SizeDist};
+
+    fn updates_only() -> ChangeMix {
+        ChangeMix {
+            create: 0.0,
+            update: 1.0,
+            delete: 0.0,
+        }
+    }
+
+    /// A network so fast that only the schedule matters.
+    fn instant() -> Network {
+        Network {
+            request_latency: 0.0,
+            bandwidth: 1e15,
+            concurrency: 4,
+        }
+    }
+
+    /// One change every 2 s, a sync every 10 s, over 100 s, nothing costing time: a change at
+    /// 10k + 2j waits 10 − 2j (j = 1..5, the one at 10k+10 is synced at once by the tick at the
+    /// same time), mean (8+6+4+2+0)/5 = 4 s, for every strategy that polls.
+    #[test]
+    fn hand_worked_latency_of_polling() {
+        for strategy in [Strategy::Baseline, Strategy::Incremental] {
+            let cfg = Config {
+                resources: 100,
+                change_interval: 2.0,
+                mix: updates_only(),
+                strategy,
+                sync_interval: 10.0,
+                duration: 100.0,
+                network: instant(),
+                ..Config::default()
+            };
+            let m = run(&cfg).expect("run");
+            assert_eq!(m.changes, 50, "{strategy:?}");
+            assert!((m.avg_latency - 4.0).abs() < 1e-6, "{strategy:?}: {m:?}");
+            assert_eq!(m.unsynced_changes, 0);
+            // Out of sync: 4 resources-intervals of 8,6,4,2 s per 10 s... of 100 resources:
+            // per window, 8+6+4+2 = 20 resource-seconds out of 1000.
+            assert!((m.avg_consistency - 0.98).abs() < 1e-3, "{m:?}");
+        }
+    }
+
+    /// Push on an instant network: every copy follows at once.
+    #[test]
+    fn push_on_an_instant_network_is_always_consistent() {
+        let cfg = Config {
+            resources: 50,
+            change_interval: 1.0,
+            strategy: Strategy::Push,
+            duration: 50.0,
+            network: instant(),
+            ..Config::default()
+        };
+        let m = run(&cfg).expect("run");
+        assert!(m.avg_latency < 1e-9 && m.avg_consistency > 1.0 - 1e-9, "{m:?}");
+        assert_eq!(m.unsynced_changes, 0);
+    }
+
+    /// Push latency is a notification plus a download: 2 × 0.1 s + bytes / bandwidth.
+    #[test]
+    fn push_latency_is_two_requests() {
+        let sizes = DocSizes::measure().expect("sizes");
+        let cfg = Config {
+            resources: 10,
+            change_interval: 1.0,
+            mix: updates_only(),
+            size: SizeDist::Fixed { bytes: 1000 },
+            strategy: Strategy::Push,
+            duration: 20.0,
+            network: Network {
+                request_latency: 0.1,
+                bandwidth: 10_000.0,
+                concurrency: 1,
+            },
+            ..Config::default()
+        };
+        let m = run(&cfg).expect("run");
+        let expect = 0.2 + (sizes.notification_header + sizes.change_list_entry + 1000) as f64 / 1e4;
+        assert!((m.avg_latency - expect).abs() < 1e-9, "{} vs {expect}", m.avg_latency);
+        // Efficiency per notification: the payload over payload plus notification.
+        let eff = 1000.0 / (1000 + sizes.notification_header + sizes.change_list_entry) as f64;
+        assert!((m.efficiency - eff).abs() < 1e-9);
+        assert!((m.requests_per_change - 2.0).abs() < 1e-9);
+    }
+
+    /// Baseline: one iteration fetches discovery, the Resource List and the changed resources;
+    /// efficiency is the changed bytes over all of them.
+    #[test]
+    fn hand_worked_baseline_efficiency() {
+        let sizes = DocSizes::measure().expect("sizes");
+        let cfg = Config {
+            resources: 20,
+            change_interval: 10.0,
+            mix: updates_only(),
+            size: SizeDist::Fixed { bytes: 500 },
+            strategy: Strategy::Baseline,
+            sync_interval: 10.0,
+            duration: 30.0,
+            network: instant(),
+            ..Config::default()
+        };
+        let m = run(&cfg).expect("run");
+        // Each iteration: one changed resource (500 bytes) of discovery + list + 500.
+        let total = sizes.discovery() + sizes.resource_list(20) + 500;
+        assert!((m.efficiency - 500.0 / total as f64).abs() < 1e-9, "{m:?}");
+        assert_eq!(m.iterations, 3);
+        assert_eq!(m.requests, 3 * 4);
+    }
+
+    /// Incremental: the open Change List is fetched whole each time (one period here), so the
+    /// bytes of the lists grow with the changes recorded.
+    #[test]
+    fn incremental_fetches_the_open_change_list_whole() {
+        let sizes = DocSizes::measure().expect("sizes");
+        let cfg = Config {
+            resources: 20,
+            change_interval: 10.0,
+            mix: updates_only(),
+            size: SizeDist::Fixed { bytes: 500 },
+            strategy: Strategy::Incremental,
+            sync_interval: 10.0,
+            duration: 30.0,
+            network: instant(),
+            ..Config::default()
+        };
+        let m = run(&cfg).expect("run");
+        let fixed = sizes.discovery() + sizes.change_list_index_header + sizes.change_list_index_entry + sizes.change_list_header;
+        let total: u64 = (1..=3).map(|k| fixed + k * sizes.change_list_entry + 500).sum();
+        assert_eq!(m.bytes_total, total);
+        assert_eq!(m.bytes_required, 1500);
+        // With a rotation of one entry per list, the closed lists before the cursor are skipped.
+        let rotated = run(&Config {
+            rotation: crate::Rotation {
+                max_entries: 1,
+                max_age_secs: 86_400,
+            },
+            ..cfg
+        })
+        .expect("run");
+        assert!(rotated.bytes_total < m.bytes_total);
+    }
+
+    #[test]
+    fn same_seed_same_metrics() {
+        let cfg = Config {
+            resources: 300,
+            change_interval: 0.5,
+            change_dist: crate::ChangeDist::Exp,
+            strategy: Strategy::Incremental,
+            sync_interval: 5.0,
+            duration: 200.0,
+            ..Config::default()
+        };
+        let a = run(&cfg).expect("run").csv_row();
+        assert_eq!(a, run(&cfg).expect("run").csv_row());
+        assert_ne!(a, run(&Config { seed: 7, ..cfg }).expect("run").csv_row());
+    }
+}
