@@ -228,15 +228,19 @@ pub struct Network {
     pub bandwidth: f64,
     /// Resource downloads in flight at once (the Destination's `--concurrency`).
     pub concurrency: usize,
+    /// Seconds of the Destination's own work per synchronization, before its first request
+    /// (opening its state, staging, committing): what a real run costs beyond its requests.
+    pub sync_overhead: f64,
 }
 
 impl Default for Network {
-    /// 50 ms per request, 1 MB/s, 8 downloads at once.
+    /// 50 ms per request, 1 MB/s, 8 downloads at once, no overhead.
     fn default() -> Self {
         Network {
             request_latency: 0.05,
             bandwidth: 1_000_000.0,
             concurrency: 8,
+            sync_overhead: 0.0,
         }
     }
 }
@@ -347,6 +351,9 @@ impl Config {
         }
         if !(n.bandwidth.is_finite() && n.bandwidth > 0.0) {
             return Err(Error::Config("--bandwidth must be positive bytes per second".into()));
+        }
+        if !(n.sync_overhead.is_finite() && n.sync_overhead >= 0.0) {
+            return Err(Error::Config("--sync-overhead must be >= 0 seconds".into()));
         }
         if !(1..=1024).contains(&n.concurrency) {
             return Err(Error::Config("--concurrency is 1 to 1024".into()));

@@ -67,7 +67,9 @@ fn header(root: Root, md: Metadata, links: &[(&str, String)]) -> Header {
 impl DocSizes {
     /// Measures every kind with the writer.
     pub fn measure() -> Result<Self> {
-        let now = W3cDateTime::now(true);
+        // A fixed instant with a fraction, as file times have (now() would make sizes vary).
+        let now = W3cDateTime::parse("2026-01-02T03:04:05.123456Z")
+            .map_err(|e| crate::Error::Config(format!("sizing timestamp: {e}")))?;
         let md5 = Hashes(vec![Digest {
             alg: HashAlg::Md5,
             value: "0123456789abcdef0123456789abcdef".into(),

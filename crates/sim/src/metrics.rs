@@ -44,6 +44,8 @@ pub struct Tracker {
     duration: f64,
     lead: Vec<Option<u64>>,
     copy: Vec<Option<u64>>,
+    /// Sizes of lead states, where a driver records them.
+    sizes: HashMap<u64, u64>,
     /// Resources with a lead or a copy state.
     counted: u64,
     /// Of those, how many are out of sync.
@@ -60,6 +62,7 @@ pub struct Tracker {
     required: u64,
     total: u64,
     requests: u64,
+    busy: f64,
 }
 
 impl Tracker {
@@ -71,6 +74,7 @@ impl Tracker {
             duration,
             lead: Vec::new(),
             copy: Vec::new(),
+            sizes: HashMap::new(),
             counted: 0,
             out: 0,
             last_t: 0.0,
@@ -84,6 +88,7 @@ impl Tracker {
             required: 0,
             total: 0,
             requests: 0,
+            busy: 0.0,
         };
         for (id, token) in initial {
             t.slot(id);
@@ -160,9 +165,9 @@ impl Tracker {
 
     /// A change at the Source at `t`: the lead state of `id` becomes `token` (`None`: deleted).
     pub fn lead_changed(&mut self, t: f64, id: u64, token: Option<u64>) {
-        if t <= self.duration {
-            self.changes += 1;
-        }
+        // Every change of a workload is in the measured interval (real mode may record the
+        // last ones a little after its end).
+        self.changes += 1;
         self.pending.entry(id).or_default().push(t);
         self.set(t, id, true, token);
     }
@@ -177,6 +182,16 @@ impl Tracker {
     /// The lead state of `id` now.
     pub fn lead(&self, id: u64) -> Option<u64> {
         self.lead.get(id as usize).copied().flatten()
+    }
+
+    /// Records the size of `id`'s lead state.
+    pub fn set_lead_size(&mut self, id: u64, size: u64) {
+        self.sizes.insert(id, size);
+    }
+
+    /// The size of `id`'s lead state, where recorded.
+    pub fn lead_size(&self, id: u64) -> Option<u64> {
+        self.sizes.get(&id).copied()
     }
 
     /// The copy state of `id` now.
@@ -214,6 +229,14 @@ impl Tracker {
         }
     }
 
+    /// A synchronization that started at `started` took `seconds` (counted when it started in
+    /// the measured interval).
+    pub fn busy(&mut self, started: f64, seconds: f64) {
+        if started <= self.duration {
+            self.busy += seconds;
+        }
+    }
+
     /// The metrics, the consistency integrated to the end of the measured interval.
     pub fn finish(mut self, cfg: &Config, wall_seconds: f64) -> Metrics {
         self.advance(self.duration);
@@ -238,6 +261,7 @@ impl Tracker {
             request_latency: cfg.network.request_latency,
             bandwidth: cfg.network.bandwidth,
             concurrency: cfg.network.concurrency as u64,
+            sync_overhead: cfg.network.sync_overhead,
             changes: self.changes,
             iterations: self.iterations,
             avg_consistency: self.area / self.duration,
@@ -263,6 +287,7 @@ impl Tracker {
             bytes_required: self.required,
             requests_per_change: per_change(self.requests),
             bytes_per_change: per_change(self.total),
+            sync_seconds: self.busy,
             wall_seconds,
         }
     }
@@ -297,6 +322,8 @@ pub struct Metrics {
     pub bandwidth: f64,
     /// Downloads in flight at once.
     pub concurrency: u64,
+    /// Model: seconds of Destination work per synchronization.
+    pub sync_overhead: f64,
     /// Changes at the Source in the measured interval.
     pub changes: u64,
     /// Iterations (notifications for push) that transferred something.
@@ -323,7 +350,9 @@ pub struct Metrics {
     pub requests_per_change: f64,
     /// Bytes per change.
     pub bytes_per_change: f64,
-    /// Seconds the run took.
+    /// Seconds spent synchronizing (sum over the iterations; for push, 0).
+    pub sync_seconds: f64,
+    /// Seconds the run took (not in the CSV).
     pub wall_seconds: f64,
 }
 
@@ -331,16 +360,16 @@ impl Metrics {
     /// The CSV header line.
     pub fn csv_header() -> &'static str {
         "mode,strategy,resources,change_interval,change_dist,mix,size,sync_interval,duration,seed,\
-request_latency,bandwidth,concurrency,changes,iterations,avg_consistency,avg_latency,\
+request_latency,bandwidth,concurrency,sync_overhead,changes,iterations,avg_consistency,avg_latency,\
 synced_changes,unsynced_changes,efficiency,efficiency_overall,requests,bytes_total,\
-bytes_required,requests_per_change,bytes_per_change"
+bytes_required,requests_per_change,bytes_per_change,sync_seconds"
     }
 
     /// The CSV line (no field needs quoting except `mix`, which holds commas). The wall-clock
     /// time is left out, so that a model run's line depends on its configuration only.
     pub fn csv_row(&self) -> String {
         format!(
-            "{},{},{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{:.6},{:.6},{},{},{},{:.4},{:.1}",
+            "{},{},{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{:.6},{:.6},{},{},{},{:.4},{:.1},{:.3}",
             self.mode,
             self.strategy,
             self.resources,
@@ -354,6 +383,7 @@ bytes_required,requests_per_change,bytes_per_change"
             self.request_latency,
             self.bandwidth,
             self.concurrency,
+            self.sync_overhead,
             self.changes,
             self.iterations,
             self.avg_consistency,
@@ -367,6 +397,7 @@ bytes_required,requests_per_change,bytes_per_change"
             self.bytes_required,
             self.requests_per_change,
             self.bytes_per_change,
+            self.sync_seconds,
         )
     }
 }

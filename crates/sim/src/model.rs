@@ -15,7 +15,8 @@
 //!   entry after the request latency plus its transfer time; a delete removes the copy on
 //!   arrival, another change is fetched when [`needs_update`] says the copy differs.
 //!
-//! A document or resource takes `request_latency + bytes / bandwidth`; the documents of an
+//! A synchronization first spends `sync_overhead` on the Destination's own work; then a document
+//! or resource takes `request_latency + bytes / bandwidth`; the documents of an
 //! iteration are fetched one after the other, the resources with `concurrency` downloads in
 //! flight (push downloads are not limited). A download gets the resource's state when it
 //! completes (a resource deleted meanwhile is a 404 and stays for the next iteration).
@@ -146,7 +147,7 @@ struct Sim<'a> {
 impl<'a> Sim<'a> {
     fn new(cfg: &'a Config, w: &'a Workload, sizes: DocSizes) -> Self {
         let lead: BTreeMap<u64, ResState> = w.initial.iter().map(|s| (s.id, *s)).collect();
-        Sim {
+        let mut sim = Sim {
             cfg,
             sizes,
             clock: VirtualClock::new(),
@@ -167,7 +168,39 @@ impl<'a> Sim<'a> {
             iter: None,
             tick_waiting: false,
             drained: 0,
+        };
+        // Our Source records its first scan as a `created` change of every resource: its first
+        // Change Lists hold them (before the cursor of the first baseline, so never applied,
+        // but transferred while their list is open).
+        for _ in &w.initial {
+            sim.record(0.0, sim.sizes.change_list_entry);
         }
+        sim
+    }
+
+    /// Records a change of `entry` bytes at `t` in the open Change List, rotating it first when
+    /// it is full or too old (as resourcesync_source::state does). Returns the period.
+    fn record(&mut self, t: f64, entry: u64) -> usize {
+        let rot = self.cfg.rotation;
+        let open = self.periods.len() - 1;
+        let p = self.periods[open];
+        if p.count >= rot.max_entries || t - p.opened >= rot.max_age_secs as f64 {
+            let last = self
+                .log
+                .last()
+                .map_or(p.opened, |&(j, _)| self.changes[j].t);
+            self.periods[open].until = Some(last);
+            self.periods.push(Period {
+                opened: t,
+                until: None,
+                count: 0,
+                bytes: 0,
+            });
+        }
+        let open = self.periods.len() - 1;
+        self.periods[open].count += 1;
+        self.periods[open].bytes += entry;
+        open
     }
 
     fn at(&mut self, t: f64, ev: Ev) {
@@ -222,28 +255,8 @@ impl<'a> Sim<'a> {
             self.lead.insert(c.state.id, c.state);
             self.tracker.lead_changed(t, c.state.id, Some(c.state.token));
         }
-        // The Source records the change in the open Change List, rotating it first when it is
-        // full or too old (as resourcesync_source::state does).
-        let rot = self.cfg.rotation;
         let entry = self.entry_bytes(c.kind);
-        let open = self.periods.len() - 1;
-        let p = self.periods[open];
-        if p.count >= rot.max_entries || t - p.opened >= rot.max_age_secs as f64 {
-            let last = self
-                .log
-                .last()
-                .map_or(p.opened, |&(j, _)| self.changes[j].t);
-            self.periods[open].until = Some(last);
-            self.periods.push(Period {
-                opened: t,
-                until: None,
-                count: 0,
-                bytes: 0,
-            });
-        }
-        let open = self.periods.len() - 1;
-        self.periods[open].count += 1;
-        self.periods[open].bytes += entry;
+        let open = self.record(t, entry);
         self.log.push((i, open));
         if self.cfg.strategy == Strategy::Push {
             let bytes = self.sizes.notification_header + entry;
@@ -312,7 +325,7 @@ impl<'a> Sim<'a> {
             }
             Strategy::Push => return,
         }
-        let mut t = s;
+        let mut t = s + net.sync_overhead;
         for d in &docs {
             t += net.transfer(*d);
             it.transfer.total += d;
@@ -411,7 +424,9 @@ impl<'a> Sim<'a> {
     fn maybe_end(&mut self) {
         if self.iter.as_ref().is_some_and(|it| it.outstanding == 0) {
             if let Some(it) = self.iter.take() {
+                let busy = self.now() - it.started;
                 self.tracker.iteration(it.started, it.transfer);
+                self.tracker.busy(it.started, busy);
             }
             if std::mem::take(&mut self.tick_waiting) {
                 self.start_iteration();
@@ -502,6 +517,7 @@ mod tests {
             request_latency: 0.0,
             bandwidth: 1e15,
             concurrency: 4,
+            sync_overhead: 0.0,
         }
     }
 
@@ -562,6 +578,7 @@ mod tests {
                 request_latency: 0.1,
                 bandwidth: 10_000.0,
                 concurrency: 1,
+                sync_overhead: 0.0,
             },
             ..Config::default()
         };
@@ -616,7 +633,10 @@ mod tests {
         };
         let m = run(&cfg).expect("run");
         let fixed = sizes.discovery() + sizes.change_list_index_header + sizes.change_list_index_entry + sizes.change_list_header;
-        let total: u64 = (1..=3).map(|k| fixed + k * sizes.change_list_entry + 500).sum();
+        // The open list holds the 20 creates of the first scan, then one change per interval.
+        let total: u64 = (1..=3)
+            .map(|k| fixed + (20 + k) * sizes.change_list_entry + 500)
+            .sum();
         assert_eq!(m.bytes_total, total);
         assert_eq!(m.bytes_required, 1500);
         // With a rotation of one entry per list, the closed lists before the cursor are skipped.
