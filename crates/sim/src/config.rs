@@ -231,6 +231,9 @@ pub struct Network {
     /// Seconds of the Destination's own work per synchronization, before its first request
     /// (opening its state, staging, committing): what a real run costs beyond its requests.
     pub sync_overhead: f64,
+    /// Seconds from a change at the Source to its listing in the Source's documents (and its
+    /// notification): the Source's scan and publish time.
+    pub publish_delay: f64,
 }
 
 impl Default for Network {
@@ -241,6 +244,7 @@ impl Default for Network {
             bandwidth: 1_000_000.0,
             concurrency: 8,
             sync_overhead: 0.0,
+            publish_delay: 0.0,
         }
     }
 }
@@ -354,6 +358,9 @@ impl Config {
         }
         if !(n.sync_overhead.is_finite() && n.sync_overhead >= 0.0) {
             return Err(Error::Config("--sync-overhead must be >= 0 seconds".into()));
+        }
+        if !(n.publish_delay.is_finite() && n.publish_delay >= 0.0) {
+            return Err(Error::Config("--publish-delay must be >= 0 seconds".into()));
         }
         if !(1..=1024).contains(&n.concurrency) {
             return Err(Error::Config("--concurrency is 1 to 1024".into()));

@@ -63,6 +63,7 @@ pub struct Tracker {
     total: u64,
     requests: u64,
     busy: f64,
+    publish_delay: Option<f64>,
 }
 
 impl Tracker {
@@ -89,6 +90,7 @@ impl Tracker {
             total: 0,
             requests: 0,
             busy: 0.0,
+            publish_delay: None,
         };
         for (id, token) in initial {
             t.slot(id);
@@ -237,6 +239,11 @@ impl Tracker {
         }
     }
 
+    /// The publish delay measured (real mode).
+    pub fn measured_publish_delay(&mut self, seconds: f64) {
+        self.publish_delay = Some(seconds);
+    }
+
     /// The metrics, the consistency integrated to the end of the measured interval.
     pub fn finish(mut self, cfg: &Config, wall_seconds: f64) -> Metrics {
         self.advance(self.duration);
@@ -262,6 +269,7 @@ impl Tracker {
             bandwidth: cfg.network.bandwidth,
             concurrency: cfg.network.concurrency as u64,
             sync_overhead: cfg.network.sync_overhead,
+            publish_delay: self.publish_delay.unwrap_or(cfg.network.publish_delay),
             changes: self.changes,
             iterations: self.iterations,
             avg_consistency: self.area / self.duration,
@@ -324,6 +332,9 @@ pub struct Metrics {
     pub concurrency: u64,
     /// Model: seconds of Destination work per synchronization.
     pub sync_overhead: f64,
+    /// Seconds from a change to its publication by the Source (model: as configured; real:
+    /// the mean measured).
+    pub publish_delay: f64,
     /// Changes at the Source in the measured interval.
     pub changes: u64,
     /// Iterations (notifications for push) that transferred something.
@@ -360,7 +371,7 @@ impl Metrics {
     /// The CSV header line.
     pub fn csv_header() -> &'static str {
         "mode,strategy,resources,change_interval,change_dist,mix,size,sync_interval,duration,seed,\
-request_latency,bandwidth,concurrency,sync_overhead,changes,iterations,avg_consistency,avg_latency,\
+request_latency,bandwidth,concurrency,sync_overhead,publish_delay,changes,iterations,avg_consistency,avg_latency,\
 synced_changes,unsynced_changes,efficiency,efficiency_overall,requests,bytes_total,\
 bytes_required,requests_per_change,bytes_per_change,sync_seconds"
     }
@@ -369,7 +380,7 @@ bytes_required,requests_per_change,bytes_per_change,sync_seconds"
     /// time is left out, so that a model run's line depends on its configuration only.
     pub fn csv_row(&self) -> String {
         format!(
-            "{},{},{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{:.6},{:.6},{},{},{},{:.4},{:.1},{:.3}",
+            "{},{},{},{},{},\"{}\",{},{},{},{},{},{},{},{},{:.6},{},{},{:.6},{:.6},{},{},{:.6},{:.6},{},{},{},{:.4},{:.1},{:.3}",
             self.mode,
             self.strategy,
             self.resources,
@@ -384,6 +395,7 @@ bytes_required,requests_per_change,bytes_per_change,sync_seconds"
             self.bandwidth,
             self.concurrency,
             self.sync_overhead,
+            self.publish_delay,
             self.changes,
             self.iterations,
             self.avg_consistency,

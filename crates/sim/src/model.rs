@@ -4,19 +4,21 @@
 //! synchronization with the project's diff engine, exactly as `resourcesync-destination` does:
 //!
 //! - **baseline** (Z39.99-2014 §10): discovery (Source Description, Capability List), the
-//!   Resource List as of the iteration's start, then [`diff_sorted`] of the copies against it:
+//!   Resource List as of its request, then [`diff_sorted`] of the copies against it:
 //!   creates and updates fetched, deletes removed.
 //! - **incremental** (§12): discovery, the Change List Index and every Change List not closed
 //!   before the cursor (each whole, as our Source publishes them: one per period, rotated by
 //!   [`crate::Rotation`]); the entries after the cursor collapse to the last change of each URI,
 //!   a delete removes the copy, other changes are fetched when [`needs_update`] says the copy
-//!   differs. The cursor moves to the iteration's start.
+//!   differs. The cursor moves to the time the lists were requested.
 //! - **push** (Change Notification 1.0.1): each change is delivered as a notification of one
 //!   entry after the request latency plus its transfer time; a delete removes the copy on
 //!   arrival, another change is fetched when [`needs_update`] says the copy differs.
 //!
-//! A synchronization first spends `sync_overhead` on the Destination's own work; then a document
-//! or resource takes `request_latency + bytes / bandwidth`; the documents of an
+//! A change appears in the Source's documents (and is notified) `publish_delay` after it is
+//! made. A synchronization spends `sync_overhead` on the Destination's own work, half before
+//! discovery and half between the list and the downloads; a document or resource takes
+//! `request_latency + bytes / bandwidth`; the documents of an
 //! iteration are fetched one after the other, the resources with `concurrency` downloads in
 //! flight (push downloads are not limited). A download gets the resource's state when it
 //! completes (a resource deleted meanwhile is a 404 and stays for the next iteration).
@@ -68,7 +70,9 @@ pub fn item(s: &ResState) -> Item {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
     Change(usize),
+    Published(usize),
     Tick(u64),
+    ListRequested,
     ListArrived,
     FetchDone(u64),
     Notified(usize),
@@ -133,11 +137,13 @@ struct Sim<'a> {
     seq: u64,
     changes: &'a [ChangeEvent],
     lead: BTreeMap<u64, ResState>,
+    /// The lead states as the Source's documents list them (`publish_delay` behind).
+    listed: BTreeMap<u64, ResState>,
     copy: BTreeMap<u64, ResState>,
     tracker: Tracker,
     periods: Vec<Period>,
-    /// Changes recorded so far, with their period.
-    log: Vec<(usize, usize)>,
+    /// Changes recorded so far: the change, its period, the time it was recorded.
+    log: Vec<(usize, usize, f64)>,
     cursor: f64,
     iter: Option<Iteration>,
     tick_waiting: bool,
@@ -155,6 +161,7 @@ impl<'a> Sim<'a> {
             seq: 0,
             changes: &w.changes,
             copy: lead.clone(),
+            listed: lead.clone(),
             tracker: Tracker::new(cfg.duration, w.initial.iter().map(|s| (s.id, s.token))),
             lead,
             periods: vec![Period {
@@ -188,7 +195,7 @@ impl<'a> Sim<'a> {
             let last = self
                 .log
                 .last()
-                .map_or(p.opened, |&(j, _)| self.changes[j].t);
+                .map_or(p.opened, |&(_, _, at)| at);
             self.periods[open].until = Some(last);
             self.periods.push(Period {
                 opened: t,
@@ -205,7 +212,7 @@ impl<'a> Sim<'a> {
 
     fn at(&mut self, t: f64, ev: Ev) {
         self.seq += 1;
-        let prio = u8::from(!matches!(ev, Ev::Change(_)));
+        let prio = u8::from(!matches!(ev, Ev::Change(_) | Ev::Published(_)));
         self.queue.push(Reverse(Queued {
             t,
             prio,
@@ -225,7 +232,9 @@ impl<'a> Sim<'a> {
             self.clock.advance_to(q.t);
             match q.ev {
                 Ev::Change(i) => self.change(i),
+                Ev::Published(i) => self.published(i),
                 Ev::Tick(k) => self.tick(k),
+                Ev::ListRequested => self.list_requested(),
                 Ev::ListArrived => self.list_arrived(),
                 Ev::FetchDone(id) => self.fetch_done(id),
                 Ev::Notified(i) => self.notified(i),
@@ -255,9 +264,22 @@ impl<'a> Sim<'a> {
             self.lead.insert(c.state.id, c.state);
             self.tracker.lead_changed(t, c.state.id, Some(c.state.token));
         }
+        self.at(t + self.cfg.network.publish_delay, Ev::Published(i));
+    }
+
+    /// The Source's scan finds the change: it is recorded in the open Change List, the Resource
+    /// List shows it, a notification goes out.
+    fn published(&mut self, i: usize) {
+        let c = self.changes[i];
+        let t = self.now();
+        if c.kind == ChangeKind::Delete {
+            self.listed.remove(&c.state.id);
+        } else {
+            self.listed.insert(c.state.id, c.state);
+        }
         let entry = self.entry_bytes(c.kind);
         let open = self.record(t, entry);
-        self.log.push((i, open));
+        self.log.push((i, open, t));
         if self.cfg.strategy == Strategy::Push {
             let bytes = self.sizes.notification_header + entry;
             self.at(t + self.cfg.network.transfer(bytes), Ev::Notified(i));
@@ -283,6 +305,8 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// A synchronization starts: the Destination's own work, then discovery (Source
+    /// Description, Capability List), then the list is requested.
     fn start_iteration(&mut self) {
         let s = self.now();
         let net = self.cfg.network;
@@ -290,11 +314,31 @@ impl<'a> Sim<'a> {
             started: s,
             ..Iteration::default()
         };
-        let mut docs = vec![self.sizes.source_description, self.sizes.capability_list];
+        // Half the Destination's own work before discovery (opening its state), half between
+        // the list and the downloads (staging and planning), as measured on our Destination.
+        let mut t = s + net.sync_overhead / 2.0;
+        for d in [self.sizes.source_description, self.sizes.capability_list] {
+            t += net.transfer(d);
+            it.transfer.total += d;
+            it.transfer.requests += 1;
+        }
+        self.iter = Some(it);
+        self.at(t, Ev::ListRequested);
+    }
+
+    /// The Source answers with its list as it is now: the Resource List, or the Change List
+    /// Index and the Change Lists not closed before the cursor.
+    fn list_requested(&mut self) {
+        let s = self.now();
+        let net = self.cfg.network;
+        let Some(mut it) = self.iter.take() else {
+            return;
+        };
+        let mut docs = Vec::new();
         match self.cfg.strategy {
             Strategy::Baseline => {
-                docs.push(self.sizes.resource_list(self.lead.len() as u64));
-                it.snapshot = self.lead.values().map(item).collect();
+                docs.push(self.sizes.resource_list(self.listed.len() as u64));
+                it.snapshot = self.listed.values().map(item).collect();
             }
             Strategy::Incremental => {
                 docs.push(
@@ -310,22 +354,22 @@ impl<'a> Sim<'a> {
                 // Changes after the cursor, the last of each URI, in order of last occurrence.
                 let first = self
                     .log
-                    .partition_point(|&(j, _)| self.changes[j].t <= self.cursor);
+                    .partition_point(|&(_, _, at)| at <= self.cursor);
                 let mut last: HashMap<u64, usize> = HashMap::new();
-                for (pos, &(j, _)) in self.log[first..].iter().enumerate() {
+                for (pos, &(j, _, _)) in self.log[first..].iter().enumerate() {
                     last.insert(self.changes[j].state.id, pos);
                 }
                 it.changes = self.log[first..]
                     .iter()
                     .enumerate()
-                    .filter(|(pos, (j, _))| last.get(&self.changes[*j].state.id) == Some(pos))
-                    .map(|(_, &(j, _))| j)
+                    .filter(|(pos, (j, _, _))| last.get(&self.changes[*j].state.id) == Some(pos))
+                    .map(|(_, &(j, _, _))| j)
                     .collect();
                 self.cursor = s;
             }
             Strategy::Push => return,
         }
-        let mut t = s + net.sync_overhead;
+        let mut t = s;
         for d in &docs {
             t += net.transfer(*d);
             it.transfer.total += d;
@@ -336,7 +380,7 @@ impl<'a> Sim<'a> {
     }
 
     fn list_arrived(&mut self) {
-        let t = self.now();
+        let t = self.now() + self.cfg.network.sync_overhead / 2.0;
         let Some(mut it) = self.iter.take() else {
             return;
         };
@@ -518,6 +562,7 @@ mod tests {
             bandwidth: 1e15,
             concurrency: 4,
             sync_overhead: 0.0,
+            publish_delay: 0.0,
         }
     }
 
@@ -579,6 +624,7 @@ mod tests {
                 bandwidth: 10_000.0,
                 concurrency: 1,
                 sync_overhead: 0.0,
+                publish_delay: 0.0,
             },
             ..Config::default()
         };

@@ -91,6 +91,8 @@ struct Shared {
     tracker: Mutex<Tracker>,
     meter: Mutex<Meter>,
     clock: Mutex<Option<WallClock>>,
+    /// Times of changes written but not yet published; the sum and count of publish delays.
+    unpublished: Mutex<(Vec<f64>, f64, u64)>,
 }
 
 impl Shared {
@@ -103,9 +105,6 @@ impl Shared {
         let mut m = lock(&self.meter);
         if !m.active {
             return;
-        }
-        if std::env::var_os("RS_SIM_DEBUG").is_some() {
-            eprintln!("{path} {status} {body}");
         }
         m.transfer.requests += 1;
         m.transfer.total += body;
@@ -179,6 +178,7 @@ async fn run_async(cfg: &Config) -> Result<Metrics> {
         )),
         meter: Mutex::new(Meter::default()),
         clock: Mutex::new(None),
+        unpublished: Mutex::new((Vec::new(), 0.0, 0)),
     });
     {
         let mut tr = lock(&shared.tracker);
@@ -274,13 +274,24 @@ async fn drive(
     let written = Arc::new(tokio::sync::Notify::new());
     let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let publishing = {
-        let (publisher, written, finished) =
-            (running.publisher().clone(), written.clone(), finished.clone());
+        let (publisher, written, finished, shared) = (
+            running.publisher().clone(),
+            written.clone(),
+            finished.clone(),
+            shared.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 written.notified().await;
                 let last = finished.load(std::sync::atomic::Ordering::SeqCst);
+                let batch = std::mem::take(&mut lock(&shared.unpublished).0);
                 publisher.batch(false).await?;
+                let now = clock.now();
+                let mut u = lock(&shared.unpublished);
+                for t in batch {
+                    u.1 += now - t;
+                    u.2 += 1;
+                }
                 if last {
                     return Ok::<(), Error>(());
                 }
@@ -305,12 +316,17 @@ async fn drive(
                         tokio::fs::remove_file(&p)
                             .await
                             .map_err(|e| Error::io(format!("removing {}", p.display()), e))?;
-                        lock(&shared.tracker).lead_changed(clock.now(), c.state.id, None);
+                        let now = clock.now();
+                        lock(&shared.tracker).lead_changed(now, c.state.id, None);
+                        lock(&shared.unpublished).0.push(now);
                     } else {
                         write_atomic(&src, &tmp, &c.state).await?;
+                        let now = clock.now();
                         let mut tr = lock(&shared.tracker);
-                        tr.lead_changed(clock.now(), c.state.id, Some(c.state.token));
+                        tr.lead_changed(now, c.state.id, Some(c.state.token));
                         tr.set_lead_size(c.state.id, c.state.size);
+                        drop(tr);
+                        lock(&shared.unpublished).0.push(now);
                     }
                     written.notify_one();
                 }
@@ -357,11 +373,8 @@ async fn drive(
                     ..Meter::default()
                 };
             }
-            let rep = sync(&sopts, Arc::new(Quiet)).await?;
+            sync(&sopts, Arc::new(Quiet)).await?;
             let t = clock.now();
-            if std::env::var_os("RS_SIM_DEBUG").is_some() {
-                eprintln!("sync due {due} started {started} took {} {:?}", t - started, rep.mode);
-            }
             let (transfer, arrived) = {
                 let mut m = lock(&shared.meter);
                 m.active = false;
@@ -379,6 +392,13 @@ async fn drive(
     .await;
     let made = changes.await;
     let published = publishing.await;
+    {
+        let u = lock(&shared.unpublished);
+        if u.2 > 0 {
+            let mean = u.1 / u.2 as f64;
+            lock(&shared.tracker).measured_publish_delay(mean);
+        }
+    }
     outcome?;
     let task = |e: tokio::task::JoinError| Error::Unsupported(format!("a Source task failed: {e}"));
     made.map_err(task)??;
