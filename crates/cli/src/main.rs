@@ -8,6 +8,7 @@ mod input;
 mod publish;
 mod serve;
 mod signal;
+mod simulate;
 mod sync;
 mod validate;
 mod watch;
@@ -55,6 +56,9 @@ enum Command {
     Audit(sync::AuditArgs),
     /// Show the tree of a Source's documents, each validated.
     Explore(explore::ExploreArgs),
+    /// Reproduce the model paper's experiments (consistency, latency, transfer efficiency of
+    /// baseline, incremental and push), in virtual time or over loopback HTTP.
+    Simulate(simulate::SimulateArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Command::Explore(a) => explore::run(&a),
         Command::Demo(a) => demo::run(&a),
         Command::Serve(a) => serve::run(&a),
+        Command::Simulate(a) => simulate::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
