@@ -166,7 +166,7 @@ fn draw<DB: DrawingBackend>(
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
+            .background_style(WHITE.mix(0.6))
             .border_style(BLACK)
             .label_font(("sans-serif", 12))
             .draw()?;
