@@ -32,7 +32,11 @@ fn same_seed_same_csv_other_seed_other_csv() {
     let csv = |name: &str, seed: &str| {
         let out = dir.path().join(name);
         let o = simulate(
-            &[&RUN[..], &["--seed", seed, "--out", out.to_str().expect("utf-8")]].concat(),
+            &[
+                &RUN[..],
+                &["--seed", seed, "--out", out.to_str().expect("utf-8")],
+            ]
+            .concat(),
         );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         std::fs::read_to_string(out.join("simulate.csv")).expect("csv")
@@ -51,7 +55,13 @@ fn json_has_the_paper_metrics() {
     let o = simulate(&[&RUN[..], &["--json"]].concat());
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    for k in ["avg_consistency", "avg_latency", "efficiency", "requests_per_change", "bytes_per_change"] {
+    for k in [
+        "avg_consistency",
+        "avg_latency",
+        "efficiency",
+        "requests_per_change",
+        "bytes_per_change",
+    ] {
         assert!(v[k].is_number(), "{k} in {v}");
     }
     let c = v["avg_consistency"].as_f64().unwrap_or(-1.0);

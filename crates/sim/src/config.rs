@@ -117,7 +117,9 @@ impl ChangeMix {
             .split(',')
             .map(|p| p.trim().parse::<f64>())
             .collect::<std::result::Result<_, _>>()
-            .map_err(|_| Error::Config(format!("--mix {s:?}: three numbers create,update,delete")))?;
+            .map_err(|_| {
+                Error::Config(format!("--mix {s:?}: three numbers create,update,delete"))
+            })?;
         match v.as_slice() {
             [c, u, d] if v.iter().all(|x| x.is_finite() && *x >= 0.0) && c + u + d > 0.0 => {
                 Ok(ChangeMix {
@@ -330,7 +332,9 @@ impl Config {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(Error::Config(format!("{name} must be a positive number of seconds")))
+                Err(Error::Config(format!(
+                    "{name} must be a positive number of seconds"
+                )))
             }
         };
         pos("--change-interval", self.change_interval)?;
@@ -351,10 +355,14 @@ impl Config {
         }
         let n = self.network;
         if !(n.request_latency.is_finite() && n.request_latency >= 0.0) {
-            return Err(Error::Config("--request-latency must be >= 0 seconds".into()));
+            return Err(Error::Config(
+                "--request-latency must be >= 0 seconds".into(),
+            ));
         }
         if !(n.bandwidth.is_finite() && n.bandwidth > 0.0) {
-            return Err(Error::Config("--bandwidth must be positive bytes per second".into()));
+            return Err(Error::Config(
+                "--bandwidth must be positive bytes per second".into(),
+            ));
         }
         if !(n.sync_overhead.is_finite() && n.sync_overhead >= 0.0) {
             return Err(Error::Config("--sync-overhead must be >= 0 seconds".into()));
@@ -366,7 +374,9 @@ impl Config {
             return Err(Error::Config("--concurrency is 1 to 1024".into()));
         }
         if self.rotation.max_entries == 0 || self.rotation.max_age_secs == 0 {
-            return Err(Error::Config("Change List rotation limits must be positive".into()));
+            return Err(Error::Config(
+                "Change List rotation limits must be positive".into(),
+            ));
         }
         self.size.check()?;
         Ok(())

@@ -136,7 +136,10 @@ impl DocSizes {
             ],
         );
         let cap_entries: Vec<Entry> = [
-            (Capability::ResourceList, "resourcelists/000001/resourcelist.xml"),
+            (
+                Capability::ResourceList,
+                "resourcelists/000001/resourcelist.xml",
+            ),
             (Capability::ChangeList, "changelist.xml"),
             (Capability::ResourceListArchive, "resourcelist-archive.xml"),
             (Capability::ChangeListArchive, "changelist-archive.xml"),
@@ -187,6 +190,9 @@ mod tests {
         assert!((150..400).contains(&s.resource_list_entry), "{s:?}");
         assert!(s.change_list_entry > s.resource_list_entry, "{s:?}");
         assert!(s.change_list_delete_entry < s.change_list_entry, "{s:?}");
-        assert_eq!(s.resource_list(10), s.resource_list_header + 10 * s.resource_list_entry);
+        assert_eq!(
+            s.resource_list(10),
+            s.resource_list_header + 10 * s.resource_list_entry
+        );
     }
 }

@@ -82,7 +82,8 @@ pub fn run_paper(
         ));
     }
     let started = std::time::Instant::now();
-    std::fs::create_dir_all(out).map_err(|e| Error::io(format!("creating {}", out.display()), e))?;
+    std::fs::create_dir_all(out)
+        .map_err(|e| Error::io(format!("creating {}", out.display()), e))?;
     let configs = paper_grid(base);
     let mut rows = Vec::with_capacity(configs.len());
     for (i, cfg) in configs.iter().enumerate() {

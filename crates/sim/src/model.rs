@@ -192,10 +192,7 @@ impl<'a> Sim<'a> {
         let open = self.periods.len() - 1;
         let p = self.periods[open];
         if p.count >= rot.max_entries || t - p.opened >= rot.max_age_secs as f64 {
-            let last = self
-                .log
-                .last()
-                .map_or(p.opened, |&(_, _, at)| at);
+            let last = self.log.last().map_or(p.opened, |&(_, _, at)| at);
             self.periods[open].until = Some(last);
             self.periods.push(Period {
                 opened: t,
@@ -262,7 +259,8 @@ impl<'a> Sim<'a> {
             self.tracker.lead_changed(t, c.state.id, None);
         } else {
             self.lead.insert(c.state.id, c.state);
-            self.tracker.lead_changed(t, c.state.id, Some(c.state.token));
+            self.tracker
+                .lead_changed(t, c.state.id, Some(c.state.token));
         }
         self.at(t + self.cfg.network.publish_delay, Ev::Published(i));
     }
@@ -352,9 +350,7 @@ impl<'a> Sim<'a> {
                     }
                 }
                 // Changes after the cursor, the last of each URI, in order of last occurrence.
-                let first = self
-                    .log
-                    .partition_point(|&(_, _, at)| at <= self.cursor);
+                let first = self.log.partition_point(|&(_, _, at)| at <= self.cursor);
                 let mut last: HashMap<u64, usize> = HashMap::new();
                 for (pos, &(j, _, _)) in self.log[first..].iter().enumerate() {
                     last.insert(self.changes[j].state.id, pos);
@@ -429,9 +425,8 @@ impl<'a> Sim<'a> {
         }
         // `concurrency` downloads in flight: each starts when a slot frees.
         let net = self.cfg.network;
-        let mut slots: BinaryHeap<Reverse<Ordered>> = (0..net.concurrency)
-            .map(|_| Reverse(Ordered(t)))
-            .collect();
+        let mut slots: BinaryHeap<Reverse<Ordered>> =
+            (0..net.concurrency).map(|_| Reverse(Ordered(t))).collect();
         for (id, size) in fetch {
             let Some(Reverse(Ordered(free))) = slots.pop() else {
                 break;
@@ -500,7 +495,10 @@ impl<'a> Sim<'a> {
             .is_none_or(|cp| needs_update(&item(cp), &item(&c.state)).is_some());
         if differs {
             let size = self.lead.get(&id).map_or(0, |s| s.size);
-            self.at(t + self.cfg.network.transfer(size), Ev::PushFetched { change: i });
+            self.at(
+                t + self.cfg.network.transfer(size),
+                Ev::PushFetched { change: i },
+            );
         } else {
             self.tracker.iteration(c.t, notification);
         }
@@ -604,7 +602,10 @@ mod tests {
             ..Config::default()
         };
         let m = run(&cfg).expect("run");
-        assert!(m.avg_latency < 1e-9 && m.avg_consistency > 1.0 - 1e-9, "{m:?}");
+        assert!(
+            m.avg_latency < 1e-9 && m.avg_consistency > 1.0 - 1e-9,
+            "{m:?}"
+        );
         assert_eq!(m.unsynced_changes, 0);
     }
 
@@ -629,8 +630,13 @@ mod tests {
             ..Config::default()
         };
         let m = run(&cfg).expect("run");
-        let expect = 0.2 + (sizes.notification_header + sizes.change_list_entry + 1000) as f64 / 1e4;
-        assert!((m.avg_latency - expect).abs() < 1e-9, "{} vs {expect}", m.avg_latency);
+        let expect =
+            0.2 + (sizes.notification_header + sizes.change_list_entry + 1000) as f64 / 1e4;
+        assert!(
+            (m.avg_latency - expect).abs() < 1e-9,
+            "{} vs {expect}",
+            m.avg_latency
+        );
         // Efficiency per notification: the payload over payload plus notification.
         let eff = 1000.0 / (1000 + sizes.notification_header + sizes.change_list_entry) as f64;
         assert!((m.efficiency - eff).abs() < 1e-9);
@@ -678,7 +684,10 @@ mod tests {
             ..Config::default()
         };
         let m = run(&cfg).expect("run");
-        let fixed = sizes.discovery() + sizes.change_list_index_header + sizes.change_list_index_entry + sizes.change_list_header;
+        let fixed = sizes.discovery()
+            + sizes.change_list_index_header
+            + sizes.change_list_index_entry
+            + sizes.change_list_header;
         // The open list holds the 20 creates of the first scan, then one change per interval.
         let total: u64 = (1..=3)
             .map(|k| fixed + (20 + k) * sizes.change_list_entry + 500)

@@ -59,7 +59,13 @@ const FIGURES: [Figure; 3] = [
     },
 ];
 
-fn series(rows: &[Metrics], strategy: &str, ci: f64, si: f64, f: fn(&Metrics) -> f64) -> Vec<(f64, f64)> {
+fn series(
+    rows: &[Metrics],
+    strategy: &str,
+    ci: f64,
+    si: f64,
+    f: fn(&Metrics) -> f64,
+) -> Vec<(f64, f64)> {
     let mut v: Vec<(f64, f64)> = rows
         .iter()
         .filter(|m| m.strategy == strategy && m.change_interval == ci && m.sync_interval == si)
@@ -110,7 +116,10 @@ fn draw<DB: DrawingBackend>(
             (0.0, (hi * 1.08).max(1e-3))
         } else {
             let span = (hi - lo).max(0.02);
-            ((lo - span * 0.1).max(0.0), (hi + span * 0.1).max(lo + 0.01).min(1.0))
+            (
+                (lo - span * 0.1).max(0.0),
+                (hi + span * 0.1).max(lo + 0.01).min(1.0),
+            )
         };
         let mut chart = ChartBuilder::on(area)
             .caption(
@@ -150,7 +159,10 @@ fn draw<DB: DrawingBackend>(
                         .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))?
                         .label("incremental")
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-                    chart.draw_series(pts.iter().map(|p| TriangleMarker::new(*p, 4, BLUE.filled())))?;
+                    chart.draw_series(
+                        pts.iter()
+                            .map(|p| TriangleMarker::new(*p, 4, BLUE.filled())),
+                    )?;
                 }
                 _ => {
                     let green = RGBColor(0, 140, 60);
@@ -159,7 +171,9 @@ fn draw<DB: DrawingBackend>(
                         .draw_series(DashedLineSeries::new(pts.clone(), 2, 4, style))?
                         .label("push")
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-                    chart.draw_series(pts.iter().map(|p| Cross::new(*p, 4, green.stroke_width(2))))?;
+                    chart.draw_series(
+                        pts.iter().map(|p| Cross::new(*p, 4, green.stroke_width(2))),
+                    )?;
                 }
             }
         }

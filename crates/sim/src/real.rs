@@ -140,7 +140,8 @@ async fn run_async(cfg: &Config) -> Result<Metrics> {
         root.path().join("tmp"),
     );
     for d in [&src, &dst, &tmp] {
-        std::fs::create_dir_all(d).map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
+        std::fs::create_dir_all(d)
+            .map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
     }
     for s in &w.initial {
         write_atomic(&src, &tmp, s).await?;
@@ -153,7 +154,9 @@ async fn run_async(cfg: &Config) -> Result<Metrics> {
         .local_addr()
         .map_err(|e| Error::io("proxy address", e))?;
     let back = server::bind("127.0.0.1:0").await?;
-    let back_addr = back.local_addr().map_err(|e| Error::io("server address", e))?;
+    let back_addr = back
+        .local_addr()
+        .map_err(|e| Error::io("server address", e))?;
     let base = format!("http://{front_addr}/");
     let mut scfg = SourceConfig::new(&src, &base);
     server::prepare_config(&mut scfg);
@@ -660,8 +663,9 @@ mod tests {
     fn frames_length_chunked_and_head_responses() {
         let reqs = Mutex::new(VecDeque::new());
         let mut rp = RequestParser::default();
-        for r in rp.feed(b"GET /a?x=1 HTTP/1.1\r\nHost: h\r\n\r\nHEAD /b HTTP/1.1\r\n\r\nGET /c HTTP/1.1\r\n")
-        {
+        for r in rp.feed(
+            b"GET /a?x=1 HTTP/1.1\r\nHost: h\r\n\r\nHEAD /b HTTP/1.1\r\n\r\nGET /c HTTP/1.1\r\n",
+        ) {
             lock(&reqs).push_back(r);
         }
         for r in rp.feed(b"\r\n") {

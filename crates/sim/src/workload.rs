@@ -196,7 +196,11 @@ mod tests {
         let w = Workload::generate(&cfg);
         let times: Vec<f64> = w.changes.iter().map(|c| c.t).collect();
         assert_eq!(times, [2.0, 4.0, 6.0, 8.0, 10.0]);
-        assert!(w.changes.iter().all(|c| c.kind == ChangeKind::Update && c.state.id < 10));
+        assert!(
+            w.changes
+                .iter()
+                .all(|c| c.kind == ChangeKind::Update && c.state.id < 10)
+        );
         // Tokens are unique across initial states and changes.
         let mut tokens: Vec<u64> = w.initial.iter().map(|s| s.token).collect();
         tokens.extend(w.changes.iter().map(|c| c.state.token));

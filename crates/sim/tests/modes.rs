@@ -29,7 +29,11 @@ fn small(strategy: Strategy, mode: Mode) -> Config {
 
 fn within(what: &str, model: f64, real: f64) {
     let rel = (model - real).abs() / model.abs().max(real.abs()).max(1e-12);
-    assert!(rel <= 0.10, "{what}: model {model} real {real} ({:.1}% apart)", rel * 100.0);
+    assert!(
+        rel <= 0.10,
+        "{what}: model {model} real {real} ({:.1}% apart)",
+        rel * 100.0
+    );
 }
 
 fn agree(m: &Metrics, r: &Metrics) {
@@ -38,7 +42,11 @@ fn agree(m: &Metrics, r: &Metrics) {
     within("average consistency", m.avg_consistency, r.avg_consistency);
     within("average latency", m.avg_latency, r.avg_latency);
     within("efficiency", m.efficiency, r.efficiency);
-    within("requests per change", m.requests_per_change, r.requests_per_change);
+    within(
+        "requests per change",
+        m.requests_per_change,
+        r.requests_per_change,
+    );
     within("bytes per change", m.bytes_per_change, r.bytes_per_change);
 }
 
