@@ -64,7 +64,7 @@ pub fn id_of_path(path: &str) -> Option<u64> {
 
 /// The bytes of a resource state: pseudo-random from its token, so that distinct states differ.
 pub fn content(state: &ResState) -> Vec<u8> {
-    let mut rng = fastrand::Rng::with_seed(state.token ^ 0x5eed_0f_c0_47e7);
+    let mut rng = fastrand::Rng::with_seed(state.token ^ 0x5eed_0fc0_47e7);
     let mut v = Vec::with_capacity(state.size as usize);
     while (v.len() as u64) < state.size {
         v.extend_from_slice(&rng.u64(..).to_le_bytes());
