@@ -10,6 +10,9 @@ pub enum Error {
     /// The combination is not implemented yet.
     #[error("{0}")]
     Unsupported(String),
+    /// A real run went wrong (a task failed, the copies are not what the run expects).
+    #[error("real run: {0}")]
+    Run(String),
     /// Our Source failed in real mode.
     #[error("Source: {0}")]
     Source(#[from] resourcesync_source::Error),

@@ -162,7 +162,7 @@ async fn run_async(cfg: &Config) -> Result<Metrics> {
     server::prepare_config(&mut scfg);
     let source = tokio::task::spawn_blocking(move || Source::open(scfg))
         .await
-        .map_err(|e| Error::Unsupported(format!("opening the Source: {e}")))??;
+        .map_err(|e| Error::Run(format!("opening the Source: {e}")))??;
     let opts = ServeOptions {
         watch: WatchOptions {
             // Changes are published by the driver as it makes them, not found by watching.
@@ -196,7 +196,7 @@ async fn run_async(cfg: &Config) -> Result<Metrics> {
     result?;
     stopped?;
     let tracker = Arc::try_unwrap(shared)
-        .map_err(|_| Error::Unsupported("the proxy still holds the tracker".into()))?
+        .map_err(|_| Error::Run("the proxy still holds the tracker".into()))?
         .tracker
         .into_inner()
         .unwrap_or_else(|p| p.into_inner());
@@ -264,7 +264,7 @@ async fn drive(
     {
         let tr = lock(&shared.tracker);
         if (0..tr.ids()).any(|id| !tr.in_sync(id)) {
-            return Err(Error::Unsupported(
+            return Err(Error::Run(
                 "the first baseline did not copy every resource".into(),
             ));
         }
@@ -403,7 +403,7 @@ async fn drive(
         }
     }
     outcome?;
-    let task = |e: tokio::task::JoinError| Error::Unsupported(format!("a Source task failed: {e}"));
+    let task = |e: tokio::task::JoinError| Error::Run(format!("a Source task failed: {e}"));
     made.map_err(task)??;
     published.map_err(task)?
 }
@@ -417,6 +417,8 @@ async fn proxy(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>)
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let Ok((client, _)) = listener.accept().await else {
+            // Out of descriptors or the like: back off instead of spinning.
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             continue;
         };
         let shared = shared.clone();
