@@ -53,12 +53,13 @@ use resourcesync_model::{
     Capability, Change, DocumentReader, Entry, Finding, Header, MultiHasher, ReadOptions, Severity,
     Validator, W3cDateTime,
 };
-use resourcesync_store::{Expect, RelPath, ResourceRecord, Store};
+use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, Store};
 use zip::ZipArchive;
 
 use crate::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
 use crate::error::{Error, Result};
 use crate::http::body_error;
+use crate::mapping::UriMapper;
 use crate::staging::StagedItem;
 use crate::sync::Ctx;
 
@@ -592,33 +593,8 @@ fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str) -> Result<Applie
             return Ok(Applied::Unchanged);
         }
     }
-    let Some(index) = pkg.zip.index_for_name_raw(name.as_bytes()) else {
-        return Err(Error::Package {
-            url: pkg.url.clone(),
-            message: format!("no ZIP entry {name:?}, which the manifest lists"),
-        });
-    };
-    let mut tmp = ctx.store.create_temp(expect)?;
     let obs = ctx.obs.clone();
-    let Package {
-        zip,
-        limits,
-        budget,
-        url,
-        ..
-    } = pkg;
-    inflate(zip, index, limits, budget, |chunk| {
-        tmp.write(chunk)?;
-        obs.bytes(chunk.len() as u64);
-        Ok(())
-    })
-    .map_err(|message| Error::Package {
-        url: url.clone(),
-        message: format!("{name}: {message}"),
-    })?;
-    crate::crashpoint::point("package-entry");
-    // Verified (length, every digest of the manifest entry), then renamed into place.
-    let c = ctx.store.commit(tmp, &rel)?;
+    let c = unpack_entry(&ctx.store, pkg, name, &rel, expect, |n| obs.bytes(n))?;
     crate::crashpoint::point("package-renamed");
     let rec = ResourceRecord {
         uri: uri.to_owned(),
@@ -637,6 +613,120 @@ fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str) -> Result<Applie
         bytes: c.length,
         update: existing.is_some() || prior.is_some_and(|p| !p.gone),
     })
+}
+
+/// Inflates the ZIP entry `name` of `pkg` into a temporary file of `store` (bounded by
+/// `expect` and the package's limits), verifies it against `expect` and renames it to `rel`.
+fn unpack_entry(
+    store: &FsStore,
+    pkg: &mut Package,
+    name: &str,
+    rel: &RelPath,
+    expect: Expect,
+    mut progress: impl FnMut(u64),
+) -> Result<Committed> {
+    let Some(index) = pkg.zip.index_for_name_raw(name.as_bytes()) else {
+        return Err(Error::Package {
+            url: pkg.url.clone(),
+            message: format!("no ZIP entry {name:?}, which the manifest lists"),
+        });
+    };
+    let mut tmp = store.create_temp(expect)?;
+    let Package {
+        zip,
+        limits,
+        budget,
+        url,
+        ..
+    } = pkg;
+    inflate(zip, index, limits, budget, |chunk| {
+        tmp.write(chunk)?;
+        progress(chunk.len() as u64);
+        Ok(())
+    })
+    .map_err(|message| Error::Package {
+        url: url.clone(),
+        message: format!("{name}: {message}"),
+    })?;
+    crate::crashpoint::point("package-entry");
+    // Verified (length, every digest of the manifest entry), then renamed into place.
+    Ok(store.commit(tmp, rel)?)
+}
+
+/// What [`unpack_package`] did with each manifest entry that has a `path`: its `<loc>`, and the
+/// path written or why it was not.
+#[doc(hidden)]
+pub type Unpacked = Vec<(String, Result<RelPath>)>;
+
+/// Limits of [`unpack_package`].
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct UnpackLimits {
+    /// The package limits.
+    pub dump: DumpLimits,
+    /// Largest manifest, in bytes after inflating.
+    pub max_document_bytes: u64,
+    /// Largest bitstream written when its manifest entry publishes no `length`.
+    pub max_resource_bytes: u64,
+}
+
+/// Opens and checks the package in `file` (a Resource Dump Manifest package for
+/// [`Capability::ResourceDumpManifest`], a Change Dump one for
+/// [`Capability::ChangeDumpManifest`]) and extracts every bitstream its manifest lists into
+/// `store`, at the path `mapper` gives its `<loc>`: steps 2 to 4 of the module documentation,
+/// without network, state database or cursor (every entry is applied; `deleted` entries are
+/// skipped). `scratch` receives the inflated manifest while the package is read.
+///
+/// `Err` when the package is refused as a whole; otherwise, per manifest entry with a `path`,
+/// in manifest order, its `<loc>` and the path written or why it was not.
+///
+/// Not part of the stable API: the entry point of the `dump` fuzz target (`fuzz/`) and of
+/// tests of hostile packages.
+#[doc(hidden)]
+pub fn unpack_package(
+    file: &Path,
+    cap: Capability,
+    limits: UnpackLimits,
+    scratch: &Path,
+    mapper: &UriMapper,
+    store: &FsStore,
+) -> Result<Unpacked> {
+    let url = file.display().to_string();
+    let mut pkg = open_package(
+        file,
+        &url,
+        cap,
+        limits.dump,
+        scratch,
+        limits.max_document_bytes,
+    )?;
+    let fh = File::open(&pkg.manifest).map_err(|e| Error::io("reading a manifest", e))?;
+    let mut r = DocumentReader::new(fh, manifest_opts(&pkg.url, pkg.max_document_bytes))?;
+    let mut out = Vec::new();
+    while let Some(e) = r.next_entry()? {
+        let Some(path) = e.md.as_ref().and_then(|m| m.path.clone()) else {
+            continue;
+        };
+        if e.change() == Some(&Change::Deleted) {
+            continue;
+        }
+        let res = (|| {
+            let rel = mapper.map(&e.loc)?;
+            let name = entry_name(&path).map_err(|why| Error::Package {
+                url: url.clone(),
+                message: format!("path {path:?}: {why}"),
+            })?;
+            let expect = Expect {
+                length: e.length(),
+                hashes: e.hashes().cloned().unwrap_or_default(),
+                max_bytes: limits.max_resource_bytes,
+            };
+            unpack_entry(store, &mut pkg, name, &rel, expect, |_| {})?;
+            Ok(rel)
+        })();
+        out.push((e.loc, res));
+    }
+    Ok(out)
 }
 
 /// A `deleted` entry of a Change Dump Manifest: the copy goes only with `--delete`, as for a
@@ -924,6 +1014,7 @@ fn packages_after(packages: Vec<Entry>, cursor: &W3cDateTime) -> Vec<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resourcesync_store::STATE_DIR;
 
     #[test]
     fn packages_are_chosen_by_the_end_of_their_period() {
@@ -1003,6 +1094,104 @@ mod tests {
         let mut budget = 100;
         let n = inflate(&mut z, 1, &DumpLimits::default(), &mut budget, |_| Ok(())).expect("fits");
         assert_eq!((n, budget), (10, 90));
+    }
+
+    fn manifest(entries: &[(&str, &str, &[u8])]) -> String {
+        let mut m = String::from(
+            r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:ln rel="up" href="http://e.org/cap.xml"/><rs:md capability="resourcedump-manifest" at="2020-01-01T00:00:00Z"/>"#,
+        );
+        for (loc, path, body) in entries {
+            m.push_str(&format!(
+                r#"<url><loc>{loc}</loc><rs:md length="{}" path="{path}"/></url>"#,
+                body.len()
+            ));
+        }
+        m + "</urlset>"
+    }
+
+    /// Runs [`unpack_package`] on a package of these ZIP entries in a fresh work directory;
+    /// the result, and every file under the work directory afterwards (DEST's state folder
+    /// aside).
+    fn unpack(entries: &[(&str, &[u8])]) -> (Result<Unpacked>, Vec<String>) {
+        let work = tempfile::tempdir().expect("tmp");
+        let file = work.path().join("p.zip");
+        let mut w = zip::ZipWriter::new(File::create(&file).expect("create"));
+        for (name, bytes) in entries {
+            w.start_file(*name, zip::write::SimpleFileOptions::default())
+                .expect("start");
+            w.write_all(bytes).expect("write");
+        }
+        w.finish().expect("finish");
+        let scratch = work.path().join("scratch");
+        std::fs::create_dir(&scratch).expect("scratch");
+        let store = FsStore::open(work.path().join("dest")).expect("store");
+        let mapper = UriMapper::new("http://e.org/").expect("mapper");
+        let limits = UnpackLimits {
+            dump: DumpLimits::default(),
+            max_document_bytes: 1 << 20,
+            max_resource_bytes: 1 << 20,
+        };
+        let res = unpack_package(
+            &file,
+            Capability::ResourceDumpManifest,
+            limits,
+            &scratch,
+            &mapper,
+            &store,
+        );
+        let mut files = Vec::new();
+        let mut stack = vec![work.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read_dir") {
+                let p = e.expect("entry").path();
+                if p.is_dir() {
+                    if !p.ends_with(STATE_DIR) {
+                        stack.push(p);
+                    }
+                } else {
+                    let rel = p.strip_prefix(work.path()).expect("inside");
+                    files.push(rel.display().to_string());
+                }
+            }
+        }
+        files.sort();
+        (res, files)
+    }
+
+    #[test]
+    fn unpack_package_writes_bitstreams_where_their_loc_maps() {
+        let m = manifest(&[
+            ("http://e.org/a/b.txt", "/resources/x", b"hello"),
+            ("http://e.org/../c", "/resources/y", b"bad loc"),
+        ]);
+        let (res, files) = unpack(&[
+            ("manifest.xml", m.as_bytes()),
+            ("resources/x", b"hello"),
+            ("resources/y", b"bad loc"),
+        ]);
+        let res = res.expect("package accepted");
+        assert_eq!(res.len(), 2);
+        assert_eq!(res[0].1.as_ref().expect("written").as_str(), "a/b.txt");
+        assert!(res[1].1.is_err(), "a <loc> with .. is refused");
+        assert_eq!(files, ["dest/a/b.txt", "p.zip"]);
+    }
+
+    #[test]
+    fn unpack_package_refuses_zip_slip_and_smuggled_files() {
+        let slip = manifest(&[("http://e.org/a", "/../../x", b"a")]);
+        let (res, files) = unpack(&[("manifest.xml", slip.as_bytes()), ("../../x", b"a")]);
+        let e = res.expect_err("zip slip").to_string();
+        assert!(e.contains("dot segment"), "{e}");
+        assert_eq!(files, ["p.zip"]);
+        let ok = manifest(&[("http://e.org/a", "/a", b"a")]);
+        let (res, files) = unpack(&[
+            ("manifest.xml", ok.as_bytes()),
+            ("a", b"a"),
+            ("../evil", b"z"),
+        ]);
+        let e = res.expect_err("smuggled").to_string();
+        assert!(e.contains("not listed in the manifest"), "{e}");
+        assert_eq!(files, ["p.zip"]);
     }
 
     #[test]
