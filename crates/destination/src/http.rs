@@ -104,6 +104,12 @@ fn host_key(url: &Url) -> String {
     )
 }
 
+/// The origin (scheme, host, port) the bearer token is sent to: the scheme counts, so a token
+/// given for `https://host` never goes in clear text to `http://host:443`.
+fn origin_key(url: &Url) -> String {
+    format!("{}://{}", url.scheme(), host_key(url))
+}
+
 fn transport(url: &str, e: &reqwest::Error) -> Error {
     let mut message = e.to_string();
     let mut src = std::error::Error::source(e);
@@ -166,11 +172,11 @@ impl Http {
         &self.opts
     }
 
-    /// Sends the bearer token (if any) to this URL's host from now on.
+    /// Sends the bearer token (if any) to this URL's origin (scheme, host, port) from now on.
     pub fn trust_host_of(&self, url: &str) {
         if let Ok(u) = Url::parse(url) {
             if let Ok(mut g) = self.token_host.lock() {
-                *g = Some(host_key(&u));
+                *g = Some(origin_key(&u));
             }
         }
     }
@@ -232,7 +238,7 @@ impl Http {
                 .lock()
                 .ok()
                 .and_then(|g| g.clone())
-                .is_some_and(|h| h == host_key(&parsed));
+                .is_some_and(|h| h == origin_key(&parsed));
             if trusted {
                 if let Ok(v) = HeaderValue::from_str(&format!("Bearer {token}")) {
                     headers.insert(AUTHORIZATION, v);
@@ -334,6 +340,20 @@ pub(crate) fn body_error(url: &str, e: &reqwest::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_origin_includes_the_scheme() {
+        let key = |u: &str| origin_key(&Url::parse(u).expect("url"));
+        assert_eq!(
+            key("https://Example.org/a"),
+            key("https://example.org:443/b")
+        );
+        assert_ne!(key("https://example.org/"), key("http://example.org:443/"));
+        assert_ne!(
+            key("https://example.org/"),
+            key("https://example.org:8443/")
+        );
+    }
 
     #[test]
     fn retry_after_in_seconds_and_dates() {

@@ -70,7 +70,9 @@ impl RelPath {
         for seg in segments {
             let seg = seg.as_ref();
             check_segment(seg)?;
-            if depth == 0 && seg == STATE_DIR {
+            // Any case: on a case-insensitive file system (macOS, Windows) `.ResourceSync` is
+            // the same folder.
+            if depth == 0 && seg.eq_ignore_ascii_case(STATE_DIR) {
                 return Err(Error::UnsafePath {
                     path: cut(seg),
                     reason: "the destination's own .resourcesync folder",
@@ -166,6 +168,7 @@ mod tests {
             "a\\..\\b",
             "a\0b",
             ".resourcesync/state.sqlite",
+            ".ResourceSync/state.sqlite",
         ] {
             assert!(RelPath::parse(bad).is_err(), "{bad:?} accepted");
         }
