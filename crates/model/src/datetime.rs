@@ -174,8 +174,60 @@ impl FromStr for W3cDateTime {
     }
 }
 
+/// Writes `n` as `N` decimal digits (zero-padded, `n < 10^N`) at the end of `out`.
+fn push_digits<const N: usize>(out: &mut Vec<u8>, mut n: u32) {
+    let mut d = [b'0'; N];
+    for slot in d.iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    out.extend_from_slice(&d);
+}
+
+impl W3cDateTime {
+    /// The text of a UTC date-time at second or finer precision with a year 0..=9999 (every
+    /// datetime a writer emits in practice), without the formatting machinery: this runs for
+    /// every `lastmod` and `datetime` written.
+    fn fast_text(&self, out: &mut Vec<u8>) -> bool {
+        let Ok(year) = u32::try_from(self.year) else {
+            return false;
+        };
+        if year > 9999
+            || self.precision < Precision::Second
+            || self.tz != Tz::Utc
+            || (self.precision == Precision::Fraction && !(1..=9).contains(&self.frac_digits))
+        {
+            return false;
+        }
+        push_digits::<4>(out, year);
+        out.push(b'-');
+        push_digits::<2>(out, u32::from(self.month));
+        out.push(b'-');
+        push_digits::<2>(out, u32::from(self.day));
+        out.push(b'T');
+        push_digits::<2>(out, u32::from(self.hour));
+        out.push(b':');
+        push_digits::<2>(out, u32::from(self.minute));
+        out.push(b':');
+        push_digits::<2>(out, u32::from(self.second));
+        if self.precision == Precision::Fraction {
+            let digits = u32::from(self.frac_digits);
+            out.push(b'.');
+            push_digits::<9>(out, self.nanos);
+            // Keep the recorded number of fraction digits.
+            out.truncate(out.len() - (9 - digits as usize));
+        }
+        out.push(b'Z');
+        true
+    }
+}
+
 impl fmt::Display for W3cDateTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = Vec::with_capacity(32);
+        if self.fast_text(&mut buf) {
+            return f.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?);
+        }
         write!(f, "{:04}", self.year)?;
         if self.precision == Precision::Year {
             return Ok(());

@@ -42,7 +42,58 @@ pub trait Inventory: Send + Sync {
     fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>>;
     /// Size and modification time of a resource now (to detect a change during hashing).
     fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)>;
+
+    /// Reads a resource whole, feeding its bytes to `sink` (through `buf`, reused across
+    /// calls), and returns its size and modification time when they were the same before and
+    /// after the read and the bytes fed match that size; `None` when it changed meanwhile (the
+    /// caller may try again).
+    ///
+    /// The default asks [`Inventory::stat`], then [`Inventory::open`], then `stat` again; an
+    /// inventory that can ask the opened resource itself should (one lookup instead of three).
+    fn read_stable(
+        &self,
+        rel: &Path,
+        buf: &mut Vec<u8>,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> std::io::Result<Option<(u64, i128)>> {
+        let before = self.stat(rel)?;
+        let mut f = self.open(rel)?;
+        let n = feed(&mut f, buf, before.0, sink)?;
+        let after = self.stat(rel)?;
+        Ok((before == after && n == before.0).then_some(after))
+    }
 }
+
+/// Reads `r` to its end into `sink` through `buf`, expecting about `expect` bytes (a buffer of
+/// that size, within bounds, so that a small file takes one read); returns the bytes read.
+fn feed(
+    r: &mut dyn Read,
+    buf: &mut Vec<u8>,
+    expect: u64,
+    sink: &mut dyn FnMut(&[u8]),
+) -> std::io::Result<u64> {
+    // +1: the read that finds the end fits in the same call when the size is right.
+    let want = usize::try_from(expect.saturating_add(1))
+        .unwrap_or(usize::MAX)
+        .clamp(4096, READ_BUF);
+    if buf.len() < want {
+        buf.resize(want, 0);
+    }
+    let mut total = 0u64;
+    loop {
+        let n = match r.read(&mut buf[..want]) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        sink(&buf[..n]);
+        total += n as u64;
+    }
+}
+
+/// The largest read buffer used for hashing (per hashing thread).
+const READ_BUF: usize = 256 * 1024;
 
 /// A directory tree as an inventory.
 #[derive(Debug, Clone)]
@@ -91,7 +142,10 @@ impl DirInventory {
         let canonical_root = root.canonicalize().map_err(|e| Error::io(root, e))?;
         let skip_dirs = skip_dirs
             .into_iter()
-            .map(|d| d.canonicalize().unwrap_or(d))
+            .map(|d| {
+                d.canonicalize()
+                    .unwrap_or_else(|_| d.components().collect())
+            })
             .collect();
         let compiled = compile_excludes(&canonical_root, &excludes)?;
         Ok(DirInventory {
@@ -128,6 +182,22 @@ impl DirInventory {
         !self.compiled.matched(&full, false).is_ignore()
     }
 
+    /// Opens a file of the tree. Never reads through a link that leaves the tree (the tree may
+    /// have changed since it was listed): the file actually opened must lie inside the
+    /// canonical root.
+    pub fn open_file(&self, rel: &Path) -> std::io::Result<std::fs::File> {
+        let full = self.canonical_root.join(rel);
+        let f = std::fs::File::open(&full)?;
+        let real = opened_path(&f).map_or_else(|| full.canonicalize(), Ok)?;
+        if !real.starts_with(&self.canonical_root) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "path leaves the Source directory",
+            ));
+        }
+        Ok(f)
+    }
+
     fn overrides(&self) -> Result<ignore::overrides::Override> {
         Ok(self.compiled.clone())
     }
@@ -152,8 +222,14 @@ impl Inventory for DirInventory {
             .follow_links(false)
             .overrides(overrides)
             .threads(self.threads);
+        // Walked paths are built from the canonical root, as the skipped ones are canonical:
+        // comparing their bytes is enough (`Path` equality parses both into components, which
+        // cost more than the rest of the walk's filtering for every entry).
         let skip = self.skip_dirs.clone();
-        b.filter_entry(move |e| !skip.iter().any(|d| e.path() == d));
+        b.filter_entry(move |e| {
+            let p = e.path().as_os_str();
+            !skip.iter().any(|d| d.as_os_str() == p)
+        });
         let listed = Mutex::new(Vec::new());
         let skipped = Mutex::new(Vec::new());
         let root = &self.canonical_root;
@@ -226,22 +302,29 @@ impl Inventory for DirInventory {
     }
 
     fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>> {
-        // Never read through a link that leaves the tree (the tree may have changed since it was
-        // listed): the file actually opened must lie inside the canonical root.
-        let full = self.canonical_root.join(rel);
-        let f = std::fs::File::open(&full)?;
-        let real = opened_path(&f).map_or_else(|| full.canonicalize(), Ok)?;
-        if !real.starts_with(&self.canonical_root) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                "path leaves the Source directory",
-            ));
-        }
-        Ok(Box::new(f))
+        Ok(Box::new(self.open_file(rel)?))
     }
 
     fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
         let md = std::fs::metadata(self.canonical_root.join(rel))?;
         Ok((md.len(), mtime_ns(&md)))
+    }
+
+    /// One open (checked to be inside the tree) and the open file's own metadata before and
+    /// after the read, instead of two lookups of the path: a file replaced meanwhile is still
+    /// the one read, consistently, and the next scan sees the new one.
+    fn read_stable(
+        &self,
+        rel: &Path,
+        buf: &mut Vec<u8>,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> std::io::Result<Option<(u64, i128)>> {
+        let mut f = self.open_file(rel)?;
+        let md = f.metadata()?;
+        let before = (md.len(), mtime_ns(&md));
+        let n = feed(&mut f, buf, before.0, sink)?;
+        let md = f.metadata()?;
+        let after = (md.len(), mtime_ns(&md));
+        Ok((before == after && n == before.0).then_some(after))
     }
 }

@@ -127,8 +127,15 @@ impl Write for AtomicFile {
     }
 }
 
-/// Writes a whole file durably.
+/// Writes a whole file durably. A file that already has exactly these bytes is left as it is
+/// (no rewrite, no sync: documents that did not change cost one read).
 pub fn write_file(target: &Path, bytes: &[u8]) -> Result<()> {
+    let same = std::fs::metadata(target)
+        .is_ok_and(|md| md.is_file() && md.len() == bytes.len() as u64)
+        && std::fs::read(target).is_ok_and(|old| old == bytes);
+    if same {
+        return Ok(());
+    }
     let mut f = AtomicFile::create(target)?;
     f.write_all(bytes).map_err(|e| Error::io(target, e))?;
     f.commit()

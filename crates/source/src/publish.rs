@@ -192,33 +192,56 @@ fn publish_change_lists(
     report: &mut PublishReport,
 ) -> Result<()> {
     let index_url = layout.doc_url("changelist.xml");
-    for p in periods {
-        let name = change_list_name(p.id);
-        let closed_key = format!("changelist:{}:closed", p.id);
-        if p.until.is_some() && state.meta(&closed_key)?.is_some() {
-            continue;
-        }
-        let mut md = Metadata::with_capability(Capability::ChangeList);
-        md.from = Some(p.from);
-        md.until = p.until;
-        let mut header = Header::new(Root::UrlSet, md);
-        header.links.push(up(layout));
-        header.links.push(Link::new("index", index_url.clone()));
-        let mut entries = Vec::new();
-        state.for_each_change(p.id, |c| {
-            entries.push(change_entry(&c));
+    // Each document is synced before it is renamed into place: a few are written at once, so
+    // that their syncs overlap (at most WRITERS documents in memory).
+    const WRITERS: usize = 4;
+    std::thread::scope(|s| -> Result<()> {
+        let mut in_flight = std::collections::VecDeque::new();
+        let finish = |(closed_key, h): (
+            Option<String>,
+            std::thread::ScopedJoinHandle<'_, Result<PathBuf>>,
+        ),
+                      report: &mut PublishReport|
+         -> Result<()> {
+            let path = h
+                .join()
+                .map_err(|_| Error::Task("writing a Change List panicked".into()))??;
+            report.written.push(path);
+            if let Some(k) = closed_key {
+                state.set_meta(&k, "1")?;
+            }
             Ok(())
-        })?;
-        report.written.push(write_doc(
-            layout,
-            &format!("{name}.xml"),
-            &header,
-            &entries,
-        )?);
-        if p.until.is_some() {
-            state.set_meta(&closed_key, "1")?;
+        };
+        for p in periods {
+            let name = change_list_name(p.id);
+            let closed_key = format!("changelist:{}:closed", p.id);
+            if p.until.is_some() && state.meta(&closed_key)?.is_some() {
+                continue;
+            }
+            let mut md = Metadata::with_capability(Capability::ChangeList);
+            md.from = Some(p.from);
+            md.until = p.until;
+            let mut header = Header::new(Root::UrlSet, md);
+            header.links.push(up(layout));
+            header.links.push(Link::new("index", index_url.clone()));
+            let mut entries = Vec::new();
+            state.for_each_change(p.id, |c| {
+                entries.push(change_entry(&c));
+                Ok(())
+            })?;
+            let h = s.spawn(move || write_doc(layout, &format!("{name}.xml"), &header, &entries));
+            in_flight.push_back((p.until.is_some().then_some(closed_key), h));
+            if in_flight.len() >= WRITERS {
+                if let Some(job) = in_flight.pop_front() {
+                    finish(job, report)?;
+                }
+            }
         }
-    }
+        while let Some(job) = in_flight.pop_front() {
+            finish(job, report)?;
+        }
+        Ok(())
+    })?;
     // The index, in forward chronological order.
     let mut md = Metadata::with_capability(Capability::ChangeList);
     md.from = periods.first().map(|p| p.from);
@@ -274,6 +297,34 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
         .last_snapshot()?
         .ok_or_else(|| Error::Config("nothing to publish: no scan recorded yet".into()))?;
     let current = snapshot.0;
+    // Every document is a function of the state and the options: when neither changed since
+    // the last publish to this layout and its documents are there, there is nothing to write.
+    let periods = state.periods()?;
+    let fingerprint = format!(
+        "{current} {} {:?} {} {} {:?} {}",
+        state.last_seq()?,
+        periods
+            .iter()
+            .map(|p| (p.id, p.until.map(|u| u.to_string()), p.count))
+            .collect::<Vec<_>>(),
+        opts.keep_resource_lists,
+        opts.dumps,
+        opts.split,
+        layout.out.display(),
+    );
+    let published = state.meta(PUBLISHED_KEY)?;
+    if published.as_deref() == Some(fingerprint.as_str())
+        && layout.doc_path("capabilitylist.xml").is_file()
+        && layout.well_known_path().is_file()
+    {
+        report.resources = snapshot.3;
+        report.resource_list_parts = state
+            .meta(&format!("resourcelist:{current}:parts"))?
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(1);
+        report.change_lists = periods.len();
+        return Ok(report);
+    }
     let rl_url = publish_resource_list(layout, state, opts, snapshot, &mut report)?;
     let earlier = prune_resource_lists(layout, state, opts.keep_resource_lists, current)?;
 
@@ -300,7 +351,6 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
         &entries,
     )?);
 
-    let periods = state.periods()?;
     publish_change_lists(layout, state, &periods, &mut report)?;
 
     write_capability_list_and_page(
@@ -329,9 +379,12 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
         &header,
         &[e],
     )?);
-
+    state.set_meta(PUBLISHED_KEY, &fingerprint)?;
     Ok(report)
 }
+
+/// The meta key of what the documents were last fully published from (see [`publish`]).
+const PUBLISHED_KEY: &str = "published";
 
 /// The newest Resource List that has been published (and not pruned), if any: (snapshot id,
 /// snapshot `at`, resources in the snapshot, URL). Snapshots are searched newest first, so this
@@ -368,6 +421,8 @@ pub fn publish_changes(
         resource_list_parts: 0,
         ..PublishReport::default()
     };
+    // What is written now no longer matches a full publish's fingerprint.
+    state.set_meta(PUBLISHED_KEY, "")?;
     let periods = state.periods()?;
     publish_change_lists(layout, state, &periods, &mut report)?;
 

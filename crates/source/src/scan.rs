@@ -72,14 +72,19 @@ impl ScanReport {
 }
 
 fn path_bytes(p: &Path) -> Vec<u8> {
+    key(p).into_owned()
+}
+
+/// The bytes of a relative path, as the state stores and orders them (borrowed on Unix).
+fn key(p: &Path) -> std::borrow::Cow<'_, [u8]> {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;
-        p.as_os_str().as_bytes().to_vec()
+        std::borrow::Cow::Borrowed(p.as_os_str().as_bytes())
     }
     #[cfg(not(unix))]
     {
-        p.to_string_lossy().into_owned().into_bytes()
+        std::borrow::Cow::Owned(p.to_string_lossy().into_owned().into_bytes())
     }
 }
 
@@ -97,21 +102,23 @@ pub fn lastmod_of(mtime_ns: i128) -> W3cDateTime {
     W3cDateTime::from_timestamp(Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
-/// Hashes a file, re-reading it when it changed meanwhile. `Err` carries the reason to skip it.
+/// Hashes a file, re-reading it when it changed meanwhile (three tries). `buf` is a read buffer
+/// reused across calls. `Err` carries the reason to skip it.
 pub fn hash_stable(
     inv: &dyn Inventory,
     rel: &Path,
     algs: &[HashAlg],
+    buf: &mut Vec<u8>,
 ) -> std::result::Result<(u64, i128, Hashes), String> {
     for _ in 0..3 {
-        let (len0, mt0) = inv.stat(rel).map_err(|e| e.to_string())?;
-        let f = inv.open(rel).map_err(|e| e.to_string())?;
-        let (len, hashes) = MultiHasher::new(algs)
-            .hash_reader(f)
+        let mut h = MultiHasher::new(algs);
+        let stable = inv
+            .read_stable(rel, buf, &mut |d| h.update(d))
             .map_err(|e| e.to_string())?;
-        let (len1, mt1) = inv.stat(rel).map_err(|e| e.to_string())?;
-        if len == len0 && len0 == len1 && mt0 == mt1 {
-            return Ok((len, mt1, hashes));
+        if let Some((len, mtime)) = stable {
+            if h.length() == len {
+                return Ok((len, mtime, h.finish()));
+            }
         }
     }
     Err("changed while being read, three times; skipped until it settles".into())
@@ -140,39 +147,50 @@ pub fn scan(
     let at =
         W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
     let (mut listed, mut skipped) = inv.list()?;
-    listed.sort_by_cached_key(|a| path_bytes(&a.rel));
-    let previous = state.resources_by_path()?;
+    listed.sort_unstable_by(|a, b| key(&a.rel).cmp(&key(&b.rel)));
 
-    // Merge the sorted listing with the previous snapshot.
-    // Files to hash, with their previous state if any; the rest are unchanged.
-    let mut jobs: Vec<(Listed, Option<Resource>)> = Vec::new();
+    // Merge the sorted listing with the previous snapshot, streamed in path order (only the
+    // size, time and digests present; full rows are read for changed and deleted files only).
+    // Files to hash, with whether they were known; the rest are unchanged.
+    let mut jobs: Vec<(Listed, bool)> = Vec::new();
     let mut kept = 0u64;
-    let mut deleted: Vec<Resource> = Vec::new();
-    let mut prev = previous.into_iter().peekable();
-    for l in listed {
-        let key = path_bytes(&l.rel);
-        while prev.peek().is_some_and(|p| p.path < key) {
-            if let Some(p) = prev.next() {
-                deleted.push(p);
+    let mut deleted_paths: Vec<Vec<u8>> = Vec::new();
+    let want = crate::state::alg_mask(&opts.algs);
+    {
+        let mut next = listed.into_iter().peekable();
+        state.for_each_known(|k| {
+            while let Some(l) = next.next_if(|l| key(&l.rel).as_ref() < k.path) {
+                jobs.push((l, false));
             }
-        }
-        let old = if prev.peek().is_some_and(|p| p.path == key) {
-            prev.next()
+            match next.next_if(|l| key(&l.rel).as_ref() == k.path) {
+                Some(l) => {
+                    if k.length == l.len && k.mtime_ns == l.mtime_ns && k.algs & want == want {
+                        kept += 1;
+                    } else {
+                        jobs.push((l, true));
+                    }
+                }
+                None => deleted_paths.push(k.path.to_vec()),
+            }
+            Ok(())
+        })?;
+        jobs.extend(next.map(|l| (l, false)));
+    }
+    // The previous state of files that changed or went away.
+    let mut old: Vec<Option<Resource>> = Vec::with_capacity(jobs.len());
+    for (l, known) in &jobs {
+        old.push(if *known {
+            state.resource_by_path(&key(&l.rel))?
         } else {
             None
-        };
-        match old {
-            Some(o)
-                if o.length == l.len
-                    && o.mtime_ns == l.mtime_ns
-                    && opts.algs.iter().all(|a| o.hashes.get(a).is_some()) =>
-            {
-                kept += 1
-            }
-            o => jobs.push((l, o)),
+        });
+    }
+    let mut deleted = Vec::with_capacity(deleted_paths.len());
+    for p in &deleted_paths {
+        if let Some(r) = state.resource_by_path(p)? {
+            deleted.push(r);
         }
     }
-    deleted.extend(prev);
 
     // Hash in parallel.
     let results: Vec<std::sync::Mutex<Option<Hashed>>> =
@@ -181,10 +199,11 @@ pub fn scan(
     std::thread::scope(|s| {
         for _ in 0..opts.threads.max(1) {
             s.spawn(|| {
+                let mut buf = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((l, _)) = jobs.get(i) else { break };
-                    let r = hash_stable(inv, &l.rel, &opts.algs);
+                    let r = hash_stable(inv, &l.rel, &opts.algs, &mut buf);
                     if let Ok(mut slot) = results[i].lock() {
                         *slot = Some(r);
                     }
@@ -195,7 +214,7 @@ pub fn scan(
 
     let mut report = ScanReport::default();
     let mut puts: Vec<(Resource, Option<Change>)> = Vec::new();
-    for ((l, old), res) in jobs.into_iter().zip(results) {
+    for (((l, _), old), res) in jobs.into_iter().zip(old).zip(results) {
         let res = res.into_inner().ok().flatten();
         let Some(uri) = path_to_uri(base, &l.rel) else {
             skipped.push(Skipped {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::error::{Error, Result};
 
@@ -29,6 +29,32 @@ pub struct Resource {
     pub mime_type: Option<String>,
     /// Digests.
     pub hashes: Hashes,
+}
+
+/// What the previous snapshot says of a path: enough to tell that a file is unchanged (see
+/// [`State::for_each_known`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Known<'a> {
+    /// Path relative to the Source directory, as bytes.
+    pub path: &'a [u8],
+    /// Length in bytes.
+    pub length: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+    /// The digests recorded, as a mask of [`alg_mask`] bits.
+    pub algs: u8,
+}
+
+/// The mask of digests [`Known::algs`] has bits for (md5 1, sha-1 2, sha-256 4).
+pub fn alg_mask(algs: &[HashAlg]) -> u8 {
+    algs.iter()
+        .map(|a| match a {
+            HashAlg::Md5 => 1,
+            HashAlg::Sha1 => 2,
+            HashAlg::Sha256 => 4,
+            HashAlg::Other(_) => 0,
+        })
+        .fold(0, |m, b| m | b)
 }
 
 /// One recorded change.
@@ -145,7 +171,11 @@ impl State {
         };
         s.conn
             .execute_batch(
-                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+                // WAL, and no sync per commit for what can be rebuilt (settings, published
+                // markers); the transaction recording a scan (the change log) is synced, see
+                // `begin`. The page cache grows up to 64 MiB for large scans.
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;
+                 PRAGMA cache_size=-65536;",
             )
             .map_err(|e| s.err(e))?;
         s.conn.execute_batch(SCHEMA).map_err(|e| s.err(e))?;
@@ -181,6 +211,45 @@ impl State {
     /// Every resource, ordered by path bytes.
     pub fn resources_by_path(&self) -> Result<Vec<Resource>> {
         self.query_resources("ORDER BY path")
+    }
+
+    /// Calls `f` for every resource in path order with what tells an unchanged file (streamed,
+    /// nothing allocated per row).
+    pub fn for_each_known(&self, mut f: impl FnMut(Known<'_>) -> Result<()>) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT path, length, mtime_ns,
+                   (md5 IS NOT NULL) + 2 * (sha1 IS NOT NULL) + 4 * (sha256 IS NOT NULL)
+                 FROM resources ORDER BY path",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let k = (|| -> rusqlite::Result<Known<'_>> {
+                Ok(Known {
+                    path: row.get_ref(0)?.as_blob()?,
+                    length: row.get::<_, i64>(1)? as u64,
+                    mtime_ns: row.get_ref(2)?.as_str()?.parse().unwrap_or(0),
+                    algs: row.get::<_, i64>(3)? as u8,
+                })
+            })()
+            .map_err(|e| self.err(e))?;
+            f(k)?;
+        }
+        Ok(())
+    }
+
+    /// The resource at a path (relative, as bytes).
+    pub fn resource_by_path(&self, path: &[u8]) -> Result<Option<Resource>> {
+        self.conn
+            .prepare_cached(
+                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources WHERE path=?1",
+            )
+            .map_err(|e| self.err(e))?
+            .query_row([path], row_resource)
+            .optional()
+            .map_err(|e| self.err(e))
     }
 
     /// Calls `f` for every resource in URI order (streamed).
@@ -234,18 +303,27 @@ impl State {
             .map_err(|e| self.err(e))
     }
 
-    /// Starts a transaction recording one scan's results.
+    /// Starts a transaction recording one scan's results. Its commit is synced to disk
+    /// (`synchronous=FULL` for that commit only): a change log entry, once published, survives a
+    /// power loss.
     pub fn begin(&mut self) -> Result<Recorder<'_>> {
         let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(|source| Error::State {
+        let err = |source| Error::State {
             path: path.clone(),
             source,
-        })?;
+        };
+        self.conn
+            .pragma_update(None, "synchronous", "FULL")
+            .map_err(err)?;
+        let tx =
+            Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred).map_err(err)?;
         Ok(Recorder {
             tx,
-            path,
+            conn: &self.conn,
+            path: path.clone(),
             last_us: std::cell::Cell::new(None),
             open: std::cell::Cell::new(None),
+            uncounted: std::cell::Cell::new(0),
         })
     }
 
@@ -384,12 +462,17 @@ fn row_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChangeRecord> {
 #[derive(Debug)]
 pub struct Recorder<'a> {
     tx: Transaction<'a>,
+    /// The connection, to restore `synchronous=NORMAL` after the commit.
+    conn: &'a Connection,
     path: PathBuf,
     /// The newest change time recorded, loaded once per transaction (recording a change must
     /// not scan the change log: that made a first publish quadratic).
     last_us: std::cell::Cell<Option<Option<i64>>>,
     /// The open period (id, count, opened), cached for the same reason.
     open: std::cell::Cell<Option<(i64, i64, i64)>>,
+    /// Changes recorded in the open period whose count is not written yet (written once when
+    /// the period closes or the transaction commits, not once per change).
+    uncounted: std::cell::Cell<i64>,
 }
 
 /// When to close the open Change List and start a new one.
@@ -444,6 +527,19 @@ impl Recorder<'_> {
             .map_err(|e| self.err(e))
     }
 
+    /// Writes the count of changes recorded in the open period since the last write.
+    fn flush_count(&self) -> Result<()> {
+        let n = self.uncounted.replace(0);
+        if let (true, Some((id, ..))) = (n > 0, self.open.get()) {
+            self.tx
+                .prepare_cached("UPDATE periods SET count=count+?1 WHERE id=?2")
+                .map_err(|e| self.err(e))?
+                .execute([n, id])
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
     /// Removes a resource row.
     pub fn remove(&self, path: &[u8]) -> Result<()> {
         self.tx
@@ -476,6 +572,7 @@ impl Recorder<'_> {
                 self.open.set(Some((id, count, opened_us)));
                 return Ok(id);
             }
+            self.flush_count()?;
             // Close at the last change recorded in it (or now, for an empty one): the next
             // period starts there, so periods are consecutive.
             let last: Option<String> = self
@@ -573,11 +670,7 @@ impl Recorder<'_> {
                     period,
             ])
             .map_err(|e| self.err(e))?;
-        self.tx
-            .prepare_cached("UPDATE periods SET count=count+1 WHERE id=?1")
-            .map_err(|e| self.err(e))?
-            .execute([period])
-            .map_err(|e| self.err(e))?;
+        self.uncounted.set(self.uncounted.get() + 1);
         self.last_us.set(Some(Some(us)));
         if let Some((id, count, opened)) = self.open.get() {
             self.open.set(Some((id, count + 1, opened)));
@@ -598,9 +691,16 @@ impl Recorder<'_> {
 
     /// Commits everything recorded.
     pub fn commit(self) -> Result<()> {
+        self.flush_count()?;
         let path = self.path.clone();
+        let conn = self.conn;
         self.tx
             .commit()
-            .map_err(|source| Error::State { path, source })
+            .map_err(|source| Error::State { path, source })?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|source| Error::State {
+                path: self.path.clone(),
+                source,
+            })
     }
 }
