@@ -10,6 +10,7 @@ pub mod layout;
 pub mod page;
 pub mod publish;
 pub mod scan;
+mod served;
 pub mod server;
 pub mod source;
 pub mod state;

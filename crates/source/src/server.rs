@@ -47,7 +47,6 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use jiff::Timestamp;
 use jiff::fmt::rfc2822::{DateTimeParser, DateTimePrinter};
-use resourcesync_model::HashAlg;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -60,9 +59,10 @@ use crate::inventory::DirInventory;
 use crate::layout::Layout;
 use crate::publish::published_resource_list;
 use crate::scan::mime_type;
+use crate::served::Served;
 use crate::source::{STATE_DIR, Source, SourceConfig};
-use crate::state::{Resource, State};
-use crate::uri::{UnsafePath, decode_path, path_to_uri};
+use crate::state::State;
+use crate::uri::{UnsafePath, decode_path};
 use crate::watch::{OwnPaths, Publisher, WatchOptions, watch};
 
 /// The media type of every XML document (Z39.99-2014 §7: documents are Sitemaps).
@@ -256,7 +256,7 @@ pub async fn start(source: Source, listener: TcpListener, opts: ServeOptions) ->
     let app = {
         let p = publisher.clone();
         let timeout = opts.request_timeout;
-        tokio::task::spawn_blocking(move || App::new(&*p.lock()?, timeout))
+        tokio::task::spawn_blocking(move || App::new(&*p.lock()?, p.clone(), timeout))
             .await
             .map_err(|e| Error::Task(format!("opening the state: {e}")))??
     };
@@ -332,8 +332,10 @@ struct App {
     /// What is never served as a resource (documents, state).
     own: OwnPaths,
     inventory: DirInventory,
-    /// A read connection to the state (for digests and types).
+    /// A read connection to the state (for `robots.txt`).
     state: Mutex<State>,
+    /// The recorded resources, in memory (digests and types, without a database lookup).
+    publisher: Publisher,
     /// `<Capability List>; rel="resourcesync"`.
     link: Option<HeaderValue>,
     request_timeout: Duration,
@@ -344,7 +346,7 @@ fn canonical(p: &Path) -> Result<PathBuf> {
 }
 
 impl App {
-    fn new(src: &Source, request_timeout: Duration) -> Result<Self> {
+    fn new(src: &Source, publisher: Publisher, request_timeout: Duration) -> Result<Self> {
         let layout = src.layout().clone();
         let prefix = base_path(&layout.base);
         let root = canonical(src.inventory().root())?;
@@ -366,6 +368,7 @@ impl App {
             own,
             inventory: src.inventory().clone(),
             state: Mutex::new(state),
+            publisher,
             link,
             request_timeout,
         })
@@ -493,9 +496,9 @@ enum Kind {
 struct Resolved {
     path: PathBuf,
     kind: Kind,
-    content_type: String,
-    /// The recorded state of a resource, for its digest and type.
-    recorded: Option<Resource>,
+    content_type: HeaderValue,
+    /// The recorded state of a resource, for its digest.
+    recorded: Option<Served>,
     /// The file opened, its metadata, and its content when small, all done on the blocking
     /// thread that resolved the path (one hand-off per request instead of one per step).
     opened: Option<Opened>,
@@ -512,6 +515,24 @@ struct Opened {
 
 /// Files up to this size are read whole when opened (bounded memory per request).
 const SMALL_FILE: u64 = 256 * 1024;
+
+/// Resources up to this size are opened and read on the runtime's worker thread, in a few
+/// system calls (as a web server without asynchronous file I/O does); larger ones, and every
+/// document, go through the blocking thread pool.
+const INLINE_FILE: u64 = 64 * 1024;
+
+/// Opens a file for reading without blocking on special files (a FIFO would wait for a
+/// writer); only regular files are served, which `O_NONBLOCK` does not affect.
+fn open_nonblocking(path: &Path) -> io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    o.open(path)
+}
 
 fn open_resolved(mut r: Resolved) -> Resolved {
     use std::io::Read as _;
@@ -545,7 +566,7 @@ async fn route(app: Arc<App>, method: &Method, path: &str, headers: &HeaderMap) 
     let well_known = || Resolved {
         path: app.well_known.clone(),
         kind: Kind::Document,
-        content_type: XML.into(),
+        content_type: HeaderValue::from_static(XML),
         recorded: None,
         opened: None,
     };
@@ -563,20 +584,23 @@ async fn route(app: Arc<App>, method: &Method, path: &str, headers: &HeaderMap) 
         let page = Resolved {
             path: app.docs.join("index.html"),
             kind: Kind::Page,
-            content_type: HTML.into(),
+            content_type: HeaderValue::from_static(HTML),
             recorded: None,
             opened: None,
         };
         return send(&app, head, headers, page).await;
     }
+    if !rest.starts_with("resourcesync/") {
+        // A resource: resolved, opened and checked here; read here too when small.
+        return match resolve_resource(&app, rest) {
+            Ok(r) => send(&app, head, headers, r).await,
+            Err(refusal) => refusal.response(),
+        };
+    }
     let rest = rest.to_owned();
     let a = app.clone();
     let resolved = tokio::task::spawn_blocking(move || {
-        match rest.strip_prefix("resourcesync/") {
-            Some(doc) => resolve_document(&a, doc),
-            None => resolve_resource(&a, &rest),
-        }
-        .map(open_resolved)
+        resolve_document(&a, rest.strip_prefix("resourcesync/").unwrap_or(&rest)).map(open_resolved)
     })
     .await;
     match resolved {
@@ -609,9 +633,9 @@ fn resolve_document(app: &App, url_path: &str) -> std::result::Result<Resolved, 
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
     let (kind, content_type) = match ext.as_deref() {
-        Some("xml") => (Kind::Document, XML.to_owned()),
-        Some("html") => (Kind::Other, HTML.to_owned()),
-        _ => (Kind::Other, mime_type(&path)),
+        Some("xml") => (Kind::Document, HeaderValue::from_static(XML)),
+        Some("html") => (Kind::Other, HeaderValue::from_static(HTML)),
+        _ => (Kind::Other, type_header(&mime_type(&path))),
     };
     Ok(Resolved {
         path,
@@ -622,7 +646,14 @@ fn resolve_document(app: &App, url_path: &str) -> std::result::Result<Resolved, 
     })
 }
 
-/// A resource of the directory, never outside it, never in the state or output directories.
+/// A media type as a header value (`application/octet-stream` if it cannot be one).
+fn type_header(t: &str) -> HeaderValue {
+    HeaderValue::from_str(t).unwrap_or(HeaderValue::from_static("application/octet-stream"))
+}
+
+/// A resource of the directory, never outside it, never in the state or output directories:
+/// opened (the file actually opened is checked, so no link can lead out of the tree between a
+/// check and the open), and read whole when small.
 fn resolve_resource(app: &App, url_path: &str) -> std::result::Result<Resolved, Refusal> {
     let rel = decode_path(url_path).map_err(Refusal::BadPath)?;
     let in_state_dir = rel
@@ -632,39 +663,83 @@ fn resolve_resource(app: &App, url_path: &str) -> std::result::Result<Resolved, 
     if in_state_dir || !app.inventory.admits(&rel) {
         return Err(Refusal::NotFound);
     }
-    let path = app
-        .root
-        .join(&rel)
-        .canonicalize()
+    let full = app.root.join(&rel);
+    let mut file = open_nonblocking(&full).map_err(|_| Refusal::NotFound)?;
+    let path = opened_path(&file)
+        .map_or_else(|| full.canonicalize(), Ok)
         .map_err(|_| Refusal::NotFound)?;
-    // Symbolic links: the target must be inside the tree and admitted too.
-    let Ok(target_rel) = path.strip_prefix(&app.root) else {
-        return Err(Refusal::NotFound);
-    };
-    if target_rel.as_os_str().is_empty()
-        || !app.inventory.admits(target_rel)
-        || app.own.contains(&path)
-        || !path.is_file()
-    {
+    if path != full {
+        // Through a symbolic link: the target must be inside the tree and admitted too.
+        let Ok(target_rel) = path.strip_prefix(&app.root) else {
+            return Err(Refusal::NotFound);
+        };
+        if target_rel.as_os_str().is_empty() || !app.inventory.admits(target_rel) {
+            return Err(Refusal::NotFound);
+        }
+    }
+    if app.own.contains(&path) {
         return Err(Refusal::NotFound);
     }
-    let recorded = path_to_uri(&app.layout.base, &rel).and_then(|uri| {
-        app.state
-            .lock()
-            .ok()
-            .and_then(|st| st.resource_by_uri(&uri).ok().flatten())
+    let md = file.metadata().map_err(|_| Refusal::NotFound)?;
+    if !md.is_file() {
+        return Err(Refusal::NotFound);
+    }
+    let recorded = app.publisher.served().get(&key(&rel)).cloned();
+    let content_type = match recorded.as_ref().and_then(|r| r.content_type.clone()) {
+        Some(t) => t,
+        None => type_header(&mime_type(&rel)),
+    };
+    let content = (md.len() <= INLINE_FILE).then(|| {
+        use std::io::Read as _;
+        let mut buf = Vec::with_capacity(md.len() as usize + 1);
+        file.read_to_end(&mut buf).ok().map(|_| buf)
     });
-    let content_type = recorded
-        .as_ref()
-        .and_then(|r| r.mime_type.clone())
-        .unwrap_or_else(|| mime_type(&rel));
+    let opened = match content {
+        // Small: read here, in one go.
+        Some(Some(buf)) => Some(Opened {
+            file,
+            md,
+            content: Some(buf),
+        }),
+        Some(None) => return Err(Refusal::NotFound),
+        None => Some(Opened {
+            file,
+            md,
+            content: None,
+        }),
+    };
     Ok(Resolved {
         path,
         kind: Kind::Resource,
         content_type,
         recorded,
-        opened: None,
+        opened,
     })
+}
+
+/// The bytes of a relative path, as the state stores them.
+fn key(p: &Path) -> std::borrow::Cow<'_, [u8]> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        std::borrow::Cow::Borrowed(p.as_os_str().as_bytes())
+    }
+    #[cfg(not(unix))]
+    {
+        std::borrow::Cow::Owned(p.to_string_lossy().into_owned().into_bytes())
+    }
+}
+
+/// The path of an open file as the kernel resolved it (one `readlink` of `/proc/self/fd/N`).
+#[cfg(target_os = "linux")]
+fn opened_path(f: &std::fs::File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn opened_path(_: &std::fs::File) -> Option<PathBuf> {
+    None
 }
 
 async fn robots(app: Arc<App>, head: bool) -> Response {
@@ -710,15 +785,15 @@ fn mtime_ns(md: &std::fs::Metadata) -> i128 {
 
 /// A strong validator: the recorded digest when the file is as it was hashed, else size and
 /// modification time (which change with every write).
-fn etag(recorded: Option<&Resource>, len: u64, mtime_ns: i128) -> String {
-    if let Some(r) = recorded.filter(|r| r.length == len && r.mtime_ns == mtime_ns) {
-        for alg in [HashAlg::Sha256, HashAlg::Md5, HashAlg::Sha1] {
-            if let Some(d) = r.hashes.get(&alg) {
-                return format!("\"{}-{}\"", alg.token(), d.value);
-            }
-        }
+fn etag(recorded: Option<&Served>, len: u64, mtime_ns: i128) -> HeaderValue {
+    if let Some(t) = recorded
+        .filter(|r| r.length == len && r.mtime_ns == mtime_ns)
+        .and_then(|r| r.etag.clone())
+    {
+        return t;
     }
-    format!("\"{len:x}-{mtime_ns:x}\"")
+    HeaderValue::from_str(&format!("\"{len:x}-{mtime_ns:x}\""))
+        .unwrap_or(HeaderValue::from_static("\"0\""))
 }
 
 fn http_date(secs: i64) -> Option<String> {
@@ -861,22 +936,19 @@ async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Respon
     let len = md.len();
     let mns = mtime_ns(&md);
     let mtime_secs = (mns.div_euclid(1_000_000_000)) as i64;
-    let tag = etag(r.recorded.as_ref(), len, mns);
+    let tag_value = etag(r.recorded.as_ref(), len, mns);
+    let tag = tag_value.to_str().unwrap_or_default();
 
-    let mut h = HeaderMap::new();
-    if let Ok(v) = HeaderValue::from_str(&r.content_type) {
-        h.insert(header::CONTENT_TYPE, v);
-    }
+    let mut h = HeaderMap::with_capacity(12);
+    h.insert(header::CONTENT_TYPE, r.content_type.clone());
     let compressible = r.kind == Kind::Document;
     // A 304 answers for the representation the client would get: the gzip one when it asks.
     let shown_tag = if compressible && accepts_gzip(req) {
-        format!("{}-gzip\"", opaque(&tag))
+        HeaderValue::from_str(&format!("{}-gzip\"", opaque(tag))).ok()
     } else {
-        tag.clone()
+        Some(tag_value.clone())
     };
-    if let Ok(v) = HeaderValue::from_str(&tag) {
-        h.insert(header::ETAG, v);
-    }
+    h.insert(header::ETAG, tag_value.clone());
     if let Some(v) = http_date(mtime_secs).and_then(|d| HeaderValue::from_str(&d).ok()) {
         h.insert(header::LAST_MODIFIED, v);
     }
@@ -896,7 +968,7 @@ async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Respon
 
     // Preconditions, in the order of RFC 9110 §13.2.2.
     if let Some(v) = req.get(header::IF_MATCH) {
-        if !tag_list_matches(v, &tag, false) {
+        if !tag_list_matches(v, tag, false) {
             return status_only(StatusCode::PRECONDITION_FAILED, h);
         }
     } else if let Some(since) = req
@@ -908,14 +980,14 @@ async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Respon
         }
     }
     let not_modified = match req.get(header::IF_NONE_MATCH) {
-        Some(v) => tag_list_matches(v, &tag, true),
+        Some(v) => tag_list_matches(v, tag, true),
         None => req
             .get(header::IF_MODIFIED_SINCE)
             .and_then(parse_http_date)
             .is_some_and(|since| mtime_secs <= since),
     };
     if not_modified {
-        if let Ok(v) = HeaderValue::from_str(&shown_tag) {
+        if let Some(v) = shown_tag {
             h.insert(header::ETAG, v);
         }
         return status_only(StatusCode::NOT_MODIFIED, h);
@@ -994,6 +1066,7 @@ impl axum::serve::Listener for IdleListener {
             IdleIo {
                 io,
                 idle: self.idle,
+                last: tokio::time::Instant::now(),
                 deadline: Box::pin(tokio::time::sleep(self.idle)),
             },
             addr,
@@ -1006,21 +1079,35 @@ impl axum::serve::Listener for IdleListener {
 }
 
 /// A connection that fails with `TimedOut` when neither reads nor writes progress for a while.
+///
+/// Progress only records the time; the timer is moved when it fires early (not re-armed on
+/// every read and write, which would cost a timer-wheel update per call).
 #[derive(Debug)]
 struct IdleIo {
     io: TcpStream,
     idle: Duration,
+    /// The last progress.
+    last: tokio::time::Instant,
     deadline: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl IdleIo {
     fn progressed(&mut self) {
-        let at = tokio::time::Instant::now() + self.idle;
-        self.deadline.as_mut().reset(at);
+        self.last = tokio::time::Instant::now();
     }
 
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        self.deadline.as_mut().poll(cx).is_ready()
+        loop {
+            if self.deadline.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let due = self.last + self.idle;
+            if due <= tokio::time::Instant::now() {
+                return true;
+            }
+            // Progress since the timer was set: wait for the rest of the idle time.
+            self.deadline.as_mut().reset(due);
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::publish::{PublishReport, publish_changes};
 use crate::scan::ScanReport;
+use crate::served::ServedIndex;
 use crate::source::Source;
 
 /// How a served Source notices changes.
@@ -79,6 +80,9 @@ pub struct Publisher {
     source: Arc<Mutex<Source>>,
     schedule: Arc<Mutex<Schedule>>,
     resourcelist_interval: Duration,
+    /// What the server answers requests from, replaced after every batch that changed the
+    /// recorded resources (`None` until the first batch).
+    served: Arc<RwLock<Option<Arc<ServedIndex>>>>,
 }
 
 fn poisoned<T>(_: T) -> Error {
@@ -93,6 +97,15 @@ impl Publisher {
             source: Arc::new(Mutex::new(source)),
             schedule: Arc::new(Mutex::new(Schedule::default())),
             resourcelist_interval,
+            served: Arc::new(RwLock::new(None)),
+        }
+    }
+
+    /// The recorded resources as the server serves them (empty before the first batch).
+    pub(crate) fn served(&self) -> Arc<ServedIndex> {
+        match self.served.read() {
+            Ok(s) => s.clone().unwrap_or_default(),
+            Err(_) => Arc::default(),
         }
     }
 
@@ -117,6 +130,14 @@ impl Publisher {
         let mut src = self.lock()?;
         let periods_before = src.state().periods()?;
         let scan = src.scan()?;
+        let stale = self.served.read().map_or(true, |s| s.is_none());
+        // Re-hashed files keep their content but not their recorded time: reload for those too.
+        if scan.changed() || scan.hashed > 0 || stale {
+            let index = Arc::new(ServedIndex::load(src.state())?);
+            if let Ok(mut s) = self.served.write() {
+                *s = Some(index);
+            }
+        }
         // A period closed by age or size changes the Change Lists even without new changes.
         let rotated = src.state().periods()? != periods_before;
         let now = Instant::now();
