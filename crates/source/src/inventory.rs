@@ -121,6 +121,49 @@ fn opened_path(_: &std::fs::File) -> Option<PathBuf> {
     None
 }
 
+/// The bytes of a path (its text, lossily, off Unix).
+pub(crate) fn path_bytes(p: &Path) -> std::borrow::Cow<'_, [u8]> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        std::borrow::Cow::Borrowed(p.as_os_str().as_bytes())
+    }
+    #[cfg(not(unix))]
+    {
+        std::borrow::Cow::Owned(p.to_string_lossy().into_owned().into_bytes())
+    }
+}
+
+/// Whether `p` is `d` or lies inside it. Both must be normalized (absolute or both relative, no
+/// `.` or `..`, no repeated or trailing separator: canonical paths and paths joined from
+/// them are): then comparing bytes gives what `Path::starts_with` gives, without parsing both
+/// into components.
+pub(crate) fn under(p: &Path, d: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        let (p, d) = (path_bytes(p), path_bytes(d));
+        p.starts_with(&d) && (p.len() == d.len() || p[d.len()] == b'/' || d.ends_with(b"/"))
+    }
+    #[cfg(not(unix))]
+    {
+        p.starts_with(d)
+    }
+}
+
+/// Whether a relative path has a segment starting with `.` (a dotfile or dot-directory).
+pub(crate) fn hidden(rel: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        let b = path_bytes(rel);
+        b.first() == Some(&b'.') || b.windows(2).any(|w| w == b"/.")
+    }
+    #[cfg(not(unix))]
+    {
+        rel.components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+    }
+}
+
 fn mtime_ns(md: &std::fs::Metadata) -> i128 {
     md.modified()
         .ok()
@@ -167,16 +210,13 @@ impl DirInventory {
     }
 
     /// Whether `rel` would be listed (not excluded, not hidden, not in a skipped directory).
+    /// The server asks this for every request: it compares bytes, not parsed components.
     pub fn admits(&self, rel: &Path) -> bool {
-        if !self.include_hidden
-            && rel
-                .components()
-                .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
-        {
+        if !self.include_hidden && hidden(rel) {
             return false;
         }
         let full = self.canonical_root.join(rel);
-        if self.skip_dirs.iter().any(|d| full.starts_with(d)) {
+        if self.skip_dirs.iter().any(|d| under(&full, d)) {
             return false;
         }
         !self.compiled.matched(&full, false).is_ignore()

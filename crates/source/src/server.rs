@@ -801,6 +801,11 @@ fn http_date(secs: i64) -> Option<String> {
     DateTimePrinter::new().timestamp_to_rfc9110_string(&ts).ok()
 }
 
+/// An HTTP date as a header value.
+pub(crate) fn http_date_value(secs: i64) -> Option<HeaderValue> {
+    http_date(secs).and_then(|d| HeaderValue::from_str(&d).ok())
+}
+
 fn parse_http_date(v: &HeaderValue) -> Option<i64> {
     let s = v.to_str().ok()?;
     DateTimeParser::new()
@@ -949,7 +954,13 @@ async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Respon
         Some(tag_value.clone())
     };
     h.insert(header::ETAG, tag_value.clone());
-    if let Some(v) = http_date(mtime_secs).and_then(|d| HeaderValue::from_str(&d).ok()) {
+    // Built when the index was loaded, for a file as it was hashed.
+    let recorded_date = r
+        .recorded
+        .as_ref()
+        .filter(|s| s.length == len && s.mtime_ns == mns)
+        .and_then(|s| s.last_modified.clone());
+    if let Some(v) = recorded_date.or_else(|| http_date_value(mtime_secs)) {
         h.insert(header::LAST_MODIFIED, v);
     }
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));

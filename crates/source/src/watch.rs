@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
+use crate::inventory::{path_bytes, under};
 use crate::publish::{PublishReport, publish_changes};
 use crate::scan::ScanReport;
 use crate::served::ServedIndex;
@@ -185,8 +186,10 @@ pub(crate) struct OwnPaths {
     state_name: std::ffi::OsString,
 }
 
+/// The canonical path, or (when it does not exist) the path with its components normalized.
 fn canonical_or_same(p: PathBuf) -> PathBuf {
-    p.canonicalize().unwrap_or(p)
+    p.canonicalize()
+        .unwrap_or_else(|_| p.components().collect())
 }
 
 impl OwnPaths {
@@ -217,15 +220,28 @@ impl OwnPaths {
     }
 
     /// Whether a canonical path is one of ours.
+    /// The server asks this for every request: it compares bytes, not parsed components.
     pub(crate) fn contains(&self, p: &Path) -> bool {
-        if self.dirs.iter().any(|d| p.starts_with(d)) {
+        if self.dirs.iter().any(|d| under(p, d)) {
             return true;
         }
-        let name = self.state_name.to_string_lossy();
-        !name.is_empty()
-            && self.state_dir.as_deref() == p.parent()
-            && p.file_name()
-                .is_some_and(|f| f.to_string_lossy().starts_with(name.as_ref()))
+        let name = path_bytes(Path::new(&self.state_name));
+        let Some(dir) = self.state_dir.as_deref().map(path_bytes) else {
+            return false;
+        };
+        let p = path_bytes(p);
+        if name.is_empty() || p.len() <= dir.len() || !p.starts_with(&dir) {
+            return false;
+        }
+        // DIR/NAME…: directly in the state's folder, with a name starting with the database's.
+        let rest = if dir.ends_with(b"/") {
+            &p[dir.len()..]
+        } else if p[dir.len()] == b'/' {
+            &p[dir.len() + 1..]
+        } else {
+            return false;
+        };
+        !rest.contains(&b'/') && rest.starts_with(&name)
     }
 }
 
