@@ -17,14 +17,23 @@
 //! recorded type, else from the extension) and `Content-Length`. Conditional requests
 //! (`If-Match`, `If-Unmodified-Since`, `If-None-Match`, `If-Modified-Since`, evaluated in the
 //! order of RFC 9110 §13.2.2), `HEAD` and single byte ranges (`Range`, `If-Range`; 206 or 416) are
-//! supported. Files are streamed, never read whole into memory.
+//! supported.
+//!
+//! Speed: what a request needs of the recorded state (digest `ETag`, type, `Last-Modified`) is
+//! kept in memory (`served.rs`), refreshed after every scan that changed something; no database
+//! is asked per request. A resource is opened, checked and, up to 64 KiB, read in one go on the
+//! runtime's worker thread (open, readlink, fstat, read: as a web server without asynchronous
+//! file I/O does); larger files are streamed through the blocking pool, never read whole, and
+//! documents are resolved there too.
 //!
 //! Safety: a request path is mapped with [`decode_path`], which refuses `.`/`..` segments (raw or
-//! percent-encoded), encoded slashes and backslashes and NUL (400); the file found is
-//! canonicalized and must lie inside the canonical directory (so symbolic links out of the tree
-//! are 404), must be admitted by the inventory (dotfiles only with `--include-hidden`, excludes
-//! honoured) and must not be inside the state directory or the output directory, which are never
-//! served as resources.
+//! percent-encoded), encoded slashes and backslashes and NUL (400); the file is opened without
+//! blocking on special files, and the file actually opened (as the kernel resolved it) must lie
+//! inside the canonical directory (so symbolic links out of the tree are 404, and the tree
+//! changing between a check and the open cannot lead out of it), must be a regular file, must be
+//! admitted by the inventory (dotfiles only with `--include-hidden`, excludes honoured; for a
+//! link, its target too) and must not be inside the state directory or the output directory,
+//! which are never served as resources.
 //!
 //! Limits: request headers are bounded by hyper's HTTP/1.1 defaults (at most 100 header fields,
 //! and a read buffer of 408 KiB for the request head; larger heads get 431), every request must
@@ -689,25 +698,23 @@ fn resolve_resource(app: &App, url_path: &str) -> std::result::Result<Resolved, 
         Some(t) => t,
         None => type_header(&mime_type(&rel)),
     };
-    let content = (md.len() <= INLINE_FILE).then(|| {
-        use std::io::Read as _;
-        let mut buf = Vec::with_capacity(md.len() as usize + 1);
-        file.read_to_end(&mut buf).ok().map(|_| buf)
-    });
-    let opened = match content {
-        // Small: read here, in one go.
-        Some(Some(buf)) => Some(Opened {
-            file,
-            md,
-            content: Some(buf),
-        }),
-        Some(None) => return Err(Refusal::NotFound),
-        None => Some(Opened {
-            file,
-            md,
-            content: None,
-        }),
+    // Small: read here, the size fstat gave (no read to find the end: a file growing meanwhile
+    // is sent as it was when opened, as Content-Length says). One that shrank meanwhile is
+    // streamed instead, from its start.
+    let content = if md.len() <= INLINE_FILE {
+        use std::io::{Read as _, Seek as _};
+        let mut buf = vec![0u8; md.len() as usize];
+        match file.read_exact(&mut buf) {
+            Ok(()) => Some(buf),
+            Err(_) => {
+                file.rewind().map_err(|_| Refusal::NotFound)?;
+                None
+            }
+        }
+    } else {
+        None
     };
+    let opened = Some(Opened { file, md, content });
     Ok(Resolved {
         path,
         kind: Kind::Resource,
