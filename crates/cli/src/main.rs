@@ -4,6 +4,7 @@
 
 mod demo;
 mod explore;
+mod hub;
 mod input;
 mod publish;
 mod serve;
@@ -59,6 +60,9 @@ enum Command {
     /// Reproduce the model paper's experiments (consistency, latency, transfer efficiency of
     /// baseline, incremental and push), in virtual time or over loopback HTTP.
     Simulate(simulate::SimulateArgs),
+    /// Run a W3C WebSub hub: subscriptions, verification, signed deliveries with retries,
+    /// state in SQLite (for Change Notification, `serve --hub`, `sync --watch --push`).
+    Hub(hub::HubArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(&a),
         Command::Serve(a) => serve::run(&a),
         Command::Simulate(a) => simulate::run(&a),
+        Command::Hub(a) => hub::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

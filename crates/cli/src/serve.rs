@@ -37,7 +37,8 @@ pub(crate) struct ServeArgs {
     no_watch: bool,
 }
 
-pub(crate) fn run(a: &ServeArgs) -> anyhow::Result<u8> {
+/// Logs to standard error (`RUST_LOG` filters; default `info`).
+pub(crate) fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -46,6 +47,10 @@ pub(crate) fn run(a: &ServeArgs) -> anyhow::Result<u8> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .try_init();
+}
+
+pub(crate) fn run(a: &ServeArgs) -> anyhow::Result<u8> {
+    init_logging();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,0 +1,100 @@
+//! `resourcesync hub`: a W3C WebSub hub (crate `resourcesync-websub`) on its own, for Sources
+//! that publish Change Notifications to a hub they do not embed.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use resourcesync_websub::{Hub, HubOptions};
+
+use crate::EXIT_OK;
+
+#[derive(Debug, Args)]
+pub(crate) struct HubArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8090")]
+    listen: String,
+    /// The hub's URL as publishers and subscribers reach it (default http://LISTEN/ with the
+    /// port actually bound).
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+    /// The SQLite database of subscriptions and pending deliveries (survives restarts).
+    #[arg(long, value_name = "PATH", default_value = "resourcesync-hub.sqlite")]
+    state: PathBuf,
+    /// Lease granted when the subscriber asks for none, in seconds (WebSub §8.2: 10 days).
+    #[arg(long, value_name = "SECONDS", default_value_t = 864_000)]
+    lease: u64,
+    /// Shortest lease granted, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    min_lease: u64,
+    /// Longest lease granted, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2_678_400)]
+    max_lease: u64,
+    /// Relay only topics starting with this prefix (repeatable; default: any topic).
+    #[arg(long, value_name = "PREFIX")]
+    allow_topic: Vec<String>,
+    /// Print the startup line as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(a: &HubArgs) -> anyhow::Result<u8> {
+    crate::serve::init_logging();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let r = rt.block_on(hub(a));
+    rt.shutdown_timeout(Duration::from_secs(5));
+    r
+}
+
+async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
+    let listener = tokio::net::TcpListener::bind(&a.listen)
+        .await
+        .with_context(|| format!("listening on {}", a.listen))?;
+    let addr = listener.local_addr()?;
+    let url = a
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}/"));
+    let mut opts = HubOptions::new(&url);
+    opts.lease_default = Duration::from_secs(a.lease);
+    opts.lease_min = Duration::from_secs(a.min_lease.max(1));
+    opts.lease_max = Duration::from_secs(a.max_lease.max(a.min_lease.max(1)));
+    opts.allowed_topics.clone_from(&a.allow_topic);
+    let hub = Hub::start(opts, Some(&a.state))?;
+    {
+        let mut out = std::io::stdout().lock();
+        if a.json {
+            let line = serde_json::json!({
+                "hub": url,
+                "listen": addr.to_string(),
+                "state": a.state.display().to_string(),
+                "subscriptions": hub.subscriptions()?.len(),
+                "pending": hub.pending()?,
+            });
+            writeln!(out, "{line}")?;
+        } else {
+            writeln!(
+                out,
+                "WebSub hub at {url} ({} subscription(s), {} delivery(ies) pending; state {})",
+                hub.subscriptions()?.len(),
+                hub.pending()?,
+                a.state.display()
+            )?;
+        }
+        out.flush()?;
+    }
+    let router = hub.router();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            crate::signal::next().await;
+            eprintln!("resourcesync: hub shutting down (pending deliveries are kept)");
+        })
+        .await?;
+    hub.shutdown();
+    Ok(EXIT_OK)
+}
