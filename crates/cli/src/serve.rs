@@ -35,6 +35,15 @@ pub(crate) struct ServeArgs {
     /// Do not use a file-system watcher: find changes by the periodic rescan only.
     #[arg(long)]
     no_watch: bool,
+    /// Push Change Notifications and Framework Notifications over WebSub through this hub: a
+    /// hub URL, or `embedded` to run one in this process at BASE/resourcesync/hub. The
+    /// Capability List then advertises the topics.
+    #[arg(long, value_name = "URL|embedded")]
+    hub: Option<String>,
+    /// Quiet time after a file-system event before changes are scanned, in milliseconds
+    /// (default 200, or 30 with --hub, where notification latency matters).
+    #[arg(long, value_name = "MS")]
+    debounce_ms: Option<u64>,
 }
 
 /// Logs to standard error (`RUST_LOG` filters; default `info`).
@@ -74,16 +83,28 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     }
     server::prepare_config(&mut cfg);
     let source = tokio::task::spawn_blocking(move || Source::open(cfg)).await??;
+    let hub = match a.hub.as_deref() {
+        None => None,
+        Some("embedded") => Some(server::HubChoice::Embedded),
+        Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+            Some(server::HubChoice::Url(u.to_owned()))
+        }
+        Some(u) => anyhow::bail!("--hub {u:?}: give an http(s) URL or `embedded`"),
+    };
+    let debounce = a
+        .debounce_ms
+        .unwrap_or(if hub.is_some() { 30 } else { 200 });
     let opts = ServeOptions {
         watch: WatchOptions {
             rescan_interval: Duration::from_secs(a.rescan_interval.max(1)),
             resourcelist_interval: Duration::from_secs(a.resourcelist_interval),
             use_watcher: !a.no_watch,
+            debounce: Duration::from_millis(debounce),
             ..WatchOptions::default()
         },
         ..ServeOptions::default()
     };
-    let running = server::start(source, listener, opts).await?;
+    let running = server::start_with(source, listener, opts, hub).await?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(
@@ -92,6 +113,14 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
             a.source.dir.display(),
             running.source_description_url()
         )?;
+        if let Some(n) = running.publisher().notifier() {
+            writeln!(
+                out,
+                "change notifications: topic {} via hub {}",
+                n.channels().change_topic,
+                n.channels().hub
+            )?;
+        }
         out.flush()?;
     }
     let handle = running.shutdown_handle();

@@ -7,6 +7,7 @@ pub mod dump;
 pub mod error;
 pub mod inventory;
 pub mod layout;
+pub mod notify;
 pub mod page;
 pub mod publish;
 pub mod scan;

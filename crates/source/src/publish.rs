@@ -26,6 +26,9 @@ pub struct PublishOptions {
     pub keep_resource_lists: usize,
     /// Whether a Resource Dump and Change Dumps are offered (written by [`crate::dump`]).
     pub dumps: bool,
+    /// Notification channels advertised in the Capability List (Change Notification 1.0.1 §5,
+    /// Framework Notification 1.0.1 §5).
+    pub notifications: Option<crate::notify::Channels>,
 }
 
 impl Default for PublishOptions {
@@ -34,6 +37,7 @@ impl Default for PublishOptions {
             split: SplitLimits::default(),
             keep_resource_lists: 5,
             dumps: false,
+            notifications: None,
         }
     }
 }
@@ -489,7 +493,7 @@ fn write_capability_list_and_page(
         layout.doc_url("changelist-archive.xml"),
         Capability::ChangeListArchive,
     ));
-    let entries: Vec<Entry> = offered
+    let mut entries: Vec<Entry> = offered
         .iter()
         .map(|(_, loc, c)| {
             let mut e = Entry::new(loc.clone());
@@ -497,6 +501,19 @@ fn write_capability_list_and_page(
             e
         })
         .collect();
+    // Change Notification 1.0.1 §5, Example 7; Framework Notification 1.0.1 §5, Example 8: the
+    // topic in <loc>, the hub in <rs:ln rel="hub">.
+    if let Some(ch) = &opts.notifications {
+        for (topic, c) in [
+            (&ch.change_topic, Capability::ChangeNotification),
+            (&ch.framework_topic, Capability::FrameworkNotification),
+        ] {
+            let mut e = Entry::new(topic.clone());
+            e.links.push(Link::new("hub", ch.hub.clone()));
+            e.md = Some(Metadata::with_capability(c));
+            entries.push(e);
+        }
+    }
     report
         .written
         .push(write_doc(layout, "capabilitylist.xml", &header, &entries)?);

@@ -160,6 +160,7 @@ pub struct Running {
     cancel: CancellationToken,
     task: JoinHandle<Result<()>>,
     publisher: Publisher,
+    hub: Option<resourcesync_websub::Hub>,
 }
 
 impl Running {
@@ -186,6 +187,11 @@ impl Running {
     /// The publisher (to run a batch by hand, or to reach the Source).
     pub fn publisher(&self) -> &Publisher {
         &self.publisher
+    }
+
+    /// The embedded WebSub hub, when there is one.
+    pub fn hub(&self) -> Option<&resourcesync_websub::Hub> {
+        self.hub.as_ref()
     }
 
     /// Waits until the server has stopped (after a shutdown, or a fatal error).
@@ -240,15 +246,65 @@ pub async fn spawn(source: Source, addr: &str, opts: ServeOptions) -> Result<Run
     start(source, listener, opts).await
 }
 
+/// Which WebSub hub a served Source sends its notifications to (Change Notification 1.0.1 §4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubChoice {
+    /// A hub in the same process, at `BASE/resourcesync/hub`, its state beside the Source's.
+    Embedded,
+    /// A hub elsewhere.
+    Url(String),
+}
+
 /// Starts serving `source` on `listener`: sets up the watcher, runs a first scan and a full
 /// publish, then serves in a background task until shut down. When this returns, every
 /// document is published and requests are answered.
 pub async fn start(source: Source, listener: TcpListener, opts: ServeOptions) -> Result<Running> {
+    start_with(source, listener, opts, None).await
+}
+
+/// [`start`], sending Change and Framework Notifications through `hub` (see
+/// [`crate::notify`]).
+pub async fn start_with(
+    mut source: Source,
+    listener: TcpListener,
+    opts: ServeOptions,
+    hub: Option<HubChoice>,
+) -> Result<Running> {
     let addr = listener.local_addr().map_err(|source| Error::Net {
         addr: "listener".into(),
         source,
     })?;
-    let publisher = Publisher::new(source, opts.watch.resourcelist_interval);
+    let mut embedded: Option<resourcesync_websub::Hub> = None;
+    let mut notifier = None;
+    if let Some(choice) = hub {
+        let layout = source.layout().clone();
+        let (hub_url, target) = match choice {
+            HubChoice::Embedded => {
+                let url = layout.doc_url(crate::notify::HUB_PATH);
+                let db = source.state_path().with_file_name("hub.sqlite");
+                let h = resourcesync_websub::Hub::start(
+                    resourcesync_websub::HubOptions::new(&url),
+                    Some(&db),
+                )
+                .map_err(|e| Error::Config(format!("starting the hub: {e}")))?;
+                embedded = Some(h.clone());
+                (url, crate::notify::HubTarget::Embedded(h))
+            }
+            HubChoice::Url(u) => {
+                let client = resourcesync_websub::hub::http_client(Duration::from_secs(10))
+                    .map_err(|e| Error::Config(e.to_string()))?;
+                (u, crate::notify::HubTarget::Remote(client))
+            }
+        };
+        let channels = crate::notify::Channels::of(&layout, &hub_url);
+        source.set_notification_channels(Some(channels.clone()));
+        crate::notify::init_cursor(source.state())?;
+        notifier = Some(crate::notify::Notifier::new(channels, target, layout));
+    }
+    let mut publisher = Publisher::new(source, opts.watch.resourcelist_interval);
+    if let Some(n) = notifier {
+        publisher = publisher.with_notifier(n);
+    }
     let cancel = CancellationToken::new();
     // The watcher first, so that nothing written during the first scan is missed.
     let watching = {
@@ -271,13 +327,23 @@ pub async fn start(source: Source, listener: TcpListener, opts: ServeOptions) ->
     };
     let base = app.layout.base.clone();
     let well_known = app.layout.well_known_url();
-    let router = router(Arc::new(app));
+    let mut router = router(Arc::new(app));
+    if let Some(h) = &embedded {
+        let path = format!(
+            "{}{}/{}",
+            base_path(&base),
+            crate::layout::DOCS_DIR,
+            crate::notify::HUB_PATH
+        );
+        router = Router::new().nest_service(&path, h.router()).merge(router);
+    }
     let listener = IdleListener {
         inner: listener,
         idle: opts.idle_timeout,
     };
     let token = cancel.clone();
     let grace = opts.shutdown_grace;
+    let hub_in_task = embedded.clone();
     let task = tokio::spawn(async move {
         let watcher = tokio::spawn(watching);
         let stop = token.clone();
@@ -307,6 +373,9 @@ pub async fn start(source: Source, listener: TcpListener, opts: ServeOptions) ->
         if tokio::time::timeout(grace, watcher).await.is_err() {
             tracing::warn!("a scan is still running after {grace:?}; not waiting for it");
         }
+        if let Some(h) = hub_in_task {
+            h.shutdown();
+        }
         match served {
             Ok(Ok(())) => Ok(()),
             Ok(Err(source)) => Err(Error::Net {
@@ -323,6 +392,7 @@ pub async fn start(source: Source, listener: TcpListener, opts: ServeOptions) ->
         cancel,
         task,
         publisher,
+        hub: embedded,
     })
 }
 
@@ -348,6 +418,8 @@ struct App {
     /// `<Capability List>; rel="resourcesync"`.
     link: Option<HeaderValue>,
     request_timeout: Duration,
+    /// The notification channels, when notifications are sent.
+    channels: Option<crate::notify::Channels>,
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {
@@ -380,6 +452,7 @@ impl App {
             publisher,
             link,
             request_timeout,
+            channels: src.config().publish.notifications.clone(),
         })
     }
 }
@@ -391,6 +464,38 @@ fn base_path(base: &str) -> String {
         Some(i) => after_scheme[i..].to_owned(),
         None => "/".to_owned(),
     }
+}
+
+/// Change Notification 1.0.1 §4.1, Framework Notification 1.0.1 §4.1: a topic URI answers
+/// HEAD/GET with 200, `application/xml`, `Link` rel=self and rel=hub, and the most recent
+/// payload (empty, `Content-Length: 0`, before the first).
+async fn topic(app: &App, rest: &str, head: bool) -> Option<Response> {
+    let ch = app.channels.as_ref()?;
+    let name = rest.strip_prefix("resourcesync/")?;
+    let (topic, name) = match name {
+        crate::notify::CHANGE_TOPIC => (&ch.change_topic, crate::notify::CHANGE_TOPIC),
+        crate::notify::FRAMEWORK_TOPIC => (&ch.framework_topic, crate::notify::FRAMEWORK_TOPIC),
+        _ => return None,
+    };
+    let path = crate::notify::latest_payload_path(&app.layout, name);
+    let body = tokio::fs::read(&path).await.unwrap_or_default();
+    let mut r = Response::new(if head {
+        Body::empty()
+    } else {
+        Body::from(body.clone())
+    });
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(XML));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(&resourcesync_websub::link::notification_links(
+        topic,
+        &ch.hub,
+        Some(&app.layout.doc_url("capabilitylist.xml")),
+    )) {
+        h.insert(header::LINK, v);
+    }
+    Some(r)
 }
 
 /// Marks a response the compression layer may gzip (documents only, never resources).
@@ -598,6 +703,9 @@ async fn route(app: Arc<App>, method: &Method, path: &str, headers: &HeaderMap) 
             opened: None,
         };
         return send(&app, head, headers, page).await;
+    }
+    if let Some(r) = topic(&app, rest, head).await {
+        return r;
     }
     if !rest.starts_with("resourcesync/") {
         // A resource: resolved, opened and checked here; read here too when small.

@@ -201,6 +201,12 @@ impl Source {
     pub fn config(&self) -> &SourceConfig {
         &self.cfg
     }
+
+    /// Advertises notification channels in the Capability List from the next publish on
+    /// (Change Notification 1.0.1 §5), or stops advertising them.
+    pub fn set_notification_channels(&mut self, c: Option<crate::notify::Channels>) {
+        self.cfg.publish.notifications = c;
+    }
 }
 
 /// Parses a `--hash` list (`md5,sha-256`).

@@ -84,6 +84,7 @@ pub struct Publisher {
     /// What the server answers requests from, replaced after every batch that changed the
     /// recorded resources (`None` until the first batch).
     served: Arc<RwLock<Option<Arc<ServedIndex>>>>,
+    notifier: Option<Arc<crate::notify::Notifier>>,
 }
 
 fn poisoned<T>(_: T) -> Error {
@@ -99,6 +100,7 @@ impl Publisher {
             schedule: Arc::new(Mutex::new(Schedule::default())),
             resourcelist_interval,
             served: Arc::new(RwLock::new(None)),
+            notifier: None,
         }
     }
 
@@ -108,6 +110,17 @@ impl Publisher {
             Ok(s) => s.clone().unwrap_or_default(),
             Err(_) => Arc::default(),
         }
+    }
+
+    /// Sends Change and Framework Notifications after every batch (see [`crate::notify`]).
+    pub fn with_notifier(mut self, n: crate::notify::Notifier) -> Self {
+        self.notifier = Some(Arc::new(n));
+        self
+    }
+
+    /// The notifier, when notifications are sent.
+    pub fn notifier(&self) -> Option<&crate::notify::Notifier> {
+        self.notifier.as_deref()
     }
 
     /// Locks the Source (blocking while a batch runs).
@@ -167,12 +180,17 @@ impl Publisher {
         })
     }
 
-    /// Runs one batch on the blocking thread pool (see [`Publisher::batch_blocking`]).
+    /// Runs one batch on the blocking thread pool (see [`Publisher::batch_blocking`]), then
+    /// sends its notifications, if any (in order: batches are sequential).
     pub async fn batch(&self, force_full: bool) -> Result<BatchReport> {
         let me = self.clone();
-        tokio::task::spawn_blocking(move || me.batch_blocking(force_full))
+        let report = tokio::task::spawn_blocking(move || me.batch_blocking(force_full))
             .await
-            .map_err(|e| Error::Task(format!("scan task: {e}")))?
+            .map_err(|e| Error::Task(format!("scan task: {e}")))??;
+        if let Some(n) = &self.notifier {
+            n.after_batch(self, &report).await;
+        }
+        Ok(report)
     }
 }
 

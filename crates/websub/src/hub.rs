@@ -482,7 +482,10 @@ fn resourcesync_publish(hub: Arc<Inner>, headers: &HeaderMap, ct: &str, body: &[
         Ok(n) => text(StatusCode::OK, format!("queued for {n} subscriber(s)")),
         Err(e) => {
             tracing::error!("hub: queueing a notification: {e}");
-            text(StatusCode::SERVICE_UNAVAILABLE, "cannot queue the notification now")
+            text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "cannot queue the notification now",
+            )
         }
     }
 }
@@ -562,13 +565,19 @@ async fn form_request(hub: Arc<Inner>, body: &[u8]) -> Response {
                 verify_and_apply(&hub, req).await;
                 drop(permit);
             });
-            text(StatusCode::ACCEPTED, "accepted: verification of intent follows")
+            text(
+                StatusCode::ACCEPTED,
+                "accepted: verification of intent follows",
+            )
         }
         Some("publish") => {
             urls.sort();
             urls.dedup();
             if urls.is_empty() {
-                return text(StatusCode::BAD_REQUEST, "hub.url (or hub.topic) is required");
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "hub.url (or hub.topic) is required",
+                );
             }
             if urls.len() > 100 {
                 return text(StatusCode::BAD_REQUEST, "at most 100 topics per request");
@@ -578,7 +587,10 @@ async fn form_request(hub: Arc<Inner>, body: &[u8]) -> Response {
                     return text(StatusCode::BAD_REQUEST, e);
                 }
                 if !hub.opts.topic_allowed(u) {
-                    return text(StatusCode::FORBIDDEN, format!("this hub does not relay {u}"));
+                    return text(
+                        StatusCode::FORBIDDEN,
+                        format!("this hub does not relay {u}"),
+                    );
                 }
             }
             let Ok(permit) = hub.background.clone().try_acquire_owned() else {
@@ -592,7 +604,10 @@ async fn form_request(hub: Arc<Inner>, body: &[u8]) -> Response {
                 }
                 drop(permit);
             });
-            text(StatusCode::ACCEPTED, "accepted: the topic will be fetched and distributed")
+            text(
+                StatusCode::ACCEPTED,
+                "accepted: the topic will be fetched and distributed",
+            )
         }
         Some(other) => text(
             StatusCode::BAD_REQUEST,
@@ -616,7 +631,11 @@ fn with_params(url: &str, params: &[(&str, &str)]) -> Result<Url> {
 }
 
 async fn verify_and_apply(hub: &Inner, req: SubRequest) {
-    let mode = if req.subscribe { "subscribe" } else { "unsubscribe" };
+    let mode = if req.subscribe {
+        "subscribe"
+    } else {
+        "unsubscribe"
+    };
     // §5.2: validation against the hub's policy (subscriptions only).
     if req.subscribe {
         let refusal = if !hub.opts.topic_allowed(&req.topic) {
@@ -625,9 +644,9 @@ async fn verify_and_apply(hub: &Inner, req: SubRequest) {
             match hub.store.exists(&req.topic, &req.callback) {
                 Ok(true) => None,
                 Ok(false) => match (hub.store.count_for_topic(&req.topic), hub.store.count()) {
-                    (Ok(n), _) if n >= hub.opts.max_subscriptions_per_topic => {
-                        Some(format!("the topic has {n} subscriptions, the most this hub keeps"))
-                    }
+                    (Ok(n), _) if n >= hub.opts.max_subscriptions_per_topic => Some(format!(
+                        "the topic has {n} subscriptions, the most this hub keeps"
+                    )),
                     (_, Ok(n)) if n >= hub.opts.max_subscriptions => {
                         Some("the hub has all the subscriptions it keeps".to_owned())
                     }
@@ -853,9 +872,7 @@ async fn worker(hub: Arc<Inner>) {
         let busy = busy_list(&hub);
         let next = hub.store.next_due(&busy).ok().flatten();
         // At most a second between sweeps of expired leases.
-        let wait_ms = next
-            .map(|t| (t - now_ms()).clamp(0, 1000))
-            .unwrap_or(1000);
+        let wait_ms = next.map(|t| (t - now_ms()).clamp(0, 1000)).unwrap_or(1000);
         if wait_ms == 0 && next.is_some() {
             // Due now but every permit may be taken: wait for a delivery to finish.
             tokio::select! {

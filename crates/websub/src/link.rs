@@ -77,7 +77,10 @@ mod tests {
         let v = "<http://e.org/t>; rel=\"self\", <http://h.org/>; rel=\"hub\"";
         assert_eq!(first([v], "hub").as_deref(), Some("http://h.org/"));
         assert_eq!(first([v], "self").as_deref(), Some("http://e.org/t"));
-        let vs = ["<http://a/>; rel=hub", "<http://b/> ; rel=\"alternate self\""];
+        let vs = [
+            "<http://a/>; rel=hub",
+            "<http://b/> ; rel=\"alternate self\"",
+        ];
         assert_eq!(first(vs, "self").as_deref(), Some("http://b/"));
         assert_eq!(targets(vs, "hub"), vec!["http://a/".to_owned()]);
         assert!(first(["garbage <"], "hub").is_none());

@@ -93,10 +93,8 @@ impl Store {
     /// Opens (creating) the database at `path`.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| Error::Config(format!(
-                "creating {}: {e}",
-                dir.display()
-            )))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::Config(format!("creating {}: {e}", dir.display())))?;
         }
         let conn = Connection::open(path).map_err(|source| Error::State {
             path: path.display().to_string(),
@@ -153,8 +151,12 @@ impl Store {
 
     /// Every subscription.
     pub fn count(&self) -> Result<u64> {
-        self.with(|c| c.query_row("SELECT COUNT(*) FROM subscriptions", [], |r| r.get::<_, i64>(0)))
-            .map(|n| n as u64)
+        self.with(|c| {
+            c.query_row("SELECT COUNT(*) FROM subscriptions", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        })
+        .map(|n| n as u64)
     }
 
     /// Whether (topic, callback) is subscribed.
@@ -402,8 +404,12 @@ impl Store {
 
     /// Deliveries waiting, over all subscriptions.
     pub fn pending(&self) -> Result<u64> {
-        self.with(|c| c.query_row("SELECT COUNT(*) FROM deliveries", [], |r| r.get::<_, i64>(0)))
-            .map(|n| n as u64)
+        self.with(|c| {
+            c.query_row("SELECT COUNT(*) FROM deliveries", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        })
+        .map(|n| n as u64)
     }
 }
 

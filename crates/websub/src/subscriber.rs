@@ -86,11 +86,7 @@ pub async fn discover(client: &reqwest::Client, url: &str) -> Result<Discovered>
     Err(http("no Link rel=\"hub\" header".into()))
 }
 
-async fn request(
-    client: &reqwest::Client,
-    hub: &str,
-    form: &[(&str, &str)],
-) -> Result<String> {
+async fn request(client: &reqwest::Client, hub: &str, form: &[(&str, &str)]) -> Result<String> {
     let mut hub = hub.to_owned();
     let body = {
         let mut s = url::form_urlencoded::Serializer::new(String::new());
@@ -170,7 +166,9 @@ pub async fn subscribe(
     ];
     if let Some(s) = secret {
         if s.len() > crate::signature::MAX_SECRET_BYTES {
-            return Err(Error::Config("hub.secret must be less than 200 bytes".into()));
+            return Err(Error::Config(
+                "hub.secret must be less than 200 bytes".into(),
+            ));
         }
         form.push(("hub.secret", s));
     }

@@ -155,7 +155,9 @@ async fn cb(State(s): State<CbState>, req: Request) -> Response {
         let _ = s.verif.send(Verification { req: v, query });
         return (status, text).into_response();
     }
-    let body = axum::body::to_bytes(body, 64 << 20).await.unwrap_or_default();
+    let body = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .unwrap_or_default();
     let status = {
         let mut g = s.behaviour.lock().unwrap();
         if g.post_statuses.is_empty() {
@@ -219,7 +221,8 @@ pub async fn post_form(url: &str, form: &[(&str, &str)]) -> (u16, String) {
         }
         s.finish()
     };
-    let r = resourcesync_websub::hub::http_client(Duration::from_secs(10)).unwrap()
+    let r = resourcesync_websub::hub::http_client(Duration::from_secs(10))
+        .unwrap()
         .post(url)
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body)
@@ -230,10 +233,14 @@ pub async fn post_form(url: &str, form: &[(&str, &str)]) -> (u16, String) {
 }
 
 pub async fn post_notification(hub: &str, topic: &str, body: &str) -> (u16, String) {
-    let r = resourcesync_websub::hub::http_client(Duration::from_secs(10)).unwrap()
+    let r = resourcesync_websub::hub::http_client(Duration::from_secs(10))
+        .unwrap()
         .post(hub)
         .header("content-type", "application/xml")
-        .header("link", format!("<{topic}>; rel=\"self\", <{hub}>; rel=\"hub\""))
+        .header(
+            "link",
+            format!("<{topic}>; rel=\"self\", <{hub}>; rel=\"hub\""),
+        )
         .body(body.to_owned())
         .send()
         .await

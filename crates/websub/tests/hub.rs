@@ -9,7 +9,8 @@ use common::*;
 use resourcesync_websub::hub::HubEvent;
 use resourcesync_websub::signature;
 
-const PAYLOAD: &str = "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"/>";
+const PAYLOAD: &str =
+    "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"/>";
 
 /// websub.rocks hub 100: typical subscriber request; then a ResourceSync publish is delivered
 /// with Content-Type, Link rel=self and rel=hub (WebSub §7), unsigned.
@@ -35,7 +36,8 @@ async fn hub_100_typical_subscriber_request() {
     assert!(v.req.challenge.as_ref().is_some_and(|c| c.len() >= 16));
     // WebSub §8.2: 10 days by default.
     assert_eq!(v.req.lease_seconds, Some(864_000));
-    h.wait_for(|e| matches!(e, HubEvent::Subscribed { .. })).await;
+    h.wait_for(|e| matches!(e, HubEvent::Subscribed { .. }))
+        .await;
 
     let (status, _) = post_notification(&h.url, topic, PAYLOAD).await;
     assert_eq!(status, 200, "Change Notification §4.1: 200 OK");
@@ -45,7 +47,8 @@ async fn hub_100_typical_subscriber_request() {
     assert_eq!(link_targets(&d.headers, "self"), vec![topic.to_owned()]);
     assert_eq!(link_targets(&d.headers, "hub"), vec![h.url.clone()]);
     assert!(header(&d.headers, "x-hub-signature").is_none());
-    h.wait_for(|e| matches!(e, HubEvent::Delivered { .. })).await;
+    h.wait_for(|e| matches!(e, HubEvent::Delivered { .. }))
+        .await;
     assert_eq!(h.hub.pending().unwrap(), 0);
 }
 
@@ -90,10 +93,14 @@ async fn hub_102_extra_parameters() {
     assert_eq!(status, 202);
     let v = cb.verification().await;
     assert!(v.query.starts_with("foo=bar&red=fish&"), "{}", v.query);
-    h.wait_for(|e| matches!(e, HubEvent::Subscribed { .. })).await;
+    h.wait_for(|e| matches!(e, HubEvent::Subscribed { .. }))
+        .await;
     post_notification(&h.url, topic, PAYLOAD).await;
     let d = cb.delivery().await;
-    assert_eq!(d.query, "foo=bar&red=fish", "WebSub §5.1.1: query kept on delivery");
+    assert_eq!(
+        d.query, "foo=bar&red=fish",
+        "WebSub §5.1.1: query kept on delivery"
+    );
 }
 
 /// websub.rocks hub 103: re-subscribing before expiry renews (WebSub §5.1: overrides the
@@ -103,15 +110,30 @@ async fn hub_103_resubscribe() {
     let mut h = start_hub(None, |_| {}).await;
     let mut cb = callback().await;
     let topic = "http://example.org/t103";
-    subscribe(&mut h, &mut cb, "/103", topic, &[("hub.lease_seconds", "3600")]).await;
+    subscribe(
+        &mut h,
+        &mut cb,
+        "/103",
+        topic,
+        &[("hub.lease_seconds", "3600")],
+    )
+    .await;
     let first = h.hub.subscriptions().unwrap()[0].lease_end;
-    subscribe(&mut h, &mut cb, "/103", topic, &[("hub.lease_seconds", "7200")]).await;
+    subscribe(
+        &mut h,
+        &mut cb,
+        "/103",
+        topic,
+        &[("hub.lease_seconds", "7200")],
+    )
+    .await;
     let subs = h.hub.subscriptions().unwrap();
     assert_eq!(subs.len(), 1);
     assert!(subs[0].lease_end >= first + 3600 - 2);
     post_notification(&h.url, topic, PAYLOAD).await;
     cb.delivery().await;
-    h.wait_for(|e| matches!(e, HubEvent::Delivered { .. })).await;
+    h.wait_for(|e| matches!(e, HubEvent::Delivered { .. }))
+        .await;
     assert!(cb.no_delivery_yet(), "one subscription, one delivery");
 }
 
@@ -134,10 +156,13 @@ async fn hub_104_unsubscribe() {
     assert_eq!(status, 202);
     let v = cb.verification().await;
     assert_eq!(v.req.mode, "unsubscribe");
-    h.wait_for(|e| matches!(e, HubEvent::Unsubscribed { .. })).await;
+    h.wait_for(|e| matches!(e, HubEvent::Unsubscribed { .. }))
+        .await;
     assert!(h.hub.subscriptions().unwrap().is_empty());
     post_notification(&h.url, topic, PAYLOAD).await;
-    let e = h.wait_for(|e| matches!(e, HubEvent::Published { .. })).await;
+    let e = h
+        .wait_for(|e| matches!(e, HubEvent::Published { .. }))
+        .await;
     assert_eq!(
         e,
         HubEvent::Published {
@@ -160,8 +185,7 @@ async fn hub_105_106_publish_by_fetching_plaintext_and_json() {
         let mut cb = callback().await;
         let topic = topic_server(ct, body).await;
         subscribe(&mut h, &mut cb, "/10x", &topic, &[]).await;
-        let (status, _) =
-            post_form(&h.url, &[("hub.mode", "publish"), ("hub.url", &topic)]).await;
+        let (status, _) = post_form(&h.url, &[("hub.mode", "publish"), ("hub.url", &topic)]).await;
         assert_eq!(status, 202);
         let d = cb.delivery().await;
         assert_eq!(header(&d.headers, "content-type"), Some(ct));
@@ -221,11 +245,24 @@ async fn verification_refused_or_wrong_challenge_subscribes_nothing() {
 async fn bad_requests_are_refused() {
     let h = start_hub(None, |o| o.max_payload_bytes = 1024).await;
     let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
-        (vec![("hub.topic", "http://e/t"), ("hub.callback", "http://c/")], "hub.mode"),
-        (vec![("hub.mode", "subscribe"), ("hub.callback", "http://c/")], "hub.topic"),
-        (vec![("hub.mode", "subscribe"), ("hub.topic", "http://e/t")], "hub.callback"),
         (
-            vec![("hub.mode", "subscribe"), ("hub.topic", "http://e/t"), ("hub.callback", "ftp://c/")],
+            vec![("hub.topic", "http://e/t"), ("hub.callback", "http://c/")],
+            "hub.mode",
+        ),
+        (
+            vec![("hub.mode", "subscribe"), ("hub.callback", "http://c/")],
+            "hub.topic",
+        ),
+        (
+            vec![("hub.mode", "subscribe"), ("hub.topic", "http://e/t")],
+            "hub.callback",
+        ),
+        (
+            vec![
+                ("hub.mode", "subscribe"),
+                ("hub.topic", "http://e/t"),
+                ("hub.callback", "ftp://c/"),
+            ],
             "http",
         ),
         (
@@ -283,10 +320,23 @@ async fn leases_bounded_and_expire() {
     })
     .await;
     let mut cb = callback().await;
-    subscribe(&mut h, &mut cb, "/big", "http://e/t", &[("hub.lease_seconds", "999999")]).await;
+    subscribe(
+        &mut h,
+        &mut cb,
+        "/big",
+        "http://e/t",
+        &[("hub.lease_seconds", "999999")],
+    )
+    .await;
     assert_eq!(h.hub.subscriptions().unwrap()[0].lease_end - now(), 50);
-    let callback =
-        subscribe(&mut h, &mut cb, "/small", "http://e/t2", &[("hub.lease_seconds", "1")]).await;
+    let callback = subscribe(
+        &mut h,
+        &mut cb,
+        "/small",
+        "http://e/t2",
+        &[("hub.lease_seconds", "1")],
+    )
+    .await;
     let e = h.wait_for(|e| matches!(e, HubEvent::Expired { .. })).await;
     assert_eq!(
         e,
@@ -296,7 +346,9 @@ async fn leases_bounded_and_expire() {
         }
     );
     post_notification(&h.url, "http://e/t2", PAYLOAD).await;
-    let e = h.wait_for(|e| matches!(e, HubEvent::Published { .. })).await;
+    let e = h
+        .wait_for(|e| matches!(e, HubEvent::Published { .. }))
+        .await;
     assert!(matches!(e, HubEvent::Published { subscribers: 0, .. }));
 }
 
@@ -319,17 +371,22 @@ async fn failing_subscribers_are_retried_and_410_ends() {
     post_notification(&h.url, topic, PAYLOAD).await;
     for _ in 0..3 {
         cb.delivery().await;
-        h.wait_for(|e| matches!(e, HubEvent::DeliveryFailed { .. })).await;
+        h.wait_for(|e| matches!(e, HubEvent::DeliveryFailed { .. }))
+            .await;
     }
     let d = cb.delivery().await;
     assert_eq!(d.body, PAYLOAD.as_bytes());
-    let e = h.wait_for(|e| matches!(e, HubEvent::Delivered { .. })).await;
+    let e = h
+        .wait_for(|e| matches!(e, HubEvent::Delivered { .. }))
+        .await;
     assert!(matches!(e, HubEvent::Delivered { attempts: 4, .. }));
 
     // A callback that never answers: timed out, retried.
     cb.behaviour.lock().unwrap().hang = true;
     post_notification(&h.url, topic, PAYLOAD).await;
-    let e = h.wait_for(|e| matches!(e, HubEvent::DeliveryFailed { .. })).await;
+    let e = h
+        .wait_for(|e| matches!(e, HubEvent::DeliveryFailed { .. }))
+        .await;
     assert!(format!("{e:?}").contains("no answer in time"), "{e:?}");
     {
         let mut b = cb.behaviour.lock().unwrap();
@@ -377,7 +434,8 @@ async fn state_survives_restart() {
     subscribe(&mut h, &mut cb, "/p", topic, &[("hub.secret", "k")]).await;
     cb.behaviour.lock().unwrap().post_status = 503;
     post_notification(&h.url, topic, "survivor").await;
-    h.wait_for(|e| matches!(e, HubEvent::DeliveryFailed { .. })).await;
+    h.wait_for(|e| matches!(e, HubEvent::DeliveryFailed { .. }))
+        .await;
     h.stop().await;
     cb.behaviour.lock().unwrap().post_status = 200;
     while cb.posts.try_recv().is_ok() {}
@@ -386,7 +444,8 @@ async fn state_survives_restart() {
     let d = cb.delivery().await;
     assert_eq!(d.body, "survivor".as_bytes());
     signature::verify(b"k", header(&d.headers, "x-hub-signature"), &d.body).unwrap();
-    h2.wait_for(|e| matches!(e, HubEvent::Delivered { .. })).await;
+    h2.wait_for(|e| matches!(e, HubEvent::Delivered { .. }))
+        .await;
 }
 
 /// WebSub §5.2: a request the hub's policy refuses is denied with a GET to the callback.
@@ -408,7 +467,10 @@ async fn policy_denial_is_sent_to_the_callback() {
         ],
     )
     .await;
-    assert_eq!(status, 202, "§5.1.2: the response does not depend on validation");
+    assert_eq!(
+        status, 202,
+        "§5.1.2: the response does not depend on validation"
+    );
     let v = cb.verification().await;
     assert_eq!(v.req.mode, "denied");
     assert!(v.req.reason.is_some());

@@ -1,0 +1,202 @@
+//! Change Notification over WebSub from a served Source with an embedded hub (Change
+//! Notification 1.0.1 §3, §4.1, §5; Framework Notification 1.0.1 §3). Batches are run by hand
+//! (no watcher), and deliveries are awaited on a channel with a deadline.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+use resourcesync_model::{Capability, Change, DocumentReader, ReadOptions, validate};
+use resourcesync_source::server::{self, HubChoice, ServeOptions};
+use resourcesync_source::watch::WatchOptions;
+use resourcesync_source::{Source, SourceConfig};
+use resourcesync_websub::hub::HubEvent;
+use resourcesync_websub::subscriber::VerificationRequest;
+use resourcesync_websub::{signature, subscribe};
+use tokio::sync::mpsc;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+async fn callback_server() -> (String, mpsc::UnboundedReceiver<(HeaderMap, Bytes)>) {
+    let (tx, rx) = mpsc::unbounded_channel::<(HeaderMap, Bytes)>();
+    let app = Router::new()
+        .fallback(
+            |State(tx): State<mpsc::UnboundedSender<(HeaderMap, Bytes)>>, req: Request| async move {
+                let q = req.uri().query().unwrap_or("").to_owned();
+                let (parts, body) = req.into_parts();
+                if parts.method == axum::http::Method::GET {
+                    let v = VerificationRequest::parse(&q).expect("a hub request");
+                    return v.answer(true).into_response();
+                }
+                let b = axum::body::to_bytes(body, 1 << 24).await.unwrap();
+                let _ = tx.send((parts.headers, b));
+                "ok".into_response()
+            },
+        )
+        .with_state(tx);
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    (format!("http://{addr}/cb"), rx)
+}
+
+fn read(body: &[u8]) -> (resourcesync_model::Header, Vec<resourcesync_model::Entry>) {
+    let mut r = DocumentReader::new(body, ReadOptions::named("payload")).unwrap();
+    let h = r.header().clone();
+    let mut es = Vec::new();
+    while let Some(e) = r.next_entry().unwrap() {
+        es.push(e);
+    }
+    (h, es)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_are_pushed_as_change_notifications() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "first").unwrap();
+    let listener = server::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    let mut cfg = SourceConfig::new(dir.path(), &base);
+    server::prepare_config(&mut cfg);
+    let source = Source::open(cfg).unwrap();
+    let opts = ServeOptions {
+        watch: WatchOptions {
+            use_watcher: false,
+            rescan_interval: Duration::from_secs(3600),
+            ..WatchOptions::default()
+        },
+        ..ServeOptions::default()
+    };
+    let running = server::start_with(source, listener, opts, Some(HubChoice::Embedded))
+        .await
+        .unwrap();
+    let client = resourcesync_websub::hub::http_client(Duration::from_secs(10)).unwrap();
+
+    // §5: the Capability List advertises both channels with their hub, and validates.
+    let cl_url = format!("{base}resourcesync/capabilitylist.xml");
+    let cl = client
+        .get(&cl_url)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let report =
+        validate(DocumentReader::new(&cl[..], ReadOptions::named(&cl_url)).unwrap()).unwrap();
+    assert!(report.is_valid(), "{:?}", report.findings);
+    let (_, entries) = read(&cl);
+    let hub_url = format!("{base}resourcesync/hub");
+    let topic = format!("{base}resourcesync/change-notification");
+    let cn = entries
+        .iter()
+        .find(|e| {
+            e.md.as_ref().and_then(|m| m.capability.clone()) == Some(Capability::ChangeNotification)
+        })
+        .expect("change-notification entry");
+    assert_eq!(cn.loc, topic);
+    assert_eq!(
+        cn.link("hub").map(|l| l.href.as_str()),
+        Some(hub_url.as_str())
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.md.as_ref().and_then(|m| m.capability.clone())
+                == Some(Capability::FrameworkNotification))
+    );
+
+    // §4.1: the topic answers HEAD with 200, application/xml, Link self and hub.
+    let head = client.head(&topic).send().await.unwrap();
+    assert_eq!(head.status().as_u16(), 200);
+    assert_eq!(head.headers()["content-type"], "application/xml");
+    let d = resourcesync_websub::subscriber::discover_in_headers(&topic, head.headers());
+    assert_eq!(d.hubs, vec![hub_url.clone()]);
+    assert_eq!(d.topic.as_deref(), Some(topic.as_str()));
+
+    // Subscribe through the advertised hub, with a secret.
+    let mut events = running.hub().unwrap().events();
+    let (cb, mut rx) = callback_server().await;
+    subscribe(&client, &hub_url, &topic, &cb, Some("k3y"), None)
+        .await
+        .unwrap();
+    tokio::time::timeout(DEADLINE, async {
+        while !matches!(events.recv().await, Ok(HubEvent::Subscribed { .. })) {}
+    })
+    .await
+    .unwrap();
+
+    // A batch with one new file: one payload.
+    std::fs::write(dir.path().join("b.txt"), "hello").unwrap();
+    running.publisher().batch(false).await.unwrap();
+    let (h1, body1) = tokio::time::timeout(DEADLINE, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    signature::verify(
+        b"k3y",
+        h1.get("x-hub-signature").and_then(|v| v.to_str().ok()),
+        &body1,
+    )
+    .unwrap();
+    let rep = validate(DocumentReader::new(&body1[..], ReadOptions::named("p1")).unwrap()).unwrap();
+    assert!(rep.is_valid(), "{:?}", rep.findings);
+    let (hd1, es1) = read(&body1);
+    let md1 = hd1.md.clone().unwrap();
+    assert_eq!(md1.capability, Some(Capability::ChangeNotification));
+    assert_eq!(es1.len(), 1);
+    assert_eq!(es1[0].loc, format!("{base}b.txt"));
+    let m = es1[0].md.clone().unwrap();
+    assert_eq!(m.change, Some(Change::Created));
+    assert!(m.datetime.is_some());
+    assert_eq!(m.length, Some(5));
+    assert_eq!(m.mime_type.as_deref(), Some("text/plain"));
+    assert!(m.hash.is_some());
+    let until1 = md1.until.unwrap();
+
+    // Next batch: update and delete; `from` is the previous `until`, entries in order.
+    std::fs::write(dir.path().join("b.txt"), "hello, again").unwrap();
+    std::fs::remove_file(dir.path().join("a.txt")).unwrap();
+    running.publisher().batch(false).await.unwrap();
+    let (_, body2) = tokio::time::timeout(DEADLINE, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let (hd2, es2) = read(&body2);
+    let md2 = hd2.md.unwrap();
+    assert_eq!(md2.from, Some(until1), "consecutive intervals");
+    assert!(md2.until.unwrap().cmp_instant(&until1).is_gt());
+    let kinds: Vec<_> = es2
+        .iter()
+        .map(|e| e.md.clone().unwrap().change.unwrap())
+        .collect();
+    assert_eq!(es2.len(), 2);
+    assert!(kinds.contains(&Change::Updated) && kinds.contains(&Change::Deleted));
+    for w in es2.windows(2) {
+        let (a, b) = (
+            w[0].md.clone().unwrap().datetime.unwrap(),
+            w[1].md.clone().unwrap().datetime.unwrap(),
+        );
+        assert!(!a.cmp_instant(&b).is_gt(), "forward chronological order");
+    }
+    // The topic now serves the newest payload.
+    let t = client
+        .get(&topic)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(t, body2);
+
+    // A batch without changes sends nothing more.
+    running.publisher().batch(false).await.unwrap();
+    assert!(rx.try_recv().is_err());
+    running.shutdown().await.unwrap();
+}
