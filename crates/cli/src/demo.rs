@@ -235,11 +235,7 @@ fn sync_opts(url: &str, dest: &Path) -> SyncOptions {
 }
 
 fn mode(m: Mode) -> &'static str {
-    match m {
-        Mode::Baseline => "baseline",
-        Mode::Incremental => "incremental",
-        Mode::BaselineDiff => "baseline diff",
-    }
+    crate::sync::mode_name(m)
 }
 
 pub(crate) fn run(a: &DemoArgs) -> anyhow::Result<u8> {

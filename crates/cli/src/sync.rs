@@ -177,11 +177,13 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-fn mode_name(m: Mode) -> &'static str {
+/// How a round synchronized, in words (also used by `demo` and `sync --watch`).
+pub(crate) fn mode_name(m: Mode) -> &'static str {
     match m {
         Mode::Baseline => "baseline",
         Mode::Incremental => "incremental",
         Mode::BaselineDiff => "baseline diff",
+        Mode::Notification => "notification",
     }
 }
 

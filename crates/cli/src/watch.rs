@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use resourcesync_destination::{Mode, Observer, Round, StopHandle, SyncOptions, WatchOptions};
+use resourcesync_destination::{Observer, Round, StopHandle, SyncOptions, WatchOptions};
 
 use crate::{EXIT_DIFFERENCES, EXIT_OK};
 
@@ -32,6 +32,23 @@ pub(crate) struct WatchArgs {
     /// Print a line for every round, also when nothing changed (with --watch).
     #[arg(long, short, requires = "watch")]
     verbose: bool,
+    /// Receive changes pushed over WebSub (Change Notification): subscribe to the hub the
+    /// Capability List advertises, apply each notification as it arrives, and catch up from the
+    /// Change List on a gap, at start, and when nothing arrived for --interval seconds.
+    #[arg(long, requires = "watch")]
+    push: bool,
+    /// Where the callback server listens (with --push).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:0",
+        requires = "push"
+    )]
+    callback_listen: String,
+    /// The callback's base URL as the hub reaches it (default http://LISTEN/ with the port
+    /// bound; with --push).
+    #[arg(long, value_name = "URL", requires = "push")]
+    callback_url: Option<String>,
 }
 
 /// Forwards progress and warnings of the first round (the baseline, which may be long); later
@@ -78,13 +95,7 @@ impl Observer for FirstRound {
     }
 }
 
-fn mode_name(m: Mode) -> &'static str {
-    match m {
-        Mode::Baseline => "baseline",
-        Mode::Incremental => "incremental",
-        Mode::BaselineDiff => "baseline diff",
-    }
-}
+use crate::sync::mode_name;
 
 /// The one line of a round.
 fn round_line(r: &Round) -> String {
@@ -178,13 +189,31 @@ pub(crate) fn run(
             write_err = Some(e);
         }
     };
-    let total = rt.block_on(resourcesync_destination::watch(
-        o,
-        &wopts,
-        obs.clone(),
-        &stop,
-        on_round,
-    ));
+    let total = if a.push {
+        let popts = resourcesync_destination::PushOptions {
+            callback_listen: a.callback_listen.clone(),
+            callback_url: a.callback_url.clone(),
+            poll_interval: Duration::from_secs_f64(a.interval.max(1.0)),
+            ..resourcesync_destination::PushOptions::default()
+        };
+        rt.block_on(resourcesync_destination::watch_push(
+            o,
+            &wopts,
+            &popts,
+            obs.clone(),
+            &stop,
+            None,
+            on_round,
+        ))
+    } else {
+        rt.block_on(resourcesync_destination::watch(
+            o,
+            &wopts,
+            obs.clone(),
+            &stop,
+            on_round,
+        ))
+    };
     if obs.on.load(Ordering::Relaxed) {
         clear();
     }

@@ -37,10 +37,22 @@ pub struct SourceInfo {
     pub resource_dump: Option<String>,
     /// The Change Dump (not used yet).
     pub change_dump: Option<String>,
+    /// The Change Notification channel the Capability List advertises (Change Notification
+    /// 1.0.1 §5): its topic and hub.
+    pub change_notification: Option<NotificationChannel>,
     /// The list is a plain Sitemap, without `<rs:md>`.
     pub plain_sitemap: bool,
     /// Warnings.
     pub warnings: Vec<String>,
+}
+
+/// A WebSub topic and its hub (Change Notification 1.0.1 §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotificationChannel {
+    /// The topic URI (`<loc>`).
+    pub topic: String,
+    /// The hub URI (`<rs:ln rel="hub">`).
+    pub hub: String,
 }
 
 impl SourceInfo {
@@ -343,7 +355,26 @@ impl Discovery<'_> {
                 let up = doc.header.link("up").map(|l| l.href.clone());
                 let entries = doc.entries().await?;
                 let mut caps: BTreeMap<String, String> = BTreeMap::new();
+                let mut change_notification = None;
                 for e in &entries {
+                    // Change Notification 1.0.1 §5: the topic in <loc>, the hub in
+                    // <rs:ln rel="hub">.
+                    let is_cn = e
+                        .md
+                        .as_ref()
+                        .and_then(|m| m.capability.as_ref())
+                        .is_some_and(|c| {
+                            matches!(
+                                c,
+                                Capability::ChangeNotification | Capability::ChangeListNotification
+                            )
+                        });
+                    if let (true, None, Some(h)) = (is_cn, &change_notification, e.link("hub")) {
+                        change_notification = Some(NotificationChannel {
+                            topic: e.loc.clone(),
+                            hub: h.href.clone(),
+                        });
+                    }
                     if let Some(c) = e.md.as_ref().and_then(|m| m.capability.as_ref()) {
                         caps.entry(c.as_str().to_owned())
                             .or_insert_with(|| e.loc.clone());
@@ -356,6 +387,7 @@ impl Discovery<'_> {
                     change_list: caps.get("changelist").cloned(),
                     resource_dump: caps.get("resourcedump").cloned(),
                     change_dump: caps.get("changedump").cloned(),
+                    change_notification,
                     plain_sitemap: false,
                     warnings: std::mem::take(&mut self.warnings),
                 })

@@ -7,6 +7,8 @@
 //! - [`audit()`]: coverage and accuracy of the copies against the Source's current state.
 //! - [`explore()`]: the tree of a Source's documents, each validated (see [`mod@explore`]).
 //! - [`watch()`]: sync, then keep following the Change Lists until stopped (see [`mod@watch`]).
+//! - [`watch_push()`]: sync, then follow the Source's Change Notifications over WebSub (see
+//!   [`mod@push`]).
 //! - [`dump`]: Resource Dump and Change Dump packages (§11, §13), checked as hostile input;
 //!   [`patch`]: JSON Patch links of changes (§14.4).
 //! - [`mapping`]: the rule from resource URIs to paths under the destination directory.
@@ -29,6 +31,7 @@ pub mod http;
 pub mod mapping;
 pub mod options;
 pub mod patch;
+pub mod push;
 pub mod report;
 pub mod staging;
 pub mod sync;
@@ -41,6 +44,7 @@ pub use explore::{ExploreNode, ExploreOptions, ExploreReport, NodeStatus, explor
 pub use http::{HttpOptions, USER_AGENT};
 pub use mapping::UriMapper;
 pub use options::{AuditOptions, SyncOptions};
+pub use push::{PushOptions, PushStats, watch_push};
 pub use report::{
     AuditDifference, AuditReport, Failure, Mode, Observer, Planned, Quiet, SyncReport,
 };

@@ -65,6 +65,8 @@ pub enum Mode {
     Incremental,
     /// A diff of the state against the current Resource List (no usable change history).
     BaselineDiff,
+    /// The changes of a pushed Change Notification (Change Notification 1.0.1 §3).
+    Notification,
 }
 
 /// What a sync did.

@@ -104,6 +104,16 @@ impl StopHandle {
         *self.tx.borrow() != RUNNING
     }
 
+    /// Waits until [`stop`](Self::stop) (or [`stop_now`](Self::stop_now)) is called.
+    pub(crate) async fn reached_stop(&self) {
+        self.reached(STOP).await
+    }
+
+    /// Waits until [`stop_now`](Self::stop_now) is called.
+    pub(crate) async fn reached_now(&self) {
+        self.reached(STOP_NOW).await
+    }
+
     /// Waits until the level is reached (never returns otherwise).
     async fn reached(&self, level: u8) {
         let mut rx = self.tx.subscribe();
