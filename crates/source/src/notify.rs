@@ -22,12 +22,14 @@
 //! Submission (§4.1): to an embedded hub directly; to another hub by a POST of the payload with
 //! `Content-Type: application/xml` and `Link` rel=self, rel=hub (and rel=resourcesync to the
 //! Capability List); a hub that refuses that with a 4xx gets `hub.mode=publish&hub.url=TOPIC`
-//! instead (the WebSub §6 note), and fetches the topic, which serves the newest payload.
+//! instead (the WebSub §6 note; `hub.topic` too, which some hubs read), and fetches the topic,
+//! which serves the newest payload.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use resourcesync_model::{
@@ -100,6 +102,8 @@ pub struct Notifier {
     docs: Mutex<Option<HashMap<PathBuf, u64>>>,
     /// One batch's notifications at a time, so that payloads go out in order and once.
     sending: tokio::sync::Mutex<()>,
+    /// What a remote hub accepts: not known yet, payloads, or only `hub.mode=publish` forms.
+    hub_mode: AtomicU8,
 }
 
 /// One change notification payload to send.
@@ -253,6 +257,7 @@ impl Notifier {
             layout,
             docs: Mutex::new(None),
             sending: tokio::sync::Mutex::new(()),
+            hub_mode: AtomicU8::new(MODE_UNKNOWN),
         }
     }
 
@@ -372,43 +377,41 @@ impl Notifier {
                 .map(|_| ())
                 .map_err(|e| Error::Task(format!("hub: {e}"))),
             HubTarget::Remote(client) => {
-                let links = resourcesync_websub::link::notification_links(
-                    topic,
-                    &self.channels.hub,
-                    Some(&self.layout.doc_url("capabilitylist.xml")),
-                );
                 let net = |e: String| Error::Task(format!("hub {}: {e}", self.channels.hub));
                 let mut delay = Duration::from_millis(200);
                 for attempt in 0..4 {
-                    let r = client
-                        .post(&self.channels.hub)
-                        .header("content-type", XML)
-                        .header("link", &links)
-                        .body(body.clone())
-                        .send()
-                        .await;
-                    match r {
-                        Ok(r) if r.status().is_success() => return Ok(()),
-                        Ok(r) if r.status().is_client_error() => {
-                            // A generic hub: WebSub §6 note, it fetches the topic.
-                            let form = format!("hub.mode=publish&hub.url={}", url_encode(topic));
-                            let r2 = client
-                                .post(&self.channels.hub)
-                                .header("content-type", "application/x-www-form-urlencoded")
-                                .body(form)
-                                .send()
+                    let r = match self.hub_mode.load(Ordering::Relaxed) {
+                        MODE_FORM => self.post_form(client, topic).await,
+                        mode => {
+                            self.post_payload(client, topic, &body, mode == MODE_UNKNOWN)
                                 .await
-                                .map_err(|e| net(e.to_string()))?;
-                            if r2.status().is_success() {
-                                return Ok(());
-                            }
-                            return Err(net(format!(
-                                "refused the notification ({}) and hub.mode=publish ({})",
-                                r.status(),
-                                r2.status()
-                            )));
                         }
-                        Ok(r) if attempt == 3 => {
+                    };
+                    match r {
+                        Ok(r) if r.status().is_success() => {
+                            let _ = self.hub_mode.compare_exchange(
+                                MODE_UNKNOWN,
+                                MODE_XML,
+                                Ordering::Relaxed,
+                                Ordering::Relaxed,
+                            );
+                            return Ok(());
+                        }
+                        Ok(r)
+                            if r.status().is_client_error()
+                                && self.hub_mode.load(Ordering::Relaxed) != MODE_FORM =>
+                        {
+                            // A generic hub: WebSub §6 note, it fetches the topic. Remembered,
+                            // so later notifications go straight to the form.
+                            self.hub_mode.store(MODE_FORM, Ordering::Relaxed);
+                            tracing::info!(
+                                hub = %self.channels.hub,
+                                status = %r.status(),
+                                "the hub refuses notification payloads: publishing with hub.mode=publish"
+                            );
+                            continue;
+                        }
+                        Ok(r) if attempt == 3 || r.status().is_client_error() => {
                             return Err(net(format!("answered {}", r.status())));
                         }
                         Err(e) if attempt == 3 => return Err(net(e.to_string())),
@@ -418,11 +421,60 @@ impl Notifier {
                         }
                     }
                 }
-                Err(net("unreachable".into()))
+                Err(net("still failing after 4 attempts".into()))
             }
         }
     }
+
+    /// Change Notification §4.1: the payload, `Content-Type: application/xml`, `Link` rel=self
+    /// and rel=hub (and rel=resourcesync). While the hub's answer is unknown, the connection is
+    /// closed after it: a hub that refuses the payload without reading it could otherwise see
+    /// its unread bytes as the start of the next request.
+    async fn post_payload(
+        &self,
+        client: &reqwest::Client,
+        topic: &str,
+        body: &[u8],
+        probe: bool,
+    ) -> reqwest::Result<reqwest::Response> {
+        let links = resourcesync_websub::link::notification_links(
+            topic,
+            &self.channels.hub,
+            Some(&self.layout.doc_url("capabilitylist.xml")),
+        );
+        let mut req = client
+            .post(&self.channels.hub)
+            .header("content-type", XML)
+            .header("link", links);
+        if probe {
+            req = req.header("connection", "close");
+        }
+        req.body(body.to_vec()).send().await
+    }
+
+    /// WebSub §6 note: `hub.mode=publish` with `hub.url` (and `hub.topic`, which some hubs read
+    /// instead); the hub fetches the topic, which serves the newest payload.
+    async fn post_form(
+        &self,
+        client: &reqwest::Client,
+        topic: &str,
+    ) -> reqwest::Result<reqwest::Response> {
+        let form = format!(
+            "hub.mode=publish&hub.url={t}&hub.topic={t}",
+            t = url_encode(topic)
+        );
+        client
+            .post(&self.channels.hub)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+            .await
+    }
 }
+
+const MODE_UNKNOWN: u8 = 0;
+const MODE_XML: u8 = 1;
+const MODE_FORM: u8 = 2;
 
 fn url_encode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()

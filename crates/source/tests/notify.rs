@@ -200,3 +200,94 @@ async fn changes_are_pushed_as_change_notifications() {
     assert!(rx.try_recv().is_err());
     running.shutdown().await.unwrap();
 }
+
+/// A remote hub that answers 500: the batch's changes are not marked sent, and go out with the
+/// next batch once the hub is back, in one payload whose `from` continues the last one sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_that_500s_gets_everything_later() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let failing = Arc::new(AtomicBool::new(true));
+    let (tx, mut rx) = mpsc::unbounded_channel::<(HeaderMap, Bytes)>();
+    let hub_app = Router::new()
+        .fallback(
+            |State((failing, tx)): State<(
+                Arc<AtomicBool>,
+                mpsc::UnboundedSender<(HeaderMap, Bytes)>,
+            )>,
+             req: Request| async move {
+                let (parts, body) = req.into_parts();
+                let b = axum::body::to_bytes(body, 1 << 24).await.unwrap();
+                if failing.load(Ordering::SeqCst) {
+                    return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "down").into_response();
+                }
+                let _ = tx.send((parts.headers, b));
+                "ok".into_response()
+            },
+        )
+        .with_state((failing.clone(), tx));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hub_url = format!("http://{}/hub", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(l, hub_app).await;
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let listener = server::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    let mut cfg = SourceConfig::new(dir.path(), &base);
+    server::prepare_config(&mut cfg);
+    let source = Source::open(cfg).unwrap();
+    let opts = ServeOptions {
+        watch: WatchOptions {
+            use_watcher: false,
+            rescan_interval: Duration::from_secs(3600),
+            ..WatchOptions::default()
+        },
+        ..ServeOptions::default()
+    };
+    let running = server::start_with(source, listener, opts, Some(HubChoice::Url(hub_url)))
+        .await
+        .unwrap();
+    let from0 = running
+        .publisher()
+        .lock()
+        .unwrap()
+        .state()
+        .meta("notify:until")
+        .unwrap()
+        .unwrap();
+    std::fs::write(dir.path().join("one.txt"), "1").unwrap();
+    running.publisher().batch(false).await.unwrap();
+    assert!(
+        rx.try_recv().is_err(),
+        "nothing accepted while the hub fails"
+    );
+    failing.store(false, Ordering::SeqCst);
+    std::fs::write(dir.path().join("two.txt"), "2").unwrap();
+    running.publisher().batch(false).await.unwrap();
+    let (h, body) = tokio::time::timeout(DEADLINE, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    // Change Notification §4.1: application/xml, Link rel=self (topic) and rel=hub.
+    assert_eq!(h["content-type"], "application/xml");
+    let links: Vec<&str> = h
+        .get_all("link")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert!(
+        resourcesync_websub::link::first(links.iter().copied(), "self")
+            .is_some_and(|t| t.ends_with("/resourcesync/change-notification"))
+    );
+    assert!(resourcesync_websub::link::first(links.iter().copied(), "hub").is_some());
+    let (hd, es) = read(&body);
+    assert_eq!(hd.md.unwrap().from.unwrap().to_string(), from0);
+    let locs: Vec<_> = es.iter().map(|e| e.loc.clone()).collect();
+    assert_eq!(
+        locs,
+        vec![format!("{base}one.txt"), format!("{base}two.txt")]
+    );
+    running.shutdown().await.unwrap();
+}
