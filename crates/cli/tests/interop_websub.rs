@@ -11,6 +11,7 @@
 //!
 //! Without RESOURCESYNC_WEBSUB_VENV and without <workspace>/.venv-websub the tests are skipped
 //! with a message; with the variable set to a venv that lacks the peer, they fail.
+#![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

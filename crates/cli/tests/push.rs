@@ -3,6 +3,7 @@
 //! verified, through a notification (the safety-net poll is set to an hour); forged, replayed,
 //! out-of-order and gap payloads are handled as the module docs of `push` say. Waiting is by
 //! polling with a deadline, never by sleeping a fixed time.
+#![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

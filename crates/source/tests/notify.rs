@@ -1,6 +1,7 @@
 //! Change Notification over WebSub from a served Source with an embedded hub (Change
 //! Notification 1.0.1 §3, §4.1, §5; Framework Notification 1.0.1 §3). Batches are run by hand
 //! (no watcher), and deliveries are awaited on a channel with a deadline.
+#![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
 use std::time::Duration;
 
@@ -19,6 +20,12 @@ use resourcesync_websub::{signature, subscribe};
 use tokio::sync::mpsc;
 
 const DEADLINE: Duration = Duration::from_secs(20);
+
+/// What the failing hub of the 500 test shares: whether it fails, and where accepted posts go.
+type HubState = (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    mpsc::UnboundedSender<(HeaderMap, Bytes)>,
+);
 
 async fn callback_server() -> (String, mpsc::UnboundedReceiver<(HeaderMap, Bytes)>) {
     let (tx, rx) = mpsc::unbounded_channel::<(HeaderMap, Bytes)>();
@@ -211,11 +218,7 @@ async fn a_hub_that_500s_gets_everything_later() {
     let (tx, mut rx) = mpsc::unbounded_channel::<(HeaderMap, Bytes)>();
     let hub_app = Router::new()
         .fallback(
-            |State((failing, tx)): State<(
-                Arc<AtomicBool>,
-                mpsc::UnboundedSender<(HeaderMap, Bytes)>,
-            )>,
-             req: Request| async move {
+            |State((failing, tx)): State<HubState>, req: Request| async move {
                 let (parts, body) = req.into_parts();
                 let b = axum::body::to_bytes(body, 1 << 24).await.unwrap();
                 if failing.load(Ordering::SeqCst) {

@@ -413,7 +413,7 @@ fn fastish_fraction() -> f64 {
     f64::from(n % 1000) / 1000.0
 }
 
-fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
     h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
 }
 

@@ -1,5 +1,6 @@
 //! The hub against the websub.rocks hub checks 100–106, and its handling of bad input, failing
 //! subscribers and restarts (WebSub §5, §6, §7).
+#![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! `Link` header (100, with a rel=self different from the URL fetched, 200), a hub that
 //! redirects with 307/308 (§5.1.2, 204/205), and signature checks (valid, invalid, missing;
 //! 300–302) on what our hub actually sends.
+#![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! Test helpers: a hub on loopback, a scriptable subscriber callback, a topic server. All
 //! synchronisation is by channels with a deadline, never by sleeping.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -28,6 +28,7 @@ pub async fn serve(router: Router) -> SocketAddr {
 }
 
 /// A hub listening on loopback.
+#[derive(Debug)]
 pub struct TestHub {
     pub hub: Hub,
     pub url: String,
@@ -115,24 +116,27 @@ impl Default for Behaviour {
     }
 }
 
+#[derive(Debug)]
 pub struct Delivery {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub query: String,
 }
 
+#[derive(Debug)]
 pub struct Verification {
     pub req: VerificationRequest,
     pub query: String,
 }
 
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 struct CbState {
     behaviour: Arc<Mutex<Behaviour>>,
     verif: mpsc::UnboundedSender<Verification>,
     posts: mpsc::UnboundedSender<Delivery>,
 }
 
+#[derive(Debug)]
 pub struct Callback {
     pub base: String,
     pub behaviour: Arc<Mutex<Behaviour>>,
