@@ -11,6 +11,7 @@
 #    Destination. Prints p50/p90/p99/max of both, their ratio, and whether push p99 <= 250 ms.
 #    Every copy's content is checked.
 #
+# BENCH_SERVE_ARGS="..." adds arguments to `serve` (e.g. --debounce-ms 10).
 # Loopback only; everything in a temp dir (TMPDIR, removed at exit). Exit 0 ok, 1 a copy
 # missing or wrong, 2 usage.
 set -euo pipefail

@@ -68,7 +68,7 @@ def main():
 
     try:
         serve = start([binary, "serve", src, "--listen", "127.0.0.1:0", "--state", os.path.join(work, "state", "src.sqlite"),
-                       "--hub", "embedded", "--rescan-interval", "3600"])
+                       "--hub", "embedded", "--rescan-interval", "3600"] + os.environ.get("BENCH_SERVE_ARGS", "").split())
         m = wait_line(serve, r"serving .* at (http://[^/]+/)", 60)
         base = m.group(1)
         push = start([binary, "sync", base, push_dest, "--watch", "--push", "--interval", "3600", "--verbose"])
@@ -100,6 +100,9 @@ def main():
                 raise SystemExit("baselines did not complete")
             time.sleep(0.05)
         wait_line(push, r"round 2", 120)
+        # Keep reading every stdout: a full pipe would block a process on its next line.
+        for p in (serve, push, poll):
+            threading.Thread(target=lambda p=p: [None for _ in p.stdout], daemon=True).start()
         time.sleep(1.0)  # settle: not a synchronisation, only lets start-up work finish
         written = {}
         interval = 1.0 / rate

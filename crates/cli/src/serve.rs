@@ -41,7 +41,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "URL|embedded")]
     hub: Option<String>,
     /// Quiet time after a file-system event before changes are scanned, in milliseconds
-    /// (default 200, or 30 with --hub, where notification latency matters).
+    /// (default 200, or 10 with --hub, where notification latency matters).
     #[arg(long, value_name = "MS")]
     debounce_ms: Option<u64>,
 }
@@ -93,7 +93,7 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     };
     let debounce = a
         .debounce_ms
-        .unwrap_or(if hub.is_some() { 30 } else { 200 });
+        .unwrap_or(if hub.is_some() { 10 } else { 200 });
     let opts = ServeOptions {
         watch: WatchOptions {
             rescan_interval: Duration::from_secs(a.rescan_interval.max(1)),
