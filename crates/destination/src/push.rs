@@ -20,7 +20,8 @@
 //!      triggers a catch-up from the Change List first;
 //!    - entries at or before the cursor are skipped (a replay, or a payload the catch-up
 //!      covered); the rest are applied through the same fetch-verify-rename path as an
-//!      incremental sync, and the cursor moves to the payload's `until`.
+//!      incremental sync, and the cursor moves to the payload's `until` (never into the
+//!      future: see [`safe_until`]).
 //! 4. The subscription is renewed when three quarters of the granted lease have passed (§4.2:
 //!    before it expires). When no notification has arrived for [`PushOptions::poll_interval`], a
 //!    catch-up sync runs anyway (notifications may have stopped: a hub down, a lease lost).
@@ -234,6 +235,23 @@ fn read_payload(body: &[u8], max: usize) -> std::result::Result<Payload, String>
 
 fn is_after(t: &W3cDateTime, c: &W3cDateTime) -> bool {
     t.cmp_instant(c) == std::cmp::Ordering::Greater
+}
+
+/// Where the cursor may move after a payload: its `until` (Change Notification §3: every change
+/// up to then is in it or an earlier one), unless that is in the future, which no genuine
+/// payload claims; then only to its newest entry that is not in the future, or nowhere. (A
+/// cursor moved past the present would skip changes still to come.)
+fn safe_until(p: &Payload) -> Option<W3cDateTime> {
+    let now = W3cDateTime::now(true);
+    match p.until {
+        Some(u) if !is_after(&u, &now) => Some(u),
+        _ => p
+            .entries
+            .iter()
+            .filter_map(|e| e.change_time().copied())
+            .filter(|t| !is_after(t, &now))
+            .max_by(|a, b| a.cmp_instant(b)),
+    }
 }
 
 /// Syncs, subscribes to the Source's Change Notification channel, and applies what is pushed
@@ -582,6 +600,7 @@ where
             }
         },
     };
+    let target = safe_until(&p);
     let fresh: Vec<Entry> = p
         .entries
         .into_iter()
@@ -592,7 +611,7 @@ where
         .collect();
     if fresh.is_empty() {
         stats.stale.fetch_add(1, Ordering::Relaxed);
-        if let Some(u) = p.until {
+        if let Some(u) = target {
             let _ = applier.advance(&session, u);
         }
         return rounds;
@@ -600,7 +619,7 @@ where
     match applier.apply(&session, fresh).await {
         Ok(mut rep) => {
             stats.applied.fetch_add(1, Ordering::Relaxed);
-            if let Some(u) = p.until {
+            if let Some(u) = target {
                 match applier.advance(&session, u) {
                     Ok(c) => rep.cursor = c.map(|c| c.to_string()),
                     Err(e) => {

@@ -1284,11 +1284,8 @@ impl Applier {
         Ok(s.0.state.cursor(&s.0.key)?.and_then(|c| c.cursor))
     }
 
-    /// Moves the cursor forward to `to` (never back, and never past the present: a payload
-    /// claiming a future `until` cannot make the Destination skip changes still to come).
+    /// Moves the cursor forward to `to` (never back).
     pub(crate) fn advance(&self, s: &Session, to: W3cDateTime) -> Result<Option<W3cDateTime>> {
-        let now = W3cDateTime::now(true);
-        let to = if after(&to, &now) { now } else { to };
         let cur = self.cursor(s)?;
         let new = match cur {
             Some(c) if !after(&to, &c) => c,
