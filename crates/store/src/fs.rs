@@ -6,10 +6,16 @@
 //! 1. [`Store::create_temp`]: a temporary file inside `DEST/.resourcesync/tmp`, on the same file
 //!    system as the copies, that counts and hashes what is written, and refuses to grow past the
 //!    published length (or the maximum size when none is published);
-//! 2. [`Store::commit`]: flush, `fsync`, check the length and every published digest of a known
-//!    algorithm, create missing parent directories (never through a symbolic link), rename into
-//!    place, `fsync` the directory;
+//! 2. [`Store::commit`]: flush, check the length and every published digest of a known
+//!    algorithm ([`Store::verify`]), sync the data ([`Store::sync`]), create missing parent
+//!    directories (never through a symbolic link) and rename into place ([`Store::place`]), sync
+//!    the rename ([`Store::sync`]);
 //! 3. the caller records the copy in the state only after that.
+//!
+//! The steps of 2 are public so that a caller can run them for a batch of files, with one sync
+//! before and one after all the renames. On Linux a sync is one `syncfs(2)` of the file system
+//! (every dirty page and inode of it, ours among them, however many); elsewhere `verify`
+//! `fsync`s each file and `sync` each directory renamed into.
 //!
 //! A temporary file dropped without being committed is removed. After a crash, leftovers in the
 //! temporary folder are removed by [`FsStore::clean_tmp`]; no file at its final path is ever
@@ -134,6 +140,22 @@ pub struct Committed {
     pub hashes: Hashes,
 }
 
+/// A body received and verified but not yet in place: the first half of [`Store::commit`], for
+/// commits in batches (see [`Store::place`] and [`Store::sync`]). Dropped without being placed,
+/// its temporary file is removed.
+#[derive(Debug)]
+pub struct Verified {
+    path: tempfile::TempPath,
+    committed: Committed,
+}
+
+impl Verified {
+    /// Its length and digests.
+    pub fn committed(&self) -> &Committed {
+        &self.committed
+    }
+}
+
 /// What is at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileMeta {
@@ -148,8 +170,20 @@ pub struct FileMeta {
 pub trait Store: Send + Sync + Debug {
     /// Starts receiving a body.
     fn create_temp(&self, expect: Expect) -> Result<TempFile>;
-    /// Verifies a received body and puts it at `rel` atomically.
+    /// Verifies a received body and puts it at `rel` atomically and durably (the file and its
+    /// directory synced): [`Store::verify`], [`Store::sync`], [`Store::place`], [`Store::sync`].
     fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed>;
+    /// Flushes a received body and checks it against its length and digests, without waiting
+    /// for the disk or putting it in place.
+    fn verify(&self, tmp: TempFile) -> Result<Verified>;
+    /// Puts a verified body at `rel` (a rename), without waiting for the disk. Call
+    /// [`Store::sync`] before, so that the data is on disk before the name, and after, before
+    /// recording the copy anywhere.
+    fn place(&self, v: Verified, rel: &RelPath) -> Result<Committed>;
+    /// Makes what was written and renamed through this store so far durable. `placed` are the
+    /// paths placed since the last call (their directories need syncing where the whole file
+    /// system cannot be synced at once). See [`FsStore`] for how.
+    fn sync(&self, placed: &[RelPath]) -> Result<()>;
     /// Removes the copy at `rel` (and the directories it leaves empty); whether there was one.
     fn remove(&self, rel: &RelPath) -> Result<bool>;
     /// Opens the copy at `rel` for reading.
@@ -176,6 +210,13 @@ pub struct FsStore {
 }
 
 impl FsStore {
+    /// Whether [`Store::verify`] waits for the disk (it `fsync`s each file where the file system
+    /// cannot be synced as a whole; see [`Store::sync`]): callers on an async runtime then run it
+    /// on a blocking thread.
+    pub fn verify_blocks(&self) -> bool {
+        !SYNC_WHOLE_FS
+    }
+
     /// Opens (creating) a destination directory and its temporary folder.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
@@ -258,6 +299,10 @@ impl FsStore {
     }
 }
 
+/// Whether [`Store::verify`] leaves the syncing of data to [`Store::sync`] (one `syncfs` of the
+/// whole file system on Linux) rather than `fsync`ing each file.
+const SYNC_WHOLE_FS: bool = cfg!(target_os = "linux");
+
 fn sync_dir(dir: &Path) -> Result<()> {
     #[cfg(unix)]
     {
@@ -270,6 +315,17 @@ fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+#[cfg(target_os = "linux")]
+fn syncfs(root: &Path) -> Result<()> {
+    let d = File::open(root).map_err(|e| Error::io(root, e))?;
+    rustix::fs::syncfs(&d).map_err(|e| Error::io(root, e.into()))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn syncfs(_root: &Path) -> Result<()> {
+    Ok(())
+}
+
 impl Store for FsStore {
     fn create_temp(&self, expect: Expect) -> Result<TempFile> {
         let tmp = tempfile::Builder::new()
@@ -277,8 +333,10 @@ impl Store for FsStore {
             .tempfile_in(&self.tmp)
             .map_err(|e| Error::io(&self.tmp, e))?;
         let algs = expect.algs();
+        // A buffer the size of the body when it is small (most are), 64 KiB at most.
+        let cap = expect.length.map_or(64 * 1024, |n| n.clamp(512, 64 * 1024));
         Ok(TempFile {
-            out: BufWriter::with_capacity(64 * 1024, tmp),
+            out: BufWriter::with_capacity(usize::try_from(cap).unwrap_or(64 * 1024), tmp),
             hasher: MultiHasher::new(&algs),
             expect,
             written: 0,
@@ -286,6 +344,15 @@ impl Store for FsStore {
     }
 
     fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed> {
+        let v = self.verify(tmp)?;
+        let rels = std::slice::from_ref(rel);
+        self.sync(&[])?;
+        let c = self.place(v, rel)?;
+        self.sync(rels)?;
+        Ok(c)
+    }
+
+    fn verify(&self, tmp: TempFile) -> Result<Verified> {
         let TempFile {
             out,
             hasher,
@@ -296,12 +363,25 @@ impl Store for FsStore {
             let (err, w) = e.into_parts();
             Error::io(w.get_ref().path(), err)
         })?;
-        file.as_file()
-            .sync_all()
-            .map_err(|e| Error::io(file.path(), e))?;
+        if !SYNC_WHOLE_FS {
+            file.as_file()
+                .sync_all()
+                .map_err(|e| Error::io(file.path(), e))?;
+        }
         let hashes = hasher.finish();
         // Z39.99-2014 §7: `length` and every `hash` value describe the representation.
         expect.verify(written, &hashes)?;
+        Ok(Verified {
+            // The descriptor is closed: a batch of thousands holds no file open.
+            path: file.into_temp_path(),
+            committed: Committed {
+                length: written,
+                hashes,
+            },
+        })
+    }
+
+    fn place(&self, v: Verified, rel: &RelPath) -> Result<Committed> {
         self.parents(rel, true)?;
         let target = rel.under(&self.root);
         if let Ok(m) = fs::symlink_metadata(&target) {
@@ -312,15 +392,30 @@ impl Store for FsStore {
                 });
             }
         }
-        file.persist(&target)
+        v.path
+            .persist(&target)
             .map_err(|e| Error::io(&target, e.error))?;
-        if let Some(dir) = target.parent() {
-            sync_dir(dir)?;
+        Ok(v.committed)
+    }
+
+    fn sync(&self, placed: &[RelPath]) -> Result<()> {
+        if SYNC_WHOLE_FS {
+            // One syncfs(2) writes back every dirty page and inode of the file system: the
+            // bodies verified since the last call and the directories they were renamed into,
+            // in one call however many there are.
+            return syncfs(&self.root);
         }
-        Ok(Committed {
-            length: written,
-            hashes,
-        })
+        // Elsewhere each file was synced by `verify`; the directories of the renames remain.
+        let mut dirs: Vec<PathBuf> = placed
+            .iter()
+            .filter_map(|r| r.under(&self.root).parent().map(Path::to_path_buf))
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        for d in dirs {
+            sync_dir(&d)?;
+        }
+        Ok(())
     }
 
     fn remove(&self, rel: &RelPath) -> Result<bool> {

@@ -3,9 +3,10 @@
 //! - [`path`]: [`RelPath`], the only way to name a file under the destination directory; every
 //!   segment is checked (no `..`, no absolute path, no NUL or backslash, at most 255 bytes).
 //! - [`fs`]: the [`Store`] trait and [`FsStore`]: files are written to a temporary file inside
-//!   `DEST/.resourcesync/tmp` (same file system), synced, verified against the published length
-//!   and every published digest, renamed into place, and the directory synced. A file at its
-//!   final path is therefore never partial or wrong.
+//!   `DEST/.resourcesync/tmp` (same file system), verified against the published length and
+//!   every published digest, synced, renamed into place, and synced again; one file at a time
+//!   ([`Store::commit`]) or a batch at a time ([`Store::verify`], [`Store::sync`],
+//!   [`Store::place`]). A file at its final path is therefore never partial or wrong.
 //! - [`state`]: the [`StateStore`] trait and [`SqliteState`]: per resource its URI, path,
 //!   length, digests, lastmod, ETag and Last-Modified; per Source its cursor; changes to retry.
 //!   Rows are written only after the file they describe is in place.
@@ -18,7 +19,7 @@ pub mod path;
 pub mod state;
 
 pub use error::{Error, Result};
-pub use fs::{Committed, Expect, FileMeta, FsStore, STATE_DIR, Store, TempFile};
+pub use fs::{Committed, Expect, FileMeta, FsStore, STATE_DIR, Store, TempFile, Verified};
 pub use path::RelPath;
 pub use state::{
     PendingChange, ResourceRecord, SourceCursor, SqliteState, StateStore, for_each_resource,

@@ -82,6 +82,15 @@ pub trait StateStore: Send + Sync + Debug {
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>>;
     /// Writes (replaces) the row of a resource.
     fn put_resource(&self, r: &ResourceRecord) -> Result<()>;
+    /// Writes (replaces) the rows of copies just put in place and forgets their pending
+    /// changes, all or nothing (one transaction where the store has them).
+    fn put_resources(&self, rows: &[ResourceRecord]) -> Result<()> {
+        for r in rows {
+            self.put_resource(r)?;
+            self.remove_pending(&r.source, &r.uri)?;
+        }
+        Ok(())
+    }
     /// Removes the row of a resource.
     fn remove_resource(&self, uri: &str) -> Result<()>;
     /// Marks a resource as deleted at the Source (copy kept), or not.
@@ -210,6 +219,27 @@ fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
 const RESOURCE_COLS: &str =
     "uri, source, path, length, md5, sha1, sha256, lastmod, etag, last_modified, gone";
 
+fn put_row(c: &Connection, r: &ResourceRecord) -> rusqlite::Result<()> {
+    let mut st = c.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO resources({RESOURCE_COLS}) \
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    ))?;
+    st.execute(params![
+        r.uri,
+        r.source,
+        r.path,
+        to_i64(r.length),
+        digest_of(&r.hashes, HashAlg::Md5),
+        digest_of(&r.hashes, HashAlg::Sha1),
+        digest_of(&r.hashes, HashAlg::Sha256),
+        r.lastmod.map(|d| d.to_string()),
+        r.etag,
+        r.last_modified,
+        i64::from(r.gone),
+    ])
+    .map(drop)
+}
+
 fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<ResourceRecord> {
     Ok(ResourceRecord {
         uri: row.get(0)?,
@@ -337,27 +367,19 @@ impl StateStore for SqliteState {
 
     fn put_resource(&self, r: &ResourceRecord) -> Result<()> {
         let c = self.lock();
-        let mut st = c
-            .prepare_cached(&format!(
-                "INSERT OR REPLACE INTO resources({RESOURCE_COLS}) \
-                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
-            ))
-            .map_err(|e| self.err(e))?;
-        st.execute(params![
-            r.uri,
-            r.source,
-            r.path,
-            to_i64(r.length),
-            digest_of(&r.hashes, HashAlg::Md5),
-            digest_of(&r.hashes, HashAlg::Sha1),
-            digest_of(&r.hashes, HashAlg::Sha256),
-            r.lastmod.map(|d| d.to_string()),
-            r.etag,
-            r.last_modified,
-            i64::from(r.gone),
-        ])
-        .map(drop)
-        .map_err(|e| self.err(e))
+        put_row(&c, r).map_err(|e| self.err(e))
+    }
+
+    fn put_resources(&self, rows: &[ResourceRecord]) -> Result<()> {
+        let mut c = self.lock();
+        let tx = c.transaction().map_err(|e| self.err(e))?;
+        for r in rows {
+            put_row(&tx, r).map_err(|e| self.err(e))?;
+            tx.prepare_cached("DELETE FROM pending WHERE source = ?1 AND uri = ?2")
+                .and_then(|mut st| st.execute([&r.source, &r.uri]))
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
     }
 
     fn remove_resource(&self, uri: &str) -> Result<()> {
