@@ -50,6 +50,11 @@ pub(crate) struct RemoteArgs {
     /// Time limit for the whole run, in seconds (work done is kept).
     #[arg(long, value_name = "SECONDS")]
     max_time: Option<u64>,
+    /// Speak HTTP/2 without asking first (h2c with prior knowledge on http://, RFC 9113 §3.3;
+    /// only h2 offered on https://): for Sources known to serve it; HTTP/1-only servers then
+    /// fail. Without it HTTP/2 is still used over https whenever the server offers it (ALPN).
+    #[arg(long)]
+    http2_prior_knowledge: bool,
     /// Print a JSON report.
     #[arg(long)]
     json: bool,
@@ -63,6 +68,7 @@ impl RemoteArgs {
             retries: self.retries,
             rate: self.rate,
             token: self.token.clone(),
+            http2_prior_knowledge: self.http2_prior_knowledge,
             ..HttpOptions::default()
         }
     }
@@ -101,6 +107,11 @@ pub(crate) struct SyncArgs {
 pub(crate) struct AuditArgs {
     #[command(flatten)]
     remote: RemoteArgs,
+    /// Do not read the copies: a copy whose size is the recorded length counts by the digests
+    /// recorded when it was written (a copy changed in place without changing its size goes
+    /// unnoticed). By default every copy the Source publishes a digest for is hashed.
+    #[arg(long)]
+    fast: bool,
 }
 
 /// Progress bars on a terminal; warnings on standard error otherwise.
@@ -309,6 +320,7 @@ pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
     o.base_url = r.base_url.clone();
     o.http = r.http(8);
     o.deadline = r.max_time.map(Duration::from_secs);
+    o.fast = a.fast;
     let bars = Arc::new(Bars::new(std::io::stderr().is_terminal() && !r.json));
     let report = runtime()?.block_on(resourcesync_destination::audit(&o, bars.clone()));
     bars.clear();

@@ -42,6 +42,11 @@ pub struct HttpOptions {
     pub token: Option<String>,
     /// Most redirects followed.
     pub max_redirects: usize,
+    /// HTTP/2 only, without negotiation on plain `http://` (h2c with prior knowledge, RFC 9113
+    /// §3.3; on `https://` ALPN then offers `h2` alone). Off by default: an HTTP/1-only server
+    /// cannot answer it. Without it, `https://` connections offer `h2` and `http/1.1` (ALPN) and
+    /// use HTTP/2 whenever the server accepts it.
+    pub http2_prior_knowledge: bool,
 }
 
 impl Default for HttpOptions {
@@ -57,6 +62,7 @@ impl Default for HttpOptions {
             rate: None,
             token: None,
             max_redirects: 10,
+            http2_prior_knowledge: false,
         }
     }
 }
@@ -146,7 +152,7 @@ impl Http {
     /// Builds the client.
     pub fn new(opts: HttpOptions) -> Result<Self> {
         install_tls_provider();
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .user_agent(USER_AGENT)
             .connect_timeout(opts.connect_timeout)
             .read_timeout(opts.read_timeout)
@@ -156,7 +162,11 @@ impl Http {
             .redirect(reqwest::redirect::Policy::limited(opts.max_redirects))
             // Bodies are hashed as served: no transparent decompression (Z39.99-2014 §7
             // `hash` is of the representation; `encoding` names a content coding).
-            .no_gzip()
+            .no_gzip();
+        if opts.http2_prior_knowledge {
+            builder = builder.http2_prior_knowledge();
+        }
+        let client = builder
             .build()
             .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))?;
         Ok(Http {

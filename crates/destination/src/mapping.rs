@@ -195,9 +195,16 @@ impl UriMapper {
             if seg == "." || seg == ".." {
                 return Err(refuse(format!("dot segment {seg:?} in the path")));
             }
-            let decoded = percent_decode_str(seg)
-                .decode_utf8()
-                .map_err(|_| refuse("path is not UTF-8 after percent-decoding".into()))?;
+            // Names that are not UTF-8 are refused rather than written as raw bytes (README,
+            // "Choices where the specification is open"): the state, the reports and the
+            // paths of other platforms are text, and a lossy or re-encoded name would be a
+            // different file from the one the Source has.
+            let decoded = percent_decode_str(seg).decode_utf8().map_err(|_| {
+                refuse(format!(
+                    "path segment {:?} is not UTF-8 after percent-decoding (such names are refused, not renamed)",
+                    seg.chars().take(80).collect::<String>()
+                ))
+            })?;
             segs.push(decoded.into_owned());
         }
         if let (Some(q), Some(last)) = (p.query.filter(|q| !q.is_empty()), segs.last_mut()) {

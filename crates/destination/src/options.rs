@@ -105,6 +105,10 @@ pub struct AuditOptions {
     pub max_document_bytes: u64,
     /// Time limit for the whole run.
     pub deadline: Option<Duration>,
+    /// Do not read the copies: a copy whose size is its recorded length is compared by the
+    /// digests recorded when it was written (see [`crate::audit`]). Default: every copy the
+    /// Source publishes a digest for is hashed.
+    pub fast: bool,
 }
 
 impl AuditOptions {
@@ -119,6 +123,7 @@ impl AuditOptions {
             http: HttpOptions::default(),
             max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES,
             deadline: None,
+            fast: false,
         }
     }
 }
