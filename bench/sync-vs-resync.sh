@@ -37,6 +37,8 @@
 #   BENCH_SYNC_ARGS="..."     extra arguments after `sync` (ours)
 #   BENCH_PERF=1              afterwards `perf record -g` one sync of ours and print top symbols
 #   BENCH_BIN=PATH            use this resourcesync binary, do not build
+#   BENCH_BASE_BIN=PATH       also measure this (earlier) resourcesync binary, same Source, same
+#                             run, and print ours/earlier (to show what a change did)
 #   BENCH_BUILD_TRIES=4 BENCH_BUILD_WAIT=60
 #   TMPDIR                    where the temp dir goes (default /tmp; local disk)
 #   CARGO_TARGET_DIR          honoured when locating the binary
@@ -182,6 +184,15 @@ if [ "$OURS_JSON" != null ]; then
     done
 fi
 
+BASE_JSON=null
+if [ -n "${BENCH_BASE_BIN:-}" ]; then
+    log "earlier binary: $BENCH_BASE_BIN sync URL DEST; load $(load)"
+    if ! BASE_JSON="$(measure base "$WORK/dest-base" "" "$BENCH_BASE_BIN" sync "${SYNC_ARGS[@]}" "$URL" @DEST@)"; then
+        FAILED="${FAILED:+$FAILED; }the earlier binary's sync failed"; BASE_JSON=null
+    fi
+    log "$BASE_JSON"
+fi
+
 RESYNC_JSON=null
 RESYNC_SUM=null
 if [ "${BENCH_SKIP_RESYNC:-0}" != 1 ]; then
@@ -201,12 +212,13 @@ fi
 
 # -------------------------------------------------------------------- table
 set +e
-"$PY" - "$N" "$TREE_SUM" "$OURS_JSON" "$OURS_SUM" "$RESYNC_JSON" "$RESYNC_SUM" "$URL" <<'EOF'
+"$PY" - "$N" "$TREE_SUM" "$OURS_JSON" "$OURS_SUM" "$RESYNC_JSON" "$RESYNC_SUM" "$URL" "$BASE_JSON" <<'EOF'
 import json, re, sys
 n = int(sys.argv[1])
 tree = json.loads(sys.argv[2])
 ours, ours_sum, resync, resync_sum = (json.loads(a) for a in sys.argv[3:7])
 url = sys.argv[7]
+base = json.loads(sys.argv[8])
 bad = []
 print()
 print("Baseline sync of N=%d resources, %.2f MB (%d bytes, mean %d B) from `resourcesync serve` at %s"
@@ -225,9 +237,15 @@ def row(name, j):
         print("%-44s       all runs: %s" % ("", ", ".join("%.3f" % t for t in j["seconds_all"])))
 row("resourcesync sync (best)", ours)
 row("resync-sync --baseline (resync 2.0.1, best)", resync)
+if base:
+    row("resourcesync sync, earlier binary (best)", base)
 if ours and resync and "runs" in ours and "runs" in resync:
     r = resync["seconds_best"] / ours["seconds_best"]
     print("%-44s %16.1fx   goal >= 25x: %s" % ("ratio resync/ours (seconds)", r, "ok" if r >= 25 else "MISS"))
+if base and ours and "runs" in base and "runs" in ours:
+    print("%-44s %16.2fx" % ("ratio earlier/ours (seconds)", base["seconds_best"] / ours["seconds_best"]))
+    if resync and "runs" in resync:
+        print("%-44s %16.1fx" % ("ratio resync/earlier (seconds)", resync["seconds_best"] / base["seconds_best"]))
 print()
 print("Completeness of every run's DEST (files, bytes, digest over paths and contents):")
 print("  %-10s %8d files %12d bytes  %s" % ("tree", tree["files"], tree["bytes"], tree["digest"][:16]))

@@ -11,12 +11,12 @@
 //! | --- | --- |
 //! | `list-entry` | an entry of a list document was just read (list streaming) |
 //! | `download` | the first bytes of a resource were written to its temporary file |
-//! | `before-rename` | a resource's temporary file is complete, not yet verified and renamed |
-//! | `after-rename` | a resource is at its final path, its state row not yet written |
-//! | `state` | a resource's state row is written, its pending row not yet removed |
+//! | `before-rename` | a resource's temporary file is complete, not yet verified and queued for its batch |
+//! | `after-rename` | a resource of a batch is at its final path, the batch's state rows not yet written |
+//! | `state` | a batch's state rows are written (with the removal of their pending rows, one transaction), once per row, the downloads not yet answered |
 //! | `cursor` | every change is applied, the cursor not yet moved |
 //! | `package-entry` | a dump package's entry is inflated to its temporary file, not yet renamed |
-//! | `package-renamed` | a dump package's entry is at its final path, its state row not yet written |
+//! | `package-renamed` | a dump package's entry is at its final path, its batch's state rows not yet written |
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};

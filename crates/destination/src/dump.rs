@@ -53,7 +53,7 @@ use resourcesync_model::{
     Capability, Change, DocumentReader, Entry, Finding, Header, MultiHasher, ReadOptions, Severity,
     Validator, W3cDateTime,
 };
-use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, Store};
+use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, Store, TempFile};
 use zip::ZipArchive;
 
 use crate::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
@@ -61,6 +61,7 @@ use crate::error::{Error, Result};
 use crate::http::body_error;
 use crate::mapping::UriMapper;
 use crate::staging::StagedItem;
+use crate::commit::{MAX_BATCH, Origin, Pending, commit_batch};
 use crate::sync::Ctx;
 
 /// The name of the manifest inside every package (Z39.99-2014 §11.2, §13.2).
@@ -561,7 +562,8 @@ fn open_package(
 
 /// What one manifest entry came to.
 enum Applied {
-    Written { bytes: u64, update: bool },
+    /// Extracted and verified: put in place and recorded with its batch.
+    Verified { pending: Pending, update: bool },
     Unchanged,
     Deleted,
     Skipped,
@@ -594,23 +596,23 @@ fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str) -> Result<Applie
         }
     }
     let obs = ctx.obs.clone();
-    let c = unpack_entry(&ctx.store, pkg, name, &rel, expect, |n| obs.bytes(n))?;
-    crate::crashpoint::point("package-renamed");
-    let rec = ResourceRecord {
+    let tmp = inflate_entry(&ctx.store, pkg, name, expect, |n| obs.bytes(n))?;
+    // Verified (length, every digest of the manifest entry) now; synced, renamed into place
+    // and recorded with its batch (crate::commit).
+    let body = ctx.store.verify(tmp)?;
+    let row = ResourceRecord {
         uri: uri.to_owned(),
         source: ctx.key.clone(),
         path: rel.to_string(),
-        length: Some(c.length),
-        hashes: c.hashes,
+        length: None,
+        hashes: Default::default(),
         lastmod: e.lastmod,
         etag: None,
         last_modified: None,
         gone: false,
     };
-    ctx.state.put_resource(&rec)?;
-    ctx.state.remove_pending(&ctx.key, uri)?;
-    Ok(Applied::Written {
-        bytes: c.length,
+    Ok(Applied::Verified {
+        pending: Pending { body, rel, row },
         update: existing.is_some() || prior.is_some_and(|p| !p.gone),
     })
 }
@@ -623,8 +625,22 @@ fn unpack_entry(
     name: &str,
     rel: &RelPath,
     expect: Expect,
-    mut progress: impl FnMut(u64),
+    progress: impl FnMut(u64),
 ) -> Result<Committed> {
+    let tmp = inflate_entry(store, pkg, name, expect, progress)?;
+    // Verified (length, every digest of the manifest entry), then renamed into place.
+    Ok(store.commit(tmp, rel)?)
+}
+
+/// Inflates one bitstream of a package into a temporary file of the store, bounded as the
+/// module documentation says; not yet verified.
+fn inflate_entry(
+    store: &FsStore,
+    pkg: &mut Package,
+    name: &str,
+    expect: Expect,
+    mut progress: impl FnMut(u64),
+) -> Result<TempFile> {
     let Some(index) = pkg.zip.index_for_name_raw(name.as_bytes()) else {
         return Err(Error::Package {
             url: pkg.url.clone(),
@@ -649,8 +665,7 @@ fn unpack_entry(
         message: format!("{name}: {message}"),
     })?;
     crate::crashpoint::point("package-entry");
-    // Verified (length, every digest of the manifest entry), then renamed into place.
-    Ok(store.commit(tmp, rel)?)
+    Ok(tmp)
 }
 
 /// What [`unpack_package`] did with each manifest entry that has a `path`: its `<loc>`, and the
@@ -764,6 +779,7 @@ fn apply_package(
     let fh = File::open(&pkg.manifest).map_err(|e| Error::io("reading a manifest", e))?;
     let mut r = DocumentReader::new(fh, manifest_opts(&pkg.url, pkg.max_document_bytes))?;
     let change_dump = pkg.header.capability() == Some(&Capability::ChangeDumpManifest);
+    let mut batch = Batch::default();
     while let Some(e) = r.next_entry()? {
         if let (Some(c), Some(t)) = (&cursor, e.change_time()) {
             if t.cmp_instant(c) != std::cmp::Ordering::Greater {
@@ -773,19 +789,22 @@ fn apply_package(
         ctx.obs.add_total(1);
         let path = e.md.as_ref().and_then(|m| m.path.clone());
         let res = match (change_dump, e.change(), path) {
-            (true, Some(Change::Deleted), _) => delete(ctx, &e.loc),
+            (true, Some(Change::Deleted), _) => {
+                // Earlier entries first: the copy a delete removes may be in the batch.
+                batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
+                delete(ctx, &e.loc)
+            }
             (_, _, Some(p)) => extract(ctx, pkg, &e, &p),
             (_, _, None) => Ok(Applied::Skipped),
         };
         ctx.obs.resource_done();
         match res {
-            Ok(Applied::Written { bytes, update }) => {
-                if update {
-                    stats.updated += 1;
-                } else {
-                    stats.created += 1;
+            Ok(Applied::Verified { pending, update }) => {
+                batch.entries.push((pending, e.loc.clone(), update));
+                if batch.entries.len() >= MAX_BATCH {
+                    batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
                 }
-                stats.bytes += bytes;
+                continue;
             }
             Ok(Applied::Unchanged) => stats.unchanged += 1,
             Ok(Applied::Deleted) => stats.deleted += 1,
@@ -809,16 +828,76 @@ fn apply_package(
                 continue;
             }
         }
-        if let Some(d) = &ctx.dumped {
-            d.lock()
-                .map_err(|_| Error::Task("staging lock poisoned".into()))?
-                .upsert(&StagedItem {
-                    uri: e.loc.clone(),
-                    ..StagedItem::default()
-                })?;
-        }
+        note_dumped(ctx, &e.loc)?;
+    }
+    batch.flush(ctx, &pkg.url, stats, warnings, dropped)
+}
+
+/// Remembers that a dump package put this URI's copy in place during this run.
+fn note_dumped(ctx: &Ctx, uri: &str) -> Result<()> {
+    if let Some(d) = &ctx.dumped {
+        d.lock()
+            .map_err(|_| Error::Task("staging lock poisoned".into()))?
+            .upsert(&StagedItem {
+                uri: uri.to_owned(),
+                ..StagedItem::default()
+            })?;
     }
     Ok(())
+}
+
+/// Extracted copies of a package waiting to be put in place and recorded together
+/// ([`crate::commit`]): (copy, `<loc>`, whether it replaces one).
+#[derive(Default)]
+struct Batch {
+    entries: Vec<(Pending, String, bool)>,
+}
+
+impl Batch {
+    fn flush(
+        &mut self,
+        ctx: &Ctx,
+        url: &str,
+        stats: &mut DumpStats,
+        warnings: &mut Vec<String>,
+        dropped: &mut u64,
+    ) -> Result<()> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        let (pending, rest): (Vec<Pending>, Vec<(String, bool)>) = std::mem::take(&mut self.entries)
+            .into_iter()
+            .map(|(p, loc, update)| (p, (loc, update)))
+            .unzip();
+        let done = commit_batch(
+            ctx.store.as_ref(),
+            ctx.state.as_ref(),
+            pending,
+            Origin::Package,
+        );
+        for (d, (loc, update)) in done.into_iter().zip(rest) {
+            match d {
+                Ok(bytes) => {
+                    if update {
+                        stats.updated += 1;
+                    } else {
+                        stats.created += 1;
+                    }
+                    stats.bytes += bytes;
+                    note_dumped(ctx, &loc)?;
+                }
+                Err(msg) => {
+                    stats.failed += 1;
+                    warn(
+                        warnings,
+                        dropped,
+                        format!("package {url}: {loc}: {msg}: left to the lists"),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Downloads, checks and applies one package. A refused package is an `Err`; entry failures are

@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+mod commit;
 pub mod crashpoint;
 pub mod discover;
 pub mod docs;

@@ -3,6 +3,7 @@
 //! one URI collapse to the last, Z39.99-2014 §12.1), then read back in URI order (for the diff)
 //! or in the order of their last occurrence (for applying changes in order).
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
 use resourcesync_diff::Item;
@@ -74,6 +75,10 @@ pub struct Staging {
     path: PathBuf,
     seq: i64,
     in_tx: u32,
+    /// Whether the index on `seq` exists.
+    seq_index: Cell<bool>,
+    /// Whether the index on `path` exists.
+    path_index: Cell<bool>,
     _file: tempfile::TempPath,
 }
 
@@ -142,17 +147,18 @@ impl Staging {
         let conn = Connection::open(&path)?;
         conn.execute_batch(
             "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=FILE;
+             PRAGMA locking_mode=EXCLUSIVE;
              CREATE TABLE items(uri TEXT PRIMARY KEY, change TEXT, length INTEGER, hashes TEXT,
                  lastmod TEXT, ctime TEXT, dups TEXT, path TEXT, seq INTEGER NOT NULL,
-                 patch TEXT);
-             CREATE INDEX items_seq ON items(seq);
-             CREATE INDEX items_path ON items(path);",
+                 patch TEXT);",
         )?;
         Ok(Staging {
             conn,
             path,
             seq: 0,
             in_tx: 0,
+            seq_index: Cell::new(false),
+            path_index: Cell::new(false),
             _file: file,
         })
     }
@@ -232,8 +238,22 @@ impl Staging {
             .map(|(_, it)| it))
     }
 
+    /// Creates an index the first time a read needs it: lists are staged whole before they are
+    /// read, and one index built over a full table costs less than one kept up by every insert.
+    fn index(&self, built: &Cell<bool>, sql: &str) -> Result<()> {
+        if !built.get() {
+            self.conn.execute_batch(sql)?;
+            built.set(true);
+        }
+        Ok(())
+    }
+
     /// Whether some item maps to this path.
     pub fn has_path(&self, path: &str) -> Result<bool> {
+        self.index(
+            &self.path_index,
+            "CREATE INDEX IF NOT EXISTS items_path ON items(path)",
+        )?;
         Ok(self
             .conn
             .prepare_cached("SELECT EXISTS(SELECT 1 FROM items WHERE path = ?1)")?
@@ -265,6 +285,10 @@ impl Staging {
 
     /// Up to `limit` items after a position, in the order they were (last) staged.
     pub fn page_by_seq(&self, after: i64, limit: usize) -> Result<Vec<(i64, StagedItem)>> {
+        self.index(
+            &self.seq_index,
+            "CREATE INDEX IF NOT EXISTS items_seq ON items(seq)",
+        )?;
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT {COLS} FROM items WHERE seq > ?1 ORDER BY seq LIMIT ?2"
         ))?;

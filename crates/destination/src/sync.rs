@@ -13,8 +13,9 @@
 //!   change seen. When the history starts after the cursor (its `from` is later), or there is no
 //!   Change List, the run is a baseline diff instead.
 //! - Each resource is downloaded (mirrors from `duplicate` links first, §14.2) into a temporary
-//!   file capped at its published length, verified, renamed into place, and only then recorded in
-//!   the state. A resource that fails is reported and kept as pending for the next run, which
+//!   file capped at its published length and verified; it is then synced, renamed into place
+//!   and recorded in the state with a batch of others (module `commit`), the row only after
+//!   the file. A resource that fails is reported and kept as pending for the next run, which
 //!   retries it. A change whose copy the state already shows as current (same digest, or same
 //!   `<lastmod>`) is not fetched again, so a killed run resumes where it stopped.
 //! - A first baseline applies the Resource Dump first, and `--prefer-dumps` applies Change Dump
@@ -32,9 +33,10 @@ use resourcesync_store::{
     Expect, FsStore, PendingChange, RelPath, ResourceRecord, SourceCursor, SqliteState, StateStore,
     Store,
 };
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::commit::{Committer, Pending};
 use crate::discover::{SourceInfo, discover};
 use crate::docs::{DocFetcher, ListSink, walk};
 use crate::dump::DumpStats;
@@ -60,6 +62,8 @@ pub(crate) struct Ctx {
     /// URIs whose copy a dump package put in place during this run (Z39.99-2014 §11, §13), so
     /// that the lists read afterwards do not count them again.
     pub(crate) dumped: Option<Mutex<Staging>>,
+    /// Puts downloaded copies in place and records them in batches ([`crate::commit`]).
+    pub(crate) committer: Committer,
 }
 
 impl Ctx {
@@ -233,7 +237,10 @@ impl Exec {
             .map_err(|e| Error::Task(e.to_string()))?;
         let ctx = self.ctx.clone();
         self.set.spawn(async move {
-            let o = run_job(&ctx, job).await;
+            // Handed to the job, which lets it go once its body is downloaded and verified:
+            // waiting for the batch commit does not hold a download slot.
+            let mut permit = Some(permit);
+            let o = run_job(&ctx, job, &mut permit).await;
             ctx.obs.resource_done();
             drop(permit);
             o
@@ -275,11 +282,16 @@ fn has_evidence(item: &StagedItem, copy: &ResourceRecord) -> bool {
 }
 
 enum Fetched {
-    Committed(u64),
+    /// Downloaded and verified, to be put in place by the committer.
+    Verified(Pending),
     NotModified,
 }
 
-async fn run_job(ctx: &Arc<Ctx>, job: Job) -> Outcome {
+async fn run_job(
+    ctx: &Arc<Ctx>,
+    job: Job,
+    permit: &mut Option<OwnedSemaphorePermit>,
+) -> Outcome {
     let uri = job.item.uri.clone();
     let rel = match ctx.mapper.map(&uri) {
         Ok(r) => r,
@@ -292,7 +304,7 @@ async fn run_job(ctx: &Arc<Ctx>, job: Job) -> Outcome {
         }
     };
     let res = match job.kind {
-        JobKind::Fetch { change } => fetch(ctx, &job.item, &rel, change).await,
+        JobKind::Fetch { change } => fetch(ctx, &job.item, &rel, change, permit).await,
         JobKind::Delete => delete(ctx, &job.item, &rel).await,
     };
     match res {
@@ -338,6 +350,7 @@ async fn fetch(
     item: &StagedItem,
     rel: &RelPath,
     change: bool,
+    permit: &mut Option<OwnedSemaphorePermit>,
 ) -> std::result::Result<Outcome, String> {
     let target = item.item();
     let prior = ctx.state.resource(&item.uri).map_err(|e| e.to_string())?;
@@ -455,7 +468,12 @@ async fn fetch(
             .with_retries(|| download(ctx, cand, item, rel, c, prior.as_ref()))
             .await;
         match r {
-            Ok(Fetched::Committed(n)) => {
+            Ok(Fetched::Verified(p)) => {
+                let receipt = ctx.committer.enqueue(p).await?;
+                // Queued: the next download may start while this copy waits for its batch (the
+                // queue is bounded, so downloads cannot outrun the commits).
+                drop(permit.take());
+                let n = receipt.done().await?;
                 return Ok(if is_update {
                     Outcome::Updated(n)
                 } else {
@@ -524,33 +542,30 @@ async fn download(
     }
     drop(resp);
     let store = ctx.store.clone();
-    let state = ctx.state.clone();
-    let rel = rel.clone();
-    let mut rec = ResourceRecord {
-        uri: item.uri.clone(),
-        source: ctx.key.clone(),
-        path: rel.to_string(),
-        length: None,
-        hashes: Default::default(),
-        lastmod: item.lastmod,
-        etag,
-        last_modified,
-        gone: false,
+    crate::crashpoint::point("before-rename");
+    // Checked here (length, every published digest); synced, renamed and recorded by the
+    // committer, the row only after the file is in place (crate::commit).
+    let body = if store.verify_blocks() {
+        tokio::task::spawn_blocking(move || store.verify(tmp)).await??
+    } else {
+        // A write of what is buffered and the digests' last block: no waiting for the disk.
+        store.verify(tmp)?
     };
-    let n = tokio::task::spawn_blocking(move || -> Result<u64> {
-        crate::crashpoint::point("before-rename");
-        let c = store.commit(tmp, &rel)?;
-        crate::crashpoint::point("after-rename");
-        // The row only after the file is in place.
-        rec.length = Some(c.length);
-        rec.hashes = c.hashes;
-        state.put_resource(&rec)?;
-        crate::crashpoint::point("state");
-        state.remove_pending(&rec.source, &rec.uri)?;
-        Ok(c.length)
-    })
-    .await??;
-    Ok(Fetched::Committed(n))
+    Ok(Fetched::Verified(Pending {
+        body,
+        rel: rel.clone(),
+        row: ResourceRecord {
+            uri: item.uri.clone(),
+            source: ctx.key.clone(),
+            path: rel.to_string(),
+            length: None,
+            hashes: Default::default(),
+            lastmod: item.lastmod,
+            etag,
+            last_modified,
+            gone: false,
+        },
+    }))
 }
 
 async fn delete(
@@ -1081,9 +1096,10 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     } else {
         None
     };
+    let store = Arc::new(store);
     let ctx = Arc::new(Ctx {
         http,
-        store: Arc::new(store),
+        store: store.clone(),
         state: state.clone(),
         mapper,
         key: key.clone(),
@@ -1092,6 +1108,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         max_resource_bytes: opts.max_resource_bytes,
         obs: obs.clone(),
         dumped,
+        committer: Committer::start(store.clone(), state.clone())?,
     });
     // Copies kept after earlier deletes (runs without --delete) go now that --delete is given.
     let mut earlier = Tally::default();
@@ -1181,6 +1198,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     }
     warnings.extend(w);
     let mut tally = exec.finish().await;
+    // Every copy downloaded is in place and recorded before the cursor moves.
+    ctx.committer.close();
     tally.merge(earlier);
     tally.merge(from_dumps);
     if !opts.dry_run {
@@ -1268,6 +1287,7 @@ impl Applier {
         Ok(Session(Arc::new(Ctx {
             http: self.http.clone(),
             store: self.store.clone(),
+            committer: Committer::start(self.store.clone(), state.clone())?,
             state,
             mapper: self.mapper.clone(),
             key: self.info.key(),

@@ -8,6 +8,22 @@ use std::sync::Arc;
 use common::*;
 use resourcesync_destination::{AuditOptions, Error, Mode, Quiet, SyncReport, sync};
 
+/// Signals once `left` resources are done.
+struct Counting {
+    left: std::sync::Mutex<u64>,
+    tx: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+}
+
+impl resourcesync_destination::Observer for Counting {
+    fn resource_done(&self) {
+        let mut g = self.left.lock().expect("count");
+        *g = g.saturating_sub(1);
+        if *g == 0 {
+            let _ = self.tx.lock().expect("tx").send(());
+        }
+    }
+}
+
 async fn run(o: &resourcesync_destination::SyncOptions) -> SyncReport {
     sync(o, Arc::new(Quiet)).await.expect("sync")
 }
@@ -180,6 +196,21 @@ async fn a_split_resource_list_is_read_part_by_part_and_audited() {
     assert_eq!(a.missing[0].path.as_deref(), Some("d2/f02.txt"));
     assert_eq!(a.extra.len(), 1);
     assert_eq!(a.extra[0].path.as_deref(), Some("stray.txt"));
+    // --fast reads no copy: the change that kept the length goes unnoticed (the digest recorded
+    // at download stands for the content), the rest is found as before.
+    let mut fast = audit_opts(&server.base, &dest);
+    fast.fast = true;
+    let a = resourcesync_destination::audit(&fast, Arc::new(Quiet))
+        .await
+        .expect("audit --fast");
+    let whys: Vec<(&str, &str)> = a
+        .different
+        .iter()
+        .map(|d| (d.path.as_deref().unwrap_or(""), d.why.as_str()))
+        .collect();
+    assert_eq!(whys, [("d1/f01.txt", "length")]);
+    assert_eq!((a.missing.len(), a.extra.len()), (1, 1));
+    assert_eq!(a.in_sync_count, 9, "d0/f00.txt counted in sync by its recorded digest");
 
     // A sync repairs the removed and truncated copies (the state is checked against the files).
     let r = run(&options(&server.base, &dest)).await;
@@ -251,15 +282,24 @@ async fn an_interrupted_run_resumes_without_refetching() {
     let mut o = options(&server.base, &dest);
     o.concurrency = 1;
     // The server stalls after 3 resources; the run is cut off (as a kill would) once the
-    // fourth request is stalled, i.e. after the first three are committed.
+    // fourth request is stalled and the first three are reported done, i.e. committed (copies
+    // are committed in batches, after their download slot is freed).
     let stalled = server.stall_after(3);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let obs = Arc::new(Counting {
+        left: std::sync::Mutex::new(3),
+        tx: std::sync::Mutex::new(done_tx),
+    });
     let task = tokio::spawn({
         let o = o.clone();
-        async move { sync(&o, Arc::new(Quiet)).await }
+        async move { sync(&o, obs).await }
     });
-    tokio::task::spawn_blocking(move || stalled.recv().expect("stalled"))
-        .await
-        .expect("join");
+    tokio::task::spawn_blocking(move || {
+        stalled.recv().expect("stalled");
+        done_rx.recv().expect("three done");
+    })
+    .await
+    .expect("join");
     task.abort();
     let _ = task.await;
     let done: Vec<String> = dest_files(&dest).into_keys().collect();
@@ -664,4 +704,52 @@ async fn mirrors_are_tried_in_priority_order_then_the_loc() {
     assert_eq!((server.hits("/m3/s.txt"), server.hits("/s.txt")), (1, 1));
     assert_eq!(std::fs::read(dest.join("s.txt")).expect("s"), b"second");
     assert_eq!(std::fs::read(dest.join("r.txt")).expect("r"), b"resource");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_are_not_utf8_after_decoding_are_refused_clearly() {
+    let root = tmp();
+    write_tree(root.path(), &[("ok.txt", b"fine")]);
+    let server = Server::start(root.path()).await;
+    let b = server.base.trim_end_matches('/').to_owned();
+    // Latin-1 "café.txt": the byte E9 alone is not UTF-8.
+    let entries = vec![
+        (format!("{b}/caf%E9.txt"), Some((4, md5_of(b"fine")))),
+        (format!("{b}/ok.txt"), Some((4, md5_of(b"fine")))),
+    ];
+    write_tree(root.path(), &[("l/rl.xml", rl_doc(&entries).as_bytes())]);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let r = run(&options(&format!("{b}/l/rl.xml"), &dest)).await;
+    assert_eq!((r.created, r.failed), (1, 1), "{:?}", r.failures);
+    let f = &r.failures[0];
+    assert!(f.uri.ends_with("/caf%E9.txt"), "{f:?}");
+    assert!(
+        f.error.contains("not UTF-8") && f.error.contains("%E9"),
+        "the error names the segment and the rule: {}",
+        f.error
+    );
+    assert_eq!(server.hits("/caf%E9.txt"), 0, "never fetched");
+    let copies: Vec<String> = dest_files(&dest).into_keys().collect();
+    assert_eq!(copies, ["ok.txt"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_prior_knowledge_is_opt_in() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha")]);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    // The test server (axum) answers both HTTP/1.1 and h2c with prior knowledge: it records
+    // the version of every request.
+    for (prior_knowledge, expect) in [(false, "HTTP/1.1"), (true, "HTTP/2.0")] {
+        let out = tmp();
+        let dest = dest_in(&out);
+        let mut o = options(&server.base, &dest);
+        o.http.http2_prior_knowledge = prior_knowledge;
+        server.reset_hits();
+        let r = run(&o).await;
+        assert_eq!((r.created, r.failed), (1, 0));
+        assert_eq!(server.versions(), [expect], "prior knowledge {prior_knowledge}");
+    }
 }

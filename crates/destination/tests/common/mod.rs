@@ -80,6 +80,8 @@ pub struct Shared {
     /// After this many resource requests, stall every further one and signal.
     pub stall_after: Mutex<Option<(u64, std::sync::mpsc::Sender<()>)>>,
     pub resource_requests: Mutex<u64>,
+    /// The HTTP versions of the requests seen since the last reset.
+    pub versions: Mutex<std::collections::BTreeSet<String>>,
 }
 
 pub struct Server {
@@ -98,6 +100,10 @@ fn is_resource(path: &str) -> bool {
 
 async fn faults(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
+    s.versions
+        .lock()
+        .expect("versions")
+        .insert(format!("{:?}", req.version()));
     *s.hits
         .lock()
         .expect("hits")
@@ -225,7 +231,19 @@ impl Server {
             .unwrap_or(0)
     }
 
+    /// The HTTP versions of the requests since the last [`Server::reset_hits`].
+    pub fn versions(&self) -> Vec<String> {
+        self.shared
+            .versions
+            .lock()
+            .expect("versions")
+            .iter()
+            .cloned()
+            .collect()
+    }
+
     pub fn reset_hits(&self) {
+        self.shared.versions.lock().expect("versions").clear();
         self.shared.hits.lock().expect("hits").clear();
         *self.shared.resource_requests.lock().expect("n") = 0;
     }
