@@ -25,6 +25,17 @@
 //!    reported as a warning and left to the Resource List or the Change Lists, which fetch the
 //!    resource on its own.
 //!
+//! # Patches
+//!
+//! An `updated` entry of a Change Dump Manifest may carry a patch link whose `path` names the
+//! change description inside the package (Z39.99-2014 §14.4). Its ZIP entry counts as listed.
+//! The whole bitstream is used when the entry has one and it verifies; otherwise the patch is
+//! read from the package (at most [`MAX_PATCH_BYTES`], checked against the link's `length` and
+//! `hash`) and applied to the copy as for a Change List's patch link ([`crate::patch`]: JSON
+//! Patch only, the copy must be the version the state records, the result must have the entry's
+//! length and digests). An entry shipped as a patch alone, without a `path` of its own, is
+//! accepted (the validator's `RS-11.2-path` finding for it does not refuse the package).
+//!
 //! # Baseline
 //!
 //! A first run against a Source whose Capability List offers a Resource Dump (unless
@@ -62,6 +73,7 @@ use crate::http::body_error;
 use crate::mapping::UriMapper;
 use crate::staging::StagedItem;
 use crate::commit::{MAX_BATCH, Origin, Pending, commit_batch};
+use crate::patch::{MAX_PATCH_BYTES, PATCH_REL, PatchLink, patch_copy};
 use crate::sync::Ctx;
 
 /// The name of the manifest inside every package (Z39.99-2014 §11.2, §13.2).
@@ -460,6 +472,7 @@ fn open_package(
     }
     let mut v = Validator::new(&header, r.header_position(), KEPT_FINDINGS);
     let mut names: HashSet<Vec<u8>> = HashSet::new();
+    let mut patch_only: HashSet<u64> = HashSet::new();
     let mut count = 0usize;
     while let Some(e) = r
         .next_entry()
@@ -472,11 +485,33 @@ fn open_package(
             )));
         }
         v.entry(&e);
+        // Z39.99-2014 §14.4: a patch link of a Change Dump Manifest entry names, with `path`,
+        // the change description inside the package.
+        let patch_path = patch_in_package(&e);
+        if let Some(p) = patch_path {
+            let name = entry_name(p).map_err(|why| {
+                refuse(format!(
+                    "{MANIFEST_NAME} line {}: patch path {:?} of {}: {why}",
+                    e.position.line,
+                    p.chars().take(200).collect::<String>(),
+                    e.loc
+                ))
+            })?;
+            names.insert(name.as_bytes().to_vec());
+        }
         let path = e.md.as_ref().and_then(|m| m.path.as_deref());
         match path {
             // Z39.99-2014 §13.2: a deleted resource has no bitstream.
             None if cap == Capability::ChangeDumpManifest
                 && e.change() == Some(&Change::Deleted) => {}
+            // An update shipped as a patch alone (§14.4): applied to the copy, or left to the
+            // lists. §13.2 asks for a `path` on every other entry; that finding is not fatal here.
+            None if cap == Capability::ChangeDumpManifest
+                && e.change() == Some(&Change::Updated)
+                && patch_path.is_some() =>
+            {
+                patch_only.insert(e.position.line);
+            }
             None => {
                 return Err(refuse(format!(
                     "{MANIFEST_NAME} line {}: {} has no path (Z39.99-2014 §11.2, §13.2)",
@@ -504,10 +539,11 @@ fn open_package(
         .iter()
         .filter(|f| f.severity() == Severity::Error)
         .collect();
-    let (tolerated, fatal): (Vec<&Finding>, Vec<&Finding>) = errors
-        .iter()
-        .copied()
-        .partition(|f| TOLERATED_RULES.contains(&f.rule.id));
+    let (tolerated, fatal): (Vec<&Finding>, Vec<&Finding>) =
+        errors.iter().copied().partition(|f| {
+            TOLERATED_RULES.contains(&f.rule.id)
+                || (f.rule.id == "RS-11.2-path" && patch_only.contains(&f.position.line))
+        });
     // Errors not kept cannot be told apart: they refuse the package too.
     if !fatal.is_empty() || findings.error_count() > errors.len() as u64 {
         let quoted: Vec<String> = fatal
@@ -744,6 +780,76 @@ pub fn unpack_package(
     Ok(out)
 }
 
+/// The `path` of an entry's patch link (Z39.99-2014 §14.4), if it has one.
+fn patch_in_package(e: &Entry) -> Option<&str> {
+    e.links
+        .iter()
+        .find(|l| l.has_rel(PATCH_REL))
+        .and_then(|l| l.path.as_deref())
+}
+
+/// Applies the patch a package carries for an `updated` entry to the copy (Z39.99-2014 §14.4;
+/// see [`crate::patch`]): the result must have the entry's length and digests.
+fn extract_patch(
+    ctx: &Ctx,
+    pkg: &mut Package,
+    e: &Entry,
+    path: &str,
+) -> std::result::Result<Applied, String> {
+    let link = PatchLink::from_entry(e).ok_or("no patch link")?;
+    let rel = ctx.mapper.map(&e.loc).map_err(|e| e.to_string())?;
+    let name = entry_name(path)?;
+    let index = pkg
+        .zip
+        .index_for_name_raw(name.as_bytes())
+        .ok_or_else(|| format!("no ZIP entry {name:?}, which the manifest lists"))?;
+    let limit = link.length.unwrap_or(MAX_PATCH_BYTES).min(MAX_PATCH_BYTES);
+    let mut patch = Vec::new();
+    inflate(&mut pkg.zip, index, &pkg.limits, &mut pkg.budget, |chunk| {
+        if (patch.len() + chunk.len()) as u64 > limit {
+            return Err(Error::Patch {
+                url: format!("{}#{name}", pkg.url),
+                message: format!("longer than the {limit} bytes allowed"),
+            });
+        }
+        patch.extend_from_slice(chunk);
+        Ok(())
+    })?;
+    let prior = ctx.state.resource(&e.loc).map_err(|e| e.to_string())?;
+    let expect = Expect {
+        length: e.length(),
+        hashes: e.hashes().cloned().unwrap_or_default(),
+        max_bytes: ctx.max_resource_bytes,
+    };
+    let body = patch_copy(
+        ctx.store.as_ref(),
+        &rel,
+        prior.as_ref(),
+        &link,
+        &patch,
+        &expect,
+    )?;
+    // Through the store like any copy: temporary file, verified again, then the batch.
+    let mut tmp = ctx.store.create_temp(expect).map_err(|e| e.to_string())?;
+    tmp.write(&body).map_err(|e| e.to_string())?;
+    let body = ctx.store.verify(tmp).map_err(|e| e.to_string())?;
+    let row = ResourceRecord {
+        uri: e.loc.clone(),
+        source: ctx.key.clone(),
+        path: rel.to_string(),
+        length: None,
+        hashes: Default::default(),
+        lastmod: e.lastmod,
+        etag: None,
+        last_modified: None,
+        gone: false,
+    };
+    Ok(Applied::Verified {
+        pending: Pending { body, rel, row },
+        update: true,
+    })
+}
+
 /// A `deleted` entry of a Change Dump Manifest: the copy goes only with `--delete`, as for a
 /// Change List (Z39.99-2014 §13.2); otherwise the Change List reports it.
 fn delete(ctx: &Ctx, uri: &str) -> Result<Applied> {
@@ -788,14 +894,40 @@ fn apply_package(
         }
         ctx.obs.add_total(1);
         let path = e.md.as_ref().and_then(|m| m.path.clone());
+        let patch = patch_in_package(&e)
+            .filter(|_| change_dump && e.change() == Some(&Change::Updated))
+            .map(str::to_owned);
         let res = match (change_dump, e.change(), path) {
             (true, Some(Change::Deleted), _) => {
                 // Earlier entries first: the copy a delete removes may be in the batch.
                 batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
                 delete(ctx, &e.loc)
             }
-            (_, _, Some(p)) => extract(ctx, pkg, &e, &p),
-            (_, _, None) => Ok(Applied::Skipped),
+            // The whole bitstream first (nothing to trust but its digests); the patch when
+            // there is none or it fails (Z39.99-2014 §14.4).
+            (_, _, Some(p)) => match (extract(ctx, pkg, &e, &p), patch) {
+                (Err(err), Some(pp)) => {
+                    batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
+                    extract_patch(ctx, pkg, &e, &pp).map_err(|why| {
+                        Error::Package {
+                            url: pkg.url.clone(),
+                            message: format!("{err}; its patch: {why}"),
+                        }
+                    })
+                }
+                (r, _) => r,
+            },
+            (_, _, None) => match patch {
+                Some(pp) => {
+                    // The patch applies to the copy as recorded: earlier entries first.
+                    batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
+                    extract_patch(ctx, pkg, &e, &pp).map_err(|why| Error::Package {
+                        url: pkg.url.clone(),
+                        message: format!("{}: patch: {why}", e.loc),
+                    })
+                }
+                None => Ok(Applied::Skipped),
+            },
         };
         ctx.obs.resource_done();
         match res {

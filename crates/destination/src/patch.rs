@@ -335,6 +335,77 @@ pub(crate) async fn try_patch(
     .await?
 }
 
+/// The copy at `rel` with a JSON Patch applied, for a patch that came in a Change Dump package
+/// (Z39.99-2014 §14.4: "the entry in the Change Dump Manifest must have the path attribute for
+/// the `<rs:ln>` element that points to the change description that is included in the content
+/// package"): the same conditions as for a patch link of a Change List (module documentation),
+/// checked on this thread. Returns the serialization whose length and digests match `expect`.
+pub(crate) fn patch_copy(
+    store: &dyn Store,
+    rel: &RelPath,
+    prior: Option<&ResourceRecord>,
+    link: &PatchLink,
+    patch: &[u8],
+    expect: &Expect,
+) -> std::result::Result<Vec<u8>, String> {
+    if !link.is_json_patch() {
+        return Err(format!(
+            "patch type {:?} is not JSON Patch",
+            link.mime_type.as_deref().unwrap_or_default()
+        ));
+    }
+    if expect.hashes.known_algs().is_empty() {
+        return Err("the change publishes no digest to verify the patched copy".into());
+    }
+    let Some(prior) = prior.filter(|p| !p.gone) else {
+        return Err("no current copy recorded to patch".into());
+    };
+    let Some(plen) = prior.length.filter(|n| *n <= MAX_PATCHED_BYTES) else {
+        return Err(format!(
+            "the copy's recorded length is unknown or over {MAX_PATCHED_BYTES} bytes"
+        ));
+    };
+    let algs = prior.hashes.known_algs();
+    if algs.is_empty() {
+        return Err("the state has no digest of the copy".into());
+    }
+    let mut h = MultiHasher::new(&link.hashes.known_algs());
+    h.update(patch);
+    Expect {
+        length: link.length,
+        hashes: link.hashes.clone(),
+        max_bytes: MAX_PATCH_BYTES,
+    }
+    .verify(patch.len() as u64, &h.finish())
+    .map_err(|e| format!("the patch: {e}"))?;
+    let mut original = Vec::new();
+    store
+        .open(rel)
+        .map_err(|e| e.to_string())?
+        .take(MAX_PATCHED_BYTES + 1)
+        .read_to_end(&mut original)
+        .map_err(|e| format!("reading {rel}: {e}"))?;
+    // The patch applies to the previous version: the copy must be what the state records.
+    let mut h = MultiHasher::new(&algs);
+    h.update(&original);
+    Expect {
+        length: Some(plen),
+        hashes: prior.hashes.clone(),
+        max_bytes: MAX_PATCHED_BYTES,
+    }
+    .verify(original.len() as u64, &h.finish())
+    .map_err(|e| format!("the copy is not the version recorded: {e}"))?;
+    let algs = expect.algs();
+    apply_json_patch(&original, patch)?
+        .into_iter()
+        .find(|c| {
+            let mut h = MultiHasher::new(&algs);
+            h.update(c);
+            expect.verify(c.len() as u64, &h.finish()).is_ok()
+        })
+        .ok_or_else(|| "the patched copy does not have the published length and digests".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

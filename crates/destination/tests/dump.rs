@@ -940,3 +940,139 @@ async fn json_patches_are_applied_and_wrong_ones_fall_back_to_a_full_fetch() {
     assert_eq!(std::fs::read(dest.join("data.json")).expect("copy"), v5);
     assert_eq!(dest_files(&dest), source_files(src.path()));
 }
+
+/// Rewrites the Change Dump package whose manifest lists `loc` as `updated`: its bitstream is
+/// replaced by a JSON Patch named by a patch link with a `path` (Z39.99-2014 §14.4), and the
+/// Change Dump's `length` and `hash` of the package follow.
+fn ship_as_patch(root: &Path, loc: &str, patch: &[u8]) {
+    let cd_path = root.join("resourcesync/changedump.xml");
+    let mut cd = std::fs::read_to_string(&cd_path).expect("change dump");
+    let mut done = false;
+    let mut zips: Vec<std::path::PathBuf> = Vec::new();
+    let mut stack = vec![root.join("resourcesync")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "zip") {
+                zips.push(p);
+            }
+        }
+    }
+    for z in zips {
+        let old = std::fs::read(&z).expect("zip");
+        let mut a = zip::ZipArchive::new(std::io::Cursor::new(old.clone())).expect("open");
+        let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+        for i in 0..a.len() {
+            let mut f = a.by_index(i).expect("entry");
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut b).expect("read");
+            entries.push((f.name().expect("name").into_owned(), b));
+        }
+        let Some(mi) = entries.iter().position(|(n, _)| n == "manifest.xml") else {
+            continue;
+        };
+        let manifest = String::from_utf8(entries[mi].1.clone()).expect("utf-8");
+        let needle = format!("<loc>{loc}</loc>");
+        let Some(at) = manifest.find(&needle) else {
+            continue;
+        };
+        let start = manifest[..at].rfind("<url>").expect("url");
+        let end = at + manifest[at..].find("</url>").expect("end");
+        let block = &manifest[start..end];
+        if !block.contains("change=\"updated\"") {
+            continue;
+        }
+        let path_at = block.find(" path=\"").expect("path") + 7;
+        let path_end = path_at + block[path_at..].find('"').expect("quote");
+        let bitstream = block[path_at..path_end].trim_start_matches('/').to_owned();
+        let link = format!(
+            "<rs:ln rel=\"http://www.openarchives.org/rs/terms/patch\" href=\"{loc}.patch\" \
+             type=\"application/json-patch+json\" length=\"{}\" hash=\"md5:{}\" path=\"/patches/p1.json\"/>",
+            patch.len(),
+            md5_of(patch).trim_start_matches("md5:")
+        );
+        // No path on the entry itself: the patch is all the package carries for it.
+        let new_block = format!(
+            "{}{}{link}",
+            &block[..path_at - 7],
+            &block[path_end + 1..]
+        );
+        let manifest = format!("{}{new_block}{}", &manifest[..start], &manifest[end..]);
+        entries.retain(|(n, _)| n != &bitstream && n != "manifest.xml");
+        entries.push(("patches/p1.json".into(), patch.to_vec()));
+        entries.push(("manifest.xml".into(), manifest.into_bytes()));
+        let refs: Vec<(&str, &[u8])> = entries
+            .iter()
+            .map(|(n, b)| (n.as_str(), b.as_slice()))
+            .collect();
+        let new = zip_of(&refs);
+        std::fs::write(&z, &new).expect("write zip");
+        let name = z.file_name().expect("name").to_string_lossy().into_owned();
+        let (old_len, new_len) = (format!("length=\"{}\"", old.len()), format!("length=\"{}\"", new.len()));
+        let digest = |b: &[u8], alg: HashAlg| {
+            MultiHasher::new(&[alg])
+                .hash_reader(b)
+                .expect("hash")
+                .1
+                .to_string()
+        };
+        let at = cd.find(&format!("{name}</loc>")).expect("package in the change dump");
+        let end = at + cd[at..].find("</url>").expect("end");
+        let mut entry = cd[at..end].replace(&old_len, &new_len);
+        for alg in [HashAlg::Md5, HashAlg::Sha1, HashAlg::Sha256] {
+            entry = entry.replace(&digest(&old, alg.clone()), &digest(&new, alg));
+        }
+        assert!(entry.contains(&new_len), "the package's length rewritten: {entry}");
+        cd = format!("{}{entry}{}", &cd[..at], &cd[end..]);
+        done = true;
+    }
+    assert!(done, "no Change Dump package updates {loc}");
+    std::fs::write(&cd_path, cd).expect("write change dump");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_inside_a_change_dump_package_is_applied_to_the_copy() {
+    let src = tmp();
+    let v1 = b"{\n  \"n\": 1,\n  \"list\": [\n    1\n  ]\n}\n";
+    write_tree(src.path(), &[("data.json", v1), ("other.txt", b"other")]);
+    let server = Server::start(src.path()).await;
+    let publish_rotating = |root: &Path, base: &str| {
+        publish_with(root, base, |c| {
+            c.publish.dumps = true;
+            c.scan.rotation.max_entries = 1;
+        })
+    };
+    publish_rotating(src.path(), &server.base);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    o.prefer_dumps = true;
+    run(&o).await;
+
+    let v2 = b"{\n  \"n\": 2,\n  \"list\": [\n    1,\n    2\n  ]\n}\n";
+    write_tree(src.path(), &[("data.json", v2)]);
+    publish_rotating(src.path(), &server.base);
+    // A second change closes the period of the first, which gets its package.
+    write_tree(src.path(), &[("other.txt", b"other, changed")]);
+    publish_rotating(src.path(), &server.base);
+    let loc = format!("{}data.json", server.base);
+    ship_as_patch(
+        src.path(),
+        &loc,
+        br#"[{"op":"replace","path":"/n","value":2},{"op":"add","path":"/list/-","value":2}]"#,
+    );
+    server.reset_hits();
+    let r = run(&o).await;
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert!(r.from_packages >= 1, "{r:?}");
+    assert!(
+        !has_warning(&r, "data.json"),
+        "the patch was applied: {:?}",
+        r.warnings
+    );
+    assert_eq!(server.hits("/data.json"), 0, "patched from the package, not fetched");
+    assert_eq!(std::fs::read(dest.join("data.json")).expect("copy"), v2);
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}
