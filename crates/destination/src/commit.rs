@@ -246,14 +246,24 @@ mod tests {
         ];
         let done = commit_batch(&store, &state, batch, Origin::Download);
         assert_eq!(done[0], Ok(3));
-        assert!(done[1].as_ref().is_err_and(|e| e.contains("directory")), "{done:?}");
+        assert!(
+            done[1].as_ref().is_err_and(|e| e.contains("directory")),
+            "{done:?}"
+        );
         assert_eq!(done[2], Ok(2));
         assert_eq!(std::fs::read(d.path().join("x/y/b.txt")).expect("b"), b"bb");
         let row = state.resource("http://h/a").expect("get").expect("row");
         assert_eq!(row.length, Some(3));
-        assert!(!row.hashes.is_empty(), "the digest computed while writing is kept");
+        assert!(
+            !row.hashes.is_empty(),
+            "the digest computed while writing is kept"
+        );
         assert!(state.resource("http://h/t").expect("get").is_none());
-        assert_eq!(store.clean_tmp().expect("clean"), 0, "no temporary file left");
+        assert_eq!(
+            store.clean_tmp().expect("clean"),
+            0,
+            "no temporary file left"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

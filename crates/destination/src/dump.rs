@@ -67,13 +67,13 @@ use resourcesync_model::{
 use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, Store, TempFile};
 use zip::ZipArchive;
 
+use crate::commit::{MAX_BATCH, Origin, Pending, commit_batch};
 use crate::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
 use crate::error::{Error, Result};
 use crate::http::body_error;
 use crate::mapping::UriMapper;
-use crate::staging::StagedItem;
-use crate::commit::{MAX_BATCH, Origin, Pending, commit_batch};
 use crate::patch::{MAX_PATCH_BYTES, PATCH_REL, PatchLink, patch_copy};
+use crate::staging::StagedItem;
 use crate::sync::Ctx;
 
 /// The name of the manifest inside every package (Z39.99-2014 §11.2, §13.2).
@@ -599,7 +599,10 @@ fn open_package(
 /// What one manifest entry came to.
 enum Applied {
     /// Extracted and verified: put in place and recorded with its batch.
-    Verified { pending: Pending, update: bool },
+    Verified {
+        pending: Box<Pending>,
+        update: bool,
+    },
     Unchanged,
     Deleted,
     Skipped,
@@ -648,7 +651,7 @@ fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str) -> Result<Applie
         gone: false,
     };
     Ok(Applied::Verified {
-        pending: Pending { body, rel, row },
+        pending: Box::new(Pending { body, rel, row }),
         update: existing.is_some() || prior.is_some_and(|p| !p.gone),
     })
 }
@@ -845,7 +848,7 @@ fn extract_patch(
         gone: false,
     };
     Ok(Applied::Verified {
-        pending: Pending { body, rel, row },
+        pending: Box::new(Pending { body, rel, row }),
         update: true,
     })
 }
@@ -908,11 +911,9 @@ fn apply_package(
             (_, _, Some(p)) => match (extract(ctx, pkg, &e, &p), patch) {
                 (Err(err), Some(pp)) => {
                     batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
-                    extract_patch(ctx, pkg, &e, &pp).map_err(|why| {
-                        Error::Package {
-                            url: pkg.url.clone(),
-                            message: format!("{err}; its patch: {why}"),
-                        }
+                    extract_patch(ctx, pkg, &e, &pp).map_err(|why| Error::Package {
+                        url: pkg.url.clone(),
+                        message: format!("{err}; its patch: {why}"),
                     })
                 }
                 (r, _) => r,
@@ -932,7 +933,7 @@ fn apply_package(
         ctx.obs.resource_done();
         match res {
             Ok(Applied::Verified { pending, update }) => {
-                batch.entries.push((pending, e.loc.clone(), update));
+                batch.entries.push((*pending, e.loc.clone(), update));
                 if batch.entries.len() >= MAX_BATCH {
                     batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
                 }
@@ -997,10 +998,11 @@ impl Batch {
         if self.entries.is_empty() {
             return Ok(());
         }
-        let (pending, rest): (Vec<Pending>, Vec<(String, bool)>) = std::mem::take(&mut self.entries)
-            .into_iter()
-            .map(|(p, loc, update)| (p, (loc, update)))
-            .unzip();
+        let (pending, rest): (Vec<Pending>, Vec<(String, bool)>) =
+            std::mem::take(&mut self.entries)
+                .into_iter()
+                .map(|(p, loc, update)| (p, (loc, update)))
+                .unzip();
         let done = commit_batch(
             ctx.store.as_ref(),
             ctx.state.as_ref(),

@@ -283,15 +283,11 @@ fn has_evidence(item: &StagedItem, copy: &ResourceRecord) -> bool {
 
 enum Fetched {
     /// Downloaded and verified, to be put in place by the committer.
-    Verified(Pending),
+    Verified(Box<Pending>),
     NotModified,
 }
 
-async fn run_job(
-    ctx: &Arc<Ctx>,
-    job: Job,
-    permit: &mut Option<OwnedSemaphorePermit>,
-) -> Outcome {
+async fn run_job(ctx: &Arc<Ctx>, job: Job, permit: &mut Option<OwnedSemaphorePermit>) -> Outcome {
     let uri = job.item.uri.clone();
     let rel = match ctx.mapper.map(&uri) {
         Ok(r) => r,
@@ -469,7 +465,7 @@ async fn fetch(
             .await;
         match r {
             Ok(Fetched::Verified(p)) => {
-                let receipt = ctx.committer.enqueue(p).await?;
+                let receipt = ctx.committer.enqueue(*p).await?;
                 // Queued: the next download may start while this copy waits for its batch (the
                 // queue is bounded, so downloads cannot outrun the commits).
                 drop(permit.take());
@@ -551,7 +547,7 @@ async fn download(
         // A write of what is buffered and the digests' last block: no waiting for the disk.
         store.verify(tmp)?
     };
-    Ok(Fetched::Verified(Pending {
+    Ok(Fetched::Verified(Box::new(Pending {
         body,
         rel: rel.clone(),
         row: ResourceRecord {
@@ -565,7 +561,7 @@ async fn download(
             last_modified,
             gone: false,
         },
-    }))
+    })))
 }
 
 async fn delete(

@@ -994,11 +994,7 @@ fn ship_as_patch(root: &Path, loc: &str, patch: &[u8]) {
             md5_of(patch).trim_start_matches("md5:")
         );
         // No path on the entry itself: the patch is all the package carries for it.
-        let new_block = format!(
-            "{}{}{link}",
-            &block[..path_at - 7],
-            &block[path_end + 1..]
-        );
+        let new_block = format!("{}{}{link}", &block[..path_at - 7], &block[path_end + 1..]);
         let manifest = format!("{}{new_block}{}", &manifest[..start], &manifest[end..]);
         entries.retain(|(n, _)| n != &bitstream && n != "manifest.xml");
         entries.push(("patches/p1.json".into(), patch.to_vec()));
@@ -1010,7 +1006,10 @@ fn ship_as_patch(root: &Path, loc: &str, patch: &[u8]) {
         let new = zip_of(&refs);
         std::fs::write(&z, &new).expect("write zip");
         let name = z.file_name().expect("name").to_string_lossy().into_owned();
-        let (old_len, new_len) = (format!("length=\"{}\"", old.len()), format!("length=\"{}\"", new.len()));
+        let (old_len, new_len) = (
+            format!("length=\"{}\"", old.len()),
+            format!("length=\"{}\"", new.len()),
+        );
         let digest = |b: &[u8], alg: HashAlg| {
             MultiHasher::new(&[alg])
                 .hash_reader(b)
@@ -1018,13 +1017,18 @@ fn ship_as_patch(root: &Path, loc: &str, patch: &[u8]) {
                 .1
                 .to_string()
         };
-        let at = cd.find(&format!("{name}</loc>")).expect("package in the change dump");
+        let at = cd
+            .find(&format!("{name}</loc>"))
+            .expect("package in the change dump");
         let end = at + cd[at..].find("</url>").expect("end");
         let mut entry = cd[at..end].replace(&old_len, &new_len);
         for alg in [HashAlg::Md5, HashAlg::Sha1, HashAlg::Sha256] {
             entry = entry.replace(&digest(&old, alg.clone()), &digest(&new, alg));
         }
-        assert!(entry.contains(&new_len), "the package's length rewritten: {entry}");
+        assert!(
+            entry.contains(&new_len),
+            "the package's length rewritten: {entry}"
+        );
         cd = format!("{}{entry}{}", &cd[..at], &cd[end..]);
         done = true;
     }
@@ -1072,7 +1076,11 @@ async fn a_patch_inside_a_change_dump_package_is_applied_to_the_copy() {
         "the patch was applied: {:?}",
         r.warnings
     );
-    assert_eq!(server.hits("/data.json"), 0, "patched from the package, not fetched");
+    assert_eq!(
+        server.hits("/data.json"),
+        0,
+        "patched from the package, not fetched"
+    );
     assert_eq!(std::fs::read(dest.join("data.json")).expect("copy"), v2);
     assert_eq!(dest_files(&dest), source_files(src.path()));
 }

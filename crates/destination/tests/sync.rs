@@ -210,7 +210,10 @@ async fn a_split_resource_list_is_read_part_by_part_and_audited() {
         .collect();
     assert_eq!(whys, [("d1/f01.txt", "length")]);
     assert_eq!((a.missing.len(), a.extra.len()), (1, 1));
-    assert_eq!(a.in_sync_count, 9, "d0/f00.txt counted in sync by its recorded digest");
+    assert_eq!(
+        a.in_sync_count, 9,
+        "d0/f00.txt counted in sync by its recorded digest"
+    );
 
     // A sync repairs the removed and truncated copies (the state is checked against the files).
     let r = run(&options(&server.base, &dest)).await;
@@ -750,6 +753,10 @@ async fn http2_prior_knowledge_is_opt_in() {
         server.reset_hits();
         let r = run(&o).await;
         assert_eq!((r.created, r.failed), (1, 0));
-        assert_eq!(server.versions(), [expect], "prior knowledge {prior_knowledge}");
+        assert_eq!(
+            server.versions(),
+            [expect],
+            "prior knowledge {prior_knowledge}"
+        );
     }
 }
