@@ -137,7 +137,8 @@ fn kill_9_then_resume_without_refetching() {
     publish(src.path(), &server.base, None);
     let out = tmp();
     let dest = dest_in(&out);
-    // One download at a time: once the fourth resource is requested, three are in place.
+    // One download at a time: once the fourth resource is requested, three are downloaded and
+    // verified; copies are put in place and recorded in batches, so up to three are in place.
     let stalled = server.stall_after(3);
     let mut child = bin()
         .args(["sync", &server.base, p(&dest), "--concurrency", "1"])
@@ -153,7 +154,7 @@ fn kill_9_then_resume_without_refetching() {
     // No file at its final path is partial or wrong.
     let done = dest_files(&dest);
     let all = source_files(src.path());
-    assert_eq!(done.len(), 3, "{:?}", done.keys());
+    assert!(done.len() <= 3, "{:?}", done.keys());
     for (path, content) in &done {
         assert_eq!(all.get(path), Some(content), "{path}");
     }
@@ -162,7 +163,8 @@ fn kill_9_then_resume_without_refetching() {
     let o = run(&["sync", &server.base, p(&dest), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v = json(&o);
-    assert_eq!(v["created"], 5, "{v}");
+    // Copies in place are not fetched again (recorded, or adopted by their digest).
+    assert_eq!(v["created"], 8 - done.len(), "{v}");
     for path in done.keys() {
         assert_eq!(server.hits(&format!("/{path}")), 0, "{path} fetched again");
     }
