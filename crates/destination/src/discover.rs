@@ -439,7 +439,7 @@ impl Discovery<'_> {
         for l in links {
             match self.resolve_url(l, 1).await {
                 Ok(i) => return Some(i),
-                Err(e) => tried.push(format!("resourcesync link {l}: {e}")),
+                Err(e) => tried.push(tried_line("resourcesync link", l, &e)),
             }
         }
         None
@@ -454,7 +454,7 @@ impl Discovery<'_> {
         let d = match self.f.download(&robots).await {
             Ok(d) => d,
             Err(e) => {
-                tried.push(format!("{robots}: {e}"));
+                tried.push(tried_line("", &robots, &e));
                 return Ok(None);
             }
         };
@@ -474,7 +474,7 @@ impl Discovery<'_> {
                         sets.push(i);
                     }
                 }
-                Err(e) => tried.push(format!("Sitemap {s} (robots.txt): {e}")),
+                Err(e) => tried.push(tried_line("Sitemap (robots.txt)", s, &e)),
             }
         }
         let pick = |v: Vec<SourceInfo>,
@@ -550,7 +550,7 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
             }
         }
         Err(e @ Error::SeveralSets { .. }) => return Err(e),
-        Err(e) => tried.push(format!("{url}: {e}")),
+        Err(e) => tried.push(tried_line("", url, &e)),
     }
     let root = is_site_root(&parsed);
     if !root {
@@ -565,7 +565,7 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
         match d.resolve_url(&well_known, 0).await {
             Ok(i) => return Ok(i),
             Err(e @ (Error::SeveralSets { .. } | Error::Discovery { .. })) => return Err(e),
-            Err(e) => tried.push(format!("{well_known}: {e}")),
+            Err(e) => tried.push(tried_line("", &well_known, &e)),
         }
     }
     if let Some(i) = d.try_robots(&origin, &mut tried).await? {
@@ -586,9 +586,44 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
     })
 }
 
+/// One line of what discovery tried: `what URL: error`, without saying the URL twice when the
+/// error starts with it (most errors name the document they are about).
+fn tried_line(what: &str, url: &str, e: &Error) -> String {
+    let e = e.to_string();
+    let what = if what.is_empty() {
+        String::new()
+    } else {
+        format!("{what} ")
+    };
+    match e.strip_prefix(url) {
+        Some(rest) if rest.starts_with(':') => format!("{what}{url}{rest}"),
+        _ => format!("{what}{url}: {e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_was_tried_names_each_url_once() {
+        let u = "http://h/robots.txt";
+        let same = Error::Status {
+            url: u.into(),
+            status: 404,
+            retry_after: None,
+        };
+        assert_eq!(tried_line("", u, &same), "http://h/robots.txt: HTTP 404");
+        let other = Error::Status {
+            url: "http://h/cl.xml".into(),
+            status: 500,
+            retry_after: None,
+        };
+        assert_eq!(
+            tried_line("Sitemap (robots.txt)", "http://h/rl.xml", &other),
+            "Sitemap (robots.txt) http://h/rl.xml: http://h/cl.xml: HTTP 500"
+        );
+    }
 
     #[test]
     fn link_headers() {
