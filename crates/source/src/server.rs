@@ -282,11 +282,15 @@ pub async fn start_with(
             HubChoice::Embedded => {
                 let url = layout.doc_url(crate::notify::HUB_PATH);
                 let db = source.state_path().with_file_name("hub.sqlite");
-                let h = resourcesync_websub::Hub::start(
-                    resourcesync_websub::HubOptions::new(&url),
-                    Some(&db),
-                )
-                .map_err(|e| Error::Config(format!("starting the hub: {e}")))?;
+                // The embedded hub relays this Source's topics only, and only what this
+                // process publishes (in-process, `Hub::publish`): an open relay would let
+                // anyone push forged notifications to the Destinations subscribed here (signed
+                // by the hub with their own secrets) or make the hub fetch and deliver any URL.
+                let mut hopts = resourcesync_websub::HubOptions::new(&url);
+                hopts.allowed_topics = vec![layout.doc_url("")];
+                hopts.publish_over_http = false;
+                let h = resourcesync_websub::Hub::start(hopts, Some(&db))
+                    .map_err(|e| Error::Config(format!("starting the hub: {e}")))?;
                 embedded = Some(h.clone());
                 (url, crate::notify::HubTarget::Embedded(h))
             }

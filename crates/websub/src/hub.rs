@@ -90,6 +90,11 @@ pub struct HubOptions {
     /// Topic URL prefixes accepted (empty: any http(s) topic). Others are denied (WebSub §5.2)
     /// or refused for publishing (403).
     pub allowed_topics: Vec<String>,
+    /// Whether anyone may publish over HTTP (notification POSTs and `hub.mode=publish`; default
+    /// true: WebSub leaves publisher authentication to the hub and this hub has none). A hub
+    /// embedded in its publisher's process publishes through [`Hub::publish`] and turns this off
+    /// (403), so that no one else can publish to its subscribers.
+    pub publish_over_http: bool,
 }
 
 impl HubOptions {
@@ -111,6 +116,7 @@ impl HubOptions {
             retry_initial: Duration::from_secs(1),
             retry_max: Duration::from_secs(3600),
             allowed_topics: Vec::new(),
+            publish_over_http: true,
         }
     }
 
@@ -446,8 +452,18 @@ async fn handle(State(hub): State<Arc<Inner>>, req: Request) -> Response {
     resourcesync_publish(hub, &parts.headers, &ct, &body)
 }
 
+fn publishing_refused() -> Response {
+    text(
+        StatusCode::FORBIDDEN,
+        "this hub takes no publications over HTTP (it is embedded in its publisher)",
+    )
+}
+
 /// Change Notification 1.0.1 §4.1: the payload with `Link` rel=self (topic) and rel=hub.
 fn resourcesync_publish(hub: Arc<Inner>, headers: &HeaderMap, ct: &str, body: &[u8]) -> Response {
+    if !hub.opts.publish_over_http {
+        return publishing_refused();
+    }
     let links: Vec<&str> = headers
         .get_all(header::LINK)
         .iter()
@@ -571,6 +587,9 @@ async fn form_request(hub: Arc<Inner>, body: &[u8]) -> Response {
             )
         }
         Some("publish") => {
+            if !hub.opts.publish_over_http {
+                return publishing_refused();
+            }
             urls.sort();
             urls.dedup();
             if urls.is_empty() {
