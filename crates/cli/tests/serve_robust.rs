@@ -28,7 +28,8 @@ struct Server {
 }
 
 impl Server {
-    /// Runs `resourcesync ARGS... --listen 127.0.0.1:0` and waits for its "... at URL" line.
+    /// Runs `resourcesync ARGS... --listen 127.0.0.1:0` and waits for its first line, "... at
+    /// URL" or "... at URL (...)".
     fn start(args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
             .args(args)
@@ -47,7 +48,12 @@ impl Server {
         let line = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("a first line");
-        let url = line.rsplit(" at ").next().expect("URL").to_owned();
+        // "... at URL" (serve) or "... at URL (details)" (hub).
+        let url = line
+            .split(" at http")
+            .nth(1)
+            .map(|u| format!("http{}", u.split_whitespace().next().unwrap_or("")))
+            .expect("a URL after \" at \"");
         let rest = url.strip_prefix("http://").expect("http URL");
         let addr = rest[..rest.find('/').unwrap_or(rest.len())].to_owned();
         Server { child, addr }
@@ -136,6 +142,16 @@ fn get(addr: &str, target: &str) -> Option<(u16, Vec<u8>)> {
     Some((status, body))
 }
 
+/// Sends one request on a new connection: (status, body).
+fn exchange(addr: &str, q: &Req) -> Option<(u16, Vec<u8>)> {
+    let s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    (&s).write_all(&q.bytes(addr)).ok()?;
+    let (status, _, body) = read_response(&mut BufReader::new(&s))?;
+    Some((status, body))
+}
+
 /// What a load run saw.
 #[derive(Debug, Default)]
 struct Load {
@@ -144,16 +160,57 @@ struct Load {
     first_error: Option<String>,
 }
 
-/// `clients` keep-alive connections requesting `targets` round-robin for `secs`; each answer
-/// must be 200 with the expected body (when given). Reconnects only when the server closes.
-fn load(addr: &str, targets: &[(String, Option<Vec<u8>>)], clients: usize, secs: u64) -> Load {
-    let targets = Arc::new(targets.to_vec());
+/// One request of a load: what to send and what must come back.
+#[derive(Debug, Clone)]
+struct Req {
+    method: &'static str,
+    target: String,
+    /// Extra header lines, each ending in CRLF.
+    headers: String,
+    body: Vec<u8>,
+    status: u16,
+    /// The body that must come back, when checked.
+    want: Option<Vec<u8>>,
+}
+
+impl Req {
+    /// A GET that must answer 200 (with `want` as its body when given).
+    fn get(target: impl Into<String>, want: Option<Vec<u8>>) -> Req {
+        Req {
+            method: "GET",
+            target: target.into(),
+            headers: String::new(),
+            body: Vec::new(),
+            status: 200,
+            want,
+        }
+    }
+
+    fn bytes(&self, addr: &str) -> Vec<u8> {
+        let mut out = format!(
+            "{} {} HTTP/1.1\r\nHost: {addr}\r\n{}",
+            self.method, self.target, self.headers
+        );
+        if !self.body.is_empty() || self.method == "POST" {
+            out.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
+        }
+        out.push_str("\r\n");
+        let mut out = out.into_bytes();
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+/// `clients` keep-alive connections sending `reqs` round-robin for `secs`; each answer must
+/// have the expected status (and body, when given). Reconnects only when the server closes.
+fn load(addr: &str, reqs: &[Req], clients: usize, secs: u64) -> Load {
+    let reqs = Arc::new(reqs.to_vec());
     let stop = Arc::new(AtomicBool::new(false));
     let requests = Arc::new(AtomicU64::new(0));
     let mut handles = Vec::new();
     for c in 0..clients {
-        let (targets, stop, requests, addr) = (
-            targets.clone(),
+        let (reqs, stop, requests, addr) = (
+            reqs.clone(),
             stop.clone(),
             requests.clone(),
             addr.to_owned(),
@@ -168,18 +225,18 @@ fn load(addr: &str, targets: &[(String, Option<Vec<u8>>)], clients: usize, secs:
                     .expect("timeout");
                 let mut r = BufReader::new(&s);
                 while !stop.load(Ordering::Relaxed) {
-                    let (t, want) = &targets[i % targets.len()];
+                    let q = &reqs[i % reqs.len()];
+                    let t = &q.target;
                     i += 1;
-                    let req = format!("GET {t} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
-                    if let Err(e) = (&s).write_all(req.as_bytes()) {
+                    if let Err(e) = (&s).write_all(&q.bytes(&addr)) {
                         errors += 1;
                         first.get_or_insert(format!("{t}: write: {e}"));
                         continue 'outer;
                     }
                     requests.fetch_add(1, Ordering::Relaxed);
                     match read_response(&mut r) {
-                        Some((200, h, body)) => {
-                            if want.as_ref().is_some_and(|w| *w != body) {
+                        Some((st, h, body)) if st == q.status => {
+                            if q.want.as_ref().is_some_and(|w| *w != body) {
                                 errors += 1;
                                 first.get_or_insert(format!("{t}: wrong body"));
                             }
@@ -189,9 +246,13 @@ fn load(addr: &str, targets: &[(String, Option<Vec<u8>>)], clients: usize, secs:
                                 continue 'outer;
                             }
                         }
-                        Some((st, _, _)) => {
+                        Some((st, _, body)) => {
                             errors += 1;
-                            first.get_or_insert(format!("{t}: HTTP {st}"));
+                            first.get_or_insert(format!(
+                                "{} {t}: HTTP {st}: {}",
+                                q.method,
+                                String::from_utf8_lossy(&body)
+                            ));
                         }
                         None => {
                             errors += 1;
@@ -231,11 +292,11 @@ fn serve_under_load_for_30_s_answers_every_request() {
         .unwrap_or(30);
     let dir = served_dir();
     let server = serve(dir.path());
-    let mut targets: Vec<(String, Option<Vec<u8>>)> = (0..50)
+    let mut targets: Vec<Req> = (0..50)
         .map(|i| {
             let p = format!("d{}/r{i}.txt", i % 5);
             let body = std::fs::read(dir.path().join(&p)).expect("read");
-            (format!("/{p}"), Some(body))
+            Req::get(format!("/{p}"), Some(body))
         })
         .collect();
     for doc in [
@@ -244,7 +305,7 @@ fn serve_under_load_for_30_s_answers_every_request() {
         "/robots.txt",
         "/",
     ] {
-        targets.push((doc.to_owned(), None));
+        targets.push(Req::get(doc, None));
     }
     let started = Instant::now();
     let l = load(&server.addr, &targets, 8, secs);
@@ -311,17 +372,23 @@ fn traversal_and_the_state_directory_are_never_served() {
 fn huge_request_heads_get_431_or_a_clean_close() {
     let dir = served_dir();
     let server = serve(dir.path());
+    huge_heads(&server, "/d0/r0.txt");
+}
+
+/// Huge request heads to `server` get 431 (or 414, 400) or a clean close, and `probe` still
+/// answers 200 after them.
+fn huge_heads(server: &Server, probe: &str) {
     let one_big = format!("X-Big: {}\r\n", "a".repeat(1 << 20));
     let many: String = (0..10_000).map(|i| format!("X-H{i}: v\r\n")).collect();
     let long_target = format!("/{}", "a".repeat(1 << 20));
     for (name, head) in [
         (
             "a 1 MiB header",
-            format!("GET /d0/r0.txt HTTP/1.1\r\nHost: x\r\n{one_big}\r\n"),
+            format!("GET {probe} HTTP/1.1\r\nHost: x\r\n{one_big}\r\n"),
         ),
         (
             "10,000 headers",
-            format!("GET /d0/r0.txt HTTP/1.1\r\nHost: x\r\n{many}\r\n"),
+            format!("GET {probe} HTTP/1.1\r\nHost: x\r\n{many}\r\n"),
         ),
         (
             "a 1 MiB target",
@@ -339,9 +406,12 @@ fn huge_request_heads_get_431_or_a_clean_close() {
             assert!(matches!(status, 431 | 414 | 400), "{name}: HTTP {status}");
         }
     }
-    let (status, _) = get(&server.addr, "/d0/r0.txt").expect("still serving");
+    let (status, _) = get(&server.addr, probe).expect("still serving");
     assert_eq!(status, 200);
 }
+
+/// Idle connections held by [`idle_connections`].
+const IDLE: usize = 10_000;
 
 /// Raises this process's open-file limit (inherited by the server it starts) to `n`.
 fn raise_nofile(n: u64) {
@@ -367,12 +437,19 @@ fn raise_nofile(n: u64) {
 
 #[test]
 fn ten_thousand_idle_connections_keep_memory_bounded() {
-    const IDLE: usize = 10_000;
+    // Before the server starts: it inherits the limit.
     raise_nofile(IDLE as u64 + 1_000);
     let dir = served_dir();
     let server = serve(dir.path());
+    idle_connections("serve", &server, "/d0/r0.txt");
+}
+
+/// 10,000 idle connections to `server`, half of them with an unfinished request head: `probe`
+/// is answered 200 while they are held and after, and the server's memory grows by less than
+/// 64 KiB per connection.
+fn idle_connections(label: &str, server: &Server, probe: &str) {
     // Warm up: the documents are generated, the runtime's threads started.
-    assert_eq!(get(&server.addr, "/d0/r0.txt").map(|r| r.0), Some(200));
+    assert_eq!(get(&server.addr, probe).map(|r| r.0), Some(200));
     let before = server.rss_kib();
     let t0 = Instant::now();
     let mut idle = Vec::with_capacity(IDLE);
@@ -382,25 +459,561 @@ fn ten_thousand_idle_connections_keep_memory_bounded() {
         // means every connection before it was accepted. Batches below the listen backlog
         // (1,024) keep the kernel from dropping handshakes (and retrying them a second later).
         if k % 500 == 499 {
-            assert_eq!(get(&server.addr, "/d0/r0.txt").map(|r| r.0), Some(200));
+            assert_eq!(get(&server.addr, probe).map(|r| r.0), Some(200));
         }
     }
-    eprintln!("connected in {:?}", t0.elapsed());
+    eprintln!("{label}: connected in {:?}", t0.elapsed());
     // Half of them send an unfinished request head and stop.
     for s in idle.iter_mut().step_by(2) {
-        s.write_all(b"GET /d0/r0.txt HTTP/1.1\r\nHost: x\r\n")
+        s.write_all(format!("GET {probe} HTTP/1.1\r\nHost: x\r\n").as_bytes())
             .expect("partial head");
     }
     // Served while they are held: the accept loop took them all.
-    let (status, _) = get(&server.addr, "/d1/r1.txt").expect("served under idle load");
+    let (status, _) = get(&server.addr, probe).expect("served under idle load");
     assert_eq!(status, 200);
     let after = server.rss_kib();
     let per = (after.saturating_sub(before) * 1024) / IDLE as u64;
     eprintln!(
-        "serve: RSS {before} KiB -> {after} KiB with {IDLE} idle connections ({per} bytes each)"
+        "{label}: RSS {before} KiB -> {after} KiB with {IDLE} idle connections ({per} bytes each)"
     );
     assert!(per < 64 * 1024, "{per} bytes per idle connection");
     drop(idle);
-    let (status, _) = get(&server.addr, "/d2/r2.txt").expect("served after");
+    let (status, _) = get(&server.addr, probe).expect("served after");
     assert_eq!(status, 200);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `resourcesync hub` (issue 7 item 4, WebSub hub side).
+
+fn hub(state: &Path) -> Server {
+    Server::start(&["hub", "--state", state.to_str().expect("utf-8")])
+}
+
+/// Percent-encodes everything but unreserved characters (a form value).
+fn form_value(v: &str) -> String {
+    v.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A form POST to the hub.
+fn form(params: &[(&str, &str)], status: u16) -> Req {
+    let body: Vec<String> = params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", form_value(v)))
+        .collect();
+    Req {
+        method: "POST",
+        target: "/".into(),
+        headers: "Content-Type: application/x-www-form-urlencoded\r\n".into(),
+        body: body.join("&").into_bytes(),
+        status,
+        want: None,
+    }
+}
+
+/// A ResourceSync notification POST (Change Notification 1.0.1 §4.1).
+fn notification(hub: &str, topic: &str, body: &[u8], status: u16) -> Req {
+    Req {
+        method: "POST",
+        target: "/".into(),
+        headers: format!(
+            "Content-Type: application/xml\r\nLink: <{topic}>; rel=\"self\", <http://{hub}/>; rel=\"hub\"\r\n"
+        ),
+        body: body.to_vec(),
+        status,
+        want: None,
+    }
+}
+
+const PAYLOAD: &[u8] = br#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="change-notification" from="2026-01-01T00:00:00Z" until="2026-01-01T00:00:01Z"/>
+  <url><loc>http://example.org/a.txt</loc><rs:md change="updated" datetime="2026-01-01T00:00:01Z"/></url>
+</urlset>
+"#;
+
+const SECRET: &str = "a-shared-secret";
+
+/// What the test's subscriber saw.
+#[derive(Debug, Default)]
+struct Seen {
+    verifications: AtomicU64,
+    denials: AtomicU64,
+    deliveries: AtomicU64,
+    bad_signatures: AtomicU64,
+}
+
+/// A request read: (method, target, headers lower-cased, body).
+type Request = (String, String, BTreeMap<String, String>, Vec<u8>);
+
+/// Reads one request.
+fn read_request<R: BufRead>(r: &mut R) -> Option<Request> {
+    let mut line = String::new();
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let mut it = line.split(' ');
+    let method = it.next()?.to_owned();
+    let target = it.next()?.to_owned();
+    let mut headers = BTreeMap::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line).ok()?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':')?;
+        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+    }
+    let n: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; n];
+    r.read_exact(&mut body).ok()?;
+    Some((method, target, headers, body))
+}
+
+/// The test's WebSub subscriber on loopback (a thread per connection, keep-alive): answers
+/// verification of intent with the challenge (WebSub §5.3.1), denials with 200, and deliveries
+/// with 200 when their `X-Hub-Signature` is right (§7.1.2), 403 otherwise.
+fn subscriber() -> (String, Arc<Seen>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let seen = Arc::new(Seen::default());
+    let s2 = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let seen = s2.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(&conn);
+                while let Some((method, target, headers, body)) = read_request(&mut r) {
+                    let query = target.split_once('?').map_or("", |(_, q)| q);
+                    let param = |name: &str| {
+                        query.split('&').find_map(|kv| {
+                            kv.strip_prefix(name)
+                                .and_then(|v| v.strip_prefix('='))
+                                .map(str::to_owned)
+                        })
+                    };
+                    let (status, answer) = if method == "GET" {
+                        if let Some(c) = param("hub.challenge") {
+                            seen.verifications.fetch_add(1, Ordering::Relaxed);
+                            (200, c)
+                        } else {
+                            if param("hub.mode").as_deref() == Some("denied") {
+                                seen.denials.fetch_add(1, Ordering::Relaxed);
+                            }
+                            (200, String::new())
+                        }
+                    } else if resourcesync_websub::signature::verify(
+                        SECRET.as_bytes(),
+                        headers.get("x-hub-signature").map(String::as_str),
+                        &body,
+                    )
+                    .is_ok()
+                    {
+                        seen.deliveries.fetch_add(1, Ordering::Relaxed);
+                        (200, String::new())
+                    } else {
+                        seen.bad_signatures.fetch_add(1, Ordering::Relaxed);
+                        (403, String::new())
+                    };
+                    let resp = format!(
+                        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    if (&conn).write_all(resp.as_bytes()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// A realistic mix for the hub: subscriptions (renewed again and again) and unsubscriptions
+/// whose verification the test's subscriber answers, notifications published the ResourceSync
+/// way to topics with subscribers (each fanned out to signed deliveries), and GETs of paths
+/// the hub does not have (it answers every GET with its description).
+fn hub_mix(hub: &str, sub: &str) -> Vec<Req> {
+    let mut reqs = Vec::new();
+    for k in 0..16 {
+        let topic = format!("http://{sub}/topic{}", k % 4);
+        let callback = format!("http://{sub}/cb{k}?client=x&k={k}");
+        reqs.push(form(
+            &[
+                ("hub.mode", "subscribe"),
+                ("hub.topic", &topic),
+                ("hub.callback", &callback),
+                ("hub.secret", SECRET),
+                ("hub.lease_seconds", "600"),
+                ("unknown.parameter", "ignored"),
+            ],
+            202,
+        ));
+        let churn = format!("http://{sub}/churn{k}");
+        for mode in ["subscribe", "unsubscribe"] {
+            reqs.push(form(
+                &[
+                    ("hub.mode", mode),
+                    ("hub.topic", &format!("http://{sub}/quiet")),
+                    ("hub.callback", &churn),
+                ],
+                202,
+            ));
+        }
+        for _ in 0..10 {
+            reqs.push(notification(hub, &topic, PAYLOAD, 200));
+        }
+        for path in ["/", "/unknown", "/resourcesync-hub.sqlite", "/hub?x=1"] {
+            reqs.push(Req::get(path, None));
+        }
+        reqs.push(Req {
+            method: "PUT",
+            status: 405,
+            ..Req::get("/", None)
+        });
+    }
+    reqs
+}
+
+#[test]
+fn hub_under_load_for_30_s_answers_every_request() {
+    let secs = std::env::var("RESOURCESYNC_LOAD_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let state = tempfile::tempdir().expect("tempdir");
+    let server = hub(&state.path().join("hub.sqlite"));
+    let (sub, seen) = subscriber();
+    let reqs = hub_mix(&server.addr, &sub);
+    let before = server.rss_kib();
+    let started = Instant::now();
+    let l = load(&server.addr, &reqs, 8, secs);
+    let rate = l.requests as f64 / started.elapsed().as_secs_f64();
+    let after = server.rss_kib();
+    eprintln!(
+        "hub: {} requests in {secs} s ({rate:.0}/s), {} errors; subscriber: {} verifications, \
+         {} denials, {} signed deliveries, {} bad signatures; RSS {before} -> {after} KiB",
+        l.requests,
+        l.errors,
+        seen.verifications.load(Ordering::Relaxed),
+        seen.denials.load(Ordering::Relaxed),
+        seen.deliveries.load(Ordering::Relaxed),
+        seen.bad_signatures.load(Ordering::Relaxed),
+    );
+    assert_eq!(l.errors, 0, "first error: {:?}", l.first_error);
+    assert!(l.requests > 1000, "{l:?}");
+    assert!(seen.verifications.load(Ordering::Relaxed) > 0);
+    assert!(seen.deliveries.load(Ordering::Relaxed) > 0);
+    assert_eq!(seen.bad_signatures.load(Ordering::Relaxed), 0);
+    assert_eq!(seen.denials.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn hub_huge_request_heads_get_431_or_a_clean_close() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let server = hub(&state.path().join("hub.sqlite"));
+    huge_heads(&server, "/");
+}
+
+#[test]
+fn hub_ten_thousand_idle_connections_keep_memory_bounded() {
+    raise_nofile(IDLE as u64 + 1_000);
+    let state = tempfile::tempdir().expect("tempdir");
+    let server = hub(&state.path().join("hub.sqlite"));
+    idle_connections("hub", &server, "/");
+}
+
+/// Sends `req` (its body possibly huge, written by another thread while the answer is read)
+/// and returns the status, or `None` for a close without an answer.
+fn send_big(addr: &str, head: String, body: Vec<u8>) -> Option<u16> {
+    let s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let w = s.try_clone().expect("clone");
+    let writer = std::thread::spawn(move || {
+        // The hub may answer and close before the body is all sent.
+        let _ = (&w).write_all(head.as_bytes());
+        let _ = (&w).write_all(&body);
+    });
+    let r = read_response(&mut BufReader::new(&s)).map(|(st, _, _)| st);
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    writer.join().expect("writer");
+    r
+}
+
+#[test]
+fn hub_refuses_oversized_bodies_with_413() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let server = hub(&state.path().join("hub.sqlite"));
+    let addr = server.addr.clone();
+    let link = format!(
+        "Link: <http://127.0.0.1:9/topic>; rel=\"self\", <http://{addr}/>; rel=\"hub\"\r\n"
+    );
+    // Past the defaults: forms 64 KiB, payloads 16 MiB (HubOptions::new).
+    let form_body = format!("hub.mode=subscribe&x={}", "a".repeat(64 * 1024));
+    let cases = [
+        (
+            "a 64 KiB form",
+            format!(
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
+                form_body.len()
+            ),
+            form_body.clone().into_bytes(),
+        ),
+        (
+            "a chunked 64 KiB form",
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n".to_owned(),
+            format!("{:x}\r\n{form_body}\r\n0\r\n\r\n", form_body.len()).into_bytes(),
+        ),
+        (
+            "a 16 MiB payload",
+            format!(
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/xml\r\n{link}Content-Length: {}\r\n\r\n",
+                16 * 1024 * 1024 + 1
+            ),
+            vec![b' '; 16 * 1024 * 1024 + 1],
+        ),
+        (
+            "a chunked 16 MiB payload",
+            format!(
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/xml\r\n{link}Transfer-Encoding: chunked\r\n\r\n"
+            ),
+            {
+                let chunk = format!("{:x}\r\n{}\r\n", 1 << 20, " ".repeat(1 << 20));
+                let mut b = chunk.repeat(17).into_bytes();
+                b.extend_from_slice(b"0\r\n\r\n");
+                b
+            },
+        ),
+    ];
+    for (name, head, body) in cases {
+        let status = send_big(&addr, head, body);
+        eprintln!("{name}: {status:?}");
+        assert_eq!(status, Some(413), "{name}");
+    }
+    // Just under the limits: accepted.
+    let q = notification(&addr, "http://127.0.0.1:9/topic", &vec![b' '; 1 << 20], 200);
+    assert_eq!(exchange(&addr, &q).map(|r| r.0), Some(200));
+    let (status, _) = get(&addr, "/").expect("still serving");
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn the_hub_state_is_never_reachable_over_http() {
+    let parent = tempfile::tempdir().expect("tempdir");
+    let db = parent.path().join("hub.sqlite");
+    let server = hub(&db);
+    let addr = server.addr.clone();
+    assert!(db.is_file(), "the state exists");
+    let abs = db.to_str().expect("utf-8").to_owned();
+    let file_url = format!("file://{abs}");
+    let attacks = [
+        "/hub.sqlite".to_owned(),
+        "/../hub.sqlite".to_owned(),
+        "/%2e%2e/hub.sqlite".to_owned(),
+        "/..%2fhub.sqlite".to_owned(),
+        abs.clone(),
+        format!("/..{abs}"),
+        "/resourcesync-hub.sqlite".to_owned(),
+        "/.resourcesync/hub.sqlite".to_owned(),
+        file_url.clone(),
+        "*".to_owned(),
+    ];
+    for a in &attacks {
+        let r = get(&addr, a);
+        eprintln!("GET {a}: {:?}", r.as_ref().map(|(s, _)| s));
+        if let Some((status, body)) = r {
+            assert!(matches!(status, 200 | 400 | 404), "{a}: HTTP {status}");
+            let text = String::from_utf8_lossy(&body);
+            assert!(!text.contains("SQLite format"), "{a}: {text}");
+        }
+    }
+    // Nor by asking the hub to fetch it, or to deliver to it: only http(s) URLs are taken.
+    let (sub, seen) = subscriber();
+    let reqs = [
+        form(&[("hub.mode", "publish"), ("hub.url", &file_url)], 400),
+        form(&[("hub.mode", "publish"), ("hub.topic", &file_url)], 400),
+        notification(&addr, &file_url, PAYLOAD, 400),
+        form(
+            &[
+                ("hub.mode", "subscribe"),
+                ("hub.topic", &file_url),
+                ("hub.callback", &format!("http://{sub}/cb")),
+            ],
+            400,
+        ),
+        form(
+            &[
+                ("hub.mode", "subscribe"),
+                ("hub.topic", &format!("http://{sub}/topic")),
+                ("hub.callback", &file_url),
+            ],
+            400,
+        ),
+    ];
+    for q in &reqs {
+        let r = exchange(&addr, q).map(|r| r.0);
+        assert_eq!(r, Some(q.status), "{}", String::from_utf8_lossy(&q.body));
+    }
+    assert_eq!(seen.verifications.load(Ordering::Relaxed), 0);
+
+    // The hub embedded in `serve` keeps its state beside the Source's, which is not served.
+    let dir = parent.path().join("served");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("ok.txt"), "ok").expect("write");
+    let served = Server::start(&[
+        "serve",
+        dir.to_str().expect("utf-8"),
+        "--no-watch",
+        "--hub",
+        "embedded",
+    ]);
+    assert!(
+        dir.join(".resourcesync/hub.sqlite").is_file(),
+        "the embedded hub's state exists"
+    );
+    for a in [
+        "/.resourcesync/hub.sqlite",
+        "/%2eresourcesync/hub.sqlite",
+        "/resourcesync/hub/../../.resourcesync/hub.sqlite",
+        "/resourcesync/hub/%2e%2e/%2e%2e/.resourcesync/hub.sqlite",
+        "/resourcesync/hub/hub.sqlite",
+        "/resourcesync/hub.sqlite",
+    ] {
+        let r = get(&served.addr, a);
+        eprintln!(
+            "serve --hub embedded, GET {a}: {:?}",
+            r.as_ref().map(|(s, _)| s)
+        );
+        if let Some((status, body)) = r {
+            assert!(matches!(status, 200 | 400 | 404), "{a}: HTTP {status}");
+            let text = String::from_utf8_lossy(&body);
+            assert!(!text.contains("SQLite format"), "{a}: {text}");
+        }
+    }
+    assert_eq!(get(&served.addr, "/ok.txt"), Some((200, b"ok".to_vec())));
+}
+
+/// Polls `f` until it holds (30 s at most): waiting for the hub's asynchronous work.
+fn until(what: &str, f: impl Fn() -> bool) {
+    let end = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn the_embedded_hub_relays_only_its_sources_topics_and_takes_no_publications() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("ok.txt"), "ok").expect("write");
+    let served = Server::start(&[
+        "serve",
+        dir.path().to_str().expect("utf-8"),
+        "--no-watch",
+        "--hub",
+        "embedded",
+    ]);
+    let addr = served.addr.clone();
+    let hub_path = "/resourcesync/hub";
+    let own_topic = format!("http://{addr}/resourcesync/change-notification");
+    let (sub, seen) = subscriber();
+    let at_hub = |mut q: Req| {
+        q.target = hub_path.to_owned();
+        q
+    };
+    // Anyone could otherwise push forged notifications, signed by the hub with each
+    // subscriber's own secret, or make the hub fetch any URL and deliver it to its subscribers.
+    for q in [
+        notification(&addr, &own_topic, PAYLOAD, 403),
+        form(&[("hub.mode", "publish"), ("hub.url", &own_topic)], 403),
+        form(
+            &[
+                ("hub.mode", "publish"),
+                ("hub.url", &format!("http://{sub}/x")),
+            ],
+            403,
+        ),
+    ] {
+        let q = at_hub(q);
+        let r = exchange(&addr, &q);
+        assert_eq!(
+            r.as_ref().map(|r| r.0),
+            Some(q.status),
+            "{}: {:?}",
+            String::from_utf8_lossy(&q.body),
+            r.map(|r| String::from_utf8_lossy(&r.1).into_owned())
+        );
+    }
+    // A subscription to another topic is denied (WebSub §5.2), never verified.
+    let q = at_hub(form(
+        &[
+            ("hub.mode", "subscribe"),
+            ("hub.topic", &format!("http://{sub}/elsewhere")),
+            ("hub.callback", &format!("http://{sub}/cb")),
+        ],
+        202,
+    ));
+    assert_eq!(exchange(&addr, &q).map(|r| r.0), Some(202));
+    until("the denial", || seen.denials.load(Ordering::Relaxed) == 1);
+    // Its own topic is subscribed to as before.
+    let q = at_hub(form(
+        &[
+            ("hub.mode", "subscribe"),
+            ("hub.topic", &own_topic),
+            ("hub.callback", &format!("http://{sub}/cb")),
+        ],
+        202,
+    ));
+    assert_eq!(exchange(&addr, &q).map(|r| r.0), Some(202));
+    until("the verification", || {
+        seen.verifications.load(Ordering::Relaxed) == 1
+    });
+    assert_eq!(seen.denials.load(Ordering::Relaxed), 1);
+}
+
+/// A burst of 600 connections while `server` accepts none (it is stopped with SIGSTOP): the
+/// kernel completes each handshake only while the listen backlog has room, so with a backlog
+/// below 600 a connection is never answered (its SYN is dropped).
+fn burst_fits_the_backlog(server: &Server) {
+    use rustix::process::{Pid, Signal, kill_process};
+    let pid = Pid::from_child(&server.child);
+    kill_process(pid, Signal::STOP).expect("SIGSTOP");
+    let addr: std::net::SocketAddr = server.addr.parse().expect("addr");
+    let mut held = Vec::new();
+    let mut refused = None;
+    for k in 0..600 {
+        // 3 s: the first SYN and its retransmission after 1 s, both dropped when full.
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(3)) {
+            Ok(s) => held.push(s),
+            Err(e) => {
+                refused = Some((k, e));
+                break;
+            }
+        }
+    }
+    kill_process(pid, Signal::CONT).expect("SIGCONT");
+    assert!(refused.is_none(), "connection not answered: {refused:?}");
+    drop(held);
+    assert_eq!(get(&server.addr, "/").map(|r| r.0), Some(200));
+}
+
+#[test]
+fn the_hub_listens_with_the_backlog_of_serve() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let server = hub(&state.path().join("hub.sqlite"));
+    burst_fits_the_backlog(&server);
 }
