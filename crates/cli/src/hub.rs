@@ -35,6 +35,10 @@ pub(crate) struct HubArgs {
     /// Relay only topics starting with this prefix (repeatable; default: any topic).
     #[arg(long, value_name = "PREFIX")]
     allow_topic: Vec<String>,
+    /// Close a connection after this many seconds without reading or writing (an idle
+    /// keep-alive connection, a stalled request head), as `serve` does.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    idle_timeout: u64,
     /// Print the startup line as JSON.
     #[arg(long)]
     json: bool,
@@ -91,6 +95,10 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
         out.flush()?;
     }
     let router = hub.router();
+    let listener = resourcesync_source::server::IdleListener::new(
+        listener,
+        Duration::from_secs(a.idle_timeout.max(1)),
+    );
     axum::serve(listener, router)
         .with_graceful_shutdown(async {
             crate::signal::next().await;

@@ -1017,3 +1017,41 @@ fn the_hub_listens_with_the_backlog_of_serve() {
     let server = hub(&state.path().join("hub.sqlite"));
     burst_fits_the_backlog(&server);
 }
+
+#[test]
+fn the_hub_closes_idle_and_stalled_connections() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let db = state.path().join("hub.sqlite");
+    let server = Server::start(&[
+        "hub",
+        "--state",
+        db.to_str().expect("utf-8"),
+        "--idle-timeout",
+        "1",
+    ]);
+    for (name, sent) in [
+        ("idle", &b""[..]),
+        ("a stalled request head", &b"POST / HTTP/1.1\r\nHost: x\r\nContent-Ty"[..]),
+        (
+            "a stalled body",
+            &b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nhub.mode="[..],
+        ),
+    ] {
+        let s = TcpStream::connect(&server.addr).expect("connect");
+        // The guard: without the idle timeout, the read below waits for it and fails.
+        s.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        (&s).write_all(sent).expect("write");
+        let mut rest = Vec::new();
+        let r = std::io::Read::read_to_end(&mut &s, &mut rest);
+        eprintln!("{name}: {r:?}, {} bytes", rest.len());
+        assert!(
+            match &r {
+                Ok(_) => true,
+                Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            },
+            "{name}: not closed: {r:?}"
+        );
+    }
+    assert_eq!(get(&server.addr, "/").map(|r| r.0), Some(200));
+}

@@ -1178,11 +1178,20 @@ async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Respon
     resp
 }
 
-/// A listener whose connections close after [`ServeOptions::idle_timeout`] without progress.
+/// A listener whose connections close after [`ServeOptions::idle_timeout`] without progress
+/// (also used by `resourcesync hub`, which serves the WebSub hub's router with it).
 #[derive(Debug)]
-struct IdleListener {
+pub struct IdleListener {
     inner: TcpListener,
     idle: Duration,
+}
+
+impl IdleListener {
+    /// Connections accepted from `inner` fail with `TimedOut` once neither reads nor writes
+    /// have progressed for `idle` (an idle keep-alive connection, a stalled request head).
+    pub fn new(inner: TcpListener, idle: Duration) -> Self {
+        IdleListener { inner, idle }
+    }
 }
 
 impl axum::serve::Listener for IdleListener {
@@ -1213,7 +1222,7 @@ impl axum::serve::Listener for IdleListener {
 /// Progress only records the time; the timer is moved when it fires early (not re-armed on
 /// every read and write, which would cost a timer-wheel update per call).
 #[derive(Debug)]
-struct IdleIo {
+pub struct IdleIo {
     io: TcpStream,
     idle: Duration,
     /// The last progress.
