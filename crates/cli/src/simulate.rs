@@ -19,7 +19,8 @@ pub(crate) enum StrategyArg {
     Baseline,
     /// Poll the Change Lists every sync interval.
     Incremental,
-    /// Change Notifications pushed to the Destination (model mode only for now).
+    /// Change Notifications pushed to the Destination (WebSub; in real mode through the
+    /// Source's embedded hub).
     Push,
 }
 

@@ -232,9 +232,11 @@ pub struct Network {
     pub concurrency: usize,
     /// Seconds of the Destination's own work per synchronization, before its first request
     /// (opening its state, staging, committing): what a real run costs beyond its requests.
+    /// For push: per notification received, before it acts on it.
     pub sync_overhead: f64,
     /// Seconds from a change at the Source to its listing in the Source's documents (and its
-    /// notification): the Source's scan and publish time.
+    /// notification): the Source's scan and publish time. For push: the time of one publish
+    /// batch, to the notification's delivery; changes made while one runs wait for the next.
     pub publish_delay: f64,
 }
 

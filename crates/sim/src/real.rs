@@ -9,7 +9,12 @@
 //! - **incremental**: the ordinary run after the first, from the Change Lists after the cursor.
 //! - **baseline**: the cursor is cleared before each run, so that the Destination diffs its state
 //!   against the Resource List (its "baseline diff", Z39.99-2014 §10).
-//! - **push**: not yet available (see [`run`]).
+//! - **push**: the Source runs with its embedded WebSub hub (`serve --hub embedded`) and the
+//!   Destination is `resourcesync-destination`'s push follower ([`watch_push`], as `sync --watch
+//!   --push` runs it): a first sync, a subscription, then each change notification applied as
+//!   it arrives (see `drive_push`). The hub delivers through a second counting proxy in front
+//!   of the follower's callback: each delivery counts as one request and its payload's body
+//!   bytes, as a document would.
 //!
 //! Between them a proxy counts what travels: each response's body bytes and each request,
 //! documents and resources apart, so that the metrics rest on what went over the wire and not
@@ -23,9 +28,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use resourcesync_destination::{HttpOptions, Quiet, SyncOptions, sync};
+use resourcesync_destination::{
+    HttpOptions, PushOptions, Quiet, Round, StopHandle, SyncOptions, WatchOptions, sync, watch_push,
+};
 use resourcesync_source::server::{self, ServeOptions};
-use resourcesync_source::watch::WatchOptions;
+use resourcesync_source::watch::WatchOptions as SourceWatchOptions;
 use resourcesync_source::{Source, SourceConfig};
 use resourcesync_store::{SourceCursor, SqliteState, StateStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -45,20 +52,7 @@ pub const MAX_REAL_RESOURCES: u64 = 20_000;
 const STALE: u64 = u64::MAX;
 
 /// Runs `cfg` over loopback HTTP in real time.
-///
-/// `--strategy push` is refused for now: pushing needs our WebSub hub and the Source's Change
-/// Notifications (issue 5), which are not there yet. The push strategy plugs in here as a third
-/// driver beside the polling one: subscribe the Destination's callback to the Source's topic,
-/// let each notification start a sync of its entries, and feed the proxy's counts and the copy
-/// states to the same [`Tracker`].
 pub fn run(cfg: &Config) -> Result<Metrics> {
-    if cfg.strategy == Strategy::Push {
-        return Err(Error::Unsupported(
-            "--strategy push --mode real is not yet available: it needs the WebSub hub and the \
-             Source's Change Notifications (issue 5); use --mode model for push"
-                .into(),
-        ));
-    }
     if cfg.resources > MAX_REAL_RESOURCES {
         return Err(Error::Config(format!(
             "--mode real takes at most {MAX_REAL_RESOURCES} resources; use --mode model"
@@ -91,11 +85,76 @@ struct Shared {
     tracker: Mutex<Tracker>,
     meter: Mutex<Meter>,
     clock: Mutex<Option<WallClock>>,
-    /// Times of changes written but not yet published; the sum and count of publish delays.
-    unpublished: Mutex<(Vec<f64>, f64, u64)>,
+    /// Changes written but not yet published (see [`Unpublished`]).
+    unpublished: Mutex<Unpublished>,
+    /// Push: notifications published and delivered, not yet accounted to a round.
+    push: Mutex<PushMeter>,
+    /// Push: the publish batches whose notification has not reached the Destination yet,
+    /// oldest first: when each started and the resources of its changes.
+    in_batch: Mutex<VecDeque<(f64, HashSet<u64>)>>,
+}
+
+/// Changes written but not yet published (resource, time); the sum and count of publish delays.
+type Unpublished = (Vec<(u64, f64)>, f64, u64);
+
+/// What push adds to the [`Meter`]: the deliveries of the hub to the Destination's callback.
+#[derive(Debug, Default)]
+struct PushMeter {
+    /// When the oldest notification not yet accounted to a round reached the Destination's
+    /// callback, on the run's clock.
+    published: Option<f64>,
+    /// Deliveries (content distribution requests, WebSub §7) and their body bytes.
+    deliveries: u64,
+    bytes: u64,
 }
 
 impl Shared {
+    /// A notification of `length` bytes reached the Destination's callback: the batch that
+    /// published the resources it names (Change Notification 1.0.1 §3: one `<loc>` per change)
+    /// took from its start until now.
+    fn delivered(&self, length: u64, body: &[u8]) {
+        let Some(now) = lock(&self.clock).map(|c| c.now()) else {
+            return;
+        };
+        let text = String::from_utf8_lossy(body);
+        let named: HashSet<u64> = text
+            .split("<loc>")
+            .skip(1)
+            .filter_map(|loc| {
+                let url = loc.split("</loc>").next().unwrap_or("");
+                id_of_path(url.rsplit('/').next().unwrap_or(""))
+            })
+            .collect();
+        // The oldest batch with a change it names is the one it comes from; older ones had
+        // nothing new (their changes went out with an earlier batch, which scanned them).
+        let start = {
+            let mut b = lock(&self.in_batch);
+            match b.iter().position(|(_, ids)| !ids.is_disjoint(&named)) {
+                Some(k) => {
+                    b.drain(..k);
+                    b.pop_front().map(|(s, _)| s)
+                }
+                None => None,
+            }
+        };
+        if let Some(s) = start {
+            self.published([s], now);
+        }
+        let mut p = lock(&self.push);
+        p.deliveries += 1;
+        p.bytes += length;
+        p.published.get_or_insert(now);
+    }
+
+    /// The changes made at `times` are published (at `now`).
+    fn published(&self, times: impl IntoIterator<Item = f64>, now: f64) {
+        let mut u = lock(&self.unpublished);
+        for t in times {
+            u.1 += now - t;
+            u.2 += 1;
+        }
+    }
+
     /// One response went through the proxy.
     fn response(&self, path: &str, status: u16, body: u64) {
         let id = id_of_path(path.trim_start_matches('/')).filter(|_| status == 200);
@@ -164,16 +223,17 @@ async fn run_async(cfg: &Config) -> Result<Metrics> {
         .await
         .map_err(|e| Error::Run(format!("opening the Source: {e}")))??;
     let opts = ServeOptions {
-        watch: WatchOptions {
+        watch: SourceWatchOptions {
             // Changes are published by the driver as it makes them, not found by watching.
             use_watcher: false,
             rescan_interval: Duration::from_secs(86_400),
             resourcelist_interval: Duration::ZERO,
-            ..WatchOptions::default()
+            ..SourceWatchOptions::default()
         },
         ..ServeOptions::default()
     };
-    let running = server::start(source, back, opts).await?;
+    let hub = (cfg.strategy == Strategy::Push).then_some(server::HubChoice::Embedded);
+    let running = server::start_with(source, back, opts, hub).await?;
     let shared = Arc::new(Shared {
         tracker: Mutex::new(Tracker::new(
             cfg.duration,
@@ -182,6 +242,8 @@ async fn run_async(cfg: &Config) -> Result<Metrics> {
         meter: Mutex::new(Meter::default()),
         clock: Mutex::new(None),
         unpublished: Mutex::new((Vec::new(), 0.0, 0)),
+        push: Mutex::new(PushMeter::default()),
+        in_batch: Mutex::new(VecDeque::new()),
     });
     {
         let mut tr = lock(&shared.tracker);
@@ -257,6 +319,9 @@ async fn drive(
         backoff_base: Duration::from_millis(20),
         ..HttpOptions::default()
     };
+    if cfg.strategy == Strategy::Push {
+        return drive_push(cfg, w, running, shared, src, dst, tmp, sopts).await;
+    }
     // The first baseline, before the measured interval.
     let first = sync(&sopts, Arc::new(Quiet)).await?;
     let key = first.source.key();
@@ -271,76 +336,7 @@ async fn drive(
     }
     let clock = WallClock::start();
     *lock(&shared.clock) = Some(clock);
-    // The Source's changes, each written at its time; a publisher task beside it scans and
-    // publishes as soon as something was written (changes written while a batch runs go into
-    // the next), so that a slow batch does not delay the changes themselves.
-    let written = Arc::new(tokio::sync::Notify::new());
-    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let publishing = {
-        let (publisher, written, finished, shared) = (
-            running.publisher().clone(),
-            written.clone(),
-            finished.clone(),
-            shared.clone(),
-        );
-        tokio::spawn(async move {
-            loop {
-                written.notified().await;
-                let last = finished.load(std::sync::atomic::Ordering::SeqCst);
-                let batch = std::mem::take(&mut lock(&shared.unpublished).0);
-                publisher.batch(false).await?;
-                let now = clock.now();
-                let mut u = lock(&shared.unpublished);
-                for t in batch {
-                    u.1 += now - t;
-                    u.2 += 1;
-                }
-                if last {
-                    return Ok::<(), Error>(());
-                }
-            }
-        })
-    };
-    let changes = {
-        let (shared, src, tmp, written, finished) = (
-            shared.clone(),
-            src.to_path_buf(),
-            tmp.to_path_buf(),
-            written.clone(),
-            finished.clone(),
-        );
-        let list = w.changes.clone();
-        tokio::spawn(async move {
-            let made = async {
-                for c in list {
-                    tokio::time::sleep_until(clock.instant_of(c.t).into()).await;
-                    if c.kind == ChangeKind::Delete {
-                        let p = src.join(resource_path(c.state.id));
-                        tokio::fs::remove_file(&p)
-                            .await
-                            .map_err(|e| Error::io(format!("removing {}", p.display()), e))?;
-                        let now = clock.now();
-                        lock(&shared.tracker).lead_changed(now, c.state.id, None);
-                        lock(&shared.unpublished).0.push(now);
-                    } else {
-                        write_atomic(&src, &tmp, &c.state).await?;
-                        let now = clock.now();
-                        let mut tr = lock(&shared.tracker);
-                        tr.lead_changed(now, c.state.id, Some(c.state.token));
-                        tr.set_lead_size(c.state.id, c.state.size);
-                        drop(tr);
-                        lock(&shared.unpublished).0.push(now);
-                    }
-                    written.notify_one();
-                }
-                Ok::<(), Error>(())
-            }
-            .await;
-            finished.store(true, std::sync::atomic::Ordering::SeqCst);
-            written.notify_one();
-            made
-        })
-    };
+    let (changes, publishing) = spawn_source(w, running, shared, src, tmp, clock, false);
     let mut k = 1u64;
     let mut drained = 0u32;
     let state_path = sopts.state_path();
@@ -393,6 +389,340 @@ async fn drive(
         Ok(())
     }
     .await;
+    finish(shared, changes, publishing, outcome).await
+}
+
+/// The push strategy: the Destination's push follower ([`watch_push`], as `sync --watch
+/// --push` runs it) subscribed at the Source's embedded hub, the hub delivering through a second
+/// counting proxy in front of the follower's callback.
+///
+/// Each round the follower reports (a payload applied, or a catch-up sync) is one iteration: it
+/// transferred the deliveries received since the last round (one request and the payload's
+/// body bytes each; HTTP headers left out, as for every response) and what the Destination
+/// fetched through the Source's proxy meanwhile; its `sync_seconds` start when the oldest of
+/// those deliveries reached the callback: the follower's own work on a payload is what model
+/// mode takes as `sync_overhead` for push. The publish delay measured is a publish batch's time,
+/// from its start to the delivery of its notification (scan, Change List, the hub's queue and
+/// its POST): model mode publishes push changes in batches of that length, a change made
+/// while one runs waiting for the next, as the publisher here does.
+#[allow(clippy::too_many_arguments)]
+async fn drive_push(
+    cfg: &Config,
+    w: &Workload,
+    running: &server::Running,
+    shared: &Arc<Shared>,
+    src: &Path,
+    dst: &Path,
+    tmp: &Path,
+    sopts: SyncOptions,
+) -> Result<()> {
+    if running.hub().is_none() {
+        return Err(Error::Run("the Source runs without its hub".into()));
+    }
+    // The callback's port is chosen here (bound and released) so that the delivery proxy can
+    // forward to it; the follower binds it again at once, on loopback.
+    let callback_addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| Error::io("choosing the callback's port", e))?;
+        l.local_addr()
+            .map_err(|e| Error::io("callback address", e))?
+    };
+    let front = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| Error::io("binding the delivery proxy", e))?;
+    let front_addr = front
+        .local_addr()
+        .map_err(|e| Error::io("delivery proxy address", e))?;
+    let deliveries = tokio::spawn(delivery_proxy(front, callback_addr, shared.clone()));
+    let popts = PushOptions {
+        callback_listen: callback_addr.to_string(),
+        callback_url: Some(format!("http://{front_addr}/")),
+        // No catch-up polls in the measured interval: every change comes by notification.
+        poll_interval: Duration::from_secs(3600),
+        ..PushOptions::default()
+    };
+    let stop = StopHandle::new();
+    // Told once the follower is subscribed and caught up (its second round), then after
+    // every round.
+    let ready = Arc::new(tokio::sync::Notify::new());
+    let progress = Arc::new(tokio::sync::Notify::new());
+    // The first error reading the copies, reported at the end.
+    let failed: Arc<Mutex<Option<Error>>> = Arc::default();
+    let on_round = {
+        let (shared, dst, ready, progress, failed) = (
+            shared.clone(),
+            dst.to_path_buf(),
+            ready.clone(),
+            progress.clone(),
+            failed.clone(),
+        );
+        let mut rounds = 0u64;
+        move |_: &Round| {
+            rounds += 1;
+            let Some(clock) = *lock(&shared.clock) else {
+                if rounds == 2 {
+                    ready.notify_one();
+                }
+                return;
+            };
+            let t = clock.now();
+            let (mut transfer, arrived) = {
+                let mut m = lock(&shared.meter);
+                // Each resource is required once per iteration.
+                m.fetched.clear();
+                (
+                    std::mem::take(&mut m.transfer),
+                    std::mem::take(&mut m.arrived),
+                )
+            };
+            let p = std::mem::take(&mut *lock(&shared.push));
+            transfer.requests += p.deliveries;
+            transfer.total += p.bytes;
+            let started = p.published.unwrap_or(t).min(t);
+            if let Err(e) = observe(&shared, &dst, t, &arrived) {
+                lock(&failed).get_or_insert(e);
+            }
+            // Busy until the copies are in place (the last body's arrival, as the copy's time
+            // in sync is taken; a removal at the round's end), as model mode counts it.
+            let end = arrived
+                .values()
+                .copied()
+                .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))));
+            {
+                let mut tr = lock(&shared.tracker);
+                tr.iteration(started, transfer);
+                tr.busy(started, end.unwrap_or(t).max(started) - started);
+            }
+            progress.notify_one();
+        }
+    };
+    let mut follower = {
+        let (stop, sopts) = (stop.clone(), sopts.clone());
+        tokio::spawn(async move {
+            watch_push(
+                &sopts,
+                &WatchOptions::default(),
+                &popts,
+                Arc::new(Quiet),
+                &stop,
+                None,
+                on_round,
+            )
+            .await
+        })
+    };
+    // Subscribed and caught up, or the follower ended (an error).
+    tokio::select! {
+        () = ready.notified() => {}
+        r = &mut follower => {
+            deliveries.abort();
+            return match r {
+                Ok(Ok(_)) => Err(Error::Run("the push follower stopped before it was subscribed".into())),
+                Ok(Err(e)) => Err(e.into()),
+                Err(e) => Err(Error::Run(format!("the push follower failed: {e}"))),
+            };
+        }
+    }
+    observe(shared, dst, 0.0, &HashMap::new())?;
+    {
+        let tr = lock(&shared.tracker);
+        if (0..tr.ids()).any(|id| !tr.in_sync(id)) {
+            stop.stop();
+            return Err(Error::Run(
+                "the push follower's first sync did not copy every resource".into(),
+            ));
+        }
+    }
+    let clock = WallClock::start();
+    {
+        let mut m = lock(&shared.meter);
+        *m = Meter {
+            active: true,
+            ..Meter::default()
+        };
+    }
+    *lock(&shared.clock) = Some(clock);
+    let (changes, publishing) = spawn_source(w, running, shared, src, tmp, clock, true);
+    let outcome: Result<()> = async {
+        // Every change made, then applied (or a bound: what is still out of sync is counted
+        // apart as unsynced, as the polling strategies count it after their last drain).
+        tokio::time::sleep_until(clock.instant_of(cfg.duration).into()).await;
+        let bound = tokio::time::Instant::now()
+            + Duration::from_secs_f64((cfg.sync_interval * f64::from(DRAIN_SYNCS)).max(5.0));
+        while !changes.is_finished() || lock(&shared.tracker).unsynced() > 0 {
+            if follower.is_finished() {
+                break;
+            }
+            if tokio::time::timeout_at(bound, progress.notified())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    stop.stop();
+    let followed = follower.await;
+    deliveries.abort();
+    let r = finish(shared, changes, publishing, outcome).await;
+    if let Some(e) = lock(&failed).take() {
+        return Err(e);
+    }
+    match followed {
+        Ok(Ok(_)) => r,
+        Ok(Err(e)) => Err(e.into()),
+        Err(e) => Err(Error::Run(format!("the push follower failed: {e}"))),
+    }
+}
+
+/// The proxy in front of the push follower's callback: counts each POST (a content
+/// distribution request of the hub, WebSub §7) and its body bytes, for the next round.
+async fn delivery_proxy(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let shared = shared.clone();
+        conns.spawn(async move {
+            let Ok(server) = TcpStream::connect(upstream).await else {
+                return;
+            };
+            let _ = client.set_nodelay(true);
+            let _ = server.set_nodelay(true);
+            let (mut cr, mut cw) = client.into_split();
+            let (mut sr, mut sw) = server.into_split();
+            let up = async move {
+                let mut parser = RequestParser {
+                    keep: true,
+                    ..RequestParser::default()
+                };
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    let n = match cr.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    for (method, _, length, body) in parser.feed_with_bodies(&buf[..n]) {
+                        if method == "POST" {
+                            shared.delivered(length, &body);
+                        }
+                    }
+                    if sw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = sw.shutdown().await;
+            };
+            let down = async move {
+                let _ = tokio::io::copy(&mut sr, &mut cw).await;
+                let _ = cw.shutdown().await;
+            };
+            tokio::join!(up, down);
+        });
+        while conns.try_join_next().is_some() {}
+    }
+}
+
+type Task = tokio::task::JoinHandle<Result<()>>;
+
+/// Starts the Source's side of the run: the workload's changes, each written at its time, and
+/// the publisher (see [`drive`]).
+fn spawn_source(
+    w: &Workload,
+    running: &server::Running,
+    shared: &Arc<Shared>,
+    src: &Path,
+    tmp: &Path,
+    clock: WallClock,
+    notified: bool,
+) -> (Task, Task) {
+    // The Source's changes, each written at its time; a publisher task beside it scans and
+    // publishes as soon as something was written (changes written while a batch runs go into
+    // the next), so that a slow batch does not delay the changes themselves.
+    let written = Arc::new(tokio::sync::Notify::new());
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let publishing = {
+        let (publisher, written, finished, shared) = (
+            running.publisher().clone(),
+            written.clone(),
+            finished.clone(),
+            shared.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                written.notified().await;
+                let last = finished.load(std::sync::atomic::Ordering::SeqCst);
+                let batch = std::mem::take(&mut lock(&shared.unpublished).0);
+                if notified {
+                    // Published when its notification reaches the Destination (see
+                    // `drive_push`).
+                    let ids = batch.iter().map(|&(id, _)| id).collect();
+                    lock(&shared.in_batch).push_back((clock.now(), ids));
+                }
+                publisher.batch(false).await?;
+                if !notified {
+                    shared.published(batch.iter().map(|&(_, t)| t), clock.now());
+                }
+                if last {
+                    return Ok::<(), Error>(());
+                }
+            }
+        })
+    };
+    let changes = {
+        let (shared, src, tmp, written, finished) = (
+            shared.clone(),
+            src.to_path_buf(),
+            tmp.to_path_buf(),
+            written.clone(),
+            finished.clone(),
+        );
+        let list = w.changes.clone();
+        tokio::spawn(async move {
+            let made = async {
+                for c in list {
+                    tokio::time::sleep_until(clock.instant_of(c.t).into()).await;
+                    if c.kind == ChangeKind::Delete {
+                        let p = src.join(resource_path(c.state.id));
+                        tokio::fs::remove_file(&p)
+                            .await
+                            .map_err(|e| Error::io(format!("removing {}", p.display()), e))?;
+                        let now = clock.now();
+                        lock(&shared.tracker).lead_changed(now, c.state.id, None);
+                        lock(&shared.unpublished).0.push((c.state.id, now));
+                    } else {
+                        write_atomic(&src, &tmp, &c.state).await?;
+                        let now = clock.now();
+                        let mut tr = lock(&shared.tracker);
+                        tr.lead_changed(now, c.state.id, Some(c.state.token));
+                        tr.set_lead_size(c.state.id, c.state.size);
+                        drop(tr);
+                        lock(&shared.unpublished).0.push((c.state.id, now));
+                    }
+                    written.notify_one();
+                }
+                Ok::<(), Error>(())
+            }
+            .await;
+            finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            written.notify_one();
+            made
+        })
+    };
+    (changes, publishing)
+}
+
+/// Waits for the Source's tasks and records the publish delay measured.
+async fn finish(
+    shared: &Arc<Shared>,
+    changes: Task,
+    publishing: Task,
+    outcome: Result<()>,
+) -> Result<()> {
     let made = changes.await;
     let published = publishing.await;
     {
@@ -487,20 +817,67 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 #[derive(Debug, Default)]
 struct RequestParser {
     buf: Vec<u8>,
+    /// Body bytes of the current request still to skip, and its length.
+    skip: u64,
+    length: u64,
+    /// The request whose body is being skipped, with its body.
+    pending: Option<(String, String, Vec<u8>)>,
+    /// Keep bodies (up to [`MAX_KEPT_BODY`] bytes each), else only count them.
+    keep: bool,
 }
 
+/// Most bytes of a request body the delivery proxy keeps (the follower's own limit).
+const MAX_KEPT_BODY: u64 = 16 << 20;
+
 impl RequestParser {
+    /// `(method, path)` of each request head.
     fn feed(&mut self, data: &[u8]) -> Vec<(String, String)> {
+        self.feed_with_bodies(data)
+            .into_iter()
+            .map(|(m, p, _, _)| (m, p))
+            .collect()
+    }
+
+    /// `(method, path, body length, body kept)` of each complete request (bodies framed by
+    /// Content-Length, as the subscriber's forms and the hub's deliveries are).
+    fn feed_with_bodies(&mut self, data: &[u8]) -> Vec<(String, String, u64, Vec<u8>)> {
         self.buf.extend_from_slice(data);
         let mut out = Vec::new();
-        while let Some(end) = find(&self.buf, b"\r\n\r\n") {
+        loop {
+            if self.skip > 0 {
+                let k = self.skip.min(self.buf.len() as u64);
+                let bytes = self.buf.drain(..k as usize);
+                if let Some(p) = &mut self.pending {
+                    if self.keep && (p.2.len() as u64) < MAX_KEPT_BODY {
+                        p.2.extend(bytes);
+                    }
+                }
+                self.skip -= k;
+                if self.skip > 0 {
+                    break;
+                }
+            }
+            if let Some((m, p, body)) = self.pending.take() {
+                out.push((m, p, self.length, body));
+            }
+            let Some(end) = find(&self.buf, b"\r\n\r\n") else {
+                break;
+            };
             let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
             self.buf.drain(..end + 4);
-            let mut words = head.lines().next().unwrap_or("").split(' ');
+            let mut lines = head.lines();
+            let mut words = lines.next().unwrap_or("").split(' ');
             let method = words.next().unwrap_or("").to_owned();
             let target = words.next().unwrap_or("");
             let path = target.split(['?', '#']).next().unwrap_or("").to_owned();
-            out.push((method, path));
+            let length = lines
+                .filter_map(|l| l.split_once(':'))
+                .find(|(n, _)| n.trim().eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            self.skip = length;
+            self.length = length;
+            self.pending = Some((method, path, Vec::new()));
         }
         out
     }
@@ -681,6 +1058,23 @@ mod tests {
         for b in stream {
             got.extend(p.feed(std::slice::from_ref(b), &reqs));
         }
+        // Request bodies (a subscription form, a delivery) are framed by Content-Length and
+        // kept when asked for.
+        let mut rp = RequestParser {
+            keep: true,
+            ..RequestParser::default()
+        };
+        let mut heads = Vec::new();
+        for b in b"POST /cb HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /x HTTP/1.1\r\n\r\n" {
+            heads.extend(rp.feed_with_bodies(std::slice::from_ref(b)));
+        }
+        assert_eq!(
+            heads,
+            [
+                ("POST".into(), "/cb".into(), 5, b"hello".to_vec()),
+                ("GET".into(), "/x".into(), 0, Vec::new())
+            ]
+        );
         assert_eq!(
             got,
             [
