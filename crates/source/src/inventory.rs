@@ -111,13 +111,13 @@ pub struct DirInventory {
 /// where resolving the path again would take one per component, and could race with a change
 /// of the tree between the check and the open).
 #[cfg(target_os = "linux")]
-fn opened_path(f: &std::fs::File) -> Option<PathBuf> {
+pub(crate) fn opened_path(f: &std::fs::File) -> Option<PathBuf> {
     use std::os::fd::AsRawFd;
     std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()
 }
 
 #[cfg(not(target_os = "linux"))]
-fn opened_path(_: &std::fs::File) -> Option<PathBuf> {
+pub(crate) fn opened_path(_: &std::fs::File) -> Option<PathBuf> {
     None
 }
 

@@ -64,7 +64,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::compression::CompressionLayer;
 
 use crate::error::{Error, Result};
-use crate::inventory::DirInventory;
+use crate::inventory::{DirInventory, opened_path};
 use crate::layout::Layout;
 use crate::publish::published_resource_list;
 use crate::scan::mime_type;
@@ -847,18 +847,6 @@ fn key(p: &Path) -> std::borrow::Cow<'_, [u8]> {
     {
         std::borrow::Cow::Owned(p.to_string_lossy().into_owned().into_bytes())
     }
-}
-
-/// The path of an open file as the kernel resolved it (one `readlink` of `/proc/self/fd/N`).
-#[cfg(target_os = "linux")]
-fn opened_path(f: &std::fs::File) -> Option<PathBuf> {
-    use std::os::fd::AsRawFd;
-    std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn opened_path(_: &std::fs::File) -> Option<PathBuf> {
-    None
 }
 
 async fn robots(app: Arc<App>, head: bool) -> Response {
