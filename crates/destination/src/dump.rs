@@ -1132,24 +1132,21 @@ pub(crate) async fn resource_dump(
     warnings: &mut Vec<String>,
 ) -> Result<DumpStats> {
     ctx.obs.phase("reading the Resource Dump");
-    let sink = PackageSink {
-        url: url.to_owned(),
-        packages: Vec::new(),
+    let Some((packages, top)) = read_packages(
+        fetcher,
+        url,
+        Capability::ResourceDump,
+        "baseline from the Resource List alone",
+        warnings,
+    )
+    .await
+    else {
+        return Ok(DumpStats::default());
     };
-    let (sink, info) = match walk(fetcher, url, Capability::ResourceDump, sink).await {
-        Ok(v) => v,
-        Err(e) => {
-            warnings.push(format!(
-                "Resource Dump {url}: {e}: baseline from the Resource List alone"
-            ));
-            return Ok(DumpStats::default());
-        }
-    };
-    warnings.extend(info.warnings);
     let mut stats = apply_all(
         ctx,
         fetcher,
-        &sink.packages,
+        &packages,
         Capability::ResourceDumpManifest,
         None,
         limits,
@@ -1159,9 +1156,40 @@ pub(crate) async fn resource_dump(
     // Z39.99-2014 §11.1: `at`, when the snapshot of the dump started (of no use when nothing
     // was applied).
     if stats.packages > 0 {
-        stats.at = info.top.md.as_ref().and_then(|m| m.at);
+        stats.at = top.md.as_ref().and_then(|m| m.at);
     }
     Ok(stats)
+}
+
+/// The package entries of a Resource Dump or Change Dump (every part of an index) and the top
+/// document's header; `None` when the document cannot be read, which is a warning saying what
+/// does the work instead (`fallback`).
+async fn read_packages(
+    fetcher: &DocFetcher,
+    url: &str,
+    cap: Capability,
+    fallback: &str,
+    warnings: &mut Vec<String>,
+) -> Option<(Vec<Entry>, Header)> {
+    let sink = PackageSink {
+        url: url.to_owned(),
+        packages: Vec::new(),
+    };
+    let what = if cap == Capability::ResourceDump {
+        "Resource Dump"
+    } else {
+        "Change Dump"
+    };
+    match walk(fetcher, url, cap, sink).await {
+        Ok((sink, info)) => {
+            warnings.extend(info.warnings);
+            Some((sink.packages, info.top))
+        }
+        Err(e) => {
+            warnings.push(format!("{what} {url}: {e}: {fallback}"));
+            None
+        }
+    }
 }
 
 /// Incremental from a Change Dump (Z39.99-2014 §13): the packages whose period ends after
@@ -1175,21 +1203,18 @@ pub(crate) async fn change_dumps(
     warnings: &mut Vec<String>,
 ) -> Result<DumpStats> {
     ctx.obs.phase("reading the Change Dump");
-    let sink = PackageSink {
-        url: url.to_owned(),
-        packages: Vec::new(),
+    let Some((packages, _)) = read_packages(
+        fetcher,
+        url,
+        Capability::ChangeDump,
+        "changes from the Change Lists alone",
+        warnings,
+    )
+    .await
+    else {
+        return Ok(DumpStats::default());
     };
-    let (sink, info) = match walk(fetcher, url, Capability::ChangeDump, sink).await {
-        Ok(v) => v,
-        Err(e) => {
-            warnings.push(format!(
-                "Change Dump {url}: {e}: changes from the Change Lists alone"
-            ));
-            return Ok(DumpStats::default());
-        }
-    };
-    warnings.extend(info.warnings);
-    let packages = packages_after(sink.packages, &cursor);
+    let packages = packages_after(packages, &cursor);
     apply_all(
         ctx,
         fetcher,
