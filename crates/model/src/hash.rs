@@ -307,13 +307,7 @@ fn is_hex(bytes: &[u8]) -> bool {
 }
 
 fn to_hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(HEX[usize::from(b >> 4)] as char);
-        s.push(HEX[usize::from(b & 15)] as char);
-    }
-    s
+    hex::encode(bytes)
 }
 
 #[cfg(test)]
