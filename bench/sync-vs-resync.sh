@@ -66,8 +66,8 @@ read -r -a SYNC_ARGS <<<"${BENCH_SYNC_ARGS:-}"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-log() { printf '== %s\n' "$*" >&2; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 
 # --------------------------------------------------------------- peers venv
 log "python peers (scripts/python-peers.sh)"
@@ -76,21 +76,7 @@ PY="$VENV/bin/python"
 HELPER="$ROOT/bench/destination_bench.py"
 
 # ------------------------------------------------------------------ our binary
-if [ -n "${BENCH_BIN:-}" ]; then
-    BIN="$BENCH_BIN"
-    [ -x "$BIN" ] || { echo "error: BENCH_BIN=$BIN is not executable" >&2; exit 1; }
-else
-    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/resourcesync"
-    case "$BIN" in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
-    built=0
-    for ((try = 1; try <= BUILD_TRIES; try++)); do
-        log "cargo build --release -p resourcesync-cli (try $try/$BUILD_TRIES)"
-        if cargo build --release -p resourcesync-cli >&2; then built=1; break; fi
-        [ "$try" -lt "$BUILD_TRIES" ] && sleep "$BUILD_WAIT"
-    done
-    [ "$built" = 1 ] && [ -x "$BIN" ] || { echo "error: could not build $BIN (output above)" >&2; exit 1; }
-fi
-log "binary: $BIN"
+our_binary
 
 # ------------------------------------------------------------------- workdir
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/resourcesync-syncbench.XXXXXX")"
