@@ -222,11 +222,8 @@ async fn a_dump_newer_than_the_resource_list_is_followed_by_the_change_lists() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_dumps_are_applied_before_the_change_lists() {
-    // Two changes per Change List: the third change closes the first period, and the cursor
-    // falls on the first change of the second.
     // (A package whose period spans the cursor: `packages_are_chosen_by_the_end_of_their_period`
     // in src/dump.rs; here the cursor and the periods' starts fall within one second.)
-    let per_period: u64 = 2;
     let src = tmp();
     write_tree(
         src.path(),
@@ -240,7 +237,8 @@ async fn change_dumps_are_applied_before_the_change_lists() {
     let publish_rotating = |root: &Path, base: &str| {
         publish_with(root, base, |c| {
             c.publish.dumps = true;
-            c.scan.rotation.max_entries = per_period;
+            // Two changes per Change List: the third change closes the first period.
+            c.scan.rotation.max_entries = 2;
         })
     };
     publish_rotating(src.path(), &server.base);
