@@ -67,6 +67,9 @@ pub struct PushOptions {
     pub max_payload_bytes: usize,
     /// How long to wait for the hub's verification of intent (default 30 s).
     pub verify_timeout: Duration,
+    /// A callback connection that makes no progress for this long is closed (default 60 s): idle
+    /// keep-alive connections and stalled requests cannot pile up.
+    pub idle_timeout: Duration,
 }
 
 impl Default for PushOptions {
@@ -79,6 +82,7 @@ impl Default for PushOptions {
             max_queue: 256,
             max_payload_bytes: 16 << 20,
             verify_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -367,6 +371,7 @@ where
     let addr = listener
         .local_addr()
         .map_err(|e| Error::io("callback listener", e))?;
+    let listener = resourcesync_websub::listener::IdleListener::new(listener, popts.idle_timeout);
     let mut cb_base = popts
         .callback_url
         .clone()

@@ -44,9 +44,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Router;
@@ -56,12 +54,14 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use jiff::Timestamp;
 use jiff::fmt::rfc2822::{DateTimeParser, DateTimePrinter};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 use tower_http::compression::CompressionLayer;
+
+pub use resourcesync_websub::listener::{IdleIo, IdleListener};
 
 use crate::error::{Error, Result};
 use crate::inventory::{DirInventory, opened_path};
@@ -341,10 +341,7 @@ pub async fn start_with(
         );
         router = Router::new().nest_service(&path, h.router()).merge(router);
     }
-    let listener = IdleListener {
-        inner: listener,
-        idle: opts.idle_timeout,
-    };
+    let listener = IdleListener::new(listener, opts.idle_timeout);
     let token = cancel.clone();
     let grace = opts.shutdown_grace;
     let hub_in_task = embedded.clone();
@@ -1164,146 +1161,6 @@ async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Respon
         resp.extensions_mut().insert(Compressible);
     }
     resp
-}
-
-/// A listener whose connections close after [`ServeOptions::idle_timeout`] without progress
-/// (also used by `resourcesync hub`, which serves the WebSub hub's router with it).
-#[derive(Debug)]
-pub struct IdleListener {
-    inner: TcpListener,
-    idle: Duration,
-}
-
-impl IdleListener {
-    /// Connections accepted from `inner` fail with `TimedOut` once neither reads nor writes
-    /// have progressed for `idle` (an idle keep-alive connection, a stalled request head).
-    pub fn new(inner: TcpListener, idle: Duration) -> Self {
-        IdleListener { inner, idle }
-    }
-}
-
-impl axum::serve::Listener for IdleListener {
-    type Io = IdleIo;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let (io, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        let _ = io.set_nodelay(true);
-        (
-            IdleIo {
-                io,
-                idle: self.idle,
-                last: tokio::time::Instant::now(),
-                deadline: Box::pin(tokio::time::sleep(self.idle)),
-            },
-            addr,
-        )
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
-    }
-}
-
-/// A connection that fails with `TimedOut` when neither reads nor writes progress for a while.
-///
-/// Progress only records the time; the timer is moved when it fires early (not re-armed on
-/// every read and write, which would cost a timer-wheel update per call).
-#[derive(Debug)]
-pub struct IdleIo {
-    io: TcpStream,
-    idle: Duration,
-    /// The last progress.
-    last: tokio::time::Instant,
-    deadline: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl IdleIo {
-    fn progressed(&mut self) {
-        self.last = tokio::time::Instant::now();
-    }
-
-    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        loop {
-            if self.deadline.as_mut().poll(cx).is_pending() {
-                return false;
-            }
-            let due = self.last + self.idle;
-            if due <= tokio::time::Instant::now() {
-                return true;
-            }
-            // Progress since the timer was set: wait for the rest of the idle time.
-            self.deadline.as_mut().reset(due);
-        }
-    }
-}
-
-fn idle_error() -> io::Error {
-    io::Error::new(io::ErrorKind::TimedOut, "connection idle for too long")
-}
-
-impl AsyncRead for IdleIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let me = self.get_mut();
-        match Pin::new(&mut me.io).poll_read(cx, buf) {
-            Poll::Ready(r) => {
-                me.progressed();
-                Poll::Ready(r)
-            }
-            Poll::Pending if me.expired(cx) => Poll::Ready(Err(idle_error())),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl AsyncWrite for IdleIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let me = self.get_mut();
-        match Pin::new(&mut me.io).poll_write(cx, buf) {
-            Poll::Ready(r) => {
-                me.progressed();
-                Poll::Ready(r)
-            }
-            Poll::Pending if me.expired(cx) => Poll::Ready(Err(idle_error())),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let me = self.get_mut();
-        match Pin::new(&mut me.io).poll_write_vectored(cx, bufs) {
-            Poll::Ready(r) => {
-                me.progressed();
-                Poll::Ready(r)
-            }
-            Poll::Pending if me.expired(cx) => Poll::Ready(Err(idle_error())),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
 }
 
 #[cfg(test)]

@@ -12,11 +12,13 @@
 //!   time.
 //! - [`link`]: `Link` header parsing and writing (RFC 8288), for discovery (WebSub §4).
 //! - [`signature`]: HMAC signatures (WebSub §7.1).
+//! - [`listener`]: a listener whose idle connections close (every server of the project uses it).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod hub;
 pub mod link;
+pub mod listener;
 pub mod signature;
 pub mod store;
 pub mod subscriber;
