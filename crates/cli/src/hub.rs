@@ -39,9 +39,38 @@ pub(crate) struct HubArgs {
     /// keep-alive connection, a stalled request head), as `serve` does.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     idle_timeout: u64,
+    /// Whether the hub sends verifications, deliveries and topic fetches to private addresses
+    /// (loopback, RFC 1918, link-local, …): `auto` does when the hub itself listens on a
+    /// loopback or private address, not when it listens on a public address or on every
+    /// interface, where strangers could make it call into its network.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = PrivateAddresses::Auto)]
+    private_addresses: PrivateAddresses,
     /// Print the startup line as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// Whether a hub reaches private addresses (`hub --private-addresses`, `serve
+/// --hub-private-addresses`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PrivateAddresses {
+    /// When the hub listens on a loopback or private address.
+    Auto,
+    /// Always.
+    Allow,
+    /// Never.
+    Deny,
+}
+
+impl PrivateAddresses {
+    /// The choice made (`None`: decided by the listen address).
+    pub(crate) fn choice(self) -> Option<bool> {
+        match self {
+            PrivateAddresses::Auto => None,
+            PrivateAddresses::Allow => Some(true),
+            PrivateAddresses::Deny => Some(false),
+        }
+    }
 }
 
 pub(crate) fn run(a: &HubArgs) -> anyhow::Result<u8> {
@@ -71,6 +100,10 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
     opts.lease_min = Duration::from_secs(a.min_lease.max(1));
     opts.lease_max = Duration::from_secs(a.max_lease.max(a.min_lease.max(1)));
     opts.allowed_topics.clone_from(&a.allow_topic);
+    opts.private_addresses = a
+        .private_addresses
+        .choice()
+        .unwrap_or_else(|| resourcesync_websub::reach::private_by_default(addr));
     let hub = Hub::start(opts, Some(&a.state))?;
     {
         let mut out = std::io::stdout().lock();

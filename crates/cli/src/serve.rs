@@ -44,6 +44,11 @@ pub(crate) struct ServeArgs {
     /// (default 200, or 10 with --hub, where notification latency matters).
     #[arg(long, value_name = "MS")]
     debounce_ms: Option<u64>,
+    /// With --hub embedded: whether the hub sends verifications and deliveries to private
+    /// addresses (loopback, RFC 1918, link-local, …); `auto` does when `--listen` is a loopback
+    /// or private address (see `resourcesync hub --help`).
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = crate::hub::PrivateAddresses::Auto)]
+    hub_private_addresses: crate::hub::PrivateAddresses,
 }
 
 /// Logs to standard error (`RUST_LOG` filters; default `info`).
@@ -102,6 +107,7 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
             debounce: Duration::from_millis(debounce),
             ..WatchOptions::default()
         },
+        hub_private_addresses: a.hub_private_addresses.choice(),
         ..ServeOptions::default()
     };
     let running = server::start_with(source, listener, opts, hub).await?;

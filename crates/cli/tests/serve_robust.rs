@@ -1055,3 +1055,40 @@ fn the_hub_closes_idle_and_stalled_connections() {
     }
     assert_eq!(get(&server.addr, "/").map(|r| r.0), Some(200));
 }
+
+/// `hub --private-addresses`: `deny` refuses a loopback callback at once (400, nothing sent);
+/// `auto` on a loopback hub accepts it for verification (202).
+#[test]
+fn the_hub_reaches_private_addresses_only_when_allowed() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let subscribe = |server: &Server| {
+        let body = format!(
+            "hub.mode=subscribe&hub.topic={}&hub.callback={}",
+            form_value("http://example.org/t"),
+            form_value("http://127.0.0.1:9/cb")
+        );
+        let q = Req {
+            method: "POST",
+            target: "/".into(),
+            headers: "Content-Type: application/x-www-form-urlencoded\r\n".into(),
+            body: body.into_bytes(),
+            status: 0,
+            want: None,
+        };
+        exchange(&server.addr, &q).expect("an answer")
+    };
+    let deny = Server::start(&[
+        "hub",
+        "--state",
+        state.path().join("deny.sqlite").to_str().expect("utf-8"),
+        "--private-addresses",
+        "deny",
+    ]);
+    let (status, body) = subscribe(&deny);
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("private address 127.0.0.1"), "{body}");
+    let auto = hub(&state.path().join("auto.sqlite"));
+    let (status, body) = subscribe(&auto);
+    assert_eq!(status, 202, "{}", String::from_utf8_lossy(&body));
+}

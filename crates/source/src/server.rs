@@ -90,6 +90,10 @@ pub struct ServeOptions {
     pub idle_timeout: Duration,
     /// On shutdown, how long open connections may take to finish (default 10 s).
     pub shutdown_grace: Duration,
+    /// Whether the embedded hub sends verifications and deliveries to private addresses
+    /// (`None`, the default: when the server listens on a loopback or private address, see
+    /// [`resourcesync_websub::reach::private_by_default`]).
+    pub hub_private_addresses: Option<bool>,
 }
 
 impl Default for ServeOptions {
@@ -99,6 +103,7 @@ impl Default for ServeOptions {
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            hub_private_addresses: None,
         }
     }
 }
@@ -289,6 +294,9 @@ pub async fn start_with(
                 let mut hopts = resourcesync_websub::HubOptions::new(&url);
                 hopts.allowed_topics = vec![layout.doc_url("")];
                 hopts.publish_over_http = false;
+                hopts.private_addresses = opts
+                    .hub_private_addresses
+                    .unwrap_or_else(|| resourcesync_websub::reach::private_by_default(addr));
                 let h = resourcesync_websub::Hub::start(hopts, Some(&db))
                     .map_err(|e| Error::Config(format!("starting the hub: {e}")))?;
                 embedded = Some(h.clone());

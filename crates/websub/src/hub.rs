@@ -95,6 +95,12 @@ pub struct HubOptions {
     /// embedded in its publisher's process publishes through [`Hub::publish`] and turns this off
     /// (403), so that no one else can publish to its subscribers.
     pub publish_over_http: bool,
+    /// Whether the hub sends requests (verifications, deliveries, topic fetches) to private
+    /// addresses: loopback, RFC 1918, link-local and the like (see [`crate::reach`]). Default
+    /// false: a hub that strangers can reach must not be made to call into its own network
+    /// (server-side request forgery). A hub serving a private network, or tests on loopback,
+    /// turn it on.
+    pub private_addresses: bool,
 }
 
 impl HubOptions {
@@ -117,6 +123,7 @@ impl HubOptions {
             retry_max: Duration::from_secs(3600),
             allowed_topics: Vec::new(),
             publish_over_http: true,
+            private_addresses: false,
         }
     }
 
@@ -238,6 +245,12 @@ static TLS: std::sync::Once = std::sync::Once::new();
 /// The HTTP client of hubs and subscribers: no redirects (WebSub §5.3.1 and §7 count 3xx as
 /// failure), bounded time.
 pub fn http_client(timeout: Duration) -> Result<reqwest::Client> {
+    client_builder(timeout)
+        .build()
+        .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
+}
+
+fn client_builder(timeout: Duration) -> reqwest::ClientBuilder {
     TLS.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
@@ -248,8 +261,21 @@ pub fn http_client(timeout: Duration) -> Result<reqwest::Client> {
         .timeout(timeout)
         .pool_idle_timeout(Duration::from_secs(90))
         .tcp_nodelay(true)
-        .build()
-        .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
+}
+
+/// An error with its causes (reqwest's own message leaves out why a connection failed).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
 }
 
 /// An http(s) URL of bounded length, or why not.
@@ -306,7 +332,13 @@ impl Hub {
             Some(p) => Store::open(p)?,
             None => Store::in_memory()?,
         };
-        let client = http_client(opts.request_timeout)?;
+        let mut builder = client_builder(opts.request_timeout);
+        if !opts.private_addresses {
+            builder = builder.dns_resolver(Arc::new(crate::reach::PublicResolver));
+        }
+        let client = builder
+            .build()
+            .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))?;
         let (events, _) = broadcast::channel(4096);
         let (stop, _) = tokio::sync::watch::channel(false);
         let inner = Arc::new(Inner {
@@ -536,8 +568,15 @@ async fn form_request(hub: Arc<Inner>, body: &[u8]) -> Response {
             if let Err(e) = check_url("hub.topic", &topic) {
                 return text(StatusCode::BAD_REQUEST, e);
             }
-            if let Err(e) = check_url("hub.callback", &callback) {
-                return text(StatusCode::BAD_REQUEST, e);
+            match check_url("hub.callback", &callback) {
+                Err(e) => return text(StatusCode::BAD_REQUEST, e),
+                // Refused at once, not denied: a denial is a request to the callback.
+                Ok(u) if !hub.opts.private_addresses => {
+                    if let Err(e) = crate::reach::check_public_url("hub.callback", &u) {
+                        return text(StatusCode::BAD_REQUEST, e);
+                    }
+                }
+                Ok(_) => {}
             }
             // §5.1: ignored for unsubscription requests.
             let lease = match (subscribe, lease) {
@@ -602,8 +641,14 @@ async fn form_request(hub: Arc<Inner>, body: &[u8]) -> Response {
                 return text(StatusCode::BAD_REQUEST, "at most 100 topics per request");
             }
             for u in &urls {
-                if let Err(e) = check_url("hub.url", u) {
-                    return text(StatusCode::BAD_REQUEST, e);
+                match check_url("hub.url", u) {
+                    Err(e) => return text(StatusCode::BAD_REQUEST, e),
+                    Ok(parsed) if !hub.opts.private_addresses => {
+                        if let Err(e) = crate::reach::check_public_url("hub.url", &parsed) {
+                            return text(StatusCode::BAD_REQUEST, e);
+                        }
+                    }
+                    Ok(_) => {}
                 }
                 if !hub.opts.topic_allowed(u) {
                     return text(
@@ -771,7 +816,7 @@ async fn check_challenge(hub: &Inner, u: Url, challenge: &str) -> std::result::R
         .get(u)
         .send()
         .await
-        .map_err(|e| format!("verification request: {e}"))?;
+        .map_err(|e| format!("verification request: {}", chain(&e)))?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!("the callback answered {status}"));
@@ -809,7 +854,7 @@ async fn fetch_and_publish(hub: &Inner, topic: &str) -> Result<()> {
         .get(topic)
         .send()
         .await
-        .map_err(|e| http(e.to_string()))?;
+        .map_err(|e| http(chain(&e)))?;
     if !resp.status().is_success() {
         return Err(http(format!("answered {}", resp.status())));
     }
@@ -927,7 +972,7 @@ async fn deliver(hub: &Inner, d: Due) {
         Ok(r) if r.status() == StatusCode::GONE => Err(None),
         Ok(r) => Err(Some(format!("the callback answered {}", r.status()))),
         Err(e) if e.is_timeout() => Err(Some("no answer in time".to_owned())),
-        Err(e) => Err(Some(e.to_string())),
+        Err(e) => Err(Some(chain(&e))),
     };
     let recorded = match outcome {
         Ok(()) => hub.store.delivered(d.id).map(|()| {

@@ -12,6 +12,7 @@
 //!   time.
 //! - [`link`]: `Link` header parsing and writing (RFC 8288), for discovery (WebSub §4).
 //! - [`signature`]: HMAC signatures (WebSub §7.1).
+//! - [`reach`]: which addresses the hub may send requests to (no private ones by default).
 //! - [`listener`]: a listener whose idle connections close (every server of the project uses it).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -19,6 +20,7 @@
 pub mod hub;
 pub mod link;
 pub mod listener;
+pub mod reach;
 pub mod signature;
 pub mod store;
 pub mod subscriber;

@@ -493,3 +493,59 @@ async fn policy_denial_is_sent_to_the_callback() {
     let (status, _) = post_notification(&h.url, "http://elsewhere.example/t", PAYLOAD).await;
     assert_eq!(status, 403);
 }
+
+/// A hub that does not reach private addresses (the default) refuses a callback or a topic to
+/// fetch that names one (400, nothing sent), and a host name that resolves to one fails
+/// verification without a request reaching it (server-side request forgery).
+#[tokio::test]
+async fn private_addresses_are_not_reached_by_default() {
+    let mut h = start_hub(None, |o| o.private_addresses = false).await;
+    let mut cb = callback().await;
+    for (form, what) in [
+        (
+            vec![
+                ("hub.mode", "subscribe"),
+                ("hub.topic", "http://e.org/t"),
+                ("hub.callback", &*format!("{}/literal", cb.base)),
+            ],
+            "hub.callback",
+        ),
+        (
+            vec![
+                ("hub.mode", "publish"),
+                ("hub.url", &*format!("{}/topic", cb.base)),
+            ],
+            "hub.url",
+        ),
+    ] {
+        let (status, body) = post_form(&h.url, &form).await;
+        assert_eq!(status, 400, "{what}: {body}");
+        assert!(body.contains("private address"), "{what}: {body}");
+    }
+    // The same callback by name: accepted for verification, which cannot reach it.
+    let by_name = cb.base.replace("127.0.0.1", "localhost");
+    assert_ne!(by_name, cb.base, "the callback is on 127.0.0.1");
+    let (status, body) = post_form(
+        &h.url,
+        &[
+            ("hub.mode", "subscribe"),
+            ("hub.topic", "http://e.org/t"),
+            ("hub.callback", &format!("{by_name}/named")),
+        ],
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let e = h
+        .wait_for(|e| matches!(e, HubEvent::VerificationFailed { .. }))
+        .await;
+    assert!(format!("{e:?}").contains("private addresses"), "{e:?}");
+    assert!(h.hub.subscriptions().unwrap().is_empty());
+    assert!(
+        cb.verifs.try_recv().is_err(),
+        "a verification reached the callback"
+    );
+    assert!(
+        cb.posts.try_recv().is_err(),
+        "a request reached the callback"
+    );
+}

@@ -38,6 +38,8 @@ pub struct TestHub {
 
 pub fn fast_opts(url: &str) -> HubOptions {
     let mut o = HubOptions::new(url);
+    // The tests' subscribers and topics listen on loopback.
+    o.private_addresses = true;
     o.retry_initial = Duration::from_millis(20);
     o.retry_max = Duration::from_millis(200);
     o.request_timeout = Duration::from_secs(5);
