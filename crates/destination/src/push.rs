@@ -106,6 +106,10 @@ pub struct PushStats {
     pub invalid: AtomicU64,
     /// Subscriptions verified (first and renewals).
     pub subscribed: AtomicU64,
+    /// The address the callback server listens on, once bound (a proxy in front of it, as the
+    /// simulator runs one, learns it here instead of choosing a port that may be taken).
+    #[serde(skip)]
+    pub callback_addr: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 /// What the callback server shares with the push loop.
@@ -371,6 +375,7 @@ where
     let addr = listener
         .local_addr()
         .map_err(|e| Error::io("callback listener", e))?;
+    let _ = stats.callback_addr.set(addr);
     let listener = resourcesync_websub::listener::IdleListener::new(listener, popts.idle_timeout);
     let mut cb_base = popts
         .callback_url

@@ -29,7 +29,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use resourcesync_destination::{
-    HttpOptions, PushOptions, Quiet, Round, StopHandle, SyncOptions, WatchOptions, sync, watch_push,
+    HttpOptions, PushOptions, PushStats, Quiet, Round, StopHandle, SyncOptions, WatchOptions, sync,
+    watch_push,
 };
 use resourcesync_source::server::{self, ServeOptions};
 use resourcesync_source::watch::WatchOptions as SourceWatchOptions;
@@ -419,23 +420,19 @@ async fn drive_push(
     if running.hub().is_none() {
         return Err(Error::Run("the Source runs without its hub".into()));
     }
-    // The callback's port is chosen here (bound and released) so that the delivery proxy can
-    // forward to it; the follower binds it again at once, on loopback.
-    let callback_addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| Error::io("choosing the callback's port", e))?;
-        l.local_addr()
-            .map_err(|e| Error::io("callback address", e))?
-    };
+    // The follower binds its callback server on a port of its choosing and tells it through its
+    // stats; the delivery proxy forwards there (no delivery can come before the follower has
+    // subscribed, so before it has bound).
+    let push_stats = Arc::new(PushStats::default());
     let front = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| Error::io("binding the delivery proxy", e))?;
     let front_addr = front
         .local_addr()
         .map_err(|e| Error::io("delivery proxy address", e))?;
-    let deliveries = tokio::spawn(delivery_proxy(front, callback_addr, shared.clone()));
+    let deliveries = tokio::spawn(delivery_proxy(front, push_stats.clone(), shared.clone()));
     let popts = PushOptions {
-        callback_listen: callback_addr.to_string(),
+        callback_listen: "127.0.0.1:0".into(),
         callback_url: Some(format!("http://{front_addr}/")),
         // No catch-up polls in the measured interval: every change comes by notification.
         poll_interval: Duration::from_secs(3600),
@@ -505,7 +502,7 @@ async fn drive_push(
                 &popts,
                 Arc::new(Quiet),
                 &stop,
-                None,
+                Some(push_stats),
                 on_round,
             )
             .await
@@ -579,7 +576,7 @@ async fn drive_push(
 
 /// The proxy in front of the push follower's callback: counts each POST (a content
 /// distribution request of the hub, WebSub §7) and its body bytes, for the next round.
-async fn delivery_proxy(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
+async fn delivery_proxy(listener: TcpListener, upstream: Arc<PushStats>, shared: Arc<Shared>) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let Ok((client, _)) = listener.accept().await else {
@@ -587,6 +584,10 @@ async fn delivery_proxy(listener: TcpListener, upstream: SocketAddr, shared: Arc
             continue;
         };
         let shared = shared.clone();
+        let Some(&upstream) = upstream.callback_addr.get() else {
+            // Not subscribed yet, so not a delivery of the hub's: refused.
+            continue;
+        };
         conns.spawn(async move {
             let Ok(server) = TcpStream::connect(upstream).await else {
                 return;
