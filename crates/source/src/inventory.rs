@@ -6,10 +6,10 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
+#[cfg(not(unix))]
 use std::time::UNIX_EPOCH;
 
-use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
 
 use crate::error::{Error, Result};
@@ -105,6 +105,13 @@ pub struct DirInventory {
     threads: usize,
     /// The exclude globs, compiled once (`admits` runs for every request the server answers).
     compiled: ignore::overrides::Override,
+    /// Whether files may be opened with `openat2` beneath the root (Linux; see
+    /// [`DirInventory::with_openat2`]).
+    openat2: bool,
+    /// The root directory, opened (shared by clones; let go by every listing, so that a tree
+    /// replaced meanwhile is seen by the next scan).
+    #[cfg(target_os = "linux")]
+    root_fd: std::sync::Arc<std::sync::RwLock<Option<std::sync::Arc<std::os::fd::OwnedFd>>>>,
 }
 
 /// The path of an open file as the kernel resolved it (one `readlink` of `/proc/self/fd/N`,
@@ -164,6 +171,15 @@ pub(crate) fn hidden(rel: &Path) -> bool {
     }
 }
 
+/// Modification time in nanoseconds since the epoch (0 before it).
+#[cfg(unix)]
+fn mtime_ns(md: &std::fs::Metadata) -> i128 {
+    use std::os::unix::fs::MetadataExt;
+    // What `modified()` and `duration_since(UNIX_EPOCH)` give, without the conversions.
+    (i128::from(md.mtime()) * 1_000_000_000 + i128::from(md.mtime_nsec())).max(0)
+}
+
+#[cfg(not(unix))]
 fn mtime_ns(md: &std::fs::Metadata) -> i128 {
     md.modified()
         .ok()
@@ -201,7 +217,20 @@ impl DirInventory {
                 .map(|n| n.get())
                 .unwrap_or(2)
                 .min(8),
+            openat2: true,
+            #[cfg(target_os = "linux")]
+            root_fd: Default::default(),
         })
+    }
+
+    /// Whether to open files with `openat2(2)` relative to the root, resolving beneath it
+    /// (Linux 5.6 and later; on by default). Off, or where the kernel or a sandbox refuses the
+    /// call, every file is opened by its full path and the file actually opened is checked to
+    /// be inside the tree afterwards (through `/proc/self/fd`): the same guarantees, at a
+    /// higher cost per file. Tests turn it off to exercise that fallback.
+    pub fn with_openat2(mut self, on: bool) -> Self {
+        self.openat2 = on;
+        self
     }
 
     /// The root directory.
@@ -223,9 +252,21 @@ impl DirInventory {
     }
 
     /// Opens a file of the tree. Never reads through a link that leaves the tree (the tree may
-    /// have changed since it was listed): the file actually opened must lie inside the
-    /// canonical root.
+    /// have changed since it was listed): the file is opened beneath the root (`openat2` with
+    /// `RESOLVE_BENEATH`: no `..`, absolute link or magic link can lead out, and the kernel
+    /// refuses a lookup that a concurrent rename could have led out), or else the file actually
+    /// opened is checked to lie inside the canonical root.
     pub fn open_file(&self, rel: &Path) -> std::io::Result<std::fs::File> {
+        #[cfg(target_os = "linux")]
+        if let Some(f) = self.open_beneath(rel, false)? {
+            return Ok(f);
+        }
+        self.open_checked(rel)
+    }
+
+    /// The fallback of [`DirInventory::open_file`]: open by the full path, then check where
+    /// the kernel actually went.
+    fn open_checked(&self, rel: &Path) -> std::io::Result<std::fs::File> {
         let full = self.canonical_root.join(rel);
         let f = std::fs::File::open(&full)?;
         let real = opened_path(&f).map_or_else(|| full.canonicalize(), Ok)?;
@@ -238,8 +279,95 @@ impl DirInventory {
         Ok(f)
     }
 
-    fn overrides(&self) -> Result<ignore::overrides::Override> {
-        Ok(self.compiled.clone())
+    /// Opens `rel` (normalized: no empty, `.` or `..` segment) read-only and non-blocking when
+    /// it is exactly `root/rel` with no link anywhere on the way (`openat2` with
+    /// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`): then the file opened is the one at that path,
+    /// with no need to ask the kernel where it went. `Ok(None)` when that cannot be said this
+    /// way (a link on the way, no `openat2` here): the caller opens the path and checks.
+    /// The server answers every request for a resource through this.
+    pub(crate) fn open_direct(&self, rel: &Path) -> std::io::Result<Option<std::fs::File>> {
+        #[cfg(target_os = "linux")]
+        {
+            self.open_beneath(rel, true)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = rel;
+            Ok(None)
+        }
+    }
+
+    /// The root directory, opened with no link on its path (it was canonical when the
+    /// inventory was made; a link there now means the tree was moved or replaced by a link,
+    /// and the checked path decides). `None` where `openat2` is unavailable or turned off.
+    #[cfg(target_os = "linux")]
+    fn root_fd(&self) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+        use rustix::fs::{CWD, Mode, OFlags, ResolveFlags};
+        if !self.openat2 || !openat2_available() {
+            return None;
+        }
+        if let Some(fd) = self.root_fd.read().ok().and_then(|g| g.clone()) {
+            return Some(fd);
+        }
+        let fd = match rustix::fs::openat2(
+            CWD,
+            &self.canonical_root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS,
+        ) {
+            Ok(fd) => std::sync::Arc::new(fd),
+            Err(e) => {
+                // ENOSYS: an old kernel; EPERM: a sandbox (seccomp) refusing the call.
+                if e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM {
+                    openat2_unavailable();
+                }
+                return None;
+            }
+        };
+        if let Ok(mut g) = self.root_fd.write() {
+            *g = Some(fd.clone());
+        }
+        Some(fd)
+    }
+
+    /// Opens `rel` beneath the root with `openat2`, following links that stay beneath it (or
+    /// none with `direct`, non-blocking then, as the server wants). `Ok(None)`: this way cannot
+    /// tell, the checked path must (no `openat2`; an absolute link, which `RESOLVE_BENEATH`
+    /// refuses even when it points inside the tree; a rename racing the lookup; a link with
+    /// `direct`).
+    #[cfg(target_os = "linux")]
+    fn open_beneath(&self, rel: &Path, direct: bool) -> std::io::Result<Option<std::fs::File>> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        use rustix::io::Errno;
+        let Some(root) = self.root_fd() else {
+            return Ok(None);
+        };
+        let mut oflags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let mut resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        if direct {
+            oflags |= OFlags::NONBLOCK;
+            resolve |= ResolveFlags::NO_SYMLINKS;
+        }
+        match rustix::fs::openat2(&*root, rel, oflags, Mode::empty(), resolve) {
+            Ok(fd) => Ok(Some(std::fs::File::from(fd))),
+            Err(Errno::NOSYS) => {
+                openat2_unavailable();
+                Ok(None)
+            }
+            // EXDEV: leaving the root or an absolute link; ELOOP: a link (with `direct`), a
+            // magic link or too many links; EAGAIN: a rename raced the lookup; EPERM, EINVAL,
+            // E2BIG: a sandbox or kernel that does not take the call as made.
+            Err(
+                Errno::XDEV
+                | Errno::LOOP
+                | Errno::AGAIN
+                | Errno::PERM
+                | Errno::INVAL
+                | Errno::TOOBIG,
+            ) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -254,90 +382,37 @@ fn compile_excludes(root: &Path, excludes: &[String]) -> Result<ignore::override
 }
 
 impl Inventory for DirInventory {
+    /// Walks the tree on [`DirInventory`]'s threads, a directory at a time: entries come from
+    /// `readdir` with their type, and each file is stat'ed relative to its directory (one
+    /// lookup of one name, not of the full path from `/`).
     fn list(&self) -> Result<(Vec<Listed>, Vec<Skipped>)> {
-        let overrides = self.overrides()?;
-        let mut b = WalkBuilder::new(&self.canonical_root);
-        b.standard_filters(false)
-            .hidden(!self.include_hidden)
-            .follow_links(false)
-            .overrides(overrides)
-            .threads(self.threads);
-        // Walked paths are built from the canonical root, as the skipped ones are canonical:
-        // comparing their bytes is enough (`Path` equality parses both into components, which
-        // cost more than the rest of the walk's filtering for every entry).
-        let skip = self.skip_dirs.clone();
-        b.filter_entry(move |e| {
-            let p = e.path().as_os_str();
-            !skip.iter().any(|d| d.as_os_str() == p)
+        // A tree moved or replaced since the last listing is opened anew for this scan.
+        #[cfg(target_os = "linux")]
+        if let Ok(mut g) = self.root_fd.write() {
+            *g = None;
+        }
+        let walk = Walk {
+            inv: self,
+            queue: Mutex::new(Queue {
+                dirs: vec![PathBuf::new()],
+                busy: 0,
+            }),
+            ready: Condvar::new(),
+        };
+        let threads = self.threads.max(1);
+        let parts: Vec<Found> = std::thread::scope(|s| {
+            let others: Vec<_> = (1..threads).map(|_| s.spawn(|| walk.work())).collect();
+            let mut parts = vec![walk.work()];
+            parts.extend(others.into_iter().filter_map(|h| h.join().ok()));
+            parts
         });
-        let listed = Mutex::new(Vec::new());
-        let skipped = Mutex::new(Vec::new());
-        let root = &self.canonical_root;
-        b.build_parallel().run(|| {
-            let listed = &listed;
-            let skipped = &skipped;
-            Box::new(move |res| {
-                let entry = match res {
-                    Ok(e) => e,
-                    Err(err) => {
-                        if let Ok(mut s) = skipped.lock() {
-                            s.push(Skipped {
-                                path: PathBuf::new(),
-                                reason: err.to_string(),
-                            });
-                        }
-                        return ignore::WalkState::Continue;
-                    }
-                };
-                let path = entry.path();
-                let Ok(rel) = path.strip_prefix(root) else {
-                    return ignore::WalkState::Continue;
-                };
-                let Some(ft) = entry.file_type() else {
-                    return ignore::WalkState::Continue;
-                };
-                let md = if ft.is_file() {
-                    entry.metadata().map_err(|e| e.to_string())
-                } else if ft.is_symlink() {
-                    // Follow a link only when its target stays inside the tree and is a file.
-                    match path.canonicalize() {
-                        Ok(target) if target.starts_with(root) => {
-                            match std::fs::metadata(&target) {
-                                Ok(md) if md.is_file() => Ok(md),
-                                Ok(_) => return ignore::WalkState::Continue,
-                                Err(e) => Err(e.to_string()),
-                            }
-                        }
-                        Ok(_) => Err("symbolic link leaves the tree; not followed".into()),
-                        Err(e) => Err(format!("dangling symbolic link: {e}")),
-                    }
-                } else {
-                    return ignore::WalkState::Continue;
-                };
-                match md {
-                    Ok(md) => {
-                        if let Ok(mut l) = listed.lock() {
-                            l.push(Listed {
-                                rel: rel.to_owned(),
-                                len: md.len(),
-                                mtime_ns: mtime_ns(&md),
-                            });
-                        }
-                    }
-                    Err(reason) => {
-                        if let Ok(mut s) = skipped.lock() {
-                            s.push(Skipped {
-                                path: rel.to_owned(),
-                                reason,
-                            });
-                        }
-                    }
-                }
-                ignore::WalkState::Continue
-            })
-        });
-        let listed = listed.into_inner().unwrap_or_default();
-        let skipped = skipped.into_inner().unwrap_or_default();
+        let n = parts.iter().map(|p| p.listed.len()).sum();
+        let mut listed = Vec::with_capacity(n);
+        let mut skipped = Vec::new();
+        for p in parts {
+            listed.extend(p.listed);
+            skipped.extend(p.skipped);
+        }
         Ok((listed, skipped))
     }
 
@@ -350,9 +425,12 @@ impl Inventory for DirInventory {
         Ok((md.len(), mtime_ns(&md)))
     }
 
-    /// One open (checked to be inside the tree) and the open file's own metadata before and
-    /// after the read, instead of two lookups of the path: a file replaced meanwhile is still
-    /// the one read, consistently, and the next scan sees the new one.
+    /// One open (beneath the root, or checked to be inside the tree) and the open file's own
+    /// metadata before and after the read, instead of two lookups of the path: a file replaced
+    /// meanwhile is still the one read, consistently, and the next scan sees the new one. The
+    /// read stops at the size the file had: asking one byte more than is left, a read that
+    /// returns just what is left has found the end, with no further read to see it (a file that
+    /// grew meanwhile gives more, or a different size after).
     fn read_stable(
         &self,
         rel: &Path,
@@ -362,9 +440,481 @@ impl Inventory for DirInventory {
         let mut f = self.open_file(rel)?;
         let md = f.metadata()?;
         let before = (md.len(), mtime_ns(&md));
-        let n = feed(&mut f, buf, before.0, sink)?;
+        let n = feed_known(&mut f, buf, before.0, sink)?;
         let md = f.metadata()?;
         let after = (md.len(), mtime_ns(&md));
         Ok((before == after && n == before.0).then_some(after))
+    }
+}
+
+/// Reads `r` into `sink` through `buf` until `len` bytes came (or the end, or more than
+/// `len`: the file changed). Every read asks one byte more than is left: for a file of `len`
+/// bytes the read that brings the last of them is short, which is the end of a regular file.
+/// Returns the bytes read.
+fn feed_known(
+    r: &mut dyn Read,
+    buf: &mut Vec<u8>,
+    len: u64,
+    sink: &mut dyn FnMut(&[u8]),
+) -> std::io::Result<u64> {
+    let mut total = 0u64;
+    loop {
+        let left = len.saturating_sub(total).saturating_add(1);
+        let want = usize::try_from(left).unwrap_or(usize::MAX).min(READ_BUF);
+        if buf.len() < want {
+            buf.resize(want, 0);
+        }
+        let n = match r.read(&mut buf[..want]) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        sink(&buf[..n]);
+        total += n as u64;
+        if total >= len && n < want {
+            return Ok(total);
+        }
+    }
+}
+
+/// Whether `openat2` may work here: false once the kernel or a sandbox said it does not
+/// (`ENOSYS`, or `EPERM` where a seccomp filter refuses it), for the rest of the process.
+#[cfg(target_os = "linux")]
+static OPENAT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+#[cfg(target_os = "linux")]
+fn openat2_available() -> bool {
+    OPENAT2.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(target_os = "linux")]
+fn openat2_unavailable() {
+    if OPENAT2.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        tracing::debug!("openat2 unavailable: files are opened by path and checked");
+    }
+}
+
+/// What one walking thread found.
+#[derive(Default)]
+struct Found {
+    listed: Vec<Listed>,
+    skipped: Vec<Skipped>,
+}
+
+/// Directories left to read, and how many threads are reading one (the walk is over when
+/// none is left and none is being read: a directory being read may add more).
+struct Queue {
+    dirs: Vec<PathBuf>,
+    busy: usize,
+}
+
+/// A parallel walk of a [`DirInventory`]: each thread takes a directory, lists its files and
+/// queues its subdirectories.
+struct Walk<'a> {
+    inv: &'a DirInventory,
+    queue: Mutex<Queue>,
+    ready: Condvar,
+}
+
+impl Walk<'_> {
+    fn work(&self) -> Found {
+        let mut found = Found::default();
+        let mut subdirs = Vec::new();
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let Some(dir) = q.dirs.pop() else {
+                if q.busy == 0 {
+                    self.ready.notify_all();
+                    return found;
+                }
+                q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            q.busy += 1;
+            drop(q);
+            self.inv.read_dir(&dir, &mut found, &mut subdirs);
+            q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.busy -= 1;
+            if !subdirs.is_empty() {
+                q.dirs.append(&mut subdirs);
+                self.ready.notify_all();
+            }
+        }
+    }
+}
+
+impl DirInventory {
+    /// Whether `rel` (a path under the root) is one of the skipped paths, comparing bytes
+    /// without joining it to the root.
+    fn skipped_path(&self, rel: &Path) -> bool {
+        let root = path_bytes(&self.canonical_root);
+        let rel = path_bytes(rel);
+        self.skip_dirs.iter().any(|d| {
+            let d = path_bytes(d);
+            d.len() == root.len() + 1 + rel.len()
+                && d.starts_with(&root)
+                && d[root.len()] == std::path::MAIN_SEPARATOR as u8
+                && d.ends_with(&rel)
+        })
+    }
+
+    /// Whether an exclude glob leaves `rel` out.
+    fn excluded(&self, rel: &Path, is_dir: bool) -> bool {
+        !self.compiled.is_empty()
+            && self
+                .compiled
+                .matched(self.canonical_root.join(rel), is_dir)
+                .is_ignore()
+    }
+
+    /// Lists the files of one directory (`rel` under the root) into `found`, its
+    /// subdirectories into `subdirs`. Leaves out dotfiles unless asked, skipped paths, excluded
+    /// ones; never descends through a link; lists a link only when it leads to a file inside
+    /// the tree.
+    fn read_dir(&self, rel: &Path, found: &mut Found, subdirs: &mut Vec<PathBuf>) {
+        let root = &self.canonical_root;
+        let entries = match std::fs::read_dir(root.join(rel)) {
+            Ok(d) => d,
+            Err(e) => {
+                found.skipped.push(Skipped {
+                    path: rel.to_owned(),
+                    reason: e.to_string(),
+                });
+                return;
+            }
+        };
+        for entry in entries {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    found.skipped.push(Skipped {
+                        path: rel.to_owned(),
+                        reason: e.to_string(),
+                    });
+                    break;
+                }
+            };
+            let name = entry.file_name();
+            if !self.include_hidden && name.as_encoded_bytes().first() == Some(&b'.') {
+                continue;
+            }
+            let path = rel.join(&name);
+            let Ok(ft) = entry.file_type() else {
+                continue;
+            };
+            if self.skipped_path(&path) || self.excluded(&path, ft.is_dir()) {
+                continue;
+            }
+            let md = if ft.is_dir() {
+                subdirs.push(path);
+                continue;
+            } else if ft.is_file() {
+                // Relative to the directory being read (`fstatat` / `statx` on its fd).
+                entry.metadata().map_err(|e| e.to_string())
+            } else if ft.is_symlink() {
+                // Follow a link only when its target stays inside the tree and is a file.
+                match root.join(&path).canonicalize() {
+                    Ok(target) if target.starts_with(root) => match std::fs::metadata(&target) {
+                        Ok(md) if md.is_file() => Ok(md),
+                        Ok(_) => continue,
+                        Err(e) => Err(e.to_string()),
+                    },
+                    Ok(_) => Err("symbolic link leaves the tree; not followed".into()),
+                    Err(e) => Err(format!("dangling symbolic link: {e}")),
+                }
+            } else {
+                continue;
+            };
+            match md {
+                Ok(md) => found.listed.push(Listed {
+                    rel: path,
+                    len: md.len(),
+                    mtime_ns: mtime_ns(&md),
+                }),
+                Err(reason) => found.skipped.push(Skipped { path, reason }),
+            }
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// `top/tree` (the inventory's root) and `top/outside/secret.txt` beside it.
+    struct Fixture {
+        _top: tempfile::TempDir,
+        tree: PathBuf,
+        outside: PathBuf,
+    }
+
+    fn fixture() -> Fixture {
+        let top = tempfile::tempdir().expect("tempdir");
+        let tree = top.path().join("tree");
+        let outside = top.path().join("outside");
+        std::fs::create_dir_all(tree.join("sub")).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        std::fs::write(outside.join("secret.txt"), "secret").expect("write");
+        std::fs::write(tree.join("a.txt"), "inside a").expect("write");
+        std::fs::write(tree.join("sub/b.txt"), "inside b").expect("write");
+        Fixture {
+            _top: top,
+            tree,
+            outside,
+        }
+    }
+
+    /// Both ways of opening: `openat2` beneath the root (where the kernel has it) and the
+    /// fallback that opens by path and checks what it opened.
+    fn both(tree: &Path) -> [DirInventory; 2] {
+        let inv = DirInventory::new(tree, vec![], false, vec![]).expect("inventory");
+        [inv.clone(), inv.with_openat2(false)]
+    }
+
+    fn read_all(inv: &DirInventory, rel: &str) -> std::io::Result<String> {
+        let mut s = String::new();
+        inv.open_file(Path::new(rel))?.read_to_string(&mut s)?;
+        Ok(s)
+    }
+
+    #[test]
+    fn links_inside_the_tree_are_followed_either_way() {
+        let f = fixture();
+        symlink("a.txt", f.tree.join("rel-link")).expect("symlink");
+        symlink("../a.txt", f.tree.join("sub/up-link")).expect("symlink");
+        // Absolute: `RESOLVE_BENEATH` refuses it even pointing inside; the checked way takes it.
+        symlink(f.tree.join("a.txt"), f.tree.join("abs-link")).expect("symlink");
+        symlink("sub", f.tree.join("dir-link")).expect("symlink");
+        for inv in both(&f.tree) {
+            for rel in [
+                "a.txt",
+                "rel-link",
+                "sub/up-link",
+                "abs-link",
+                "sub/../a.txt",
+            ] {
+                assert_eq!(read_all(&inv, rel).expect(rel), "inside a", "{rel}");
+            }
+            assert_eq!(read_all(&inv, "dir-link/b.txt").expect("b"), "inside b");
+        }
+    }
+
+    #[test]
+    fn nothing_outside_the_tree_is_opened_either_way() {
+        let f = fixture();
+        let secret = f.outside.join("secret.txt");
+        symlink(&secret, f.tree.join("abs-out")).expect("symlink");
+        symlink("../outside/secret.txt", f.tree.join("rel-out")).expect("symlink");
+        symlink("../outside", f.tree.join("dir-out")).expect("symlink");
+        symlink(&f.outside, f.tree.join("sub/abs-dir-out")).expect("symlink");
+        // A magic link of /proc on the way.
+        let magic = PathBuf::from(format!("/proc/self/root{}", secret.display()));
+        symlink(&magic, f.tree.join("magic-out")).expect("symlink");
+        let absolute = secret.display().to_string();
+        for inv in both(&f.tree) {
+            for rel in [
+                "abs-out",
+                "rel-out",
+                "dir-out/secret.txt",
+                "sub/abs-dir-out/secret.txt",
+                "magic-out",
+                "../outside/secret.txt",
+                "sub/../../outside/secret.txt",
+                absolute.as_str(),
+            ] {
+                let r = read_all(&inv, rel);
+                assert!(r.is_err(), "{rel} was opened: {r:?}");
+                let r = inv.read_stable(Path::new(rel), &mut Vec::new(), &mut |_| {});
+                assert!(r.is_err(), "{rel} was read: {r:?}");
+            }
+        }
+    }
+
+    /// A directory swapped for a link out of the tree, again and again, while the same path
+    /// is opened: never the file outside (the race `RESOLVE_BENEATH`, or the check of what was
+    /// opened, closes).
+    #[test]
+    fn a_directory_swapped_for_a_link_never_leads_out() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let f = fixture();
+        std::fs::write(f.outside.join("f.txt"), "secret").expect("write");
+        let real = f.tree.join("real");
+        std::fs::create_dir(&real).expect("mkdir");
+        std::fs::write(real.join("f.txt"), "inside").expect("write");
+        let link = f.tree.join("link");
+        symlink("../outside", &link).expect("symlink");
+        let swap = f.tree.join("swap");
+        for inv in both(&f.tree) {
+            let stop = AtomicBool::new(false);
+            let (mut inside, mut refused) = (0u32, 0u32);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        for (from, to) in [(&real, &swap), (&swap, &real), (&link, &swap)] {
+                            std::fs::rename(from, to).expect("rename");
+                        }
+                        std::fs::rename(&swap, &link).expect("rename");
+                    }
+                });
+                for _ in 0..4000 {
+                    match read_all(&inv, "swap/f.txt") {
+                        Ok(s) => {
+                            assert_eq!(s, "inside", "read through the link");
+                            inside += 1;
+                        }
+                        Err(_) => refused += 1,
+                    }
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            assert_eq!(inside + refused, 4000);
+        }
+    }
+
+    #[test]
+    fn read_stable_reads_whole_files_of_any_size() {
+        let f = fixture();
+        let sizes = [
+            0usize,
+            1,
+            100,
+            4095,
+            4096,
+            4097,
+            READ_BUF - 1,
+            READ_BUF,
+            3 * READ_BUF + 7,
+        ];
+        for n in sizes {
+            let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+            std::fs::write(f.tree.join(format!("f{n}")), &data).expect("write");
+        }
+        for inv in both(&f.tree) {
+            let mut buf = Vec::new();
+            for n in sizes {
+                let mut got = Vec::new();
+                let r = inv
+                    .read_stable(Path::new(&format!("f{n}")), &mut buf, &mut |d| {
+                        got.extend_from_slice(d)
+                    })
+                    .expect("read");
+                let md = std::fs::metadata(f.tree.join(format!("f{n}"))).expect("stat");
+                assert_eq!(r, Some((n as u64, mtime_ns(&md))), "f{n}");
+                let want: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+                assert!(got == want, "f{n}: the bytes fed differ");
+            }
+            assert!(buf.len() <= READ_BUF + 1, "read buffer bounded");
+        }
+    }
+
+    /// A reader whose file is longer than its size said: the read does not stop at the
+    /// size, so the caller sees more bytes than expected (and tries again).
+    #[test]
+    fn feed_known_sees_bytes_past_the_expected_size() {
+        let data = vec![7u8; 5000];
+        for len in [0u64, 10, 4999] {
+            let mut fed = 0u64;
+            let n = feed_known(&mut data.as_slice(), &mut Vec::new(), len, &mut |d| {
+                fed += d.len() as u64
+            })
+            .expect("feed");
+            assert!(n > len, "{len}: {n}");
+            assert_eq!(n, fed);
+        }
+        let n = feed_known(&mut data.as_slice(), &mut Vec::new(), 6000, &mut |_| {}).expect("feed");
+        assert_eq!(n, 5000, "a shorter file ends at its end");
+    }
+
+    #[test]
+    fn open_direct_takes_only_paths_without_links() {
+        let f = fixture();
+        symlink("a.txt", f.tree.join("rel-link")).expect("symlink");
+        symlink("sub", f.tree.join("dir-link")).expect("symlink");
+        symlink("../outside", f.tree.join("dir-out")).expect("symlink");
+        let [beneath, checked] = both(&f.tree);
+        for inv in [&beneath, &checked] {
+            for rel in ["rel-link", "dir-link/b.txt", "dir-out/secret.txt"] {
+                assert!(
+                    inv.open_direct(Path::new(rel)).expect(rel).is_none(),
+                    "{rel}"
+                );
+            }
+        }
+        assert!(
+            checked
+                .open_direct(Path::new("a.txt"))
+                .expect("a")
+                .is_none()
+        );
+        if let Some(mut file) = beneath.open_direct(Path::new("sub/b.txt")).expect("b") {
+            let mut s = String::new();
+            file.read_to_string(&mut s).expect("read");
+            assert_eq!(s, "inside b");
+        }
+        assert!(beneath.open_direct(Path::new("missing")).is_err() || !openat2_available());
+    }
+
+    #[test]
+    fn the_walk_lists_what_it_should_in_parallel() {
+        let f = fixture();
+        let t = &f.tree;
+        let mut want = vec!["a.txt".to_owned(), "sub/b.txt".to_owned()];
+        for d in 0..30 {
+            let dir = format!("d{d}/e{}", d % 3);
+            std::fs::create_dir_all(t.join(&dir)).expect("mkdir");
+            for i in 0..20 {
+                let rel = format!("{dir}/f{i}.txt");
+                std::fs::write(t.join(&rel), &rel).expect("write");
+                want.push(rel);
+            }
+        }
+        std::fs::write(t.join(".hidden"), "h").expect("write");
+        std::fs::create_dir(t.join(".dot")).expect("mkdir");
+        std::fs::write(t.join(".dot/x"), "x").expect("write");
+        std::fs::create_dir(t.join("state")).expect("mkdir");
+        std::fs::write(t.join("state/s.sqlite"), "s").expect("write");
+        std::fs::write(t.join("skipped-file"), "s").expect("write");
+        std::fs::write(t.join("sub/c.log"), "log").expect("write");
+        symlink("a.txt", t.join("alias")).expect("symlink");
+        want.push("alias".into());
+        symlink("sub", t.join("dir-alias")).expect("symlink");
+        symlink(f.outside.join("secret.txt"), t.join("leak")).expect("symlink");
+        let inv = DirInventory::new(
+            t,
+            vec!["*.log".into()],
+            false,
+            vec![t.join("state"), t.join("skipped-file")],
+        )
+        .expect("inventory");
+        let (listed, skipped) = inv.list().expect("list");
+        let mut got: Vec<String> = listed
+            .iter()
+            .map(|l| l.rel.to_string_lossy().into_owned())
+            .collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        for l in &listed {
+            let md = std::fs::metadata(t.join(&l.rel)).expect("stat");
+            assert_eq!(
+                (l.len, l.mtime_ns),
+                (md.len(), mtime_ns(&md)),
+                "{:?}",
+                l.rel
+            );
+        }
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert_eq!(skipped[0].path, Path::new("leak"));
+        // Dotfiles on request (the state and the excluded log still left out).
+        let inv = DirInventory::new(t, vec!["*.log".into()], true, vec![t.join("state")])
+            .expect("inventory");
+        let (listed, _) = inv.list().expect("list");
+        for rel in [".hidden", ".dot/x", "skipped-file"] {
+            assert!(listed.iter().any(|l| l.rel == Path::new(rel)), "{rel}");
+        }
+        assert!(!listed.iter().any(|l| l.rel.starts_with("state")));
+        assert!(!listed.iter().any(|l| l.rel.ends_with("c.log")));
     }
 }

@@ -790,10 +790,19 @@ fn resolve_resource(app: &App, url_path: &str) -> std::result::Result<Resolved, 
         return Err(Refusal::NotFound);
     }
     let full = app.root.join(&rel);
-    let mut file = open_nonblocking(&full).map_err(|_| Refusal::NotFound)?;
-    let path = opened_path(&file)
-        .map_or_else(|| full.canonicalize(), Ok)
-        .map_err(|_| Refusal::NotFound)?;
+    // Opened beneath the root with no link on the way: the file is the one at `full`.
+    // Otherwise (a link, no `openat2`): opened by path, then asked where it went.
+    let (mut file, path) = match app.inventory.open_direct(&rel) {
+        Ok(Some(file)) => (file, full.clone()),
+        Ok(None) => {
+            let file = open_nonblocking(&full).map_err(|_| Refusal::NotFound)?;
+            let path = opened_path(&file)
+                .map_or_else(|| full.canonicalize(), Ok)
+                .map_err(|_| Refusal::NotFound)?;
+            (file, path)
+        }
+        Err(_) => return Err(Refusal::NotFound),
+    };
     if path != full {
         // Through a symbolic link: the target must be inside the tree and admitted too.
         let Ok(target_rel) = path.strip_prefix(&app.root) else {
