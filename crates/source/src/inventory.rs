@@ -107,6 +107,7 @@ pub struct DirInventory {
     compiled: ignore::overrides::Override,
     /// Whether files may be opened with `openat2` beneath the root (Linux; see
     /// [`DirInventory::with_openat2`]).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     openat2: bool,
     /// The root directory, opened (shared by clones; let go by every listing, so that a tree
     /// replaced meanwhile is seen by the next scan).
@@ -563,11 +564,18 @@ impl DirInventory {
     fn skipped_path(&self, rel: &Path) -> bool {
         let root = path_bytes(&self.canonical_root);
         let rel = path_bytes(rel);
+        let sep = std::path::MAIN_SEPARATOR as u8;
+        // `root/rel`, or `/rel` when the root is `/`.
+        let prefix = if root.ends_with(&[sep]) {
+            root.len()
+        } else {
+            root.len() + 1
+        };
         self.skip_dirs.iter().any(|d| {
             let d = path_bytes(d);
-            d.len() == root.len() + 1 + rel.len()
+            d.len() == prefix + rel.len()
                 && d.starts_with(&root)
-                && d[root.len()] == std::path::MAIN_SEPARATOR as u8
+                && d[prefix - 1] == sep
                 && d.ends_with(&rel)
         })
     }
@@ -867,6 +875,21 @@ mod tests {
             assert_eq!(s, "inside b");
         }
         assert!(beneath.open_direct(Path::new("missing")).is_err() || !openat2_available());
+    }
+
+    #[test]
+    fn skipped_paths_are_compared_whole_even_under_the_filesystem_root() {
+        let f = fixture();
+        let inv = DirInventory::new(&f.tree, vec![], false, vec![f.tree.join("sub/b.txt")])
+            .expect("inventory");
+        assert!(inv.skipped_path(Path::new("sub/b.txt")));
+        for rel in ["sub/b.tx", "sub/b.txt2", "ub/b.txt", "sub"] {
+            assert!(!inv.skipped_path(Path::new(rel)), "{rel}");
+        }
+        let inv = DirInventory::new(Path::new("/"), vec![], false, vec![PathBuf::from("/tmp")])
+            .expect("inventory");
+        assert!(inv.skipped_path(Path::new("tmp")));
+        assert!(!inv.skipped_path(Path::new("tm")));
     }
 
     #[test]
