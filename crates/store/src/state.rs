@@ -183,6 +183,27 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 INSERT OR IGNORE INTO meta(key, value) VALUES('schema', '1');
 ";
 
+/// A page of a Source's rows after `?2` (or from `''` with `first`: every text is `>= ''`), in
+/// URI order. A condition such as `(?2 IS NULL OR uri > ?2)` would keep SQLite from seeking in
+/// the index on (source, uri): each page would scan from the Source's first row, and reading
+/// all rows a page at a time would take time quadratic in their number.
+fn resources_page_sql(first: bool) -> String {
+    let op = if first { ">=" } else { ">" };
+    format!(
+        "SELECT {RESOURCE_COLS} FROM resources \
+         WHERE source = ?1 AND uri {op} ?2 ORDER BY uri LIMIT ?3"
+    )
+}
+
+/// As [`resources_page_sql`], for the pending changes.
+fn pending_page_sql(first: bool) -> String {
+    let op = if first { ">=" } else { ">" };
+    format!(
+        "SELECT source, uri, change, length, hashes, lastmod, duplicates, error \
+         FROM pending WHERE source = ?1 AND uri {op} ?2 ORDER BY uri LIMIT ?3"
+    )
+}
+
 fn opt_u64(v: Option<i64>) -> Option<u64> {
     v.and_then(|n| u64::try_from(n).ok())
 }
@@ -407,11 +428,9 @@ impl StateStore for SqliteState {
     ) -> Result<Vec<ResourceRecord>> {
         let c = self.lock();
         let mut st = c
-            .prepare_cached(&format!(
-                "SELECT {RESOURCE_COLS} FROM resources \
-                 WHERE source = ?1 AND (?2 IS NULL OR uri > ?2) ORDER BY uri LIMIT ?3"
-            ))
+            .prepare_cached(&resources_page_sql(after.is_none()))
             .map_err(|e| self.err(e))?;
+        let after = after.unwrap_or("");
         let rows = st
             .query_map(
                 params![source, after, i64::try_from(limit).unwrap_or(i64::MAX)],
@@ -471,12 +490,9 @@ impl StateStore for SqliteState {
     ) -> Result<Vec<PendingChange>> {
         let c = self.lock();
         let mut st = c
-            .prepare_cached(
-                "SELECT source, uri, change, length, hashes, lastmod, duplicates, error \
-                 FROM pending WHERE source = ?1 AND (?2 IS NULL OR uri > ?2) \
-                 ORDER BY uri LIMIT ?3",
-            )
+            .prepare_cached(&pending_page_sql(after.is_none()))
             .map_err(|e| self.err(e))?;
+        let after = after.unwrap_or("");
         let rows = st
             .query_map(
                 params![source, after, i64::try_from(limit).unwrap_or(i64::MAX)],
@@ -581,6 +597,58 @@ mod tests {
         assert_eq!(p[0].duplicates, [(1, "http://m/z".to_owned())]);
         s.remove_pending("cap", "http://h/z").expect("rm");
         assert!(s.pending_page("cap", None, 10).expect("p").is_empty());
+    }
+
+    #[test]
+    fn pages_seek_in_the_index_and_miss_no_row() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = SqliteState::open(&d.path().join("state.sqlite")).expect("open");
+        // "" sorts first: the first page must still include it.
+        let uris = ["", "http://h/a", "http://h/b", "http://h/c", "http://h/d"];
+        for u in uris {
+            s.put_resource(&ResourceRecord {
+                uri: u.into(),
+                source: "cap".into(),
+                path: format!("p{}", u.len()),
+                ..ResourceRecord::default()
+            })
+            .expect("put");
+            s.put_pending(&PendingChange {
+                source: "cap".into(),
+                uri: u.into(),
+                ..PendingChange::default()
+            })
+            .expect("pending");
+        }
+        let (mut seen, mut pending) = (Vec::new(), Vec::new());
+        let mut after: Option<String> = None;
+        loop {
+            let page = s.resources_page("cap", after.as_deref(), 2).expect("page");
+            let Some(last) = page.last() else { break };
+            after = Some(last.uri.clone());
+            seen.extend(page.into_iter().map(|r| r.uri));
+        }
+        let mut after: Option<String> = None;
+        loop {
+            let page = s.pending_page("cap", after.as_deref(), 2).expect("page");
+            let Some(last) = page.last() else { break };
+            after = Some(last.uri.clone());
+            pending.extend(page.into_iter().map(|r| r.uri));
+        }
+        assert_eq!(seen, uris);
+        assert_eq!(pending, uris);
+        // A page after a URI seeks to it (a range on the index), not a scan from the start.
+        let c = s.lock();
+        for sql in [resources_page_sql(false), pending_page_sql(false)] {
+            let plan: Vec<String> = c
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .expect("plan")
+                .query_map(params!["cap", "http://h/b", 2], |r| r.get::<_, String>(3))
+                .expect("rows")
+                .collect::<rusqlite::Result<_>>()
+                .expect("plan rows");
+            assert!(plan.iter().any(|p| p.contains("uri>?")), "{sql}: {plan:?}");
+        }
     }
 
     #[test]
