@@ -3,17 +3,38 @@
 //! list's `at` (§10.1, §12.1).
 //!
 //! The copies are what is on disk: each is measured and hashed (with the algorithms the Source
-//! publishes for it), and compared by the diff engine ([`resourcesync_diff::diff_sorted`],
-//! [`resourcesync_diff::needs_update`]) with the Source's description. Files under DEST that no
-//! resource maps to are extra. Nothing is fetched but documents, and nothing is written.
+//! publishes for it), and compared with the Source's description by the diff engine's rule
+//! ([`resourcesync_diff::needs_update`]). Files under DEST that no resource maps to are extra.
+//! Nothing is fetched but documents, and nothing is written.
+//!
+//! How, in one pass over each input:
+//!
+//! - DEST is walked once (`readdir` and one `statx` per file, relative to the directory, never
+//!   following a symbolic link) on a thread of its own while the Source's documents are fetched
+//!   and read; the walk is a map from path to size, at most [`WALK_MAX_FILES`] files (past that
+//!   each copy is looked up on disk by its path instead, in bounded memory).
+//! - The Source's list is kept in memory, by URI, up to about [`LIST_MEMORY_BYTES`]; a larger
+//!   list (an index of a million entries) goes to a scratch SQLite database, read back a page
+//!   at a time.
+//! - The state's rows of the Source and the list are merged in URI order (both sorted, no lookup
+//!   per entry); each row's path and each entry's path claims its file in the walk. Copies that
+//!   must be hashed are read on every core, [`CHUNK`] steps of the merge at a time.
+//! - What the walk holds that nothing claimed, and no row of another Source names, is extra.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use resourcesync_diff::{Action, Difference, Item, diff_sorted, needs_update};
-use resourcesync_model::{Capability, Change, Entry, HashAlg, W3cDateTime};
-use resourcesync_store::{FsStore, RelPath, SqliteState, StateStore, Store};
+use resourcesync_diff::{Difference, Item, needs_update};
+use resourcesync_model::{Capability, Change, Entry, HashAlg, Hashes, MultiHasher, W3cDateTime};
+use resourcesync_store::{
+    FsStore, RelPath, ResourceRecord, STATE_DIR, SqliteState, StateStore, Store,
+};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::discover::discover;
 use crate::docs::{DocFetcher, ListSink, walk};
@@ -22,27 +43,331 @@ use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::{AuditOptions, default_state_path};
 use crate::report::{AuditDifference, AuditReport, Observer, push_capped};
-use crate::staging::{StagedItem, Staging};
 
+/// About the most bytes of the Source's list held in memory (estimated); a larger list goes to
+/// a scratch database on disk.
+pub const LIST_MEMORY_BYTES: usize = 24 << 20;
+/// Most files under DEST held in memory by the walk (about 100 bytes each); past it each copy
+/// is looked up on disk by its path.
+pub const WALK_MAX_FILES: usize = 250_000;
+/// Steps of the merge whose copies are measured together (on every core when they are hashed).
+pub const CHUNK: usize = 1024;
+/// Rows and entries read from a database at a time.
+const PAGE: usize = 1000;
+
+/// The memory bounds of an audit (tests use small ones to take the on-disk paths).
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    list_bytes: usize,
+    walk_files: usize,
+}
+
+const LIMITS: Limits = Limits {
+    list_bytes: LIST_MEMORY_BYTES,
+    walk_files: WALK_MAX_FILES,
+};
+
+/// What the Source publishes of one resource, as far as the audit needs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Published {
+    length: Option<u64>,
+    hashes: Hashes,
+    lastmod: Option<W3cDateTime>,
+    /// The path under DEST it maps to; `None` when it has no safe one.
+    path: Option<String>,
+}
+
+impl Published {
+    fn item(&self, uri: &str) -> Item {
+        Item {
+            uri: uri.to_owned(),
+            length: self.length,
+            lastmod: self.lastmod,
+            hashes: self.hashes.clone(),
+        }
+    }
+
+    /// About the bytes it takes in memory with its URI (allocations included).
+    fn weight(&self, uri: &str) -> usize {
+        let digests: usize = self.hashes.0.iter().map(|d| 96 + d.value.len()).sum();
+        224 + uri.len() + self.path.as_ref().map_or(0, String::len) + digests
+    }
+}
+
+/// The Source's list: in memory while small, else in a scratch database.
+enum List {
+    Mem {
+        items: BTreeMap<String, Published>,
+        bytes: usize,
+        /// The paths, built when first asked for (only without a walk).
+        paths: Option<HashSet<String>>,
+    },
+    Disk(Spill),
+}
+
+impl List {
+    fn new() -> Self {
+        List::Mem {
+            items: BTreeMap::new(),
+            bytes: 0,
+            paths: None,
+        }
+    }
+
+    /// Adds or replaces the entry of a URI; moves the list to disk past `max_bytes`.
+    fn put(&mut self, uri: String, p: Published, scratch: &Path, max_bytes: usize) -> Result<()> {
+        match self {
+            List::Mem { items, bytes, .. } => {
+                use std::collections::btree_map::Entry as Slot;
+                *bytes += p.weight(&uri);
+                match items.entry(uri) {
+                    Slot::Vacant(v) => {
+                        v.insert(p);
+                    }
+                    Slot::Occupied(mut o) => {
+                        *bytes = bytes.saturating_sub(o.get().weight(o.key()));
+                        o.insert(p);
+                    }
+                }
+                if *bytes > max_bytes {
+                    let mut spill = Spill::create(scratch)?;
+                    for (u, p) in std::mem::take(items) {
+                        spill.put(&u, &p)?;
+                    }
+                    *self = List::Disk(spill);
+                }
+                Ok(())
+            }
+            List::Disk(s) => s.put(&uri, &p),
+        }
+    }
+
+    fn remove(&mut self, uri: &str) -> Result<()> {
+        match self {
+            List::Mem { items, bytes, .. } => {
+                if let Some(old) = items.remove(uri) {
+                    *bytes = bytes.saturating_sub(old.weight(uri));
+                }
+                Ok(())
+            }
+            List::Disk(s) => s.remove(uri),
+        }
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        match self {
+            List::Mem { .. } => Ok(()),
+            List::Disk(s) => s.flush(),
+        }
+    }
+
+    fn count(&self) -> Result<u64> {
+        match self {
+            List::Mem { items, .. } => Ok(items.len() as u64),
+            List::Disk(s) => s.count(),
+        }
+    }
+
+    /// Up to `limit` entries after a URI, in URI (byte) order.
+    fn page(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, Published)>> {
+        match self {
+            List::Mem { items, .. } => {
+                use std::ops::Bound::{Excluded, Unbounded};
+                let lower = after.map_or(Unbounded, Excluded);
+                Ok(items
+                    .range::<str, _>((lower, Unbounded))
+                    .take(limit)
+                    .map(|(u, p)| (u.clone(), p.clone()))
+                    .collect())
+            }
+            List::Disk(s) => s.page(after, limit),
+        }
+    }
+
+    /// Whether some entry maps to this path.
+    fn has_path(&mut self, path: &str) -> Result<bool> {
+        match self {
+            List::Mem { items, paths, .. } => Ok(paths
+                .get_or_insert_with(|| items.values().filter_map(|p| p.path.clone()).collect())
+                .contains(path)),
+            List::Disk(s) => s.has_path(path),
+        }
+    }
+}
+
+/// A list too large for memory, in a scratch SQLite database (removed when dropped).
+struct Spill {
+    conn: Connection,
+    in_tx: u32,
+    path_index: bool,
+    _file: tempfile::TempPath,
+}
+
+fn dt(s: Option<String>) -> Option<W3cDateTime> {
+    s.and_then(|s| W3cDateTime::parse(&s).ok())
+}
+
+impl Spill {
+    fn create(dir: &Path) -> Result<Self> {
+        let file = tempfile::Builder::new()
+            .prefix("audit-")
+            .suffix(".sqlite")
+            .tempfile_in(dir)
+            .map_err(|e| {
+                Error::io(
+                    format!("creating a scratch database in {}", dir.display()),
+                    e,
+                )
+            })?
+            .into_temp_path();
+        let conn = Connection::open(&file)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=FILE;
+             PRAGMA locking_mode=EXCLUSIVE;
+             CREATE TABLE items(uri TEXT PRIMARY KEY, length INTEGER, hashes TEXT,
+                 lastmod TEXT, path TEXT) WITHOUT ROWID;",
+        )?;
+        Ok(Spill {
+            conn,
+            in_tx: 0,
+            path_index: false,
+            _file: file,
+        })
+    }
+
+    fn batch(&mut self) -> Result<()> {
+        if self.in_tx == 0 {
+            self.conn.execute_batch("BEGIN")?;
+        }
+        self.in_tx += 1;
+        if self.in_tx >= 10_000 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.in_tx > 0 {
+            self.conn.execute_batch("COMMIT")?;
+            self.in_tx = 0;
+        }
+        Ok(())
+    }
+
+    fn put(&mut self, uri: &str, p: &Published) -> Result<()> {
+        self.batch()?;
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO items(uri, length, hashes, lastmod, path)
+                 VALUES(?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                uri,
+                p.length.and_then(|n| i64::try_from(n).ok()),
+                (!p.hashes.is_empty()).then(|| p.hashes.to_string()),
+                p.lastmod.map(|d| d.to_string()),
+                p.path,
+            ])?;
+        Ok(())
+    }
+
+    fn remove(&mut self, uri: &str) -> Result<()> {
+        self.batch()?;
+        self.conn
+            .prepare_cached("DELETE FROM items WHERE uri = ?1")?
+            .execute([uri])?;
+        Ok(())
+    }
+
+    fn count(&self) -> Result<u64> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM items", [], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn page(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, Published)>> {
+        // `uri >= ''` for the first page (every text): a condition the primary key can seek on
+        // (`?1 IS NULL OR uri > ?1` would scan from the start for every page).
+        let (op, after) = match after {
+            Some(a) => (">", a),
+            None => (">=", ""),
+        };
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT uri, length, hashes, lastmod, path FROM items WHERE uri {op} ?1
+             ORDER BY uri LIMIT ?2"
+        ))?;
+        let rows = st.query_map(
+            params![after, i64::try_from(limit).unwrap_or(i64::MAX)],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    Published {
+                        length: r
+                            .get::<_, Option<i64>>(1)?
+                            .and_then(|n| u64::try_from(n).ok()),
+                        hashes: r
+                            .get::<_, Option<String>>(2)?
+                            .map(|h| Hashes::parse(&h).0)
+                            .unwrap_or_default(),
+                        lastmod: dt(r.get(3)?),
+                        path: r.get(4)?,
+                    },
+                ))
+            },
+        )?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn has_path(&mut self, path: &str) -> Result<bool> {
+        if !self.path_index {
+            self.flush()?;
+            self.conn
+                .execute_batch("CREATE INDEX IF NOT EXISTS items_path ON items(path)")?;
+            self.path_index = true;
+        }
+        Ok(self
+            .conn
+            .prepare_cached("SELECT 1 FROM items WHERE path = ?1 LIMIT 1")?
+            .query_row([path], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+}
+
+/// Receives the Source's list entries (and later changes).
 struct Sink {
-    staging: Staging,
+    list: List,
+    scratch: PathBuf,
+    max_bytes: usize,
     mapper: UriMapper,
     /// For changes: entries at or before it are already in the Resource List.
     since: Option<W3cDateTime>,
 }
 
 impl Sink {
-    fn put(&mut self, e: &Entry) -> Result<()> {
-        let mut it = StagedItem::from_entry(e);
-        it.path = self.mapper.map(&e.loc).ok().map(|p| p.to_string());
-        self.staging.upsert(&it)
+    fn put(&mut self, e: Entry) -> Result<()> {
+        let path = self.mapper.map(&e.loc).ok().map(|p| p.as_str().to_owned());
+        let Entry {
+            loc, lastmod, md, ..
+        } = e;
+        let (length, hashes) = md.map_or((None, Hashes::default()), |m| {
+            (m.length, m.hash.unwrap_or_default())
+        });
+        let p = Published {
+            length,
+            hashes,
+            lastmod,
+            path,
+        };
+        self.list.put(loc, p, &self.scratch, self.max_bytes)
     }
 }
 
 impl ListSink for Sink {
     fn entry(&mut self, e: Entry) -> Result<()> {
         let Some(since) = self.since else {
-            return self.put(&e);
+            return self.put(e);
         };
         if e.change_time()
             .is_some_and(|t| t.cmp_instant(&since) != std::cmp::Ordering::Greater)
@@ -50,8 +375,8 @@ impl ListSink for Sink {
             return Ok(());
         }
         match e.change() {
-            Some(Change::Deleted) => self.staging.remove(&e.loc),
-            Some(Change::Created | Change::Updated) => self.put(&e),
+            Some(Change::Deleted) => self.list.remove(&e.loc),
+            Some(Change::Created | Change::Updated) => self.put(e),
             _ => Ok(()),
         }
     }
@@ -91,271 +416,581 @@ impl Found {
     }
 }
 
-/// The copy as it is on disk: its length, its digests in the algorithms the Source publishes
-/// for it, and the `<lastmod>` recorded when it was fetched.
-fn local_item(
-    store: &FsStore,
-    uri: &str,
-    rel: &RelPath,
-    algs: &[HashAlg],
-    lastmod: Option<W3cDateTime>,
-) -> Result<Option<Item>> {
-    let Some(m) = store.stat(rel)? else {
-        return Ok(None);
-    };
-    if !m.is_file {
-        return Ok(None);
-    }
-    let (length, hashes) = if algs.is_empty() {
-        (m.length, Default::default())
-    } else {
-        store.hash(rel, algs)?
-    };
-    Ok(Some(Item {
-        uri: uri.to_owned(),
-        length: Some(length),
-        lastmod,
-        hashes,
-    }))
+/// A file found by the walk.
+#[derive(Debug, Clone, Copy)]
+struct Walked {
+    length: u64,
+    is_file: bool,
+    /// A row or an entry maps to it.
+    claimed: bool,
 }
 
-/// The staged entries in URI order, read a page at a time, for a merge with the state rows.
-struct Cursor<'a> {
-    staging: &'a Staging,
-    buf: VecDeque<StagedItem>,
+/// Everything under DEST but the Destination's own folder: path → what is there (symbolic links
+/// and other non-directories are files that are not regular; directories are walked into,
+/// never through a link). Names that are not valid paths are kept as errors.
+#[derive(Debug, Default)]
+struct Tree {
+    root: PathBuf,
+    files: HashMap<String, Walked>,
+    errors: Vec<String>,
+}
+
+/// Walks DEST; `None` when it holds more than `max_files` files (or the walk was cancelled).
+fn walk_tree(root: &Path, max_files: usize, cancel: &AtomicBool) -> Result<Option<Tree>> {
+    let mut tree = Tree {
+        root: root.to_path_buf(),
+        ..Tree::default()
+    };
+    if !root.is_dir() {
+        return Ok(Some(tree));
+    }
+    let mut stack: Vec<(PathBuf, String)> = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = stack.pop() {
+        if cancel.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+        for e in rd {
+            let e = e.map_err(|e| Error::io(dir.display().to_string(), e))?;
+            let name = e.file_name();
+            let Some(name) = name.to_str() else {
+                tree.errors.push(
+                    resourcesync_store::Error::UnsafePath {
+                        path: e.path().display().to_string(),
+                        reason: "file name is not UTF-8",
+                    }
+                    .to_string(),
+                );
+                continue;
+            };
+            if prefix.is_empty() && name == STATE_DIR {
+                continue;
+            }
+            let rel = if prefix.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let ft = e.file_type().map_err(|err| Error::io(rel.clone(), err))?;
+            if ft.is_dir() {
+                stack.push((e.path(), rel));
+                continue;
+            }
+            if let Err(err) = RelPath::parse(&rel) {
+                tree.errors.push(err.to_string());
+                continue;
+            }
+            // statx(2) relative to the directory, not following a link.
+            let m = match e.metadata() {
+                Ok(m) => m,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(Error::io(rel, err)),
+            };
+            if m.is_dir() {
+                // Replaced by a directory since it was listed: walk it.
+                stack.push((e.path(), rel));
+                continue;
+            }
+            if tree.files.len() >= max_files {
+                return Ok(None);
+            }
+            tree.files.insert(
+                rel,
+                Walked {
+                    length: m.len(),
+                    is_file: m.is_file(),
+                    claimed: false,
+                },
+            );
+        }
+    }
+    Ok(Some(tree))
+}
+
+/// How copies are found: in the walk, or on disk one by one (a DEST too large to walk into
+/// memory).
+enum Copies<'a> {
+    Walked(Tree),
+    OnDisk(&'a FsStore),
+}
+
+/// A copy measured: its length and its digests of the algorithms asked for.
+type Measured = Option<(u64, Hashes)>;
+
+/// Opens a file for reading, not through a symbolic link at its last segment (the walk saw a
+/// regular file; it could have been replaced since) and not blocking on a FIFO; `None` when it
+/// is gone or is a link now.
+#[cfg(unix)]
+fn open_nofollow(path: &Path) -> io::Result<Option<File>> {
+    use rustix::fs::{Mode, OFlags};
+    match rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => Ok(Some(File::from(fd))),
+        Err(e) if e == rustix::io::Errno::NOENT || e == rustix::io::Errno::LOOP => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(unix))]
+fn open_nofollow(path: &Path) -> io::Result<Option<File>> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    match File::open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads and hashes a regular file (see [`open_nofollow`]): its length and digests; `None` when
+/// it is no longer a regular file.
+fn hash_file(path: &Path, algs: &[HashAlg], buf: &mut Vec<u8>) -> io::Result<Measured> {
+    let Some(mut f) = open_nofollow(path)? else {
+        return Ok(None);
+    };
+    if !f.metadata()?.is_file() {
+        return Ok(None);
+    }
+    if buf.is_empty() {
+        buf.resize(64 * 1024, 0);
+    }
+    let mut h = MultiHasher::new(algs);
+    let mut n = 0u64;
+    loop {
+        match f.read(buf) {
+            Ok(0) => break,
+            Ok(k) => {
+                h.update(&buf[..k]);
+                n += k as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some((n, h.finish())))
+}
+
+impl Copies<'_> {
+    /// The copy at `path`: its length, and its digests when `algs` is not empty.
+    fn measure(&self, path: &str, algs: &[HashAlg], buf: &mut Vec<u8>) -> Result<Measured> {
+        match self {
+            Copies::Walked(tree) => {
+                let Some(w) = tree.files.get(path) else {
+                    return Ok(None);
+                };
+                if !w.is_file {
+                    return Ok(None);
+                }
+                if algs.is_empty() {
+                    return Ok(Some((w.length, Hashes::default())));
+                }
+                let full = RelPath::parse(path)?.under(&tree.root);
+                hash_file(&full, algs, buf).map_err(|e| Error::io(path.to_owned(), e))
+            }
+            Copies::OnDisk(store) => {
+                let rel = RelPath::parse(path)?;
+                let m = match store.stat(&rel) {
+                    Ok(Some(m)) => m,
+                    // A symbolic link or a file where a directory of the path should be: not
+                    // followed, so no copy (as in the walk).
+                    Ok(None) | Err(resourcesync_store::Error::Conflict { .. }) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
+                if !m.is_file {
+                    return Ok(None);
+                }
+                if algs.is_empty() {
+                    return Ok(Some((m.length, Hashes::default())));
+                }
+                Ok(Some(store.hash(&rel, algs)?))
+            }
+        }
+    }
+
+    fn claim(&mut self, path: &str) {
+        if let Copies::Walked(tree) = self {
+            if let Some(w) = tree.files.get_mut(path) {
+                w.claimed = true;
+            }
+        }
+    }
+
+    /// Whether the copies are read from disk in `measure` (hashing, or a lookup per copy).
+    fn reads(&self, algs: &[HashAlg]) -> bool {
+        matches!(self, Copies::OnDisk(_)) || !algs.is_empty()
+    }
+}
+
+/// One step of the merge: a URI with its state row (of this Source), its published entry, or
+/// both, and the copy to measure.
+struct Step {
+    uri: String,
+    row: Option<ResourceRecord>,
+    published: Option<Published>,
+    /// The path measured and the algorithms hashed.
+    at: Option<String>,
+    algs: Vec<HashAlg>,
+    measured: Option<Result<Measured>>,
+}
+
+/// Measures the copies of a chunk of steps, on up to `threads` threads when they are read from
+/// disk.
+fn measure_all(copies: &Copies<'_>, steps: &mut [Step], threads: usize) {
+    let work = steps
+        .iter()
+        .filter(|s| s.at.is_some() && copies.reads(&s.algs))
+        .count();
+    let run = |part: &mut [Step]| {
+        let mut buf = Vec::new();
+        for s in part {
+            if let Some(at) = &s.at {
+                s.measured = Some(copies.measure(at, &s.algs, &mut buf));
+            }
+        }
+    };
+    if threads < 2 || work < 64 {
+        run(steps);
+        return;
+    }
+    let per = steps.len().div_ceil(threads);
+    std::thread::scope(|sc| {
+        let mut parts = steps.chunks_mut(per);
+        let first = parts.next();
+        for p in parts {
+            sc.spawn(move || run(p));
+        }
+        if let Some(p) = first {
+            run(p);
+        }
+    });
+}
+
+/// Pages of a sorted source, one item at a time.
+struct Paged<T, F: FnMut(Option<&str>) -> Result<Vec<T>>> {
+    fetch: F,
+    buf: std::collections::VecDeque<T>,
     after: Option<String>,
     done: bool,
+    key: fn(&T) -> &str,
 }
 
-impl<'a> Cursor<'a> {
-    fn new(staging: &'a Staging) -> Self {
-        Cursor {
-            staging,
-            buf: VecDeque::new(),
+impl<T, F: FnMut(Option<&str>) -> Result<Vec<T>>> Paged<T, F> {
+    fn new(fetch: F, key: fn(&T) -> &str) -> Self {
+        Paged {
+            fetch,
+            buf: Default::default(),
             after: None,
             done: false,
+            key,
         }
     }
 
-    /// The entry of `uri`, if staged; `uri`s must come in increasing order.
-    fn seek(&mut self, uri: &str) -> Result<Option<&StagedItem>> {
-        loop {
-            while self.buf.front().is_some_and(|s| s.uri.as_str() < uri) {
-                self.buf.pop_front();
-            }
-            if !self.buf.is_empty() || self.done {
-                break;
-            }
-            let page = self.staging.page_by_uri(self.after.as_deref(), 1000)?;
+    fn peek(&mut self) -> Result<Option<&T>> {
+        if self.buf.is_empty() && !self.done {
+            let page = (self.fetch)(self.after.as_deref())?;
             self.done = page.is_empty();
-            self.after = page.last().map(|s| s.uri.clone());
+            self.after = page.last().map(|t| (self.key)(t).to_owned());
             self.buf.extend(page);
         }
-        Ok(self.buf.front().filter(|s| s.uri == uri))
+        Ok(self.buf.front())
+    }
+
+    fn next(&mut self) -> Result<Option<T>> {
+        self.peek()?;
+        Ok(self.buf.pop_front())
     }
 }
 
-fn compare(
-    key: &str,
-    store: &FsStore,
-    state: &dyn StateStore,
-    staging: &Staging,
-    obs: &dyn Observer,
-    dest_exists: bool,
+/// What is compared with what, and how.
+struct Compare<'a> {
+    key: &'a str,
+    state: &'a dyn StateStore,
+    obs: &'a dyn Observer,
     fast: bool,
-) -> Result<Found> {
-    let mut found = Found::default();
-    let mut err: Option<Error> = None;
-    let mut s_err: Option<Error> = None;
-    let mut published = Cursor::new(staging);
-    {
-        // The copies: rows of the state whose file is on disk, measured now.
-        let mut after: Option<String> = None;
-        let mut buf: VecDeque<Item> = VecDeque::new();
-        let mut done = false;
-        let mut rows = std::iter::from_fn(|| {
-            loop {
-                if let Some(i) = buf.pop_front() {
-                    return Some(i);
+    threads: usize,
+}
+
+impl Compare<'_> {
+    /// Plans the measurement of a step.
+    fn plan(&self, s: &mut Step) {
+        match (&s.row, &s.published) {
+            // A row the Source no longer lists: is its copy there?
+            (Some(r), None) => s.at = Some(r.path.clone()),
+            // Fast: the size only, the recorded digests stand for the content.
+            (Some(r), Some(p)) => {
+                s.at = Some(r.path.clone());
+                if !self.fast {
+                    s.algs = p.hashes.known_algs();
                 }
-                if done || err.is_some() {
-                    return None;
-                }
-                let page = match state.resources_page(key, after.as_deref(), 1000) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        err = Some(e.into());
-                        return None;
+            }
+            // No row: a file may be in place all the same (copied by other means, or a run
+            // killed between the rename and the row): measure it.
+            (None, Some(p)) => {
+                s.at = p.path.clone();
+                s.algs = p.hashes.known_algs();
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Decides a measured step.
+    fn decide(&self, copies: &Copies<'_>, s: Step, found: &mut Found) -> Result<()> {
+        let measured = match s.measured {
+            Some(m) => m?,
+            None => None,
+        };
+        let Some(p) = s.published else {
+            if measured.is_some() {
+                self.obs.resource_done();
+                found.extra(AuditDifference {
+                    uri: s.uri,
+                    path: s.row.map(|r| r.path),
+                    why: "not at the Source".into(),
+                });
+            }
+            return Ok(());
+        };
+        self.obs.resource_done();
+        let original = p.item(&s.uri);
+        let mut buf = Vec::new();
+        let copy = match (s.row, measured) {
+            (Some(r), Some((length, hashes))) => {
+                let hashes = if !self.fast {
+                    hashes
+                } else if r.length == Some(length) {
+                    r.hashes
+                } else {
+                    // Fast, but the size is not the one recorded: the recorded digests do not
+                    // describe this file, which is read (when a digest could tell).
+                    let algs = p.hashes.known_algs();
+                    if algs.is_empty() {
+                        hashes
+                    } else {
+                        match copies.measure(&r.path, &algs, &mut buf)? {
+                            Some((_, h)) => h,
+                            None => Hashes::default(),
+                        }
                     }
                 };
-                done = page.is_empty();
-                after = page.last().map(|r| r.uri.clone());
-                for r in page {
-                    let Ok(rel) = RelPath::parse(&r.path) else {
-                        continue;
-                    };
-                    // The Source's entry for this row, found by walking the staged list
-                    // alongside the rows (both in URI order) instead of a lookup per row.
-                    let staged = match published.seek(&r.uri) {
-                        Ok(s) => s,
-                        Err(e) => {
-                            err = Some(e);
-                            return None;
-                        }
-                    };
-                    let algs = match staged {
-                        Some(s) if !fast => s.hashes.known_algs(),
-                        _ => Vec::new(),
-                    };
-                    let measured = local_item(store, &r.uri, &rel, &algs, r.lastmod).map(|i| {
-                        // Fast mode: the digests recorded when the copy was written stand for
-                        // its content, which is not read.
-                        i.map(|mut i| {
-                            if fast {
-                                i.hashes = r.hashes.clone();
-                            }
-                            i
-                        })
-                    });
-                    match measured {
-                        Ok(Some(i)) => buf.push_back(i),
-                        Ok(None) => {}
-                        Err(e) => {
-                            err = Some(e);
-                            return None;
-                        }
-                    }
-                }
+                Some(Item {
+                    uri: s.uri.clone(),
+                    length: Some(length),
+                    lastmod: r.lastmod,
+                    hashes,
+                })
             }
-        });
-        let mut s_after: Option<String> = None;
-        let mut s_buf: VecDeque<StagedItem> = VecDeque::new();
-        let mut s_done = false;
-        let source = std::iter::from_fn(|| {
+            // No row, or the row's file is not there: the file at the entry's path, if any.
+            (row, m) => {
+                let Some(path) = &p.path else {
+                    found.missing(AuditDifference {
+                        uri: s.uri,
+                        path: None,
+                        why: "no safe path under the destination".into(),
+                    });
+                    return Ok(());
+                };
+                let m = match row {
+                    Some(r) if &r.path != path => {
+                        copies.measure(path, &p.hashes.known_algs(), &mut buf)?
+                    }
+                    _ => m,
+                };
+                m.map(|(length, hashes)| Item {
+                    uri: s.uri.clone(),
+                    length: Some(length),
+                    lastmod: None,
+                    hashes,
+                })
+            }
+        };
+        let Some(copy) = copy else {
+            found.missing(AuditDifference {
+                uri: s.uri,
+                path: p.path,
+                why: "no copy".into(),
+            });
+            return Ok(());
+        };
+        match needs_update(&copy, &original) {
+            None => found.in_sync += 1,
+            Some(w) => found.different(AuditDifference {
+                uri: s.uri,
+                path: p.path,
+                why: why(w).into(),
+            }),
+        }
+        Ok(())
+    }
+
+    /// Merges the state's rows of the Source with the list, in URI order, and measures the
+    /// copies; then reports the files nothing maps to.
+    fn run(&self, list: &mut List, mut copies: Copies<'_>) -> Result<Found> {
+        let mut found = Found::default();
+        {
+            let list_ref = &*list;
+            let mut rows = Paged::new(
+                |after| {
+                    let mut page = self.state.resources_page(self.key, after, PAGE)?;
+                    // A row whose path is not a safe one is no copy of ours (and never read).
+                    page.retain(|r| RelPath::parse(&r.path).is_ok());
+                    Ok(page)
+                },
+                |r: &ResourceRecord| r.uri.as_str(),
+            );
+            let mut pubs = Paged::new(
+                |after| list_ref.page(after, PAGE),
+                |e: &(String, Published)| e.0.as_str(),
+            );
+            let mut chunk: Vec<Step> = Vec::with_capacity(CHUNK);
             loop {
-                if let Some(i) = s_buf.pop_front() {
-                    return Some(i.item());
-                }
-                if s_done {
-                    return None;
-                }
-                match staging.page_by_uri(s_after.as_deref(), 1000) {
-                    Ok(p) => {
-                        s_done = p.is_empty();
-                        s_after = p.last().map(|r| r.uri.clone());
-                        s_buf.extend(p);
-                    }
-                    Err(e) => {
-                        s_err = Some(e);
-                        s_done = true;
-                    }
-                }
-            }
-        });
-        let path_of =
-            |uri: &str| -> Option<String> { staging.get(uri).ok().flatten().and_then(|s| s.path) };
-        for action in diff_sorted(&mut rows, source) {
-            obs.resource_done();
-            match action {
-                Action::Same(_) => found.in_sync += 1,
-                Action::Update {
-                    original, why: w, ..
-                } => found.different(AuditDifference {
-                    path: path_of(&original.uri),
-                    uri: original.uri,
-                    why: why(w).into(),
-                }),
-                Action::Delete(copy) => {
-                    let path = state.resource(&copy.uri).ok().flatten().map(|r| r.path);
-                    found.extra(AuditDifference {
-                        uri: copy.uri,
-                        path,
-                        why: "not at the Source".into(),
-                    });
-                }
-                Action::Create(original) => {
-                    let Some(path) = path_of(&original.uri) else {
-                        found.missing(AuditDifference {
-                            uri: original.uri,
-                            path: None,
-                            why: "no safe path under the destination".into(),
-                        });
-                        continue;
+                let order = match (rows.peek()?, pubs.peek()?) {
+                    (None, None) => None,
+                    (Some(_), None) => Some(std::cmp::Ordering::Less),
+                    (None, Some(_)) => Some(std::cmp::Ordering::Greater),
+                    (Some(r), Some(p)) => Some(r.uri.as_bytes().cmp(p.0.as_bytes())),
+                };
+                if let Some(order) = order {
+                    let row = if order.is_le() { rows.next()? } else { None };
+                    let published = if order.is_ge() { pubs.next()? } else { None };
+                    let (uri, published) = match (row.as_ref(), published) {
+                        (_, Some((u, p))) => (u, Some(p)),
+                        (Some(r), None) => (r.uri.clone(), None),
+                        (None, None) => continue,
                     };
-                    // A file may be in place without a row (copied by other means, or a run killed
-                    // between the rename and the row): measure it.
-                    let rel = RelPath::parse(&path)?;
-                    let algs = original.hashes.known_algs();
-                    match local_item(store, &original.uri, &rel, &algs, None)? {
-                        None => found.missing(AuditDifference {
-                            uri: original.uri,
-                            path: Some(path),
-                            why: "no copy".into(),
-                        }),
-                        Some(local) => match needs_update(&local, &original) {
-                            None => found.in_sync += 1,
-                            Some(w) => found.different(AuditDifference {
-                                uri: original.uri,
-                                path: Some(path),
-                                why: why(w).into(),
-                            }),
-                        },
+                    if let Some(r) = &row {
+                        copies.claim(&r.path);
                     }
+                    if let Some(path) = published.as_ref().and_then(|p| p.path.as_deref()) {
+                        copies.claim(path);
+                    }
+                    let mut s = Step {
+                        uri,
+                        row,
+                        published,
+                        at: None,
+                        algs: Vec::new(),
+                        measured: None,
+                    };
+                    self.plan(&mut s);
+                    chunk.push(s);
+                }
+                if chunk.len() >= CHUNK || (order.is_none() && !chunk.is_empty()) {
+                    measure_all(&copies, &mut chunk, self.threads);
+                    for s in chunk.drain(..) {
+                        self.decide(&copies, s, &mut found)?;
+                    }
+                }
+                if order.is_none() {
+                    break;
                 }
             }
         }
-    }
-    if let Some(e) = err.take().or(s_err.take()) {
-        return Err(e);
-    }
-    // Files no resource maps to.
-    if dest_exists {
-        let mut list_err: Option<Error> = None;
-        store.list(&mut |r| {
-            match r {
-                Ok((rel, _)) => {
-                    let staged = match staging.has_path(rel.as_str()) {
-                        Ok(b) => b,
-                        Err(e) => {
-                            list_err.get_or_insert(e);
-                            true
-                        }
-                    };
-                    if !staged && !state.has_path(rel.as_str())? {
+        // Files no resource maps to.
+        match copies {
+            Copies::Walked(tree) => {
+                let mut left: Vec<String> = tree
+                    .files
+                    .into_iter()
+                    .filter(|(_, w)| !w.claimed)
+                    .map(|(p, _)| p)
+                    .collect();
+                left.sort_unstable();
+                for path in left {
+                    // A copy of another Source synced into the same DEST.
+                    if !self.state.has_path(&path)? {
                         found.extra(AuditDifference {
                             uri: String::new(),
-                            path: Some(rel.to_string()),
+                            path: Some(path),
                             why: "no resource maps to this file".into(),
                         });
                     }
                 }
-                Err(e) => found.extra(AuditDifference {
-                    uri: String::new(),
-                    path: None,
-                    why: e.to_string(),
-                }),
+                for e in tree.errors {
+                    found.extra(AuditDifference {
+                        uri: String::new(),
+                        path: None,
+                        why: e,
+                    });
+                }
             }
-            Ok(())
-        })?;
-        if let Some(e) = list_err {
-            return Err(e);
+            Copies::OnDisk(store) => {
+                if store.root().is_dir() {
+                    let mut list_err: Option<Error> = None;
+                    store.list(&mut |r| {
+                        match r {
+                            Ok((rel, _)) => {
+                                let listed = match list.has_path(rel.as_str()) {
+                                    Ok(b) => b,
+                                    Err(e) => {
+                                        list_err.get_or_insert(e);
+                                        true
+                                    }
+                                };
+                                if !listed && !self.state.has_path(rel.as_str())? {
+                                    found.extra(AuditDifference {
+                                        uri: String::new(),
+                                        path: Some(rel.to_string()),
+                                        why: "no resource maps to this file".into(),
+                                    });
+                                }
+                            }
+                            Err(e) => found.extra(AuditDifference {
+                                uri: String::new(),
+                                path: None,
+                                why: e.to_string(),
+                            }),
+                        }
+                        Ok(())
+                    })?;
+                    if let Some(e) = list_err {
+                        return Err(e);
+                    }
+                }
+            }
         }
+        Ok(found)
     }
-    Ok(found)
+}
+
+/// Stops a walk of DEST when the audit ends first (an error, the time limit).
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Audits a destination directory against a Source (see the module docs).
 pub async fn audit(opts: &AuditOptions, obs: Arc<dyn Observer>) -> Result<AuditReport> {
     match opts.deadline {
-        Some(d) => tokio::time::timeout(d, audit_inner(opts, obs))
+        Some(d) => tokio::time::timeout(d, audit_inner(opts, obs, LIMITS))
             .await
             .map_err(|_| Error::Deadline(d))?,
-        None => audit_inner(opts, obs).await,
+        None => audit_inner(opts, obs, LIMITS).await,
     }
 }
 
-async fn audit_inner(opts: &AuditOptions, obs: Arc<dyn Observer>) -> Result<AuditReport> {
+async fn audit_inner(
+    opts: &AuditOptions,
+    obs: Arc<dyn Observer>,
+    limits: Limits,
+) -> Result<AuditReport> {
     let started = Instant::now();
+    // The walk of DEST needs nothing from the Source: it runs while the documents are fetched
+    // and read.
+    let cancel = Arc::new(AtomicBool::new(false));
+    let _cancel = CancelOnDrop(cancel.clone());
+    let walk_root = opts.dest.clone();
+    let walking =
+        tokio::task::spawn_blocking(move || walk_tree(&walk_root, limits.walk_files, &cancel));
     let http = Arc::new(Http::new(opts.http.clone())?);
     let scratch =
         tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?;
@@ -386,8 +1021,10 @@ async fn audit_inner(opts: &AuditOptions, obs: Arc<dyn Observer>) -> Result<Audi
     let mapper = UriMapper::new(&base)?;
     obs.phase("reading the Resource List");
     let sink = Sink {
-        staging: Staging::create(scratch.path())?,
-        mapper: mapper.clone(),
+        list: List::new(),
+        scratch: scratch.path().to_path_buf(),
+        max_bytes: limits.list_bytes,
+        mapper,
         since: None,
     };
     let (mut sink, rl_info) = walk(&fetcher, &rl, Capability::ResourceList, sink).await?;
@@ -400,19 +1037,13 @@ async fn audit_inner(opts: &AuditOptions, obs: Arc<dyn Observer>) -> Result<Audi
     ) {
         obs.phase("reading the Change Lists");
         sink.since = Some(at);
-        match walk(&fetcher, cl, Capability::ChangeList, sink).await {
-            Ok((s, i)) => {
-                sink = s;
-                warnings.extend(i.warnings);
-            }
-            Err(e) => {
-                return Err(e);
-            }
-        }
+        let (s, i) = walk(&fetcher, cl, Capability::ChangeList, sink).await?;
+        sink = s;
+        warnings.extend(i.warnings);
     }
-    sink.staging.flush()?;
-    let staging = sink.staging;
-    let resources = staging.count()?;
+    let mut list = sink.list;
+    list.finish()?;
+    let resources = list.count()?;
     obs.add_total(resources);
     obs.phase("comparing");
     let state_path = opts
@@ -429,23 +1060,28 @@ async fn audit_inner(opts: &AuditOptions, obs: Arc<dyn Observer>) -> Result<Audi
             Arc::new(SqliteState::in_memory()?)
         }
     };
-    let dest_exists = opts.dest.is_dir();
+    let tree = walking.await??;
     let store = FsStore::existing(&opts.dest);
     let obs2 = obs.clone();
     let key = info.key();
     let fast = opts.fast;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let found = tokio::task::spawn_blocking(move || {
-        compare(
-            &key,
-            &store,
-            state.as_ref(),
-            &staging,
-            obs2.as_ref(),
-            dest_exists,
+        let copies = match tree {
+            Some(t) => Copies::Walked(t),
+            None => Copies::OnDisk(&store),
+        };
+        Compare {
+            key: &key,
+            state: state.as_ref(),
+            obs: obs2.as_ref(),
             fast,
-        )
+            threads,
+        }
+        .run(&mut list, copies)
     })
     .await??;
+
     for w in &warnings {
         obs.warning(w);
     }
@@ -465,4 +1101,519 @@ async fn audit_inner(opts: &AuditOptions, obs: Arc<dyn Observer>) -> Result<Audi
         seconds: started.elapsed().as_secs_f64(),
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Quiet;
+    use resourcesync_model::{DocumentReader, ReadOptions};
+
+    const BASE: &str = "http://h/";
+    const SOURCE: &str = "http://h/capabilitylist.xml";
+
+    fn md5(data: &[u8]) -> Hashes {
+        let mut h = MultiHasher::new(&[HashAlg::Md5]);
+        h.update(data);
+        h.finish()
+    }
+
+    fn dtm(s: &str) -> W3cDateTime {
+        W3cDateTime::parse(s).expect("datetime")
+    }
+
+    /// `<url>` elements of a Resource List (or Change List with `change`).
+    fn url(loc: &str, lastmod: Option<&str>, md: &str) -> String {
+        let lm = lastmod.map_or(String::new(), |l| format!("<lastmod>{l}</lastmod>"));
+        format!("<url><loc>{loc}</loc>{lm}<rs:md {md}/></url>\n")
+    }
+
+    fn feed(sink: &mut Sink, capability: &str, urls: &[String]) {
+        let doc = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset \
+             xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" \
+             xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\n\
+             <rs:md capability=\"{capability}\" at=\"2020-01-01T00:00:00Z\"/>\n{}</urlset>\n",
+            urls.concat()
+        );
+        let mut r = DocumentReader::open(
+            std::io::Cursor::new(doc.into_bytes()),
+            ReadOptions::named("t"),
+        )
+        .expect("document");
+        while let Some(e) = r.next_entry().expect("entry") {
+            sink.entry(e).expect("sink");
+        }
+    }
+
+    fn sink(scratch: &Path, max_bytes: usize) -> Sink {
+        Sink {
+            list: List::new(),
+            scratch: scratch.to_path_buf(),
+            max_bytes,
+            mapper: UriMapper::new(BASE).expect("mapper"),
+            since: None,
+        }
+    }
+
+    fn row(
+        uri: &str,
+        source: &str,
+        path: &str,
+        length: u64,
+        hashes: Hashes,
+        lastmod: Option<&str>,
+    ) -> ResourceRecord {
+        ResourceRecord {
+            uri: uri.into(),
+            source: source.into(),
+            path: path.into(),
+            length: Some(length),
+            hashes,
+            lastmod: lastmod.map(dtm),
+            ..ResourceRecord::default()
+        }
+    }
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        dest: PathBuf,
+        scratch: PathBuf,
+        state: SqliteState,
+        urls: Vec<String>,
+    }
+
+    /// A destination with one resource of each kind of finding.
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().expect("tmp");
+        let dest = dir.path().join("dest");
+        let outside = dir.path().join("outside");
+        let scratch = dir.path().join("scratch");
+        for d in [&dest, &outside, &scratch] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        let write = |p: &str, data: &[u8]| {
+            let f = dest.join(p);
+            std::fs::create_dir_all(f.parent().expect("parent")).expect("mkdir");
+            std::fs::write(f, data).expect("write");
+        };
+        write("same.txt", b"same");
+        write("d/digest.txt", b"abce"); // published and recorded: "abcd"
+        write("len.txt", b"abc"); // published and recorded: 5 bytes
+        write("lastmod.txt", b"lm");
+        write("norow.txt", b"no row");
+        write("gone.txt", b"gone");
+        write("stray.txt", b"?");
+        write("other.txt", b"another Source's");
+        write("fastsize.txt", b"new!"); // recorded: "old"
+        std::fs::write(outside.join("secret"), b"secret").expect("secret");
+        std::fs::write(outside.join("in-link.txt"), b"linked").expect("linked");
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(outside.join("secret"), dest.join("link")).expect("link");
+            std::os::unix::fs::symlink(&outside, dest.join("sub")).expect("dir link");
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                dest.join("fifo.txt"),
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .expect("fifo");
+            use std::os::unix::ffi::OsStrExt;
+            std::fs::write(dest.join(std::ffi::OsStr::from_bytes(b"bad\xff")), b"x")
+                .expect("non-UTF-8 name");
+        }
+        // The Destination's own folder is not walked.
+        std::fs::create_dir_all(dest.join(STATE_DIR).join("tmp")).expect("state dir");
+        std::fs::write(dest.join(STATE_DIR).join("tmp").join("dl-1"), b"x").expect("tmp");
+        let state = SqliteState::open(&dest.join(STATE_DIR).join("state.sqlite")).expect("state");
+        let rows = [
+            row(
+                "http://h/same.txt",
+                SOURCE,
+                "same.txt",
+                4,
+                md5(b"same"),
+                None,
+            ),
+            row(
+                "http://h/d/digest.txt",
+                SOURCE,
+                "d/digest.txt",
+                4,
+                md5(b"abcd"),
+                None,
+            ),
+            row(
+                "http://h/len.txt",
+                SOURCE,
+                "len.txt",
+                5,
+                md5(b"abcde"),
+                None,
+            ),
+            row(
+                "http://h/lastmod.txt",
+                SOURCE,
+                "lastmod.txt",
+                2,
+                md5(b"lm"),
+                Some("2020-01-01T00:00:00Z"),
+            ),
+            row(
+                "http://h/missing.txt",
+                SOURCE,
+                "missing.txt",
+                1,
+                md5(b"m"),
+                None,
+            ),
+            row(
+                "http://h/gone.txt",
+                SOURCE,
+                "gone.txt",
+                4,
+                md5(b"gone"),
+                None,
+            ),
+            row(
+                "http://h/gone2.txt",
+                SOURCE,
+                "gone2.txt",
+                1,
+                md5(b"g"),
+                None,
+            ),
+            row(
+                "http://h/fastsize.txt",
+                SOURCE,
+                "fastsize.txt",
+                3,
+                md5(b"old"),
+                None,
+            ),
+            row(
+                "http://h/sub/in-link.txt",
+                SOURCE,
+                "sub/in-link.txt",
+                6,
+                md5(b"linked"),
+                None,
+            ),
+            row("http://h/fifo.txt", SOURCE, "fifo.txt", 1, md5(b"f"), None),
+            // Not a safe path: never read, and not a copy.
+            row(
+                "http://h/unsafe",
+                SOURCE,
+                "../secret",
+                6,
+                md5(b"secret"),
+                None,
+            ),
+            row(
+                "http://o/other.txt",
+                "http://o/capabilitylist.xml",
+                "other.txt",
+                16,
+                md5(b"another Source's"),
+                None,
+            ),
+        ];
+        for r in &rows {
+            state.put_resource(r).expect("row");
+        }
+        let h = |data: &[u8]| md5(data).to_string();
+        let urls = vec![
+            url(
+                "http://h/same.txt",
+                None,
+                &format!("hash=\"{}\" length=\"4\"", h(b"same")),
+            ),
+            url(
+                "http://h/d/digest.txt",
+                None,
+                &format!("hash=\"{}\" length=\"4\"", h(b"abcd")),
+            ),
+            url("http://h/len.txt", None, "length=\"5\""),
+            url("http://h/lastmod.txt", Some("2020-02-01T00:00:00Z"), ""),
+            url("http://h/missing.txt", None, "length=\"1\""),
+            url(
+                "http://h/norow.txt",
+                None,
+                &format!("hash=\"{}\"", h(b"no row")),
+            ),
+            url("http://h/norow-missing.txt", None, "length=\"1\""),
+            url("http://h/a/%2e%2e/x", None, "length=\"1\""),
+            url(
+                "http://h/fastsize.txt",
+                None,
+                &format!("hash=\"{}\"", h(b"new!")),
+            ),
+            url(
+                "http://h/sub/in-link.txt",
+                None,
+                &format!("hash=\"{}\" length=\"6\"", h(b"linked")),
+            ),
+            url("http://h/fifo.txt", None, &format!("hash=\"{}\"", h(b"f"))),
+        ];
+        Fixture {
+            _dir: dir,
+            dest,
+            scratch,
+            state,
+            urls,
+        }
+    }
+
+    /// The findings, sorted, as (kind, path, why, uri).
+    fn run(
+        f: &Fixture,
+        limits: Limits,
+        fast: bool,
+    ) -> (u64, Vec<(String, String, String, String)>) {
+        let mut s = sink(&f.scratch, limits.list_bytes);
+        feed(&mut s, "resourcelist", &f.urls);
+        let mut list = s.list;
+        list.finish().expect("finish");
+        assert_eq!(
+            matches!(list, List::Disk(_)),
+            limits.list_bytes == 0,
+            "the list is on disk past its memory bound"
+        );
+        let store = FsStore::existing(&f.dest);
+        let tree = walk_tree(&f.dest, limits.walk_files, &AtomicBool::new(false)).expect("walk");
+        assert_eq!(tree.is_none(), limits.walk_files == 0);
+        let copies = match tree {
+            Some(t) => Copies::Walked(t),
+            None => Copies::OnDisk(&store),
+        };
+        let found = Compare {
+            key: SOURCE,
+            state: &f.state,
+            obs: &Quiet,
+            fast,
+            threads: 2,
+        }
+        .run(&mut list, copies)
+        .expect("compare");
+        let mut all = Vec::new();
+        for (kind, v) in [
+            ("missing", &found.missing),
+            ("extra", &found.extra),
+            ("different", &found.different),
+        ] {
+            for d in v {
+                let path = d.path.clone().unwrap_or_default();
+                // The non-UTF-8 name is reported by its full path: keep its end.
+                let path = if d.path.is_none() && d.why.contains("UTF-8") {
+                    "(bad name)".into()
+                } else {
+                    path
+                };
+                all.push((kind.to_owned(), path, d.why.clone(), d.uri.clone()));
+            }
+        }
+        assert_eq!(found.missing_count as usize, found.missing.len());
+        assert_eq!(found.extra_count as usize, found.extra.len());
+        assert_eq!(found.different_count as usize, found.different.len());
+        all.sort();
+        (found.in_sync, all)
+    }
+
+    fn t(kind: &str, path: &str, why: &str, uri: &str) -> (String, String, String, String) {
+        (kind.into(), path.into(), why.into(), uri.into())
+    }
+
+    fn expected(fast: bool) -> (u64, Vec<(String, String, String, String)>) {
+        let mut v = vec![
+            t("different", "len.txt", "length", "http://h/len.txt"),
+            t(
+                "different",
+                "lastmod.txt",
+                "lastmod",
+                "http://h/lastmod.txt",
+            ),
+            t(
+                "extra",
+                "gone.txt",
+                "not at the Source",
+                "http://h/gone.txt",
+            ),
+            t("extra", "link", "no resource maps to this file", ""),
+            t("extra", "stray.txt", "no resource maps to this file", ""),
+            t("extra", "sub", "no resource maps to this file", ""),
+            t(
+                "missing",
+                "",
+                "no safe path under the destination",
+                "http://h/a/%2e%2e/x",
+            ),
+            t("missing", "fifo.txt", "no copy", "http://h/fifo.txt"),
+            t("missing", "missing.txt", "no copy", "http://h/missing.txt"),
+            t(
+                "missing",
+                "norow-missing.txt",
+                "no copy",
+                "http://h/norow-missing.txt",
+            ),
+            t(
+                "missing",
+                "sub/in-link.txt",
+                "no copy",
+                "http://h/sub/in-link.txt",
+            ),
+        ];
+        if cfg!(unix) {
+            v.push(t("extra", "(bad name)", "", ""));
+        } else {
+            v.retain(|x| !["link", "sub", "fifo.txt", "sub/in-link.txt"].contains(&x.1.as_str()));
+        }
+        // same, norow, fastsize (and, fast, digest: by the recorded digest)
+        let mut in_sync = 3;
+        if fast {
+            in_sync += 1;
+        } else {
+            v.push(t(
+                "different",
+                "d/digest.txt",
+                "digest",
+                "http://h/d/digest.txt",
+            ));
+        }
+        v.sort();
+        (in_sync, v)
+    }
+
+    fn without_bad_name_reason(
+        mut r: (u64, Vec<(String, String, String, String)>),
+    ) -> (u64, Vec<(String, String, String, String)>) {
+        for x in &mut r.1 {
+            if x.1 == "(bad name)" {
+                assert!(x.2.contains("not UTF-8"), "{x:?}");
+                x.2 = String::new();
+            }
+        }
+        r.1.sort();
+        r
+    }
+
+    #[test]
+    fn every_kind_of_finding_in_memory_and_on_disk_alike() {
+        let f = fixture();
+        for fast in [false, true] {
+            for limits in [
+                LIMITS,
+                Limits {
+                    list_bytes: 0,
+                    ..LIMITS
+                },
+                Limits {
+                    walk_files: 0,
+                    ..LIMITS
+                },
+                Limits {
+                    list_bytes: 0,
+                    walk_files: 0,
+                },
+            ] {
+                assert_eq!(
+                    without_bad_name_reason(run(&f, limits, fast)),
+                    expected(fast),
+                    "fast {fast}, {limits:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_walk_past_its_bound_gives_up() {
+        let f = fixture();
+        let cancel = AtomicBool::new(false);
+        assert!(walk_tree(&f.dest, 3, &cancel).expect("walk").is_none());
+        let all = walk_tree(&f.dest, 1000, &cancel)
+            .expect("walk")
+            .expect("tree");
+        assert!(
+            all.files.keys().all(|p| !p.starts_with(STATE_DIR)),
+            "own folder skipped"
+        );
+        assert!(all.files.contains_key("d/digest.txt"));
+        cancel.store(true, Ordering::Relaxed);
+        assert!(
+            walk_tree(&f.dest, 1000, &cancel).expect("walk").is_none(),
+            "cancelled"
+        );
+        let missing = f.dest.join("nowhere");
+        let empty = walk_tree(&missing, 0, &AtomicBool::new(false))
+            .expect("walk")
+            .expect("tree");
+        assert!(empty.files.is_empty());
+    }
+
+    #[test]
+    fn changes_after_the_list_replace_and_remove_entries_in_memory_and_on_disk() {
+        let d = tempfile::tempdir().expect("tmp");
+        for max_bytes in [LIST_MEMORY_BYTES, 0] {
+            let mut s = sink(d.path(), max_bytes);
+            feed(
+                &mut s,
+                "resourcelist",
+                &[
+                    url("http://h/a", None, "length=\"1\""),
+                    url("http://h/b", None, "length=\"1\""),
+                    url("http://h/c", None, "length=\"1\""),
+                ],
+            );
+            s.since = Some(dtm("2020-01-01T00:00:00Z"));
+            feed(
+                &mut s,
+                "changelist",
+                &[
+                    // At the list's time: already in it.
+                    url(
+                        "http://h/a",
+                        Some("2020-01-01T00:00:00Z"),
+                        "change=\"deleted\"",
+                    ),
+                    url(
+                        "http://h/b",
+                        Some("2020-01-02T00:00:00Z"),
+                        "change=\"updated\" length=\"2\"",
+                    ),
+                    url(
+                        "http://h/c",
+                        Some("2020-01-02T00:00:00Z"),
+                        "change=\"deleted\"",
+                    ),
+                    url(
+                        "http://h/d",
+                        Some("2020-01-03T00:00:00Z"),
+                        "change=\"created\" length=\"3\"",
+                    ),
+                ],
+            );
+            let mut list = s.list;
+            list.finish().expect("finish");
+            assert_eq!(list.count().expect("count"), 3);
+            let page: Vec<(String, Option<u64>, Option<String>)> = list
+                .page(None, 10)
+                .expect("page")
+                .into_iter()
+                .map(|(u, p)| (u, p.length, p.path))
+                .collect();
+            let e = |u: &str, n: u64, p: &str| (u.to_owned(), Some(n), Some(p.to_owned()));
+            assert_eq!(
+                page,
+                [
+                    e("http://h/a", 1, "a"),
+                    e("http://h/b", 2, "b"),
+                    e("http://h/d", 3, "d")
+                ]
+            );
+            assert_eq!(list.page(Some("http://h/b"), 10).expect("page").len(), 1);
+            assert!(list.has_path("d").expect("path"));
+            assert!(!list.has_path("c").expect("path"));
+        }
+    }
 }
