@@ -34,12 +34,19 @@
 # measurement: the machine is shared.
 # With BENCH_PERF=1, every measurement that misses its goal is run once more under
 # `perf record -g` and the top symbols (self time) are printed.
+# With BENCH_BASE_BIN=PATH (e.g. a copy of main's release binary), each audit of (b) is also
+# run with that binary, against the same Source and DEST, the runs of the two binaries
+# alternating (base, ours, base, ours, ...) so that both see the same load; the table then has
+# a "[base]" row under each and the ratio ours/base of the best times. CPU seconds (user +
+# system, from wait4) are printed for every measurement: unlike wall time they barely depend
+# on the load.
 #
 # Environment (all optional):
 #   BENCH_RUNS=3              runs of each audit in (b)
 #   BENCH_SKIP_INDEX=1 / BENCH_SKIP_AUDIT=1   skip (a) / (b)
 #   BENCH_PERF=1              profile what misses its goal (perf record -g)
 #   BENCH_BIN=PATH            use this resourcesync binary, do not build
+#   BENCH_BASE_BIN=PATH       also time this binary in (b) (alternating runs, see above)
 #   BENCH_BUILD_TRIES=4 BENCH_BUILD_WAIT=60
 #   TMPDIR                    where the temp dir goes (default /tmp; local disk; (a) needs
 #                             ~0.2 GB per 1,000,000 entries)
@@ -78,6 +85,11 @@ PY="$VENV/bin/python"
 HELPER="$ROOT/bench/destination_bench.py"
 
 our_binary
+BASE_BIN="${BENCH_BASE_BIN:-}"
+if [ -n "$BASE_BIN" ]; then
+    [ -x "$BASE_BIN" ] || { echo "error: BENCH_BASE_BIN=$BASE_BIN is not executable" >&2; exit 1; }
+    log "base binary (b): $BASE_BIN"
+fi
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/resourcesync-scale.XXXXXX")"
 PIDS=()
@@ -114,7 +126,42 @@ start_server() {
 record() {
     "$PY" -c 'import json,sys; j=json.loads(sys.argv[4]); j.update(name=sys.argv[1], goal_kind=sys.argv[2], goal=float(sys.argv[3]), load=sys.argv[5]); print(json.dumps(j))' \
         "$1" "$2" "$3" "$4" "$(load)" >>"$RESULTS"
-    log "$1: $("$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); print("best %.3f s of %d (%s), VmHWM %.1f MiB, ru_maxrss %.1f MiB" % (j["seconds_best"], j["runs"], ", ".join("%.3f" % t for t in j["seconds_all"]), j["vmhwm_kib"] / 1024, j["maxrss_kib"] / 1024))' "$4")"
+    log "$1: $("$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); print("best %.3f s of %d (%s), CPU %s s, VmHWM %.1f MiB, ru_maxrss %.1f MiB" % (j["seconds_best"], j["runs"], ", ".join("%.3f" % t for t in j["seconds_all"]), ", ".join("%.3f" % t for t in j.get("cpu_all", [])), j["vmhwm_kib"] / 1024, j["maxrss_kib"] / 1024))' "$4")"
+}
+
+# merge_runs FILE : one harness JSON from the JSON lines of single runs in FILE (nothing when
+# FILE is empty).
+merge_runs() {
+    "$PY" - "$1" <<'EOF'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+if runs:
+    t = [x for j in runs for x in j["seconds_all"]]
+    c = [x for j in runs for x in j.get("cpu_all", [])]
+    print(json.dumps(dict(runs[0], runs=len(t), seconds_all=t, cpu_all=c, seconds_best=min(t),
+                          seconds_median=sorted(t)[len(t) // 2],
+                          maxrss_kib=max(j["maxrss_kib"] for j in runs),
+                          vmhwm_kib=max(j["vmhwm_kib"] for j in runs))))
+EOF
+}
+
+# audit_runs TAG URL DEST : RUNS audits of DEST (exit 0 expected), each run of ours preceded by
+# one of the base binary when there is one; prints the merged harness JSON of ours and writes
+# the base's to $WORK/base-TAG.json (empty without a base). Fails as the harness does.
+audit_runs() {
+    local tag="$1" url="$2" dest="$3" r j
+    : >"$WORK/runs-$tag.jsonl"
+    : >"$WORK/runs-base-$tag.jsonl"
+    for ((r = 1; r <= RUNS; r++)); do
+        if [ -n "$BASE_BIN" ]; then
+            j="$(harness 1 1 0 "$WORK/audit-base-$tag.err" -- "$BASE_BIN" audit "$url" "$dest")" || { echo "base: $j"; return 1; }
+            echo "$j" >>"$WORK/runs-base-$tag.jsonl"
+        fi
+        j="$(harness 1 1 0 "$WORK/audit-$tag.err" -- "$BIN" audit "$url" "$dest")" || { echo "$j"; return 1; }
+        echo "$j" >>"$WORK/runs-$tag.jsonl"
+    done
+    merge_runs "$WORK/runs-base-$tag.jsonl" >"$WORK/base-$tag.json"
+    merge_runs "$WORK/runs-$tag.jsonl"
 }
 
 # perf_top NAME CMD... : one run under perf record -g, top symbols by self time and by children
@@ -211,9 +258,12 @@ if [ "${BENCH_SKIP_AUDIT:-0}" != 1 ]; then
             continue
         fi
         log "$("$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["stdout_head"].strip().replace("\n"," | "), "(%.2f s)" % j["seconds_best"])' "$J")"
-        log "audit ($variant): best of $RUNS, RSS polled; load $(load)"
-        if J="$(harness "$RUNS" 1 0 "$WORK/audit-$variant.err" -- "$BIN" audit "$URL" "$DEST")"; then
+        log "audit ($variant): best of $RUNS${BASE_BIN:+, alternating with the base binary}, RSS polled; load $(load)"
+        if J="$(audit_runs "$variant" "$URL" "$DEST")"; then
             record "audit, $N_AUDIT in sync, $WHAT" seconds 1 "$J"
+            if [ -s "$WORK/base-$variant.json" ]; then
+                record "audit, $N_AUDIT in sync, $WHAT [base]" seconds 1 "$(cat "$WORK/base-$variant.json")"
+            fi
             "$PY" - "$J" "$N_AUDIT" <<'EOF' || FAILED+=("audit ($variant) did not report $N_AUDIT in sync")
 import json, re, sys
 j, n = json.loads(sys.argv[1]), int(sys.argv[2])
@@ -240,8 +290,10 @@ rli = json.loads(sys.argv[2])
 if rli:
     print("(a) index: %d entries in %d parts, %.1f MB of XML, served by Python http.server on 127.0.0.1"
           % (rli["entries"], rli["parts"], rli["bytes"] / 1e6))
-print("%-62s %5s %9s %10s %10s %8s  %s" % ("measurement", "runs", "seconds", "VmHWM MiB",
-                                          "maxRSS MiB", "goal", "load 1/5/15 after"))
+print("%-62s %5s %9s %8s %10s %10s %8s  %s" % ("measurement", "runs", "seconds", "CPU s",
+                                               "VmHWM MiB", "maxRSS MiB", "goal",
+                                               "load 1/5/15 after"))
+best = {r["name"]: r["seconds_best"] for r in rows}
 for r in rows:
     hwm = r["vmhwm_kib"] / 1024 if r["vmhwm_kib"] else None
     if r["goal_kind"] == "rss_mib":
@@ -250,10 +302,20 @@ for r in rows:
     else:
         ok = r["seconds_best"] <= r["goal"]
         goal = "<=%gs %s" % (r["goal"], "ok" if ok else "MISS")
-    print("%-62s %5d %9.3f %10s %10.1f %8s  %s" % (r["name"], r["runs"], r["seconds_best"],
+    cpu = r.get("cpu_all") or []
+    # The CPU time of the fastest run (what the best time cost).
+    cpu_best = (cpu[r["seconds_all"].index(r["seconds_best"])]
+                if len(cpu) == len(r["seconds_all"]) else None)
+    print("%-62s %5d %9.3f %8s %10s %10.1f %8s  %s" % (r["name"], r["runs"], r["seconds_best"],
+          "%.3f" % cpu_best if cpu_best is not None else "n/a",
           "%.1f" % hwm if hwm else "n/a", r["maxrss_kib"] / 1024, goal, r["load"]))
     if r["runs"] > 1:
         print("%-62s       all runs: %s" % ("", ", ".join("%.3f" % t for t in r["seconds_all"])))
+        if cpu:
+            print("%-62s       CPU s:    %s" % ("", ", ".join("%.3f" % t for t in cpu)))
+    base = best.get(r["name"] + " [base]")
+    if base:
+        print("%-62s       ours/base (best times): %.2f" % ("", r["seconds_best"] / base))
 print("(VmHWM: polled every 1 ms; maxRSS: wait4 ru_maxrss, an upper bound including the harness's fork copy)")
 EOF
 

@@ -35,8 +35,8 @@ library only).
         every --fresh DIR is removed and re-created empty. With POLL=1, /proc/PID/status VmHWM
         (the exec'd program's own peak RSS) is polled every 1 ms. CMD's stdout goes to
         ERRFILE.out, its stderr to ERRFILE. Prints one JSON line {"rc", "runs", "seconds_best",
-        "seconds_median", "seconds_all", "maxrss_kib", "vmhwm_kib", "stdout_head",
-        "stderr_head"}; exit 1 (and {"rc": N}) if CMD exited with a code not in OK (e.g. 0 or
+        "seconds_median", "seconds_all", "cpu_all" (user + system seconds of each run, from
+        wait4), "maxrss_kib", "vmhwm_kib", "stdout_head", "stderr_head"}; exit 1 (and {"rc": N}) if CMD exited with a code not in OK (e.g. 0 or
         0,1). Run it as `python -I -S` so that the fork copy counted in ru_maxrss stays small
         (only os/sys/time are imported before the runs).
 """
@@ -61,7 +61,7 @@ def _harness(argv):
         rest = rest[2:]
     cmd = rest[1:]
     outfile = errfile + ".out"
-    times, maxrss, hwm, rc = [], 0, 0, 0
+    times, cpu, maxrss, hwm, rc = [], [], 0, 0, 0
 
     def vmhwm(pid):
         try:
@@ -126,6 +126,7 @@ def _harness(argv):
             print('{"rc": %d}' % rc)
             sys.exit(1)
         times.append(t1 - t0)
+        cpu.append(ru.ru_utime + ru.ru_stime)
         maxrss = max(maxrss, ru.ru_maxrss)
     import json  # only now: keeps the harness small while it forks
 
@@ -140,6 +141,7 @@ def _harness(argv):
     print(json.dumps({"rc": rc, "runs": m, "seconds_best": round(s[0], 6),
                       "seconds_median": round(median, 6),
                       "seconds_all": [round(t, 6) for t in times],
+                      "cpu_all": [round(t, 6) for t in cpu],
                       "maxrss_kib": maxrss, "vmhwm_kib": hwm,
                       "stdout_head": head(outfile), "stderr_head": head(errfile)}))
 
