@@ -708,9 +708,45 @@ impl<T, F: FnMut(Option<&str>) -> Result<Vec<T>>> Paged<T, F> {
     }
 }
 
+/// Pages of rows read ahead of the merge.
+const ROW_PAGES_AHEAD: usize = 8;
+
+/// Reads the state's rows of a Source, a page at a time in URI order, on a thread of its own,
+/// up to [`ROW_PAGES_AHEAD`] pages ahead of the reader (while the Source's list is still being
+/// read, then during the merge). The last page is empty; an error ends the pages.
+fn rows_ahead(
+    state: Arc<dyn StateStore>,
+    key: String,
+) -> std::sync::mpsc::Receiver<Result<Vec<ResourceRecord>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(ROW_PAGES_AHEAD);
+    // A plain thread: it may block on a full channel, which a pool's thread should not.
+    let spawned = std::thread::Builder::new()
+        .name("audit-rows".into())
+        .spawn(move || {
+            let mut after: Option<String> = None;
+            loop {
+                let page = state.resources_page(&key, after.as_deref(), PAGE);
+                let last = match &page {
+                    Ok(p) => p.last().map(|r| r.uri.clone()),
+                    Err(_) => None,
+                };
+                // Stops when the reader is gone (the audit ended) or after the last page.
+                if tx.send(page.map_err(Error::from)).is_err() || last.is_none() {
+                    return;
+                }
+                after = last;
+            }
+        });
+    if let Err(e) = spawned {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let _ = tx.send(Err(Error::io("starting a thread", e)));
+        return rx;
+    }
+    rx
+}
+
 /// What is compared with what, and how.
 struct Compare<'a> {
-    key: &'a str,
     state: &'a dyn StateStore,
     obs: &'a dyn Observer,
     fast: bool,
@@ -831,13 +867,20 @@ impl Compare<'_> {
 
     /// Merges the state's rows of the Source with the list, in URI order, and measures the
     /// copies; then reports the files nothing maps to.
-    fn run(&self, list: &mut List, mut copies: Copies<'_>) -> Result<Found> {
+    /// `rows` gives the pages of the state's rows of the Source, in URI order, after a URI (an
+    /// empty page at the end).
+    fn run(
+        &self,
+        list: &mut List,
+        mut copies: Copies<'_>,
+        mut rows: impl FnMut(Option<&str>) -> Result<Vec<ResourceRecord>>,
+    ) -> Result<Found> {
         let mut found = Found::default();
         {
             let list_ref = &*list;
             let mut rows = Paged::new(
                 |after| {
-                    let mut page = self.state.resources_page(self.key, after, PAGE)?;
+                    let mut page = rows(after)?;
                     // A row whose path is not a safe one is no copy of ours (and never read).
                     page.retain(|r| RelPath::parse(&r.path).is_ok());
                     Ok(page)
@@ -1019,6 +1062,23 @@ async fn audit_inner(
         &rl,
     );
     let mapper = UriMapper::new(&base)?;
+    // The state's rows of this Source are read while the list is.
+    let state_path = opts
+        .state
+        .clone()
+        .unwrap_or_else(|| default_state_path(&opts.dest));
+    let mut no_state = None;
+    let state: Arc<dyn StateStore> = match SqliteState::open_existing(&state_path)? {
+        Some(s) => Arc::new(s),
+        None => {
+            no_state = Some(format!(
+                "no state database at {}: every copy is measured as found",
+                state_path.display()
+            ));
+            Arc::new(SqliteState::in_memory()?)
+        }
+    };
+    let rows = rows_ahead(state.clone(), info.key());
     obs.phase("reading the Resource List");
     let sink = Sink {
         list: List::new(),
@@ -1043,27 +1103,13 @@ async fn audit_inner(
     }
     let mut list = sink.list;
     list.finish()?;
+    warnings.extend(no_state);
     let resources = list.count()?;
     obs.add_total(resources);
     obs.phase("comparing");
-    let state_path = opts
-        .state
-        .clone()
-        .unwrap_or_else(|| default_state_path(&opts.dest));
-    let state: Arc<dyn StateStore> = match SqliteState::open_existing(&state_path)? {
-        Some(s) => Arc::new(s),
-        None => {
-            warnings.push(format!(
-                "no state database at {}: every copy is measured as found",
-                state_path.display()
-            ));
-            Arc::new(SqliteState::in_memory()?)
-        }
-    };
     let tree = walking.await??;
     let store = FsStore::existing(&opts.dest);
     let obs2 = obs.clone();
-    let key = info.key();
     let fast = opts.fast;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let found = tokio::task::spawn_blocking(move || {
@@ -1071,14 +1117,16 @@ async fn audit_inner(
             Some(t) => Copies::Walked(t),
             None => Copies::OnDisk(&store),
         };
-        Compare {
-            key: &key,
+        let compare = Compare {
             state: state.as_ref(),
             obs: obs2.as_ref(),
             fast,
             threads,
-        }
-        .run(&mut list, copies)
+        };
+        compare.run(&mut list, copies, |_| {
+            rows.recv()
+                .unwrap_or_else(|_| Err(Error::Task("the reader of the state stopped".into())))
+        })
     })
     .await??;
 
@@ -1179,7 +1227,7 @@ mod tests {
         _dir: tempfile::TempDir,
         dest: PathBuf,
         scratch: PathBuf,
-        state: SqliteState,
+        state: Arc<SqliteState>,
         urls: Vec<String>,
     }
 
@@ -1361,7 +1409,7 @@ mod tests {
             _dir: dir,
             dest,
             scratch,
-            state,
+            state: Arc::new(state),
             urls,
         }
     }
@@ -1388,14 +1436,24 @@ mod tests {
             Some(t) => Copies::Walked(t),
             None => Copies::OnDisk(&store),
         };
-        let found = Compare {
-            key: SOURCE,
-            state: &f.state,
+        let compare = Compare {
+            state: f.state.as_ref(),
             obs: &Quiet,
             fast,
             threads: 2,
+        };
+        let found = if limits.list_bytes == 0 {
+            // Small pages.
+            compare.run(&mut list, copies, |after| {
+                f.state
+                    .resources_page(SOURCE, after, 2)
+                    .map_err(Error::from)
+            })
+        } else {
+            // Read ahead on a thread, as the audit does.
+            let rows = rows_ahead(f.state.clone(), SOURCE.into());
+            compare.run(&mut list, copies, |_| rows.recv().expect("a page"))
         }
-        .run(&mut list, copies)
         .expect("compare");
         let mut all = Vec::new();
         for (kind, v) in [
