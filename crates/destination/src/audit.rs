@@ -452,6 +452,12 @@ fn walk_tree(root: &Path, max_files: usize, cancel: &AtomicBool) -> Result<Optio
         let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
         for e in rd {
             let e = e.map_err(|e| Error::io(dir.display().to_string(), e))?;
+            // Names refused count too: the walk's memory is bounded by `max_files` entries.
+            if tree.files.len() + tree.errors.len() >= max_files
+                || (tree.files.len() % 4096 == 0 && cancel.load(Ordering::Relaxed))
+            {
+                return Ok(None);
+            }
             let name = e.file_name();
             let Some(name) = name.to_str() else {
                 tree.errors.push(
@@ -490,9 +496,6 @@ fn walk_tree(root: &Path, max_files: usize, cancel: &AtomicBool) -> Result<Optio
                 // Replaced by a directory since it was listed: walk it.
                 stack.push((e.path(), rel));
                 continue;
-            }
-            if tree.files.len() >= max_files {
-                return Ok(None);
             }
             tree.files.insert(
                 rel,
