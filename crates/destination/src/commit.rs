@@ -1,34 +1,47 @@
 //! Group commit: copies are put in place and recorded in batches.
 //!
 //! Downloads run concurrently; each one streams its body into a temporary file and verifies its
-//! length and every published digest there ([`Store::verify`]). The verified files then go to
-//! one committer thread, which takes whatever has arrived (at most [`MAX_BATCH`]) and, for the
-//! whole batch:
+//! length and every published digest there ([`Store::verify`]); dump packages do the same for
+//! each bitstream they hold. The verified files then go to one committer thread, which takes
+//! whatever has arrived (at most [`MAX_BATCH`] copies) and, for the whole batch:
 //!
 //! 1. makes the bodies durable ([`Store::sync`]: one `syncfs` of the file system on Linux,
 //!    elsewhere each file was `fsync`ed by `verify`);
-//! 2. renames each into place ([`Store::place`]);
+//! 2. renames each into place ([`Store::place_in`], each directory checked once per batch);
 //! 3. makes the renames durable ([`Store::sync`] again: `syncfs`, or each directory `fsync`ed);
 //! 4. records every copy of the batch in the state in one transaction
-//!    ([`StateStore::put_resources`]), and only then tells each download its outcome.
+//!    ([`StateStore::put_resources`]), and only then tells each producer its outcome.
+//!
+//! While copies keep arriving, step 3 of one batch is step 1 of the next: a single sync makes
+//! the renames of the batch before and the bodies of the next one durable, then the batch
+//! before is recorded and the next one renamed. The order per copy is unchanged (body synced →
+//! renamed → rename synced → row), with one sync per batch instead of two; when nothing is
+//! waiting, the batch is synced and recorded at once.
 //!
 //! So the guarantees of a commit one file at a time hold (Z39.99-2014 §5.2; DEVELOPERS.md
 //! "Durable"): no file at its final path is ever partial or unverified, and no row is written
-//! before its file is in place and synced. A run killed at any moment loses at most the batch in
-//! flight: its temporary files are removed by the next run, and files it renamed but did not
-//! record are adopted by their digest without being fetched again. While a batch is being synced
-//! the next one fills, so the cost of a sync is shared by as many files as arrive meanwhile.
+//! before its file is in place and synced. A run killed at any moment loses at most the batches
+//! in flight: their temporary files are removed by the next run, and files renamed but not
+//! recorded are adopted by their digest without being fetched again. While a batch is being
+//! synced the next one fills, so the cost of a sync is shared by as many files as arrive
+//! meanwhile.
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
-use resourcesync_store::{FsStore, RelPath, ResourceRecord, StateStore, Store, Verified};
+use resourcesync_store::{
+    DirCache, FsStore, RelPath, ResourceRecord, StateStore, Store, Verified,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
 
 /// Most copies committed together.
-pub(crate) const MAX_BATCH: usize = 2048;
+pub(crate) const MAX_BATCH: usize = 4096;
+/// Copies a batch waits for while its producer announces more (see [`Producer`]): past this,
+/// it takes what has arrived. The first batch starts early; later ones hold what arrived while
+/// the one before was committed.
+const MIN_WAITED: usize = 1024;
 
 /// One verified copy waiting to be put in place and recorded.
 #[derive(Debug)]
@@ -39,12 +52,23 @@ pub(crate) struct Pending {
     pub(crate) rel: RelPath,
     /// Its row (length and digests are taken from the body).
     pub(crate) row: ResourceRecord,
+    /// Which test crash point its rename passes.
+    pub(crate) origin: Origin,
 }
 
-/// What happened to one copy of a batch: its length, or why it failed.
-pub(crate) type Done = std::result::Result<u64, String>;
+/// A copy put in place and recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Put {
+    /// Its length.
+    pub(crate) length: u64,
+    /// Whether it replaced a file at its path.
+    pub(crate) replaced: bool,
+}
 
-/// Which test crash points ([`crate::crashpoint`]) a batch passes: downloads or dump packages.
+/// What happened to one copy of a batch, or why it failed.
+pub(crate) type Done = std::result::Result<Put, String>;
+
+/// Which test crash points ([`crate::crashpoint`]) a copy passes: downloads or dump packages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Origin {
     /// Downloaded resources (`after-rename`).
@@ -53,52 +77,72 @@ pub(crate) enum Origin {
     Package,
 }
 
-/// Puts a batch in place and records it (steps 1 to 4 of the module documentation); one outcome
-/// per copy, in order.
-pub(crate) fn commit_batch(
-    store: &dyn Store,
-    state: &dyn StateStore,
-    batch: Vec<Pending>,
-    origin: Origin,
-) -> Vec<Done> {
-    let renamed = match origin {
-        Origin::Download => "after-rename",
-        Origin::Package => "package-renamed",
-    };
+/// A batch renamed into place (step 2), waiting for the sync of its renames and its rows.
+#[derive(Debug)]
+struct Placed {
+    /// One outcome per copy, in order (failures final, successes until recorded).
+    out: Vec<Done>,
+    /// The rows of the copies placed, and their index in `out`.
+    rows: Vec<ResourceRecord>,
+    slots: Vec<usize>,
+    /// Their paths (for [`Store::sync`] where a whole file system cannot be synced).
+    placed: Vec<RelPath>,
+}
+
+/// Step 2: renames each copy of the batch into place, each directory checked once.
+fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
     let n = batch.len();
-    let fail_all = |e: &dyn std::fmt::Display| (0..n).map(|_| Err(e.to_string())).collect();
-    if let Err(e) = store.sync(&[]) {
-        return fail_all(&e);
-    }
-    let mut out: Vec<Done> = Vec::with_capacity(n);
-    let mut rows: Vec<ResourceRecord> = Vec::with_capacity(n);
-    let mut placed: Vec<RelPath> = Vec::with_capacity(n);
-    let mut slots: Vec<usize> = Vec::with_capacity(n);
-    for p in batch {
-        let Pending { body, rel, mut row } = p;
-        match store.place(body, &rel) {
+    let mut p = Placed {
+        out: Vec::with_capacity(n),
+        rows: Vec::with_capacity(n),
+        slots: Vec::with_capacity(n),
+        placed: Vec::with_capacity(n),
+    };
+    let mut dirs = DirCache::default();
+    for Pending {
+        body,
+        rel,
+        mut row,
+        origin,
+    } in batch
+    {
+        match store.place_in(body, &rel, &mut dirs) {
             Ok(c) => {
-                crate::crashpoint::point(renamed);
-                row.length = Some(c.length);
-                row.hashes = c.hashes;
-                slots.push(out.len());
-                out.push(Ok(c.length));
-                rows.push(row);
-                placed.push(rel);
+                crate::crashpoint::point(match origin {
+                    Origin::Download => "after-rename",
+                    Origin::Package => "package-renamed",
+                });
+                row.length = Some(c.committed.length);
+                row.hashes = c.committed.hashes;
+                p.slots.push(p.out.len());
+                p.out.push(Ok(Put {
+                    length: c.committed.length,
+                    replaced: c.replaced,
+                }));
+                p.rows.push(row);
+                p.placed.push(rel);
             }
-            Err(e) => out.push(Err(e.to_string())),
+            Err(e) => p.out.push(Err(e.to_string())),
         }
     }
+    p
+}
+
+/// Step 4, once the renames are synced (`synced`): records the rows in one transaction; the
+/// outcome of every copy.
+fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), String>) -> Vec<Done> {
+    let Placed {
+        mut out,
+        rows,
+        slots,
+        ..
+    } = p;
     if rows.is_empty() {
         return out;
     }
     // The rows only once the files are durably in place; a failure here leaves files without
     // rows, which the next run adopts by their digest.
-    let recorded = store
-        .sync(&placed)
-        .map_err(|e| e.to_string())
-        .and_then(|()| state.put_resources(&rows).map_err(|e| e.to_string()));
-    match recorded {
+    match synced.and_then(|()| state.put_resources(&rows).map_err(|e| e.to_string())) {
         Ok(()) => {
             // The rows and the removal of their pending changes are one transaction.
             for _ in &rows {
@@ -114,7 +158,59 @@ pub(crate) fn commit_batch(
     out
 }
 
-type Job = (Pending, oneshot::Sender<Done>);
+/// Puts a batch in place and records it (steps 1 to 4 of the module documentation); one outcome
+/// per copy, in order.
+#[cfg(test)]
+pub(crate) fn commit_batch(
+    store: &dyn Store,
+    state: &dyn StateStore,
+    batch: Vec<Pending>,
+) -> Vec<Done> {
+    if let Err(e) = store.sync(&[]) {
+        return batch.iter().map(|_| Err(e.to_string())).collect();
+    }
+    let p = place_batch(store, batch);
+    let synced = store.sync(&p.placed).map_err(|e| e.to_string());
+    record(state, p, synced)
+}
+
+/// Where the outcomes of a job go.
+#[derive(Debug)]
+enum Reply {
+    /// One copy, awaited by a download task.
+    One(oneshot::Sender<Done>),
+    /// A chunk of copies of a dump package: its tag and their outcomes, in order.
+    Many(u64, std::sync::mpsc::Sender<(u64, Vec<Done>)>),
+    /// Nobody (the end of a [`Producer`]'s chunks).
+    None,
+}
+
+impl Reply {
+    fn send(self, done: Vec<Done>) {
+        match self {
+            Reply::One(tx) => {
+                let d = done
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| Err("no outcome".into()));
+                let _ = tx.send(d);
+            }
+            Reply::Many(tag, tx) => {
+                let _ = tx.send((tag, done));
+            }
+            Reply::None => {}
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Job {
+    items: Vec<Pending>,
+    reply: Reply,
+    /// More chunks of the same producer follow at once: the batch waits for them (up to
+    /// [`MIN_WAITED`] copies) rather than paying a sync for a few.
+    more: bool,
+}
 
 /// What a queued copy came to, once its batch is committed.
 #[derive(Debug)]
@@ -126,6 +222,87 @@ impl Receipt {
         self.0
             .await
             .unwrap_or_else(|_| Err("the commit thread has stopped".into()))
+    }
+}
+
+/// The jobs of a batch and how many copies they hold.
+struct Taken {
+    jobs: Vec<Job>,
+    copies: usize,
+}
+
+impl Taken {
+    /// Adds a job; whether its producer announces more.
+    fn push(&mut self, j: Job) -> bool {
+        let more = j.more;
+        self.copies += j.items.len();
+        self.jobs.push(j);
+        more
+    }
+}
+
+/// The committer thread's loop (see the module documentation).
+fn run(store: &FsStore, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
+    // The batch renamed but not yet recorded, and who waits for it.
+    let mut prev: Option<(Placed, Vec<(Reply, usize)>)> = None;
+    let mut closed = false;
+    // Whether the last job received announced more chunks.
+    let mut more = false;
+    loop {
+        let mut taken = Taken {
+            jobs: Vec::new(),
+            copies: 0,
+        };
+        if prev.is_none() {
+            if closed {
+                break;
+            }
+            match rx.blocking_recv() {
+                Some(j) => more = taken.push(j),
+                None => break,
+            }
+        }
+        while !closed && taken.copies < MAX_BATCH {
+            let next = if more && taken.copies < MIN_WAITED {
+                // A producer in full flow: its next chunk comes without waiting on anything.
+                rx.blocking_recv().ok_or(mpsc::error::TryRecvError::Disconnected)
+            } else {
+                rx.try_recv()
+            };
+            match next {
+                Ok(j) => more = taken.push(j),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => closed = true,
+            }
+        }
+        // One sync: the renames of the batch before and the bodies of this one (verified, so
+        // written, before they were queued).
+        let placed_before: &[RelPath] = prev.as_ref().map_or(&[], |(p, _)| &p.placed);
+        let synced = store.sync(placed_before).map_err(|e| e.to_string());
+        if let Some((p, replies)) = prev.take() {
+            answer(record(state, p, synced.clone()), replies);
+        }
+        if taken.jobs.is_empty() {
+            continue;
+        }
+        let mut batch = Vec::with_capacity(taken.copies);
+        let mut replies = Vec::with_capacity(taken.jobs.len());
+        for j in taken.jobs {
+            replies.push((j.reply, j.items.len()));
+            batch.extend(j.items);
+        }
+        match synced {
+            Ok(()) => prev = Some((place_batch(store, batch), replies)),
+            Err(e) => answer(batch.iter().map(|_| Err(e.clone())).collect(), replies),
+        }
+    }
+}
+
+/// Sends each job its outcomes (the batch's, in job order).
+fn answer(done: Vec<Done>, replies: Vec<(Reply, usize)>) {
+    let mut it = done.into_iter();
+    for (reply, n) in replies {
+        reply.send(it.by_ref().take(n).collect());
     }
 }
 
@@ -142,27 +319,10 @@ impl Committer {
         store: std::sync::Arc<FsStore>,
         state: std::sync::Arc<dyn StateStore>,
     ) -> Result<Self> {
-        let (tx, mut rx) = mpsc::channel::<Job>(MAX_BATCH * 2);
+        let (tx, rx) = mpsc::channel::<Job>(MAX_BATCH * 2);
         let thread = std::thread::Builder::new()
             .name("resourcesync-commit".into())
-            .spawn(move || {
-                while let Some(first) = rx.blocking_recv() {
-                    let mut jobs = vec![first];
-                    while jobs.len() < MAX_BATCH {
-                        match rx.try_recv() {
-                            Ok(j) => jobs.push(j),
-                            Err(_) => break,
-                        }
-                    }
-                    let (batch, replies): (Vec<Pending>, Vec<oneshot::Sender<Done>>) =
-                        jobs.into_iter().unzip();
-                    let done =
-                        commit_batch(store.as_ref(), state.as_ref(), batch, Origin::Download);
-                    for (reply, d) in replies.into_iter().zip(done) {
-                        let _ = reply.send(d);
-                    }
-                }
-            })
+            .spawn(move || run(store.as_ref(), state.as_ref(), rx))
             .map_err(|e| Error::io("starting the commit thread", e))?;
         Ok(Committer {
             tx: Mutex::new(Some(tx)),
@@ -170,18 +330,41 @@ impl Committer {
         })
     }
 
+    fn sender(&self) -> std::result::Result<mpsc::Sender<Job>, String> {
+        self.tx
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+            .ok_or_else(|| "the run is ending: not committed".into())
+    }
+
     /// Queues a verified copy (waiting while the queue is full); the receiver resolves once it
     /// is in place and recorded (or failed).
     pub(crate) async fn enqueue(&self, p: Pending) -> std::result::Result<Receipt, String> {
-        let tx = self.tx.lock().ok().and_then(|g| g.clone());
-        let Some(tx) = tx else {
-            return Err("the run is ending: not committed".into());
-        };
+        let tx = self.sender()?;
         let (reply, rx) = oneshot::channel();
-        if tx.send((p, reply)).await.is_err() {
+        let job = Job {
+            items: vec![p],
+            reply: Reply::One(reply),
+            more: false,
+        };
+        if tx.send(job).await.is_err() {
             return Err("the commit thread has stopped".into());
         }
         Ok(Receipt(rx))
+    }
+
+    /// A producer of chunks of copies, for a blocking thread (a dump package): outcomes go to
+    /// `reply`.
+    pub(crate) fn producer(
+        &self,
+        reply: std::sync::mpsc::Sender<(u64, Vec<Done>)>,
+    ) -> std::result::Result<Producer, String> {
+        Ok(Producer {
+            tx: self.sender()?,
+            reply,
+            more: false,
+        })
     }
 
     /// Commits what is queued and stops the thread.
@@ -192,6 +375,69 @@ impl Committer {
         let t = self.thread.lock().ok().and_then(|mut g| g.take());
         if let Some(t) = t {
             let _ = t.join();
+        }
+    }
+}
+
+/// Hands chunks of verified copies to the committer from a blocking thread; see
+/// [`Committer::producer`]. While the producer says more chunks follow, the committer waits
+/// for them to fill its batch (to [`MIN_WAITED`] copies); dropped, it says no more follow.
+#[derive(Debug)]
+pub(crate) struct Producer {
+    tx: mpsc::Sender<Job>,
+    reply: std::sync::mpsc::Sender<(u64, Vec<Done>)>,
+    /// Whether the last chunk announced more.
+    more: bool,
+}
+
+impl Producer {
+    /// Queues a chunk (waiting while the queue is full); `(tag, outcomes in order)` is sent to
+    /// the producer's `reply` once its batch is committed. `more`: another chunk follows at
+    /// once (one must then follow, or the producer be dropped). On `Err` nothing was queued.
+    pub(crate) fn send(
+        &mut self,
+        items: Vec<Pending>,
+        tag: u64,
+        more: bool,
+    ) -> std::result::Result<(), String> {
+        let job = Job {
+            items,
+            reply: Reply::Many(tag, self.reply.clone()),
+            more,
+        };
+        self.more = more;
+        self.tx
+            .blocking_send(job)
+            .map_err(|_| "the commit thread has stopped".to_owned())
+    }
+}
+
+impl Producer {
+    /// Tells the committer that no chunk follows now (when the last one said more).
+    pub(crate) fn end(&mut self) -> std::result::Result<(), String> {
+        if !self.more {
+            return Ok(());
+        }
+        self.more = false;
+        self.tx
+            .blocking_send(Job {
+                items: Vec::new(),
+                reply: Reply::None,
+                more: false,
+            })
+            .map_err(|_| "the commit thread has stopped".to_owned())
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        if self.more {
+            // Without blocking (this may run anywhere): a full queue holds jobs to go on with.
+            let _ = self.tx.try_send(Job {
+                items: Vec::new(),
+                reply: Reply::None,
+                more: false,
+            });
         }
     }
 }
@@ -229,6 +475,7 @@ mod tests {
                 path: path.into(),
                 ..ResourceRecord::default()
             },
+            origin: Origin::Download,
         }
     }
 
@@ -244,13 +491,19 @@ mod tests {
             pending(&store, "http://h/t", "taken", b"t"),
             pending(&store, "http://h/b", "x/y/b.txt", b"bb"),
         ];
-        let done = commit_batch(&store, &state, batch, Origin::Download);
-        assert_eq!(done[0], Ok(3));
+        let done = commit_batch(&store, &state, batch);
+        let put = |length| {
+            Ok(Put {
+                length,
+                replaced: false,
+            })
+        };
+        assert_eq!(done[0], put(3));
         assert!(
             done[1].as_ref().is_err_and(|e| e.contains("directory")),
             "{done:?}"
         );
-        assert_eq!(done[2], Ok(2));
+        assert_eq!(done[2], put(2));
         assert_eq!(std::fs::read(d.path().join("x/y/b.txt")).expect("b"), b"bb");
         let row = state.resource("http://h/a").expect("get").expect("row");
         assert_eq!(row.length, Some(3));
@@ -279,7 +532,7 @@ mod tests {
             receipts.push(c.enqueue(p).await.expect("queued"));
         }
         for r in receipts {
-            assert_eq!(r.done().await, Ok(1));
+            assert_eq!(r.done().await.map(|p| p.length), Ok(1));
         }
         c.close();
         let p = pending(&store, "http://h/late", "late", b"x");

@@ -56,7 +56,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -67,7 +67,7 @@ use resourcesync_model::{
 use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, Store, TempFile};
 use zip::ZipArchive;
 
-use crate::commit::{MAX_BATCH, Origin, Pending, commit_batch};
+use crate::commit::{Done, MAX_BATCH, Origin, Pending, Producer};
 use crate::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
 use crate::error::{Error, Result};
 use crate::http::body_error;
@@ -302,10 +302,86 @@ async fn download_package(
         .await
 }
 
+/// Size of [`PackageReader`]'s buffer and of the buffer entries are inflated through.
+const IO_BUF: usize = 64 * 1024;
+
+/// A buffered reader of a package file that keeps its buffer across seeks that land inside it.
+/// The ZIP reader seeks to each entry's local header and then to its data; a package holds
+/// thousands of small entries in file order, which `std::io::BufReader` (it drops its buffer on
+/// every seek) read again from the file, 64 KiB per entry.
+struct PackageReader {
+    file: File,
+    buf: Box<[u8]>,
+    /// The file offset of `buf[0]`; the file's own position is `start + len`.
+    start: u64,
+    /// Bytes of `buf` filled.
+    len: usize,
+    /// The read position in `buf`.
+    pos: usize,
+}
+
+impl PackageReader {
+    fn new(file: File) -> Self {
+        PackageReader {
+            file,
+            buf: vec![0u8; IO_BUF].into_boxed_slice(),
+            start: 0,
+            len: 0,
+            pos: 0,
+        }
+    }
+}
+
+impl Read for PackageReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.pos >= self.len {
+            self.start += self.len as u64;
+            self.len = 0;
+            self.pos = 0;
+            // A read as large as the buffer bypasses it.
+            if out.len() >= self.buf.len() {
+                let n = self.file.read(out)?;
+                self.start += n as u64;
+                return Ok(n);
+            }
+            self.len = self.file.read(&mut self.buf)?;
+        }
+        let n = out.len().min(self.len - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+impl Seek for PackageReader {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let here = self.start + self.pos as u64;
+        let target = match to {
+            SeekFrom::Start(n) => n,
+            SeekFrom::Current(d) => here.checked_add_signed(d).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "seek before the start")
+            })?,
+            SeekFrom::End(_) => {
+                let n = self.file.seek(to)?;
+                (self.start, self.len, self.pos) = (n, 0, 0);
+                return Ok(n);
+            }
+        };
+        if target >= self.start && target - self.start <= self.len as u64 {
+            // Inside the buffer: nothing read again.
+            self.pos = (target - self.start) as usize;
+        } else {
+            self.file.seek(SeekFrom::Start(target))?;
+            (self.start, self.len, self.pos) = (target, 0, 0);
+        }
+        Ok(target)
+    }
+}
+
 /// An opened, checked package.
 struct Package {
     url: String,
-    zip: ZipArchive<BufReader<File>>,
+    zip: ZipArchive<PackageReader>,
     manifest: tempfile::TempPath,
     header: Header,
     /// A warning about manifest errors tolerated ([`TOLERATED_RULES`]).
@@ -314,6 +390,8 @@ struct Package {
     budget: u64,
     limits: DumpLimits,
     max_document_bytes: u64,
+    /// The buffer entries are inflated through.
+    buf: Vec<u8>,
 }
 
 impl std::fmt::Debug for Package {
@@ -331,13 +409,15 @@ fn manifest_opts(url: &str, max_bytes: u64) -> ReadOptions {
     o
 }
 
-/// Inflates entry `index` through `sink`, stopping past `limits.max_ratio` times its compressed
-/// size (beyond [`RATIO_EXEMPT_BYTES`]) or past `budget`, which it lowers by what was read.
+/// Inflates entry `index` through `sink` (reading into `buf`), stopping past `limits.max_ratio`
+/// times its compressed size (beyond [`RATIO_EXEMPT_BYTES`]) or past `budget`, which it lowers
+/// by what was read.
 fn inflate(
-    zip: &mut ZipArchive<BufReader<File>>,
+    zip: &mut ZipArchive<PackageReader>,
     index: usize,
     limits: &DumpLimits,
     budget: &mut u64,
+    buf: &mut [u8],
     mut sink: impl FnMut(&[u8]) -> Result<()>,
 ) -> std::result::Result<u64, String> {
     let mut f = zip.by_index(index).map_err(|e| e.to_string())?;
@@ -345,10 +425,9 @@ fn inflate(
     let ratio_cap = compressed
         .saturating_mul(limits.max_ratio)
         .max(RATIO_EXEMPT_BYTES);
-    let mut buf = vec![0u8; 64 * 1024];
     let mut n = 0u64;
     loop {
-        let k = match f.read(&mut buf) {
+        let k = match f.read(buf) {
             Ok(0) => break,
             Ok(k) => k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -387,7 +466,7 @@ fn open_package(
         message,
     };
     let f = File::open(file).map_err(|e| Error::io(format!("reading {url}"), e))?;
-    let mut zip = ZipArchive::new(BufReader::with_capacity(64 * 1024, f))
+    let mut zip = ZipArchive::new(PackageReader::new(f))
         .map_err(|e| refuse(format!("not a readable ZIP package: {e}")))?;
     if zip.has_duplicate_names() {
         return Err(refuse("two ZIP entries have the same name".into()));
@@ -442,7 +521,8 @@ fn open_package(
         .map_err(|e| Error::io(format!("temporary file in {}", scratch.display()), e))?;
     let mut out = BufWriter::new(tmp);
     let mut written = 0u64;
-    inflate(&mut zip, mi, &limits, &mut budget, |chunk| {
+    let mut buf = vec![0u8; IO_BUF];
+    inflate(&mut zip, mi, &limits, &mut budget, &mut buf, |chunk| {
         written = written.saturating_add(chunk.len() as u64);
         if written > max_document_bytes {
             return Err(Error::BadDocument {
@@ -593,12 +673,14 @@ fn open_package(
         budget,
         limits,
         max_document_bytes,
+        buf,
     })
 }
 
 /// What one manifest entry came to.
 enum Applied {
-    /// Extracted and verified: put in place and recorded with its batch.
+    /// Extracted and verified: put in place and recorded with its batch. `update`: the state
+    /// has a copy of it (a file replaced at its path counts too, once placed).
     Verified {
         pending: Box<Pending>,
         update: bool,
@@ -608,8 +690,11 @@ enum Applied {
     Skipped,
 }
 
-/// Extracts one bitstream into place (step 4 of the module documentation).
-fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str) -> Result<Applied> {
+/// Extracts one bitstream into a verified temporary file (step 4 of the module
+/// documentation). With `fresh` (the state had no row of this Source when the dump started),
+/// the state is not consulted: nothing can be in place already but what this dump wrote, and an
+/// entry of it seen twice is written twice.
+fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str, fresh: bool) -> Result<Applied> {
     let uri = e.loc.as_str();
     let rel = ctx.mapper.map(uri)?;
     let name = entry_name(path).map_err(|why| Error::Package {
@@ -621,17 +706,21 @@ fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str) -> Result<Applie
         hashes: e.hashes().cloned().unwrap_or_default(),
         max_bytes: ctx.max_resource_bytes,
     };
-    let prior = ctx.state.resource(uri)?;
-    let existing = ctx.store.stat(&rel)?;
+    let prior = if fresh {
+        None
+    } else {
+        ctx.state.resource(uri)?.filter(|p| !p.gone)
+    };
     // Already in place (a resumed run, or an earlier package): the state proves it current.
-    if let (Some(p), Some(m)) = (&prior, existing) {
-        if !p.gone
-            && m.is_file
-            && p.length == Some(m.length)
-            && expect.length.is_none_or(|l| l == m.length)
-            && expect.hashes.agrees_with(&p.hashes) == Some(true)
-        {
-            return Ok(Applied::Unchanged);
+    if let Some(p) = &prior {
+        if let Some(m) = ctx.store.stat(&rel)? {
+            if m.is_file
+                && p.length == Some(m.length)
+                && expect.length.is_none_or(|l| l == m.length)
+                && expect.hashes.agrees_with(&p.hashes) == Some(true)
+            {
+                return Ok(Applied::Unchanged);
+            }
         }
     }
     let obs = ctx.obs.clone();
@@ -651,8 +740,13 @@ fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str) -> Result<Applie
         gone: false,
     };
     Ok(Applied::Verified {
-        pending: Box::new(Pending { body, rel, row }),
-        update: existing.is_some() || prior.is_some_and(|p| !p.gone),
+        pending: Box::new(Pending {
+            body,
+            rel,
+            row,
+            origin: Origin::Package,
+        }),
+        update: prior.is_some(),
     })
 }
 
@@ -692,9 +786,10 @@ fn inflate_entry(
         limits,
         budget,
         url,
+        buf,
         ..
     } = pkg;
-    inflate(zip, index, limits, budget, |chunk| {
+    inflate(zip, index, limits, budget, buf, |chunk| {
         tmp.write(chunk)?;
         progress(chunk.len() as u64);
         Ok(())
@@ -808,7 +903,13 @@ fn extract_patch(
         .ok_or_else(|| format!("no ZIP entry {name:?}, which the manifest lists"))?;
     let limit = link.length.unwrap_or(MAX_PATCH_BYTES).min(MAX_PATCH_BYTES);
     let mut patch = Vec::new();
-    inflate(&mut pkg.zip, index, &pkg.limits, &mut pkg.budget, |chunk| {
+    inflate(
+        &mut pkg.zip,
+        index,
+        &pkg.limits,
+        &mut pkg.budget,
+        &mut pkg.buf,
+        |chunk| {
         if (patch.len() + chunk.len()) as u64 > limit {
             return Err(Error::Patch {
                 url: format!("{}#{name}", pkg.url),
@@ -848,7 +949,12 @@ fn extract_patch(
         gone: false,
     };
     Ok(Applied::Verified {
-        pending: Box::new(Pending { body, rel, row }),
+        pending: Box::new(Pending {
+            body,
+            rel,
+            row,
+            origin: Origin::Package,
+        }),
         update: true,
     })
 }
@@ -878,6 +984,7 @@ fn apply_package(
     ctx: &Ctx,
     pkg: &mut Package,
     cursor: Option<W3cDateTime>,
+    fresh: bool,
     stats: &mut DumpStats,
     warnings: &mut Vec<String>,
     dropped: &mut u64,
@@ -888,7 +995,7 @@ fn apply_package(
     let fh = File::open(&pkg.manifest).map_err(|e| Error::io("reading a manifest", e))?;
     let mut r = DocumentReader::new(fh, manifest_opts(&pkg.url, pkg.max_document_bytes))?;
     let change_dump = pkg.header.capability() == Some(&Capability::ChangeDumpManifest);
-    let mut batch = Batch::default();
+    let mut batch = Batch::new(ctx)?;
     while let Some(e) = r.next_entry()? {
         if let (Some(c), Some(t)) = (&cursor, e.change_time()) {
             if t.cmp_instant(c) != std::cmp::Ordering::Greater {
@@ -908,7 +1015,7 @@ fn apply_package(
             }
             // The whole bitstream first (nothing to trust but its digests); the patch when
             // there is none or it fails (Z39.99-2014 §14.4).
-            (_, _, Some(p)) => match (extract(ctx, pkg, &e, &p), patch) {
+            (_, _, Some(p)) => match (extract(ctx, pkg, &e, &p, fresh), patch) {
                 (Err(err), Some(pp)) => {
                     batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
                     extract_patch(ctx, pkg, &e, &pp).map_err(|why| Error::Package {
@@ -933,10 +1040,8 @@ fn apply_package(
         ctx.obs.resource_done();
         match res {
             Ok(Applied::Verified { pending, update }) => {
-                batch.entries.push((*pending, e.loc.clone(), update));
-                if batch.entries.len() >= MAX_BATCH {
-                    batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
-                }
+                batch.push(*pending, e.loc, update)?;
+                batch.receive(ctx, &pkg.url, stats, warnings, dropped, false)?;
                 continue;
             }
             Ok(Applied::Unchanged) => stats.unchanged += 1,
@@ -979,14 +1084,121 @@ fn note_dumped(ctx: &Ctx, uri: &str) -> Result<()> {
     Ok(())
 }
 
-/// Extracted copies of a package waiting to be put in place and recorded together
-/// ([`crate::commit`]): (copy, `<loc>`, whether it replaces one).
-#[derive(Default)]
+/// Copies in a chunk handed to the committer at once.
+const CHUNK: usize = 256;
+/// Most chunks handed to the committer and not yet answered (bounds the temporary files and
+/// the memory a package holds while the committer is behind): room for the batch being
+/// recorded and the one filling, since the committer fills a batch before it commits it.
+const MAX_IN_FLIGHT: usize = 2 * MAX_BATCH / CHUNK + 2;
+
+/// The copies of a package on their way to the committer ([`crate::commit`]), which puts them
+/// in place and records them in batches on its own thread while the next ones are extracted:
+/// (copy, `<loc>`, whether the state had it) in chunks of [`CHUNK`].
 struct Batch {
-    entries: Vec<(Pending, String, bool)>,
+    chunk: Vec<Pending>,
+    meta: Vec<(String, bool)>,
+    /// The chunks handed over and not yet answered, by tag: their `<loc>`s and flags.
+    in_flight: std::collections::HashMap<u64, Vec<(String, bool)>>,
+    next_tag: u64,
+    producer: Producer,
+    rx: std::sync::mpsc::Receiver<(u64, Vec<Done>)>,
 }
 
 impl Batch {
+    fn new(ctx: &Ctx) -> Result<Self> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        Ok(Batch {
+            chunk: Vec::new(),
+            meta: Vec::new(),
+            in_flight: std::collections::HashMap::new(),
+            next_tag: 0,
+            producer: ctx.committer.producer(tx).map_err(Error::Task)?,
+            rx,
+        })
+    }
+
+    /// Adds a copy; a full chunk goes to the committer, announcing more.
+    fn push(&mut self, p: Pending, loc: String, update: bool) -> Result<()> {
+        self.chunk.push(p);
+        self.meta.push((loc, update));
+        if self.chunk.len() >= CHUNK {
+            self.hand_over(true)?;
+        }
+        Ok(())
+    }
+
+    /// Hands the chunk to the committer (`more`: another follows at once).
+    fn hand_over(&mut self, more: bool) -> Result<()> {
+        if self.chunk.is_empty() && !more {
+            // Nothing to add; a batch waiting for more is told there is none.
+            return self.producer.end().map_err(Error::Task);
+        }
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let items = std::mem::take(&mut self.chunk);
+        self.producer
+            .send(items, tag, more)
+            .map_err(Error::Task)?;
+        self.in_flight.insert(tag, std::mem::take(&mut self.meta));
+        Ok(())
+    }
+
+    /// Takes the outcomes the committer has sent: those ready, waiting while more than
+    /// [`MAX_IN_FLIGHT`] chunks are out, or (`all`) every one.
+    fn receive(
+        &mut self,
+        ctx: &Ctx,
+        url: &str,
+        stats: &mut DumpStats,
+        warnings: &mut Vec<String>,
+        dropped: &mut u64,
+        all: bool,
+    ) -> Result<()> {
+        loop {
+            let wait = if all {
+                !self.in_flight.is_empty()
+            } else {
+                self.in_flight.len() > MAX_IN_FLIGHT
+            };
+            let got = if wait {
+                self.rx
+                    .recv()
+                    .map_err(|_| Error::Task("the commit thread has stopped".into()))?
+            } else {
+                match self.rx.try_recv() {
+                    Ok(g) => g,
+                    Err(_) => return Ok(()),
+                }
+            };
+            let (tag, done) = got;
+            let Some(meta) = self.in_flight.remove(&tag) else {
+                continue;
+            };
+            for (d, (loc, update)) in done.into_iter().zip(meta) {
+                match d {
+                    Ok(put) => {
+                        if update || put.replaced {
+                            stats.updated += 1;
+                        } else {
+                            stats.created += 1;
+                        }
+                        stats.bytes += put.length;
+                        note_dumped(ctx, &loc)?;
+                    }
+                    Err(msg) => {
+                        stats.failed += 1;
+                        warn(
+                            warnings,
+                            dropped,
+                            format!("package {url}: {loc}: {msg}: left to the lists"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands over what is left and waits until every copy is in place and recorded (or failed).
     fn flush(
         &mut self,
         ctx: &Ctx,
@@ -995,42 +1207,8 @@ impl Batch {
         warnings: &mut Vec<String>,
         dropped: &mut u64,
     ) -> Result<()> {
-        if self.entries.is_empty() {
-            return Ok(());
-        }
-        let (pending, rest): (Vec<Pending>, Vec<(String, bool)>) =
-            std::mem::take(&mut self.entries)
-                .into_iter()
-                .map(|(p, loc, update)| (p, (loc, update)))
-                .unzip();
-        let done = commit_batch(
-            ctx.store.as_ref(),
-            ctx.state.as_ref(),
-            pending,
-            Origin::Package,
-        );
-        for (d, (loc, update)) in done.into_iter().zip(rest) {
-            match d {
-                Ok(bytes) => {
-                    if update {
-                        stats.updated += 1;
-                    } else {
-                        stats.created += 1;
-                    }
-                    stats.bytes += bytes;
-                    note_dumped(ctx, &loc)?;
-                }
-                Err(msg) => {
-                    stats.failed += 1;
-                    warn(
-                        warnings,
-                        dropped,
-                        format!("package {url}: {loc}: {msg}: left to the lists"),
-                    );
-                }
-            }
-        }
-        Ok(())
+        self.hand_over(false)?;
+        self.receive(ctx, url, stats, warnings, dropped, true)
     }
 }
 
@@ -1042,6 +1220,7 @@ async fn one_package(
     entry: &Entry,
     cap: Capability,
     cursor: Option<W3cDateTime>,
+    fresh: bool,
     limits: &DumpLimits,
 ) -> Result<(DumpStats, Vec<String>, u64)> {
     ctx.obs.phase("downloading a package");
@@ -1059,6 +1238,7 @@ async fn one_package(
             &ctx2,
             &mut pkg,
             cursor,
+            fresh,
             &mut stats,
             &mut warnings,
             &mut dropped,
@@ -1087,13 +1267,14 @@ async fn apply_all(
     packages: &[Entry],
     cap: Capability,
     cursor: Option<W3cDateTime>,
+    fresh: bool,
     limits: &DumpLimits,
     warnings: &mut Vec<String>,
 ) -> Result<DumpStats> {
     let mut stats = DumpStats::default();
     let mut dropped = 0u64;
     for p in packages {
-        match one_package(ctx, fetcher, p, cap.clone(), cursor, limits).await {
+        match one_package(ctx, fetcher, p, cap.clone(), cursor, fresh, limits).await {
             Ok((s, w, d)) => {
                 merge(&mut stats, s);
                 stats.packages += 1;
@@ -1143,12 +1324,15 @@ pub(crate) async fn resource_dump(
     else {
         return Ok(DumpStats::default());
     };
+    // A first baseline not resumed: no row to look up for any entry.
+    let fresh = ctx.state.resources_page(&ctx.key, None, 1)?.is_empty();
     let mut stats = apply_all(
         ctx,
         fetcher,
         &packages,
         Capability::ResourceDumpManifest,
         None,
+        fresh,
         limits,
         warnings,
     )
@@ -1221,6 +1405,7 @@ pub(crate) async fn change_dumps(
         &packages,
         Capability::ChangeDumpManifest,
         Some(cursor),
+        false,
         limits,
         warnings,
     )
@@ -1290,7 +1475,7 @@ mod tests {
         assert_eq!(locs, ["spanning", "late"]);
     }
 
-    fn zip_file(entries: &[(&str, &[u8])]) -> (tempfile::TempDir, ZipArchive<BufReader<File>>) {
+    fn zip_file(entries: &[(&str, &[u8])]) -> (tempfile::TempDir, ZipArchive<PackageReader>) {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("p.zip");
         let mut w = zip::ZipWriter::new(File::create(&path).expect("create"));
@@ -1304,7 +1489,7 @@ mod tests {
             w.write_all(bytes).expect("write");
         }
         w.finish().expect("finish");
-        let z = ZipArchive::new(BufReader::new(File::open(&path).expect("open"))).expect("zip");
+        let z = ZipArchive::new(PackageReader::new(File::open(&path).expect("open"))).expect("zip");
         (dir, z)
     }
 
@@ -1318,7 +1503,8 @@ mod tests {
         };
         let mut budget = u64::MAX;
         let mut seen = 0u64;
-        let e = inflate(&mut z, 0, &limits, &mut budget, |c| {
+        let mut buf = vec![0u8; IO_BUF];
+        let e = inflate(&mut z, 0, &limits, &mut budget, &mut buf, |c| {
             seen += c.len() as u64;
             Ok(())
         })
@@ -1326,11 +1512,12 @@ mod tests {
         assert!(e.contains("times its"), "{e}");
         assert!(seen <= RATIO_EXEMPT_BYTES, "stopped early: {seen}");
         let mut budget = 5;
-        let e = inflate(&mut z, 1, &DumpLimits::default(), &mut budget, |_| Ok(()))
+        let e = inflate(&mut z, 1, &DumpLimits::default(), &mut budget, &mut buf, |_| Ok(()))
             .expect_err("budget");
         assert!(e.contains("budget"), "{e}");
         let mut budget = 100;
-        let n = inflate(&mut z, 1, &DumpLimits::default(), &mut budget, |_| Ok(())).expect("fits");
+        let n = inflate(&mut z, 1, &DumpLimits::default(), &mut budget, &mut buf, |_| Ok(()))
+            .expect("fits");
         assert_eq!((n, budget), (10, 90));
     }
 

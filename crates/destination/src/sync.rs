@@ -30,15 +30,15 @@ use reqwest::header::{ETAG, LAST_MODIFIED};
 use resourcesync_diff::{Action, Difference, Item, needs_update};
 use resourcesync_model::{Capability, Change, Entry, Header, W3cDateTime};
 use resourcesync_store::{
-    Expect, FsStore, PendingChange, RelPath, ResourceRecord, SourceCursor, SqliteState, StateStore,
+    Expect, FileMeta, FsStore, PendingChange, RelPath, ResourceRecord, SourceCursor, SqliteState, StateStore,
     Store,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::commit::{Committer, Pending};
+use crate::commit::{Committer, Origin, Pending};
 use crate::discover::{SourceInfo, discover};
-use crate::docs::{DocFetcher, ListSink, walk};
+use crate::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::dump::DumpStats;
 use crate::error::{Error, Result};
 use crate::http::{Conditional, Http, body_error, header};
@@ -88,8 +88,9 @@ struct Job {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum JobKind {
     /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
-    /// state proves it current.
-    Fetch { change: bool },
+    /// state proves it current. `new`: the diff found no row of it in the state (a create of a
+    /// baseline), which is then not looked up again.
+    Fetch { change: bool, new: bool },
     /// The Source deleted it.
     Delete,
 }
@@ -300,7 +301,7 @@ async fn run_job(ctx: &Arc<Ctx>, job: Job, permit: &mut Option<OwnedSemaphorePer
         }
     };
     let res = match job.kind {
-        JobKind::Fetch { change } => fetch(ctx, &job.item, &rel, change, permit).await,
+        JobKind::Fetch { change, new } => fetch(ctx, &job.item, &rel, change, new, permit).await,
         JobKind::Delete => delete(ctx, &job.item, &rel).await,
     };
     match res {
@@ -341,16 +342,34 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
+/// What is at `rel`, as [`Store::stat`] says, with one `lstat` of the full path when nothing is
+/// there (most copies of a baseline): the checks of every directory on the way are made only for
+/// what exists. (Nothing found through a symbolic link on the way is no answer that matters:
+/// such a path is refused when the copy is put in place.)
+fn stat_quick(store: &FsStore, rel: &RelPath) -> resourcesync_store::Result<Option<FileMeta>> {
+    match std::fs::symlink_metadata(rel.under(store.root())) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => store.stat(rel),
+    }
+}
+
 async fn fetch(
     ctx: &Arc<Ctx>,
     item: &StagedItem,
     rel: &RelPath,
     change: bool,
+    new: bool,
     permit: &mut Option<OwnedSemaphorePermit>,
 ) -> std::result::Result<Outcome, String> {
     let target = item.item();
-    let prior = ctx.state.resource(&item.uri).map_err(|e| e.to_string())?;
-    let existing = ctx.store.stat(rel).map_err(|e| e.to_string())?;
+    // A create the diff found no row for: no lookup (at most a row kept after a delete, which
+    // tells nothing about the copy).
+    let prior = if new {
+        None
+    } else {
+        ctx.state.resource(&item.uri).map_err(|e| e.to_string())?
+    };
+    let existing = stat_quick(&ctx.store, rel).map_err(|e| e.to_string())?;
     // A change the state already shows applied (a resumed run, or a change seen twice).
     if change {
         if let (Some(p), Some(m)) = (&prior, existing) {
@@ -469,7 +488,7 @@ async fn fetch(
                 // Queued: the next download may start while this copy waits for its batch (the
                 // queue is bounded, so downloads cannot outrun the commits).
                 drop(permit.take());
-                let n = receipt.done().await?;
+                let n = receipt.done().await?.length;
                 return Ok(if is_update {
                     Outcome::Updated(n)
                 } else {
@@ -561,6 +580,7 @@ async fn download(
             last_modified,
             gone: false,
         },
+        origin: Origin::Download,
     })))
 }
 
@@ -609,25 +629,36 @@ async fn delete(
 /// Stages every entry of a Resource List.
 struct ResourceListSink {
     staging: Staging,
-    /// The `at` of a Resource Dump applied before: a list older than it is not diffed.
-    not_before: Option<W3cDateTime>,
 }
 
 impl ListSink for ResourceListSink {
-    fn top(&mut self, _url: &str, h: &Header) -> Result<()> {
-        // Z39.99-2014 §10.1, §11.1: both `at`s say when their snapshot started.
-        match (self.not_before, h.md.as_ref().and_then(|m| m.at)) {
-            (Some(dump_at), Some(at)) if after(&dump_at, &at) => Err(Error::ListOlderThanDump {
-                at: at.to_string(),
-                dump_at: dump_at.to_string(),
-            }),
-            _ => Ok(()),
-        }
-    }
-
     fn entry(&mut self, e: Entry) -> Result<()> {
         self.staging.upsert(&StagedItem::from_entry(&e))
     }
+}
+
+/// A Resource List read whole into a staging database, and what its walk found.
+#[derive(Debug)]
+pub(crate) struct StagedList {
+    staging: Staging,
+    info: WalkInfo,
+}
+
+/// Reads a Resource List (every part of its index) into a new staging database.
+async fn stage_list(fetcher: DocFetcher, rl: String) -> Result<StagedList> {
+    let staging = Staging::create(&fetcher.dir)?;
+    let (mut sink, info) = walk(
+        &fetcher,
+        &rl,
+        Capability::ResourceList,
+        ResourceListSink { staging },
+    )
+    .await?;
+    sink.staging.flush()?;
+    Ok(StagedList {
+        staging: sink.staging,
+        info,
+    })
 }
 
 /// Stages the changes after the cursor, collapsing several changes of a URI to the last.
@@ -763,6 +794,50 @@ where
     }
 }
 
+/// A task aborted when its handle is dropped (a run ending early leaves nothing behind).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Whether a URI is among those a dump package put in place during this run, asked in
+/// ascending URI order: read along in the same order, a page at a time, instead of one lookup
+/// per URI.
+struct DumpedSet<'a> {
+    uris: Option<std::iter::Peekable<Paged<'a, Box<dyn FnMut(Option<&str>) -> PageResult + Send + 'a>>>>,
+}
+
+type PageResult = Result<(Vec<Item>, Option<String>)>;
+
+impl<'a> DumpedSet<'a> {
+    fn new(staging: Option<&'a Mutex<Staging>>, err: &'a Mutex<Option<Error>>) -> Self {
+        let uris = staging.map(|s| {
+            let fetch: Box<dyn FnMut(Option<&str>) -> PageResult + Send + 'a> = Box::new(move |after| {
+                let page = s
+                    .lock()
+                    .map_err(|_| Error::Task("staging lock poisoned".into()))?
+                    .page_by_uri(after, 1000)?;
+                let last = page.last().map(|r| r.uri.clone());
+                Ok((page.iter().map(StagedItem::item).collect(), last))
+            });
+            Paged::new(err, fetch).peekable()
+        });
+        DumpedSet { uris }
+    }
+
+    /// Whether `uri` is in the set; every URI asked must be greater than the one before.
+    fn contains(&mut self, uri: &str) -> bool {
+        let Some(it) = self.uris.as_mut() else {
+            return false;
+        };
+        while it.next_if(|i| i.uri.as_str() < uri).is_some() {}
+        it.peek().is_some_and(|i| i.uri == uri)
+    }
+}
+
 fn take_err(cell: &Mutex<Option<Error>>) -> Result<()> {
     match cell.lock().ok().and_then(|mut g| g.take()) {
         Some(e) => Err(e),
@@ -785,11 +860,12 @@ async fn baseline(
     rl: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Option<W3cDateTime>> {
-    baseline_with(ctx, fetcher, exec, rl, warnings, None).await
+    baseline_with(ctx, fetcher, exec, rl, warnings, None, None).await
 }
 
-/// Baseline (or baseline diff), refused with [`Error::ListOlderThanDump`] before anything is
-/// done when the list's `at` is before `not_before`: returns the Resource List's `at`.
+/// Baseline (or baseline diff) from the Resource List `rl`, or from `read`, the result of
+/// reading it already; refused with [`Error::ListOlderThanDump`] before anything is done when
+/// the list's `at` is before `not_before`. Returns the Resource List's `at`.
 async fn baseline_with(
     ctx: &Arc<Ctx>,
     fetcher: &DocFetcher,
@@ -797,23 +873,25 @@ async fn baseline_with(
     rl: &str,
     warnings: &mut Vec<String>,
     not_before: Option<W3cDateTime>,
+    read: Option<Result<StagedList>>,
 ) -> Result<Option<W3cDateTime>> {
     ctx.obs.phase("reading the Resource List");
-    let staging = Staging::create(&fetcher.dir)?;
-    let (mut sink, info) = walk(
-        fetcher,
-        rl,
-        Capability::ResourceList,
-        ResourceListSink {
-            staging,
-            not_before,
-        },
-    )
-    .await?;
-    sink.staging.flush()?;
-    warnings.extend(info.warnings);
+    let StagedList { staging, info } = match read {
+        Some(s) => s?,
+        None => stage_list(fetcher.clone(), rl.to_owned()).await?,
+    };
     let at = info.top.md.as_ref().and_then(|m| m.at);
-    let staging = Mutex::new(sink.staging);
+    // Z39.99-2014 §10.1, §11.1: both `at`s say when their snapshot started.
+    if let (Some(dump_at), Some(at)) = (not_before, at) {
+        if after(&dump_at, &at) {
+            return Err(Error::ListOlderThanDump {
+                at: at.to_string(),
+                dump_at: dump_at.to_string(),
+            });
+        }
+    }
+    warnings.extend(info.warnings);
+    let staging = Mutex::new(staging);
     let total = staging
         .lock()
         .map_err(|_| Error::Task("staging lock poisoned".into()))?
@@ -830,22 +908,45 @@ async fn baseline_with(
             last,
         ))
     });
-    // The original: the staged Resource List.
+    // The original: the staged Resource List. The staged entries read are kept (in `read`)
+    // until the diff has passed them, for the jobs: no second lookup per entry.
+    let read: Mutex<VecDeque<StagedItem>> = Mutex::new(VecDeque::new());
     let original = Paged::new(&err, |after| {
         let page = staging
             .lock()
             .map_err(|_| Error::Task("staging lock poisoned".into()))?
             .page_by_uri(after, 1000)?;
         let last = page.last().map(|r| r.uri.clone());
-        Ok((page.iter().map(StagedItem::item).collect(), last))
+        let items = page.iter().map(StagedItem::item).collect();
+        read.lock()
+            .map_err(|_| Error::Task("staging lock poisoned".into()))?
+            .extend(page);
+        Ok((items, last))
     });
+    // The staged entry of a URI of the diff (asked in ascending order).
+    let entry = |uri: &str| -> Result<Option<StagedItem>> {
+        let mut q = read
+            .lock()
+            .map_err(|_| Error::Task("staging lock poisoned".into()))?;
+        while q.front().is_some_and(|i| i.uri.as_str() < uri) {
+            q.pop_front();
+        }
+        if q.front().is_some_and(|i| i.uri == uri) {
+            return Ok(q.pop_front());
+        }
+        drop(q);
+        staged(&staging, uri)
+    };
+    // The URIs dump packages put in place during this run, in the same order as the diff's.
+    let mut dumped = DumpedSet::new(ctx.dumped.as_ref(), &err);
     for action in resourcesync_diff::diff_sorted(copy, original) {
         // A list or state read that failed ends its iterator early: stop before acting on a
         // plan built from half an inventory.
         take_err(&err)?;
+        let new = matches!(action, Action::Create(_));
         match action {
             Action::Create(o) | Action::Update { original: o, .. } => {
-                let item = staged(&staging, &o.uri)?.unwrap_or_else(|| StagedItem {
+                let item = entry(&o.uri)?.unwrap_or_else(|| StagedItem {
                     uri: o.uri.clone(),
                     length: o.length,
                     hashes: o.hashes.clone(),
@@ -854,7 +955,7 @@ async fn baseline_with(
                 });
                 exec.submit(Job {
                     item,
-                    kind: JobKind::Fetch { change: false },
+                    kind: JobKind::Fetch { change: false, new },
                 })
                 .await?;
             }
@@ -871,6 +972,11 @@ async fn baseline_with(
                 .await?;
             }
             Action::Same(o) => {
+                // A copy a dump package put in place during this run is counted already.
+                if dumped.contains(&o.uri) {
+                    exec.done_inline(Outcome::Counted);
+                    continue;
+                }
                 // The state says current; check the file is still there (a copy removed or
                 // truncated by hand is fetched again).
                 let intact = match ctx.mapper.map(&o.uri) {
@@ -881,16 +987,15 @@ async fn baseline_with(
                     Err(_) => true,
                 };
                 if intact {
-                    exec.done_inline(if ctx.dumped_now(&o.uri) {
-                        Outcome::Counted
-                    } else {
-                        Outcome::Unchanged
-                    });
+                    exec.done_inline(Outcome::Unchanged);
                 } else {
-                    let item = staged(&staging, &o.uri)?.unwrap_or_default();
+                    let item = entry(&o.uri)?.unwrap_or_default();
                     exec.submit(Job {
                         item,
-                        kind: JobKind::Fetch { change: false },
+                        kind: JobKind::Fetch {
+                            change: false,
+                            new: false,
+                        },
                     })
                     .await?;
                 }
@@ -961,7 +1066,10 @@ async fn incremental(
             let kind = if item.change == Some(Change::Deleted) {
                 JobKind::Delete
             } else {
-                JobKind::Fetch { change: true }
+                JobKind::Fetch {
+                    change: true,
+                    new: false,
+                }
             };
             exec.submit(Job { item, kind }).await?;
         }
@@ -979,12 +1087,13 @@ async fn after_dump(
     info: &SourceInfo,
     dump_at: W3cDateTime,
     w: &mut Vec<String>,
+    staged: Option<Result<StagedList>>,
 ) -> Result<Option<W3cDateTime>> {
     // A Source with a Resource Dump and no Resource List: the dump is the baseline.
     let Some(rl) = &info.resource_list else {
         return Ok(Some(dump_at));
     };
-    match baseline_with(ctx, fetcher, exec, rl, w, Some(dump_at)).await {
+    match baseline_with(ctx, fetcher, exec, rl, w, Some(dump_at), staged).await {
         Ok(at) => return Ok(at.or(Some(dump_at))),
         Err(Error::ListOlderThanDump { at, .. }) => w.push(format!(
             "the Resource List ({at}) is older than the Resource Dump ({dump_at}): not diffed; changes since the dump from the Change Lists"
@@ -1176,15 +1285,28 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
             // Z39.99-2014 §11: the dump first; then the Resource List, unless it is older than
             // the dump (see crate::dump).
             let mut dump_at = None;
+            let mut staged = None;
             if let Some(rd) = &resource_dump {
+                // The Resource List is read while the packages are applied: the two meet
+                // only in the diff, once the dump is in place.
+                let reading = info
+                    .resource_list
+                    .clone()
+                    .map(|rl| AbortOnDrop(tokio::spawn(stage_list(fetcher.clone(), rl))));
                 let d = crate::dump::resource_dump(&ctx, &fetcher, rd, &opts.dump_limits, &mut w)
                     .await?;
                 from_dumps.add_dumps(&d);
                 dump_at = d.at;
+                if let Some(mut r) = reading {
+                    staged = Some((&mut r.0).await.map_err(Error::from).and_then(|s| s));
+                }
             }
             let at = match dump_at {
-                Some(d) => after_dump(&ctx, &fetcher, &mut exec, &info, d, &mut w).await?,
-                None => baseline(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w).await?,
+                Some(d) => after_dump(&ctx, &fetcher, &mut exec, &info, d, &mut w, staged).await?,
+                None => {
+                    baseline_with(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w, None, staged)
+                        .await?
+                }
             };
             (mode, at.or(cursor))
         }
@@ -1340,7 +1462,10 @@ impl Applier {
             let kind = if item.change == Some(Change::Deleted) {
                 JobKind::Delete
             } else {
-                JobKind::Fetch { change: true }
+                JobKind::Fetch {
+                    change: true,
+                    new: false,
+                }
             };
             exec.submit(Job { item, kind }).await?;
         }

@@ -156,6 +156,31 @@ impl Verified {
     }
 }
 
+/// A copy put in place by [`Store::place_in`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// Its length and digests.
+    pub committed: Committed,
+    /// Whether a file was at its path before (and was replaced).
+    pub replaced: bool,
+}
+
+/// The directories of a batch already checked by [`Store::place_in`] (each a real directory
+/// under the destination, not a symbolic link), so that a batch of many files in few
+/// directories checks each directory once. Keep one for a batch only: a directory checked long
+/// ago may have been replaced since.
+#[derive(Debug, Default)]
+pub struct DirCache {
+    dirs: std::collections::HashSet<String>,
+}
+
+impl DirCache {
+    /// Forgets every directory checked.
+    pub fn clear(&mut self) {
+        self.dirs.clear();
+    }
+}
+
 /// What is at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileMeta {
@@ -180,6 +205,16 @@ pub trait Store: Send + Sync + Debug {
     /// [`Store::sync`] before, so that the data is on disk before the name, and after, before
     /// recording the copy anywhere.
     fn place(&self, v: Verified, rel: &RelPath) -> Result<Committed>;
+    /// [`Store::place`] for one copy of a batch: the directories `dirs` holds are not checked
+    /// again (those checked here are added), and the result says whether a file was replaced.
+    fn place_in(&self, v: Verified, rel: &RelPath, dirs: &mut DirCache) -> Result<Placed> {
+        let _ = dirs;
+        let replaced = self.stat(rel)?.is_some();
+        Ok(Placed {
+            committed: self.place(v, rel)?,
+            replaced,
+        })
+    }
     /// Makes what was written and renamed through this store so far durable. `placed` are the
     /// paths placed since the last call (their directories need syncing where the whole file
     /// system cannot be synced at once). See [`FsStore`] for how.
@@ -260,43 +295,109 @@ impl FsStore {
         let mut p = self.root.clone();
         for s in &segs[..segs.len().saturating_sub(1)] {
             p.push(s);
-            match fs::symlink_metadata(&p) {
-                Ok(m) if m.is_dir() => {}
-                Ok(m) if m.file_type().is_symlink() => {
-                    return Err(Error::Conflict {
-                        path: p,
-                        reason: "symbolic link inside the destination: not followed",
-                    });
-                }
-                Ok(_) => {
-                    return Err(Error::Conflict {
-                        path: p,
-                        reason: "a file is where a directory is needed",
-                    });
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    if !create {
-                        return Ok(false);
-                    }
-                    match fs::create_dir(&p) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                            let m = fs::symlink_metadata(&p).map_err(|e| Error::io(&p, e))?;
-                            if !m.is_dir() {
-                                return Err(Error::Conflict {
-                                    path: p,
-                                    reason: "a file is where a directory is needed",
-                                });
-                            }
-                        }
-                        Err(e) => return Err(Error::io(&p, e)),
-                    }
-                }
-                Err(e) => return Err(Error::io(&p, e)),
+            if !check_dir(&p, create)? {
+                return Ok(false);
             }
         }
         Ok(true)
     }
+
+    /// [`FsStore::parents`] with creation, skipping the ancestors `dirs` holds and adding those
+    /// checked.
+    fn parents_cached(&self, rel: &RelPath, dirs: &mut DirCache) -> Result<()> {
+        let s = rel.as_str();
+        let mut p = self.root.clone();
+        let mut start = 0;
+        while let Some(i) = s[start..].find('/') {
+            let end = start + i;
+            p.push(&s[start..end]);
+            let prefix = &s[..end];
+            if !dirs.dirs.contains(prefix) {
+                check_dir(&p, true)?;
+                dirs.dirs.insert(prefix.to_owned());
+            }
+            start = end + 1;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the directory `p` exists and is a real directory (not a symbolic link); created
+/// when missing and `create` is set.
+fn check_dir(p: &Path, create: bool) -> Result<bool> {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => Ok(true),
+        Ok(m) if m.file_type().is_symlink() => Err(Error::Conflict {
+            path: p.to_path_buf(),
+            reason: "symbolic link inside the destination: not followed",
+        }),
+        Ok(_) => Err(Error::Conflict {
+            path: p.to_path_buf(),
+            reason: "a file is where a directory is needed",
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if !create {
+                return Ok(false);
+            }
+            match fs::create_dir(p) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let m = fs::symlink_metadata(p).map_err(|e| Error::io(p, e))?;
+                    if !m.is_dir() {
+                        return Err(Error::Conflict {
+                            path: p.to_path_buf(),
+                            reason: "a file is where a directory is needed",
+                        });
+                    }
+                    Ok(true)
+                }
+                Err(e) => Err(Error::io(p, e)),
+            }
+        }
+        Err(e) => Err(Error::io(p, e)),
+    }
+}
+
+/// Renames `from` to `to`, replacing a file there; whether one was replaced. On Linux one
+/// `renameat2(RENAME_NOREPLACE)` tells it for a new file (the common case) without a `stat`;
+/// elsewhere, or where the file system does not support the flag, a `stat` first.
+fn rename_into(from: &Path, to: &Path) -> Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+            Ok(()) => return Ok(false),
+            Err(rustix::io::Errno::EXIST) => {
+                return replace(from, to).map(|()| true);
+            }
+            // Not supported here (EINVAL), or another error the plain path reports better.
+            Err(_) => {}
+        }
+    }
+    let replaced = match fs::symlink_metadata(to) {
+        Ok(_) => true,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+        Err(e) => return Err(Error::io(to, e)),
+    };
+    replace(from, to).map(|()| replaced)
+}
+
+/// `rename(2)` over whatever file is at `to`; a directory there is a conflict, never replaced.
+fn replace(from: &Path, to: &Path) -> Result<()> {
+    match fs::rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::IsADirectory || to_is_dir(to) => {
+            Err(Error::Conflict {
+                path: to.to_path_buf(),
+                reason: "a directory is where the file goes",
+            })
+        }
+        Err(e) => Err(Error::io(to, e)),
+    }
+}
+
+fn to_is_dir(p: &Path) -> bool {
+    fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
 }
 
 /// Whether [`Store::verify`] leaves the syncing of data to [`Store::sync`] (one `syncfs` of the
@@ -396,6 +497,20 @@ impl Store for FsStore {
             .persist(&target)
             .map_err(|e| Error::io(&target, e.error))?;
         Ok(v.committed)
+    }
+
+    fn place_in(&self, v: Verified, rel: &RelPath, dirs: &mut DirCache) -> Result<Placed> {
+        self.parents_cached(rel, dirs)?;
+        let target = rel.under(&self.root);
+        // A directory at the target makes the rename fail (EISDIR): it is never replaced.
+        let replaced = rename_into(&v.path, &target)?;
+        // In place: the temporary name is gone, nothing to remove on drop.
+        let Verified { path, committed } = v;
+        let _ = path.keep();
+        Ok(Placed {
+            committed,
+            replaced,
+        })
     }
 
     fn sync(&self, placed: &[RelPath]) -> Result<()> {

@@ -19,7 +19,9 @@ pub mod path;
 pub mod state;
 
 pub use error::{Error, Result};
-pub use fs::{Committed, Expect, FileMeta, FsStore, STATE_DIR, Store, TempFile, Verified};
+pub use fs::{
+    Committed, DirCache, Expect, FileMeta, FsStore, Placed, STATE_DIR, Store, TempFile, Verified,
+};
 pub use path::RelPath;
 pub use state::{
     PendingChange, ResourceRecord, SourceCursor, SqliteState, StateStore, for_each_resource,
