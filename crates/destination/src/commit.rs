@@ -29,9 +29,7 @@
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
-use resourcesync_store::{
-    DirCache, FsStore, RelPath, ResourceRecord, StateStore, Store, Verified,
-};
+use resourcesync_store::{DirCache, FsStore, RelPath, ResourceRecord, StateStore, Store, Verified};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
@@ -265,7 +263,8 @@ fn run(store: &FsStore, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
         while !closed && taken.copies < MAX_BATCH {
             let next = if more && taken.copies < MIN_WAITED {
                 // A producer in full flow: its next chunk comes without waiting on anything.
-                rx.blocking_recv().ok_or(mpsc::error::TryRecvError::Disconnected)
+                rx.blocking_recv()
+                    .ok_or(mpsc::error::TryRecvError::Disconnected)
             } else {
                 rx.try_recv()
             };
@@ -355,7 +354,7 @@ impl Committer {
     }
 
     /// A producer of chunks of copies, for a blocking thread (a dump package): outcomes go to
-    /// `reply`.
+    /// `reply`. [`Committer::close`] waits until every producer is dropped.
     pub(crate) fn producer(
         &self,
         reply: std::sync::mpsc::Sender<(u64, Vec<Done>)>,
@@ -517,6 +516,54 @@ mod tests {
             0,
             "no temporary file left"
         );
+    }
+
+    #[test]
+    fn a_producer_gets_every_outcome_by_chunk_and_its_end_releases_the_batch() {
+        let d = tempfile::tempdir().expect("tmp");
+        let store = std::sync::Arc::new(FsStore::open(d.path()).expect("store"));
+        let state: std::sync::Arc<dyn StateStore> =
+            std::sync::Arc::new(SqliteState::open(&d.path().join("s.sqlite")).expect("state"));
+        let c = Committer::start(store.clone(), state.clone()).expect("start");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut p = c.producer(tx).expect("producer");
+        // Fewer copies than a batch waits for, all announcing more: nothing is committed
+        // until the producer ends.
+        for tag in 0..3u64 {
+            let items = (0..5)
+                .map(|i| {
+                    let n = tag * 10 + i;
+                    pending(&store, &format!("http://h/{n}"), &format!("d/{n}"), b"xy")
+                })
+                .collect();
+            p.send(items, tag, true).expect("sent");
+        }
+        p.end().expect("end");
+        drop(p);
+        let mut got: Vec<(u64, Vec<Done>)> = (0..3).map(|_| rx.recv().expect("outcome")).collect();
+        got.sort_by_key(|(t, _)| *t);
+        for (i, (tag, done)) in got.into_iter().enumerate() {
+            assert_eq!(tag, i as u64);
+            assert_eq!(done.len(), 5);
+            assert!(done.iter().all(|d| d.as_ref().is_ok_and(|p| p.length == 2)));
+        }
+        assert_eq!(
+            state.resources_page("cap", None, 100).expect("rows").len(),
+            15
+        );
+        // A producer dropped while announcing more does not hold the committer up.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut p = c.producer(tx).expect("producer");
+        p.send(
+            vec![pending(&store, "http://h/late", "late", b"z")],
+            9,
+            true,
+        )
+        .expect("sent");
+        drop(p);
+        assert_eq!(rx.recv().expect("outcome").0, 9);
+        c.close();
+        assert_eq!(store.clean_tmp().expect("clean"), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

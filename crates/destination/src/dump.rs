@@ -910,15 +910,16 @@ fn extract_patch(
         &mut pkg.budget,
         &mut pkg.buf,
         |chunk| {
-        if (patch.len() + chunk.len()) as u64 > limit {
-            return Err(Error::Patch {
-                url: format!("{}#{name}", pkg.url),
-                message: format!("longer than the {limit} bytes allowed"),
-            });
-        }
-        patch.extend_from_slice(chunk);
-        Ok(())
-    })?;
+            if (patch.len() + chunk.len()) as u64 > limit {
+                return Err(Error::Patch {
+                    url: format!("{}#{name}", pkg.url),
+                    message: format!("longer than the {limit} bytes allowed"),
+                });
+            }
+            patch.extend_from_slice(chunk);
+            Ok(())
+        },
+    )?;
     let prior = ctx.state.resource(&e.loc).map_err(|e| e.to_string())?;
     let expect = Expect {
         length: e.length(),
@@ -1136,9 +1137,7 @@ impl Batch {
         let tag = self.next_tag;
         self.next_tag += 1;
         let items = std::mem::take(&mut self.chunk);
-        self.producer
-            .send(items, tag, more)
-            .map_err(Error::Task)?;
+        self.producer.send(items, tag, more).map_err(Error::Task)?;
         self.in_flight.insert(tag, std::mem::take(&mut self.meta));
         Ok(())
     }
@@ -1260,14 +1259,14 @@ fn merge(into: &mut DumpStats, s: DumpStats) {
     into.bytes += s.bytes;
 }
 
-/// Applies a list of packages in order; refused packages become warnings.
+/// Applies a list of packages in order (entries at or before the cursor skipped; `fresh`: see
+/// [`extract`]); refused packages become warnings.
 async fn apply_all(
     ctx: &Arc<Ctx>,
     fetcher: &DocFetcher,
     packages: &[Entry],
     cap: Capability,
-    cursor: Option<W3cDateTime>,
-    fresh: bool,
+    (cursor, fresh): (Option<W3cDateTime>, bool),
     limits: &DumpLimits,
     warnings: &mut Vec<String>,
 ) -> Result<DumpStats> {
@@ -1331,8 +1330,7 @@ pub(crate) async fn resource_dump(
         fetcher,
         &packages,
         Capability::ResourceDumpManifest,
-        None,
-        fresh,
+        (None, fresh),
         limits,
         warnings,
     )
@@ -1404,8 +1402,7 @@ pub(crate) async fn change_dumps(
         fetcher,
         &packages,
         Capability::ChangeDumpManifest,
-        Some(cursor),
-        false,
+        (Some(cursor), false),
         limits,
         warnings,
     )
@@ -1494,6 +1491,48 @@ mod tests {
     }
 
     #[test]
+    fn package_reader_reads_what_the_file_holds_across_seeks() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).expect("write");
+        let mut r = PackageReader::new(File::open(&path).expect("open"));
+        let mut buf = [0u8; 100];
+        let mut check = |r: &mut PackageReader, at: u64| {
+            r.read_exact(&mut buf).expect("read");
+            let at = usize::try_from(at).expect("small");
+            assert_eq!(&buf[..], &data[at..at + 100], "at {at}");
+        };
+        // Inside the buffer, backwards and forwards, then outside it, then from the end.
+        check(&mut r, 0);
+        assert_eq!(r.seek(SeekFrom::Start(10)).expect("seek"), 10);
+        check(&mut r, 10);
+        assert_eq!(r.seek(SeekFrom::Current(1000)).expect("seek"), 1110);
+        check(&mut r, 1110);
+        assert_eq!(r.seek(SeekFrom::Start(150_000)).expect("seek"), 150_000);
+        check(&mut r, 150_000);
+        assert_eq!(r.seek(SeekFrom::Start(5)).expect("seek"), 5);
+        check(&mut r, 5);
+        assert_eq!(r.seek(SeekFrom::End(-100)).expect("seek"), 199_900);
+        check(&mut r, 199_900);
+        assert!(r.seek(SeekFrom::Current(-300_000)).is_err());
+        // Sequential reads through several buffers, some larger than the buffer.
+        r.seek(SeekFrom::Start(0)).expect("seek");
+        let mut all = Vec::new();
+        let mut big = vec![0u8; IO_BUF + 7];
+        loop {
+            let n = r.read(&mut big).expect("read");
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&big[..n]);
+            let n = r.read(&mut buf).expect("read");
+            all.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(all, data);
+    }
+
+    #[test]
     fn inflation_stops_at_the_ratio_and_the_budget() {
         let zeros = vec![0u8; 4 << 20];
         let (_d, mut z) = zip_file(&[("z", &zeros), ("small", b"0123456789")]);
@@ -1512,12 +1551,26 @@ mod tests {
         assert!(e.contains("times its"), "{e}");
         assert!(seen <= RATIO_EXEMPT_BYTES, "stopped early: {seen}");
         let mut budget = 5;
-        let e = inflate(&mut z, 1, &DumpLimits::default(), &mut budget, &mut buf, |_| Ok(()))
-            .expect_err("budget");
+        let e = inflate(
+            &mut z,
+            1,
+            &DumpLimits::default(),
+            &mut budget,
+            &mut buf,
+            |_| Ok(()),
+        )
+        .expect_err("budget");
         assert!(e.contains("budget"), "{e}");
         let mut budget = 100;
-        let n = inflate(&mut z, 1, &DumpLimits::default(), &mut budget, &mut buf, |_| Ok(()))
-            .expect("fits");
+        let n = inflate(
+            &mut z,
+            1,
+            &DumpLimits::default(),
+            &mut budget,
+            &mut buf,
+            |_| Ok(()),
+        )
+        .expect("fits");
         assert_eq!((n, budget), (10, 90));
     }
 

@@ -30,8 +30,8 @@ use reqwest::header::{ETAG, LAST_MODIFIED};
 use resourcesync_diff::{Action, Difference, Item, needs_update};
 use resourcesync_model::{Capability, Change, Entry, Header, W3cDateTime};
 use resourcesync_store::{
-    Expect, FileMeta, FsStore, PendingChange, RelPath, ResourceRecord, SourceCursor, SqliteState, StateStore,
-    Store,
+    Expect, FileMeta, FsStore, PendingChange, RelPath, ResourceRecord, SourceCursor, SqliteState,
+    StateStore, Store,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -807,15 +807,16 @@ impl<T> Drop for AbortOnDrop<T> {
 /// ascending URI order: read along in the same order, a page at a time, instead of one lookup
 /// per URI.
 struct DumpedSet<'a> {
-    uris: Option<std::iter::Peekable<Paged<'a, Box<dyn FnMut(Option<&str>) -> PageResult + Send + 'a>>>>,
+    uris: Option<std::iter::Peekable<Paged<'a, PageFetch<'a>>>>,
 }
 
 type PageResult = Result<(Vec<Item>, Option<String>)>;
+type PageFetch<'a> = Box<dyn FnMut(Option<&str>) -> PageResult + Send + 'a>;
 
 impl<'a> DumpedSet<'a> {
     fn new(staging: Option<&'a Mutex<Staging>>, err: &'a Mutex<Option<Error>>) -> Self {
         let uris = staging.map(|s| {
-            let fetch: Box<dyn FnMut(Option<&str>) -> PageResult + Send + 'a> = Box::new(move |after| {
+            let fetch: PageFetch<'a> = Box::new(move |after| {
                 let page = s
                     .lock()
                     .map_err(|_| Error::Task("staging lock poisoned".into()))?

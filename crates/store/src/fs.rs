@@ -715,6 +715,81 @@ mod tests {
         );
     }
 
+    fn verified(s: &FsStore, body: &[u8]) -> Verified {
+        let mut t = s.create_temp(expect_abc(None, "")).expect("temp");
+        t.write(body).expect("write");
+        s.verify(t).expect("verify")
+    }
+
+    #[test]
+    fn place_in_says_what_it_replaced_and_never_replaces_a_directory() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = FsStore::open(d.path()).expect("open");
+        let mut dirs = DirCache::default();
+        let rel = RelPath::parse("a/b/c.txt").expect("rel");
+        let p = s
+            .place_in(verified(&s, b"one"), &rel, &mut dirs)
+            .expect("new");
+        assert!(!p.replaced);
+        assert_eq!(p.committed.length, 3);
+        let p = s
+            .place_in(verified(&s, b"two!"), &rel, &mut dirs)
+            .expect("again");
+        assert!(p.replaced, "a file was there");
+        assert_eq!(fs::read(d.path().join("a/b/c.txt")).expect("read"), b"two!");
+        fs::create_dir(d.path().join("a/b/dir")).expect("dir");
+        let e = s
+            .place_in(
+                verified(&s, b"x"),
+                &RelPath::parse("a/b/dir").expect("rel"),
+                &mut dirs,
+            )
+            .expect_err("a directory is there");
+        assert!(matches!(e, Error::Conflict { .. }), "{e}");
+        assert!(d.path().join("a/b/dir").is_dir());
+        assert_eq!(s.clean_tmp().expect("clean"), 0, "no temporary file left");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn place_in_checks_each_new_directory_of_a_batch() {
+        let d = tempfile::tempdir().expect("tmp");
+        let outside = tempfile::tempdir().expect("outside");
+        let s = FsStore::open(d.path()).expect("open");
+        let mut dirs = DirCache::default();
+        s.place_in(
+            verified(&s, b"a"),
+            &RelPath::parse("x/a").expect("rel"),
+            &mut dirs,
+        )
+        .expect("x/a");
+        // A directory first met after the cache was filled is checked like any other.
+        std::os::unix::fs::symlink(outside.path(), d.path().join("link")).expect("symlink");
+        let e = s
+            .place_in(
+                verified(&s, b"b"),
+                &RelPath::parse("link/b").expect("rel"),
+                &mut dirs,
+            )
+            .expect_err("through a link");
+        assert!(matches!(e, Error::Conflict { .. }), "{e}");
+        assert_eq!(fs::read_dir(outside.path()).expect("dir").count(), 0);
+        // A fresh cache checks again what an old one knew.
+        fs::remove_file(d.path().join("x/a")).expect("rm");
+        fs::remove_dir(d.path().join("x")).expect("rmdir");
+        std::os::unix::fs::symlink(outside.path(), d.path().join("x")).expect("symlink x");
+        dirs.clear();
+        let e = s
+            .place_in(
+                verified(&s, b"c"),
+                &RelPath::parse("x/c").expect("rel"),
+                &mut dirs,
+            )
+            .expect_err("x is a link now");
+        assert!(matches!(e, Error::Conflict { .. }), "{e}");
+        assert_eq!(fs::read_dir(outside.path()).expect("dir").count(), 0);
+    }
+
     #[cfg(unix)]
     #[test]
     fn symbolic_links_are_not_followed() {
