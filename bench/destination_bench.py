@@ -36,7 +36,8 @@ library only).
         (the exec'd program's own peak RSS) is polled every 1 ms. CMD's stdout goes to
         ERRFILE.out, its stderr to ERRFILE. Prints one JSON line {"rc", "runs", "seconds_best",
         "seconds_median", "seconds_all", "cpu_all" (user + system seconds of each run, from
-        wait4), "maxrss_kib", "vmhwm_kib", "stdout_head", "stderr_head"}; exit 1 (and {"rc": N}) if CMD exited with a code not in OK (e.g. 0 or
+        wait4), "user_all", "sys_all" (the same, apart), "maxrss_kib", "vmhwm_kib",
+        "stdout_head", "stderr_head"}; exit 1 (and {"rc": N}) if CMD exited with a code not in OK (e.g. 0 or
         0,1). Run it as `python -I -S` so that the fork copy counted in ru_maxrss stays small
         (only os/sys/time are imported before the runs).
 """
@@ -126,7 +127,7 @@ def _harness(argv):
             print('{"rc": %d}' % rc)
             sys.exit(1)
         times.append(t1 - t0)
-        cpu.append(ru.ru_utime + ru.ru_stime)
+        cpu.append((ru.ru_utime, ru.ru_stime))
         maxrss = max(maxrss, ru.ru_maxrss)
     import json  # only now: keeps the harness small while it forks
 
@@ -141,7 +142,9 @@ def _harness(argv):
     print(json.dumps({"rc": rc, "runs": m, "seconds_best": round(s[0], 6),
                       "seconds_median": round(median, 6),
                       "seconds_all": [round(t, 6) for t in times],
-                      "cpu_all": [round(t, 6) for t in cpu],
+                      "cpu_all": [round(u + s_, 6) for u, s_ in cpu],
+                      "user_all": [round(u, 3) for u, _ in cpu],
+                      "sys_all": [round(s_, 3) for _, s_ in cpu],
                       "maxrss_kib": maxrss, "vmhwm_kib": hwm,
                       "stdout_head": head(outfile), "stderr_head": head(errfile)}))
 

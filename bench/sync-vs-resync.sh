@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Baseline sync throughput: our `resourcesync sync` vs resync 2.0.1's `resync-sync --baseline`
-# (Python reference), against the same Source, in the same run, on loopback.
+# (Python reference), against the same Source, in the same run, on loopback; for two Sources
+# serving the same tree:
+#   list   `resourcesync serve TREE` (the default: no dumps): both clients read the Resource List
+#          and fetch every resource on its own;
+#   dumps  `resourcesync serve TREE --dumps`: ours baselines from the Resource Dump (one ZIP
+#          package, Z39.99-2017 §13; the issue: "first run: baseline, from the Resource Dump
+#          when offered"); resync-sync does not use dumps, so it reads the Resource List and
+#          fetches every resource, as against the list Source.
 #
 # Usage: bench/sync-vs-resync.sh [N=10000] [SIZE=512]
 #
@@ -10,34 +17,41 @@
 #    BENCH_BIN=/path/to/resourcesync to measure a given binary
 # 3. bench/destination_bench.py tree N SIZE -> a temp dir on local disk (removed at exit):
 #    N files of SIZE*3/4 .. SIZE*5/4 bytes (mean SIZE) in 100 directories
-# 4. the Source: `resourcesync serve TREE --listen 127.0.0.1:0 --no-watch` (release build; state
-#    and documents in the temp dir; md5 digests, the default), up once its first scan is
-#    published (it prints its URL then); stopped at exit
-# 5. in the same run, wall time, each run into a new DEST (see measure() for why not an emptied one):
+# 4. the Sources (BENCH_VARIANTS): `resourcesync serve TREE --listen 127.0.0.1:0 --no-watch
+#    [--dumps]` (release build; state and documents in the temp dir; md5 digests, the default),
+#    each up once its first scan is published (it prints its URL then); stopped at exit. The
+#    dumps Source has written its package before it prints its URL.
+# 5. per Source, in the same run, wall time, each run into a new DEST (see measure() for why not
+#    an emptied one):
 #      ours     resourcesync sync URL DEST                   (32 downloads in flight, default)
 #      resync   resync-sync --baseline URL=DEST              (cwd: a fresh dir for its status file)
 #    best of BENCH_RUNS (3) where affordable: a second and third run only if the first took at
-#    most BENCH_REPEAT_MAX (120) seconds. The load average (uptime) is printed with each.
+#    most BENCH_REPEAT_MAX (120) seconds. The load average (uptime) is printed with each, and
+#    the CPU time (user + system) of the best run.
 # 6. checks: every run's DEST holds exactly the tree (file count, bytes, and a digest over every
 #    relative path and content; our .resourcesync/ state directory aside); ours reports N
-#    created, 0 failed.
-# 7. table: impl / runs / seconds / resources/s / MB/s (MB = 10^6 bytes of resource content) /
-#    ru_maxrss, and resync/ours (goal >= 25x: reported ok / MISS, not enforced by the exit status)
+#    created, 0 failed (and, against the dumps Source, N from the dump's package).
+# 7. table per Source: impl / runs / seconds / resources/s / MB/s (MB = 10^6 bytes of resource
+#    content) / CPU s / ru_maxrss, and resync/ours (goal >= 25x: reported ok / MISS, not enforced
+#    by the exit status)
 #
 # Both clients use their defaults, which do not do the same work: ours streams each body to a
-# temporary file, verifies it against the published length and md5, fsyncs it, renames it into
-# place, fsyncs the directory and records it in its SQLite state; resync-sync (client.py
-# update_resource) writes each body straight to its final path (no temporary file, rename or
-# fsync), only logs a length mismatch at info level, and checks digests only with --checksum or
-# --hash (and then only warns).
+# temporary file, verifies it against the published length and md5, renames it into place
+# once the batch's data is synced, syncs the renames and records it in its SQLite state (from
+# a dump: each bitstream inflated into a temporary file and verified against the manifest's
+# length and md5 the same way); resync-sync (client.py update_resource) writes each body
+# straight to its final path (no temporary file, rename or fsync), only logs a length mismatch
+# at info level, and checks digests only with --checksum or --hash (and then only warns).
 #
 # Environment (all optional):
+#   BENCH_VARIANTS="list dumps"  the Sources measured (one or both)
 #   BENCH_RUNS=3 BENCH_REPEAT_MAX=120   repeats, and the first-run time that allows them
 #   BENCH_SKIP_RESYNC=1       skip resync-sync (ratio n/a)
 #   BENCH_SYNC_ARGS="..."     extra arguments after `sync` (ours)
-#   BENCH_PERF=1              afterwards `perf record -g` one sync of ours and print top symbols
+#   BENCH_PERF=1              afterwards `perf record -g` one sync of ours per Source and print
+#                             top symbols
 #   BENCH_BIN=PATH            use this resourcesync binary, do not build
-#   BENCH_BASE_BIN=PATH       also measure this (earlier) resourcesync binary, same Source, same
+#   BENCH_BASE_BIN=PATH       also measure this (earlier) resourcesync binary, same Sources, same
 #                             run, and print ours/earlier (to show what a change did)
 #   BENCH_BUILD_TRIES=4 BENCH_BUILD_WAIT=60
 #   TMPDIR                    where the temp dir goes (default /tmp; local disk)
@@ -63,6 +77,11 @@ for v in RUNS REPEAT_MAX BUILD_TRIES BUILD_WAIT; do
 done
 [ "$RUNS" -ge 1 ] || RUNS=1
 read -r -a SYNC_ARGS <<<"${BENCH_SYNC_ARGS:-}"
+read -r -a VARIANTS <<<"${BENCH_VARIANTS:-list dumps}"
+for v in "${VARIANTS[@]}"; do
+    case "$v" in list|dumps) ;; *) echo "error: BENCH_VARIANTS: 'list' and/or 'dumps', got '$v'" >&2; exit 2 ;; esac
+done
+[ "${#VARIANTS[@]}" -ge 1 ] || { echo "error: BENCH_VARIANTS is empty" >&2; exit 2; }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -80,40 +99,49 @@ our_binary
 
 # ------------------------------------------------------------------- workdir
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/resourcesync-syncbench.XXXXXX")"
-SERVE_PID=""
+SERVE_PIDS=()
 cleanup() {
-    if [ -n "$SERVE_PID" ]; then kill "$SERVE_PID" 2>/dev/null || true; wait "$SERVE_PID" 2>/dev/null || true; fi
+    local p
+    for p in "${SERVE_PIDS[@]}"; do
+        kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+    done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 harness() { "$PY" -I -S "$HELPER" harness "$@"; }
 
-# ------------------------------------------------------------------ the Source
+# ------------------------------------------------------------------ the Sources
 TREE="$WORK/tree"
 log "generating $N files of ~$SIZE bytes -> $TREE"
 TREE_JSON="$("$PY" "$HELPER" tree "$N" "$SIZE" "$TREE")"
 log "$TREE_JSON"
 TREE_SUM="$("$PY" "$HELPER" summary "$TREE")"
 
-log "starting: $BIN serve TREE --listen 127.0.0.1:0 --no-watch (first scan and publish)"
-mkfifo "$WORK/serve.fifo"
-"$BIN" serve "$TREE" --listen 127.0.0.1:0 --no-watch --state "$WORK/src/state.sqlite" \
-    --out "$WORK/src/www" >"$WORK/serve.fifo" 2>"$WORK/serve.err" &
-SERVE_PID=$!
-URL=""
-# The first line on stdout: "serving DIR at URL" (after the first publish), or EOF on failure.
-if read -r -t 600 line <"$WORK/serve.fifo"; then
-    URL="${line##* at }"
-fi
-case "$URL" in
-    http://127.0.0.1:*) ;;
-    *) echo "error: serve did not start (got '${line:-}'):" >&2; tail -20 "$WORK/serve.err" >&2; exit 1 ;;
-esac
-# Keep draining its stdout so that it never blocks on a full pipe.
-cat "$WORK/serve.fifo" >/dev/null &
-# Both clients start from the site root (resync-sync maps it to DEST; we discover from it).
-URL="${URL%%.well-known/*}"
-log "Source: $URL"
+# start_source NAME [serve args...]: serves TREE (state and documents in $WORK/src-NAME); sets
+# URL to its site root.
+start_source() {
+    local name="$1"; shift
+    local line=""
+    log "starting: $BIN serve TREE --listen 127.0.0.1:0 --no-watch $* ($name Source: first scan and publish)"
+    mkfifo "$WORK/serve-$name.fifo"
+    "$BIN" serve "$TREE" --listen 127.0.0.1:0 --no-watch "$@" --state "$WORK/src-$name/state.sqlite" \
+        --out "$WORK/src-$name/www" >"$WORK/serve-$name.fifo" 2>"$WORK/serve-$name.err" &
+    SERVE_PIDS+=($!)
+    URL=""
+    # The first line on stdout: "serving DIR at URL" (after the first publish), or EOF on failure.
+    if read -r -t 600 line <"$WORK/serve-$name.fifo"; then
+        URL="${line##* at }"
+    fi
+    case "$URL" in
+        http://127.0.0.1:*) ;;
+        *) echo "error: serve did not start (got '${line:-}'):" >&2; tail -20 "$WORK/serve-$name.err" >&2; exit 1 ;;
+    esac
+    # Keep draining its stdout so that it never blocks on a full pipe.
+    cat "$WORK/serve-$name.fifo" >/dev/null &
+    # Both clients start from the site root (resync-sync maps it to DEST; we discover from it).
+    URL="${URL%%.well-known/*}"
+    log "$name Source: $URL"
+}
 
 # -------------------------------------------------------------------- timing
 FAILED=""
@@ -149,104 +177,158 @@ runs = [json.loads(a) for a in sys.argv[3:]]
 t = [r["seconds_best"] for r in runs]
 s = sorted(t)
 out = dict(runs[-1])
+best = min(runs, key=lambda r: r["seconds_best"])
+out.update(user_best=best.get("user_all", [None])[0], sys_best=best.get("sys_all", [None])[0])
 out.update(runs=len(t), seconds_all=t, seconds_best=s[0],
            seconds_median=s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2,
            maxrss_kib=max(r["maxrss_kib"] for r in runs), load_before=sys.argv[1], load_after=sys.argv[2])
 print(json.dumps(out))' "$before" "$(load)" "${jsons[@]}"
 }
 
-OURS_DEST="$WORK/dest-ours"
-log "ours: $BIN sync URL DEST (a new DEST per run; best of $RUNS where affordable); load $(load)"
-if ! OURS_JSON="$(measure ours "$OURS_DEST" "" "$BIN" sync "${SYNC_ARGS[@]}" "$URL" @DEST@)"; then
-    FAILED="our sync failed"; OURS_JSON=null
-fi
-log "$OURS_JSON"
-OURS_SUM='null'
-if [ "$OURS_JSON" != null ]; then
-    # every run's DEST is checked
-    for d in "$OURS_DEST".*; do
-        OURS_SUM="$("$PY" "$HELPER" summary "$d" --skip .resourcesync)"
-        "$PY" -c 'import json,sys; a,b=json.loads(sys.argv[1]),json.loads(sys.argv[2]); sys.exit(0 if a==b else 1)' "$OURS_SUM" "$TREE_SUM" || break
-    done
-fi
+# summary_ok SUM: whether a DEST summary is the tree's
+summary_ok() {
+    "$PY" -c 'import json,sys; a,b=json.loads(sys.argv[1]),json.loads(sys.argv[2]); sys.exit(0 if a==b else 1)' "$1" "$TREE_SUM"
+}
 
-BASE_JSON=null
-if [ -n "${BENCH_BASE_BIN:-}" ]; then
-    log "earlier binary: $BENCH_BASE_BIN sync URL DEST; load $(load)"
-    if ! BASE_JSON="$(measure base "$WORK/dest-base" "" "$BENCH_BASE_BIN" sync "${SYNC_ARGS[@]}" "$URL" @DEST@)"; then
-        FAILED="${FAILED:+$FAILED; }the earlier binary's sync failed"; BASE_JSON=null
+# run_variant NAME [serve args...]: starts the Source, measures ours, the earlier binary and
+# resync-sync against it; appends one JSON object to RESULTS.
+RESULTS=()
+PERF_URLS=()
+run_variant() {
+    local v="$1"; shift
+    start_source "$v" "$@"
+    local ours_dest="$WORK/dest-$v-ours" ours_json ours_sum=null base_json=null resync_json=null resync_sum=null d
+    log "[$v] ours: $BIN sync URL DEST (a new DEST per run; best of $RUNS where affordable); load $(load)"
+    if ! ours_json="$(measure "$v-ours" "$ours_dest" "" "$BIN" sync "${SYNC_ARGS[@]}" "$URL" @DEST@)"; then
+        FAILED="${FAILED:+$FAILED; }[$v] our sync failed"; ours_json=null
     fi
-    log "$BASE_JSON"
-fi
-
-RESYNC_JSON=null
-RESYNC_SUM=null
-if [ "${BENCH_SKIP_RESYNC:-0}" != 1 ]; then
-    RESYNC_DEST="$WORK/dest-resync"
-    log "resync: resync-sync --baseline URL=DEST (a new DEST and cwd per run; best of $RUNS where affordable); load $(load)"
-    if ! RESYNC_JSON="$(measure resync "$RESYNC_DEST" "$WORK/resync-cwd" "$VENV/bin/resync-sync" --baseline "$URL=@DEST@")"; then
-        FAILED="${FAILED:+$FAILED; }resync-sync failed"; RESYNC_JSON=null
-    fi
-    log "$RESYNC_JSON"
-    if [ "$RESYNC_JSON" != null ]; then
-        for d in "$RESYNC_DEST".*; do
-            RESYNC_SUM="$("$PY" "$HELPER" summary "$d")"
-            "$PY" -c 'import json,sys; a,b=json.loads(sys.argv[1]),json.loads(sys.argv[2]); sys.exit(0 if a==b else 1)' "$RESYNC_SUM" "$TREE_SUM" || break
+    log "$ours_json"
+    if [ "$ours_json" != null ]; then
+        # every run's DEST is checked
+        for d in "$ours_dest".*; do
+            ours_sum="$("$PY" "$HELPER" summary "$d" --skip .resourcesync)"
+            summary_ok "$ours_sum" || break
         done
     fi
-fi
+    if [ -n "${BENCH_BASE_BIN:-}" ]; then
+        log "[$v] earlier binary: $BENCH_BASE_BIN sync URL DEST; load $(load)"
+        if ! base_json="$(measure "$v-base" "$WORK/dest-$v-base" "" "$BENCH_BASE_BIN" sync "${SYNC_ARGS[@]}" "$URL" @DEST@)"; then
+            FAILED="${FAILED:+$FAILED; }[$v] the earlier binary's sync failed"; base_json=null
+        fi
+        log "$base_json"
+    fi
+    if [ "${BENCH_SKIP_RESYNC:-0}" != 1 ]; then
+        local resync_dest="$WORK/dest-$v-resync"
+        log "[$v] resync: resync-sync --baseline URL=DEST (a new DEST and cwd per run; best of $RUNS where affordable); load $(load)"
+        if ! resync_json="$(measure "$v-resync" "$resync_dest" "$WORK/cwd-$v-resync" "$VENV/bin/resync-sync" --baseline "$URL=@DEST@")"; then
+            FAILED="${FAILED:+$FAILED; }[$v] resync-sync failed"; resync_json=null
+        fi
+        log "$resync_json"
+        if [ "$resync_json" != null ]; then
+            for d in "$resync_dest".*; do
+                resync_sum="$("$PY" "$HELPER" summary "$d")"
+                summary_ok "$resync_sum" || break
+            done
+        fi
+    fi
+    RESULTS+=("$("$PY" -c '
+import json, sys
+k = ["variant", "url", "ours", "ours_sum", "base", "resync", "resync_sum"]
+v = [sys.argv[1], sys.argv[2]] + [json.loads(a) for a in sys.argv[3:]]
+print(json.dumps(dict(zip(k, v))))' "$v" "$URL" "$ours_json" "$ours_sum" "$base_json" "$resync_json" "$resync_sum")")
+    PERF_URLS+=("$v=$URL")
+}
+
+for v in "${VARIANTS[@]}"; do
+    case "$v" in
+        list) run_variant list ;;
+        dumps) run_variant dumps --dumps ;;
+    esac
+done
 
 # -------------------------------------------------------------------- table
 set +e
-"$PY" - "$N" "$TREE_SUM" "$OURS_JSON" "$OURS_SUM" "$RESYNC_JSON" "$RESYNC_SUM" "$URL" "$BASE_JSON" <<'EOF'
+"$PY" - "$N" "$TREE_SUM" "${RESULTS[@]}" <<'EOF'
 import json, re, sys
 n = int(sys.argv[1])
 tree = json.loads(sys.argv[2])
-ours, ours_sum, resync, resync_sum = (json.loads(a) for a in sys.argv[3:7])
-url = sys.argv[7]
-base = json.loads(sys.argv[8])
+results = [json.loads(a) for a in sys.argv[3:]]
 bad = []
+TITLE = {
+    "list": "Source `resourcesync serve` (no dumps): both clients read the Resource List and fetch each resource",
+    "dumps": "Source `resourcesync serve --dumps`: ours baselines from the Resource Dump (one ZIP package);\n"
+             "        resync-sync does not use dumps: it reads the Resource List and fetches each resource",
+}
 print()
-print("Baseline sync of N=%d resources, %.2f MB (%d bytes, mean %d B) from `resourcesync serve` at %s"
-      % (n, tree["bytes"] / 1e6, tree["bytes"], tree["bytes"] // max(n, 1), url))
-print("%-44s %5s %10s %12s %8s %10s  %s" % ("impl", "runs", "seconds", "resources/s", "MB/s",
-                                           "maxRSS MiB", "load 1/5/15 min (before -> after)"))
+print("Baseline sync of N=%d resources, %.2f MB (%d bytes, mean %d B), from `resourcesync serve` on loopback"
+      % (n, tree["bytes"] / 1e6, tree["bytes"], tree["bytes"] // max(n, 1)))
+
+
 def row(name, j):
     if not j or "runs" not in j:
-        print("%-44s %5s %10s %12s %8s %10s" % (name, "-", "n/a", "n/a", "n/a", "n/a"))
+        print("%-44s %5s %10s %12s %8s %13s %10s" % (name, "-", "n/a", "n/a", "n/a", "n/a", "n/a"))
         return
     s = j["seconds_best"]
-    print("%-44s %5d %10.3f %12.0f %8.2f %10.1f  %s -> %s"
-          % (name, j["runs"], s, n / s, tree["bytes"] / 1e6 / s, j["maxrss_kib"] / 1024,
+    cpu = "n/a"
+    if j.get("user_best") is not None:
+        cpu = "%.2f+%.2f" % (j["user_best"], j["sys_best"])
+    print("%-44s %5d %10.3f %12.0f %8.2f %13s %10.1f  %s -> %s"
+          % (name, j["runs"], s, n / s, tree["bytes"] / 1e6 / s, cpu, j["maxrss_kib"] / 1024,
              j["load_before"], j["load_after"]))
     if j["runs"] > 1:
         print("%-44s       all runs: %s" % ("", ", ".join("%.3f" % t for t in j["seconds_all"])))
-row("resourcesync sync (best)", ours)
-row("resync-sync --baseline (resync 2.0.1, best)", resync)
-if base:
-    row("resourcesync sync, earlier binary (best)", base)
-if ours and resync and "runs" in ours and "runs" in resync:
-    r = resync["seconds_best"] / ours["seconds_best"]
-    print("%-44s %16.1fx   goal >= 25x: %s" % ("ratio resync/ours (seconds)", r, "ok" if r >= 25 else "MISS"))
-if base and ours and "runs" in base and "runs" in ours:
-    print("%-44s %16.2fx" % ("ratio earlier/ours (seconds)", base["seconds_best"] / ours["seconds_best"]))
-    if resync and "runs" in resync:
-        print("%-44s %16.1fx" % ("ratio resync/earlier (seconds)", resync["seconds_best"] / base["seconds_best"]))
-print()
-print("Completeness of every run's DEST (files, bytes, digest over paths and contents):")
-print("  %-10s %8d files %12d bytes  %s" % ("tree", tree["files"], tree["bytes"], tree["digest"][:16]))
-for name, s in (("ours", ours_sum), ("resync", resync_sum)):
-    if s is None:
-        continue
-    same = s["files"] == tree["files"] and s["bytes"] == tree["bytes"] and s["digest"] == tree["digest"]
-    print("  %-10s %8d files %12d bytes  %s  %s" % (name, s["files"], s["bytes"], s["digest"][:16],
-                                                   "complete, identical" if same else "INCOMPLETE/DIFFERENT"))
-    if not same:
-        bad.append(name + " DEST differs from the tree")
-if ours and "stdout_head" in ours:
-    m = re.search(r"(\d+) created, .* (\d+) failed", ours["stdout_head"])
-    if not m or int(m.group(1)) != n or int(m.group(2)) != 0:
-        bad.append("our summary is not '%d created ... 0 failed': %s" % (n, ours["stdout_head"][:300]))
+
+
+def done(j):
+    return bool(j) and "runs" in j
+
+
+summary = []
+for r in results:
+    v, ours, base, resync = r["variant"], r["ours"], r["base"], r["resync"]
+    print()
+    print("[%s] %s" % (v, TITLE[v]))
+    print("        at %s" % r["url"])
+    print("%-44s %5s %10s %12s %8s %13s %10s  %s" % ("impl", "runs", "seconds", "resources/s", "MB/s",
+                                                   "CPU user+sys", "maxRSS MiB", "load 1/5/15 min (before -> after)"))
+    row("resourcesync sync (best)" + (", from the dump" if v == "dumps" else ""), ours)
+    row("resync-sync --baseline (resync 2.0.1, best)", resync)
+    if base:
+        row("resourcesync sync, earlier binary (best)", base)
+    if done(ours) and done(resync):
+        x = resync["seconds_best"] / ours["seconds_best"]
+        print("%-44s %16.1fx   goal >= 25x: %s" % ("ratio resync/ours (seconds)", x, "ok" if x >= 25 else "MISS"))
+        summary.append((v, x))
+    if done(base) and done(ours):
+        print("%-44s %16.2fx" % ("ratio earlier/ours (seconds)", base["seconds_best"] / ours["seconds_best"]))
+        if done(resync):
+            print("%-44s %16.1fx" % ("ratio resync/earlier (seconds)", resync["seconds_best"] / base["seconds_best"]))
+    print("  Completeness of every run's DEST (files, bytes, digest over paths and contents):")
+    print("    %-10s %8d files %12d bytes  %s" % ("tree", tree["files"], tree["bytes"], tree["digest"][:16]))
+    for name, s in (("ours", r["ours_sum"]), ("resync", r["resync_sum"])):
+        if s is None:
+            continue
+        same = s["files"] == tree["files"] and s["bytes"] == tree["bytes"] and s["digest"] == tree["digest"]
+        print("    %-10s %8d files %12d bytes  %s  %s" % (name, s["files"], s["bytes"], s["digest"][:16],
+                                                       "complete, identical" if same else "INCOMPLETE/DIFFERENT"))
+        if not same:
+            bad.append("[%s] %s DEST differs from the tree" % (v, name))
+    if done(ours):
+        out = ours["stdout_head"]
+        m = re.search(r"(\d+) created, .* (\d+) failed", out)
+        if not m or int(m.group(1)) != n or int(m.group(2)) != 0:
+            bad.append("[%s] our summary is not '%d created ... 0 failed': %s" % (v, n, out[:300]))
+        if v == "dumps":
+            m = re.search(r"(\d+) from (\d+) dump package", out)
+            if not m or int(m.group(1)) != n:
+                bad.append("[%s] our sync did not take all %d resources from the dump: %s" % (v, n, out[:300]))
+if summary:
+    print()
+    print("Summary (resync-sync seconds / ours, best runs, same run):")
+    for v, x in summary:
+        what = {"list": "list Source: ours from the Resource List",
+                "dumps": "dumps Source: ours from the Resource Dump, resync from the list"}[v]
+        print("  %-62s %6.1fx   goal >= 25x: %s" % (what, x, "ok" if x >= 25 else "MISS"))
 for b in bad:
     print("error: " + b, file=sys.stderr)
 sys.exit(1 if bad else 0)
@@ -255,17 +337,20 @@ TABLE_RC=$?
 set -e
 
 # ---------------------------------------------------------------- profile
-if [ "${BENCH_PERF:-0}" = 1 ] && [ "$OURS_JSON" != null ]; then
+if [ "${BENCH_PERF:-0}" = 1 ] && [ "${#PERF_URLS[@]}" -gt 0 ]; then
     if command -v perf >/dev/null 2>&1; then
-        log "perf record -g: one sync of ours"
-        perf record -g -o "$WORK/perf.data" -- "$BIN" sync "$URL" "$OURS_DEST.perf" >/dev/null 2>"$WORK/perf.err" || true
-        echo
-        echo "perf: top symbols (self), one sync of ours"
-        { perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null \
-            | grep '%' | grep -v '^#' | sed 's/  */ /g; s/ - - *$//' | cut -c1-150 | head -25; } || true
-        echo "perf: top inclusive (children), one sync of ours"
-        { perf report -i "$WORK/perf.data" --children --sort symbol --stdio -g none 2>/dev/null \
-            | grep '%' | grep -v '^#' | sed 's/  */ /g; s/ - - *$//' | cut -c1-150 | head -40; } || true
+        for vu in "${PERF_URLS[@]}"; do
+            v="${vu%%=*}"; u="${vu#*=}"
+            log "[$v] perf record -g: one sync of ours"
+            perf record -g -o "$WORK/perf-$v.data" -- "$BIN" sync "$u" "$WORK/dest-$v-perf" >/dev/null 2>"$WORK/perf-$v.err" || true
+            echo
+            echo "[$v] perf: top symbols (self), one sync of ours"
+            { perf report -i "$WORK/perf-$v.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null \
+                | grep '%' | grep -v '^#' | sed 's/  */ /g; s/ - - *$//' | cut -c1-150 | head -25; } || true
+            echo "[$v] perf: top inclusive (children), one sync of ours"
+            { perf report -i "$WORK/perf-$v.data" --children --sort symbol --stdio -g none 2>/dev/null \
+                | grep '%' | grep -v '^#' | sed 's/  */ /g; s/ - - *$//' | cut -c1-150 | head -40; } || true
+        done
     else
         log "BENCH_PERF=1 but perf is not installed"
     fi
