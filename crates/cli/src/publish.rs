@@ -129,6 +129,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
     if a.json {
         let v = json!({
             "resources": scan.resources,
+            "baseline": scan.baseline,
             "created": scan.created,
             "updated": scan.updated,
             "deleted": scan.deleted,
@@ -146,16 +147,19 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
+        // The first snapshot is the baseline: it records no changes (Z39.99-2017 §5.1, §7).
+        let what = if scan.baseline {
+            "baseline, the first snapshot: no changes recorded".to_owned()
+        } else {
+            format!(
+                "{} created, {} updated, {} deleted",
+                scan.created, scan.updated, scan.deleted
+            )
+        };
         writeln!(
             out,
-            "{} resources ({} created, {} updated, {} deleted; {} files read, {} bytes) in {:.2} s",
-            scan.resources,
-            scan.created,
-            scan.updated,
-            scan.deleted,
-            scan.hashed,
-            scan.bytes_hashed,
-            secs
+            "{} resources ({what}; {} files read, {} bytes) in {:.2} s",
+            scan.resources, scan.hashed, scan.bytes_hashed, secs
         )?;
         writeln!(
             out,

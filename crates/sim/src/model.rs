@@ -203,12 +203,8 @@ impl<'a> Sim<'a> {
             publishing: false,
             waiting: Vec::new(),
         };
-        // Our Source records its first scan as a `created` change of every resource: its first
-        // Change Lists hold them (before the cursor of the first baseline, so never applied,
-        // but transferred while their list is open).
-        for _ in &w.initial {
-            sim.record(0.0, sim.sizes.change_list_entry);
-        }
+        // Our Source's first scan is the baseline and records no change (Z39.99-2017 §5.1,
+        // §12.1): the first Change List opens empty at 0.
         sim
     }
 

@@ -62,12 +62,20 @@ pub struct ScanReport {
     pub at: Option<W3cDateTime>,
     /// Snapshot end.
     pub completed: Option<W3cDateTime>,
+    /// Whether this was the first snapshot: the baseline, recorded with no changes (see
+    /// [`scan`]); `created` is then 0 and `resources` counts what the baseline holds.
+    pub baseline: bool,
 }
 
 impl ScanReport {
-    /// Whether anything changed.
+    /// Whether anything changed (changes were recorded).
     pub fn changed(&self) -> bool {
         self.created + self.updated + self.deleted > 0
+    }
+
+    /// Whether a new snapshot was recorded: something changed, or this was the baseline.
+    pub fn new_snapshot(&self) -> bool {
+        self.baseline || self.changed()
     }
 }
 
@@ -137,6 +145,14 @@ fn item(r: &Resource) -> Item {
 type Hashed = std::result::Result<(u64, i128, Hashes), String>;
 
 /// Scans `inv`, records the snapshot and its changes in `state`, and reports.
+///
+/// The first snapshot (no snapshot recorded before) is the baseline and records no change: its
+/// Resource List, whose `at` guarantees every resource state up to then (Z39.99-2017 §7), is
+/// what a Destination starts from (§5.2, Baseline Synchronization), and a Change List describes
+/// the changes after it (§5.1, Describing Changes: "since the most recent publication of a
+/// Resource List"; §7 and §12.1, `from`). The first Change List period opens at that snapshot's
+/// `at` and stays empty until something changes; listing every resource as `created` there
+/// would repeat the Resource List, not describe a change.
 pub fn scan(
     inv: &dyn Inventory,
     state: &mut State,
@@ -212,7 +228,11 @@ pub fn scan(
         }
     });
 
-    let mut report = ScanReport::default();
+    let baseline = state.last_snapshot()?.is_none();
+    let mut report = ScanReport {
+        baseline,
+        ..ScanReport::default()
+    };
     let mut puts: Vec<(Resource, Option<Change>)> = Vec::new();
     for (((l, _), old), res) in jobs.into_iter().zip(old).zip(results) {
         let res = res.into_inner().ok().flatten();
@@ -237,6 +257,7 @@ pub fn scan(
                     hashes,
                 };
                 let change = match &old {
+                    None if baseline => None,
                     None => Some(Change::Created),
                     Some(o) => needs_update(&item(o), &item(&r)).map(|_| Change::Updated),
                 };
@@ -259,7 +280,7 @@ pub fn scan(
         Timestamp::from_second(completed_ts.as_second()).unwrap_or(completed_ts),
     );
     let count = kept + puts.len() as u64;
-    let nothing_new = puts.is_empty() && deleted.is_empty() && state.last_snapshot()?.is_some();
+    let nothing_new = puts.is_empty() && deleted.is_empty() && !baseline;
     let rec = state.begin()?;
     // An unchanged tree keeps its snapshot (and so its published Resource List): its `at` still
     // guarantees every resource state up to then, and nothing changed since.

@@ -159,16 +159,16 @@ impl Publisher {
         let interval_over = sched
             .last_full
             .is_none_or(|t| now.duration_since(t) >= self.resourcelist_interval);
-        let full = force_full || (interval_over && (sched.deferred || scan.changed()));
+        let full = force_full || (interval_over && (sched.deferred || scan.new_snapshot()));
         let publish = if full {
             let r = src.publish()?;
             sched.last_full = Some(now);
             sched.deferred = false;
             Some(r)
-        } else if scan.changed() || rotated {
+        } else if scan.new_snapshot() || rotated {
             let r = publish_changes(src.layout(), src.state(), &src.config().publish)?;
             // The scan recorded a new snapshot whose Resource List is not written yet.
-            sched.deferred |= scan.changed();
+            sched.deferred |= scan.new_snapshot();
             Some(r)
         } else {
             None
