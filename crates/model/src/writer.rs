@@ -546,15 +546,32 @@ impl<S: PartSink> SplitWriter<S> {
 
     /// Adds an entry.
     pub fn write_entry(&mut self, e: &Entry) -> Result<(), Error> {
-        self.line.clear();
-        entry_xml(
-            &mut self.line,
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        let r = entry_xml(
+            &mut line,
             &self.doc,
             self.header.root,
             &self.header.namespaces,
             e,
-        )?;
-        let len = self.line.len() as u64;
+        )
+        .and_then(|()| {
+            let time = e
+                .change_time()
+                .copied()
+                .or_else(|| e.md.as_ref().and_then(|m| m.until.or(m.from)));
+            self.write_serialized(&line, time)
+        });
+        self.line = line;
+        r
+    }
+
+    /// Adds an entry already serialized by [`entry_xml`] for this document's root and
+    /// namespaces (one line, ending with a newline), e.g. rendered ahead on other threads.
+    /// `time` is what [`SplitWriter::write_entry`] takes from the entry for change documents
+    /// (its change time, else its `until` or `from`): the `until` of a part closed after it.
+    pub fn write_serialized(&mut self, line: &str, time: Option<W3cDateTime>) -> Result<(), Error> {
+        let len = line.len() as u64;
         let overhead = self.header_len + self.index_link_len;
         if let Some(p) = &self.part {
             if p.entries >= self.limits.max_entries
@@ -573,11 +590,6 @@ impl<S: PartSink> SplitWriter<S> {
                 last_time: None,
             });
         }
-        let time = e
-            .change_time()
-            .copied()
-            .or_else(|| e.md.as_ref().and_then(|m| m.until.or(m.from)));
-        let line = std::mem::take(&mut self.line);
         let r = match self.part.as_mut() {
             Some(p) => {
                 p.entries += 1;
@@ -596,7 +608,6 @@ impl<S: PartSink> SplitWriter<S> {
             }
             None => Ok(()),
         };
-        self.line = line;
         r.map_err(|e| self.io(e))?;
         self.entries += 1;
         Ok(())

@@ -177,7 +177,9 @@ struct Sim<'a> {
 impl<'a> Sim<'a> {
     fn new(cfg: &'a Config, w: &'a Workload, sizes: DocSizes) -> Self {
         let lead: BTreeMap<u64, ResState> = w.initial.iter().map(|s| (s.id, *s)).collect();
-        let mut sim = Sim {
+        // Our Source's first scan is the baseline and records no change (Z39.99-2017 §5.1,
+        // §12.1): the first Change List opens empty at 0.
+        Sim {
             cfg,
             sizes,
             clock: VirtualClock::new(),
@@ -202,10 +204,7 @@ impl<'a> Sim<'a> {
             batches: Vec::new(),
             publishing: false,
             waiting: Vec::new(),
-        };
-        // Our Source's first scan is the baseline and records no change (Z39.99-2017 §5.1,
-        // §12.1): the first Change List opens empty at 0.
-        sim
+        }
     }
 
     /// Records a change of `entry` bytes at `t` in the open Change List, rotating it first when

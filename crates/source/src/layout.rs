@@ -150,7 +150,13 @@ pub struct FsSink {
     name: String,
     /// Files written, for cleaning up stale parts.
     pub written: Vec<PathBuf>,
+    /// Parts being synced and renamed into place in the background (their syncs overlap the
+    /// writing of the next part and each other); all are in place before the index is.
+    pending: std::collections::VecDeque<std::thread::JoinHandle<Result<PathBuf>>>,
 }
+
+/// Parts of one document synced at once (see [`FsSink`]).
+const PARTS_IN_FLIGHT: usize = 4;
 
 impl FsSink {
     /// A sink for the document `NAME.xml` (name relative to the documents folder, without
@@ -160,7 +166,20 @@ impl FsSink {
             layout: layout.clone(),
             name: name.to_owned(),
             written: Vec::new(),
+            pending: Default::default(),
         }
+    }
+
+    /// Waits for the oldest part in flight.
+    fn join_one(&mut self) -> io::Result<()> {
+        if let Some(h) = self.pending.pop_front() {
+            let path = h
+                .join()
+                .map_err(|_| io::Error::other("syncing a document part panicked"))?
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            self.written.push(path);
+        }
+        Ok(())
     }
 
     fn file_name(&self, target: Target) -> String {
@@ -196,9 +215,21 @@ impl PartSink for FsSink {
 
     fn close(&mut self, target: Target, out: SinkFile) -> io::Result<()> {
         let f = out.0.into_inner().map_err(|e| e.into_error())?;
+        let path = self.layout.doc_path(&self.file_name(target));
+        if let Target::Part(_) = target {
+            if self.pending.len() >= PARTS_IN_FLIGHT {
+                self.join_one()?;
+            }
+            self.pending
+                .push_back(std::thread::spawn(move || f.commit().map(|()| path)));
+            return Ok(());
+        }
+        // The index names the parts: they are in place before it is.
+        while !self.pending.is_empty() {
+            self.join_one()?;
+        }
         f.commit().map_err(|e| io::Error::other(e.to_string()))?;
-        self.written
-            .push(self.layout.doc_path(&self.file_name(target)));
+        self.written.push(path);
         Ok(())
     }
 

@@ -145,11 +145,20 @@ fn publish_resource_list(
         .map_err(|e| Error::io(&layout.out, e))?;
     let sink = FsSink::new(layout, &name);
     let mut w = SplitWriter::new(sink, name.clone(), header, opts.split)?;
+    // Entries in path order (Z39.99-2017 §10.1 sets none): serialized by the scan that
+    // recorded this snapshot when it kept them, else read from the state.
     let mut n = 0u64;
-    state.for_each_resource_by_uri(|r| {
-        n += 1;
-        w.write_entry(&resource_entry(&r)).map_err(Error::from)
-    })?;
+    if let Some(lines) = state.take_rendered(id) {
+        for line in &lines {
+            n += 1;
+            w.write_serialized(line, None)?;
+        }
+    } else {
+        state.for_each_resource(|r| {
+            n += 1;
+            w.write_entry(&resource_entry(&r)).map_err(Error::from)
+        })?;
+    }
     let (sink, summary): (FsSink, SplitSummary) = w.finish()?;
     report.written.extend(sink.written);
     report.resources = n;

@@ -11,10 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use jiff::Timestamp;
 use resourcesync_diff::{Item, needs_update};
-use resourcesync_model::{Change, HashAlg, Hashes, MultiHasher, W3cDateTime};
+use resourcesync_model::writer::entry_xml;
+use resourcesync_model::{Change, HashAlg, Hashes, MultiHasher, Root, W3cDateTime};
 
 use crate::error::Result;
 use crate::inventory::{Inventory, Listed, Skipped};
+use crate::publish::resource_entry;
 use crate::state::{Resource, Rotation, State, now_us};
 use crate::uri::path_to_uri;
 
@@ -141,8 +143,63 @@ fn item(r: &Resource) -> Item {
     }
 }
 
-/// Length, modification time and digests of a hashed file, or why it was skipped.
-type Hashed = std::result::Result<(u64, i128, Hashes), String>;
+/// One file as a hashing thread prepared it: its row and, when the Resource List is rendered
+/// along (see [`scan`]), its entry serialized.
+struct Prepared {
+    resource: Resource,
+    line: Option<String>,
+}
+
+/// What became of one file given to the hashing threads: prepared, or why it was skipped.
+type Outcome = std::result::Result<Prepared, String>;
+
+/// The most bytes of Resource List entries rendered along with a scan and kept for the publish
+/// that follows; past it the publish reads the state instead (memory stays bounded for huge
+/// trees).
+const MAX_RENDERED_BYTES: usize = 256 << 20;
+
+/// Files a hashing thread takes at a time, and hands over in one message (one wake-up of the
+/// recording thread per chunk, not per file).
+const CHUNK: usize = 64;
+
+/// Hashes one listed file and prepares its row (and entry, when `render`).
+fn prepare(
+    inv: &dyn Inventory,
+    base: &str,
+    l: &Listed,
+    algs: &[HashAlg],
+    render: bool,
+    buf: &mut Vec<u8>,
+) -> Outcome {
+    let uri = path_to_uri(base, &l.rel).ok_or_else(|| "no URI for this path".to_owned())?;
+    let (length, mtime_ns, hashes) = hash_stable(inv, &l.rel, algs, buf)?;
+    let resource = Resource {
+        path: path_bytes(&l.rel),
+        uri,
+        length,
+        mtime_ns,
+        lastmod: lastmod_of(mtime_ns),
+        mime_type: Some(mime_type(&l.rel)),
+        hashes,
+    };
+    let line = render
+        .then(|| {
+            let mut line = String::with_capacity(256);
+            // The Resource List's root and (no) extra namespaces, as `publish` writes it; an
+            // entry that cannot be written is left to the publish (which reports it).
+            entry_xml(
+                &mut line,
+                "resourcelist",
+                Root::UrlSet,
+                &[],
+                &resource_entry(&resource),
+            )
+            .ok()
+            .map(|()| line)
+        })
+        .flatten();
+    Ok(Prepared { resource, line })
+}
 
 /// Scans `inv`, records the snapshot and its changes in `state`, and reports.
 ///
@@ -153,12 +210,20 @@ type Hashed = std::result::Result<(u64, i128, Hashes), String>;
 /// Resource List"; §7 and §12.1, `from`). The first Change List period opens at that snapshot's
 /// `at` and stays empty until something changes; listing every resource as `created` there
 /// would repeat the Resource List, not describe a change.
+///
+/// The phases overlap: hashing threads take the files in path order and prepare each one's
+/// row (and, when every resource of the new snapshot passes through them, its Resource List
+/// entry); this thread records the rows in path order as they come, in the one transaction
+/// that also records the snapshot and its changes (so a crash leaves the previous state or the
+/// new one). Entries rendered along are kept in `state` for the [`crate::publish::publish`]
+/// that follows, which then need not read the snapshot back.
 pub fn scan(
     inv: &dyn Inventory,
     state: &mut State,
     base: &str,
     opts: &ScanOptions,
 ) -> Result<ScanReport> {
+    state.clear_rendered();
     let at_ts = now_us();
     let at =
         W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
@@ -207,95 +272,130 @@ pub fn scan(
             deleted.push(r);
         }
     }
-
-    // Hash in parallel.
-    let results: Vec<std::sync::Mutex<Option<Hashed>>> =
-        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..opts.threads.max(1) {
-            s.spawn(|| {
-                let mut buf = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((l, _)) = jobs.get(i) else { break };
-                    let r = hash_stable(inv, &l.rel, &opts.algs, &mut buf);
-                    if let Ok(mut slot) = results[i].lock() {
-                        *slot = Some(r);
-                    }
-                }
-            });
-        }
-    });
-
     let baseline = state.last_snapshot()?.is_none();
+    // The Resource List can be rendered along when every resource of the new snapshot passes
+    // through the hashing threads (nothing kept unchanged from the previous snapshot).
+    let render = kept == 0;
+
     let mut report = ScanReport {
         baseline,
         ..ScanReport::default()
     };
-    let mut puts: Vec<(Resource, Option<Change>)> = Vec::new();
-    for (((l, _), old), res) in jobs.into_iter().zip(old).zip(results) {
-        let res = res.into_inner().ok().flatten();
-        let Some(uri) = path_to_uri(base, &l.rel) else {
-            skipped.push(Skipped {
-                path: l.rel,
-                reason: "no URI for this path".into(),
-            });
-            continue;
-        };
-        match res {
-            Some(Ok((len, mtime_ns, hashes))) => {
-                report.hashed += 1;
-                report.bytes_hashed += len;
-                let r = Resource {
-                    path: path_bytes(&l.rel),
-                    uri,
-                    length: len,
-                    mtime_ns,
-                    lastmod: lastmod_of(mtime_ns),
-                    mime_type: Some(mime_type(&l.rel)),
-                    hashes,
-                };
-                let change = match &old {
-                    None if baseline => None,
-                    None => Some(Change::Created),
-                    Some(o) => needs_update(&item(o), &item(&r)).map(|_| Change::Updated),
-                };
-                puts.push((r, change));
-            }
-            // Unreadable or unstable: skipped; a previous state, if any, is kept as it was.
-            Some(Err(reason)) => skipped.push(Skipped {
-                path: l.rel,
-                reason,
-            }),
-            None => skipped.push(Skipped {
-                path: l.rel,
-                reason: "not hashed".into(),
-            }),
-        }
+    let rec = state.begin()?;
+    if baseline {
+        // A bulk insert into an empty table: the URI index is built once afterwards, not
+        // updated row by row (same transaction: a rollback restores it).
+        rec.drop_uri_index()?;
     }
+    let mut puts = 0u64;
+    let mut changes: Vec<(Change, Resource)> = Vec::new();
+    let mut lines: Option<Vec<String>> = render.then(|| Vec::with_capacity(jobs.len()));
+    let mut line_bytes = 0usize;
+    let next_chunk = AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<Outcome>)>();
+    std::thread::scope(|s| -> Result<()> {
+        let rx = rx;
+        for _ in 0..opts.threads.max(1) {
+            let tx = tx.clone();
+            let (jobs, next_chunk) = (&jobs, &next_chunk);
+            s.spawn(move || {
+                let mut buf = Vec::new();
+                loop {
+                    let c = next_chunk.fetch_add(1, Ordering::Relaxed);
+                    let start = c.saturating_mul(CHUNK);
+                    let Some(chunk) = jobs.get(start..jobs.len().min(start + CHUNK)) else {
+                        break;
+                    };
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    let out = chunk
+                        .iter()
+                        .map(|(l, _)| prepare(inv, base, l, &opts.algs, render, &mut buf))
+                        .collect();
+                    // The receiver is gone when recording failed: stop.
+                    if tx.send((c, out)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        // Chunks arrive nearly in order (the threads take them in order): the few early ones
+        // wait here until their turn.
+        let mut early: std::collections::BTreeMap<usize, Vec<Outcome>> = Default::default();
+        let mut turn = 0usize;
+        for (c, outs) in rx {
+            early.insert(c, outs);
+            while let Some(outs) = early.remove(&turn) {
+                let first = turn * CHUNK;
+                turn += 1;
+                for (i, out) in (first..).zip(outs) {
+                    match out {
+                        Ok(p) => {
+                            report.hashed += 1;
+                            report.bytes_hashed += p.resource.length;
+                            rec.put(&p.resource)?;
+                            puts += 1;
+                            match (&mut lines, p.line) {
+                                (Some(v), Some(line))
+                                    if line_bytes + line.len() <= MAX_RENDERED_BYTES =>
+                                {
+                                    line_bytes += line.len();
+                                    v.push(line);
+                                }
+                                _ => lines = None,
+                            }
+                            let change = match &old[i] {
+                                None if baseline => None,
+                                None => Some(Change::Created),
+                                Some(o) => needs_update(&item(o), &item(&p.resource))
+                                    .map(|_| Change::Updated),
+                            };
+                            if let Some(c) = change {
+                                changes.push((c, p.resource));
+                            }
+                        }
+                        // Unreadable or unstable: skipped; a previous state, if any, is kept as it
+                        // was (and so is not in the rendered entries: render from the state).
+                        Err(reason) => {
+                            if jobs[i].1 {
+                                lines = None;
+                            }
+                            skipped.push(Skipped {
+                                path: jobs[i].0.rel.clone(),
+                                reason,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    })?;
 
     let completed_ts = now_us();
     let completed = W3cDateTime::from_timestamp(
         Timestamp::from_second(completed_ts.as_second()).unwrap_or(completed_ts),
     );
-    let count = kept + puts.len() as u64;
-    let nothing_new = puts.is_empty() && deleted.is_empty() && !baseline;
-    let rec = state.begin()?;
+    let count = kept + puts;
+    let nothing_new = puts == 0 && deleted.is_empty() && !baseline;
+    if baseline {
+        rec.create_uri_index()?;
+    }
     // An unchanged tree keeps its snapshot (and so its published Resource List): its `at` still
     // guarantees every resource state up to then, and nothing changed since.
-    if !nothing_new {
-        rec.snapshot(&at, &completed, count)?;
-    }
+    let snapshot = if nothing_new {
+        None
+    } else {
+        Some(rec.snapshot(&at, &completed, count)?)
+    };
     rec.ensure_period(completed_ts, opts.rotation)?;
-    for (r, change) in &puts {
-        rec.put(r)?;
-        if let Some(c) = change {
-            rec.record_change(c.clone(), r, completed_ts, opts.rotation)?;
-            match c {
-                Change::Created => report.created += 1,
-                _ => report.updated += 1,
-            }
+    for (c, r) in &changes {
+        rec.record_change(c.clone(), r, completed_ts, opts.rotation)?;
+        match c {
+            Change::Created => report.created += 1,
+            _ => report.updated += 1,
         }
     }
     for d in &deleted {
@@ -304,6 +404,9 @@ pub fn scan(
         report.deleted += 1;
     }
     rec.commit()?;
+    if let (Some(id), Some(lines)) = (snapshot, lines) {
+        state.stash_rendered(id, lines);
+    }
     report.resources = count;
     report.skipped = skipped;
     report.at = Some(at);

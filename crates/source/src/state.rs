@@ -98,6 +98,10 @@ pub struct Period {
 pub struct State {
     conn: Connection,
     path: PathBuf,
+    /// The newest snapshot's Resource List entries, serialized in path order by the scan that
+    /// recorded it (see [`crate::scan::scan`]), for the publish that follows: (snapshot id,
+    /// entries).
+    rendered: std::cell::RefCell<Option<(i64, Vec<String>)>>,
 }
 
 const SCHEMA: &str = "
@@ -111,7 +115,6 @@ CREATE TABLE IF NOT EXISTS resources(
     type TEXT,
     md5 TEXT, sha1 TEXT, sha256 TEXT
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS resources_uri ON resources(uri);
 CREATE TABLE IF NOT EXISTS periods(
     id INTEGER PRIMARY KEY,
     from_dt TEXT NOT NULL,
@@ -140,8 +143,22 @@ CREATE TABLE IF NOT EXISTS snapshots(
 );
 ";
 
+/// The index of resources by URI (for [`State::resource_by_uri`]).
+const URI_INDEX: &str = "CREATE INDEX IF NOT EXISTS resources_uri ON resources(uri);";
+
 fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
     h.value_of(&alg)
+}
+
+/// The digest of `alg`, lower-case (borrowed when it is already: digests computed here are).
+fn digest_ref(h: &Hashes, alg: HashAlg) -> Option<std::borrow::Cow<'_, str>> {
+    h.get(&alg).map(|d| {
+        if d.value.bytes().any(|b| b.is_ascii_uppercase()) {
+            std::borrow::Cow::Owned(d.value.to_ascii_lowercase())
+        } else {
+            std::borrow::Cow::Borrowed(d.value.as_str())
+        }
+    })
 }
 
 fn dt(s: &str) -> W3cDateTime {
@@ -168,17 +185,22 @@ impl State {
         let s = State {
             conn,
             path: path.to_owned(),
+            rendered: std::cell::RefCell::new(None),
         };
         s.conn
             .execute_batch(
                 // WAL, and no sync per commit for what can be rebuilt (settings, published
                 // markers); the transaction recording a scan (the change log) is synced, see
-                // `begin`. The page cache grows up to 64 MiB for large scans.
-                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;
+                // `begin`. The page cache grows up to 64 MiB for large scans. (`synchronous`
+                // first: switching a new database to WAL is a commit of its own.)
+                "PRAGMA synchronous=NORMAL; PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON;
                  PRAGMA cache_size=-65536;",
             )
             .map_err(|e| s.err(e))?;
-        s.conn.execute_batch(SCHEMA).map_err(|e| s.err(e))?;
+        // One transaction (one commit) for the whole schema.
+        s.conn
+            .execute_batch(&format!("BEGIN; {SCHEMA} {URI_INDEX} COMMIT;"))
+            .map_err(|e| s.err(e))?;
         Ok(s)
     }
 
@@ -211,6 +233,42 @@ impl State {
     /// Every resource, ordered by path bytes.
     pub fn resources_by_path(&self) -> Result<Vec<Resource>> {
         self.query_resources("ORDER BY path")
+    }
+
+    /// Calls `f` for every resource in path order (the order of the table: streamed, no
+    /// index lookups). The Resource List is written in this order.
+    pub fn for_each_resource(&self, mut f: impl FnMut(Resource) -> Result<()>) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources ORDER BY path",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            f(row_resource(row).map_err(|e| self.err(e))?)?;
+        }
+        Ok(())
+    }
+
+    /// Keeps the serialized Resource List entries of snapshot `id` for the next publish.
+    pub(crate) fn stash_rendered(&self, id: i64, lines: Vec<String>) {
+        *self.rendered.borrow_mut() = Some((id, lines));
+    }
+
+    /// Forgets serialized entries (a new scan starts).
+    pub(crate) fn clear_rendered(&self) {
+        *self.rendered.borrow_mut() = None;
+    }
+
+    /// The serialized Resource List entries of snapshot `id`, if the scan that recorded it kept
+    /// them (taken: a second publish reads the state).
+    pub(crate) fn take_rendered(&self, id: i64) -> Option<Vec<String>> {
+        let mut r = self.rendered.borrow_mut();
+        match r.take() {
+            Some((i, lines)) if i == id => Some(lines),
+            _ => None,
+        }
     }
 
     /// Calls `f` for every resource in path order with what tells an unchanged file (streamed,
@@ -324,6 +382,7 @@ impl State {
             last_us: std::cell::Cell::new(None),
             open: std::cell::Cell::new(None),
             uncounted: std::cell::Cell::new(0),
+            scratch: Default::default(),
         })
     }
 
@@ -473,6 +532,9 @@ pub struct Recorder<'a> {
     /// Changes recorded in the open period whose count is not written yet (written once when
     /// the period closes or the transaction commits, not once per change).
     uncounted: std::cell::Cell<i64>,
+    /// Text buffers for a row's modification time and `lastmod` (reused: no allocation per
+    /// row).
+    scratch: std::cell::RefCell<(String, String)>,
 }
 
 /// When to close the open Change List and start a new one.
@@ -503,6 +565,13 @@ impl Recorder<'_> {
 
     /// Inserts or replaces a resource row.
     pub fn put(&self, r: &Resource) -> Result<()> {
+        use std::fmt::Write as _;
+        let mut scratch = self.scratch.borrow_mut();
+        let (mtime, lastmod) = &mut *scratch;
+        mtime.clear();
+        let _ = write!(mtime, "{}", r.mtime_ns);
+        lastmod.clear();
+        let _ = write!(lastmod, "{}", r.lastmod);
         self.tx
             .prepare_cached(
                 "INSERT INTO resources(path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256)
@@ -516,12 +585,12 @@ impl Recorder<'_> {
                     r.path,
                     r.uri,
                     r.length as i64,
-                    r.mtime_ns.to_string(),
-                    r.lastmod.to_string(),
+                    mtime.as_str(),
+                    lastmod.as_str(),
                     r.mime_type,
-                    digest_of(&r.hashes, HashAlg::Md5),
-                    digest_of(&r.hashes, HashAlg::Sha1),
-                    digest_of(&r.hashes, HashAlg::Sha256),
+                    digest_ref(&r.hashes, HashAlg::Md5),
+                    digest_ref(&r.hashes, HashAlg::Sha1),
+                    digest_ref(&r.hashes, HashAlg::Sha256),
             ])
             .map(|_| ())
             .map_err(|e| self.err(e))
@@ -538,6 +607,20 @@ impl Recorder<'_> {
                 .map_err(|e| self.err(e))?;
         }
         Ok(())
+    }
+
+    /// Drops the index of resources by URI, before a bulk insert into an empty table (see
+    /// [`Recorder::create_uri_index`]).
+    pub fn drop_uri_index(&self) -> Result<()> {
+        self.tx
+            .execute_batch("DROP INDEX IF EXISTS resources_uri")
+            .map_err(|e| self.err(e))
+    }
+
+    /// (Re)creates the index of resources by URI: once over all rows after a bulk insert,
+    /// cheaper than updating it row by row.
+    pub fn create_uri_index(&self) -> Result<()> {
+        self.tx.execute_batch(URI_INDEX).map_err(|e| self.err(e))
     }
 
     /// Removes a resource row.

@@ -82,7 +82,9 @@ fn publishes_valid_documents_and_tracks_changes_in_order() {
     std::fs::write(dir.path().join(".hidden"), "secret").expect("write");
     let mut s = Source::open(config(dir.path(), out.path())).expect("open");
     let r = s.scan().expect("scan");
-    assert_eq!((r.resources, r.created, r.updated, r.deleted), (2, 2, 0, 0));
+    // The first snapshot is the baseline: no change recorded (Z39.99-2017 §5.1, §12.1).
+    assert!(r.baseline);
+    assert_eq!((r.resources, r.created, r.updated, r.deleted), (2, 0, 0, 0));
     s.publish().expect("publish");
     assert!(assert_all_valid(out.path()) >= 7);
 
@@ -100,7 +102,11 @@ fn publishes_valid_documents_and_tracks_changes_in_order() {
         })
         .expect("resource list entry");
     let (rlh, entries) = read(&url_to_doc(out.path(), &rl.loc));
-    assert!(rlh.md.as_ref().and_then(|m| m.at).is_some());
+    let rl_at = rlh.md.as_ref().and_then(|m| m.at).expect("at");
+    // The first Change List opens at the Resource List's `at`, empty (§7 `from`, §12.1).
+    let (clh, cl) = read(&out.path().join("resourcesync/changelists/00001.xml"));
+    let clmd = clh.md.as_ref().expect("md");
+    assert_eq!((clmd.from, clmd.until, cl.len()), (Some(rl_at), None, 0));
     let locs: Vec<&str> = entries.iter().map(|e| e.loc.as_str()).collect();
     assert_eq!(
         locs,
@@ -124,6 +130,7 @@ fn publishes_valid_documents_and_tracks_changes_in_order() {
     std::fs::remove_file(dir.path().join("sub dir/b #1.html")).expect("rm");
     std::fs::write(dir.path().join("c.txt"), "gamma").expect("write");
     let r = s.scan().expect("scan");
+    assert!(!r.baseline);
     assert_eq!((r.resources, r.created, r.updated, r.deleted), (2, 1, 1, 1));
     s.publish().expect("publish");
     assert_all_valid(out.path());
@@ -140,8 +147,6 @@ fn publishes_valid_documents_and_tracks_changes_in_order() {
     assert_eq!(
         seen,
         [
-            ("a.txt".into(), Change::Created),
-            ("b%20%231.html".into(), Change::Created),
             ("a.txt".into(), Change::Updated),
             ("c.txt".into(), Change::Created),
             ("b%20%231.html".into(), Change::Deleted),
@@ -154,7 +159,7 @@ fn publishes_valid_documents_and_tracks_changes_in_order() {
         .collect();
     assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
     // Deleted entries carry no digest or length.
-    assert!(cl[4].hashes().is_none() && cl[4].length().is_none());
+    assert!(cl[2].hashes().is_none() && cl[2].length().is_none());
     // The earlier Resource List is in the archive.
     let (_, archive) = read(&out.path().join("resourcesync/resourcelist-archive.xml"));
     assert_eq!(archive.len(), 1);
@@ -214,6 +219,8 @@ fn change_lists_rotate_into_an_index_of_consecutive_periods() {
         ..ScanOptions::default()
     };
     let mut s = Source::open(cfg).expect("open");
+    // The baseline, of an empty tree: the first snapshot records no change.
+    s.scan().expect("baseline");
     for i in 0..5 {
         std::fs::write(dir.path().join(format!("r{i}.txt")), format!("v{i}")).expect("write");
         s.scan().expect("scan");
@@ -364,4 +371,96 @@ fn a_state_file_inside_the_tree_is_neither_published_nor_hiding_the_tree() {
     for f in ["state.sqlite", "state.sqlite-wal", "state.sqlite-shm"] {
         assert!(!s.inventory().admits(Path::new(f)), "{f} admitted");
     }
+}
+
+/// The `<url>` lines of a (possibly split) Resource List, in order across its parts.
+fn resource_list_lines(out: &Path, snapshot: &str) -> (usize, Vec<String>) {
+    let dir = out.join("resourcesync/resourcelists").join(snapshot);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("resourcelist-"))
+        })
+        .collect();
+    files.sort();
+    let parts = files.len();
+    if files.is_empty() {
+        files.push(dir.join("resourcelist.xml"));
+    }
+    let mut lines = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read");
+        lines.extend(
+            text.lines()
+                .filter(|l| l.starts_with("<url>"))
+                .map(str::to_owned),
+        );
+    }
+    (parts, lines)
+}
+
+#[test]
+fn resource_list_written_from_the_scan_matches_the_one_read_from_the_state() {
+    // Names whose path order is not their URI order (a space sorts before `!` as a byte, and
+    // after it once encoded as %20), in folders, non-ASCII.
+    let dir = tempfile::tempdir().expect("dir");
+    for name in [
+        "a b.txt",
+        "a!b.txt",
+        "a-b.txt",
+        "a/b.txt",
+        "a/c d.html",
+        "\u{e9}t\u{e9}.txt",
+        "z~.txt",
+        "Z.txt",
+    ] {
+        let p = dir.path().join(name);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, name).expect("write");
+    }
+    let split = |cfg: &mut SourceConfig| {
+        cfg.publish.split = resourcesync_model::writer::SplitLimits {
+            max_entries: 3,
+            ..Default::default()
+        };
+    };
+    // Written from the scan: the baseline hashes every file, its entries go straight to the
+    // publish that follows.
+    let out_a = tempfile::tempdir().expect("out");
+    let mut cfg = config(dir.path(), out_a.path());
+    split(&mut cfg);
+    let mut a = Source::open(cfg).expect("open");
+    a.scan().expect("scan");
+    a.publish().expect("publish");
+    // Read from the state: a second scan (nothing changed, nothing hashed) forgets what the
+    // first rendered.
+    let out_b = tempfile::tempdir().expect("out");
+    let mut cfg = config(dir.path(), out_b.path());
+    split(&mut cfg);
+    let mut b = Source::open(cfg).expect("open");
+    b.scan().expect("scan");
+    assert_eq!(b.scan().expect("scan").hashed, 0);
+    b.publish().expect("publish");
+
+    let (parts_a, lines_a) = resource_list_lines(out_a.path(), "000001");
+    let (parts_b, lines_b) = resource_list_lines(out_b.path(), "000001");
+    assert_eq!(parts_a, 3);
+    assert_eq!((parts_a, &lines_a), (parts_b, &lines_b));
+    assert_all_valid(out_a.path());
+    // In the byte order of the paths.
+    let paths: Vec<Vec<u8>> = lines_a
+        .iter()
+        .map(|l| {
+            let loc = &l[l.find("<loc>").expect("loc") + 5..l.find("</loc>").expect("loc")];
+            let rel = loc
+                .strip_prefix("http://127.0.0.1:8080/data/")
+                .expect("under base");
+            percent_encoding::percent_decode_str(rel).collect::<Vec<u8>>()
+        })
+        .collect();
+    assert_eq!(paths.len(), 8);
+    assert!(paths.windows(2).all(|w| w[0] < w[1]), "{paths:?}");
 }
