@@ -31,15 +31,14 @@
 //!    Resource List (not its `at`); `prune_updates_before` keeps changes at or after that; then
 //!    `prune_dupes` (`resync/resource_container.py`) drops *both* entries of a URI whose first
 //!    kept change is `created` and whose last is `deleted`, assuming the client never had it.
-//!    Our Source records the files present at its first scan as `created` at scan time, which is
-//!    after their `<lastmod>`, so a file of the baseline deleted afterwards is never deleted by
-//!    resync. Without `--from`, this test's incremental reports "Status: CHANGES APPLIED
-//!    (created=9, updated=2, deleted=0)" although the open Change List holds 3 `deleted`
-//!    entries (the 9 "created": the 2 new files and 7 of the first scan's, fetched again), and
-//!    the three files stay in the destination; by hand, `--audit` afterwards says "NOT IN SYNC
-//!    (..., to delete=1)".
-//!    The test passes `--from` the datetime of the first change it made, read from the open
-//!    Change List, so resync's window holds exactly the changes since the baseline.
+//!    Our Source used to record the files present at its first scan as `created` at scan time,
+//!    after their `<lastmod>`, so a file of the baseline deleted afterwards was never deleted by
+//!    resync: without `--from`, this test's incremental reported "Status: CHANGES APPLIED
+//!    (created=9, updated=2, deleted=0)" although the open Change List held 3 `deleted`
+//!    entries. The first snapshot is now the baseline and records no change, but resync's
+//!    window still starts at a `<lastmod>`, not at the Resource List's `at`: the test passes
+//!    `--from` the datetime of the first change it made, read from the open Change List, so
+//!    resync's window holds exactly the changes since the baseline.
 //!
 //! Also: resync exits 0 even on a fatal error (it prints "FatalError: ..."), so every run is
 //! checked for that, and its "Status:" lines are parsed; and resync leaves directories emptied

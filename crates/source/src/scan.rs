@@ -86,7 +86,7 @@ fn path_bytes(p: &Path) -> Vec<u8> {
 }
 
 /// The bytes of a relative path, as the state stores and orders them (borrowed on Unix).
-fn key(p: &Path) -> std::borrow::Cow<'_, [u8]> {
+pub(crate) fn key(p: &Path) -> std::borrow::Cow<'_, [u8]> {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;
@@ -282,11 +282,6 @@ pub fn scan(
         ..ScanReport::default()
     };
     let rec = state.begin()?;
-    if baseline {
-        // A bulk insert into an empty table: the URI index is built once afterwards, not
-        // updated row by row (same transaction: a rollback restores it).
-        rec.drop_uri_index()?;
-    }
     let mut puts = 0u64;
     let mut changes: Vec<(Change, Resource)> = Vec::new();
     let mut lines: Option<Vec<String>> = render.then(|| Vec::with_capacity(jobs.len()));
@@ -380,9 +375,6 @@ pub fn scan(
     );
     let count = kept + puts;
     let nothing_new = puts == 0 && deleted.is_empty() && !baseline;
-    if baseline {
-        rec.create_uri_index()?;
-    }
     // An unchanged tree keeps its snapshot (and so its published Resource List): its `at` still
     // guarantees every resource state up to then, and nothing changed since.
     let snapshot = if nothing_new {

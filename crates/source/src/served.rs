@@ -54,7 +54,7 @@ impl ServedIndex {
         // Media types repeat: one shared header value per distinct type.
         let mut types: HashMap<String, HeaderValue> = HashMap::new();
         let mut by_path = HashMap::new();
-        state.for_each_resource_by_uri(|r| {
+        state.for_each_resource(|r| {
             let content_type = r.mime_type.as_ref().and_then(|t| {
                 if let Some(v) = types.get(t) {
                     return Some(v.clone());

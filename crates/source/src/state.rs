@@ -143,8 +143,8 @@ CREATE TABLE IF NOT EXISTS snapshots(
 );
 ";
 
-/// The index of resources by URI (for [`State::resource_by_uri`]).
-const URI_INDEX: &str = "CREATE INDEX IF NOT EXISTS resources_uri ON resources(uri);";
+/// Earlier versions indexed resources by URI; see [`State::resource_by_uri`].
+const DROP_URI_INDEX: &str = "DROP INDEX IF EXISTS resources_uri;";
 
 fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
     h.value_of(&alg)
@@ -199,7 +199,7 @@ impl State {
             .map_err(|e| s.err(e))?;
         // One transaction (one commit) for the whole schema.
         s.conn
-            .execute_batch(&format!("BEGIN; {SCHEMA} {URI_INDEX} COMMIT;"))
+            .execute_batch(&format!("BEGIN; {SCHEMA} {DROP_URI_INDEX} COMMIT;"))
             .map_err(|e| s.err(e))?;
         Ok(s)
     }
@@ -214,7 +214,9 @@ impl State {
     /// A stored setting.
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         self.conn
-            .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
+            .prepare_cached("SELECT value FROM meta WHERE key=?1")
+            .map_err(|e| self.err(e))?
+            .query_row([key], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))
     }
@@ -310,7 +312,8 @@ impl State {
             .map_err(|e| self.err(e))
     }
 
-    /// Calls `f` for every resource in URI order (streamed).
+    /// Calls `f` for every resource in URI order (streamed; sorted by the query, URIs are not
+    /// indexed).
     pub fn for_each_resource_by_uri(
         &self,
         mut f: impl FnMut(Resource) -> Result<()>,
@@ -349,8 +352,21 @@ impl State {
     }
 
     /// Looks a resource up by URI.
+    ///
+    /// Resources are not indexed by URI (keeping that index cost every scan more than the few
+    /// lookups it served): a resource's URI is its path under the base URL (`crate::uri`), so a
+    /// URI under the recorded `base_url` is looked up by its path. Any other (a state scanned
+    /// under another base) is looked for row by row.
     pub fn resource_by_uri(&self, uri: &str) -> Result<Option<Resource>> {
-        // Prepared once per connection: the server asks this for every request.
+        let base = self.meta("base_url")?;
+        let path = base
+            .as_deref()
+            .and_then(|b| uri.strip_prefix(b))
+            .and_then(|rest| crate::uri::decode_path(rest).ok());
+        if let Some(path) = path {
+            let key = crate::scan::key(&path);
+            return Ok(self.resource_by_path(&key)?.filter(|r| r.uri == uri));
+        }
         self.conn
             .prepare_cached(
                 "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources WHERE uri=?1",
@@ -607,20 +623,6 @@ impl Recorder<'_> {
                 .map_err(|e| self.err(e))?;
         }
         Ok(())
-    }
-
-    /// Drops the index of resources by URI, before a bulk insert into an empty table (see
-    /// [`Recorder::create_uri_index`]).
-    pub fn drop_uri_index(&self) -> Result<()> {
-        self.tx
-            .execute_batch("DROP INDEX IF EXISTS resources_uri")
-            .map_err(|e| self.err(e))
-    }
-
-    /// (Re)creates the index of resources by URI: once over all rows after a bulk insert,
-    /// cheaper than updating it row by row.
-    pub fn create_uri_index(&self) -> Result<()> {
-        self.tx.execute_batch(URI_INDEX).map_err(|e| self.err(e))
     }
 
     /// Removes a resource row.

@@ -464,3 +464,83 @@ fn resource_list_written_from_the_scan_matches_the_one_read_from_the_state() {
     assert_eq!(paths.len(), 8);
     assert!(paths.windows(2).all(|w| w[0] < w[1]), "{paths:?}");
 }
+
+/// An inventory over a directory whose `open` fails for `b.txt` while `fail` is set.
+struct Failing {
+    inner: resourcesync_source::inventory::DirInventory,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl resourcesync_source::inventory::Inventory for Failing {
+    fn list(
+        &self,
+    ) -> resourcesync_source::Result<(
+        Vec<resourcesync_source::inventory::Listed>,
+        Vec<resourcesync_source::inventory::Skipped>,
+    )> {
+        self.inner.list()
+    }
+    fn open(&self, rel: &Path) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+        if rel.ends_with("b.txt") && self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "denied",
+            ));
+        }
+        self.inner.open(rel)
+    }
+    fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
+        self.inner.stat(rel)
+    }
+}
+
+#[test]
+fn an_unreadable_file_keeps_its_entry_when_everything_else_was_rehashed() {
+    use resourcesync_source::layout::Layout;
+    use resourcesync_source::scan::scan;
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("a.txt"), "a1").expect("write");
+    std::fs::write(dir.path().join("b.txt"), "b1").expect("write");
+    let inv = Failing {
+        inner: resourcesync_source::inventory::DirInventory::new(dir.path(), vec![], false, vec![])
+            .expect("inventory"),
+        fail: std::sync::atomic::AtomicBool::new(false),
+    };
+    let state_dir = tempfile::tempdir().expect("state");
+    let mut state =
+        resourcesync_source::state::State::open(&state_dir.path().join("s.sqlite")).expect("state");
+    let opts = ScanOptions::default();
+    assert_eq!(
+        scan(&inv, &mut state, "http://h/", &opts)
+            .expect("scan")
+            .resources,
+        2
+    );
+    // Both change (so the scan hashes every file), and b cannot be read: b keeps its previous
+    // state, in the snapshot and in its Resource List.
+    std::fs::write(dir.path().join("a.txt"), "a2, longer").expect("write");
+    std::fs::write(dir.path().join("b.txt"), "b2, longer").expect("write");
+    inv.fail.store(true, std::sync::atomic::Ordering::Relaxed);
+    let r = scan(&inv, &mut state, "http://h/", &opts).expect("scan");
+    assert_eq!(
+        (r.resources, r.updated, r.skipped.len()),
+        (2, 1, 1),
+        "{r:?}"
+    );
+    let out = tempfile::tempdir().expect("out");
+    let layout = Layout::new(out.path(), "http://h/");
+    resourcesync_source::publish::publish(&layout, &state, &PublishOptions::default())
+        .expect("publish");
+    let (_, entries) = read(
+        &out.path()
+            .join("resourcesync/resourcelists/000002/resourcelist.xml"),
+    );
+    let got: Vec<(&str, Option<u64>)> = entries
+        .iter()
+        .map(|e| (e.loc.as_str(), e.length()))
+        .collect();
+    assert_eq!(
+        got,
+        [("http://h/a.txt", Some(10)), ("http://h/b.txt", Some(2))]
+    );
+}
