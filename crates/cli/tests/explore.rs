@@ -56,7 +56,9 @@ fn the_tree_its_json_and_the_exit_status() {
         "├─ Resource List Index  ",
         "Resource List  ",
         "Change List Index  ",
-        "3 entries",
+        // The first scan is the baseline: its Change List is open and empty.
+        "Change List  ",
+        "0 entries; from ",
     ] {
         assert!(stdout.contains(s), "{s:?} missing:\n{out}");
     }

@@ -215,8 +215,22 @@ async fn a_split_resource_list_is_read_part_by_part_and_audited() {
         "d0/f00.txt counted in sync by its recorded digest"
     );
 
-    // A sync repairs the removed and truncated copies (the state is checked against the files).
-    let r = run(&options(&server.base, &dest)).await;
+    // A baseline sync repairs the removed and truncated copies (the state is checked against
+    // the files). An incremental one leaves them: nothing changed at the Source (its first scan
+    // is the baseline and recorded no change), so the cursor is cleared first.
+    let o = options(&server.base, &dest);
+    let st = resourcesync_store::SqliteState::open(&o.state_path()).expect("state");
+    resourcesync_store::StateStore::set_cursor(
+        &st,
+        &resourcesync_store::SourceCursor {
+            source: r.source.key(),
+            cursor: None,
+            synced_at: None,
+        },
+    )
+    .expect("cursor");
+    drop(st);
+    let r = run(&o).await;
     assert_eq!(r.failed, 0);
     assert_eq!(
         std::fs::read(dest.join("d2/f02.txt")).expect("repaired"),

@@ -810,13 +810,21 @@ mod tests {
             + sizes.change_list_index_header
             + sizes.change_list_index_entry
             + sizes.change_list_header;
-        // The open list holds the 20 creates of the first scan, then one change per interval.
+        // The open list holds one change per interval (the first scan is the baseline and
+        // records none).
         let total: u64 = (1..=3)
-            .map(|k| fixed + (20 + k) * sizes.change_list_entry + 500)
+            .map(|k| fixed + k * sizes.change_list_entry + 500)
             .sum();
         assert_eq!(m.bytes_total, total);
         assert_eq!(m.bytes_required, 1500);
-        // With a rotation of one entry per list, the closed lists before the cursor are skipped.
+        // With a rotation of one entry per list, the closed lists before the cursor are skipped
+        // (ten changes per interval: the open list grows by ten entries, the index by ten
+        // shorter ones).
+        let cfg = Config {
+            change_interval: 1.0,
+            ..cfg
+        };
+        let m = run(&cfg).expect("run");
         let rotated = run(&Config {
             rotation: crate::Rotation {
                 max_entries: 1,

@@ -127,12 +127,29 @@ fn meta_dt(state: &State, key: &str) -> Result<Option<W3cDateTime>> {
     Ok(state.meta(key)?.and_then(|s| W3cDateTime::parse(&s).ok()))
 }
 
-/// Starts notifying from now, unless notifications were sent before (then the next payload
-/// covers everything since the last one sent).
+/// Starts notifying with the changes recorded from now on, unless notifications were sent
+/// before (then the next payload covers everything since the last one sent). The first
+/// payload's `from` is as early as is true: the last change recorded, else the start of the
+/// change history (the first snapshot's `at`, where the first Change List opens), else now
+/// (to the whole second, as the first snapshot's `at` will be). A Destination whose cursor is
+/// the baseline Resource List's `at` then sees no gap before the first payload.
 pub fn init_cursor(state: &State) -> Result<()> {
     if state.meta("notify:until")?.is_none() {
-        state.set_meta("notify:seq", &state.last_seq()?.to_string())?;
-        state.set_meta("notify:until", &dt_now().to_string())?;
+        let seq = state.last_seq()?;
+        let from = match state.changes_after(seq - 1, 1)?.pop() {
+            Some(last) => last.datetime,
+            None => match state.periods()?.first() {
+                Some(p) => p.from,
+                None => {
+                    let now = now_us();
+                    W3cDateTime::from_timestamp(
+                        jiff::Timestamp::from_second(now.as_second()).unwrap_or(now),
+                    )
+                }
+            },
+        };
+        state.set_meta("notify:seq", &seq.to_string())?;
+        state.set_meta("notify:until", &from.to_string())?;
     }
     Ok(())
 }
