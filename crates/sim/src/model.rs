@@ -817,23 +817,6 @@ mod tests {
             .sum();
         assert_eq!(m.bytes_total, total);
         assert_eq!(m.bytes_required, 1500);
-        // With a rotation of one entry per list, the closed lists before the cursor are skipped
-        // (ten changes per interval: the open list grows by ten entries, the index by ten
-        // shorter ones).
-        let cfg = Config {
-            change_interval: 1.0,
-            ..cfg
-        };
-        let m = run(&cfg).expect("run");
-        let rotated = run(&Config {
-            rotation: crate::Rotation {
-                max_entries: 1,
-                max_age_secs: 86_400,
-            },
-            ..cfg
-        })
-        .expect("run");
-        assert!(rotated.bytes_total < m.bytes_total);
     }
 
     #[test]

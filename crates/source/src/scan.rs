@@ -283,6 +283,8 @@ pub fn scan(
     };
     let rec = state.begin()?;
     let mut puts = 0u64;
+    // Known files that could not be read: their previous rows stay in the snapshot.
+    let mut unread = 0u64;
     let mut changes: Vec<(Change, Resource)> = Vec::new();
     let mut lines: Option<Vec<String>> = render.then(|| Vec::with_capacity(jobs.len()));
     let mut line_bytes = 0usize;
@@ -356,6 +358,7 @@ pub fn scan(
                         Err(reason) => {
                             if jobs[i].1 {
                                 lines = None;
+                                unread += 1;
                             }
                             skipped.push(Skipped {
                                 path: jobs[i].0.rel.clone(),
@@ -373,7 +376,7 @@ pub fn scan(
     let completed = W3cDateTime::from_timestamp(
         Timestamp::from_second(completed_ts.as_second()).unwrap_or(completed_ts),
     );
-    let count = kept + puts;
+    let count = kept + puts + unread;
     let nothing_new = puts == 0 && deleted.is_empty() && !baseline;
     // An unchanged tree keeps its snapshot (and so its published Resource List): its `at` still
     // guarantees every resource state up to then, and nothing changed since.
