@@ -965,14 +965,25 @@ async fn deliver(hub: &Inner, d: Due) {
     if let Some(secret) = &d.secret {
         req = req.header(signature::HEADER, signature::sign(secret, &d.body));
     }
-    let result = req.body(d.body.clone()).send().await;
+    // A callback subscribed while private addresses were allowed (an earlier run): an address
+    // literal does not go through the resolver that keeps them out.
+    let refused = if hub.opts.private_addresses {
+        None
+    } else {
+        Url::parse(&d.callback)
+            .ok()
+            .and_then(|u| crate::reach::check_public_url("the callback", &u).err())
+    };
     let attempts = d.attempts + 1;
-    let outcome = match result {
-        Ok(r) if r.status().is_success() => Ok(()),
-        Ok(r) if r.status() == StatusCode::GONE => Err(None),
-        Ok(r) => Err(Some(format!("the callback answered {}", r.status()))),
-        Err(e) if e.is_timeout() => Err(Some("no answer in time".to_owned())),
-        Err(e) => Err(Some(chain(&e))),
+    let outcome = match refused {
+        Some(why) => Err(Some(why)),
+        None => match req.body(d.body.clone()).send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) if r.status() == StatusCode::GONE => Err(None),
+            Ok(r) => Err(Some(format!("the callback answered {}", r.status()))),
+            Err(e) if e.is_timeout() => Err(Some("no answer in time".to_owned())),
+            Err(e) => Err(Some(chain(&e))),
+        },
     };
     let recorded = match outcome {
         Ok(()) => hub.store.delivered(d.id).map(|()| {

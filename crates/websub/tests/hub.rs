@@ -549,3 +549,28 @@ async fn private_addresses_are_not_reached_by_default() {
         "a request reached the callback"
     );
 }
+
+/// A callback on a private address subscribed while they were allowed (an earlier run) gets no
+/// delivery from a hub restarted without them: an address literal does not go through the
+/// resolver, so the delivery itself checks it.
+#[tokio::test]
+async fn a_private_callback_from_an_earlier_run_is_not_delivered_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("hub.sqlite");
+    let mut h = start_hub(Some(&db), |_| {}).await;
+    let mut cb = callback().await;
+    let topic = "http://e/earlier";
+    subscribe(&mut h, &mut cb, "/p", topic, &[]).await;
+    h.stop().await;
+    let mut h2 = start_hub(Some(&db), |o| o.private_addresses = false).await;
+    assert_eq!(h2.hub.subscriptions().unwrap().len(), 1);
+    post_notification(&h2.url, topic, "not for you").await;
+    let e = h2
+        .wait_for(|e| matches!(e, HubEvent::DeliveryFailed { .. }))
+        .await;
+    assert!(format!("{e:?}").contains("private address"), "{e:?}");
+    assert!(
+        cb.no_delivery_yet(),
+        "a delivery reached the private callback"
+    );
+}
