@@ -34,7 +34,6 @@ use resourcesync_model::{Capability, Change, Entry, HashAlg, Hashes, MultiHasher
 use resourcesync_store::{
     FsStore, RelPath, ResourceRecord, STATE_DIR, SqliteState, StateStore, Store,
 };
-use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::discover::discover;
 use crate::docs::{DocFetcher, ListSink, walk};
@@ -43,6 +42,7 @@ use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::{AuditOptions, default_state_path};
 use crate::report::{AuditDifference, AuditReport, Observer, push_capped};
+use crate::staging::{StagedItem, Staging};
 
 /// About the most bytes of the Source's list held in memory (estimated); a larger list goes to
 /// a scratch database on disk.
@@ -195,143 +195,59 @@ impl List {
     }
 }
 
-/// A list too large for memory, in a scratch SQLite database (removed when dropped).
-struct Spill {
-    conn: Connection,
-    in_tx: u32,
-    path_index: bool,
-    _file: tempfile::TempPath,
-}
-
-fn dt(s: Option<String>) -> Option<W3cDateTime> {
-    s.and_then(|s| W3cDateTime::parse(&s).ok())
-}
+/// A list too large for memory: the staging database the sync uses (removed when dropped),
+/// one item per URI with what the audit compares.
+struct Spill(Staging);
 
 impl Spill {
     fn create(dir: &Path) -> Result<Self> {
-        let file = tempfile::Builder::new()
-            .prefix("audit-")
-            .suffix(".sqlite")
-            .tempfile_in(dir)
-            .map_err(|e| {
-                Error::io(
-                    format!("creating a scratch database in {}", dir.display()),
-                    e,
-                )
-            })?
-            .into_temp_path();
-        let conn = Connection::open(&file)?;
-        conn.execute_batch(
-            "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=FILE;
-             PRAGMA locking_mode=EXCLUSIVE;
-             CREATE TABLE items(uri TEXT PRIMARY KEY, length INTEGER, hashes TEXT,
-                 lastmod TEXT, path TEXT) WITHOUT ROWID;",
-        )?;
-        Ok(Spill {
-            conn,
-            in_tx: 0,
-            path_index: false,
-            _file: file,
-        })
-    }
-
-    fn batch(&mut self) -> Result<()> {
-        if self.in_tx == 0 {
-            self.conn.execute_batch("BEGIN")?;
-        }
-        self.in_tx += 1;
-        if self.in_tx >= 10_000 {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<()> {
-        if self.in_tx > 0 {
-            self.conn.execute_batch("COMMIT")?;
-            self.in_tx = 0;
-        }
-        Ok(())
+        Ok(Spill(Staging::create(dir)?))
     }
 
     fn put(&mut self, uri: &str, p: &Published) -> Result<()> {
-        self.batch()?;
-        self.conn
-            .prepare_cached(
-                "INSERT OR REPLACE INTO items(uri, length, hashes, lastmod, path)
-                 VALUES(?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![
-                uri,
-                p.length.and_then(|n| i64::try_from(n).ok()),
-                (!p.hashes.is_empty()).then(|| p.hashes.to_string()),
-                p.lastmod.map(|d| d.to_string()),
-                p.path,
-            ])?;
-        Ok(())
+        self.0.upsert(&StagedItem {
+            uri: uri.to_owned(),
+            length: p.length,
+            hashes: p.hashes.clone(),
+            lastmod: p.lastmod,
+            path: p.path.clone(),
+            ..StagedItem::default()
+        })
     }
 
     fn remove(&mut self, uri: &str) -> Result<()> {
-        self.batch()?;
-        self.conn
-            .prepare_cached("DELETE FROM items WHERE uri = ?1")?
-            .execute([uri])?;
-        Ok(())
+        self.0.remove(uri)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.0.flush()
     }
 
     fn count(&self) -> Result<u64> {
-        let n: i64 = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM items", [], |r| r.get(0))?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        self.0.count()
     }
 
     fn page(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, Published)>> {
-        // `uri >= ''` for the first page (every text): a condition the primary key can seek on
-        // (`?1 IS NULL OR uri > ?1` would scan from the start for every page).
-        let (op, after) = match after {
-            Some(a) => (">", a),
-            None => (">=", ""),
-        };
-        let mut st = self.conn.prepare_cached(&format!(
-            "SELECT uri, length, hashes, lastmod, path FROM items WHERE uri {op} ?1
-             ORDER BY uri LIMIT ?2"
-        ))?;
-        let rows = st.query_map(
-            params![after, i64::try_from(limit).unwrap_or(i64::MAX)],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
+        Ok(self
+            .0
+            .page_by_uri(after, limit)?
+            .into_iter()
+            .map(|it| {
+                (
+                    it.uri,
                     Published {
-                        length: r
-                            .get::<_, Option<i64>>(1)?
-                            .and_then(|n| u64::try_from(n).ok()),
-                        hashes: r
-                            .get::<_, Option<String>>(2)?
-                            .map(|h| Hashes::parse(&h).0)
-                            .unwrap_or_default(),
-                        lastmod: dt(r.get(3)?),
-                        path: r.get(4)?,
+                        length: it.length,
+                        hashes: it.hashes,
+                        lastmod: it.lastmod,
+                        path: it.path,
                     },
-                ))
-            },
-        )?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+                )
+            })
+            .collect())
     }
 
-    fn has_path(&mut self, path: &str) -> Result<bool> {
-        if !self.path_index {
-            self.flush()?;
-            self.conn
-                .execute_batch("CREATE INDEX IF NOT EXISTS items_path ON items(path)")?;
-            self.path_index = true;
-        }
-        Ok(self
-            .conn
-            .prepare_cached("SELECT 1 FROM items WHERE path = ?1 LIMIT 1")?
-            .query_row([path], |_| Ok(()))
-            .optional()?
-            .is_some())
+    fn has_path(&self, path: &str) -> Result<bool> {
+        self.0.has_path(path)
     }
 }
 
