@@ -58,37 +58,9 @@ pub trait Inventory: Send + Sync {
     ) -> std::io::Result<Option<(u64, i128)>> {
         let before = self.stat(rel)?;
         let mut f = self.open(rel)?;
-        let n = feed(&mut f, buf, before.0, sink)?;
+        let n = feed_known(&mut f, buf, before.0, sink)?;
         let after = self.stat(rel)?;
         Ok((before == after && n == before.0).then_some(after))
-    }
-}
-
-/// Reads `r` to its end into `sink` through `buf`, expecting about `expect` bytes (a buffer of
-/// that size, within bounds, so that a small file takes one read); returns the bytes read.
-fn feed(
-    r: &mut dyn Read,
-    buf: &mut Vec<u8>,
-    expect: u64,
-    sink: &mut dyn FnMut(&[u8]),
-) -> std::io::Result<u64> {
-    // +1: the read that finds the end fits in the same call when the size is right.
-    let want = usize::try_from(expect.saturating_add(1))
-        .unwrap_or(usize::MAX)
-        .clamp(4096, READ_BUF);
-    if buf.len() < want {
-        buf.resize(want, 0);
-    }
-    let mut total = 0u64;
-    loop {
-        let n = match r.read(&mut buf[..want]) {
-            Ok(0) => return Ok(total),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        sink(&buf[..n]);
-        total += n as u64;
     }
 }
 
@@ -463,8 +435,9 @@ fn len_mtime(f: &std::fs::File) -> std::io::Result<(u64, i128)> {
 
 /// Reads `r` into `sink` through `buf` until `len` bytes came (or the end, or more than
 /// `len`: the file changed). Every read asks one byte more than is left: for a file of `len`
-/// bytes the read that brings the last of them is short, which is the end of a regular file.
-/// Returns the bytes read.
+/// bytes the read that brings the last of them is short, which is the end of a regular file
+/// (for other readers, a resource that grew past `len` without its size changing is not seen:
+/// `read_stable` compares sizes before and after). Returns the bytes read.
 fn feed_known(
     r: &mut dyn Read,
     buf: &mut Vec<u8>,
