@@ -585,6 +585,11 @@ fn open_change_list(s: &Served) -> Vec<(String, Change)> {
         .collect()
 }
 
+/// How long a live change may take to reach the open Change List in these tests: far above any
+/// latency seen (under 1 s on a quiet machine; 8 s was once exceeded at load 11), far below the
+/// one-hour rescan interval that tests relying on the watcher set.
+const LIVE_DEADLINE: Duration = Duration::from_secs(60);
+
 /// Polls the open Change List until `want` is its last change for `uri`; returns how long it
 /// took. Fails past `deadline`.
 fn wait_for_change(s: &Served, uri: &str, want: Change, deadline: Duration) -> Duration {
@@ -609,24 +614,25 @@ fn wait_for_change(s: &Served, uri: &str, want: Change, deadline: Duration) -> D
 #[test]
 fn live_changes_reach_the_open_change_list_through_the_watcher() {
     // The latency goal (2 s, issue 3) is a performance figure: measured here and printed, and
-    // reported from quiet runs; the assertion is that the watcher (the periodic rescan is an
-    // hour away) finds each change, in order, well before the 10 s deadline. A hard 2 s bound
-    // would fail on a loaded 2-core CI machine without telling anything about correctness.
+    // reported from quiet runs (bench/push-latency.sh measures it end to end); the assertion is
+    // that the watcher finds each change, in order, long before the periodic rescan (an hour
+    // away) could. A tight bound would fail on a loaded 2-core CI machine without telling
+    // anything about correctness: 8 s did, at load 11.
     let s = Served::start(default_tree, |_, opts| {
         // Only the watcher may find these changes in time.
         opts.watch.rescan_interval = Duration::from_secs(3600);
     });
     let uri = format!("{}new.txt", s.base);
     let file = s.dir.path().join("new.txt");
-    let limit = Duration::from_secs(8);
+    let limit = LIVE_DEADLINE;
 
     std::fs::write(&file, "first\n").expect("write");
-    let took = wait_for_change(&s, &uri, Change::Created, Duration::from_secs(10));
+    let took = wait_for_change(&s, &uri, Change::Created, limit);
     assert!(took < limit, "created listed after {took:?}");
     eprintln!("created listed {took:?} after the write");
 
     std::fs::write(&file, "second, longer\n").expect("write");
-    let took = wait_for_change(&s, &uri, Change::Updated, Duration::from_secs(10));
+    let took = wait_for_change(&s, &uri, Change::Updated, limit);
     assert!(took < limit, "updated listed after {took:?}");
     eprintln!("updated listed {took:?} after the write");
     // The resource is served as it is now.
@@ -634,7 +640,7 @@ fn live_changes_reach_the_open_change_list_through_the_watcher() {
     assert_eq!(r.body, b"second, longer\n");
 
     std::fs::remove_file(&file).expect("remove");
-    let took = wait_for_change(&s, &uri, Change::Deleted, Duration::from_secs(10));
+    let took = wait_for_change(&s, &uri, Change::Deleted, limit);
     assert!(took < limit, "deleted listed after {took:?}");
     eprintln!("deleted listed {took:?} after the write");
     assert_eq!(get(s.addr, "/new.txt").status, 404);
@@ -675,7 +681,7 @@ fn resource_list_is_deferred_and_change_lists_are_not() {
     let rl_before = resource_list_url(&s);
     std::fs::write(s.dir.path().join("later.txt"), "later\n").expect("write");
     let uri = format!("{}later.txt", s.base);
-    wait_for_change(&s, &uri, Change::Created, Duration::from_secs(10));
+    wait_for_change(&s, &uri, Change::Created, LIVE_DEADLINE);
     // The Capability List still names the Resource List published at startup, which is valid
     // and does not list the new file; robots.txt agrees.
     assert_eq!(resource_list_url(&s), rl_before);
@@ -705,7 +711,7 @@ fn resource_list_is_regenerated_when_its_interval_is_over() {
     let rl_before = resource_list_url(&s);
     std::fs::write(s.dir.path().join("later.txt"), "later\n").expect("write");
     let uri = format!("{}later.txt", s.base);
-    wait_for_change(&s, &uri, Change::Created, Duration::from_secs(10));
+    wait_for_change(&s, &uri, Change::Created, LIVE_DEADLINE);
     // The same batch writes the Change List, then the Capability List: poll until both are.
     let deadline = Instant::now() + Duration::from_secs(10);
     let rl_after = loop {
@@ -729,7 +735,7 @@ fn periodic_rescan_finds_changes_without_a_watcher() {
     });
     std::fs::write(s.dir.path().join("polled.txt"), "x\n").expect("write");
     let uri = format!("{}polled.txt", s.base);
-    wait_for_change(&s, &uri, Change::Created, Duration::from_secs(10));
+    wait_for_change(&s, &uri, Change::Created, LIVE_DEADLINE);
     s.stop();
 }
 
@@ -821,7 +827,7 @@ fn documents_written_into_the_directory_itself() {
     read_valid("sd", &sd.body);
     let uri = format!("{}c.txt", s.base);
     std::fs::write(s.dir.path().join("c.txt"), "c\n").expect("write");
-    wait_for_change(&s, &uri, Change::Created, Duration::from_secs(10));
+    wait_for_change(&s, &uri, Change::Created, LIVE_DEADLINE);
     // Our own document writes are not changes of resources.
     let docs: Vec<String> = open_change_list(&s)
         .into_iter()
