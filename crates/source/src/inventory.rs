@@ -19,9 +19,9 @@ use crate::error::{Error, Result};
 pub struct Listed {
     /// Path relative to the inventory's root.
     pub rel: PathBuf,
-    /// Size in bytes.
+    /// Size in bytes (0 when not asked: see [`Inventory::list_names`]).
     pub len: u64,
-    /// Modification time, nanoseconds since the epoch.
+    /// Modification time, nanoseconds since the epoch (0 when not asked).
     pub mtime_ns: i128,
 }
 
@@ -38,6 +38,14 @@ pub struct Skipped {
 pub trait Inventory: Send + Sync {
     /// Lists every resource. Problems with single entries are reported, not fatal.
     fn list(&self) -> Result<(Vec<Listed>, Vec<Skipped>)>;
+
+    /// Lists every resource like [`Inventory::list`], for a caller that reads every one of
+    /// them anyway ([`Inventory::read_stable`] gives each one's size and modification time as
+    /// read): `len` and `mtime_ns` may then be left at 0 where finding them would cost a
+    /// lookup of their own. The default is [`Inventory::list`].
+    fn list_names(&self) -> Result<(Vec<Listed>, Vec<Skipped>)> {
+        self.list()
+    }
     /// Opens a resource for reading.
     fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>>;
     /// Size and modification time of a resource now (to detect a change during hashing).
@@ -359,34 +367,14 @@ impl Inventory for DirInventory {
     /// `readdir` with their type, and each file is stat'ed relative to its directory (one
     /// lookup of one name, not of the full path from `/`).
     fn list(&self) -> Result<(Vec<Listed>, Vec<Skipped>)> {
-        // A tree moved or replaced since the last listing is opened anew for this scan.
-        #[cfg(target_os = "linux")]
-        if let Ok(mut g) = self.root_fd.write() {
-            *g = None;
-        }
-        let walk = Walk {
-            inv: self,
-            queue: Mutex::new(Queue {
-                dirs: vec![PathBuf::new()],
-                busy: 0,
-            }),
-            ready: Condvar::new(),
-        };
-        let threads = self.threads.max(1);
-        let parts: Vec<Found> = std::thread::scope(|s| {
-            let others: Vec<_> = (1..threads).map(|_| s.spawn(|| walk.work())).collect();
-            let mut parts = vec![walk.work()];
-            parts.extend(others.into_iter().filter_map(|h| h.join().ok()));
-            parts
-        });
-        let n = parts.iter().map(|p| p.listed.len()).sum();
-        let mut listed = Vec::with_capacity(n);
-        let mut skipped = Vec::new();
-        for p in parts {
-            listed.extend(p.listed);
-            skipped.extend(p.skipped);
-        }
-        Ok((listed, skipped))
+        self.walk(true)
+    }
+
+    /// The same walk without a `stat` per regular file (`len` and `mtime_ns` are 0 for them):
+    /// `readdir` gives each entry's type (or, on a file system that does not, std asks
+    /// `lstat`); a link is still followed and checked as [`Inventory::list`] does.
+    fn list_names(&self) -> Result<(Vec<Listed>, Vec<Skipped>)> {
+        self.walk(false)
     }
 
     fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>> {
@@ -415,6 +403,43 @@ impl Inventory for DirInventory {
         let n = feed_known(&mut f, buf, before.0, sink)?;
         let after = len_mtime(&f)?;
         Ok((before == after && n == before.0).then_some(after))
+    }
+}
+
+impl DirInventory {
+    /// Walks the tree on [`DirInventory`]'s threads, a directory at a time: entries come from
+    /// `readdir` with their type, and each file is stat'ed relative to its directory (one
+    /// lookup of one name, not of the full path from `/`) when `stat_files`.
+    fn walk(&self, stat_files: bool) -> Result<(Vec<Listed>, Vec<Skipped>)> {
+        // A tree moved or replaced since the last listing is opened anew for this scan.
+        #[cfg(target_os = "linux")]
+        if let Ok(mut g) = self.root_fd.write() {
+            *g = None;
+        }
+        let walk = Walk {
+            inv: self,
+            stat_files,
+            queue: Mutex::new(Queue {
+                dirs: vec![PathBuf::new()],
+                busy: 0,
+            }),
+            ready: Condvar::new(),
+        };
+        let threads = self.threads.max(1);
+        let parts: Vec<Found> = std::thread::scope(|s| {
+            let others: Vec<_> = (1..threads).map(|_| s.spawn(|| walk.work())).collect();
+            let mut parts = vec![walk.work()];
+            parts.extend(others.into_iter().filter_map(|h| h.join().ok()));
+            parts
+        });
+        let n = parts.iter().map(|p| p.listed.len()).sum();
+        let mut listed = Vec::with_capacity(n);
+        let mut skipped = Vec::new();
+        for p in parts {
+            listed.extend(p.listed);
+            skipped.extend(p.skipped);
+        }
+        Ok((listed, skipped))
     }
 }
 
@@ -500,6 +525,8 @@ struct Queue {
 /// queues its subdirectories.
 struct Walk<'a> {
     inv: &'a DirInventory,
+    /// Whether regular files are stat'ed (see [`Inventory::list_names`]).
+    stat_files: bool,
     queue: Mutex<Queue>,
     ready: Condvar,
 }
@@ -520,7 +547,8 @@ impl Walk<'_> {
             };
             q.busy += 1;
             drop(q);
-            self.inv.read_dir(&dir, &mut found, &mut subdirs);
+            self.inv
+                .read_dir(&dir, self.stat_files, &mut found, &mut subdirs);
             q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.busy -= 1;
             if !subdirs.is_empty() {
@@ -565,8 +593,15 @@ impl DirInventory {
     /// Lists the files of one directory (`rel` under the root) into `found`, its
     /// subdirectories into `subdirs`. Leaves out dotfiles unless asked, skipped paths, excluded
     /// ones; never descends through a link; lists a link only when it leads to a file inside
-    /// the tree.
-    fn read_dir(&self, rel: &Path, found: &mut Found, subdirs: &mut Vec<PathBuf>) {
+    /// the tree. Regular files are stat'ed only when `stat_files` (else listed with size and
+    /// time 0).
+    fn read_dir(
+        &self,
+        rel: &Path,
+        stat_files: bool,
+        found: &mut Found,
+        subdirs: &mut Vec<PathBuf>,
+    ) {
         let root = &self.canonical_root;
         let entries = match std::fs::read_dir(root.join(rel)) {
             Ok(d) => d,
@@ -602,6 +637,13 @@ impl DirInventory {
             }
             let md = if ft.is_dir() {
                 subdirs.push(path);
+                continue;
+            } else if ft.is_file() && !stat_files {
+                found.listed.push(Listed {
+                    rel: path,
+                    len: 0,
+                    mtime_ns: 0,
+                });
                 continue;
             } else if ft.is_file() {
                 // Relative to the directory being read (`fstatat` / `statx` on its fd).
@@ -916,6 +958,21 @@ mod tests {
         }
         assert_eq!(skipped.len(), 1, "{skipped:?}");
         assert_eq!(skipped[0].path, Path::new("leak"));
+        // Without a stat per file: the same files (a link still followed only inside), the
+        // same skipped link; regular files with no size or time.
+        let (names, skipped_names) = inv.list_names().expect("list names");
+        let mut got_names: Vec<String> = names
+            .iter()
+            .map(|l| l.rel.to_string_lossy().into_owned())
+            .collect();
+        got_names.sort();
+        assert_eq!(got_names, want);
+        assert_eq!(skipped_names, skipped);
+        let a = names
+            .iter()
+            .find(|l| l.rel == Path::new("a.txt"))
+            .expect("a.txt");
+        assert_eq!((a.len, a.mtime_ns), (0, 0), "no stat for a regular file");
         // Dotfiles on request (the state and the excluded log still left out).
         let inv = DirInventory::new(t, vec!["*.log".into()], true, vec![t.join("state")])
             .expect("inventory");

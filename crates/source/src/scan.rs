@@ -227,7 +227,13 @@ pub fn scan(
     let at_ts = now_us();
     let at =
         W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
-    let (mut listed, mut skipped) = inv.list()?;
+    // With no resource recorded, every file listed is read and hashed (which gives its size
+    // and time): the listing need not find them (no `stat` per file).
+    let (mut listed, mut skipped) = if state.has_resources()? {
+        inv.list()?
+    } else {
+        inv.list_names()?
+    };
     listed.sort_unstable_by(|a, b| key(&a.rel).cmp(&key(&b.rel)));
 
     // Merge the sorted listing with the previous snapshot, streamed in path order (only the

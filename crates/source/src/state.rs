@@ -343,6 +343,13 @@ impl State {
             .map_err(|e| self.err(e))
     }
 
+    /// Whether any resource is recorded (without counting them).
+    pub fn has_resources(&self) -> Result<bool> {
+        self.conn
+            .query_row("SELECT EXISTS(SELECT 1 FROM resources)", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+
     /// Number of resources.
     pub fn resource_count(&self) -> Result<u64> {
         self.conn
