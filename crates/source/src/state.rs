@@ -192,8 +192,12 @@ impl State {
                 // WAL, and no sync per commit for what can be rebuilt (settings, published
                 // markers); the transaction recording a scan (the change log) is synced, see
                 // `begin`. The page cache grows up to 64 MiB for large scans. (`synchronous`
-                // first: switching a new database to WAL is a commit of its own.)
-                "PRAGMA synchronous=NORMAL; PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON;
+                // first: switching a new database to WAL is a commit of its own.) A new database
+                // takes 16 KiB pages: a first scan of 100,000 files commits ~18 MB, written to
+                // the WAL and checkpointed one page per write: a quarter as many writes as with
+                // 4 KiB pages, a commit about a quarter shorter (an existing database keeps its
+                // page size).
+                "PRAGMA page_size=16384; PRAGMA synchronous=NORMAL; PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON;
                  PRAGMA cache_size=-65536;",
             )
             .map_err(|e| s.err(e))?;
