@@ -17,7 +17,7 @@ use resourcesync_model::{Change, HashAlg, Hashes, MultiHasher, Root, W3cDateTime
 use crate::error::Result;
 use crate::inventory::{Inventory, Listed, Skipped};
 use crate::publish::resource_entry;
-use crate::state::{Resource, Rotation, State, now_us};
+use crate::state::{Known, Resource, Rotation, State, now_us};
 use crate::uri::path_to_uri;
 
 /// How to scan.
@@ -201,6 +201,50 @@ fn prepare(
     Ok(Prepared { resource, line })
 }
 
+/// A listing sorted by path bytes (the order of the state and of the Resource List).
+fn sorted(listing: Result<(Vec<Listed>, Vec<Skipped>)>) -> Result<(Vec<Listed>, Vec<Skipped>)> {
+    let (mut listed, skipped) = listing?;
+    listed.sort_unstable_by(|a, b| key(&a.rel).cmp(&key(&b.rel)));
+    Ok((listed, skipped))
+}
+
+/// The previous snapshot as the merge needs it (see [`State::for_each_known`]), read into
+/// memory while the tree is listed: the paths end to end in one buffer, a fixed-size row
+/// per resource.
+#[derive(Default)]
+struct KnownRows {
+    paths: Vec<u8>,
+    /// (end of the path in `paths`, length, modification time, digests present).
+    rows: Vec<(usize, u64, i128, u8)>,
+}
+
+impl KnownRows {
+    fn read(state: &State) -> Result<Self> {
+        let mut k = KnownRows::default();
+        state.for_each_known(|r| {
+            k.paths.extend_from_slice(r.path);
+            k.rows.push((k.paths.len(), r.length, r.mtime_ns, r.algs));
+            Ok(())
+        })?;
+        Ok(k)
+    }
+
+    /// The rows in path order.
+    fn iter(&self) -> impl Iterator<Item = Known<'_>> {
+        let mut start = 0;
+        self.rows.iter().map(move |&(end, length, mtime_ns, algs)| {
+            let path = &self.paths[start..end];
+            start = end;
+            Known {
+                path,
+                length,
+                mtime_ns,
+                algs,
+            }
+        })
+    }
+}
+
 /// Scans `inv`, records the snapshot and its changes in `state`, and reports.
 ///
 /// The first snapshot (no snapshot recorded before) is the baseline and records no change: its
@@ -228,24 +272,34 @@ pub fn scan(
     let at =
         W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
     // With no resource recorded, every file listed is read and hashed (which gives its size
-    // and time): the listing need not find them (no `stat` per file).
-    let (mut listed, mut skipped) = if state.has_resources()? {
-        inv.list()?
+    // and time): the listing need not find them (no `stat` per file). Else the previous
+    // snapshot is read (this thread) while the tree is listed and sorted (the inventory's).
+    let (listing, known) = if state.has_resources()? {
+        let state = &*state;
+        std::thread::scope(|s| {
+            let listing = s.spawn(|| sorted(inv.list()));
+            let known = KnownRows::read(state);
+            let listing = listing
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (listing, known)
+        })
     } else {
-        inv.list_names()?
+        (sorted(inv.list_names()), Ok(KnownRows::default()))
     };
-    listed.sort_unstable_by(|a, b| key(&a.rel).cmp(&key(&b.rel)));
+    let (listed, mut skipped) = listing?;
+    let known = known?;
 
-    // Merge the sorted listing with the previous snapshot, streamed in path order (only the
-    // size, time and digests present; full rows are read for changed and deleted files only).
-    // Files to hash, with whether they were known; the rest are unchanged.
+    // Merge the sorted listing with the previous snapshot in path order (only the size, time
+    // and digests present; full rows are read for changed and deleted files only). Files to
+    // hash, with whether they were known; the rest are unchanged.
     let mut jobs: Vec<(Listed, bool)> = Vec::new();
     let mut kept = 0u64;
     let mut deleted_paths: Vec<Vec<u8>> = Vec::new();
     let want = crate::state::alg_mask(&opts.algs);
     {
         let mut next = listed.into_iter().peekable();
-        state.for_each_known(|k| {
+        for k in known.iter() {
             while let Some(l) = next.next_if(|l| key(&l.rel).as_ref() < k.path) {
                 jobs.push((l, false));
             }
@@ -259,8 +313,7 @@ pub fn scan(
                 }
                 None => deleted_paths.push(k.path.to_vec()),
             }
-            Ok(())
-        })?;
+        }
         jobs.extend(next.map(|l| (l, false)));
     }
     // The previous state of files that changed or went away.
