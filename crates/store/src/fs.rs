@@ -95,10 +95,55 @@ impl Expect {
     }
 }
 
+/// Where a body is written: a named temporary file in `DEST/.resourcesync/tmp`, or (Linux) an
+/// unnamed one in the directory its copy goes to ([`FsStore::create_temp_at`]).
+#[derive(Debug)]
+enum Sink {
+    Named(tempfile::NamedTempFile),
+    #[cfg(target_os = "linux")]
+    Anon(crate::anon::AnonFile),
+}
+
+impl Sink {
+    /// The file's path, for messages (an unnamed file's final path).
+    fn path(&self) -> PathBuf {
+        match self {
+            Sink::Named(f) => f.path().to_path_buf(),
+            #[cfg(target_os = "linux")]
+            Sink::Anon(f) => f.path(),
+        }
+    }
+
+    fn file(&self) -> &File {
+        match self {
+            Sink::Named(f) => f.as_file(),
+            #[cfg(target_os = "linux")]
+            Sink::Anon(f) => &f.file,
+        }
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sink::Named(f) => f.write(buf),
+            #[cfg(target_os = "linux")]
+            Sink::Anon(f) => f.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::Named(f) => f.flush(),
+            #[cfg(target_os = "linux")]
+            Sink::Anon(f) => f.flush(),
+        }
+    }
+}
+
 /// A body being received: a temporary file that counts, hashes and caps what is written.
 #[derive(Debug)]
 pub struct TempFile {
-    out: BufWriter<tempfile::NamedTempFile>,
+    out: BufWriter<Sink>,
     hasher: MultiHasher,
     expect: Expect,
     written: u64,
@@ -145,8 +190,18 @@ pub struct Committed {
 /// its temporary file is removed.
 #[derive(Debug)]
 pub struct Verified {
-    path: tempfile::TempPath,
+    held: Held,
     committed: Committed,
+}
+
+/// The file of a [`Verified`] body.
+#[derive(Debug)]
+enum Held {
+    /// A named temporary file (closed: a batch of thousands holds no descriptor).
+    Named(tempfile::TempPath),
+    /// An unnamed one, open until it is linked into place (closing it frees it).
+    #[cfg(target_os = "linux")]
+    Anon(crate::anon::AnonFile),
 }
 
 impl Verified {
@@ -177,6 +232,23 @@ pub struct DirCache {
 impl DirCache {
     /// Forgets every directory checked.
     pub fn clear(&mut self) {
+        self.dirs.clear();
+    }
+}
+
+/// The directories opened for unnamed temporary files (see [`FsStore::create_temp_at`]), so
+/// that many files in few directories open each directory once. Keep one for a package or a
+/// batch, not longer: a directory opened long ago may have been moved since.
+#[derive(Debug, Default)]
+pub struct DirHandles {
+    #[cfg(target_os = "linux")]
+    pub(crate) dirs: std::collections::HashMap<String, std::sync::Arc<crate::anon::Dir>>,
+}
+
+impl DirHandles {
+    /// Forgets (closes) every directory handle.
+    pub fn clear(&mut self) {
+        #[cfg(target_os = "linux")]
         self.dirs.clear();
     }
 }
@@ -242,6 +314,9 @@ pub trait Store: Send + Sync + Debug {
 pub struct FsStore {
     root: PathBuf,
     tmp: PathBuf,
+    /// Unnamed temporary files ([`FsStore::create_temp_at`]), unless turned off.
+    #[cfg(target_os = "linux")]
+    anon: Option<std::sync::Arc<crate::anon::Anon>>,
 }
 
 impl FsStore {
@@ -257,7 +332,64 @@ impl FsStore {
         let root = root.into();
         let tmp = root.join(STATE_DIR).join("tmp");
         fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        Ok(FsStore { root, tmp })
+        Ok(FsStore::with_paths(root, tmp))
+    }
+
+    fn with_paths(root: PathBuf, tmp: PathBuf) -> Self {
+        FsStore {
+            root,
+            tmp,
+            #[cfg(target_os = "linux")]
+            anon: Some(std::sync::Arc::new(crate::anon::Anon::new())),
+        }
+    }
+
+    /// Whether [`FsStore::create_temp_at`] may create unnamed temporary files (Linux
+    /// `O_TMPFILE`; on by default where supported): off, it always creates a named one, as
+    /// [`Store::create_temp`] does. For tests of the fallback, and for file systems where
+    /// unnamed files misbehave.
+    pub fn with_unnamed_temps(mut self, on: bool) -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            self.anon = on.then(|| std::sync::Arc::new(crate::anon::Anon::new()));
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = on;
+        self
+    }
+
+    /// Descriptors held now by unnamed temporary files and their directories (0 where there
+    /// are none). Not part of the stable API: for tests.
+    #[doc(hidden)]
+    pub fn unnamed_descriptors(&self) -> usize {
+        #[cfg(target_os = "linux")]
+        if let Some(a) = &self.anon {
+            return a.held();
+        }
+        0
+    }
+
+    /// Starts receiving the body of the copy at `rel`, which is expected to be new (no file at
+    /// `rel`): on Linux, an unnamed temporary file (`O_TMPFILE`) in the directory of `rel`
+    /// (created as needed, never through a symbolic link), named by [`Store::place_in`] with one
+    /// `linkat(2)` (see the `anon` module); elsewhere, when unnamed files are not supported or
+    /// too many are open, or with [`FsStore::with_unnamed_temps`]`(false)`, a named temporary
+    /// file as [`Store::create_temp`]. A file found at `rel` after all is replaced as usual.
+    /// `dirs` keeps the directories opened: keep one for a package or a batch.
+    pub fn create_temp_at(
+        &self,
+        expect: Expect,
+        rel: &RelPath,
+        dirs: &mut DirHandles,
+    ) -> Result<TempFile> {
+        #[cfg(target_os = "linux")]
+        if let Some(a) = &self.anon {
+            if let Some(f) = a.create(&self.root, &self.tmp, rel, dirs)? {
+                return Ok(temp_file(Sink::Anon(f), expect));
+            }
+        }
+        let _ = (rel, dirs);
+        self.create_temp(expect)
     }
 
     /// A store over a directory that may not exist, creating nothing: for reading (audits,
@@ -265,7 +397,7 @@ impl FsStore {
     pub fn existing(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         let tmp = root.join(STATE_DIR).join("tmp");
-        FsStore { root, tmp }
+        FsStore::with_paths(root, tmp)
     }
 
     /// The destination directory.
@@ -319,6 +451,24 @@ impl FsStore {
             start = end + 1;
         }
         Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl FsStore {
+    /// Links an unnamed body into place; whether it replaced a file.
+    fn place_anon(&self, f: crate::anon::AnonFile) -> Result<bool> {
+        match &self.anon {
+            Some(a) => a.place(f, &self.tmp),
+            // Not reached: unnamed files are created only by a store that has them.
+            None => Err(Error::io(
+                f.path(),
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "unnamed temporary files are off",
+                ),
+            )),
+        }
     }
 }
 
@@ -427,21 +577,26 @@ fn syncfs(_root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A [`TempFile`] writing to `sink`.
+fn temp_file(sink: Sink, expect: Expect) -> TempFile {
+    let algs = expect.algs();
+    // A buffer the size of the body when it is small (most are), 64 KiB at most.
+    let cap = expect.length.map_or(64 * 1024, |n| n.clamp(512, 64 * 1024));
+    TempFile {
+        out: BufWriter::with_capacity(usize::try_from(cap).unwrap_or(64 * 1024), sink),
+        hasher: MultiHasher::new(&algs),
+        expect,
+        written: 0,
+    }
+}
+
 impl Store for FsStore {
     fn create_temp(&self, expect: Expect) -> Result<TempFile> {
         let tmp = tempfile::Builder::new()
             .prefix("dl-")
             .tempfile_in(&self.tmp)
             .map_err(|e| Error::io(&self.tmp, e))?;
-        let algs = expect.algs();
-        // A buffer the size of the body when it is small (most are), 64 KiB at most.
-        let cap = expect.length.map_or(64 * 1024, |n| n.clamp(512, 64 * 1024));
-        Ok(TempFile {
-            out: BufWriter::with_capacity(usize::try_from(cap).unwrap_or(64 * 1024), tmp),
-            hasher: MultiHasher::new(&algs),
-            expect,
-            written: 0,
-        })
+        Ok(temp_file(Sink::Named(tmp), expect))
     }
 
     fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed> {
@@ -460,21 +615,26 @@ impl Store for FsStore {
             expect,
             written,
         } = tmp;
-        let file = out.into_inner().map_err(|e| {
+        let sink = out.into_inner().map_err(|e| {
             let (err, w) = e.into_parts();
             Error::io(w.get_ref().path(), err)
         })?;
         if !SYNC_WHOLE_FS {
-            file.as_file()
+            sink.file()
                 .sync_all()
-                .map_err(|e| Error::io(file.path(), e))?;
+                .map_err(|e| Error::io(sink.path(), e))?;
         }
         let hashes = hasher.finish();
         // Z39.99-2014 §7: `length` and every `hash` value describe the representation.
         expect.verify(written, &hashes)?;
+        let held = match sink {
+            // The descriptor is closed: a batch of thousands holds no named file open.
+            Sink::Named(f) => Held::Named(f.into_temp_path()),
+            #[cfg(target_os = "linux")]
+            Sink::Anon(f) => Held::Anon(f),
+        };
         Ok(Verified {
-            // The descriptor is closed: a batch of thousands holds no file open.
-            path: file.into_temp_path(),
+            held,
             committed: Committed {
                 length: written,
                 hashes,
@@ -483,6 +643,14 @@ impl Store for FsStore {
     }
 
     fn place(&self, v: Verified, rel: &RelPath) -> Result<Committed> {
+        let path = match v.held {
+            Held::Named(p) => p,
+            #[cfg(target_os = "linux")]
+            Held::Anon(f) => {
+                self.place_anon(f)?;
+                return Ok(v.committed);
+            }
+        };
         self.parents(rel, true)?;
         let target = rel.under(&self.root);
         if let Ok(m) = fs::symlink_metadata(&target) {
@@ -493,19 +661,30 @@ impl Store for FsStore {
                 });
             }
         }
-        v.path
-            .persist(&target)
+        path.persist(&target)
             .map_err(|e| Error::io(&target, e.error))?;
         Ok(v.committed)
     }
 
     fn place_in(&self, v: Verified, rel: &RelPath, dirs: &mut DirCache) -> Result<Placed> {
+        let Verified { held, committed } = v;
+        let path = match held {
+            Held::Named(p) => p,
+            // Its directory was opened (and checked) when it was created.
+            #[cfg(target_os = "linux")]
+            Held::Anon(f) => {
+                let replaced = self.place_anon(f)?;
+                return Ok(Placed {
+                    committed,
+                    replaced,
+                });
+            }
+        };
         self.parents_cached(rel, dirs)?;
         let target = rel.under(&self.root);
         // A directory at the target makes the rename fail (EISDIR): it is never replaced.
-        let replaced = rename_into(&v.path, &target)?;
+        let replaced = rename_into(&path, &target)?;
         // In place: the temporary name is gone, nothing to remove on drop.
-        let Verified { path, committed } = v;
         let _ = path.keep();
         Ok(Placed {
             committed,
@@ -788,6 +967,134 @@ mod tests {
             .expect_err("x is a link now");
         assert!(matches!(e, Error::Conflict { .. }), "{e}");
         assert_eq!(fs::read_dir(outside.path()).expect("dir").count(), 0);
+    }
+
+    /// The names in the temporary folder.
+    fn temps(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(d.join(STATE_DIR).join("tmp"))
+            .expect("tmp dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn verified_at(s: &FsStore, rel: &RelPath, dirs: &mut DirHandles, body: &[u8]) -> Verified {
+        let mut t = s
+            .create_temp_at(expect_abc(Some(body.len() as u64), ""), rel, dirs)
+            .expect("temp");
+        t.write(body).expect("write");
+        s.verify(t).expect("verify")
+    }
+
+    #[test]
+    fn create_temp_at_links_a_new_copy_into_place_and_leaves_nothing_behind() {
+        for unnamed in [true, false] {
+            let d = tempfile::tempdir().expect("tmp");
+            let s = FsStore::open(d.path())
+                .expect("open")
+                .with_unnamed_temps(unnamed);
+            let mut handles = DirHandles::default();
+            let mut dirs = DirCache::default();
+            let a = RelPath::parse("x/y/a.txt").expect("rel");
+            let b = RelPath::parse("top.txt").expect("rel");
+            let va = verified_at(&s, &a, &mut handles, b"aaa");
+            let vb = verified_at(&s, &b, &mut handles, b"bb");
+            // Unnamed (where the platform has them): nothing in the temporary folder, nothing
+            // at the final paths yet.
+            let named = temps(d.path());
+            assert_eq!(
+                named.is_empty(),
+                unnamed && cfg!(target_os = "linux"),
+                "{named:?}"
+            );
+            assert!(!d.path().join("x/y/a.txt").exists());
+            assert!(!d.path().join("top.txt").exists());
+            s.sync(&[]).expect("sync");
+            let p = s.place_in(va, &a, &mut dirs).expect("a");
+            assert!(!p.replaced);
+            assert_eq!(p.committed.length, 3);
+            assert!(!s.place_in(vb, &b, &mut dirs).expect("b").replaced);
+            s.sync(&[a.clone(), b.clone()]).expect("sync");
+            assert_eq!(fs::read(d.path().join("x/y/a.txt")).expect("a"), b"aaa");
+            assert_eq!(fs::read(d.path().join("top.txt")).expect("b"), b"bb");
+            assert_eq!(temps(d.path()), Vec::<String>::new());
+            drop(handles);
+            assert_eq!(s.unnamed_descriptors(), 0, "every descriptor closed");
+        }
+    }
+
+    #[test]
+    fn an_unnamed_body_dropped_or_refused_leaves_nothing() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = FsStore::open(d.path()).expect("open");
+        let mut handles = DirHandles::default();
+        let rel = RelPath::parse("d/a.txt").expect("rel");
+        // Dropped before being placed (a run stopped between verify and link).
+        drop(verified_at(&s, &rel, &mut handles, b"abc"));
+        // Refused: too short for its published length.
+        let mut t = s
+            .create_temp_at(expect_abc(Some(4), ""), &rel, &mut handles)
+            .expect("temp");
+        t.write(b"abc").expect("write");
+        let e = s.verify(t).expect_err("short");
+        assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+        assert!(!d.path().join("d/a.txt").exists());
+        assert_eq!(fs::read_dir(d.path().join("d")).expect("d").count(), 0);
+        assert_eq!(temps(d.path()), Vec::<String>::new());
+        drop(handles);
+        assert_eq!(s.unnamed_descriptors(), 0);
+    }
+
+    #[test]
+    fn an_unnamed_body_replaces_a_file_found_in_place_but_never_a_directory() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = FsStore::open(d.path()).expect("open");
+        let mut handles = DirHandles::default();
+        let mut dirs = DirCache::default();
+        let rel = RelPath::parse("d/a.txt").expect("rel");
+        let v = verified_at(&s, &rel, &mut handles, b"new");
+        // A file appears at the path meanwhile (a copy not recorded).
+        fs::write(d.path().join("d/a.txt"), b"old!").expect("old");
+        let p = s.place_in(v, &rel, &mut dirs).expect("replace");
+        assert!(p.replaced);
+        assert_eq!(fs::read(d.path().join("d/a.txt")).expect("read"), b"new");
+        let dir = RelPath::parse("d/sub").expect("rel");
+        let v = verified_at(&s, &dir, &mut handles, b"x");
+        fs::create_dir(d.path().join("d/sub")).expect("dir");
+        let e = s.place_in(v, &dir, &mut dirs).expect_err("a directory");
+        assert!(matches!(e, Error::Conflict { .. }), "{e}");
+        assert!(d.path().join("d/sub").is_dir());
+        assert_eq!(temps(d.path()), Vec::<String>::new());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn create_temp_at_never_goes_through_a_symbolic_link() {
+        let d = tempfile::tempdir().expect("tmp");
+        let outside = tempfile::tempdir().expect("outside");
+        std::os::unix::fs::symlink(outside.path(), d.path().join("link")).expect("symlink");
+        fs::write(d.path().join("file"), b"f").expect("file");
+        for unnamed in [true, false] {
+            let s = FsStore::open(d.path())
+                .expect("open")
+                .with_unnamed_temps(unnamed);
+            let mut handles = DirHandles::default();
+            let mut dirs = DirCache::default();
+            for bad in ["link/x", "link/y/z", "file/x"] {
+                let rel = RelPath::parse(bad).expect("rel");
+                let e = s
+                    .create_temp_at(expect_abc(None, ""), &rel, &mut handles)
+                    .and_then(|mut t| {
+                        t.write(b"abc")?;
+                        let v = s.verify(t)?;
+                        s.place_in(v, &rel, &mut dirs)
+                    })
+                    .expect_err(bad);
+                assert!(matches!(e, Error::Conflict { .. }), "{bad}: {e}");
+            }
+            assert_eq!(fs::read_dir(outside.path()).expect("dir").count(), 0);
+        }
     }
 
     #[cfg(unix)]

@@ -13,6 +13,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(target_os = "linux")]
+mod anon;
 pub mod error;
 pub mod fs;
 pub mod path;
@@ -20,7 +22,8 @@ pub mod state;
 
 pub use error::{Error, Result};
 pub use fs::{
-    Committed, DirCache, Expect, FileMeta, FsStore, Placed, STATE_DIR, Store, TempFile, Verified,
+    Committed, DirCache, DirHandles, Expect, FileMeta, FsStore, Placed, STATE_DIR, Store, TempFile,
+    Verified,
 };
 pub use path::RelPath;
 pub use state::{
