@@ -23,7 +23,13 @@
 //!    path its **`<loc>`** maps to ([`crate::mapping`]), never to anything derived from the ZIP
 //!    name. The state row is written after that, as for a download. An entry that fails is
 //!    reported as a warning and left to the Resource List or the Change Lists, which fetch the
-//!    resource on its own.
+//!    resource on its own. A copy the state does not have goes to an unnamed temporary file in
+//!    its directory, linked into place instead of renamed ([`FsStore::create_temp_at`]; same
+//!    order: verified, synced, linked, synced, recorded). The entries of a Resource Dump package
+//!    are extracted by one thread per core (at most 4), chunks of manifest entries at a time,
+//!    while the thread reading the manifest takes their outcomes into account in manifest order;
+//!    Change Dump packages (deletes and patches depend on the entries before) by that thread
+//!    alone.
 //!
 //! # Patches
 //!
@@ -59,12 +65,15 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use resourcesync_model::{
     Capability, Change, DocumentReader, Entry, Finding, Header, MultiHasher, ReadOptions, Severity,
     Validator, W3cDateTime,
 };
-use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, Store, TempFile};
+use resourcesync_store::{
+    Committed, DirHandles, Expect, FsStore, RelPath, ResourceRecord, Store, TempFile,
+};
 use zip::ZipArchive;
 
 use crate::commit::{Done, MAX_BATCH, Origin, Pending, Producer};
@@ -308,11 +317,13 @@ const IO_BUF: usize = 64 * 1024;
 /// A buffered reader of a package file that keeps its buffer across seeks that land inside it.
 /// The ZIP reader seeks to each entry's local header and then to its data; a package holds
 /// thousands of small entries in file order, which `std::io::BufReader` (it drops its buffer on
-/// every seek) read again from the file, 64 KiB per entry.
+/// every seek) read again from the file, 64 KiB per entry. Reads are positional (`pread`), so
+/// that clones (one per extracting thread, each with its own buffer and position) share the
+/// file.
 struct PackageReader {
-    file: File,
+    file: Arc<File>,
     buf: Box<[u8]>,
-    /// The file offset of `buf[0]`; the file's own position is `start + len`.
+    /// The file offset of `buf[0]`.
     start: u64,
     /// Bytes of `buf` filled.
     len: usize,
@@ -323,9 +334,40 @@ struct PackageReader {
 impl PackageReader {
     fn new(file: File) -> Self {
         PackageReader {
-            file,
+            file: Arc::new(file),
             buf: vec![0u8; IO_BUF].into_boxed_slice(),
             start: 0,
+            len: 0,
+            pos: 0,
+        }
+    }
+
+    /// Reads at `offset` of the file, leaving no position behind.
+    fn read_at(&self, out: &mut [u8], offset: u64) -> io::Result<usize> {
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::FileExt::read_at(self.file.as_ref(), out, offset)
+        }
+        #[cfg(windows)]
+        {
+            std::os::windows::fs::FileExt::seek_read(self.file.as_ref(), out, offset)
+        }
+        #[cfg(not(any(unix, windows)))]
+        {
+            // No positional read: one thread extracts (see `extract_threads`).
+            let mut f = self.file.as_ref();
+            f.seek(SeekFrom::Start(offset))?;
+            f.read(out)
+        }
+    }
+}
+
+impl Clone for PackageReader {
+    fn clone(&self) -> Self {
+        PackageReader {
+            file: self.file.clone(),
+            buf: vec![0u8; IO_BUF].into_boxed_slice(),
+            start: self.start + self.pos as u64,
             len: 0,
             pos: 0,
         }
@@ -340,11 +382,14 @@ impl Read for PackageReader {
             self.pos = 0;
             // A read as large as the buffer bypasses it.
             if out.len() >= self.buf.len() {
-                let n = self.file.read(out)?;
+                let n = self.read_at(out, self.start)?;
                 self.start += n as u64;
                 return Ok(n);
             }
-            self.len = self.file.read(&mut self.buf)?;
+            let mut buf = std::mem::take(&mut self.buf);
+            let r = self.read_at(&mut buf, self.start);
+            self.buf = buf;
+            self.len = r?;
         }
         let n = out.len().min(self.len - self.pos);
         out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
@@ -361,44 +406,70 @@ impl Seek for PackageReader {
             SeekFrom::Current(d) => here.checked_add_signed(d).ok_or_else(|| {
                 io::Error::new(io::ErrorKind::InvalidInput, "seek before the start")
             })?,
-            SeekFrom::End(_) => {
-                let n = self.file.seek(to)?;
-                (self.start, self.len, self.pos) = (n, 0, 0);
-                return Ok(n);
+            SeekFrom::End(d) => {
+                let end = self.file.metadata()?.len();
+                end.checked_add_signed(d).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "seek before the start")
+                })?
             }
         };
         if target >= self.start && target - self.start <= self.len as u64 {
             // Inside the buffer: nothing read again.
             self.pos = (target - self.start) as usize;
         } else {
-            self.file.seek(SeekFrom::Start(target))?;
             (self.start, self.len, self.pos) = (target, 0, 0);
         }
         Ok(target)
     }
 }
 
+/// What reading bitstreams out of a package takes, one per extracting thread
+/// ([`Extractor::fork`]): the ZIP reader, the buffers, the directories opened; the package's
+/// uncompressed budget is shared.
+struct Extractor {
+    url: String,
+    zip: ZipArchive<PackageReader>,
+    limits: DumpLimits,
+    /// Uncompressed bytes the entries may still inflate to (the package's, shared).
+    budget: Arc<AtomicU64>,
+    /// The buffer entries are inflated through.
+    buf: Vec<u8>,
+    /// The directories opened for the unnamed temporary files of new copies
+    /// ([`FsStore::create_temp_at`]).
+    dirs: DirHandles,
+}
+
+impl Extractor {
+    /// Another extractor of the same package, for another thread.
+    fn fork(&self) -> Self {
+        Extractor {
+            url: self.url.clone(),
+            zip: self.zip.clone(),
+            limits: self.limits,
+            budget: self.budget.clone(),
+            buf: vec![0u8; IO_BUF],
+            dirs: DirHandles::default(),
+        }
+    }
+}
+
 /// An opened, checked package.
 struct Package {
     url: String,
-    zip: ZipArchive<PackageReader>,
+    /// Its bitstreams (for the thread that reads the manifest).
+    ex: Extractor,
     manifest: tempfile::TempPath,
     header: Header,
     /// A warning about manifest errors tolerated ([`TOLERATED_RULES`]).
     tolerated: Option<String>,
-    /// Uncompressed bytes the entries may still inflate to.
-    budget: u64,
-    limits: DumpLimits,
     max_document_bytes: u64,
-    /// The buffer entries are inflated through.
-    buf: Vec<u8>,
 }
 
 impl std::fmt::Debug for Package {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Package")
             .field("url", &self.url)
-            .field("entries", &self.zip.len())
+            .field("entries", &self.ex.zip.len())
             .finish_non_exhaustive()
     }
 }
@@ -416,7 +487,7 @@ fn inflate(
     zip: &mut ZipArchive<PackageReader>,
     index: usize,
     limits: &DumpLimits,
-    budget: &mut u64,
+    budget: &AtomicU64,
     buf: &mut [u8],
     mut sink: impl FnMut(&[u8]) -> Result<()>,
 ) -> std::result::Result<u64, String> {
@@ -425,31 +496,40 @@ fn inflate(
     let ratio_cap = compressed
         .saturating_mul(limits.max_ratio)
         .max(RATIO_EXEMPT_BYTES);
+    // Bytes read, each taken from the package's budget as it is read (other threads may be
+    // reading other entries of the package); given back if the entry fails.
     let mut n = 0u64;
-    loop {
+    let res = loop {
         let k = match f.read(buf) {
-            Ok(0) => break,
+            Ok(0) => break Ok(n),
             Ok(k) => k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("inflating: {e}")),
+            Err(e) => break Err(format!("inflating: {e}")),
         };
-        n = n.saturating_add(k as u64);
-        if n > ratio_cap {
-            return Err(format!(
+        if n.saturating_add(k as u64) > ratio_cap {
+            break Err(format!(
                 "inflates to more than {} times its {compressed} compressed bytes (a zip bomb?)",
                 limits.max_ratio
             ));
         }
-        if n > *budget {
-            return Err(format!(
+        let taken = budget.fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+            b.checked_sub(k as u64)
+        });
+        if taken.is_err() {
+            break Err(format!(
                 "the package inflates past its budget of {} bytes (a zip bomb?)",
                 limits.max_unpacked_bytes
             ));
         }
-        sink(&buf[..k]).map_err(|e| e.to_string())?;
+        n += k as u64;
+        if let Err(e) = sink(&buf[..k]) {
+            break Err(e.to_string());
+        }
+    };
+    if res.is_err() {
+        budget.fetch_add(n, Ordering::AcqRel);
     }
-    *budget -= n;
-    Ok(n)
+    res
 }
 
 /// Opens and checks a package (steps 2 and 3 of the module documentation).
@@ -507,7 +587,7 @@ fn open_package(
             limits.max_unpacked_bytes
         )));
     }
-    let mut budget = limits.max_unpacked_bytes;
+    let budget = Arc::new(AtomicU64::new(limits.max_unpacked_bytes));
 
     // Z39.99-2014 §11.2, §13.2: "named manifest.xml and ... located at the top level".
     let Some(mi) = zip.index_for_name_raw(MANIFEST_NAME.as_bytes()) else {
@@ -522,7 +602,7 @@ fn open_package(
     let mut out = BufWriter::new(tmp);
     let mut written = 0u64;
     let mut buf = vec![0u8; IO_BUF];
-    inflate(&mut zip, mi, &limits, &mut budget, &mut buf, |chunk| {
+    inflate(&mut zip, mi, &limits, &budget, &mut buf, |chunk| {
         written = written.saturating_add(chunk.len() as u64);
         if written > max_document_bytes {
             return Err(Error::BadDocument {
@@ -666,14 +746,18 @@ fn open_package(
     }
     Ok(Package {
         url: url.to_owned(),
-        zip,
+        ex: Extractor {
+            url: url.to_owned(),
+            zip,
+            limits,
+            budget,
+            buf,
+            dirs: DirHandles::default(),
+        },
         manifest,
         header,
         tolerated,
-        budget,
-        limits,
         max_document_bytes,
-        buf,
     })
 }
 
@@ -690,15 +774,35 @@ enum Applied {
     Skipped,
 }
 
-/// Extracts one bitstream into a verified temporary file (step 4 of the module
-/// documentation). With `fresh` (the state had no row of this Source when the dump started),
-/// the state is not consulted: nothing can be in place already but what this dump wrote, and an
-/// entry of it seen twice is written twice.
-fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str, fresh: bool) -> Result<Applied> {
+/// What is to be done with a manifest entry that has a bitstream: decided on the thread that
+/// reads the manifest, carried out by an extracting one ([`extract_job`]).
+enum Plan {
+    /// The copy in place is current.
+    Unchanged,
+    /// Inflate and verify it.
+    Extract(Job),
+}
+
+/// One bitstream to extract.
+struct Job {
+    uri: String,
+    rel: RelPath,
+    name: String,
+    expect: Expect,
+    lastmod: Option<W3cDateTime>,
+    /// The state has a copy of it.
+    update: bool,
+}
+
+/// Decides what to do with a manifest entry's bitstream (step 4 of the module documentation).
+/// With `fresh` (the state had no row of this Source when the dump started), the state is not
+/// consulted: nothing can be in place already but what this dump wrote, and an entry of it seen
+/// twice is written twice.
+fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> Result<Plan> {
     let uri = e.loc.as_str();
     let rel = ctx.mapper.map(uri)?;
     let name = entry_name(path).map_err(|why| Error::Package {
-        url: pkg.url.clone(),
+        url: url.to_owned(),
         message: format!("path {path:?}: {why}"),
     })?;
     let expect = Expect {
@@ -719,22 +823,45 @@ fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str, fresh: bool) -> 
                 && expect.length.is_none_or(|l| l == m.length)
                 && expect.hashes.agrees_with(&p.hashes) == Some(true)
             {
-                return Ok(Applied::Unchanged);
+                return Ok(Plan::Unchanged);
             }
         }
     }
+    Ok(Plan::Extract(Job {
+        uri: uri.to_owned(),
+        rel,
+        name: name.to_owned(),
+        expect,
+        lastmod: e.lastmod,
+        update: prior.is_some(),
+    }))
+}
+
+/// Extracts one bitstream into a verified temporary file.
+fn extract_job(ctx: &Ctx, ex: &mut Extractor, job: Job) -> Result<Applied> {
+    let Job {
+        uri,
+        rel,
+        name,
+        expect,
+        lastmod,
+        update,
+    } = job;
     let obs = ctx.obs.clone();
-    let tmp = inflate_entry(&ctx.store, pkg, name, expect, |n| obs.bytes(n))?;
+    // A new copy goes to an unnamed file in its directory, linked into place (no temporary
+    // name, no rename); one the state has, to a named temporary file renamed over it.
+    let at = (!update).then_some(&rel);
+    let tmp = inflate_entry(&ctx.store, ex, &name, expect, at, |n| obs.bytes(n))?;
     // Verified (length, every digest of the manifest entry) now; synced, renamed into place
     // and recorded with its batch (crate::commit).
     let body = ctx.store.verify(tmp)?;
     let row = ResourceRecord {
-        uri: uri.to_owned(),
-        source: ctx.key.clone(),
         path: rel.to_string(),
+        uri,
+        source: ctx.key.clone(),
         length: None,
         hashes: Default::default(),
-        lastmod: e.lastmod,
+        lastmod,
         etag: None,
         last_modified: None,
         gone: false,
@@ -746,8 +873,16 @@ fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str, fresh: bool) -> 
             row,
             origin: Origin::Package,
         }),
-        update: prior.is_some(),
+        update,
     })
+}
+
+/// [`plan`] then [`extract_job`], on this thread.
+fn extract(ctx: &Ctx, pkg: &mut Package, e: &Entry, path: &str, fresh: bool) -> Result<Applied> {
+    match plan(ctx, &pkg.url, e, path, fresh)? {
+        Plan::Unchanged => Ok(Applied::Unchanged),
+        Plan::Extract(job) => extract_job(ctx, &mut pkg.ex, job),
+    }
 }
 
 /// Inflates the ZIP entry `name` of `pkg` into a temporary file of `store` (bounded by
@@ -760,35 +895,40 @@ fn unpack_entry(
     expect: Expect,
     progress: impl FnMut(u64),
 ) -> Result<Committed> {
-    let tmp = inflate_entry(store, pkg, name, expect, progress)?;
+    let tmp = inflate_entry(store, &mut pkg.ex, name, expect, Some(rel), progress)?;
     // Verified (length, every digest of the manifest entry), then renamed into place.
     Ok(store.commit(tmp, rel)?)
 }
 
 /// Inflates one bitstream of a package into a temporary file of the store, bounded as the
-/// module documentation says; not yet verified.
+/// module documentation says; not yet verified. `at`: the path of a copy expected to be new
+/// (see [`FsStore::create_temp_at`]).
 fn inflate_entry(
     store: &FsStore,
-    pkg: &mut Package,
+    ex: &mut Extractor,
     name: &str,
     expect: Expect,
+    at: Option<&RelPath>,
     mut progress: impl FnMut(u64),
 ) -> Result<TempFile> {
-    let Some(index) = pkg.zip.index_for_name_raw(name.as_bytes()) else {
+    let Some(index) = ex.zip.index_for_name_raw(name.as_bytes()) else {
         return Err(Error::Package {
-            url: pkg.url.clone(),
+            url: ex.url.clone(),
             message: format!("no ZIP entry {name:?}, which the manifest lists"),
         });
     };
-    let mut tmp = store.create_temp(expect)?;
-    let Package {
+    let mut tmp = match at {
+        Some(rel) => store.create_temp_at(expect, rel, &mut ex.dirs)?,
+        None => store.create_temp(expect)?,
+    };
+    let Extractor {
         zip,
         limits,
         budget,
         url,
         buf,
         ..
-    } = pkg;
+    } = ex;
     inflate(zip, index, limits, budget, buf, |chunk| {
         tmp.write(chunk)?;
         progress(chunk.len() as u64);
@@ -898,17 +1038,18 @@ fn extract_patch(
     let rel = ctx.mapper.map(&e.loc).map_err(|e| e.to_string())?;
     let name = entry_name(path)?;
     let index = pkg
+        .ex
         .zip
         .index_for_name_raw(name.as_bytes())
         .ok_or_else(|| format!("no ZIP entry {name:?}, which the manifest lists"))?;
     let limit = link.length.unwrap_or(MAX_PATCH_BYTES).min(MAX_PATCH_BYTES);
     let mut patch = Vec::new();
     inflate(
-        &mut pkg.zip,
+        &mut pkg.ex.zip,
         index,
-        &pkg.limits,
-        &mut pkg.budget,
-        &mut pkg.buf,
+        &pkg.ex.limits,
+        &pkg.ex.budget,
+        &mut pkg.ex.buf,
         |chunk| {
             if (patch.len() + chunk.len()) as u64 > limit {
                 return Err(Error::Patch {
@@ -996,6 +1137,11 @@ fn apply_package(
     let fh = File::open(&pkg.manifest).map_err(|e| Error::io("reading a manifest", e))?;
     let mut r = DocumentReader::new(fh, manifest_opts(&pkg.url, pkg.max_document_bytes))?;
     let change_dump = pkg.header.capability() == Some(&Capability::ChangeDumpManifest);
+    let threads = extract_threads();
+    if !change_dump && cursor.is_none() && threads > 0 {
+        // A Resource Dump: no deletes, no patches, every entry on its own.
+        return apply_parallel(ctx, pkg, &mut r, threads, fresh, stats, warnings, dropped);
+    }
     let mut batch = Batch::new(ctx)?;
     while let Some(e) = r.next_entry()? {
         if let (Some(c), Some(t)) = (&cursor, e.change_time()) {
@@ -1038,38 +1184,196 @@ fn apply_package(
                 None => Ok(Applied::Skipped),
             },
         };
-        ctx.obs.resource_done();
-        match res {
-            Ok(Applied::Verified { pending, update }) => {
-                batch.push(*pending, e.loc, update)?;
-                batch.receive(ctx, &pkg.url, stats, warnings, dropped, false)?;
-                continue;
-            }
-            Ok(Applied::Unchanged) => stats.unchanged += 1,
-            Ok(Applied::Deleted) => stats.deleted += 1,
-            Ok(Applied::Skipped) => continue,
-            Err(err) => {
-                stats.failed += 1;
-                let msg = match err {
-                    Error::Package { message, .. } => message,
-                    other => other.to_string(),
-                };
-                let msg = if msg.contains(&e.loc) {
-                    msg
-                } else {
-                    format!("{}: {msg}", e.loc)
-                };
-                warn(
-                    warnings,
-                    dropped,
-                    format!("package {}: {msg}: left to the lists", pkg.url),
-                );
-                continue;
-            }
-        }
-        note_dumped(ctx, &e.loc)?;
+        settle(
+            ctx, &mut batch, &pkg.url, e.loc, res, stats, warnings, dropped,
+        )?;
     }
     batch.flush(ctx, &pkg.url, stats, warnings, dropped)
+}
+
+/// What one manifest entry came to, taken into account: a verified copy goes to the batch, a
+/// failure becomes a warning.
+#[allow(clippy::too_many_arguments)]
+fn settle(
+    ctx: &Ctx,
+    batch: &mut Batch,
+    url: &str,
+    loc: String,
+    res: Result<Applied>,
+    stats: &mut DumpStats,
+    warnings: &mut Vec<String>,
+    dropped: &mut u64,
+) -> Result<()> {
+    ctx.obs.resource_done();
+    match res {
+        Ok(Applied::Verified { pending, update }) => {
+            batch.push(*pending, loc, update)?;
+            return batch.receive(ctx, url, stats, warnings, dropped, false);
+        }
+        Ok(Applied::Unchanged) => stats.unchanged += 1,
+        Ok(Applied::Deleted) => stats.deleted += 1,
+        Ok(Applied::Skipped) => return Ok(()),
+        Err(err) => {
+            stats.failed += 1;
+            let msg = match err {
+                Error::Package { message, .. } => message,
+                other => other.to_string(),
+            };
+            let msg = if msg.contains(&loc) {
+                msg
+            } else {
+                format!("{loc}: {msg}")
+            };
+            warn(
+                warnings,
+                dropped,
+                format!("package {url}: {msg}: left to the lists"),
+            );
+            return Ok(());
+        }
+    }
+    note_dumped(ctx, &loc)
+}
+
+/// Manifest entries handed to an extracting thread at once.
+const JOB_CHUNK: usize = 64;
+
+/// How many threads extract the bitstreams of a Resource Dump package (the one reading the
+/// manifest aside): one per core, at most 4; none (the reading thread extracts) on one core.
+fn extract_threads() -> usize {
+    if cfg!(not(any(unix, windows))) {
+        // No positional reads: the package file has one position.
+        return 0;
+    }
+    match std::thread::available_parallelism().map_or(1, usize::from) {
+        0 | 1 => 0,
+        n => n.min(4),
+    }
+}
+
+/// [`apply_package`] for a Resource Dump package with `threads` extracting threads: this one
+/// reads the manifest and decides what to do with each entry ([`plan`]); the others inflate
+/// and verify the bitstreams, chunks of [`JOB_CHUNK`] entries at a time; their outcomes are
+/// taken into account here in manifest order, as one thread would have.
+#[allow(clippy::too_many_arguments)]
+fn apply_parallel(
+    ctx: &Ctx,
+    pkg: &mut Package,
+    r: &mut DocumentReader<File>,
+    threads: usize,
+    fresh: bool,
+    stats: &mut DumpStats,
+    warnings: &mut Vec<String>,
+    dropped: &mut u64,
+) -> Result<()> {
+    type Outcomes = Vec<(String, Result<Applied>)>;
+    let url = pkg.url.clone();
+    let mut batch = Batch::new(ctx)?;
+    std::thread::scope(|scope| -> Result<()> {
+        let (job_tx, job_rx) =
+            std::sync::mpsc::sync_channel::<(u64, Vec<(String, Result<Plan>)>)>(threads * 2);
+        let job_rx = Arc::new(std::sync::Mutex::new(job_rx));
+        let (out_tx, out_rx) = std::sync::mpsc::channel::<(u64, Outcomes)>();
+        for _ in 0..threads {
+            let mut ex = pkg.ex.fork();
+            let (job_rx, out_tx) = (job_rx.clone(), out_tx.clone());
+            scope.spawn(move || {
+                loop {
+                    let next = match job_rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok((seq, jobs)) = next else {
+                        return;
+                    };
+                    let out = jobs
+                        .into_iter()
+                        .map(|(loc, p)| {
+                            let res = p.and_then(|p| match p {
+                                Plan::Unchanged => Ok(Applied::Unchanged),
+                                Plan::Extract(job) => extract_job(ctx, &mut ex, job),
+                            });
+                            (loc, res)
+                        })
+                        .collect();
+                    if out_tx.send((seq, out)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(out_tx);
+        // Chunks sent, and outcomes taken into account (in order), counted in chunks.
+        let (mut sent, mut settled) = (0u64, 0u64);
+        let mut early: std::collections::BTreeMap<u64, Outcomes> = Default::default();
+        let mut take = |wait: bool,
+                        settled: &mut u64,
+                        batch: &mut Batch,
+                        stats: &mut DumpStats,
+                        warnings: &mut Vec<String>,
+                        dropped: &mut u64|
+         -> Result<()> {
+            let got = if wait {
+                Some(
+                    out_rx
+                        .recv()
+                        .map_err(|_| Error::Task("an extracting thread has stopped".into()))?,
+                )
+            } else {
+                out_rx.try_recv().ok()
+            };
+            if let Some((seq, out)) = got {
+                early.insert(seq, out);
+            }
+            while let Some(out) = early.remove(settled) {
+                *settled += 1;
+                for (loc, res) in out {
+                    settle(ctx, batch, &url, loc, res, stats, warnings, dropped)?;
+                }
+            }
+            Ok(())
+        };
+        let mut chunk = Vec::with_capacity(JOB_CHUNK);
+        let mut more = true;
+        while more {
+            match r.next_entry()? {
+                Some(e) => {
+                    ctx.obs.add_total(1);
+                    // Z39.99-2014 §11.2: every entry of a Resource Dump Manifest has a path;
+                    // one without is refused with its package before this.
+                    let Some(path) = e.md.as_ref().and_then(|m| m.path.as_deref()) else {
+                        ctx.obs.resource_done();
+                        continue;
+                    };
+                    let p = plan(ctx, &url, &e, path, fresh);
+                    chunk.push((e.loc, p));
+                    if chunk.len() < JOB_CHUNK {
+                        continue;
+                    }
+                }
+                None => more = false,
+            }
+            if chunk.is_empty() {
+                continue;
+            }
+            // At most two chunks per thread waiting or being extracted.
+            while sent - settled >= (threads * 2) as u64 {
+                take(true, &mut settled, &mut batch, stats, warnings, dropped)?;
+            }
+            let jobs = std::mem::replace(&mut chunk, Vec::with_capacity(JOB_CHUNK));
+            job_tx
+                .send((sent, jobs))
+                .map_err(|_| Error::Task("the extracting threads have stopped".into()))?;
+            sent += 1;
+            take(false, &mut settled, &mut batch, stats, warnings, dropped)?;
+        }
+        drop(job_tx);
+        while settled < sent {
+            take(true, &mut settled, &mut batch, stats, warnings, dropped)?;
+        }
+        Ok(())
+    })?;
+    batch.flush(ctx, &url, stats, warnings, dropped)
 }
 
 /// Remembers that a dump package put this URI's copy in place during this run.
@@ -1516,6 +1820,14 @@ mod tests {
         assert_eq!(r.seek(SeekFrom::End(-100)).expect("seek"), 199_900);
         check(&mut r, 199_900);
         assert!(r.seek(SeekFrom::Current(-300_000)).is_err());
+        // A clone starts where its original is and reads on its own (positional reads: no
+        // shared file position).
+        r.seek(SeekFrom::Start(70_000)).expect("seek");
+        let mut c = r.clone();
+        check(&mut r, 70_000);
+        c.seek(SeekFrom::Current(50)).expect("seek");
+        check(&mut c, 70_050);
+        check(&mut r, 70_100);
         // Sequential reads through several buffers, some larger than the buffer.
         r.seek(SeekFrom::Start(0)).expect("seek");
         let mut all = Vec::new();
@@ -1540,38 +1852,51 @@ mod tests {
             max_ratio: 10,
             ..DumpLimits::default()
         };
-        let mut budget = u64::MAX;
+        let budget = AtomicU64::new(u64::MAX);
         let mut seen = 0u64;
         let mut buf = vec![0u8; IO_BUF];
-        let e = inflate(&mut z, 0, &limits, &mut budget, &mut buf, |c| {
+        let e = inflate(&mut z, 0, &limits, &budget, &mut buf, |c| {
             seen += c.len() as u64;
             Ok(())
         })
         .expect_err("ratio");
         assert!(e.contains("times its"), "{e}");
         assert!(seen <= RATIO_EXEMPT_BYTES, "stopped early: {seen}");
-        let mut budget = 5;
-        let e = inflate(
-            &mut z,
-            1,
-            &DumpLimits::default(),
-            &mut budget,
-            &mut buf,
-            |_| Ok(()),
-        )
+        assert_eq!(
+            budget.load(Ordering::Acquire),
+            u64::MAX,
+            "a failed entry gives back what it took"
+        );
+        let budget = AtomicU64::new(5);
+        let e = inflate(&mut z, 1, &DumpLimits::default(), &budget, &mut buf, |_| {
+            Ok(())
+        })
         .expect_err("budget");
         assert!(e.contains("budget"), "{e}");
-        let mut budget = 100;
-        let n = inflate(
-            &mut z,
+        assert_eq!(budget.load(Ordering::Acquire), 5);
+        let budget = AtomicU64::new(100);
+        let n = inflate(&mut z, 1, &DumpLimits::default(), &budget, &mut buf, |_| {
+            Ok(())
+        })
+        .expect("fits");
+        assert_eq!((n, budget.load(Ordering::Acquire)), (10, 90));
+        // Two readers of one package (two extracting threads) share its budget.
+        let mut z2 = z.clone();
+        let budget = AtomicU64::new(15);
+        inflate(&mut z, 1, &DumpLimits::default(), &budget, &mut buf, |_| {
+            Ok(())
+        })
+        .expect("first");
+        let e = inflate(
+            &mut z2,
             1,
             &DumpLimits::default(),
-            &mut budget,
+            &budget,
             &mut buf,
             |_| Ok(()),
         )
-        .expect("fits");
-        assert_eq!((n, budget), (10, 90));
+        .expect_err("the second passes the shared budget");
+        assert!(e.contains("budget"), "{e}");
     }
 
     fn manifest(entries: &[(&str, &str, &[u8])]) -> String {
@@ -1591,6 +1916,34 @@ mod tests {
     /// the result, and every file under the work directory afterwards (DEST's state folder
     /// aside).
     fn unpack(entries: &[(&str, &[u8])]) -> (Result<Unpacked>, Vec<String>) {
+        // New copies go to unnamed temporary files where the platform has them; the named
+        // ones (the fallback) must come to the same.
+        let (res, files) = unpack_with(entries, true);
+        let (res2, files2) = unpack_with(entries, false);
+        let shown = |r: &Result<Unpacked>| match r {
+            Ok(v) => v
+                .iter()
+                .map(|(loc, r)| {
+                    format!(
+                        "{loc} {:?}",
+                        r.as_ref().map(ToString::to_string).map_err(|_| ())
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            // The message names the package, in a work directory of its own.
+            Err(_) => "refused".to_owned(),
+        };
+        assert_eq!(
+            shown(&res),
+            shown(&res2),
+            "unnamed and named temporary files"
+        );
+        assert_eq!(files, files2, "unnamed and named temporary files");
+        (res, files)
+    }
+
+    fn unpack_with(entries: &[(&str, &[u8])], unnamed: bool) -> (Result<Unpacked>, Vec<String>) {
         let work = tempfile::tempdir().expect("tmp");
         let file = work.path().join("p.zip");
         let mut w = zip::ZipWriter::new(File::create(&file).expect("create"));
@@ -1602,7 +1955,9 @@ mod tests {
         w.finish().expect("finish");
         let scratch = work.path().join("scratch");
         std::fs::create_dir(&scratch).expect("scratch");
-        let store = FsStore::open(work.path().join("dest")).expect("store");
+        let store = FsStore::open(work.path().join("dest"))
+            .expect("store")
+            .with_unnamed_temps(unnamed);
         let mapper = UriMapper::new("http://e.org/").expect("mapper");
         let limits = UnpackLimits {
             dump: DumpLimits::default(),
