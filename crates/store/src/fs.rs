@@ -17,6 +17,11 @@
 //! (every dirty page and inode of it, ours among them, however many); elsewhere `verify`
 //! `fsync`s each file and `sync` each directory renamed into.
 //!
+//! A copy expected to be new can instead be written to an unnamed temporary file in its own
+//! directory ([`FsStore::create_temp_at`]: Linux `O_TMPFILE`, given its name by one `linkat(2)`
+//! in [`Store::place_in`]; see the `anon` module), with the same order of steps and no
+//! temporary name to clean up.
+//!
 //! A temporary file dropped without being committed is removed. After a crash, leftovers in the
 //! temporary folder are removed by [`FsStore::clean_tmp`]; no file at its final path is ever
 //! partial.
