@@ -412,3 +412,36 @@ impl Anon {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unnamed_file_is_linked_through_proc_without_privileges() {
+        // The way taken without CAP_DAC_READ_SEARCH (root takes AT_EMPTY_PATH): exercised
+        // here whatever the test runs as.
+        let d = tempfile::tempdir().expect("tmp");
+        let dir = rustix::fs::open(
+            d.path(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .expect("dir");
+        let Ok(fd) = rustix::fs::openat(
+            &dir,
+            c".",
+            OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) else {
+            return; // no O_TMPFILE on this file system: the store falls back
+        };
+        let mut f = File::from(fd);
+        f.write_all(b"abc").expect("write");
+        assert_eq!(std::fs::read_dir(d.path()).expect("ls").count(), 0);
+        link_proc(&f, &dir, "named").expect("link");
+        assert_eq!(std::fs::read(d.path().join("named")).expect("read"), b"abc");
+        let e = link_proc(&f, &dir, "named").expect_err("exists");
+        assert_eq!(e.raw_os_error(), Some(Errno::EXIST.raw_os_error()));
+    }
+}
