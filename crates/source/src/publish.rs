@@ -149,7 +149,7 @@ fn publish_resource_list(
     // recorded this snapshot when it kept them, else read from the state.
     let mut n = 0u64;
     if let Some(lines) = state.take_rendered(id) {
-        for line in &lines {
+        for line in lines.lines() {
             n += 1;
             w.write_serialized(line, None)?;
         }

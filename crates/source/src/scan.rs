@@ -12,11 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use jiff::Timestamp;
 use resourcesync_diff::{Item, needs_update};
 use resourcesync_model::writer::entry_xml;
-use resourcesync_model::{Change, HashAlg, Hashes, MultiHasher, Root, W3cDateTime};
+use resourcesync_model::{Change, Entry, HashAlg, Hashes, MultiHasher, Root, W3cDateTime};
 
 use crate::error::Result;
 use crate::inventory::{Inventory, Listed, Skipped};
-use crate::publish::resource_entry;
 use crate::state::{Known, Resource, Rotation, State, now_us};
 use crate::uri::path_to_uri;
 
@@ -81,10 +80,6 @@ impl ScanReport {
     }
 }
 
-fn path_bytes(p: &Path) -> Vec<u8> {
-    key(p).into_owned()
-}
-
 /// The bytes of a relative path, as the state stores and orders them (borrowed on Unix).
 pub(crate) fn key(p: &Path) -> std::borrow::Cow<'_, [u8]> {
     #[cfg(unix)]
@@ -144,14 +139,44 @@ fn item(r: &Resource) -> Item {
 }
 
 /// One file as a hashing thread prepared it: its row and, when the Resource List is rendered
-/// along (see [`scan`]), its entry serialized.
+/// along (see [`scan`]), whether its entry was serialized (appended to its chunk's text).
 struct Prepared {
     resource: Resource,
-    line: Option<String>,
+    rendered: bool,
 }
 
 /// What became of one file given to the hashing threads: prepared, or why it was skipped.
 type Outcome = std::result::Result<Prepared, String>;
+
+/// A chunk of files as a hashing thread hands it over: its number, each file's outcome, and
+/// the serialized entries of those rendered, end to end (one buffer per chunk, not one per
+/// file), with where each ends.
+struct Chunk {
+    index: usize,
+    outcomes: Vec<Outcome>,
+    text: String,
+    ends: Vec<usize>,
+}
+
+/// The Resource List entries rendered along with a scan: the lines end to end, and where each
+/// ends (see [`State::stash_rendered`]).
+#[derive(Debug, Default)]
+pub(crate) struct Rendered {
+    pub(crate) text: String,
+    pub(crate) ends: Vec<usize>,
+}
+
+impl Rendered {
+    /// The lines in order.
+    pub(crate) fn lines(&self) -> impl Iterator<Item = &str> {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let line = &self.text[start..end];
+            start = end;
+            line
+        })
+    }
+}
 
 /// The most bytes of Resource List entries rendered along with a scan and kept for the publish
 /// that follows; past it the publish reads the state instead (memory stays bounded for huge
@@ -162,19 +187,20 @@ const MAX_RENDERED_BYTES: usize = 256 << 20;
 /// recording thread per chunk, not per file).
 const CHUNK: usize = 64;
 
-/// Hashes one listed file and prepares its row (and entry, when `render`).
+/// Hashes one listed file and prepares its row; when `render`, appends its entry to `text`
+/// (nothing when it cannot be written: left to the publish, which reports it).
 fn prepare(
     inv: &dyn Inventory,
     base: &str,
     l: &Listed,
     algs: &[HashAlg],
-    render: bool,
+    render: Option<&mut String>,
     buf: &mut Vec<u8>,
 ) -> Outcome {
     let uri = path_to_uri(base, &l.rel).ok_or_else(|| "no URI for this path".to_owned())?;
     let (length, mtime_ns, hashes) = hash_stable(inv, &l.rel, algs, buf)?;
-    let resource = Resource {
-        path: path_bytes(&l.rel),
+    let mut resource = Resource {
+        path: key(&l.rel).into_owned(),
         uri,
         length,
         mtime_ns,
@@ -182,23 +208,33 @@ fn prepare(
         mime_type: Some(mime_type(&l.rel)),
         hashes,
     };
-    let line = render
-        .then(|| {
-            let mut line = String::with_capacity(256);
-            // The Resource List's root and (no) extra namespaces, as `publish` writes it; an
-            // entry that cannot be written is left to the publish (which reports it).
-            entry_xml(
-                &mut line,
-                "resourcelist",
-                Root::UrlSet,
-                &[],
-                &resource_entry(&resource),
-            )
-            .ok()
-            .map(|()| line)
-        })
-        .flatten();
-    Ok(Prepared { resource, line })
+    let mut rendered = false;
+    if let Some(text) = render {
+        // The entry `resource_entry` builds, with the row's strings moved in and back out
+        // (not cloned per file).
+        let mut e = Entry::new(std::mem::take(&mut resource.uri));
+        e.lastmod = Some(resource.lastmod);
+        let md = e.md_mut();
+        if !resource.hashes.is_empty() {
+            md.hash = Some(std::mem::take(&mut resource.hashes));
+        }
+        md.length = Some(resource.length);
+        md.mime_type = resource.mime_type.take();
+        let start = text.len();
+        // The Resource List's root and (no) extra namespaces, as `publish` writes it.
+        rendered = entry_xml(text, "resourcelist", Root::UrlSet, &[], &e).is_ok();
+        if !rendered {
+            text.truncate(start);
+        }
+        resource.uri = std::mem::take(&mut e.loc);
+        if let Some(md) = e.md.as_mut() {
+            if let Some(h) = md.hash.take() {
+                resource.hashes = h;
+            }
+            resource.mime_type = md.mime_type.take();
+        }
+    }
+    Ok(Prepared { resource, rendered })
 }
 
 /// A listing sorted by path bytes (the order of the state and of the Resource List).
@@ -345,10 +381,12 @@ pub fn scan(
     // Known files that could not be read: their previous rows stay in the snapshot.
     let mut unread = 0u64;
     let mut changes: Vec<(Change, Resource)> = Vec::new();
-    let mut lines: Option<Vec<String>> = render.then(|| Vec::with_capacity(jobs.len()));
-    let mut line_bytes = 0usize;
+    let mut lines: Option<Rendered> = render.then(|| Rendered {
+        text: String::new(),
+        ends: Vec::with_capacity(jobs.len()),
+    });
     let next_chunk = AtomicUsize::new(0);
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<Outcome>)>();
+    let (tx, rx) = std::sync::mpsc::channel::<Chunk>();
     std::thread::scope(|s| -> Result<()> {
         let rx = rx;
         for _ in 0..opts.threads.max(1) {
@@ -365,12 +403,33 @@ pub fn scan(
                     if chunk.is_empty() {
                         break;
                     }
-                    let out = chunk
+                    let mut text = String::new();
+                    let mut ends = Vec::new();
+                    let outcomes = chunk
                         .iter()
-                        .map(|(l, _)| prepare(inv, base, l, &opts.algs, render, &mut buf))
+                        .map(|(l, _)| {
+                            let out = prepare(
+                                inv,
+                                base,
+                                l,
+                                &opts.algs,
+                                render.then_some(&mut text),
+                                &mut buf,
+                            );
+                            if matches!(out, Ok(Prepared { rendered: true, .. })) {
+                                ends.push(text.len());
+                            }
+                            out
+                        })
                         .collect();
+                    let chunk = Chunk {
+                        index: c,
+                        outcomes,
+                        text,
+                        ends,
+                    };
                     // The receiver is gone when recording failed: stop.
-                    if tx.send((c, out)).is_err() {
+                    if tx.send(chunk).is_err() {
                         break;
                     }
                 }
@@ -379,26 +438,39 @@ pub fn scan(
         drop(tx);
         // Chunks arrive nearly in order (the threads take them in order): the few early ones
         // wait here until their turn.
-        let mut early: std::collections::BTreeMap<usize, Vec<Outcome>> = Default::default();
+        let mut early: std::collections::BTreeMap<usize, Chunk> = Default::default();
         let mut turn = 0usize;
-        for (c, outs) in rx {
-            early.insert(c, outs);
-            while let Some(outs) = early.remove(&turn) {
+        for chunk in rx {
+            early.insert(chunk.index, chunk);
+            while let Some(chunk) = early.remove(&turn) {
                 let first = turn * CHUNK;
                 turn += 1;
-                for (i, out) in (first..).zip(outs) {
+                // This chunk's entries, each ending where `ends` says (one per file rendered).
+                let mut ends = chunk.ends.iter();
+                let mut start = 0usize;
+                for (i, out) in (first..).zip(chunk.outcomes) {
                     match out {
                         Ok(p) => {
                             report.hashed += 1;
                             report.bytes_hashed += p.resource.length;
                             rec.put(&p.resource)?;
                             puts += 1;
-                            match (&mut lines, p.line) {
-                                (Some(v), Some(line))
-                                    if line_bytes + line.len() <= MAX_RENDERED_BYTES =>
+                            let line = p
+                                .rendered
+                                .then(|| ends.next())
+                                .flatten()
+                                .map(|&end| {
+                                    let line = chunk.text.get(start..end);
+                                    start = end;
+                                    line
+                                })
+                                .flatten();
+                            match (&mut lines, line) {
+                                (Some(r), Some(line))
+                                    if r.text.len() + line.len() <= MAX_RENDERED_BYTES =>
                                 {
-                                    line_bytes += line.len();
-                                    v.push(line);
+                                    r.text.push_str(line);
+                                    r.ends.push(r.text.len());
                                 }
                                 _ => lines = None,
                             }

@@ -101,7 +101,7 @@ pub struct State {
     /// The newest snapshot's Resource List entries, serialized in path order by the scan that
     /// recorded it (see [`crate::scan::scan`]), for the publish that follows: (snapshot id,
     /// entries).
-    rendered: std::cell::RefCell<Option<(i64, Vec<String>)>>,
+    rendered: std::cell::RefCell<Option<(i64, crate::scan::Rendered)>>,
 }
 
 const SCHEMA: &str = "
@@ -258,7 +258,7 @@ impl State {
     }
 
     /// Keeps the serialized Resource List entries of snapshot `id` for the next publish.
-    pub(crate) fn stash_rendered(&self, id: i64, lines: Vec<String>) {
+    pub(crate) fn stash_rendered(&self, id: i64, lines: crate::scan::Rendered) {
         *self.rendered.borrow_mut() = Some((id, lines));
     }
 
@@ -269,7 +269,7 @@ impl State {
 
     /// The serialized Resource List entries of snapshot `id`, if the scan that recorded it kept
     /// them (taken: a second publish reads the state).
-    pub(crate) fn take_rendered(&self, id: i64) -> Option<Vec<String>> {
+    pub(crate) fn take_rendered(&self, id: i64) -> Option<crate::scan::Rendered> {
         let mut r = self.rendered.borrow_mut();
         match r.take() {
             Some((i, lines)) if i == id => Some(lines),
