@@ -307,7 +307,13 @@ fn is_hex(bytes: &[u8]) -> bool {
 }
 
 fn to_hex(bytes: &[u8]) -> String {
-    hex::encode(bytes)
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //!
 //! Output is a function of the input alone: attribute order is fixed, one entry per line.
 
+use std::fmt::Write as _;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use crate::datetime::W3cDateTime;
@@ -26,6 +27,11 @@ const SPOOL_BLOCK: usize = 64 * 1024;
 const XML_DECL: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
 
 fn check_chars(doc: &str, what: &str, s: &str) -> Result<(), Error> {
+    // The common case at byte speed: no control character, and no 0xEF lead byte (which
+    // U+FFFE and U+FFFF, encoded EF BF BE and EF BF BF, start with).
+    if s.bytes().all(|b| b >= 0x20 && b != 0xEF) {
+        return Ok(());
+    }
     // XML 1.0 §2.2: these characters cannot appear in a document at all, escaped or not.
     if let Some(c) = s.chars().find(|&c| {
         (c < '\u{20}' && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{FFFE}' || c == '\u{FFFF}'
@@ -41,11 +47,14 @@ fn check_chars(doc: &str, what: &str, s: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn push_attr_value(out: &mut String, s: &str) {
-    if !s
-        .bytes()
+/// Whether an attribute value has characters [`push_attr_value`] escapes.
+fn needs_attr_escape(s: &str) -> bool {
+    s.bytes()
         .any(|b| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\t' | b'\n' | b'\r'))
-    {
+}
+
+fn push_attr_value(out: &mut String, s: &str) {
+    if !needs_attr_escape(s) {
         out.push_str(s);
         return;
     }
@@ -119,7 +128,21 @@ impl AttrWriter<'_> {
         value: Option<&dyn std::fmt::Display>,
     ) -> Result<(), Error> {
         if let Some(v) = value {
-            self.attr(name, &v.to_string())?;
+            // Formatted in place (no string per attribute), checked, and escaped when needed
+            // (rare: then formatted again into a string of its own).
+            let start = self.out.len();
+            self.out.push(' ');
+            self.out.push_str(name);
+            self.out.push_str("=\"");
+            let value_start = self.out.len();
+            let _ = write!(self.out, "{v}");
+            let written = &self.out[value_start..];
+            if check_chars(self.doc, name, written).is_err() || needs_attr_escape(written) {
+                self.out.truncate(start);
+                self.attr(name, &v.to_string())?;
+            } else {
+                self.out.push('"');
+            }
         }
         Ok(())
     }
@@ -275,7 +298,7 @@ pub fn entry_xml(
     out.push_str("</loc>");
     if let Some(lm) = &e.lastmod {
         out.push_str("<lastmod>");
-        out.push_str(&lm.to_string());
+        let _ = write!(out, "{lm}");
         out.push_str("</lastmod>");
     }
     if let Some(cf) = &e.changefreq {
