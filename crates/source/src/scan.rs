@@ -183,6 +183,9 @@ impl Rendered {
 /// trees).
 const MAX_RENDERED_BYTES: usize = 256 << 20;
 
+/// Bytes reserved per entry rendered along (most are shorter; a longer one grows the buffer).
+const LINE_ESTIMATE: usize = 256;
+
 /// Files a hashing thread takes at a time, and hands over in one message (one wake-up of the
 /// recording thread per chunk, not per file).
 const CHUNK: usize = 64;
@@ -381,8 +384,14 @@ pub fn scan(
     // Known files that could not be read: their previous rows stay in the snapshot.
     let mut unread = 0u64;
     let mut changes: Vec<(Change, Resource)> = Vec::new();
+    // Sized up front (address space only: pages are touched as the text grows), so that the
+    // text is not copied as it grows.
     let mut lines: Option<Rendered> = render.then(|| Rendered {
-        text: String::new(),
+        text: String::with_capacity(
+            jobs.len()
+                .saturating_mul(LINE_ESTIMATE)
+                .min(MAX_RENDERED_BYTES),
+        ),
         ends: Vec::with_capacity(jobs.len()),
     });
     let next_chunk = AtomicUsize::new(0);
@@ -403,8 +412,9 @@ pub fn scan(
                     if chunk.is_empty() {
                         break;
                     }
-                    let mut text = String::new();
-                    let mut ends = Vec::new();
+                    let mut text =
+                        String::with_capacity(if render { CHUNK * LINE_ESTIMATE } else { 0 });
+                    let mut ends = Vec::with_capacity(if render { CHUNK } else { 0 });
                     let outcomes = chunk
                         .iter()
                         .map(|(l, _)| {
