@@ -465,16 +465,11 @@ pub fn scan(
                             report.bytes_hashed += p.resource.length;
                             rec.put(&p.resource)?;
                             puts += 1;
-                            let line = p
-                                .rendered
-                                .then(|| ends.next())
-                                .flatten()
-                                .map(|&end| {
-                                    let line = chunk.text.get(start..end);
-                                    start = end;
-                                    line
-                                })
-                                .flatten();
+                            let line = p.rendered.then(|| ends.next()).flatten().and_then(|&end| {
+                                let line = chunk.text.get(start..end);
+                                start = end;
+                                line
+                            });
                             match (&mut lines, line) {
                                 (Some(r), Some(line))
                                     if r.text.len() + line.len() <= MAX_RENDERED_BYTES =>
