@@ -36,8 +36,9 @@
 #    by the exit status)
 #
 # Both clients use their defaults, which do not do the same work: ours streams each body to a
-# temporary file, verifies it against the published length and md5, renames it into place
-# once the batch's data is synced, syncs the renames and records it in its SQLite state (from
+# temporary file (on Linux, for a path where no file is yet, an unnamed O_TMPFILE one in the
+# final directory, linked instead of renamed), verifies it against the published length and
+# md5, renames (links) it into place once the batch's data is synced, syncs the renames and records it in its SQLite state (from
 # a dump: each bitstream inflated into a temporary file and verified against the manifest's
 # length and md5 the same way); resync-sync (client.py update_resource) writes each body
 # straight to its final path (no temporary file, rename or fsync), only logs a length mismatch

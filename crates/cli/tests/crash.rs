@@ -294,3 +294,79 @@ fn harness(name: &str, dumps: bool, points: &[(&'static str, u64)]) {
         "seed {seed}: {fetched} resource requests for {published} versions; {killed} kills survived {kills:?}, {finished} run(s) finished before their kill point"
     );
 }
+
+/// A baseline from a Resource List (no dumps) receives each new copy in an unnamed file in its
+/// final directory (`O_TMPFILE`, linked into place by the batch commit): while a download is
+/// complete but not yet placed, `.resourcesync/tmp` holds nothing; killed then, no file is at a
+/// path whose copy was not linked, nothing is left behind, and the next run fetches only what
+/// was not in place.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_list_baseline_keeps_its_bodies_out_of_the_temporary_folder_and_a_kill_before_the_link_leaves_nothing()
+ {
+    const N: usize = 30;
+    const AT: u64 = 10;
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..N)
+        .map(|i| (format!("d{}/f{i}.bin", i % 3), content(i, 0)))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start_in_thread(src.path());
+    publish_with(src.path(), &server.base, |c| c.publish.dumps = false);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let tmp_dir = dest.join(".resourcesync").join("tmp");
+    // Temporary bodies (`dl-*`; the run's staging database is there too).
+    let in_tmp = || -> Vec<String> {
+        std::fs::read_dir(&tmp_dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("dl-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+
+    // One download at a time: stopped once the AT-th body is complete, not yet verified.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_resourcesync"));
+    cmd.args(["sync", &server.base, dest.to_str().expect("utf-8 path")])
+        .args(["--json", "--concurrency", "1", "--retries", "1"])
+        .env(CRASH_AT_VAR, format!("before-rename:{AT}:pause"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn resourcesync");
+    let marker = format!("{CRASH_AT_VAR} before-rename:{AT} reached");
+    let stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let reached = stderr
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains(&marker));
+    assert!(reached, "the sync ended before {marker}");
+    // The paused body (and those queued for their batch) are unnamed: no temporary name.
+    let left = in_tmp();
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    assert!(left.is_empty(), "bodies named in {tmp_dir:?}: {left:?}");
+    let source = source_files(src.path());
+    let placed = dest_files(&dest);
+    assert!(placed.len() < AT as usize, "{} placed", placed.len());
+    for (p, b) in &placed {
+        assert_eq!(Some(b), source.get(p), "{p} is not the Source's copy");
+    }
+    assert!(in_tmp().is_empty(), "left in {tmp_dir:?}: {:?}", in_tmp());
+    let fetched_before = server.resource_hits();
+    assert_eq!(fetched_before, AT, "one download at a time");
+
+    // Resumed: what was in place is not fetched again.
+    let o = sync_cmd(&server.base, &dest, false).output().expect("sync");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(dest_files(&dest), source);
+    assert!(in_tmp().is_empty(), "left in {tmp_dir:?}: {:?}", in_tmp());
+    assert_eq!(
+        server.resource_hits() - fetched_before,
+        (N - placed.len()) as u64,
+        "only the copies not in place are fetched again"
+    );
+}

@@ -13,7 +13,9 @@
 //!   change seen. When the history starts after the cursor (its `from` is later), or there is no
 //!   Change List, the run is a baseline diff instead.
 //! - Each resource is downloaded (mirrors from `duplicate` links first, §14.2) into a temporary
-//!   file capped at its published length and verified; it is then synced, renamed into place
+//!   file capped at its published length and verified (where no file is at its path yet, an
+//!   unnamed one in its final directory, linked rather than renamed into place:
+//!   [`FsStore::create_temp_at`]); it is then synced, renamed into place
 //!   and recorded in the state with a batch of others (module `commit`), the row only after
 //!   the file. A resource that fails is reported and kept as pending for the next run, which
 //!   retries it. A change whose copy the state already shows as current (same digest, or same
@@ -30,8 +32,8 @@ use reqwest::header::{ETAG, LAST_MODIFIED};
 use resourcesync_diff::{Action, Difference, Item, needs_update};
 use resourcesync_model::{Capability, Change, Entry, Header, W3cDateTime};
 use resourcesync_store::{
-    Expect, FileMeta, FsStore, PendingChange, RelPath, ResourceRecord, SourceCursor, SqliteState,
-    StateStore, Store,
+    DirHandles, Expect, FileMeta, FsStore, PendingChange, RelPath, ResourceRecord, SourceCursor,
+    SqliteState, StateStore, Store, TempFile,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -64,6 +66,32 @@ pub(crate) struct Ctx {
     pub(crate) dumped: Option<Mutex<Staging>>,
     /// Puts downloaded copies in place and records them in batches ([`crate::commit`]).
     pub(crate) committer: Committer,
+    /// The directories opened for downloads to paths where no file is yet (unnamed temporary
+    /// files, [`FsStore::create_temp_at`]).
+    pub(crate) dirs: Mutex<NewDirs>,
+}
+
+/// The directory handles of downloads to new paths, forgotten every [`NewDirs::USES`] files
+/// (a handle is kept for a batch's worth of files, not for the whole run).
+#[derive(Debug, Default)]
+pub(crate) struct NewDirs {
+    handles: DirHandles,
+    uses: usize,
+}
+
+impl NewDirs {
+    /// Files created with the same handles before they are opened again.
+    const USES: usize = 1024;
+
+    /// A temporary file for the body of the copy at `rel`, where no file is yet.
+    fn create(&mut self, store: &FsStore, expect: Expect, rel: &RelPath) -> Result<TempFile> {
+        self.uses += 1;
+        if self.uses > Self::USES {
+            self.handles.clear();
+            self.uses = 1;
+        }
+        Ok(store.create_temp_at(expect, rel, &mut self.handles)?)
+    }
 }
 
 impl Ctx {
@@ -472,6 +500,7 @@ async fn fetch(
         .chain(std::iter::once(item.uri.as_str()))
         .collect();
     let mut errors: Vec<String> = Vec::new();
+    let new_path = existing.is_none();
     for cand in candidates {
         let c = if cand == item.uri {
             cond.as_ref()
@@ -480,7 +509,7 @@ async fn fetch(
         };
         let r = ctx
             .http
-            .with_retries(|| download(ctx, cand, item, rel, c, prior.as_ref()))
+            .with_retries(|| download(ctx, cand, item, rel, c, prior.as_ref(), new_path))
             .await;
         match r {
             Ok(Fetched::Verified(p)) => {
@@ -516,6 +545,7 @@ async fn download(
     rel: &RelPath,
     cond: Option<&Conditional>,
     prior: Option<&ResourceRecord>,
+    new_path: bool,
 ) -> Result<Fetched> {
     let mut resp = ctx.http.get_once(url, cond).await?;
     if resp.status().as_u16() == 304 {
@@ -549,7 +579,19 @@ async fn download(
     }
     let etag = header(&resp, ETAG);
     let last_modified = header(&resp, LAST_MODIFIED);
-    let mut tmp = ctx.store.create_temp(expect)?;
+    // Where no file was seen (most copies of a baseline): an unnamed file in its final
+    // directory, linked into place by the committer instead of renamed (see
+    // `FsStore::create_temp_at`; a file found there after all is replaced as usual).
+    let mut tmp = if new_path {
+        // (A panic while it was held left nothing half-done in it: the handles are usable.)
+        let mut dirs = ctx
+            .dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        dirs.create(&ctx.store, expect, rel)?
+    } else {
+        ctx.store.create_temp(expect)?
+    };
     while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
         tmp.write(&chunk)?;
         crate::crashpoint::point("download");
@@ -1215,6 +1257,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         obs: obs.clone(),
         dumped,
         committer: Committer::start(store.clone(), state.clone())?,
+        dirs: Mutex::default(),
     });
     // Copies kept after earlier deletes (runs without --delete) go now that --delete is given.
     let mut earlier = Tally::default();
@@ -1407,6 +1450,7 @@ impl Applier {
             http: self.http.clone(),
             store: self.store.clone(),
             committer: Committer::start(self.store.clone(), state.clone())?,
+            dirs: Mutex::default(),
             state,
             mapper: self.mapper.clone(),
             key: self.info.key(),
