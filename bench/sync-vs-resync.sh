@@ -55,7 +55,16 @@
 #   BENCH_BASE_BIN=PATH       also measure this (earlier) resourcesync binary, same Sources, same
 #                             run, and print ours/earlier (to show what a change did)
 #   BENCH_BUILD_TRIES=4 BENCH_BUILD_WAIT=60
-#   TMPDIR                    where the temp dir goes (default /tmp; local disk)
+#   TMPDIR                    where the temp dir goes (default /tmp; local disk). On a file
+#                             system that has just seen many files deleted (another bench's
+#                             cleanup), ext4 makes file creation several times slower in system
+#                             time for minutes, for every client alike, and runs swing 2-4x. For
+#                             steady figures use a fresh file system, e.g. as root:
+#                               truncate -s 2G /tmp/fs.img && mkfs.ext4 -q /tmp/fs.img &&
+#                               mkdir -p /tmp/fsmnt && mount -o loop /tmp/fs.img /tmp/fsmnt
+#                               TMPDIR=/tmp/fsmnt bench/sync-vs-resync.sh
+#                             (its syncs then reach the loop device, not the disk: say so with
+#                             the figures)
 #   CARGO_TARGET_DIR          honoured when locating the binary
 #
 # Exit: 0 ok (goal met or not); 1 a run failed or a DEST is incomplete (what ran is printed);
