@@ -1291,7 +1291,16 @@ fn apply_parallel(
                         .map(|(loc, p)| {
                             let res = p.and_then(|p| match p {
                                 Plan::Unchanged => Ok(Applied::Unchanged),
-                                Plan::Extract(job) => extract_job(ctx, &mut ex, job),
+                                // A panic here would leave its chunk unanswered and this
+                                // function waiting for it: it is that entry's error instead.
+                                Plan::Extract(job) => {
+                                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                        extract_job(ctx, &mut ex, job)
+                                    }))
+                                    .unwrap_or_else(|_| {
+                                        Err(Error::Task("extracting this entry panicked".into()))
+                                    })
+                                }
                             });
                             (loc, res)
                         })
