@@ -32,7 +32,7 @@ use std::time::Instant;
 use resourcesync_diff::{Difference, Item, needs_update};
 use resourcesync_model::{Capability, Change, Entry, HashAlg, Hashes, MultiHasher, W3cDateTime};
 use resourcesync_store::{
-    FsStore, RelPath, ResourceRecord, STATE_DIR, SqliteState, StateStore, Store,
+    FsStore, RelPath, ResourceRecord, SqliteState, StateStore, Store, child_rel,
 };
 
 use crate::discover::discover;
@@ -385,13 +385,8 @@ fn walk_tree(root: &Path, max_files: usize, cancel: &AtomicBool) -> Result<Optio
                 );
                 continue;
             };
-            if prefix.is_empty() && name == STATE_DIR {
+            let Some(rel) = child_rel(&prefix, name) else {
                 continue;
-            }
-            let rel = if prefix.is_empty() {
-                name.to_owned()
-            } else {
-                format!("{prefix}/{name}")
             };
             let ft = e.file_type().map_err(|err| Error::io(rel.clone(), err))?;
             if ft.is_dir() {
@@ -1075,6 +1070,7 @@ mod tests {
     use super::*;
     use crate::report::Quiet;
     use resourcesync_model::{DocumentReader, ReadOptions};
+    use resourcesync_store::STATE_DIR;
 
     const BASE: &str = "http://h/";
     const SOURCE: &str = "http://h/capabilitylist.xml";

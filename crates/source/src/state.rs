@@ -243,13 +243,20 @@ impl State {
 
     /// Calls `f` for every resource in path order (the order of the table: streamed, no
     /// index lookups). The Resource List is written in this order.
-    pub fn for_each_resource(&self, mut f: impl FnMut(Resource) -> Result<()>) -> Result<()> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources ORDER BY path",
-            )
-            .map_err(|e| self.err(e))?;
+    pub fn for_each_resource(&self, f: impl FnMut(Resource) -> Result<()>) -> Result<()> {
+        self.for_each_resource_in(
+            "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources ORDER BY path",
+            f,
+        )
+    }
+
+    /// Calls `f` for every row `sql` (a query of the resource columns) selects, in its order.
+    fn for_each_resource_in(
+        &self,
+        sql: &str,
+        mut f: impl FnMut(Resource) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| self.err(e))?;
         let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
             f(row_resource(row).map_err(|e| self.err(e))?)?;
@@ -318,21 +325,11 @@ impl State {
 
     /// Calls `f` for every resource in URI order (streamed; sorted by the query, URIs are not
     /// indexed).
-    pub fn for_each_resource_by_uri(
-        &self,
-        mut f: impl FnMut(Resource) -> Result<()>,
-    ) -> Result<()> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources ORDER BY uri",
-            )
-            .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
-        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
-            f(row_resource(row).map_err(|e| self.err(e))?)?;
-        }
-        Ok(())
+    pub fn for_each_resource_by_uri(&self, f: impl FnMut(Resource) -> Result<()>) -> Result<()> {
+        self.for_each_resource_in(
+            "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources ORDER BY uri",
+            f,
+        )
     }
 
     fn query_resources(&self, order: &str) -> Result<Vec<Resource>> {

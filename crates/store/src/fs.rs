@@ -39,6 +39,17 @@ use crate::path::RelPath;
 /// The Destination's own folder under DEST: state database and temporary files.
 pub const STATE_DIR: &str = ".resourcesync";
 
+/// The relative path of `name` found in the directory at `prefix` ("" for the destination
+/// itself) during a walk of a destination; `None` for the state directory at the top, which
+/// walks leave out.
+pub fn child_rel(prefix: &str, name: &str) -> Option<String> {
+    if prefix.is_empty() {
+        (name != STATE_DIR).then(|| name.to_owned())
+    } else {
+        Some(format!("{prefix}/{name}"))
+    }
+}
+
 /// What a body must be: its published length and digests, and the most bytes accepted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Expect {
@@ -799,13 +810,8 @@ impl Store for FsStore {
                     }))?;
                     continue;
                 };
-                if prefix.is_empty() && name == STATE_DIR {
+                let Some(rel) = child_rel(&prefix, name) else {
                     continue;
-                }
-                let rel = if prefix.is_empty() {
-                    name.to_owned()
-                } else {
-                    format!("{prefix}/{name}")
                 };
                 let ft = e.file_type().map_err(|err| Error::io(e.path(), err))?;
                 if ft.is_dir() {

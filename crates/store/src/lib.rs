@@ -23,7 +23,7 @@ pub mod state;
 pub use error::{Error, Result};
 pub use fs::{
     Committed, DirCache, DirHandles, Expect, FileMeta, FsStore, Placed, STATE_DIR, Store, TempFile,
-    Verified,
+    Verified, child_rel,
 };
 pub use path::RelPath;
 pub use state::{
