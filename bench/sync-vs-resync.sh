@@ -28,6 +28,10 @@
 #    best of BENCH_RUNS (3) where affordable: a second and third run only if the first took at
 #    most BENCH_REPEAT_MAX (120) seconds. The load average (uptime) is printed with each, and
 #    the CPU time (user + system) of the best run.
+#    and, once, the floor: `tar -xf` of the tree into a new DEST, alone and followed by
+#    `sync -f DEST` (no network, no parsing, no check, one thread): resync-sync's time over the
+#    floor's is the most any client writing these N files on this machine can reach, printed
+#    as the ceiling beside the goal
 # 6. checks: every run's DEST holds exactly the tree (file count, bytes, and a digest over every
 #    relative path and content; our .resourcesync/ state directory aside); ours reports N
 #    created, 0 failed (and, against the dumps Source, N from the dump's package).
@@ -48,6 +52,7 @@
 #   BENCH_VARIANTS="list dumps"  the Sources measured (one or both)
 #   BENCH_RUNS=3 BENCH_REPEAT_MAX=120   repeats, and the first-run time that allows them
 #   BENCH_SKIP_RESYNC=1       skip resync-sync (ratio n/a)
+#   BENCH_SKIP_FLOOR=1        skip the floor (tar -xf; ceiling n/a)
 #   BENCH_SYNC_ARGS="..."     extra arguments after `sync` (ours)
 #   BENCH_PERF=1              afterwards `perf record -g` one sync of ours per Source and print
 #                             top symbols
@@ -249,6 +254,25 @@ print(json.dumps(dict(zip(k, v))))' "$v" "$URL" "$ours_json" "$ours_sum" "$base_
     PERF_URLS+=("$v=$URL")
 }
 
+# ----------------------------------------------------------------- the floor
+# What writing the tree costs this file system, with no network, no parsing and no check: `tar
+# -xf` of the tree (one thread) into a new directory, and the same followed by `sync -f` (our
+# sync makes its copies durable; resync-sync does not). No client that writes N files here can
+# go faster than that, so resync-sync's time over the floor's is the highest ratio any client can
+# reach on this machine: printed beside the goal.
+FLOOR_JSON=null
+FLOOR_SYNC_JSON=null
+if [ "${BENCH_SKIP_FLOOR:-0}" != 1 ]; then
+    tar -cf "$WORK/tree.tar" -C "$TREE" .
+    log "floor: tar -xf TREE.tar -C DEST (a new DEST per run); load $(load)"
+    FLOOR_JSON="$(measure floor "$WORK/dest-floor" "" tar -xf "$WORK/tree.tar" -C @DEST@)" || FLOOR_JSON=null
+    log "$FLOOR_JSON"
+    log "floor: tar -xf TREE.tar -C DEST && sync -f DEST; load $(load)"
+    FLOOR_SYNC_JSON="$(measure floor-sync "$WORK/dest-floor-sync" "" sh -c 'tar -xf "$1" -C "$2" && sync -f "$2"' floor "$WORK/tree.tar" @DEST@)" || FLOOR_SYNC_JSON=null
+    log "$FLOOR_SYNC_JSON"
+    rm -f "$WORK/tree.tar"
+fi
+
 for v in "${VARIANTS[@]}"; do
     case "$v" in
         list) run_variant list ;;
@@ -258,11 +282,12 @@ done
 
 # -------------------------------------------------------------------- table
 set +e
-"$PY" - "$N" "$TREE_SUM" "${RESULTS[@]}" <<'EOF'
+"$PY" - "$N" "$TREE_SUM" "$FLOOR_JSON" "$FLOOR_SYNC_JSON" "${RESULTS[@]}" <<'EOF'
 import json, re, sys
 n = int(sys.argv[1])
 tree = json.loads(sys.argv[2])
-results = [json.loads(a) for a in sys.argv[3:]]
+floor, floor_sync = json.loads(sys.argv[3]), json.loads(sys.argv[4])
+results = [json.loads(a) for a in sys.argv[5:]]
 bad = []
 TITLE = {
     "list": "Source `resourcesync serve` (no dumps): both clients read the Resource List and fetch each resource",
@@ -305,10 +330,16 @@ for r in results:
     row("resync-sync --baseline (resync 2.0.1, best)", resync)
     if base:
         row("resourcesync sync, earlier binary (best)", base)
+    row("floor: tar -xf (no network, no check)", floor)
+    row("floor: tar -xf && sync -f", floor_sync)
     if done(ours) and done(resync):
         x = resync["seconds_best"] / ours["seconds_best"]
         print("%-44s %16.1fx   goal >= 25x: %s" % ("ratio resync/ours (seconds)", x, "ok" if x >= 25 else "MISS"))
-        summary.append((v, x))
+        ceil = [resync["seconds_best"] / f["seconds_best"] for f in (floor, floor_sync) if done(f)]
+        if ceil:
+            print("%-44s %16s   (the most any client writing N files here can reach)"
+                  % ("ceiling resync/floor (tar; tar+sync)", "; ".join("%.1fx" % c for c in ceil)))
+        summary.append((v, x, ceil))
     if done(base) and done(ours):
         print("%-44s %16.2fx" % ("ratio earlier/ours (seconds)", base["seconds_best"] / ours["seconds_best"]))
         if done(resync):
@@ -335,10 +366,11 @@ for r in results:
 if summary:
     print()
     print("Summary (resync-sync seconds / ours, best runs, same run):")
-    for v, x in summary:
+    for v, x, ceil in summary:
         what = {"list": "list Source: ours from the Resource List",
                 "dumps": "dumps Source: ours from the Resource Dump, resync from the list"}[v]
-        print("  %-62s %6.1fx   goal >= 25x: %s" % (what, x, "ok" if x >= 25 else "MISS"))
+        print("  %-62s %6.1fx   goal >= 25x: %s%s" % (what, x, "ok" if x >= 25 else "MISS",
+              "   (ceiling here: %s)" % "; ".join("%.1fx" % c for c in ceil) if ceil else ""))
 for b in bad:
     print("error: " + b, file=sys.stderr)
 sys.exit(1 if bad else 0)
