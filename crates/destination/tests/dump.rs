@@ -788,6 +788,78 @@ async fn run_case_on_with(
     assert_eq!(left, 0, "{name}: temporary files left");
 }
 
+/// A package entry that fails its manifest digest in a new directory takes the directories made
+/// for it away, unless another entry's copy is in them (Z39.99-2014 §11.2: the manifest's
+/// `hash` describes the bitstream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_package_entry_leaves_no_directory_made_for_it() {
+    const C: &[u8] = b"charlie";
+    let src = tmp();
+    let server = Server::start(src.path()).await;
+    let b = server.base.clone();
+    let wrong = |rel, path| {
+        let mut m = honest(rel, path, B);
+        m.md5 = md5_of(b"not b");
+        m
+    };
+    let package = manifest_zip(
+        &b,
+        &[
+            honest("r/a.txt", "/resources/a", A),
+            wrong("gone/x/b.txt", "/resources/b1"),
+            wrong("kept/y/b.txt", "/resources/b2"),
+            honest("kept/y/c.txt", "/resources/c", C),
+        ],
+        &[
+            ("resources/a", A),
+            ("resources/b1", B),
+            ("resources/b2", B),
+            ("resources/c", C),
+        ],
+    );
+    // The two failed entries are listed but not served (404): only the package could have
+    // made their directories.
+    let listed: Vec<(&str, &[u8])> = vec![
+        ("r/a.txt", A),
+        ("gone/x/b.txt", B),
+        ("kept/y/b.txt", B),
+        ("kept/y/c.txt", C),
+    ];
+    write_tree(
+        src.path(),
+        &[
+            ("r/a.txt", A),
+            ("kept/y/c.txt", C),
+            ("hostile/cap.xml", cap_doc(&b).as_bytes()),
+            ("hostile/rl.xml", rl_doc(&b, &listed).as_bytes()),
+            (
+                "hostile/rd.xml",
+                rd_doc(&b, package.len() as u64, &md5_of(&package)).as_bytes(),
+            ),
+            ("hostile/p.zip", &package),
+        ],
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&format!("{b}hostile/cap.xml"), &dest);
+    o.http.retries = 0;
+    let r = run(&o).await;
+    assert_eq!((r.packages, r.failed), (1, 2), "{r:?}");
+    assert!(has_warning(&r, "digest"), "{:#?}", r.warnings);
+    let expected: std::collections::BTreeMap<String, Vec<u8>> = [
+        ("kept/y/c.txt".to_owned(), C.to_vec()),
+        ("r/a.txt".to_owned(), A.to_vec()),
+    ]
+    .into();
+    assert_eq!(dest_files(&dest), expected);
+    assert_eq!(dest_dirs(&dest), ["kept", "kept/y", "r"]);
+    assert_eq!(
+        server.resource_hits(),
+        2,
+        "only the two failed entries fetched"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Patch links (Z39.99-2014 §14.4).
 

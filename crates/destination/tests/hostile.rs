@@ -13,6 +13,7 @@
 //! | a 1 GB document | `a_1_gb_document_is_refused_unread`, `a_1_gb_chunked_document_is_cut_at_the_limit` (1 MiB) and `..._at_the_default_limit` (256 MiB) |
 //! | a body longer than its `length`, or than the limit | `bodies_longer_than_published_are_cut_off` |
 //! | wrong digests | `wrong_digests_are_refused` |
+//! | a failed copy in a new directory (no empty directory left) | `a_failed_copy_leaves_no_directory_made_for_it`; in a package: `dump.rs`: `a_failed_package_entry_leaves_no_directory_made_for_it` |
 //! | redirect loops, redirects to other schemes | `redirect_loops_end_with_a_clear_error` |
 //! | a Change List going back in time | `a_change_list_going_back_in_time_falls_back_to_the_resource_list` |
 //! | a slowloris Source | `a_slowloris_source_is_cut_by_the_timeouts` |
@@ -406,6 +407,60 @@ async fn wrong_digests_are_refused() {
     let r = run(&o).await.expect("sync");
     assert_eq!(r.failed, 2, "{r:?}");
     contained(out.path(), &dest, &["a.txt"]);
+}
+
+/// A copy that fails after its body started arriving (digest, length, size limit) takes away
+/// the directories made for it, unless another copy is in them; a directory that was there
+/// before stays, empty or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_copy_leaves_no_directory_made_for_it() {
+    let root = tmp();
+    write_tree(
+        root.path(),
+        &[
+            // As long as what is published: refused by its digest, once received.
+            ("a/b/c.txt", b"THE PUBLISHED BODY"),
+            ("s/t/bad.txt", b"THE PUBLISHED BODY"),
+            ("s/t/good.txt", b"good"),
+            ("old/new/bad.txt", b"THE PUBLISHED BODY"),
+        ],
+    );
+    let server = Server::start(root.path()).await;
+    let b = &server.base;
+    server.fault(
+        "/big/huge.txt",
+        Fault::Huge {
+            prefix: b"0123456789".to_vec(),
+            total: 1 << 30,
+            declare_length: false,
+        },
+    );
+    let doc = rl(&[
+        (format!("{b}a/b/c.txt"), md(b"the published body")),
+        (format!("{b}s/t/bad.txt"), md(b"the published body")),
+        (format!("{b}s/t/good.txt"), md(b"good")),
+        (format!("{b}old/new/bad.txt"), md(b"the published body")),
+        (format!("{b}big/huge.txt"), md(b"0123456789")),
+    ]);
+    write_tree(root.path(), &[("hostile/rl.xml", doc.as_bytes())]);
+    let out = tmp();
+    let dest = dest_in(&out);
+    std::fs::create_dir_all(dest.join("old")).expect("old");
+    let mut o = options(&format!("{b}hostile/rl.xml"), &dest);
+    o.http.retries = 0;
+    let r = run(&o).await.expect("sync");
+    assert_eq!((r.created, r.failed), (1, 4), "{r:?}");
+    assert!(failure(&r, "a/b/c.txt").contains("md5 digest"), "{r:?}");
+    assert!(
+        failure(&r, "big/huge.txt").contains("longer than 10"),
+        "{r:?}"
+    );
+    contained(out.path(), &dest, &["s/t/good.txt"]);
+    assert_eq!(dest_dirs(&dest), ["old", "s", "s/t"]);
+    // Retried on the next run, and refused again: still nothing left.
+    let r = run(&o).await.expect("sync");
+    assert_eq!(r.failed, 4, "{r:?}");
+    assert_eq!(dest_dirs(&dest), ["old", "s", "s/t"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

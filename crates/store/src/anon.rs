@@ -27,13 +27,26 @@
 //! `O_NOFOLLOW` (missing ones created): a symbolic link inside the destination is never
 //! followed, and the file is linked into the directory that was checked, whatever happens to its
 //! path meanwhile.
+//!
+//! A directory created here for a copy stays registered ([`Created`]) until a copy is linked
+//! into it (or below it), with the count of unnamed files in flight under it. When a copy fails
+//! (its file dropped without being linked: a short or wrong body, an HTTP error, a size limit),
+//! the directories created for it that hold no other file in flight are removed again, deepest
+//! first, with `unlinkat(AT_REMOVEDIR)` from a parent opened segment by segment with
+//! `O_NOFOLLOW` (a link is never followed, nothing outside the destination is touched); the
+//! first that is not empty (or gone) ends the walk, silently. A directory that existed before,
+//! the destination itself and its `.resourcesync` folder are never registered, so never
+//! removed. The count and the removal are under one lock, and a removal makes every
+//! [`DirHandles`] forget its handles before its next use, so that a concurrent download into the
+//! same new directory either keeps it or re-creates it, never finds it gone.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -66,6 +79,118 @@ pub(crate) struct Anon {
     link: AtomicU8,
     /// Descriptors held now.
     held: Arc<AtomicUsize>,
+    /// The directories created for copies not yet linked into them.
+    created: Arc<Mutex<Created>>,
+}
+
+/// The directories an [`Anon`] created (relative paths, no leading `/`) in which no copy has
+/// been linked yet, each with the number of unnamed files in flight in it or below it; and how
+/// many of them were removed so far (a [`DirHandles`] filled before the last removal is
+/// forgotten).
+#[derive(Debug, Default)]
+pub(crate) struct Created {
+    users: HashMap<String, usize>,
+    removals: u64,
+}
+
+fn lock(m: &Mutex<Created>) -> MutexGuard<'_, Created> {
+    // A panic while it was held left the map as it was between two statements: usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What an unnamed file in flight holds of [`Created`]: one count on each registered directory
+/// on its path (`keys`, outermost first). Linked, the directories are forgotten (they hold a
+/// copy now); dropped otherwise, those it leaves unused and empty are removed.
+#[derive(Debug)]
+struct Claim {
+    created: Arc<Mutex<Created>>,
+    /// The destination directory (its handle).
+    root: Arc<Dir>,
+    keys: Vec<String>,
+    linked: bool,
+}
+
+impl Claim {
+    /// Takes a count on every registered directory on `parent`'s path (`parent` included);
+    /// `None` when there is none (the common case: nothing to undo).
+    fn take(
+        reg: &mut Created,
+        created: &Arc<Mutex<Created>>,
+        root: &Arc<Dir>,
+        parent: &str,
+    ) -> Option<Claim> {
+        if reg.users.is_empty() || parent.is_empty() {
+            return None;
+        }
+        let mut keys = Vec::new();
+        let mut end = 0;
+        for seg in parent.split('/') {
+            end = if end == 0 {
+                seg.len()
+            } else {
+                end + 1 + seg.len()
+            };
+            if let Some(n) = reg.users.get_mut(&parent[..end]) {
+                *n += 1;
+                keys.push(parent[..end].to_owned());
+            }
+        }
+        (!keys.is_empty()).then(|| Claim {
+            created: created.clone(),
+            root: root.clone(),
+            keys,
+            linked: false,
+        })
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut reg = lock(&self.created);
+        if self.linked {
+            // A copy is in them now: they are directories like any other.
+            for k in &self.keys {
+                reg.users.remove(k);
+            }
+            return;
+        }
+        for k in &self.keys {
+            if let Some(n) = reg.users.get_mut(k) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        // Deepest first; under the lock, so that no file is created in one meanwhile.
+        for k in self.keys.iter().rev() {
+            if reg.users.get(k) != Some(&0) {
+                break;
+            }
+            reg.users.remove(k);
+            match remove_dir(&self.root.fd, k) {
+                Ok(()) => reg.removals += 1,
+                // Not empty (something else is in it), gone, or replaced: left alone.
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Removes the empty directory `rel` under `root`, opening its parents one segment at a time
+/// without following a symbolic link (`unlinkat(AT_REMOVEDIR)` does not follow one either).
+fn remove_dir(root: &OwnedFd, rel: &str) -> rustix::io::Result<()> {
+    let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut cur: Option<OwnedFd> = None;
+    for seg in parent.split('/').filter(|s| !s.is_empty()) {
+        let next = match &cur {
+            Some(d) => rustix::fs::openat(d, seg, flags, Mode::empty())?,
+            None => rustix::fs::openat(root, seg, flags, Mode::empty())?,
+        };
+        cur = Some(next);
+    }
+    match &cur {
+        Some(d) => rustix::fs::unlinkat(d, name, AtFlags::REMOVEDIR),
+        None => rustix::fs::unlinkat(root, name, AtFlags::REMOVEDIR),
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -80,6 +205,7 @@ impl Anon {
             probe: OnceLock::new(),
             link: AtomicU8::new(LINK_EMPTY_PATH),
             held: Arc::new(AtomicUsize::new(0)),
+            created: Arc::new(Mutex::new(Created::default())),
         }
     }
 
@@ -218,6 +344,8 @@ pub(crate) struct AnonFile {
     pub(crate) file: File,
     dir: Arc<Dir>,
     name: String,
+    /// The new directories it is in, removed if it is dropped without being linked.
+    claim: Option<Claim>,
     _slot: Slot,
 }
 
@@ -225,6 +353,13 @@ impl AnonFile {
     /// The final path, for messages.
     pub(crate) fn path(&self) -> PathBuf {
         self.dir.path.join(&self.name)
+    }
+
+    /// It has its name: the new directories it is in stay.
+    fn linked(&mut self) {
+        if let Some(c) = &mut self.claim {
+            c.linked = true;
+        }
     }
 }
 
@@ -238,16 +373,19 @@ impl Write for AnonFile {
 }
 
 /// Opens `seg` of `parent` as a directory without following a symbolic link, creating it when
-/// missing.
-fn open_seg(parent: &OwnedFd, seg: &str, path: &Path) -> Result<OwnedFd> {
+/// missing; whether it was created here.
+fn open_seg(parent: &OwnedFd, seg: &str, path: &Path) -> Result<(OwnedFd, bool)> {
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut created = false;
+    let (mut tried, mut created) = (false, false);
     loop {
         match rustix::fs::openat(parent, seg, flags, Mode::empty()) {
-            Ok(fd) => return Ok(fd),
-            Err(Errno::NOENT) if !created => {
+            Ok(fd) => return Ok((fd, created)),
+            Err(Errno::NOENT) if !tried => {
+                tried = true;
                 match rustix::fs::mkdirat(parent, seg, Mode::from_raw_mode(0o777)) {
-                    Ok(()) | Err(Errno::EXIST) => created = true,
+                    Ok(()) => created = true,
+                    // Made by someone else meanwhile: not ours to remove.
+                    Err(Errno::EXIST) => {}
                     Err(e) => return Err(Error::io(path, e.into())),
                 }
             }
@@ -271,17 +409,17 @@ fn open_seg(parent: &OwnedFd, seg: &str, path: &Path) -> Result<OwnedFd> {
 }
 
 impl Anon {
-    /// The directory `rel` goes in, opened (and created) from `root` one segment at a time;
-    /// `None` when no slot is free.
+    /// The directory `parent` (relative, `""` for the root), opened (and created) from `root`
+    /// one segment at a time; `None` when no slot is free. Directories created are registered
+    /// in `reg`.
     fn dir(
         &self,
         root: &Path,
-        rel: &RelPath,
+        parent: &str,
         dirs: &mut DirHandles,
         max: usize,
+        reg: &mut Created,
     ) -> Result<Option<Arc<Dir>>> {
-        let s = rel.as_str();
-        let parent = s.rfind('/').map_or("", |i| &s[..i]);
         if let Some(d) = dirs.dirs.get(parent) {
             return Ok(Some(d.clone()));
         }
@@ -325,7 +463,10 @@ impl Anon {
                         return Ok(None);
                     };
                     let path = cur.path.join(seg);
-                    let fd = open_seg(&cur.fd, seg, &path)?;
+                    let (fd, created) = open_seg(&cur.fd, seg, &path)?;
+                    if created {
+                        reg.users.insert(key.to_owned(), 0);
+                    }
                     let d = Arc::new(Dir {
                         fd,
                         path,
@@ -351,7 +492,25 @@ impl Anon {
         let Some(p) = self.probed(tmp) else {
             return Ok(None);
         };
-        let Some(dir) = self.dir(root, rel, dirs, p.slots)? else {
+        let s = rel.as_str();
+        let parent = s.rfind('/').map_or("", |i| &s[..i]);
+        // On every way out but a file created, `claim` is dropped: the directories created for
+        // this copy (and no other in flight) are removed again.
+        let (dir, claim) = {
+            let mut reg = lock(&self.created);
+            if dirs.removals != reg.removals {
+                // A directory was removed since these handles were opened: open them again.
+                dirs.dirs.clear();
+                dirs.removals = reg.removals;
+            }
+            let dir = self.dir(root, parent, dirs, p.slots, &mut reg);
+            let claim = dirs
+                .dirs
+                .get("")
+                .and_then(|r| Claim::take(&mut reg, &self.created, r, parent));
+            (dir, claim)
+        };
+        let Some(dir) = dir? else {
             return Ok(None);
         };
         let Some(slot) = self.slot(p.slots) else {
@@ -373,16 +532,20 @@ impl Anon {
             file: File::from(fd),
             dir,
             name,
+            claim,
             _slot: slot,
         }))
     }
 
     /// Gives an unnamed file its final name; whether a file was there (and was replaced, through
     /// a temporary name in `tmp`). A directory there is a conflict, never replaced.
-    pub(crate) fn place(&self, f: AnonFile, tmp: &Path) -> Result<bool> {
+    pub(crate) fn place(&self, mut f: AnonFile, tmp: &Path) -> Result<bool> {
         let target = f.path();
         match self.link(&f.file, &f.dir.fd, &f.name) {
-            Ok(()) => return Ok(false),
+            Ok(()) => {
+                f.linked();
+                return Ok(false);
+            }
             Err(e) if e.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => {}
             Err(e) => return Err(Error::io(&target, e)),
         }
@@ -409,6 +572,7 @@ impl Anon {
             let _ = rustix::fs::unlinkat(&dir, name.as_str(), AtFlags::empty());
             return Err(Error::io(&target, e.into()));
         }
+        f.linked();
         Ok(true)
     }
 }

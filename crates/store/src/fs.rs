@@ -259,6 +259,10 @@ impl DirCache {
 pub struct DirHandles {
     #[cfg(target_os = "linux")]
     pub(crate) dirs: std::collections::HashMap<String, std::sync::Arc<crate::anon::Dir>>,
+    /// The store's count of directories removed when these were opened (see the `anon`
+    /// module): they are opened again after another removal.
+    #[cfg(target_os = "linux")]
+    pub(crate) removals: u64,
 }
 
 impl DirHandles {
@@ -391,7 +395,10 @@ impl FsStore {
     /// `linkat(2)` (see the `anon` module); elsewhere, when unnamed files are not supported or
     /// too many are open, or with [`FsStore::with_unnamed_temps`]`(false)`, a named temporary
     /// file as [`Store::create_temp`]. A file found at `rel` after all is replaced as usual.
-    /// `dirs` keeps the directories opened: keep one for a package or a batch.
+    /// `dirs` keeps the directories opened: keep one for a package or a batch. Dropped without
+    /// being placed (a refused body), the file takes away the directories created for it that
+    /// are empty and in which no other unnamed file is in flight (never one that was there
+    /// before or into which a copy was placed).
     pub fn create_temp_at(
         &self,
         expect: Expect,
@@ -1051,10 +1058,144 @@ mod tests {
         let e = s.verify(t).expect_err("short");
         assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
         assert!(!d.path().join("d/a.txt").exists());
-        assert_eq!(fs::read_dir(d.path().join("d")).expect("d").count(), 0);
+        // The directory made for it is gone with it.
+        assert!(!d.path().join("d").exists());
         assert_eq!(temps(d.path()), Vec::<String>::new());
         drop(handles);
         assert_eq!(s.unnamed_descriptors(), 0);
+    }
+
+    /// The directories under `root` (relative), the state folder left out.
+    fn dirs_under(root: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).expect("dir") {
+                let e = e.expect("entry");
+                if e.file_type().expect("type").is_dir() && e.file_name() != STATE_DIR {
+                    let p = e.path();
+                    out.push(
+                        p.strip_prefix(root)
+                            .expect("under")
+                            .to_string_lossy()
+                            .into_owned(),
+                    );
+                    stack.push(p);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// A body for `rel` that fails its published length (4 bytes published, 3 written).
+    fn refused_at(s: &FsStore, rel: &RelPath, dirs: &mut DirHandles) -> Error {
+        let mut t = s
+            .create_temp_at(expect_abc(Some(4), ""), rel, dirs)
+            .expect("temp");
+        t.write(b"abc").expect("write");
+        s.verify(t).expect_err("short")
+    }
+
+    #[test]
+    fn a_failed_new_copy_takes_away_the_directories_made_for_it_and_no_other() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = FsStore::open(d.path()).expect("open");
+        let mut handles = DirHandles::default();
+        let mut dirs = DirCache::default();
+        // An empty directory that was there before stays, and so does the destination.
+        fs::create_dir(d.path().join("old")).expect("old");
+        let rel = |p: &str| RelPath::parse(p).expect("rel");
+        refused_at(&s, &rel("old/new/deeper/a.txt"), &mut handles);
+        refused_at(&s, &rel("top.txt"), &mut handles);
+        assert_eq!(dirs_under(d.path()), ["old"]);
+        assert!(d.path().join(STATE_DIR).join("tmp").is_dir());
+        // Made again when needed, through the same handles.
+        let v = verified_at(&s, &rel("old/new/deeper/a.txt"), &mut handles, b"aaa");
+        s.place_in(v, &rel("old/new/deeper/a.txt"), &mut dirs)
+            .expect("placed");
+        // A failure in a directory that holds a copy takes nothing away.
+        refused_at(&s, &rel("old/new/deeper/b.txt"), &mut handles);
+        refused_at(&s, &rel("old/new/other/b.txt"), &mut handles);
+        assert_eq!(
+            dirs_under(d.path()),
+            ["old", "old/new", "old/new/deeper"],
+            "only the directory made for the failed copy alone is removed"
+        );
+        assert_eq!(
+            fs::read(d.path().join("old/new/deeper/a.txt")).expect("a"),
+            b"aaa"
+        );
+        drop(handles);
+        assert_eq!(s.unnamed_descriptors(), 0);
+    }
+
+    #[test]
+    fn a_new_directory_stays_while_another_copy_is_in_flight_in_it() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = FsStore::open(d.path()).expect("open");
+        // Two callers with their own handles (as two extracting threads), one directory.
+        let (mut h1, mut h2) = (DirHandles::default(), DirHandles::default());
+        let mut dirs = DirCache::default();
+        let a = RelPath::parse("n/m/a.txt").expect("rel");
+        let b = RelPath::parse("n/m/b.txt").expect("rel");
+        let c = RelPath::parse("n/c.txt").expect("rel");
+        // b is in flight (its body received, not yet linked) when a and c fail.
+        let vb = verified_at(&s, &b, &mut h2, b"bb");
+        refused_at(&s, &a, &mut h1);
+        refused_at(&s, &c, &mut h1);
+        assert_eq!(dirs_under(d.path()), ["n", "n/m"]);
+        assert!(!s.place_in(vb, &b, &mut dirs).expect("b placed").replaced);
+        assert_eq!(fs::read(d.path().join("n/m/b.txt")).expect("b"), b"bb");
+        // The other way round: the in-flight one fails last, and the directories go with it.
+        let mut h3 = DirHandles::default();
+        let x = RelPath::parse("p/q/x.txt").expect("rel");
+        let mut tx = s
+            .create_temp_at(expect_abc(Some(4), ""), &x, &mut h3)
+            .expect("x");
+        refused_at(&s, &RelPath::parse("p/q/y.txt").expect("rel"), &mut h1);
+        assert!(d.path().join("p/q").is_dir(), "x is still in flight");
+        tx.write(b"abc").expect("write");
+        drop(tx);
+        assert_eq!(dirs_under(d.path()), ["n", "n/m"]);
+        // Handles opened before a removal are not used after it: p/q is made again.
+        let vz = verified_at(
+            &s,
+            &RelPath::parse("p/q/z.txt").expect("rel"),
+            &mut h1,
+            b"z",
+        );
+        s.place_in(vz, &RelPath::parse("p/q/z.txt").expect("rel"), &mut dirs)
+            .expect("z placed");
+        assert_eq!(fs::read(d.path().join("p/q/z.txt")).expect("z"), b"z");
+        drop((h1, h2, h3));
+        assert_eq!(s.unnamed_descriptors(), 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn removing_a_new_directory_never_follows_a_link_put_in_its_place() {
+        let d = tempfile::tempdir().expect("tmp");
+        let outside = tempfile::tempdir().expect("outside");
+        fs::create_dir(outside.path().join("m")).expect("outside/m");
+        let s = FsStore::open(d.path()).expect("open");
+        let mut handles = DirHandles::default();
+        let rel = RelPath::parse("n/m/a.txt").expect("rel");
+        let mut t = s
+            .create_temp_at(expect_abc(Some(4), ""), &rel, &mut handles)
+            .expect("temp");
+        t.write(b"abc").expect("write");
+        // While it is in flight, its new directories are swapped for a link out of DEST.
+        fs::rename(d.path().join("n"), d.path().join("moved")).expect("move");
+        std::os::unix::fs::symlink(outside.path(), d.path().join("n")).expect("symlink");
+        drop(t);
+        assert!(outside.path().join("m").is_dir(), "nothing removed outside");
+        assert!(
+            fs::symlink_metadata(d.path().join("n"))
+                .expect("link")
+                .file_type()
+                .is_symlink()
+        );
     }
 
     #[test]

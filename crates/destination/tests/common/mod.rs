@@ -362,6 +362,29 @@ pub fn dest_files(dest: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
+/// The directories under a destination (relative, sorted; its own folder left out).
+pub fn dest_dirs(dest: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dest.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let e = e.expect("entry");
+            let p = e.path();
+            let rel = p
+                .strip_prefix(dest)
+                .expect("under dest")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if e.file_type().expect("type").is_dir() && rel != ".resourcesync" {
+                out.push(rel);
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Options for tests: small timeouts and backoff.
 pub fn options(url: &str, dest: &Path) -> resourcesync_destination::SyncOptions {
     let mut o = resourcesync_destination::SyncOptions::new(url, dest);
