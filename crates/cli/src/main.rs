@@ -65,7 +65,35 @@ enum Command {
     Hub(hub::HubArgs),
 }
 
+/// Raises the soft limit of open files to the hard one (ignoring failure), before any thread
+/// or runtime starts: a sync keeps a descriptor open per new copy until it is linked into place
+/// (the store sizes its budget from the soft limit, which it only reads), and `serve` one per
+/// connection. The libraries leave process-wide limits alone; the program sets them.
+fn raise_open_files_limit() {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        let lim = getrlimit(Resource::Nofile);
+        let raise = match (lim.current, lim.maximum) {
+            (Some(soft), Some(hard)) => soft < hard,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if raise {
+            // Refused (macOS refuses an unlimited soft limit, for one): the limit stays.
+            let _ = setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: lim.maximum,
+                    maximum: lim.maximum,
+                },
+            );
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    raise_open_files_limit();
     // TLS through rustls with the ring provider (no C toolchain beyond ring's own).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();

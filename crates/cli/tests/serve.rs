@@ -91,3 +91,66 @@ fn serve_prints_its_url_answers_and_stops_on_sigterm() {
             .is_file()
     );
 }
+
+/// The soft and hard open-files limits of process `pid`, from `/proc/PID/limits`.
+#[cfg(target_os = "linux")]
+fn open_files_limits(pid: u32) -> (String, String) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files");
+    let mut w = line["Max open files".len()..].split_whitespace();
+    (
+        w.next().expect("soft").to_owned(),
+        w.next().expect("hard").to_owned(),
+    )
+}
+
+/// The binary raises its soft open-files limit to the hard one at start (the store, a library,
+/// only reads it to size its budget of unnamed temporary files).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_binary_raises_its_open_files_limit_to_the_hard_one() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    // A soft limit below the hard one, inherited by the child.
+    let lim = getrlimit(Resource::Nofile);
+    let Some(hard) = lim.maximum else {
+        eprintln!("no hard limit on open files: nothing to raise to");
+        return;
+    };
+    let soft = lim.current.unwrap_or(hard).min(hard - 1);
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(soft),
+            maximum: Some(hard),
+        },
+    )
+    .expect("lower the soft limit");
+    assert_eq!(
+        open_files_limits(std::process::id()),
+        (soft.to_string(), hard.to_string())
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
+        .args(["serve", dir.path().to_str().expect("path")])
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx.recv_timeout(Duration::from_secs(60));
+    let limits = open_files_limits(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.is_ok_and(|l| l.starts_with("serving")), "not serving");
+    assert_eq!(limits, (hard.to_string(), hard.to_string()));
+}

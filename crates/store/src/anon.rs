@@ -11,8 +11,10 @@
 //!
 //! The descriptor must stay open until the link, so that a batch of thousands holds thousands
 //! of descriptors: each one (and each directory handle) takes a slot of a per-store budget
-//! below the soft `RLIMIT_NOFILE`, which is raised to the hard limit the first time (as the Go
-//! runtime does at start). When no slot is free, when the file system has no `O_TMPFILE`
+//! below the soft `RLIMIT_NOFILE` as it is at first use. The store only reads the limit: a
+//! library does not change process-wide state. A program that wants a larger budget raises its
+//! soft limit before (the `resourcesync` binary raises it to the hard limit at start, as the Go
+//! runtime does). When no slot is free, when the file system has no `O_TMPFILE`
 //! (`EOPNOTSUPP`, `EISDIR`, `EINVAL`), or when an unnamed file cannot be linked (neither
 //! `AT_EMPTY_PATH`, which needs `CAP_DAC_READ_SEARCH`, nor `/proc/self/fd/N` with
 //! `AT_SYMLINK_FOLLOW` works: a probe at first use tells), the store falls back to a named
@@ -286,25 +288,12 @@ fn probe(tmp: &Path) -> Option<u8> {
     Some(mode)
 }
 
-/// The descriptors unnamed files may hold: the soft `RLIMIT_NOFILE` (raised to the hard limit
-/// first) less [`RESERVE_FDS`], at most [`MAX_SLOTS`].
+/// The descriptors unnamed files may hold: the soft `RLIMIT_NOFILE` (read, never changed here)
+/// less [`RESERVE_FDS`], at most [`MAX_SLOTS`].
 fn fd_budget() -> usize {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let lim = getrlimit(Resource::Nofile);
-    let mut soft = lim.current.unwrap_or(MAX_SLOTS + RESERVE_FDS);
-    let want = lim.maximum.unwrap_or(MAX_SLOTS + RESERVE_FDS);
-    if want > soft
-        && setrlimit(
-            Resource::Nofile,
-            Rlimit {
-                current: Some(want),
-                maximum: lim.maximum,
-            },
-        )
-        .is_ok()
-    {
-        soft = want;
-    }
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(MAX_SLOTS + RESERVE_FDS);
     usize::try_from(soft.saturating_sub(RESERVE_FDS).min(MAX_SLOTS)).unwrap_or(0)
 }
 
@@ -580,6 +569,37 @@ impl Anon {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_is_sized_from_the_soft_limit_which_is_left_alone() {
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        let lim = getrlimit(Resource::Nofile);
+        let Some(hard) = lim.maximum else {
+            return; // no hard limit: nothing a library could raise the soft one to
+        };
+        // Below the hard limit (lowered by one at most: other tests of this process run on).
+        let soft = lim.current.unwrap_or(hard).min(hard - 1);
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(soft),
+                maximum: Some(hard),
+            },
+        )
+        .expect("lower the soft limit");
+        let d = tempfile::tempdir().expect("tmp");
+        let s = crate::FsStore::open(d.path()).expect("open");
+        let mut dirs = DirHandles::default();
+        let rel = RelPath::parse("x/a").expect("rel");
+        // The first unnamed file probes and sets the budget.
+        drop(
+            s.create_temp_at(crate::Expect::default(), &rel, &mut dirs)
+                .expect("temp"),
+        );
+        assert_eq!(getrlimit(Resource::Nofile).current, Some(soft));
+        let budget = usize::try_from(soft.saturating_sub(RESERVE_FDS).min(MAX_SLOTS)).expect("n");
+        assert_eq!(fd_budget(), budget);
+    }
 
     #[test]
     fn an_unnamed_file_is_linked_through_proc_without_privileges() {
