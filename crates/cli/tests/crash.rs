@@ -370,3 +370,95 @@ fn a_list_baseline_keeps_its_bodies_out_of_the_temporary_folder_and_a_kill_befor
         "only the copies not in place are fetched again"
     );
 }
+
+/// A panic while an extracting thread inflates a Resource Dump entry (the test hook's
+/// `package-entry:N:panic`) is that entry's error: the entry is reported failed (exit 1), and
+/// the other entries of the package are in place. Without the catch, the thread's chunk is
+/// never answered: the run waits for it until the other senders are gone, then fails whole
+/// (exit 2) when the scope raises the panic again, or waits for ever while chunks remain to be
+/// sent (hence the hang guard).
+#[test]
+fn a_panic_extracting_a_dump_entry_fails_that_entry_alone() {
+    const N: usize = 12;
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        // One core: the entries are extracted on the thread that reads the manifest, not by
+        // extracting threads (the case tested here).
+        eprintln!("one core: no extracting threads to test");
+        return;
+    }
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..N)
+        .map(|i| (format!("d{}/f{i}.bin", i % 3), content(i, 0)))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start_in_thread(src.path());
+    publish_with(src.path(), &server.base, |c| c.publish.dumps = true);
+    // Only the documents and the package are served from now on: a resource the package does
+    // not put in place fails (404) when the Resource List fetches it.
+    let source = source_files(src.path());
+    for p in source.keys() {
+        std::fs::remove_file(src.path().join(p)).expect("rm");
+    }
+    let out = tmp();
+    let dest = dest_in(&out);
+    // Fewer entries than a chunk: one extracting thread takes them all, in manifest order; the
+    // third panics.
+    let mut child = sync_cmd(&server.base, &dest, false)
+        .env(CRASH_AT_VAR, "package-entry:3:panic")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn resourcesync");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        let read = |mut r: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = r.read_to_string(&mut s);
+                s
+            })
+        };
+        let (out, err) = (read(Box::new(stdout)), read(Box::new(stderr)));
+        let status = child.wait().expect("wait");
+        let _ = tx.send((
+            status,
+            out.join().unwrap_or_default(),
+            err.join().unwrap_or_default(),
+        ));
+    });
+    // A hang guard only: the run's end is what is waited for.
+    let Ok((status, stdout, stderr)) = rx.recv_timeout(Duration::from_secs(300)) else {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("the sync did not end in 300 s after a panic extracting an entry");
+    };
+    assert!(
+        stderr.contains("package-entry:3: panic asked for"),
+        "the hook did not fire: {stderr}"
+    );
+    assert_eq!(status.code(), Some(1), "{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(v["packages"], 1, "{v}");
+    assert_eq!(v["failed"], 1, "{v}");
+    let failed = v["failures"][0]["path"]
+        .as_str()
+        .expect("failed path")
+        .to_owned();
+    assert!(
+        v["warnings"].as_array().expect("warnings").iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.contains("extracting this entry panicked"))),
+        "{v}"
+    );
+    let mut expected = source.clone();
+    assert!(
+        expected.remove(&failed).is_some(),
+        "{failed} is no resource"
+    );
+    assert_eq!(dest_files(&dest), expected, "every other entry in place");
+}

@@ -1,11 +1,13 @@
 //! A test hook for the crash harness (issue 7 item 2): stops the process at a named point.
 //!
 //! Compiled always, inert unless the environment variable `RESOURCESYNC_TEST_CRASH_AT` is set
-//! (read once). Its value is `POINT:N` or `POINT:N:pause`: at the `N`th time (counting from 1)
-//! the process reaches `POINT`, it calls [`std::process::abort`] (no destructor, no flush, like
-//! a `kill -9`), or with `pause` writes `RESOURCESYNC_TEST_CRASH_AT POINT:N reached` to standard
-//! error and stops that thread for good, so that a harness can send SIGKILL while the other
-//! downloads are still in flight. Points:
+//! (read once). Its value is `POINT:N`, `POINT:N:pause` or `POINT:N:panic`: at the `N`th time
+//! (counting from 1, over all threads) the process reaches `POINT`, it calls
+//! [`std::process::abort`] (no destructor, no flush, like a `kill -9`); with `pause` it writes
+//! `RESOURCESYNC_TEST_CRASH_AT POINT:N reached` to standard error and stops that thread for
+//! good, so that a harness can send SIGKILL while the other downloads are still in flight; with
+//! `panic` it panics on that thread (unwinding: destructors run), so that a test can check what
+//! catches the panic. Points:
 //!
 //! | point | where |
 //! | --- | --- |
@@ -15,7 +17,7 @@
 //! | `after-rename` | a resource of a batch is at its final path, the batch's state rows not yet written |
 //! | `state` | a batch's state rows are written (with the removal of their pending rows, one transaction), once per row, the downloads not yet answered |
 //! | `cursor` | every change is applied, the cursor not yet moved |
-//! | `package-entry` | a dump package's entry is inflated to its temporary file, not yet renamed |
+//! | `package-entry` | a dump package's entry is inflated to its temporary file, not yet renamed (on the thread that extracts it; in a Resource Dump package of at most 64 entries, one thread takes them all, in manifest order; with `panic`, that entry fails and the others are applied) |
 //! | `package-renamed` | a dump package's entry is at its final path, its batch's state rows not yet written |
 
 use std::sync::OnceLock;
@@ -24,26 +26,46 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The environment variable read.
 pub const CRASH_AT_VAR: &str = "RESOURCESYNC_TEST_CRASH_AT";
 
+/// What to do at the point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Abort,
+    Pause,
+    Panic,
+}
+
 #[derive(Debug)]
 struct Plan {
     point: String,
     n: u64,
-    pause: bool,
+    action: Action,
     hits: AtomicU64,
 }
 
 static PLAN: OnceLock<Option<Plan>> = OnceLock::new();
 
 fn plan() -> Option<Plan> {
-    let v = std::env::var(CRASH_AT_VAR).ok()?;
+    parse(&std::env::var(CRASH_AT_VAR).ok()?)
+}
+
+/// `POINT:N[:pause|:panic]`; `None` for anything else (the hook then stays inert).
+fn parse(v: &str) -> Option<Plan> {
     let mut parts = v.split(':');
     let point = parts.next()?.to_owned();
     let n = parts.next()?.parse().ok()?;
-    let pause = parts.next() == Some("pause");
+    let action = match parts.next() {
+        None => Action::Abort,
+        Some("pause") => Action::Pause,
+        Some("panic") => Action::Panic,
+        Some(_) => return None,
+    };
+    if parts.next().is_some() {
+        return None;
+    }
     Some(Plan {
         point,
         n,
-        pause,
+        action,
         hits: AtomicU64::new(0),
     })
 }
@@ -56,11 +78,42 @@ pub(crate) fn point(name: &str) {
     if p.point != name || p.hits.fetch_add(1, Ordering::SeqCst) + 1 != p.n {
         return;
     }
-    if p.pause {
-        eprintln!("{CRASH_AT_VAR} {name}:{} reached", p.n);
-        loop {
-            std::thread::park();
+    match p.action {
+        Action::Pause => {
+            eprintln!("{CRASH_AT_VAR} {name}:{} reached", p.n);
+            loop {
+                std::thread::park();
+            }
+        }
+        Action::Panic => panic!("{CRASH_AT_VAR} {name}:{}: panic asked for", p.n),
+        Action::Abort => std::process::abort(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_are_parsed_and_anything_else_leaves_the_hook_inert() {
+        let p = parse("package-entry:3:panic").expect("panic");
+        assert_eq!(
+            (p.point.as_str(), p.n, p.action),
+            ("package-entry", 3, Action::Panic)
+        );
+        assert_eq!(
+            parse("download:1:pause").expect("pause").action,
+            Action::Pause
+        );
+        assert_eq!(parse("state:2").expect("abort").action, Action::Abort);
+        for bad in [
+            "",
+            "state",
+            "state:x",
+            "state:1:explode",
+            "state:1:panic:more",
+        ] {
+            assert!(parse(bad).is_none(), "{bad}");
         }
     }
-    std::process::abort();
 }
