@@ -93,6 +93,41 @@ pub(crate) struct Anon {
 pub(crate) struct Created {
     users: HashMap<String, usize>,
     removals: u64,
+    /// Unnamed files in flight (created, not yet linked or dropped) per directory they are in
+    /// (relative, `""` for the destination): a delete that empties such a directory leaves it
+    /// (see [`Anon::prune`]); without a name in it, it looks empty to `rmdir`.
+    inflight: HashMap<String, usize>,
+}
+
+/// An unnamed file's count in [`Created::inflight`], given back when it is dropped (linked or
+/// not).
+#[derive(Debug)]
+struct InFlight {
+    created: Arc<Mutex<Created>>,
+    key: String,
+}
+
+impl InFlight {
+    /// Counts one more file in flight in `key` (under the registry's lock).
+    fn take(reg: &mut Created, created: &Arc<Mutex<Created>>, key: &str) -> InFlight {
+        *reg.inflight.entry(key.to_owned()).or_insert(0) += 1;
+        InFlight {
+            created: created.clone(),
+            key: key.to_owned(),
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut reg = lock(&self.created);
+        if let Some(n) = reg.inflight.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                reg.inflight.remove(&self.key);
+            }
+        }
+    }
 }
 
 fn lock(m: &Mutex<Created>) -> MutexGuard<'_, Created> {
@@ -335,6 +370,8 @@ pub(crate) struct AnonFile {
     name: String,
     /// The new directories it is in, removed if it is dropped without being linked.
     claim: Option<Claim>,
+    /// Its count in the directory it goes to, which a delete leaves meanwhile.
+    _inflight: InFlight,
     _slot: Slot,
 }
 
@@ -485,7 +522,9 @@ impl Anon {
         let parent = s.rfind('/').map_or("", |i| &s[..i]);
         // On every way out but a file created, `claim` is dropped: the directories created for
         // this copy (and no other in flight) are removed again.
-        let (dir, claim) = {
+        // Counted in flight in its directory in the same critical section that found (or made)
+        // the directory: a delete emptying it meanwhile leaves it (see `prune`).
+        let (dir, claim, inflight) = {
             let mut reg = lock(&self.created);
             if dirs.removals != reg.removals {
                 // A directory was removed since these handles were opened: open them again.
@@ -497,9 +536,11 @@ impl Anon {
                 .dirs
                 .get("")
                 .and_then(|r| Claim::take(&mut reg, &self.created, r, parent));
-            (dir, claim)
+            let inflight =
+                matches!(dir, Ok(Some(_))).then(|| InFlight::take(&mut reg, &self.created, parent));
+            (dir, claim, inflight)
         };
-        let Some(dir) = dir? else {
+        let (Some(dir), Some(inflight)) = (dir?, inflight) else {
             return Ok(None);
         };
         let Some(slot) = self.slot(p.slots) else {
@@ -522,8 +563,46 @@ impl Anon {
             dir,
             name,
             claim,
+            _inflight: inflight,
             _slot: slot,
         }))
+    }
+
+    /// After a delete of a copy in `parent` (relative, `""` for the destination `root`):
+    /// removes the directories it leaves empty, deepest first, up to (not including) the
+    /// destination, and stops at the first that is not empty or into which an unnamed file is
+    /// on its way (it has no name there yet, so `rmdir` would take the directory from under
+    /// it). Under the registry's lock, so that no unnamed file is created in one meanwhile; a
+    /// removal makes every [`DirHandles`] open its directories again. Parents are opened one
+    /// segment at a time without following a link.
+    pub(crate) fn prune(&self, root: &Path, parent: &str) {
+        if parent.is_empty() {
+            return;
+        }
+        let Ok(root_fd) = rustix::fs::open(
+            root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return;
+        };
+        let mut reg = lock(&self.created);
+        let mut key = parent;
+        loop {
+            if reg.inflight.get(key).is_some_and(|&n| n > 0) {
+                break;
+            }
+            // Not empty, gone or replaced: left alone, and so are the directories above it.
+            if remove_dir(&root_fd, key).is_err() {
+                break;
+            }
+            reg.removals += 1;
+            reg.users.remove(key);
+            match key.rfind('/') {
+                Some(i) => key = &key[..i],
+                None => break,
+            }
+        }
     }
 
     /// Gives an unnamed file its final name; whether a file was there (and was replaced, through

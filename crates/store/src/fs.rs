@@ -706,7 +706,17 @@ impl Store for FsStore {
         self.parents_cached(rel, dirs)?;
         let target = rel.under(&self.root);
         // A directory at the target makes the rename fail (EISDIR): it is never replaced.
-        let replaced = rename_into(&path, &target)?;
+        let replaced = match rename_into(&path, &target) {
+            // The directory went since it was checked (a delete emptied it meanwhile): made
+            // again, once.
+            Err(Error::Io { source, .. })
+                if source.kind() == io::ErrorKind::NotFound && path.exists() =>
+            {
+                self.parents(rel, true)?;
+                rename_into(&path, &target)?
+            }
+            r => r?,
+        };
         // In place: the temporary name is gone, nothing to remove on drop.
         let _ = path.keep();
         Ok(Placed {
@@ -752,7 +762,18 @@ impl Store for FsStore {
             Err(e) => return Err(Error::io(&target, e)),
         }
         fs::remove_file(&target).map_err(|e| Error::io(&target, e))?;
-        // Remove the directories the copy leaves empty, up to (not including) the root.
+        // Remove the directories the copy leaves empty, up to (not including) the root; with
+        // unnamed temporary files, not one into which a new copy is on its way (see the `anon`
+        // module).
+        #[cfg(target_os = "linux")]
+        if let Some(a) = &self.anon {
+            let s = rel.as_str();
+            a.prune(&self.root, s.rfind('/').map_or("", |i| &s[..i]));
+            if let Some(d) = target.parent() {
+                let _ = sync_dir(d);
+            }
+            return Ok(true);
+        }
         let mut dir = target.parent().map(Path::to_path_buf);
         while let Some(d) = dir {
             if d == self.root || !d.starts_with(&self.root) || fs::remove_dir(&d).is_err() {
@@ -1003,6 +1024,44 @@ mod tests {
             .expect("temp");
         t.write(body).expect("write");
         s.verify(t).expect("verify")
+    }
+
+    /// A delete that empties a directory (the last copy in it removed) while a new copy is on
+    /// its way into that directory: as when a Source renames the only file of a directory and
+    /// an incremental sync with `--delete` applies the delete and the create at once. The
+    /// directory stays for the new copy, which is placed; and a directory emptied with nothing
+    /// in flight goes, also when handles to it are kept.
+    #[test]
+    fn a_delete_never_takes_away_a_directory_a_new_copy_is_on_its_way_into() {
+        for unnamed in [true, false] {
+            let d = tempfile::tempdir().expect("tmp");
+            let s = FsStore::open(d.path())
+                .expect("open")
+                .with_unnamed_temps(unnamed);
+            let mut handles = DirHandles::default();
+            let mut dirs = DirCache::default();
+            let rel = |p: &str| RelPath::parse(p).expect("rel");
+            let v = verified_at(&s, &rel("d/e/a.txt"), &mut handles, b"aaa");
+            s.place_in(v, &rel("d/e/a.txt"), &mut dirs).expect("a");
+            // b is in flight (its body verified, not yet placed) when a is deleted.
+            let b = verified_at(&s, &rel("d/e/b.txt"), &mut handles, b"bb");
+            assert!(s.remove(&rel("d/e/a.txt")).expect("remove a"));
+            let placed = s
+                .place_in(b, &rel("d/e/b.txt"), &mut dirs)
+                .unwrap_or_else(|e| panic!("b placed (unnamed={unnamed}): {e}"));
+            assert!(!placed.replaced);
+            assert_eq!(fs::read(d.path().join("d/e/b.txt")).expect("b"), b"bb");
+            // Nothing in flight: the directories a delete empties go, and the handles kept to
+            // them are not used again (c is placed in a new d/e).
+            assert!(s.remove(&rel("d/e/b.txt")).expect("remove b"));
+            assert!(!d.path().join("d").exists(), "unnamed={unnamed}");
+            let c = verified_at(&s, &rel("d/e/c.txt"), &mut handles, b"c");
+            s.place_in(c, &rel("d/e/c.txt"), &mut dirs)
+                .expect("c placed");
+            assert_eq!(fs::read(d.path().join("d/e/c.txt")).expect("c"), b"c");
+            drop(handles);
+            assert_eq!(s.unnamed_descriptors(), 0);
+        }
     }
 
     #[test]
