@@ -94,6 +94,47 @@ async fn baseline_from_the_site_root_then_incremental_with_delete() {
     );
 }
 
+/// Renames at the Source inside directories that hold one file each: with `--delete`, the
+/// incremental run deletes the old name and fetches the new one at once, into a directory the
+/// delete empties. The delete must not take the directory from under the new copy (it failed
+/// with "No such file or directory" in most runs before; the store's unit test
+/// `a_delete_never_takes_away_a_directory_a_new_copy_is_on_its_way_into` pins the order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renames_within_one_file_directories_with_delete() {
+    let src = tmp();
+    let names: Vec<String> = (0..24).map(|i| format!("d{i}/old.txt")).collect();
+    let files: Vec<(&str, &[u8])> = names
+        .iter()
+        .map(|n| (n.as_str(), &b"same body"[..]))
+        .collect();
+    write_tree(src.path(), &files);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    let r = run(&o).await;
+    assert_eq!((r.created, r.failed), (24, 0), "{:?}", r.failures);
+    for i in 0..24 {
+        std::fs::rename(
+            src.path().join(format!("d{i}/old.txt")),
+            src.path().join(format!("d{i}/new.txt")),
+        )
+        .expect("rename");
+    }
+    publish(src.path(), &server.base, None);
+    o.delete = true;
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental);
+    assert_eq!(
+        (r.created, r.deleted, r.failed),
+        (24, 24, 0),
+        "{:?}",
+        r.failures
+    );
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_delete_the_copy_stays_and_is_reported_once() {
     let src = tmp();
