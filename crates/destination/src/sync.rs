@@ -107,7 +107,7 @@ impl Ctx {
 }
 
 /// What to do with one resource.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Job {
     item: StagedItem,
     kind: JobKind,
@@ -136,6 +136,9 @@ enum Outcome {
     Counted,
     /// Updated by applying a patch (Z39.99-2014 §14.4).
     Patched(u64),
+    /// Not tried yet: a file is where its directory goes, or a directory where it goes, which a
+    /// delete of this run may take away (see [`Exec`]).
+    Deferred,
 }
 
 #[derive(Debug, Default)]
@@ -218,7 +221,7 @@ impl Tally {
                 }
                 push_capped(&mut self.planned, p);
             }
-            Outcome::Counted => {}
+            Outcome::Counted | Outcome::Deferred => {}
             Outcome::Patched(n) => {
                 self.updated += 1;
                 self.patched += 1;
@@ -229,26 +232,42 @@ impl Tally {
 }
 
 /// Runs jobs with a bounded number in flight.
+///
+/// Jobs run at once, in no set order between resources; so with `--delete`, a copy whose path
+/// is blocked by a file or directory this run may delete (a Source that turned a file `a` into a
+/// directory holding `a/b`, or the other way round) is deferred: tried again once every other job
+/// has ended, its deletes included ([`Exec::finish`]). Blocked then too, it fails as usual.
 struct Exec {
     ctx: Arc<Ctx>,
     sem: Arc<Semaphore>,
-    set: JoinSet<Outcome>,
+    set: JoinSet<(Outcome, Option<Job>)>,
     tally: Tally,
+    /// Whether a blocked copy is deferred (not on the second try, not without `--delete`).
+    may_defer: bool,
+    deferred: Vec<Job>,
 }
+
+/// Most copies deferred in one run (see [`Exec`]): past it, a blocked copy fails at once and is
+/// tried again by the next run, as any failed change.
+const MAX_DEFERRED: usize = 100_000;
 
 impl Exec {
     fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
+        let may_defer = ctx.delete && !ctx.dry_run;
         Exec {
             ctx,
             sem: Arc::new(Semaphore::new(concurrency.max(1))),
             set: JoinSet::new(),
             tally: Tally::default(),
+            may_defer,
+            deferred: Vec::new(),
         }
     }
 
-    fn collect(&mut self, r: std::result::Result<Outcome, tokio::task::JoinError>) {
+    fn collect(&mut self, r: std::result::Result<(Outcome, Option<Job>), tokio::task::JoinError>) {
         match r {
-            Ok(o) => self.tally.add(o),
+            Ok((Outcome::Deferred, Some(job))) => self.deferred.push(job),
+            Ok((o, _)) => self.tally.add(o),
             Err(e) => self.tally.add(Outcome::Failed(Failure {
                 uri: String::new(),
                 path: None,
@@ -265,14 +284,21 @@ impl Exec {
             .await
             .map_err(|e| Error::Task(e.to_string()))?;
         let ctx = self.ctx.clone();
+        let defer = self.may_defer
+            && self.deferred.len() < MAX_DEFERRED
+            && matches!(job.kind, JobKind::Fetch { .. });
         self.set.spawn(async move {
+            let again = defer.then(|| job.clone());
             // Handed to the job, which lets it go once its body is downloaded and verified:
             // waiting for the batch commit does not hold a download slot.
             let mut permit = Some(permit);
-            let o = run_job(&ctx, job, &mut permit).await;
-            ctx.obs.resource_done();
+            let o = run_job(&ctx, job, &mut permit, defer).await;
             drop(permit);
-            o
+            if matches!(o, Outcome::Deferred) {
+                return (o, again);
+            }
+            ctx.obs.resource_done();
+            (o, None)
         });
         while let Some(r) = self.set.try_join_next() {
             self.collect(r);
@@ -289,7 +315,30 @@ impl Exec {
         while let Some(r) = self.set.join_next().await {
             self.collect(r);
         }
+        // Every other job has ended, deletes included: the deferred copies once more, for good.
+        self.may_defer = false;
+        for job in std::mem::take(&mut self.deferred) {
+            if let Err(e) = self.submit(job.clone()).await {
+                self.tally.add(Outcome::Failed(Failure {
+                    uri: job.item.uri,
+                    path: None,
+                    error: e.to_string(),
+                }));
+            }
+        }
+        while let Some(r) = self.set.join_next().await {
+            self.collect(r);
+        }
         self.tally
+    }
+}
+
+/// Whether something at or above `rel` blocks a copy there: a directory at its path, or a file
+/// (or anything but a directory) where one of its directories goes. One `lstat`.
+fn path_blocked(store: &FsStore, rel: &RelPath) -> bool {
+    match std::fs::symlink_metadata(rel.under(store.root())) {
+        Ok(m) => m.is_dir(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotADirectory,
     }
 }
 
@@ -316,7 +365,14 @@ enum Fetched {
     NotModified,
 }
 
-async fn run_job(ctx: &Arc<Ctx>, job: Job, permit: &mut Option<OwnedSemaphorePermit>) -> Outcome {
+/// Runs one job; with `defer`, a copy whose path is blocked (see [`Exec`]) is
+/// [`Outcome::Deferred`] instead of tried.
+async fn run_job(
+    ctx: &Arc<Ctx>,
+    job: Job,
+    permit: &mut Option<OwnedSemaphorePermit>,
+    defer: bool,
+) -> Outcome {
     let uri = job.item.uri.clone();
     let rel = match ctx.mapper.map(&uri) {
         Ok(r) => r,
@@ -329,6 +385,9 @@ async fn run_job(ctx: &Arc<Ctx>, job: Job, permit: &mut Option<OwnedSemaphorePer
         }
     };
     let res = match job.kind {
+        JobKind::Fetch { .. } if defer && path_blocked(&ctx.store, &rel) => {
+            return Outcome::Deferred;
+        }
         JobKind::Fetch { change, new } => fetch(ctx, &job.item, &rel, change, new, permit).await,
         JobKind::Delete => delete(ctx, &job.item, &rel).await,
     };

@@ -135,6 +135,84 @@ async fn renames_within_one_file_directories_with_delete() {
     assert_eq!(dest_files(&dest), source_files(src.path()));
 }
 
+/// Files that become directories and directories that become files at the Source: with
+/// `--delete`, a new copy whose path is blocked by a file or directory the same run deletes
+/// waits for that delete (before, every such copy failed, "a file is where a directory is
+/// needed", until the next run). Both ways, incremental and as a baseline diff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_turned_into_directories_and_back_with_delete() {
+    let src = tmp();
+    let mut first: Vec<(String, &[u8])> =
+        (0..8).map(|i| (format!("f{i}"), &b"a file"[..])).collect();
+    first.extend((0..8).map(|i| (format!("g{i}/inner.txt"), &b"in a directory"[..])));
+    let refs: Vec<(&str, &[u8])> = first.iter().map(|(p, b)| (p.as_str(), *b)).collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    o.delete = true;
+    let r = run(&o).await;
+    assert_eq!((r.created, r.failed), (16, 0), "{:?}", r.failures);
+    // f<i> becomes a directory holding f<i>/inner.txt; g<i>/ becomes a file g<i>.
+    for i in 0..8 {
+        let root = src.path();
+        std::fs::remove_file(root.join(format!("f{i}"))).expect("rm f");
+        std::fs::create_dir(root.join(format!("f{i}"))).expect("mkdir f");
+        std::fs::write(root.join(format!("f{i}/inner.txt")), "now inside").expect("f/inner");
+        std::fs::remove_dir_all(root.join(format!("g{i}"))).expect("rm g");
+        std::fs::write(root.join(format!("g{i}")), "now a file").expect("g");
+    }
+    publish(src.path(), &server.base, None);
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental);
+    assert_eq!(
+        (r.created, r.deleted, r.failed),
+        (16, 16, 0),
+        "{:?}",
+        r.failures
+    );
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+
+    // Back again, as a baseline diff: the Change List Index says its history starts after the
+    // cursor, so the run diffs against the Resource List (deletes and creates in URI order).
+    for i in 0..8 {
+        let root = src.path();
+        std::fs::remove_dir_all(root.join(format!("f{i}"))).expect("rm f/");
+        std::fs::write(root.join(format!("f{i}")), "a file again").expect("f");
+        std::fs::remove_file(root.join(format!("g{i}"))).expect("rm g");
+        std::fs::create_dir(root.join(format!("g{i}"))).expect("mkdir g");
+        std::fs::write(root.join(format!("g{i}/inner.txt")), "inside again").expect("g/inner");
+    }
+    publish(src.path(), &server.base, None);
+    let index =
+        std::fs::read_to_string(src.path().join("resourcesync/changelist.xml")).expect("index");
+    let from = index
+        .split("from=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .map(|f| format!("from=\"{f}\""))
+        .expect("from");
+    server.fault(
+        "/resourcesync/changelist.xml",
+        Fault::Body(
+            index
+                .replace(&from, "from=\"2999-01-01T00:00:00Z\"")
+                .into_bytes(),
+        ),
+    );
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::BaselineDiff, "{r:?}");
+    assert_eq!(
+        (r.created, r.deleted, r.failed),
+        (16, 16, 0),
+        "{:?}",
+        r.failures
+    );
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_delete_the_copy_stays_and_is_reported_once() {
     let src = tmp();
