@@ -14,9 +14,9 @@
 //!
 //! While copies keep arriving, step 3 of one batch is step 1 of the next: a single sync makes
 //! the renames of the batch before and the bodies of the next one durable, then the batch
-//! before is recorded and the next one renamed. The order per copy is unchanged (body synced →
-//! renamed → rename synced → row), with one sync per batch instead of two; when nothing is
-//! waiting, the batch is synced and recorded at once.
+//! before is recorded (on a second thread) while the next one is renamed. The order per copy
+//! is unchanged (body synced → renamed → rename synced → row), with one sync per batch instead
+//! of two; when nothing is waiting, the batch is synced and recorded at once.
 //!
 //! So the guarantees of a commit one file at a time hold (Z39.99-2014 §5.2; DEVELOPERS.md
 //! "Durable"): no file at its final path is ever partial or unverified, and no row is written
@@ -278,10 +278,11 @@ fn run(store: &FsStore, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
         // written, before they were queued).
         let placed_before: &[RelPath] = prev.as_ref().map_or(&[], |(p, _)| &p.placed);
         let synced = store.sync(placed_before).map_err(|e| e.to_string());
-        if let Some((p, replies)) = prev.take() {
-            answer(record(state, p, synced.clone()), replies);
-        }
+        let before = prev.take();
         if taken.jobs.is_empty() {
+            if let Some((p, replies)) = before {
+                answer(record(state, p, synced), replies);
+            }
             continue;
         }
         let mut batch = Vec::with_capacity(taken.copies);
@@ -290,10 +291,23 @@ fn run(store: &FsStore, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
             replies.push((j.reply, j.items.len()));
             batch.extend(j.items);
         }
-        match synced {
-            Ok(()) => prev = Some((place_batch(store, batch), replies)),
-            Err(e) => answer(batch.iter().map(|_| Err(e.clone())).collect(), replies),
-        }
+        // The batch before is recorded (its renames are synced now) while this one is renamed
+        // into place: neither waits for the other, and each copy's order is kept.
+        std::thread::scope(|s| {
+            let recorded = before.map(|(p, r)| {
+                let synced = synced.clone();
+                s.spawn(move || answer(record(state, p, synced), r))
+            });
+            match &synced {
+                Ok(()) => prev = Some((place_batch(store, batch), replies)),
+                Err(e) => answer(batch.iter().map(|_| Err(e.clone())).collect(), replies),
+            }
+            if let Some(h) = recorded {
+                // A panic while recording: every copy of that batch waits for its answer in
+                // vain and is reported "the commit thread has stopped"; carry on with this one.
+                let _ = h.join();
+            }
+        });
     }
 }
 
