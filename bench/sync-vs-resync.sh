@@ -58,7 +58,9 @@
 #                             top symbols
 #   BENCH_BIN=PATH            use this resourcesync binary, do not build
 #   BENCH_BASE_BIN=PATH       also measure this (earlier) resourcesync binary, same Sources, same
-#                             run, and print ours/earlier (to show what a change did)
+#                             run, in turn with ours (ours 1, earlier 1, ours 2, ...: measured one
+#                             after the other, whichever went first was up to 10% slower), and
+#                             print ours/earlier (to show what a change did)
 #   BENCH_BUILD_TRIES=4 BENCH_BUILD_WAIT=60
 #   TMPDIR                    where the temp dir goes (default /tmp; local disk). On a file
 #                             system that has just seen many files deleted (another bench's
@@ -167,25 +169,26 @@ FAILED=""
 # (perf) and made runs 2 and 3 of both clients up to 2x slower than run 1.
 # measure NAME DEST CWD|"" CMD... : @DEST@ and @CWD@ in CMD are replaced by the run's directories;
 # prints one JSON object (best, median, all runs, ru_maxrss, load before/after) or {"rc": N}.
-measure() {
-    local name="$1" dest="$2" cwd="$3"; shift 3
-    local before i a cmd jsons=() j d c first_s
-    before="$(load)"
-    for ((i = 1; i <= RUNS; i++)); do
-        d="$dest.$i"; c="${cwd:+$cwd.$i}"
-        cmd=()
-        for a in "$@"; do a="${a//@DEST@/$d}"; cmd+=("${a//@CWD@/$c}"); done
-        local opts=(--fresh "$d")
-        [ -n "$c" ] && opts+=(--fresh "$c" --cwd "$c")
-        if ! j="$(harness 1 0 0 "$WORK/$name.err" "${opts[@]}" -- "${cmd[@]}")"; then
-            echo "$j"; return 1
-        fi
-        jsons+=("$j")
-        if [ "$i" = 1 ]; then
-            first_s="$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["seconds_best"])' "$j")"
-            "$PY" -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$first_s" "$REPEAT_MAX" || break
-        fi
-    done
+# run_once NAME DEST CWD|"" I CMD... : run I into DEST.I (and CWD.I); prints the harness's JSON.
+run_once() {
+    local name="$1" dest="$2" cwd="$3" i="$4"; shift 4
+    local a cmd=() d="$dest.$i" c="${cwd:+$cwd.$i}"
+    for a in "$@"; do a="${a//@DEST@/$d}"; cmd+=("${a//@CWD@/$c}"); done
+    local opts=(--fresh "$d")
+    [ -n "$c" ] && opts+=(--fresh "$c" --cwd "$c")
+    harness 1 0 0 "$WORK/$name.err" "${opts[@]}" -- "${cmd[@]}"
+}
+
+# affordable JSON: whether a first run was quick enough to repeat (BENCH_REPEAT_MAX)
+affordable() {
+    local first_s
+    first_s="$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["seconds_best"])' "$1")"
+    "$PY" -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$first_s" "$REPEAT_MAX"
+}
+
+# combine LOAD_BEFORE LOAD_AFTER JSON...: one JSON object for runs (best, median, all runs,
+# ru_maxrss, the CPU time of the best run, the load before and after).
+combine() {
     "$PY" -c '
 import json, sys
 runs = [json.loads(a) for a in sys.argv[3:]]
@@ -197,7 +200,46 @@ out.update(user_best=best.get("user_all", [None])[0], sys_best=best.get("sys_all
 out.update(runs=len(t), seconds_all=t, seconds_best=s[0],
            seconds_median=s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2,
            maxrss_kib=max(r["maxrss_kib"] for r in runs), load_before=sys.argv[1], load_after=sys.argv[2])
-print(json.dumps(out))' "$before" "$(load)" "${jsons[@]}"
+print(json.dumps(out))' "$@"
+}
+
+measure() {
+    local name="$1" dest="$2" cwd="$3"; shift 3
+    local before i jsons=() j
+    before="$(load)"
+    for ((i = 1; i <= RUNS; i++)); do
+        if ! j="$(run_once "$name" "$dest" "$cwd" "$i" "$@")"; then
+            echo "$j"; return 1
+        fi
+        jsons+=("$j")
+        [ "$i" != 1 ] || affordable "$j" || break
+    done
+    combine "$before" "$(load)" "${jsons[@]}"
+}
+
+# measure_alt NAME_A DEST_A BIN_A NAME_B DEST_B BIN_B ARGS...: `BIN_A ARGS` and `BIN_B ARGS`
+# run in turn (A1 B1 A2 B2 ...), so that neither is favoured by when it runs (the Source
+# warming up, the file system filling, the load); prints two JSON lines, A's then B's (or
+# {"rc": N} for one that failed, whose turns then stop).
+measure_alt() {
+    local na="$1" da="$2" ba="$3" nb="$4" db="$5" bb="$6"; shift 6
+    local before i ja jb a_json=() b_json=() a_ok=1 b_ok=1 a_fail="" b_fail=""
+    before="$(load)"
+    for ((i = 1; i <= RUNS; i++)); do
+        if [ "$a_ok" = 1 ]; then
+            if ja="$(run_once "$na" "$da" "" "$i" "$ba" "$@")"; then a_json+=("$ja"); else a_ok=0; a_fail="$ja"; fi
+        fi
+        if [ "$b_ok" = 1 ]; then
+            if jb="$(run_once "$nb" "$db" "" "$i" "$bb" "$@")"; then b_json+=("$jb"); else b_ok=0; b_fail="$jb"; fi
+        fi
+        [ "$a_ok$b_ok" != 00 ] || break
+        if [ "$i" = 1 ]; then
+            { [ "$a_ok" = 1 ] && affordable "$ja"; } || { [ "$b_ok" = 1 ] && affordable "$jb"; } || break
+        fi
+    done
+    local after; after="$(load)"
+    if [ "$a_ok" = 1 ]; then combine "$before" "$after" "${a_json[@]}"; else echo "${a_fail:-null}"; fi
+    if [ "$b_ok" = 1 ]; then combine "$before" "$after" "${b_json[@]}"; else echo "${b_fail:-null}"; fi
 }
 
 # summary_ok SUM: whether a DEST summary is the tree's
@@ -213,9 +255,20 @@ run_variant() {
     local v="$1"; shift
     start_source "$v" "$@"
     local ours_dest="$WORK/dest-$v-ours" ours_json ours_sum=null base_json=null resync_json=null resync_sum=null d
-    log "[$v] ours: $BIN sync URL DEST (a new DEST per run; best of $RUNS where affordable); load $(load)"
-    if ! ours_json="$(measure "$v-ours" "$ours_dest" "" "$BIN" sync "${SYNC_ARGS[@]}" "$URL" @DEST@)"; then
-        FAILED="${FAILED:+$FAILED; }[$v] our sync failed"; ours_json=null
+    if [ -n "${BENCH_BASE_BIN:-}" ]; then
+        log "[$v] ours and the earlier binary in turn: BIN sync URL DEST (a new DEST per run; best of $RUNS where affordable); load $(load)"
+        local both
+        both="$(measure_alt "$v-ours" "$ours_dest" "$BIN" "$v-base" "$WORK/dest-$v-base" "$BENCH_BASE_BIN" \
+            sync "${SYNC_ARGS[@]}" "$URL" @DEST@)"
+        ours_json="$(sed -n 1p <<<"$both")"; base_json="$(sed -n 2p <<<"$both")"
+        case "$ours_json" in *'"runs"'*) ;; *) FAILED="${FAILED:+$FAILED; }[$v] our sync failed"; ours_json=null ;; esac
+        case "$base_json" in *'"runs"'*) ;; *) FAILED="${FAILED:+$FAILED; }[$v] the earlier binary's sync failed"; base_json=null ;; esac
+        log "$base_json"
+    else
+        log "[$v] ours: $BIN sync URL DEST (a new DEST per run; best of $RUNS where affordable); load $(load)"
+        if ! ours_json="$(measure "$v-ours" "$ours_dest" "" "$BIN" sync "${SYNC_ARGS[@]}" "$URL" @DEST@)"; then
+            FAILED="${FAILED:+$FAILED; }[$v] our sync failed"; ours_json=null
+        fi
     fi
     log "$ours_json"
     if [ "$ours_json" != null ]; then
@@ -224,13 +277,6 @@ run_variant() {
             ours_sum="$("$PY" "$HELPER" summary "$d" --skip .resourcesync)"
             summary_ok "$ours_sum" || break
         done
-    fi
-    if [ -n "${BENCH_BASE_BIN:-}" ]; then
-        log "[$v] earlier binary: $BENCH_BASE_BIN sync URL DEST; load $(load)"
-        if ! base_json="$(measure "$v-base" "$WORK/dest-$v-base" "" "$BENCH_BASE_BIN" sync "${SYNC_ARGS[@]}" "$URL" @DEST@)"; then
-            FAILED="${FAILED:+$FAILED; }[$v] the earlier binary's sync failed"; base_json=null
-        fi
-        log "$base_json"
     fi
     if [ "${BENCH_SKIP_RESYNC:-0}" != 1 ]; then
         local resync_dest="$WORK/dest-$v-resync"
