@@ -91,12 +91,12 @@ pub(crate) struct Anon {
 /// forgotten).
 #[derive(Debug, Default)]
 pub(crate) struct Created {
-    users: HashMap<String, usize>,
+    users: HashMap<Arc<str>, usize>,
     removals: u64,
     /// Unnamed files in flight (created, not yet linked or dropped) per directory they are in
     /// (relative, `""` for the destination): a delete that empties such a directory leaves it
     /// (see [`Anon::prune`]); without a name in it, it looks empty to `rmdir`.
-    inflight: HashMap<String, usize>,
+    inflight: HashMap<Arc<str>, usize>,
 }
 
 /// An unnamed file's count in [`Created::inflight`], given back when it is dropped (linked or
@@ -104,16 +104,22 @@ pub(crate) struct Created {
 #[derive(Debug)]
 struct InFlight {
     created: Arc<Mutex<Created>>,
-    key: String,
+    key: Arc<str>,
 }
 
 impl InFlight {
     /// Counts one more file in flight in `key` (under the registry's lock).
     fn take(reg: &mut Created, created: &Arc<Mutex<Created>>, key: &str) -> InFlight {
-        *reg.inflight.entry(key.to_owned()).or_insert(0) += 1;
+        // The key shared with the map while the directory has files in flight (no allocation
+        // per file).
+        let key = match reg.inflight.get_key_value(key) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(key),
+        };
+        *reg.inflight.entry(key.clone()).or_insert(0) += 1;
         InFlight {
             created: created.clone(),
-            key: key.to_owned(),
+            key,
         }
     }
 }
@@ -121,10 +127,10 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut reg = lock(&self.created);
-        if let Some(n) = reg.inflight.get_mut(&self.key) {
+        if let Some(n) = reg.inflight.get_mut(&*self.key) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                reg.inflight.remove(&self.key);
+                reg.inflight.remove(&*self.key);
             }
         }
     }
@@ -143,7 +149,7 @@ struct Claim {
     created: Arc<Mutex<Created>>,
     /// The destination directory (its handle).
     root: Arc<Dir>,
-    keys: Vec<String>,
+    keys: Vec<Arc<str>>,
     linked: bool,
 }
 
@@ -167,9 +173,11 @@ impl Claim {
             } else {
                 end + 1 + seg.len()
             };
-            if let Some(n) = reg.users.get_mut(&parent[..end]) {
-                *n += 1;
-                keys.push(parent[..end].to_owned());
+            if let Some((k, n)) = reg.users.get_key_value(&parent[..end]) {
+                let k = k.clone();
+                let n = *n;
+                reg.users.insert(k.clone(), n + 1);
+                keys.push(k);
             }
         }
         (!keys.is_empty()).then(|| Claim {
@@ -187,21 +195,21 @@ impl Drop for Claim {
         if self.linked {
             // A copy is in them now: they are directories like any other.
             for k in &self.keys {
-                reg.users.remove(k);
+                reg.users.remove(&**k);
             }
             return;
         }
         for k in &self.keys {
-            if let Some(n) = reg.users.get_mut(k) {
+            if let Some(n) = reg.users.get_mut(&**k) {
                 *n = n.saturating_sub(1);
             }
         }
         // Deepest first; under the lock, so that no file is created in one meanwhile.
         for k in self.keys.iter().rev() {
-            if reg.users.get(k) != Some(&0) {
+            if reg.users.get(&**k) != Some(&0) {
                 break;
             }
-            reg.users.remove(k);
+            reg.users.remove(&**k);
             match remove_dir(&self.root.fd, k) {
                 Ok(()) => reg.removals += 1,
                 // Not empty (something else is in it), gone, or replaced: left alone.
@@ -491,7 +499,7 @@ impl Anon {
                     let path = cur.path.join(seg);
                     let (fd, created) = open_seg(&cur.fd, seg, &path)?;
                     if created {
-                        reg.users.insert(key.to_owned(), 0);
+                        reg.users.insert(Arc::from(key), 0);
                     }
                     let d = Arc::new(Dir {
                         fd,
