@@ -684,8 +684,18 @@ impl Store for FsStore {
                 });
             }
         }
-        path.persist(&target)
-            .map_err(|e| Error::io(&target, e.error))?;
+        match path.persist(&target) {
+            Ok(_) => {}
+            // The directory went since it was checked (a delete emptied it meanwhile): made
+            // again, once (as `place_in` does, where the window is a whole batch and tested).
+            Err(e) if e.error.kind() == io::ErrorKind::NotFound && e.path.exists() => {
+                self.parents(rel, true)?;
+                e.path
+                    .persist(&target)
+                    .map_err(|e| Error::io(&target, e.error))?;
+            }
+            Err(e) => return Err(Error::io(&target, e.error)),
+        }
         Ok(v.committed)
     }
 
