@@ -404,39 +404,9 @@ fn a_panic_extracting_a_dump_entry_fails_that_entry_alone() {
     let dest = dest_in(&out);
     // Fewer entries than a chunk: one extracting thread takes them all, in manifest order; the
     // third panics.
-    let mut child = sync_cmd(&server.base, &dest, false)
-        .env(CRASH_AT_VAR, "package-entry:3:panic")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn resourcesync");
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().expect("stdout");
-    let stderr = child.stderr.take().expect("stderr");
-    std::thread::spawn(move || {
-        let read = |mut r: Box<dyn std::io::Read + Send>| {
-            std::thread::spawn(move || {
-                let mut s = String::new();
-                let _ = r.read_to_string(&mut s);
-                s
-            })
-        };
-        let (out, err) = (read(Box::new(stdout)), read(Box::new(stderr)));
-        let status = child.wait().expect("wait");
-        let _ = tx.send((
-            status,
-            out.join().unwrap_or_default(),
-            err.join().unwrap_or_default(),
-        ));
-    });
-    // A hang guard only: the run's end is what is waited for.
-    let Ok((status, stdout, stderr)) = rx.recv_timeout(Duration::from_secs(300)) else {
-        let _ = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-        panic!("the sync did not end in 300 s after a panic extracting an entry");
-    };
+    let (status, stdout, stderr) = run_guarded(
+        sync_cmd(&server.base, &dest, false).env(CRASH_AT_VAR, "package-entry:3:panic"),
+    );
     assert!(
         stderr.contains("package-entry:3: panic asked for"),
         "the hook did not fire: {stderr}"
@@ -461,4 +431,103 @@ fn a_panic_extracting_a_dump_entry_fails_that_entry_alone() {
         "{failed} is no resource"
     );
     assert_eq!(dest_files(&dest), expected, "every other entry in place");
+}
+
+/// Runs `cmd` to its end and returns its status, standard output and standard error. A hang
+/// guard only (the run's end is what is waited for): past 300 s the process is killed and the
+/// test fails.
+fn run_guarded(cmd: &mut Command) -> (std::process::ExitStatus, String, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn resourcesync");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        let read = |mut r: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = r.read_to_string(&mut s);
+                s
+            })
+        };
+        let (out, err) = (read(Box::new(stdout)), read(Box::new(stderr)));
+        let status = child.wait().expect("wait");
+        let _ = tx.send((
+            status,
+            out.join().unwrap_or_default(),
+            err.join().unwrap_or_default(),
+        ));
+    });
+    let Ok(done) = rx.recv_timeout(Duration::from_secs(300)) else {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("the sync did not end in 300 s");
+    };
+    done
+}
+
+/// A panic while a Change Dump entry is extracted (on the thread that reads the manifest:
+/// Change Dumps are applied in order, one entry after the other) is that entry's error, as on
+/// the extracting threads of a Resource Dump: the run goes on, and the Change Lists then fetch
+/// what the entry did not put in place. Without the catch the whole run ends (exit 2).
+#[test]
+fn a_panic_extracting_a_change_dump_entry_fails_that_entry_alone() {
+    let src = tmp();
+    write_tree(
+        src.path(),
+        &[
+            ("a.txt", b"alpha"),
+            ("b.txt", b"bravo"),
+            ("c.txt", b"charlie"),
+        ],
+    );
+    let server = Server::start_in_thread(src.path());
+    let publish_rotating = |root: &Path| {
+        publish_with(root, &server.base, |c| {
+            c.publish.dumps = true;
+            // Two changes per Change List: the third change closes the first period.
+            c.scan.rotation.max_entries = 2;
+        })
+    };
+    publish_rotating(src.path());
+    let out = tmp();
+    let dest = dest_in(&out);
+    let (status, stdout, stderr) = run_guarded(&mut sync_cmd(&server.base, &dest, true));
+    assert_eq!(status.code(), Some(0), "baseline: {stdout}\n{stderr}");
+    write_tree(
+        src.path(),
+        &[
+            ("a.txt", b"alpha, changed"),
+            ("d.txt", b"delta"),
+            ("e.txt", b"echo"),
+        ],
+    );
+    publish_rotating(src.path());
+    let cd = std::fs::read_to_string(src.path().join("resourcesync/changedump.xml"))
+        .expect("change dump");
+    assert!(
+        cd.contains(".zip</loc>"),
+        "a closed period was dumped: {cd}"
+    );
+    let (status, stdout, stderr) =
+        run_guarded(sync_cmd(&server.base, &dest, true).env(CRASH_AT_VAR, "package-entry:1:panic"));
+    assert!(
+        stderr.contains("package-entry:1: panic asked for"),
+        "the hook did not fire: {stderr}"
+    );
+    assert_eq!(status.code(), Some(0), "{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert!(v["packages"].as_u64().is_some_and(|n| n >= 1), "{v}");
+    assert!(
+        v["warnings"].as_array().expect("warnings").iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.contains("extracting this entry panicked"))),
+        "{v}"
+    );
+    assert_eq!(dest_files(&dest), source_files(src.path()));
 }

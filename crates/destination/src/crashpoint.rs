@@ -17,7 +17,7 @@
 //! | `after-rename` | a resource of a batch is at its final path, the batch's state rows not yet written |
 //! | `state` | a batch's state rows are written (with the removal of their pending rows, one transaction), once per row, the downloads not yet answered |
 //! | `cursor` | every change is applied, the cursor not yet moved |
-//! | `package-entry` | a dump package's entry is inflated to its temporary file, not yet renamed (on the thread that extracts it; in a Resource Dump package of at most 64 entries, one thread takes them all, in manifest order; with `panic`, that entry fails and the others are applied) |
+//! | `package-entry` | a dump package's entry is inflated to its temporary file, not yet renamed (on the thread that extracts it; in a Resource Dump package of at most 64 entries, one thread takes them all, in manifest order; a Change Dump's entries, in order, on the thread that reads its manifest; with `panic`, that entry fails and the others are applied) |
 //! | `package-renamed` | a dump package's entry is at its final path, its batch's state rows not yet written |
 
 use std::sync::OnceLock;

@@ -1162,7 +1162,7 @@ fn apply_package(
             }
             // The whole bitstream first (nothing to trust but its digests); the patch when
             // there is none or it fails (Z39.99-2014 §14.4).
-            (_, _, Some(p)) => match (extract(ctx, pkg, &e, &p, fresh), patch) {
+            (_, _, Some(p)) => match (extract_caught(ctx, pkg, &e, &p, fresh), patch) {
                 (Err(err), Some(pp)) => {
                     batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
                     extract_patch(ctx, pkg, &e, &pp).map_err(|why| Error::Package {
@@ -1189,6 +1189,21 @@ fn apply_package(
         )?;
     }
     batch.flush(ctx, &pkg.url, stats, warnings, dropped)
+}
+
+/// [`extract`], where a panic (a bug: nothing known panics there) is that entry's error, as on
+/// the extracting threads of [`apply_parallel`], instead of ending the whole run.
+fn extract_caught(
+    ctx: &Ctx,
+    pkg: &mut Package,
+    e: &Entry,
+    path: &str,
+    fresh: bool,
+) -> Result<Applied> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        extract(ctx, pkg, e, path, fresh)
+    }))
+    .unwrap_or_else(|_| Err(Error::Task("extracting this entry panicked".into())))
 }
 
 /// What one manifest entry came to, taken into account: a verified copy goes to the batch, a
