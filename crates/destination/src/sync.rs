@@ -394,7 +394,17 @@ async fn run_job(
     match res {
         Ok(Outcome::Unchanged) if ctx.dumped_now(&uri) => Outcome::Counted,
         Ok(o) => o,
-        Err(error) => {
+        Err(mut error) => {
+            // Without --delete, a copy the Source deleted stays and may block this path (a file
+            // the Source turned into a directory, or back): say what clears it.
+            if !ctx.delete
+                && matches!(job.kind, JobKind::Fetch { .. })
+                && path_blocked(&ctx.store, &rel)
+            {
+                error.push_str(
+                    " (a copy kept after the Source deleted it may be in the way: `--delete` removes kept copies)",
+                );
+            }
             if !ctx.dry_run {
                 let p = PendingChange {
                     source: ctx.key.clone(),

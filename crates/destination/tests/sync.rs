@@ -152,7 +152,6 @@ async fn files_turned_into_directories_and_back_with_delete() {
     let out = tmp();
     let dest = dest_in(&out);
     let mut o = options(&server.base, &dest);
-    o.delete = true;
     let r = run(&o).await;
     assert_eq!((r.created, r.failed), (16, 0), "{:?}", r.failures);
     // f<i> becomes a directory holding f<i>/inner.txt; g<i>/ becomes a file g<i>.
@@ -165,6 +164,19 @@ async fn files_turned_into_directories_and_back_with_delete() {
         std::fs::write(root.join(format!("g{i}")), "now a file").expect("g");
     }
     publish(src.path(), &server.base, None);
+    // Without --delete the old copies stay, and block the new ones: the failures say what
+    // clears them.
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental);
+    assert_eq!((r.kept, r.failed), (16, 16), "{:?}", r.failures);
+    assert!(
+        r.failures
+            .iter()
+            .all(|f| f.error.contains("`--delete` removes kept copies")),
+        "{:?}",
+        r.failures
+    );
+    o.delete = true;
     let r = run(&o).await;
     assert_eq!(r.mode, Mode::Incremental);
     assert_eq!(
