@@ -318,9 +318,10 @@ impl Exec {
         // Every other job has ended, deletes included: the deferred copies once more, for good.
         self.may_defer = false;
         for job in std::mem::take(&mut self.deferred) {
-            if let Err(e) = self.submit(job.clone()).await {
+            let uri = job.item.uri.clone();
+            if let Err(e) = self.submit(job).await {
                 self.tally.add(Outcome::Failed(Failure {
-                    uri: job.item.uri,
+                    uri,
                     path: None,
                     error: e.to_string(),
                 }));

@@ -829,9 +829,11 @@ impl Recorder<'_> {
         };
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(err)?;
-        self.tx
-            .commit()
-            .map_err(|source| Error::State { path, source })?;
+        if let Err(source) = self.tx.commit() {
+            // Rolled back: nothing for a thread to copy, and this connection checkpoints again.
+            let _ = conn.pragma_update(None, "wal_autocheckpoint", 1000);
+            return Err(Error::State { path, source });
+        }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(err)?;
         let db = self.path.clone();
