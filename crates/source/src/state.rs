@@ -154,6 +154,11 @@ impl Drop for State {
     }
 }
 
+/// Rows a scan's transaction changes from which its checkpoint runs on a thread of its own
+/// (see [`Recorder::commit`]): ~2 MB of log at ~180 bytes a row, a copy worth a thread; below
+/// it a thread and a connection per commit (`serve` commits every change it sees) are not.
+const BACKGROUND_CHECKPOINT_ROWS: u64 = 10_000;
+
 /// Earlier versions indexed resources by URI; see [`State::resource_by_uri`].
 const DROP_URI_INDEX: &str = "DROP INDEX IF EXISTS resources_uri;";
 
@@ -429,6 +434,7 @@ impl State {
             tx,
             conn: &self.conn,
             checkpoint: &self.checkpoint,
+            changes_before: self.conn.total_changes(),
             path: path.clone(),
             last_us: std::cell::Cell::new(None),
             open: std::cell::Cell::new(None),
@@ -576,6 +582,8 @@ pub struct Recorder<'a> {
     conn: &'a Connection,
     /// Where the commit leaves its checkpoint (see [`Recorder::commit`]).
     checkpoint: &'a std::cell::RefCell<Option<std::thread::JoinHandle<()>>>,
+    /// The connection's count of rows changed when the transaction began.
+    changes_before: u64,
     path: PathBuf,
     /// The newest change time recorded, loaded once per transaction (recording a change must
     /// not scan the change log: that made a first publish quadratic).
@@ -813,16 +821,29 @@ impl Recorder<'_> {
 
     /// Commits everything recorded (synced: see [`State::begin`]).
     ///
-    /// The commit appends the transaction to the write-ahead log; copying the log into the
-    /// database (a checkpoint: a first scan of 100,000 files writes ~18 MB twice) is left to
-    /// a thread with its own connection, so that the documents are published meanwhile. Until
+    /// The commit appends the transaction to the write-ahead log; after a large one (at least
+    /// [`BACKGROUND_CHECKPOINT_ROWS`] rows changed), copying the log into the database (a
+    /// checkpoint: a first scan of 100,000 files writes ~18 MB twice) is left to a thread with
+    /// its own connection, so that the documents are published meanwhile. Until
     /// [`State::settle`] joins it, this connection does not checkpoint on its own (it would
     /// do the same copy, in the way). A crash meanwhile loses nothing: the log is the commit,
-    /// and the next open replays it.
+    /// and the next open replays it. Smaller commits (a re-publish, a change `serve` saw)
+    /// checkpoint as usual.
     pub fn commit(self) -> Result<()> {
         self.flush_count()?;
         let path = self.path.clone();
         let conn = self.conn;
+        if conn.total_changes().saturating_sub(self.changes_before) < BACKGROUND_CHECKPOINT_ROWS {
+            self.tx
+                .commit()
+                .map_err(|source| Error::State { path, source })?;
+            return conn
+                .pragma_update(None, "synchronous", "NORMAL")
+                .map_err(|source| Error::State {
+                    path: self.path.clone(),
+                    source,
+                });
+        }
         let err = |source| Error::State {
             path: self.path.clone(),
             source,
