@@ -100,6 +100,17 @@ fn check_no_partial(dest: &Path, versions: &Versions, seed: u64, what: &str) {
     }
 }
 
+/// A Source tree of `n` files (`d{i % 3}/f{i}.bin`, generation 0 of [`content`]).
+fn content_tree(n: usize) -> tempfile::TempDir {
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..n)
+        .map(|i| (format!("d{}/f{i}.bin", i % 3), content(i, 0)))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+    write_tree(src.path(), &refs);
+    src
+}
+
 fn sync_cmd(url: &str, dest: &Path, dumps: bool) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_resourcesync"));
     c.args(["sync", url, dest.to_str().expect("utf-8 path")])
@@ -306,12 +317,7 @@ fn a_list_baseline_keeps_its_bodies_out_of_the_temporary_folder_and_a_kill_befor
  {
     const N: usize = 30;
     const AT: u64 = 10;
-    let src = tmp();
-    let files: Vec<(String, Vec<u8>)> = (0..N)
-        .map(|i| (format!("d{}/f{i}.bin", i % 3), content(i, 0)))
-        .collect();
-    let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
-    write_tree(src.path(), &refs);
+    let src = content_tree(N);
     let server = Server::start_in_thread(src.path());
     publish_with(src.path(), &server.base, |c| c.publish.dumps = false);
     let out = tmp();
@@ -386,12 +392,7 @@ fn a_panic_extracting_a_dump_entry_fails_that_entry_alone() {
         eprintln!("one core: no extracting threads to test");
         return;
     }
-    let src = tmp();
-    let files: Vec<(String, Vec<u8>)> = (0..N)
-        .map(|i| (format!("d{}/f{i}.bin", i % 3), content(i, 0)))
-        .collect();
-    let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
-    write_tree(src.path(), &refs);
+    let src = content_tree(N);
     let server = Server::start_in_thread(src.path());
     publish_with(src.path(), &server.base, |c| c.publish.dumps = true);
     // Only the documents and the package are served from now on: a resource the package does

@@ -27,13 +27,10 @@ fn http_get(addr: &str, path: &str) -> (u16, String) {
     (status, buf)
 }
 
-#[cfg(unix)]
-#[test]
-fn serve_prints_its_url_answers_and_stops_on_sigterm() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("a.txt"), "hello\n").expect("write");
+/// `resourcesync serve DIR --listen 127.0.0.1:0`, and its standard output line by line.
+fn spawn_serve(dir: &std::path::Path) -> (std::process::Child, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
-        .args(["serve", dir.path().to_str().expect("path")])
+        .args(["serve", dir.to_str().expect("path")])
         .args(["--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -46,6 +43,15 @@ fn serve_prints_its_url_answers_and_stops_on_sigterm() {
             let _ = tx.send(line);
         }
     });
+    (child, rx)
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_prints_its_url_answers_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.txt"), "hello\n").expect("write");
+    let (mut child, rx) = spawn_serve(dir.path());
     let line = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("a 'serving' line");
@@ -133,20 +139,7 @@ fn the_binary_raises_its_open_files_limit_to_the_hard_one() {
         (soft.to_string(), hard.to_string())
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
-        .args(["serve", dir.path().to_str().expect("path")])
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let (mut child, rx) = spawn_serve(dir.path());
     let line = rx.recv_timeout(Duration::from_secs(60));
     let limits = open_files_limits(child.id());
     let _ = child.kill();

@@ -200,19 +200,9 @@ async fn files_turned_into_directories_and_back_with_delete() {
     publish(src.path(), &server.base, None);
     let index =
         std::fs::read_to_string(src.path().join("resourcesync/changelist.xml")).expect("index");
-    let from = index
-        .split("from=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .map(|f| format!("from=\"{f}\""))
-        .expect("from");
     server.fault(
         "/resourcesync/changelist.xml",
-        Fault::Body(
-            index
-                .replace(&from, "from=\"2999-01-01T00:00:00Z\"")
-                .into_bytes(),
-        ),
+        Fault::Body(history_from_2999(&index)),
     );
     let r = run(&o).await;
     assert_eq!(r.mode, Mode::BaselineDiff, "{r:?}");
@@ -463,6 +453,20 @@ async fn an_interrupted_run_resumes_without_refetching() {
         assert_eq!(server.hits(&format!("/{p}")), 0, "{p} refetched");
     }
     assert_eq!(dest_files(&dest), source_files(src.path()));
+}
+
+/// A Change List Index whose history (its first `from`) starts in 2999: after any cursor, so a
+/// Destination that reads it has a gap to fill from the Resource List.
+fn history_from_2999(index: &str) -> Vec<u8> {
+    let from = index
+        .split("from=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .map(|f| format!("from=\"{f}\""))
+        .expect("from");
+    index
+        .replace(&from, "from=\"2999-01-01T00:00:00Z\"")
+        .into_bytes()
 }
 
 fn rl_doc(entries: &[(String, Option<(u64, String)>)]) -> String {
@@ -732,18 +736,9 @@ async fn incremental_across_rotated_change_lists_and_a_history_gap() {
     // The history no longer reaches the cursor: a baseline diff instead.
     write_tree(src.path(), &[("b.txt", b"b, changed")]);
     publish_with(src.path(), &server.base, rotate);
-    let gap = index.replace(
-        &index
-            .split("from=\"")
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .map(|f| format!("from=\"{f}\""))
-            .expect("from"),
-        "from=\"2999-01-01T00:00:00Z\"",
-    );
     server.fault(
         "/resourcesync/changelist.xml",
-        Fault::Body(gap.into_bytes()),
+        Fault::Body(history_from_2999(&index)),
     );
     let r = run(&o).await;
     assert_eq!(r.mode, Mode::BaselineDiff, "{r:?}");
