@@ -488,14 +488,8 @@ fn a_panic_extracting_a_change_dump_entry_fails_that_entry_alone() {
         ],
     );
     let server = Server::start_in_thread(src.path());
-    let publish_rotating = |root: &Path| {
-        publish_with(root, &server.base, |c| {
-            c.publish.dumps = true;
-            // Two changes per Change List: the third change closes the first period.
-            c.scan.rotation.max_entries = 2;
-        })
-    };
-    publish_rotating(src.path());
+    // Two changes per Change List: the third change closes the first period.
+    publish_rotating(src.path(), &server.base, 2);
     let out = tmp();
     let dest = dest_in(&out);
     let (status, stdout, stderr) = run_guarded(&mut sync_cmd(&server.base, &dest, true));
@@ -508,7 +502,7 @@ fn a_panic_extracting_a_change_dump_entry_fails_that_entry_alone() {
             ("e.txt", b"echo"),
         ],
     );
-    publish_rotating(src.path());
+    publish_rotating(src.path(), &server.base, 2);
     let cd = std::fs::read_to_string(src.path().join("resourcesync/changedump.xml"))
         .expect("change dump");
     assert!(

@@ -234,14 +234,8 @@ async fn change_dumps_are_applied_before_the_change_lists() {
         ],
     );
     let server = Server::start(src.path()).await;
-    let publish_rotating = |root: &Path, base: &str| {
-        publish_with(root, base, |c| {
-            c.publish.dumps = true;
-            // Two changes per Change List: the third change closes the first period.
-            c.scan.rotation.max_entries = 2;
-        })
-    };
-    publish_rotating(src.path(), &server.base);
+    // Two changes per Change List: the third change closes the first period.
+    publish_rotating(src.path(), &server.base, 2);
     let out = tmp();
     let (dest, dest2) = (out.path().join("d1"), out.path().join("d2"));
     let mut o = options(&server.base, &dest);
@@ -257,7 +251,7 @@ async fn change_dumps_are_applied_before_the_change_lists() {
         &[("a.txt", b"alpha, changed"), ("d.txt", b"delta")],
     );
     std::fs::remove_file(src.path().join("b.txt")).expect("rm");
-    publish_rotating(src.path(), &server.base);
+    publish_rotating(src.path(), &server.base, 2);
     let cd = std::fs::read_to_string(src.path().join("resourcesync/changedump.xml"))
         .expect("change dump");
     assert!(
@@ -1104,13 +1098,7 @@ async fn a_patch_inside_a_change_dump_package_is_applied_to_the_copy() {
     let v1 = b"{\n  \"n\": 1,\n  \"list\": [\n    1\n  ]\n}\n";
     write_tree(src.path(), &[("data.json", v1), ("other.txt", b"other")]);
     let server = Server::start(src.path()).await;
-    let publish_rotating = |root: &Path, base: &str| {
-        publish_with(root, base, |c| {
-            c.publish.dumps = true;
-            c.scan.rotation.max_entries = 1;
-        })
-    };
-    publish_rotating(src.path(), &server.base);
+    publish_rotating(src.path(), &server.base, 1);
     let out = tmp();
     let dest = dest_in(&out);
     let mut o = options(&server.base, &dest);
@@ -1119,10 +1107,10 @@ async fn a_patch_inside_a_change_dump_package_is_applied_to_the_copy() {
 
     let v2 = b"{\n  \"n\": 2,\n  \"list\": [\n    1,\n    2\n  ]\n}\n";
     write_tree(src.path(), &[("data.json", v2)]);
-    publish_rotating(src.path(), &server.base);
+    publish_rotating(src.path(), &server.base, 1);
     // A second change closes the period of the first, which gets its package.
     write_tree(src.path(), &[("other.txt", b"other, changed")]);
-    publish_rotating(src.path(), &server.base);
+    publish_rotating(src.path(), &server.base, 1);
     let loc = format!("{}data.json", server.base);
     ship_as_patch(
         src.path(),

@@ -298,6 +298,15 @@ pub fn publish(root: &Path, base: &str, max_entries: Option<usize>) {
     });
 }
 
+/// Scans and publishes `root` with dumps, closing each Change List after `max_entries` changes
+/// (so that each closed period has its Change Dump package).
+pub fn publish_rotating(root: &Path, base: &str, max_entries: u64) {
+    publish_with(root, base, |c| {
+        c.publish.dumps = true;
+        c.scan.rotation.max_entries = max_entries;
+    })
+}
+
 /// Scans and publishes `root` with a configuration adjusted by `f`.
 pub fn publish_with(
     root: &Path,
