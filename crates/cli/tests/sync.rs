@@ -170,3 +170,45 @@ fn kill_9_then_resume_without_refetching() {
     }
     assert_eq!(dest_files(&dest), all);
 }
+
+/// A full disk must not lose a resource (security issue, item 6): when a change fails and
+/// cannot be recorded as pending either (the state's disk is full: injected with the test hook
+/// `RESOURCESYNC_TEST_CRASH_AT=pending:1:fail`, an ENOSPC from that write), the run fails with
+/// exit 2 naming the state database and the error, and the cursor stays where it was; the
+/// next `sync` that exits 0 has every resource.
+#[test]
+fn a_failed_state_write_keeps_the_cursor_and_the_next_sync_has_everything() {
+    let src = tmp();
+    write_tree(
+        src.path(),
+        &[("a.txt", b"alpha"), ("b.txt", b"bravo"), ("c.txt", b"charlie")],
+    );
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    server.fault("/b.txt", Fault::Status(500));
+    let o = bin()
+        .args(["sync", &server.base, p(&dest), "--retries", "0"])
+        .env("RESOURCESYNC_TEST_CRASH_AT", "pending:1:fail")
+        .output()
+        .expect("run resourcesync");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("b.txt"), "{t}");
+    assert!(t.contains("state.sqlite"), "{t}");
+    assert!(t.contains("No space left on device"), "{t}");
+    assert!(t.contains("the cursor was not moved"), "{t}");
+    assert_eq!(
+        t.matches("No space left on device").count(),
+        1,
+        "the cause said once: {t}"
+    );
+
+    server.clear_faults();
+    let o = run(&["sync", &server.base, p(&dest), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+    let o = run(&["audit", &server.base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -7,7 +7,9 @@
 //! `RESOURCESYNC_TEST_CRASH_AT POINT:N reached` to standard error and stops that thread for
 //! good, so that a harness can send SIGKILL while the other downloads are still in flight; with
 //! `panic` it panics on that thread (unwinding: destructors run), so that a test can check what
-//! catches the panic. Points:
+//! catches the panic. With `fail`, the `N`th and every later time [`fails`] is asked about
+//! `POINT`, it answers `true` and the caller fails as if the disk were full (see the `pending`
+//! point). Points:
 //!
 //! | point | where |
 //! | --- | --- |
@@ -19,6 +21,7 @@
 //! | `cursor` | every change is applied, the cursor not yet moved |
 //! | `package-entry` | a dump package's entry is inflated to its temporary file, not yet renamed (on the thread that extracts it; in a Resource Dump package of at most 64 entries, one thread takes them all, in manifest order; a Change Dump's entries, in order, on the thread that reads its manifest; with `panic`, that entry fails and the others are applied) |
 //! | `package-renamed` | a dump package's entry is at its final path, its batch's state rows not yet written |
+//! | `pending` | a failed change is about to be recorded as pending (with `fail`: the write fails, as on a full disk) |
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +35,7 @@ enum Action {
     Abort,
     Pause,
     Panic,
+    Fail,
 }
 
 #[derive(Debug)]
@@ -57,6 +61,7 @@ fn parse(v: &str) -> Option<Plan> {
         None => Action::Abort,
         Some("pause") => Action::Pause,
         Some("panic") => Action::Panic,
+        Some("fail") => Action::Fail,
         Some(_) => return None,
     };
     if parts.next().is_some() {
@@ -75,7 +80,10 @@ pub(crate) fn point(name: &str) {
     let Some(p) = PLAN.get_or_init(plan) else {
         return;
     };
-    if p.point != name || p.hits.fetch_add(1, Ordering::SeqCst) + 1 != p.n {
+    if p.action == Action::Fail
+        || p.point != name
+        || p.hits.fetch_add(1, Ordering::SeqCst) + 1 != p.n
+    {
         return;
     }
     match p.action {
@@ -87,7 +95,17 @@ pub(crate) fn point(name: &str) {
         }
         Action::Panic => panic!("{CRASH_AT_VAR} {name}:{}: panic asked for", p.n),
         Action::Abort => std::process::abort(),
+        Action::Fail => {}
     }
+}
+
+/// Whether the write at a named point must fail (`POINT:N:fail`: the `N`th time and every later
+/// one); always `false` unless the variable names the point with `fail`.
+pub(crate) fn fails(name: &str) -> bool {
+    let Some(p) = PLAN.get_or_init(plan) else {
+        return false;
+    };
+    p.action == Action::Fail && p.point == name && p.hits.fetch_add(1, Ordering::SeqCst) + 1 >= p.n
 }
 
 #[cfg(test)]
@@ -106,6 +124,7 @@ mod tests {
             Action::Pause
         );
         assert_eq!(parse("state:2").expect("abort").action, Action::Abort);
+        assert_eq!(parse("pending:1:fail").expect("fail").action, Action::Fail);
         for bad in [
             "",
             "state",

@@ -139,6 +139,16 @@ pub enum Error {
     /// The store or the state failed.
     #[error(transparent)]
     Store(#[from] resourcesync_store::Error),
+    /// A failed change could not be recorded as pending in the state (a full disk, most often):
+    /// the cursor was not moved, so that the next run sees the change again.
+    #[error(
+        "{message}; the cursor was not moved: free space on that disk (or fix the error) and run \
+         sync again, which applies what this run could not record"
+    )]
+    StateWrite {
+        /// What failed, naming the state database and the error.
+        message: String,
+    },
     /// The staging database (lists being diffed or collapsed) failed.
     #[error("staging database: {0}")]
     Staging(#[from] rusqlite::Error),

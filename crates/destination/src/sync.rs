@@ -25,6 +25,7 @@
 //!   link is patched rather than fetched when the copy allows it ([`crate::patch`], §14.4).
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -69,6 +70,11 @@ pub(crate) struct Ctx {
     /// The directories opened for downloads to paths where no file is yet (unnamed temporary
     /// files, [`FsStore::create_temp_at`]).
     pub(crate) dirs: Mutex<NewDirs>,
+    /// The first write to the state that failed and was not the caller's to report (a failed
+    /// change recorded as pending): the cursor must then not move, and the run fails.
+    pub(crate) state_error: Mutex<Option<String>>,
+    /// Where the state is (named by errors).
+    pub(crate) state_path: PathBuf,
 }
 
 /// The directory handles of downloads to new paths, forgotten every [`NewDirs::USES`] files
@@ -95,6 +101,25 @@ impl NewDirs {
 }
 
 impl Ctx {
+    /// Keeps the first state write that failed (see [`Ctx::state_error`]).
+    fn state_failed(&self, what: String) {
+        tracing::error!("{what}");
+        let mut e = self.state_error.lock().unwrap_or_else(|p| p.into_inner());
+        e.get_or_insert(what);
+    }
+
+    /// Fails when a state write failed during the run: a change that could neither be applied
+    /// nor recorded as pending would be lost if the cursor moved past it.
+    pub(crate) fn check_state(&self) -> Result<()> {
+        let e = self.state_error.lock().unwrap_or_else(|p| p.into_inner());
+        match e.as_ref() {
+            Some(message) => Err(Error::StateWrite {
+                message: message.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Whether a dump package put this URI's copy in place during this run.
     pub(crate) fn dumped_now(&self, uri: &str) -> bool {
         self.dumped.as_ref().is_some_and(|d| {
@@ -417,8 +442,16 @@ async fn run_job(
                     duplicates: job.item.duplicates.clone(),
                     error: error.clone(),
                 };
-                if let Err(e) = ctx.state.put_pending(&p) {
-                    tracing::warn!("recording {uri} as pending: {e}");
+                let put = if crate::crashpoint::fails("pending") {
+                    Err(resourcesync_store::Error::Io {
+                        path: ctx.state_path.clone(),
+                        source: std::io::Error::from_raw_os_error(28),
+                    })
+                } else {
+                    ctx.state.put_pending(&p)
+                };
+                if let Err(e) = put {
+                    ctx.state_failed(format!("recording the failed change of {uri}: {e}"));
                 }
             }
             Outcome::Failed(Failure {
@@ -1328,6 +1361,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         dumped,
         committer: Committer::start(store.clone(), state.clone())?,
         dirs: Mutex::default(),
+        state_error: Mutex::default(),
+        state_path: state_path.clone(),
     });
     // Copies kept after earlier deletes (runs without --delete) go now that --delete is given.
     let mut earlier = Tally::default();
@@ -1432,6 +1467,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     let mut tally = exec.finish().await;
     // Every copy downloaded is in place and recorded before the cursor moves.
     ctx.committer.close();
+    // A change neither applied nor recorded as pending keeps the cursor where it is.
+    ctx.check_state()?;
     tally.merge(earlier);
     tally.merge(from_dumps);
     if !opts.dry_run {
@@ -1477,7 +1514,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
 pub(crate) struct Applier {
     http: Arc<Http>,
     store: Arc<FsStore>,
-    state_path: std::path::PathBuf,
+    state_path: PathBuf,
     mapper: UriMapper,
     delete: bool,
     max_resource_bytes: u64,
@@ -1521,6 +1558,8 @@ impl Applier {
             store: self.store.clone(),
             committer: Committer::start(self.store.clone(), state.clone())?,
             dirs: Mutex::default(),
+            state_error: Mutex::default(),
+            state_path: self.state_path.clone(),
             state,
             mapper: self.mapper.clone(),
             key: self.info.key(),
@@ -1585,6 +1624,8 @@ impl Applier {
             exec.submit(Job { item, kind }).await?;
         }
         let tally = exec.finish().await;
+        // A change neither applied nor recorded as pending: the caller must not move the cursor.
+        s.0.check_state()?;
         let mut warnings = Vec::new();
         if other > 0 {
             warnings.push(format!(
