@@ -212,3 +212,46 @@ fn a_failed_state_write_keeps_the_cursor_and_the_next_sync_has_everything() {
     let o = run(&["audit", &server.base, p(&dest)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// Runs `resourcesync ARGS` with `dir` mounted read-only (a bind mount in a mount namespace of
+/// its own, made by `unshare`: nothing outside the child sees it, and it goes with the child).
+#[cfg(target_os = "linux")]
+fn run_read_only(dir: &Path, args: &[&str]) -> Output {
+    let script = r#"d="$1"; shift; mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" && exec "$@""#;
+    let o = Command::new("unshare")
+        .args(["--map-root-user", "--mount", "sh", "-c", script, "sh", p(dir)])
+        .arg(env!("CARGO_BIN_EXE_resourcesync"))
+        .args(args)
+        .output()
+        .expect("unshare (util-linux) runs");
+    let t = text(&o);
+    assert!(
+        !t.contains("mount:") && !t.contains("unshare:"),
+        "this test needs a private mount namespace (unshare --map-root-user --mount) to mount the copy read-only: {t}"
+    );
+    o
+}
+
+/// A copy on a read-only file system can be audited and dry-run (security issue, item 10):
+/// both only read the state.
+#[cfg(target_os = "linux")]
+#[test]
+fn audit_and_dry_run_of_a_read_only_copy() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha"), ("d/b.txt", b"bravo")]);
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = run(&["sync", &server.base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    let o = run_read_only(&dest, &["audit", &server.base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run_read_only(&dest, &["sync", &server.base, p(&dest), "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A difference is still found.
+    std::fs::write(dest.join("a.txt"), b"ALPHA").expect("tamper");
+    let o = run_read_only(&dest, &["audit", &server.base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}

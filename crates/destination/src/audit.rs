@@ -982,7 +982,7 @@ async fn audit_inner(
         .clone()
         .unwrap_or_else(|| default_state_path(&opts.dest));
     let mut no_state = None;
-    let state: Arc<dyn StateStore> = match SqliteState::open_existing(&state_path)? {
+    let state: Arc<dyn StateStore> = match SqliteState::open_read_only(&state_path)? {
         Some(s) => Arc::new(s),
         None => {
             no_state = Some(format!(

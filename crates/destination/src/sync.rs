@@ -1301,7 +1301,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     };
     let state_path = opts.state_path();
     let state: Arc<dyn StateStore> = if opts.dry_run {
-        match SqliteState::open_existing(&state_path)? {
+        match SqliteState::open_read_only(&state_path)? {
             Some(s) => Arc::new(s),
             None => Arc::new(SqliteState::in_memory()?),
         }

@@ -339,6 +339,54 @@ impl SqliteState {
         SqliteState::open(path).map(Some)
     }
 
+    /// Opens an existing state database for reading only (audits, explorations and dry runs,
+    /// which write no row), so that a copy on a read-only file system or a database the user
+    /// may not write can be audited; `None` when there is none. Every write then fails.
+    ///
+    /// A sync holding the database gives [`Error::Locked`]. On a read-only file system, where
+    /// the write-ahead log's shared-memory index cannot be created, the database is opened as
+    /// immutable (SQLite's `immutable=1`): nothing can write it there.
+    pub fn open_read_only(path: &Path) -> Result<Option<Self>> {
+        use rusqlite::OpenFlags;
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let attempt = |immutable: bool| -> rusqlite::Result<Connection> {
+            let mut uri = String::from("file:");
+            uri.push_str(&uri_path(path));
+            if immutable {
+                uri.push_str("?immutable=1");
+            }
+            let c = Connection::open_with_flags(&uri, flags)?;
+            c.busy_timeout(std::time::Duration::from_millis(250))?;
+            // A read that sees the schema proves the database can be read.
+            c.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok(c)
+        };
+        let conn = match attempt(false) {
+            Ok(c) => c,
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if f.code == rusqlite::ErrorCode::DatabaseBusy
+                    || f.code == rusqlite::ErrorCode::DatabaseLocked =>
+            {
+                return Err(Error::Locked {
+                    path: path.to_owned(),
+                });
+            }
+            Err(_) if read_only_fs(path) => attempt(true).map_err(|e| sql(path, e))?,
+            Err(e) => return Err(sql(path, e)),
+        };
+        Ok(Some(SqliteState {
+            conn: Mutex::new(conn),
+            path: path.to_owned(),
+        }))
+    }
+
     /// An empty state in memory (dry runs without a state database).
     pub fn in_memory() -> Result<Self> {
         let path = PathBuf::from(":memory:");
@@ -364,6 +412,30 @@ impl SqliteState {
     fn err(&self, e: rusqlite::Error) -> Error {
         sql(&self.path, e)
     }
+}
+
+/// `path` as the path of an SQLite `file:` URI (RFC 8089), every byte but unreserved ones and
+/// `/` percent-encoded (SQLite decodes them).
+fn uri_path(path: &Path) -> String {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    #[cfg(unix)]
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(abs.as_os_str()).to_vec();
+    #[cfg(not(unix))]
+    let bytes = abs.to_string_lossy().replace('\\', "/").into_bytes();
+    let mut out = String::with_capacity(bytes.len());
+    for b in bytes {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Whether the file system holding `path` is mounted read-only.
+fn read_only_fs(path: &Path) -> bool {
+    rustix::fs::statvfs(path).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }
 
 fn sql(path: &Path, source: rusqlite::Error) -> Error {
@@ -658,5 +730,38 @@ mod tests {
         let _a = SqliteState::open(&p).expect("open");
         let b = SqliteState::open(&p);
         assert!(matches!(b, Err(Error::Locked { .. })), "{b:?}");
+    }
+
+    #[test]
+    fn read_only_opens_read_what_a_sync_wrote_and_write_nothing() {
+        let d = tempfile::tempdir().expect("tmp");
+        // A name SQLite URIs must escape.
+        let p = d.path().join("st?ate #1%.sqlite");
+        assert!(SqliteState::open_read_only(&p).expect("none").is_none());
+        {
+            let w = SqliteState::open(&p).expect("open");
+            w.put_resource(&ResourceRecord {
+                uri: "http://h/a".into(),
+                path: "a".into(),
+                length: Some(1),
+                ..ResourceRecord::default()
+            })
+            .expect("put");
+        }
+        let r = SqliteState::open_read_only(&p)
+            .expect("read-only")
+            .expect("exists");
+        assert_eq!(
+            r.resource("http://h/a").expect("read").map(|x| x.path),
+            Some("a".to_owned())
+        );
+        // Every write fails.
+        assert!(r.remove_resource("http://h/a").is_err());
+        drop(r);
+        let w = SqliteState::open(&p).expect("a sync opens it once the reader has gone");
+        // A reader is refused while a sync holds it.
+        let r = SqliteState::open_read_only(&p);
+        assert!(matches!(r, Err(Error::Locked { .. })), "{r:?}");
+        drop(w);
     }
 }
