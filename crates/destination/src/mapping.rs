@@ -42,8 +42,19 @@ pub struct UriParts<'a> {
     pub query: Option<&'a str>,
 }
 
-/// Splits an absolute http(s) URI without normalizing it.
+/// Splits an absolute http(s) URI without normalizing its path.
+///
+/// The host and port are the HTTP client's own reading of the URI (the WHATWG URL parser that
+/// fetches it), so that a copy is always stored under the host it was fetched from: a host
+/// written percent-encoded, in another IPv4 notation (`0x7f.1`) or as an IDN maps to the host
+/// the request goes to. What the two readings could disagree on is refused: user information
+/// (`user@host`) and backslashes in the authority (`http://a\@b/` is `a` for the client and
+/// `b` for a reader of RFC 3986), and controls or spaces anywhere (the client strips tabs and
+/// line breaks: `http://exa<TAB>mple.com/` is `example.com`).
 pub fn parse_uri(uri: &str) -> Result<UriParts<'_>, &'static str> {
+    if uri.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err("a control character or a space in the URI");
+    }
     let (scheme, rest) = uri.split_once("://").ok_or("not an absolute URI")?;
     let scheme = scheme.to_ascii_lowercase();
     let default = match scheme.as_str() {
@@ -54,14 +65,20 @@ pub fn parse_uri(uri: &str) -> Result<UriParts<'_>, &'static str> {
     let rest = rest.split('#').next().unwrap_or_default();
     let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, after) = rest.split_at(auth_end);
-    let hostport = authority.rsplit('@').next().unwrap_or_default();
-    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+    if authority.contains('@') {
+        return Err("user information (user@host) in the authority");
+    }
+    if authority.contains('\\') {
+        return Err("a backslash in the authority");
+    }
+    // RFC 3986's reading of the authority, checked against the client's below.
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (h, p) = v6.split_once(']').ok_or("bad IPv6 host")?;
         (h, p.strip_prefix(':'))
     } else {
-        match hostport.rsplit_once(':') {
+        match authority.rsplit_once(':') {
             Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
+            None => (authority, None),
         }
     };
     if host.is_empty() {
@@ -71,6 +88,15 @@ pub fn parse_uri(uri: &str) -> Result<UriParts<'_>, &'static str> {
         None | Some("") => default,
         Some(p) => p.parse().map_err(|_| "bad port")?,
     };
+    let url = reqwest::Url::parse(uri).map_err(|_| "not a URL the HTTP client can fetch")?;
+    let host = url.host_str().ok_or("no host")?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if url.port_or_known_default() != Some(port) {
+        return Err("the port is read two ways");
+    }
     let (path, query) = match after.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (after, None),
@@ -293,10 +319,29 @@ mod tests {
             "http://example.com:8080/data/caf%E9",
             "http://example.com:8080/data/.resourcesync/state.sqlite",
             "ftp://example.com/x",
+            // The authority read two ways (security issue, item 9): the client fetches from
+            // 127.0.0.1 what a reader of RFC 3986 would store under other.example, and back.
+            "http://127.0.0.1:8080\\@other.example/x.txt",
+            "http://other.example\\@127.0.0.1:8080/x.txt",
+            "http://user@example.com:8080/data/x",
+            "http://example.com:8080@127.0.0.1:9/x",
+            "http://exa\tmple.com/x",
+            "http://example.com:8080/data/a\nb",
+            "http://example.com:8080/data/a b",
             "/etc/passwd",
             "file:///etc/passwd",
         ] {
             assert!(m.map(bad).is_err(), "{bad} accepted");
+        }
+        // Hosts are the client's: stored under the host the request goes to.
+        for (uri, path) in [
+            ("http://%31%32%37.0.0.1/x.txt", "127.0.0.1/x.txt"),
+            ("http://0x7f.1/x.txt", "127.0.0.1/x.txt"),
+            ("http://EXAMPLE.org/x.txt", "example.org/x.txt"),
+            ("http://b\u{fc}cher.example/x.txt", "xn--bcher-kva.example/x.txt"),
+            ("http://[::1]:81/x.txt", "::1_81/x.txt"),
+        ] {
+            assert_eq!(m.map(uri).map(|p| p.to_string()).ok().as_deref(), Some(path), "{uri}");
         }
         let long = format!("http://example.com:8080/data/{}", "n".repeat(300));
         let e = m.map(&long).expect_err("long");
