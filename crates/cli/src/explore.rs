@@ -15,6 +15,7 @@ use resourcesync_destination::{
     ExploreNode, ExploreOptions, ExploreReport, HttpOptions, NodeStatus, Observer,
 };
 
+use crate::printable::printable;
 use crate::{EXIT_DIFFERENCES, EXIT_OK};
 
 #[derive(Debug, Args)]
@@ -180,13 +181,18 @@ pub(crate) fn print_tree(
         "start" | "entry" | "part" | "package" => String::new(),
         v => format!(" ({v})"),
     };
-    writeln!(out, "{prefix}{branch}{}{via}  {}", n.kind, n.url)?;
+    writeln!(
+        out,
+        "{prefix}{branch}{}{via}  {}",
+        n.kind,
+        printable(&n.url)
+    )?;
     let inner = format!("{prefix}{cont}");
     let bar = if n.children.is_empty() { "  " } else { "│ " };
-    writeln!(out, "{inner}{bar}{}", details(n))?;
+    writeln!(out, "{inner}{bar}{}", printable(&details(n)))?;
     if messages {
         for m in &n.messages {
-            writeln!(out, "{inner}{bar}  ! {m}")?;
+            writeln!(out, "{inner}{bar}  ! {}", printable(m))?;
         }
     }
     let count = n.children.len();
@@ -220,7 +226,7 @@ pub(crate) fn print_report(
         print_tree(out, root, "", true, true, messages)?;
     }
     for n in &r.notes {
-        writeln!(out, "note: {n}")?;
+        writeln!(out, "note: {}", printable(n))?;
     }
     writeln!(out, "{}", summary(r))
 }

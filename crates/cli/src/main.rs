@@ -6,6 +6,7 @@ mod demo;
 mod explore;
 mod hub;
 mod input;
+mod printable;
 mod publish;
 mod serve;
 mod signal;
@@ -120,7 +121,10 @@ fn main() -> ExitCode {
             if broken_pipe {
                 return ExitCode::from(EXIT_OK);
             }
-            eprintln!("resourcesync: error: {e:#}");
+            eprintln!(
+                "resourcesync: error: {}",
+                printable::printable_message(&format!("{e:#}"))
+            );
             ExitCode::from(EXIT_ERROR)
         }
     }

@@ -13,6 +13,7 @@ use resourcesync_source::{Source, SourceConfig};
 use serde_json::json;
 
 use crate::EXIT_OK;
+use crate::printable::printable;
 
 /// Options that describe a Source (shared by `publish` and `serve`).
 #[derive(Debug, Args)]
@@ -122,7 +123,11 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
     let publish = source.publish()?;
     let secs = started.elapsed().as_secs_f64();
     for s in &scan.skipped {
-        eprintln!("resourcesync: skipped {}: {}", s.path.display(), s.reason);
+        eprintln!(
+            "resourcesync: skipped {}: {}",
+            printable(&s.path.display().to_string()),
+            printable(&s.reason.to_string())
+        );
     }
     let layout = source.layout();
     let mut out = std::io::stdout().lock();

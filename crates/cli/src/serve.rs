@@ -53,9 +53,10 @@ pub(crate) struct ServeArgs {
 
 /// Logs to standard error (`RUST_LOG` filters; default `info`).
 pub(crate) fn init_logging() {
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(crate::printable::LogWriter { ansi })
+        .with_ansi(ansi)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

@@ -13,6 +13,7 @@ use resourcesync_destination::{
     AuditOptions, AuditReport, HttpOptions, Mode, Observer, SyncOptions, SyncReport,
 };
 
+use crate::printable::{printable, printable_message};
 use crate::{EXIT_DIFFERENCES, EXIT_OK};
 
 /// Options shared by `sync` and `audit`.
@@ -165,9 +166,12 @@ impl Observer for Bars {
     fn warning(&self, message: &str) {
         match &self.mp {
             Some(mp) => {
-                let _ = mp.println(format!("resourcesync: warning: {message}"));
+                let _ = mp.println(format!(
+                    "resourcesync: warning: {}",
+                    printable_message(message)
+                ));
             }
-            None => eprintln!("resourcesync: warning: {message}"),
+            None => eprintln!("resourcesync: warning: {}", printable_message(message)),
         }
     }
     fn add_total(&self, n: u64) {
@@ -205,6 +209,7 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
         .as_deref()
         .or(r.source.resource_list.as_deref())
         .unwrap_or("?");
+    let from = printable(from);
     writeln!(
         out,
         "{}{} from {from}",
@@ -224,15 +229,36 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
         )?;
     }
     for p in &r.planned {
-        writeln!(out, "  would {} {} -> {}", p.action, p.uri, p.path)?;
+        writeln!(
+            out,
+            "  would {} {} -> {}",
+            p.action,
+            printable(&p.uri),
+            printable(&p.path)
+        )?;
     }
     for k in &r.kept_uris {
-        writeln!(out, "  deleted at the Source, copy kept (no --delete): {k}")?;
+        writeln!(
+            out,
+            "  deleted at the Source, copy kept (no --delete): {}",
+            printable(k)
+        )?;
     }
     for f in &r.failures {
         match &f.path {
-            Some(p) => writeln!(out, "  failed {} ({p}): {}", f.uri, f.error)?,
-            None => writeln!(out, "  failed {}: {}", f.uri, f.error)?,
+            Some(p) => writeln!(
+                out,
+                "  failed {} ({}): {}",
+                printable(&f.uri),
+                printable(p),
+                printable(&f.error)
+            )?,
+            None => writeln!(
+                out,
+                "  failed {}: {}",
+                printable(&f.uri),
+                printable(&f.error)
+            )?,
         }
     }
     if r.failed > r.failures.len() as u64 {
@@ -303,9 +329,9 @@ fn print_audit(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
             writeln!(
                 out,
                 "  {what} {} {}: {}",
-                d.path.as_deref().unwrap_or("-"),
-                if d.uri.is_empty() { "-" } else { &d.uri },
-                d.why
+                printable(d.path.as_deref().unwrap_or("-")),
+                printable(if d.uri.is_empty() { "-" } else { &d.uri }),
+                printable(&d.why)
             )?;
         }
     }

@@ -8,6 +8,7 @@ use resourcesync_model::validate::{Report, validate};
 use resourcesync_model::{DocumentReader, Error, ReadOptions, Severity, rules};
 use serde_json::{Value, json};
 
+use crate::printable::printable;
 use crate::{EXIT_DIFFERENCES, EXIT_ERROR, EXIT_OK, input};
 
 /// Options shared by the commands that read documents.
@@ -157,7 +158,7 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
                             f.position.column,
                             f.severity(),
                             f.rule.id,
-                            f.message,
+                            printable(&f.message),
                             f.rule.section
                         )?;
                     }
@@ -198,7 +199,7 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
                         }],
                     }));
                 } else {
-                    writeln!(out, "{e}")?;
+                    writeln!(out, "{}", printable(&e.to_string()))?;
                     writeln!(
                         out,
                         "{spec}: invalid (not readable as a ResourceSync document)"
@@ -210,7 +211,7 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
                 if a.json {
                     docs.push(json!({"name": spec, "valid": false, "unreadable": msg}));
                 } else {
-                    eprintln!("resourcesync: {spec}: {msg}");
+                    eprintln!("resourcesync: {spec}: {}", printable(&msg));
                 }
             }
         }

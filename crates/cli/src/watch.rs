@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use resourcesync_destination::{Observer, Round, StopHandle, SyncOptions, WatchOptions};
 
+use crate::printable::{printable, printable_message};
 use crate::{EXIT_DIFFERENCES, EXIT_OK};
 
 /// The `--watch` options of `sync`.
@@ -75,7 +76,7 @@ impl Observer for FirstRound {
         if self.live() {
             self.inner.warning(message);
         } else if self.verbose {
-            eprintln!("resourcesync: warning: {message}");
+            eprintln!("resourcesync: warning: {}", printable_message(message));
         }
     }
     fn add_total(&self, n: u64) {
@@ -179,7 +180,12 @@ pub(crate) fn run(
             if let Some(rep) = &r.report {
                 for f in rep.failures.iter().take(10) {
                     if res.is_ok() {
-                        res = writeln!(out, "  failed {}: {}", f.uri, f.error);
+                        res = writeln!(
+                            out,
+                            "  failed {}: {}",
+                            printable(&f.uri),
+                            printable(&f.error)
+                        );
                     }
                 }
             }

@@ -181,7 +181,11 @@ fn a_failed_state_write_keeps_the_cursor_and_the_next_sync_has_everything() {
     let src = tmp();
     write_tree(
         src.path(),
-        &[("a.txt", b"alpha"), ("b.txt", b"bravo"), ("c.txt", b"charlie")],
+        &[
+            ("a.txt", b"alpha"),
+            ("b.txt", b"bravo"),
+            ("c.txt", b"charlie"),
+        ],
     );
     let server = Server::start_in_thread(src.path());
     publish(src.path(), &server.base, None);
@@ -217,9 +221,18 @@ fn a_failed_state_write_keeps_the_cursor_and_the_next_sync_has_everything() {
 /// its own, made by `unshare`: nothing outside the child sees it, and it goes with the child).
 #[cfg(target_os = "linux")]
 fn run_read_only(dir: &Path, args: &[&str]) -> Output {
-    let script = r#"d="$1"; shift; mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" && exec "$@""#;
+    let script =
+        r#"d="$1"; shift; mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" && exec "$@""#;
     let o = Command::new("unshare")
-        .args(["--map-root-user", "--mount", "sh", "-c", script, "sh", p(dir)])
+        .args([
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            p(dir),
+        ])
         .arg(env!("CARGO_BIN_EXE_resourcesync"))
         .args(args)
         .output()
@@ -254,4 +267,46 @@ fn audit_and_dry_run_of_a_read_only_copy() {
     std::fs::write(dest.join("a.txt"), b"ALPHA").expect("tamper");
     let o = run_read_only(&dest, &["audit", &server.base, p(&dest)]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+/// Names a Source controls reach no terminal as control characters (security issue, item 8):
+/// a hand-written Resource List names files whose decoded names clear the screen, colour the
+/// output, ring the bell or start a fake line; the failure lines print them escaped.
+#[test]
+fn control_characters_in_names_are_escaped_in_text_output() {
+    let src = tmp();
+    let server = Server::start_in_thread(src.path());
+    let locs = [
+        "evil%1B%5B2J%1B%5B31mRED%07.txt",
+        "x%0D%0Afake%20line.txt",
+        "c1%C2%9B2J.txt",
+    ];
+    let entries: String = locs
+        .iter()
+        .map(|l| format!("<url><loc>{}{l}</loc><rs:md length=\"1\"/></url>\n", server.base))
+        .collect();
+    std::fs::write(
+        src.path().join("rl.xml"),
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\n<rs:md capability=\"resourcelist\" at=\"2026-01-01T00:00:00Z\"/>\n{entries}</urlset>\n"
+        ),
+    )
+    .expect("write the list");
+    let out = tmp();
+    let dest = dest_in(&out);
+    let url = format!("{}rl.xml", server.base);
+    let o = run(&["sync", &url, p(&dest), "--retries", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    for c in t.chars() {
+        assert!(
+            c == '\n' || !c.is_control(),
+            "control U+{:04X} printed: {t:?}",
+            c as u32
+        );
+    }
+    assert!(t.contains("evil\\x1b[2J\\x1b[31mRED\\x07.txt"), "{t}");
+    assert!(t.contains("x\\r\\nfake line.txt"), "{t}");
+    assert!(t.contains("c1\\u{9b}2J.txt"), "{t}");
+    assert!(!t.lines().any(|l| l.starts_with("fake line")), "{t}");
 }

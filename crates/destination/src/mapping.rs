@@ -338,10 +338,17 @@ mod tests {
             ("http://%31%32%37.0.0.1/x.txt", "127.0.0.1/x.txt"),
             ("http://0x7f.1/x.txt", "127.0.0.1/x.txt"),
             ("http://EXAMPLE.org/x.txt", "example.org/x.txt"),
-            ("http://b\u{fc}cher.example/x.txt", "xn--bcher-kva.example/x.txt"),
+            (
+                "http://b\u{fc}cher.example/x.txt",
+                "xn--bcher-kva.example/x.txt",
+            ),
             ("http://[::1]:81/x.txt", "::1_81/x.txt"),
         ] {
-            assert_eq!(m.map(uri).map(|p| p.to_string()).ok().as_deref(), Some(path), "{uri}");
+            assert_eq!(
+                m.map(uri).map(|p| p.to_string()).ok().as_deref(),
+                Some(path),
+                "{uri}"
+            );
         }
         let long = format!("http://example.com:8080/data/{}", "n".repeat(300));
         let e = m.map(&long).expect_err("long");

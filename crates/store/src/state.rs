@@ -435,7 +435,8 @@ fn uri_path(path: &Path) -> String {
 
 /// Whether the file system holding `path` is mounted read-only.
 fn read_only_fs(path: &Path) -> bool {
-    rustix::fs::statvfs(path).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+    rustix::fs::statvfs(path)
+        .is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }
 
 fn sql(path: &Path, source: rusqlite::Error) -> Error {
