@@ -207,7 +207,7 @@ struct Out {
 impl Out {
     fn step(&mut self, s: Step, extra: &[String]) -> anyhow::Result<()> {
         if !self.json {
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::out::stdout();
             writeln!(
                 out,
                 "{}. {:<12} {} ({:.2} s)",
@@ -258,7 +258,9 @@ async fn demo(a: &DemoArgs, work: &Path) -> anyhow::Result<u8> {
         steps: Vec::new(),
     };
     if !a.json {
-        println!("resourcesync demo: a Source and a Destination on this machine, over 127.0.0.1\n");
+        crate::out::say_out!(
+            "resourcesync demo: a Source and a Destination on this machine, over 127.0.0.1\n"
+        );
     }
 
     // 1. A sample Source.
@@ -338,17 +340,19 @@ async fn demo(a: &DemoArgs, work: &Path) -> anyhow::Result<u8> {
             seconds: secs,
         };
         let text = serde_json::to_string_pretty(&r)?;
-        println!("{text}");
+        crate::out::say_out!("{text}");
     } else {
-        println!();
+        crate::out::say_stdout(format_args!(""));
         if kept {
-            println!("kept: Source in {}", src.display());
-            println!("      Destination in {}", dest.display());
+            crate::out::say_out!("kept: Source in {}", src.display());
+            crate::out::say_out!("      Destination in {}", dest.display());
         }
         if ok {
-            println!("demo succeeded: the Destination is in sync with the Source, in {secs:.2} s");
+            crate::out::say_out!(
+                "demo succeeded: the Destination is in sync with the Source, in {secs:.2} s"
+            );
         } else {
-            println!("demo FAILED: the final audit found differences");
+            crate::out::say_out!("demo FAILED: the final audit found differences");
         }
     }
     Ok(if ok { EXIT_OK } else { EXIT_DIFFERENCES })

@@ -241,7 +241,7 @@ pub(crate) fn run(a: &ExploreArgs) -> anyhow::Result<u8> {
     let report = rt.block_on(resourcesync_destination::explore(&o, spinner.clone()));
     spinner.clear();
     let report = report?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if a.json {
         // Rendered first, so that a closed pipe is an I/O error (quietly ignored by main).
         let text = serde_json::to_string_pretty(&report)?;

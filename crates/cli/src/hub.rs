@@ -105,8 +105,10 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
         .choice()
         .unwrap_or_else(|| resourcesync_websub::reach::private_by_default(addr));
     let hub = Hub::start(opts, Some(&a.state))?;
+    // Caught from before the line that says the hub is ready.
+    let mut signals = crate::signal::Signals::new();
     {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         if a.json {
             let line = serde_json::json!({
                 "hub": url,
@@ -133,9 +135,9 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
         Duration::from_secs(a.idle_timeout.max(1)),
     );
     axum::serve(listener, router)
-        .with_graceful_shutdown(async {
-            crate::signal::next().await;
-            eprintln!("resourcesync: hub shutting down (pending deliveries are kept)");
+        .with_graceful_shutdown(async move {
+            signals.next().await;
+            crate::out::say!("resourcesync: hub shutting down (pending deliveries are kept)");
         })
         .await?;
     hub.shutdown();

@@ -6,6 +6,7 @@ mod demo;
 mod explore;
 mod hub;
 mod input;
+mod out;
 mod printable;
 mod publish;
 mod serve;
@@ -121,7 +122,7 @@ fn main() -> ExitCode {
             if broken_pipe {
                 return ExitCode::from(EXIT_OK);
             }
-            eprintln!(
+            crate::out::say!(
                 "resourcesync: error: {}",
                 printable::printable_message(&format!("{e:#}"))
             );

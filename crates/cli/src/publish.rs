@@ -123,14 +123,14 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
     let publish = source.publish()?;
     let secs = started.elapsed().as_secs_f64();
     for s in &scan.skipped {
-        eprintln!(
+        crate::out::say!(
             "resourcesync: skipped {}: {}",
             printable(&s.path.display().to_string()),
             printable(&s.reason.to_string())
         );
     }
     let layout = source.layout();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if a.json {
         let v = json!({
             "resources": scan.resources,

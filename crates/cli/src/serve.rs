@@ -83,7 +83,7 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         .source
         .config(a.out.clone(), Some(format!("http://{addr}/")))?;
     if a.source.base_url.is_none() && addr.ip().is_unspecified() {
-        eprintln!(
+        crate::out::say!(
             "resourcesync: note: listening on {addr}; documents will name http://{addr}/: use --base-url for the URL clients reach"
         );
     }
@@ -112,8 +112,10 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         ..ServeOptions::default()
     };
     let running = server::start_with(source, listener, opts, hub).await?;
+    // Caught from before the line that says the server is ready.
+    let mut signals = crate::signal::Signals::new();
     {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         writeln!(
             out,
             "serving {} at {}",
@@ -132,8 +134,8 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     }
     let handle = running.shutdown_handle();
     tokio::spawn(async move {
-        crate::signal::next().await;
-        eprintln!("resourcesync: shutting down");
+        signals.next().await;
+        crate::out::say!("resourcesync: shutting down");
         handle.shutdown();
     });
     running.wait().await?;

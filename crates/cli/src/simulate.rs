@@ -176,7 +176,7 @@ fn human(m: &Metrics) -> String {
 
 pub(crate) fn run(a: &SimulateArgs) -> anyhow::Result<u8> {
     let cfg = a.config()?;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::out::stdout();
     if let Some(GridArg::Paper) = a.grid {
         let out = a.out.clone().context("--grid needs --out DIR")?;
         let bar = if std::io::stderr().is_terminal() && !a.json {

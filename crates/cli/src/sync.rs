@@ -171,7 +171,7 @@ impl Observer for Bars {
                     printable_message(message)
                 ));
             }
-            None => eprintln!("resourcesync: warning: {}", printable_message(message)),
+            None => crate::out::say!("resourcesync: warning: {}", printable_message(message)),
         }
     }
     fn add_total(&self, n: u64) {
@@ -294,7 +294,7 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     let report = runtime()?.block_on(resourcesync_destination::sync(&o, bars.clone()));
     bars.clear();
     let report = report?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if r.json {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
@@ -351,7 +351,7 @@ pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
     let report = runtime()?.block_on(resourcesync_destination::audit(&o, bars.clone()));
     bars.clear();
     let report = report?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if r.json {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;

@@ -112,7 +112,7 @@ fn report_json(r: &Report) -> Value {
 }
 
 pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if a.rules {
         if a.json {
             serde_json::to_writer_pretty(&mut out, rules::ALL)?;
@@ -211,7 +211,7 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
                 if a.json {
                     docs.push(json!({"name": spec, "valid": false, "unreadable": msg}));
                 } else {
-                    eprintln!("resourcesync: {spec}: {}", printable(&msg));
+                    crate::out::say!("resourcesync: {spec}: {}", printable(&msg));
                 }
             }
         }
@@ -225,7 +225,7 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
 }
 
 pub(crate) fn run_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     let input = input::open(&a.input, Duration::from_secs(a.read.timeout))?;
     let opts = ReadOptions {
         max_document_bytes: a.read.max_bytes,
@@ -234,7 +234,7 @@ pub(crate) fn run_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
     let reader = match DocumentReader::open(input, opts) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("{e}");
+            crate::out::say!("{e}");
             return Ok(if e.is_invalid_input() {
                 EXIT_DIFFERENCES
             } else {
@@ -246,7 +246,7 @@ pub(crate) fn run_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
     let r = match validate(reader) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("{e}");
+            crate::out::say!("{e}");
             return Ok(if e.is_invalid_input() {
                 EXIT_DIFFERENCES
             } else {

@@ -76,7 +76,7 @@ impl Observer for FirstRound {
         if self.live() {
             self.inner.warning(message);
         } else if self.verbose {
-            eprintln!("resourcesync: warning: {}", printable_message(message));
+            crate::out::say!("resourcesync: warning: {}", printable_message(message));
         }
     }
     fn add_total(&self, n: u64) {
@@ -146,13 +146,17 @@ pub(crate) fn run(
     let stop = StopHandle::new();
     {
         let stop = stop.clone();
+        let mut signals = {
+            let _in_runtime = rt.enter();
+            crate::signal::Signals::new()
+        };
         rt.spawn(async move {
-            crate::signal::next().await;
-            eprintln!(
+            signals.next().await;
+            crate::out::say!(
                 "resourcesync: stopping after the current round (signal again to stop at once)"
             );
             stop.stop();
-            crate::signal::next().await;
+            signals.next().await;
             stop.stop_now();
         });
     }
@@ -170,7 +174,7 @@ pub(crate) fn run(
         if write_err.is_some() || !(r.round == 1 || verbose || r.changed()) {
             return;
         }
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         let res = if json {
             serde_json::to_string(r)
                 .map_err(std::io::Error::other)
@@ -234,7 +238,7 @@ pub(crate) fn run(
             "interrupted before the first sync completed (work done is kept: run again to resume)"
         );
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if json {
         let t = serde_json::to_string(&serde_json::json!({ "watch": total }))?;
         writeln!(out, "{t}")?;

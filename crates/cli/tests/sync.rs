@@ -283,7 +283,12 @@ fn control_characters_in_names_are_escaped_in_text_output() {
     ];
     let entries: String = locs
         .iter()
-        .map(|l| format!("<url><loc>{}{l}</loc><rs:md length=\"1\"/></url>\n", server.base))
+        .map(|l| {
+            format!(
+                "<url><loc>{}{l}</loc><rs:md length=\"1\"/></url>\n",
+                server.base
+            )
+        })
         .collect();
     std::fs::write(
         src.path().join("rl.xml"),

@@ -1,0 +1,129 @@
+//! Standard output and standard error that nobody may be reading.
+//!
+//! `resourcesync audit URL DEST | head -1` closes the pipe after one line; a server started
+//! with `2>&1 | head -1` has no standard error after its first line. Neither is a reason to
+//! fail, panic, or change the exit status the work earned (1 when not in sync): a write to a
+//! closed pipe ends all further output of that stream quietly, and the command goes on (a
+//! server keeps serving and shuts down on its signal; a one-shot command finishes and exits
+//! with its status). Rust ignores SIGPIPE, so such a write is an `EPIPE` error, which
+//! `println!`/`eprintln!` turn into a panic: the binary uses [`stdout`] and [`say!`] instead.
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+static STDERR_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Standard output (locked) whose closed pipe swallows everything written to it.
+pub(crate) fn stdout() -> Out<io::StdoutLock<'static>> {
+    Out {
+        inner: io::stdout().lock(),
+        gone: &STDOUT_GONE,
+    }
+}
+
+/// Standard error (locked), the same way.
+pub(crate) fn stderr() -> Out<io::StderrLock<'static>> {
+    Out {
+        inner: io::stderr().lock(),
+        gone: &STDERR_GONE,
+    }
+}
+
+/// A stream whose closed pipe (`EPIPE`) ends its output quietly; other errors are returned.
+#[derive(Debug)]
+pub(crate) struct Out<W> {
+    inner: W,
+    gone: &'static AtomicBool,
+}
+
+impl<W: Write> Out<W> {
+    fn guard(&self, r: io::Result<()>) -> io::Result<()> {
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.gone.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            r => r,
+        }
+    }
+}
+
+impl<W: Write> Write for Out<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Ok(buf.len());
+        }
+        let r = self.inner.write_all(buf);
+        self.guard(r).map(|()| buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let r = self.inner.flush();
+        self.guard(r)
+    }
+}
+
+/// Writes one line to standard error, ignoring every failure (a message about the work must
+/// never stop or crash the work).
+pub(crate) fn say_line(args: std::fmt::Arguments<'_>) {
+    let mut e = stderr();
+    let _ = e.write_fmt(args);
+    let _ = e.write_all(b"\n");
+}
+
+/// Writes one line to standard output, ignoring a closed pipe (see [`stdout`]).
+pub(crate) fn say_stdout(args: std::fmt::Arguments<'_>) {
+    let mut o = stdout();
+    let _ = o.write_fmt(args);
+    let _ = o.write_all(b"\n");
+}
+
+/// `println!` that never panics: see [`say_stdout`].
+macro_rules! say_out {
+    ($($t:tt)*) => {
+        $crate::out::say_stdout(format_args!($($t)*))
+    };
+}
+pub(crate) use say_out;
+
+/// `eprintln!` that never panics: see [`say_line`].
+macro_rules! say {
+    ($($t:tt)*) => {
+        $crate::out::say_line(format_args!($($t)*))
+    };
+}
+pub(crate) use say;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer whose reader has gone.
+    struct Closed;
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::from(io::ErrorKind::BrokenPipe))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Err(io::Error::from(io::ErrorKind::BrokenPipe))
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_ends_output_quietly() {
+        static GONE: AtomicBool = AtomicBool::new(false);
+        let mut o = Out {
+            inner: Closed,
+            gone: &GONE,
+        };
+        assert!(writeln!(o, "one").is_ok());
+        assert!(GONE.load(Ordering::Relaxed));
+        assert!(writeln!(o, "two").is_ok());
+        assert!(o.flush().is_ok());
+    }
+}
