@@ -180,3 +180,82 @@ fn audit_through_a_closed_pipe_keeps_its_exit_status() {
         assert!(!err.contains("panicked"), "json {json}: {err}");
     }
 }
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run resourcesync")
+}
+
+/// Every entry under `dir` (empty when it does not exist).
+fn entries(dir: &Path) -> Vec<String> {
+    match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A start URL that does not answer is refused (exit 2, naming the URL and its status), not
+/// taken for the whole site; `explore` the same.
+#[test]
+fn a_start_url_that_does_not_answer_is_refused() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha")]);
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let nope = format!("{}nope", server.base);
+    for args in [
+        vec!["sync", nope.as_str(), p(&dest)],
+        vec!["explore", nope.as_str()],
+        vec!["audit", nope.as_str(), p(out.path())],
+    ] {
+        let o = run(&args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains(&nope) && t.contains("HTTP 404"), "{args:?}: {t}");
+        assert_eq!(
+            t.matches(&nope).count(),
+            1,
+            "{args:?}: the URL said once: {t}"
+        );
+    }
+    assert!(!dest.exists(), "nothing created");
+    // The site root still works, and so does a page of the Source's.
+    let o = run(&["sync", &server.base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// Nothing is created under DEST before the Source is found: an existing empty DEST stays
+/// empty, a missing one is not made; `audit` of a missing DEST is an error, not 1 "missing".
+#[test]
+fn nothing_is_created_before_the_source_is_known() {
+    let out = tmp();
+    let empty = out.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let missing = out.path().join("missing");
+    for url in ["not a url", "ftp://x/y", "http://127.0.0.1:1/"] {
+        for dest in [&empty, &missing] {
+            let o = run(&["sync", url, p(dest)]);
+            assert_eq!(o.status.code(), Some(2), "{url}: {}", text(&o));
+            assert!(entries(dest).is_empty(), "{url}: {:?}", entries(dest));
+            assert_eq!(dest.exists(), *dest == empty, "{url}");
+        }
+    }
+    let o = run(&["sync", "http://127.0.0.1:1/", p(&empty)]);
+    assert!(text(&o).contains("could not be reached"), "{}", text(&o));
+
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha")]);
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let o = run(&["audit", &server.base, p(&missing)]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("is not a directory") && t.contains(p(&missing)),
+        "{t}"
+    );
+    assert!(!t.contains("missing a.txt"), "{t}");
+}

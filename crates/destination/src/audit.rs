@@ -941,6 +941,13 @@ async fn audit_inner(
     limits: Limits,
 ) -> Result<AuditReport> {
     let started = Instant::now();
+    if !opts.dest.is_dir() {
+        return Err(Error::Config(format!(
+            "{} is not a directory: nothing to audit (sync into it first, or give the directory \
+             the copy is in)",
+            opts.dest.display()
+        )));
+    }
     // The walk of DEST needs nothing from the Source: it runs while the documents are fetched
     // and read.
     let cancel = Arc::new(AtomicBool::new(false));

@@ -550,6 +550,27 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
             }
         }
         Err(e @ Error::SeveralSets { .. }) => return Err(e),
+        // A URL that does not answer is no place to discover from (a 404 is most often a
+        // mistyped URL, not a request for the whole site): refused, naming its status. Only a
+        // site root that answers with an HTTP error status goes on to the host's well-known
+        // URI (Z39.99-2014 §6.3.2), where the discovery of a host starts anyway.
+        Err(e) if !(is_site_root(&parsed) && matches!(e, Error::Status { .. })) => {
+            let said = e.to_string();
+            let cause = said
+                .strip_prefix(url)
+                .and_then(|r| r.strip_prefix(": "))
+                .unwrap_or(&said);
+            let hint = if matches!(e, Error::Status { .. }) {
+                "nothing to discover from: give the URL of a ResourceSync document, of a page \
+                 that links to one, or the site root"
+            } else {
+                "the Source could not be reached: check the URL and that its server is running"
+            };
+            return Err(Error::Discovery {
+                url: url.to_owned(),
+                message: format!("{cause}; {hint}"),
+            });
+        }
         Err(e) => tried.push(tried_line("", url, &e)),
     }
     let root = is_site_root(&parsed);

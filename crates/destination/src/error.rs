@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-/// Everything that can go wrong on the Destination side. Errors returned by [`crate::sync()`]
+/// Everything that can go wrong on the Destination side. Each error says its cause in its
+/// message and exposes no `source()` (a store error is the store's, transparently), so that a
+/// chain printed in full says each cause once. Errors returned by [`crate::sync()`]
 /// and [`crate::audit()`] are fatal (exit status 2); a resource that fails is reported in the
 /// report instead.
 #[derive(Debug, thiserror::Error)]
@@ -49,11 +51,10 @@ pub enum Error {
         transient: bool,
     },
     /// A document could not be read.
-    #[error("{source}")]
+    #[error("{cause}")]
     Document {
         /// The model's error, which names the document, line and column.
-        #[source]
-        source: resourcesync_model::Error,
+        cause: resourcesync_model::Error,
     },
     /// A document is readable but not what was expected (wrong capability, missing link).
     #[error("{url}: {message}")]
@@ -151,15 +152,14 @@ pub enum Error {
     },
     /// The staging database (lists being diffed or collapsed) failed.
     #[error("staging database: {0}")]
-    Staging(#[from] rusqlite::Error),
+    Staging(rusqlite::Error),
     /// A local I/O operation failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The overall time limit was reached.
     #[error("time limit of {0:?} reached (work done so far is kept)")]
@@ -191,17 +191,23 @@ impl Error {
         }
     }
 
-    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    pub(crate) fn io(what: impl Into<String>, cause: std::io::Error) -> Self {
         Error::Io {
             what: what.into(),
-            source,
+            cause,
         }
     }
 }
 
 impl From<resourcesync_model::Error> for Error {
-    fn from(source: resourcesync_model::Error) -> Self {
-        Error::Document { source }
+    fn from(cause: resourcesync_model::Error) -> Self {
+        Error::Document { cause }
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::Staging(e)
     }
 }
 

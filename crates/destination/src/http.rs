@@ -119,6 +119,14 @@ fn origin_key(url: &Url) -> String {
 fn transport(url: &str, e: &reqwest::Error) -> Error {
     let mut message = e.to_string();
     let mut src = std::error::Error::source(e);
+    // "error sending request for url (URL)" says nothing the error does not (it names the URL
+    // itself): its causes say what happened.
+    if message.starts_with("error sending request") {
+        if let Some(s) = src {
+            message = s.to_string();
+            src = s.source();
+        }
+    }
     while let Some(s) = src {
         // hyper and reqwest repeat some causes at several levels: each is said once.
         let text = s.to_string();

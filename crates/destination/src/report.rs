@@ -44,6 +44,26 @@ pub struct Failure {
     pub error: String,
 }
 
+impl Failure {
+    /// A failure of `uri`; an `error` that starts by naming the URI (`URI: HTTP 404`,
+    /// `refused URI: …`) does not name it again, since the failure does.
+    pub(crate) fn new(uri: String, path: Option<String>, error: String) -> Failure {
+        let error = match error.strip_prefix(uri.as_str()) {
+            Some(rest) if !uri.is_empty() && rest.starts_with(": ") => rest[2..].to_owned(),
+            _ => match error
+                .strip_prefix("refused ")
+                .and_then(|r| r.strip_prefix(uri.as_str()))
+            {
+                Some(rest) if !uri.is_empty() && rest.starts_with(": ") => {
+                    format!("refused: {}", &rest[2..])
+                }
+                _ => error,
+            },
+        };
+        Failure { uri, path, error }
+    }
+}
+
 /// An action a dry run would take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Planned {

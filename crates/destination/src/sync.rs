@@ -345,11 +345,8 @@ impl Exec {
         for job in std::mem::take(&mut self.deferred) {
             let uri = job.item.uri.clone();
             if let Err(e) = self.submit(job).await {
-                self.tally.add(Outcome::Failed(Failure {
-                    uri,
-                    path: None,
-                    error: e.to_string(),
-                }));
+                self.tally
+                    .add(Outcome::Failed(Failure::new(uri, None, e.to_string())));
             }
         }
         while let Some(r) = self.set.join_next().await {
@@ -403,11 +400,7 @@ async fn run_job(
     let rel = match ctx.mapper.map(&uri) {
         Ok(r) => r,
         Err(e) => {
-            return Outcome::Failed(Failure {
-                uri,
-                path: None,
-                error: e.to_string(),
-            });
+            return Outcome::Failed(Failure::new(uri, None, e.to_string()));
         }
     };
     let res = match job.kind {
@@ -445,7 +438,7 @@ async fn run_job(
                 let put = if crate::crashpoint::fails("pending") {
                     Err(resourcesync_store::Error::Io {
                         path: ctx.state_path.clone(),
-                        source: std::io::Error::from_raw_os_error(28),
+                        cause: std::io::Error::from_raw_os_error(28),
                     })
                 } else {
                     ctx.state.put_pending(&p)
@@ -454,11 +447,7 @@ async fn run_job(
                     ctx.state_failed(format!("recording the failed change of {uri}: {e}"));
                 }
             }
-            Outcome::Failed(Failure {
-                uri,
-                path: Some(rel.to_string()),
-                error,
-            })
+            Outcome::Failed(Failure::new(uri, Some(rel.to_string()), error))
         }
     }
 }
@@ -1274,6 +1263,23 @@ pub async fn sync(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRepo
 async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
     let started = Instant::now();
     let http = Arc::new(Http::new(opts.http.clone())?);
+    // Discovery first, its documents in a temporary directory outside DEST: nothing is created
+    // under DEST (no state, no scratch folder) before the Source is found, so a URL that does
+    // not answer leaves an existing empty DEST empty and creates no DEST at all.
+    let discovery_dir =
+        tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?;
+    obs.phase("discovery");
+    let info: SourceInfo = discover(
+        &DocFetcher {
+            http: http.clone(),
+            dir: discovery_dir.path().to_path_buf(),
+            max_bytes: opts.max_document_bytes,
+        },
+        &opts.url,
+        opts.set.as_deref(),
+    )
+    .await?;
+    drop(discovery_dir);
     // Scratch space: inside DEST (same file system, cleaned on the next run), or for a dry run
     // a temporary directory elsewhere, so that a dry run writes nothing under DEST.
     let _scratch_holder;
@@ -1313,8 +1319,6 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         dir: scratch,
         max_bytes: opts.max_document_bytes,
     };
-    obs.phase("discovery");
-    let info: SourceInfo = discover(&fetcher, &opts.url, opts.set.as_deref()).await?;
     let mut warnings = info.warnings.clone();
     for w in &warnings {
         obs.warning(w);

@@ -15,20 +15,20 @@ pub enum Error {
     Run(String),
     /// Our Source failed in real mode.
     #[error("Source: {0}")]
-    Source(#[from] resourcesync_source::Error),
+    Source(resourcesync_source::Error),
     /// Our Destination failed in real mode.
     #[error("Destination: {0}")]
-    Destination(#[from] resourcesync_destination::Error),
+    Destination(resourcesync_destination::Error),
     /// The Destination's state could not be read or written in real mode.
     #[error("Destination state: {0}")]
-    Store(#[from] resourcesync_store::Error),
+    Store(resourcesync_store::Error),
     /// A file or socket.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A plot could not be drawn.
     #[error("plot {path}: {message}")]
@@ -40,14 +40,33 @@ pub enum Error {
     },
     /// A document could not be sized by the writer.
     #[error("sizing documents: {0}")]
-    Model(#[from] resourcesync_model::Error),
+    Model(resourcesync_model::Error),
+}
+
+/// Each variant says its cause in its message and exposes no `source()`, so that a chain
+/// printed in full says each cause once.
+macro_rules! from_cause {
+    ($($t:ty => $v:ident),* $(,)?) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                Error::$v(e)
+            }
+        }
+    )*};
+}
+
+from_cause! {
+    resourcesync_source::Error => Source,
+    resourcesync_destination::Error => Destination,
+    resourcesync_store::Error => Store,
+    resourcesync_model::Error => Model,
 }
 
 impl Error {
-    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    pub(crate) fn io(what: impl Into<String>, cause: std::io::Error) -> Self {
         Error::Io {
             what: what.into(),
-            source,
+            cause,
         }
     }
 }

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use resourcesync_model::HashAlg;
 
-/// Everything that can go wrong storing copies or state.
+/// Everything that can go wrong storing copies or state. Each error says its cause in its
+/// message and exposes no `source()`, so that a chain printed in full says each cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -17,13 +18,12 @@ pub enum Error {
         reason: &'static str,
     },
     /// An I/O operation failed.
-    #[error("{}: {source}", .path.display())]
+    #[error("{}: {cause}", .path.display())]
     Io {
         /// The file or directory concerned.
         path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        /// The I/O error (said in the message, not exposed as `source()`).
+        cause: std::io::Error,
     },
     /// A path exists but is not what is needed (a file where a directory must be, a symbolic
     /// link inside the destination, a directory where a file must be).
@@ -61,13 +61,12 @@ pub enum Error {
         actual: String,
     },
     /// The state database failed.
-    #[error("state database {}: {source}", .path.display())]
+    #[error("state database {}: {cause}", .path.display())]
     Sqlite {
         /// The database file.
         path: PathBuf,
-        /// The SQLite error.
-        #[source]
-        source: rusqlite::Error,
+        /// The SQLite error (said in the message, not exposed as `source()`).
+        cause: rusqlite::Error,
     },
     /// Another process holds the state database.
     #[error(
@@ -89,10 +88,10 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            cause,
         }
     }
 

@@ -719,8 +719,8 @@ impl Store for FsStore {
         let replaced = match rename_into(&path, &target) {
             // The directory went since it was checked (a delete emptied it meanwhile): made
             // again, once.
-            Err(Error::Io { source, .. })
-                if source.kind() == io::ErrorKind::NotFound && path.exists() =>
+            Err(Error::Io { cause, .. })
+                if cause.kind() == io::ErrorKind::NotFound && path.exists() =>
             {
                 self.parents(rel, true)?;
                 rename_into(&path, &target)?

@@ -439,10 +439,10 @@ fn read_only_fs(path: &Path) -> bool {
         .is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }
 
-fn sql(path: &Path, source: rusqlite::Error) -> Error {
+fn sql(path: &Path, cause: rusqlite::Error) -> Error {
     Error::Sqlite {
         path: path.to_owned(),
-        source,
+        cause,
     }
 }
 
