@@ -326,7 +326,9 @@ fn the_embedded_hub_refuses_publications_unread() {
     }
     assert_eq!(get_status(&server.addr, "/ok.txt"), Some(200));
     let after = server.rss_kib();
-    eprintln!("serve --hub embedded: RSS {before} KiB -> {after} KiB, 32 publications of 16 MiB refused");
+    eprintln!(
+        "serve --hub embedded: RSS {before} KiB -> {after} KiB, 32 publications of 16 MiB refused"
+    );
     assert!(
         after.saturating_sub(before) < 100 * 1024,
         "{before} KiB -> {after} KiB"

@@ -382,7 +382,8 @@ impl Hub {
         let inner = Arc::new(Inner {
             deliveries: Arc::new(Semaphore::new(opts.concurrency.max(1))),
             body_budget: Arc::new(Semaphore::new(
-                opts.max_body_bytes_in_flight.clamp(1, Semaphore::MAX_PERMITS),
+                opts.max_body_bytes_in_flight
+                    .clamp(1, Semaphore::MAX_PERMITS),
             )),
             allowed,
             background: Arc::new(Semaphore::new(opts.max_background.max(1))),

@@ -45,10 +45,8 @@ pub async fn serve_http1(
             c = axum::serve::Listener::accept(&mut listener) => c,
             () = &mut shutdown => break,
         };
-        let conn = builder.serve_connection(
-            TokioIo::new(io),
-            TowerToHyperService::new(router.clone()),
-        );
+        let conn =
+            builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(router.clone()));
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             // An error here is the client's (a malformed request, an HTTP/2 preface, a reset,

@@ -537,8 +537,14 @@ mod tests {
             max_bytes: 1 << 20,
         };
         for i in 0..3 {
-            s.enqueue("t", "application/xml", format!("p{i}").as_bytes(), 1000, limits)
-                .unwrap();
+            s.enqueue(
+                "t",
+                "application/xml",
+                format!("p{i}").as_bytes(),
+                1000,
+                limits,
+            )
+            .unwrap();
         }
         // Capped at 2 per subscription: p0 dropped.
         let due = s.due(1000, 10, |_, _| true).unwrap();
@@ -565,7 +571,8 @@ mod tests {
     #[test]
     fn the_oldest_payloads_go_past_the_byte_budget() {
         let s = Store::in_memory().unwrap();
-        s.upsert("t", "http://a/", None, i64::MAX / 2000, 0).unwrap();
+        s.upsert("t", "http://a/", None, i64::MAX / 2000, 0)
+            .unwrap();
         let limits = QueueLimits {
             max_pending: 1000,
             max_bytes: 2500,

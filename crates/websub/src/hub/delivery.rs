@@ -188,4 +188,3 @@ async fn deliver(hub: &Inner, mut d: Due) {
         }
     }
 }
-

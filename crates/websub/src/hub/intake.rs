@@ -158,7 +158,7 @@ pub(super) async fn handle(State(hub): State<Arc<Inner>>, req: Request) -> Respo
     // read (hyper closes the connection rather than read a body nobody asked for).
     let topic = match notification_head(&hub, &parts.headers, &ct) {
         Ok(t) => t,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let body = match read_body(&hub, body, announced, hub.opts.max_payload_bytes).await {
         Ok(b) => b,
@@ -167,9 +167,13 @@ pub(super) async fn handle(State(hub): State<Arc<Inner>>, req: Request) -> Respo
     match hub.publish(&topic, &ct, &body.bytes) {
         // Change Notification 1.0.1 §4.1: 200 when the submission was successful.
         Ok(n) => text(StatusCode::OK, format!("queued for {n} subscriber(s)")),
+        Err(crate::Error::Full(why)) => {
+            tracing::warn!("hub: refused a notification for {topic}: {why}");
+            busy(why)
+        }
         Err(e) => {
             tracing::error!("hub: queueing a notification for {topic}: {e}");
-            busy(format!("cannot queue the notification now: {e}"))
+            busy("cannot queue the notification now")
         }
     }
 }
@@ -187,9 +191,9 @@ fn notification_head(
     hub: &Inner,
     headers: &HeaderMap,
     ct: &str,
-) -> std::result::Result<String, Response> {
+) -> std::result::Result<String, Box<Response>> {
     if !hub.opts.publish_over_http {
-        return Err(publishing_refused());
+        return Err(Box::new(publishing_refused()));
     }
     let links: Vec<&str> = headers
         .get_all(header::LINK)
@@ -197,30 +201,30 @@ fn notification_head(
         .filter_map(|v| v.to_str().ok())
         .collect();
     let Some(topic) = link::first(links.iter().copied(), "self") else {
-        return Err(text(
+        return Err(Box::new(text(
             StatusCode::BAD_REQUEST,
             "a notification needs a Link header with rel=\"self\" naming the topic (Change Notification 1.0.1 §4.1), or use a form with hub.mode",
-        ));
+        )));
     };
     if link::first(links.iter().copied(), "hub").is_none() {
-        return Err(text(
+        return Err(Box::new(text(
             StatusCode::BAD_REQUEST,
             "a notification needs a Link header with rel=\"hub\" (Change Notification 1.0.1 §4.1)",
-        ));
+        )));
     }
     let parsed = check_url("the topic (rel=self)", &topic)
-        .map_err(|e| text(StatusCode::BAD_REQUEST, e))?;
+        .map_err(|e| Box::new(text(StatusCode::BAD_REQUEST, e)))?;
     if !hub.topic_allowed(&parsed) {
-        return Err(text(
+        return Err(Box::new(text(
             StatusCode::FORBIDDEN,
             format!("this hub does not relay {topic}"),
-        ));
+        )));
     }
     if ct.is_empty() {
-        return Err(text(
+        return Err(Box::new(text(
             StatusCode::BAD_REQUEST,
             "a notification needs a Content-Type (application/xml for ResourceSync)",
-        ));
+        )));
     }
     Ok(topic)
 }
@@ -367,4 +371,3 @@ async fn form_request(hub: Arc<Inner>, body: &[u8]) -> Response {
         None => text(StatusCode::BAD_REQUEST, "hub.mode is required"),
     }
 }
-
