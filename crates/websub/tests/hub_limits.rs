@@ -90,9 +90,22 @@ async fn allowed_topics_are_matched_as_parsed_urls() {
             assert_eq!(status, 400, "subscribe {a}: {body}");
         }
     }
+    // A callback with user information: refused at once, nothing sent to it.
+    let good = format!("http://{p}/topics/x");
+    let sneaky = cb.base.replace("http://", &format!("http://{p}@"));
+    let (status, body) = post_form(
+        &h.url,
+        &[
+            ("hub.mode", "subscribe"),
+            ("hub.topic", &good),
+            ("hub.callback", &sneaky),
+        ],
+    )
+    .await;
+    assert_eq!(status, 400, "{sneaky}: {body}");
+    assert!(body.contains("user information"), "{body}");
     assert!(h.hub.subscriptions().unwrap().is_empty());
     // What is under the prefix is fetched; once it is, nothing else was.
-    let good = format!("http://{p}/topics/x");
     let (status, body) = post_form(&h.url, &[("hub.mode", "publish"), ("hub.url", &good)]).await;
     assert_eq!(status, 202, "{body}");
     h.wait_for(|e| matches!(e, HubEvent::Published { topic, .. } if *topic == good))
