@@ -32,9 +32,18 @@ pub(crate) struct HubArgs {
     /// Longest lease granted, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 2_678_400)]
     max_lease: u64,
-    /// Relay only topics starting with this prefix (repeatable; default: any topic).
-    #[arg(long, value_name = "PREFIX")]
+    /// Relay only topics under this URL (repeatable; default: any topic). Compared as parsed
+    /// URLs: the same scheme, host and port, and a path under this one's, whole segments only,
+    /// after `.` and `..` (also percent-encoded) are resolved; URLs with user information
+    /// (`user@`) are refused. `http://h/topics/` takes `http://h/topics/a`, not
+    /// `http://h/topics/../admin` nor `http://h/topicsecret`.
+    #[arg(long, value_name = "URL")]
     allow_topic: Vec<String>,
+    /// Bytes of payloads kept for pending deliveries, in all (on disk, in --state): past it the
+    /// oldest payloads are dropped with a log line (their subscribers, failing or slow, catch up
+    /// from the Change List), and a payload larger than this is refused.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    max_pending_bytes: u64,
     /// Close a connection after this many seconds without reading or writing (an idle
     /// keep-alive connection, a stalled request head), as `serve` does.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
@@ -100,6 +109,7 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
     opts.lease_min = Duration::from_secs(a.min_lease.max(1));
     opts.lease_max = Duration::from_secs(a.max_lease.max(a.min_lease.max(1)));
     opts.allowed_topics.clone_from(&a.allow_topic);
+    opts.max_pending_bytes = a.max_pending_bytes;
     opts.private_addresses = a
         .private_addresses
         .choice()
@@ -134,12 +144,13 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
         listener,
         Duration::from_secs(a.idle_timeout.max(1)),
     );
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            signals.next().await;
-            crate::out::say!("resourcesync: hub shutting down (pending deliveries are kept)");
-        })
-        .await?;
+    // HTTP/1.1 only (crates/websub/src/server.rs): HTTP/2 would let one connection hold many
+    // unread responses.
+    resourcesync_websub::server::serve_http1(listener, router, async move {
+        signals.next().await;
+        crate::out::say!("resourcesync: hub shutting down (pending deliveries are kept)");
+    })
+    .await;
     hub.shutdown();
     Ok(EXIT_OK)
 }

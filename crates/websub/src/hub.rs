@@ -27,25 +27,36 @@
 //! when new content is published).
 //!
 //! Bounds: form bodies [`HubOptions::max_form_bytes`], payloads [`HubOptions::max_payload_bytes`]
-//! (413 past them), subscriptions per topic and in all, deliveries waiting per subscription
-//! (the oldest is dropped past [`HubOptions::max_pending_per_subscription`]), deliveries in
-//! flight ([`HubOptions::concurrency`]), verifications in flight.
+//! (413 past them, from the `Content-Length` before anything is read when it announces more),
+//! request bodies being read, across all connections ([`HubOptions::max_body_bytes_in_flight`],
+//! 503 past it) and the time to send one ([`HubOptions::body_timeout`], 408), subscriptions per
+//! topic and in all, deliveries waiting per subscription (the oldest is dropped past
+//! [`HubOptions::max_pending_per_subscription`]) and their payloads' bytes in all (the oldest
+//! payloads are dropped past [`HubOptions::max_pending_bytes`]), deliveries in flight
+//! ([`HubOptions::concurrency`]) and per callback host ([`HubOptions::max_deliveries_per_host`]),
+//! verifications in flight. Topics are matched against [`HubOptions::allowed_topics`] as parsed
+//! URLs ([`crate::prefix`]). Requests that can be refused from their head (an embedded hub's
+//! publications, a topic not relayed, a body announced too large) are refused before the body
+//! is read.
 
-use std::collections::HashSet;
+mod delivery;
+mod intake;
+
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{Notify, Semaphore, broadcast};
 use url::Url;
 
-use crate::store::{Due, Store, SubscriptionRow};
-use crate::{Error, Result, link, now_ms, now_secs, random_token, signature};
+use crate::prefix::UrlPrefix;
+use crate::store::{Store, SubscriptionRow};
+use crate::{Error, Result, now_ms, now_secs, random_token};
+use intake::text;
 
 /// WebSub §8.2: 10 days is a good default lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10 * 24 * 3600);
@@ -79,6 +90,21 @@ pub struct HubOptions {
     pub max_pending_per_subscription: u64,
     /// Deliveries in flight (default 32).
     pub concurrency: usize,
+    /// Deliveries in flight to one callback host (default 4; the host as written in the
+    /// callback URL, without the port): callbacks that answer slowly take at most this many of
+    /// the [`concurrency`](Self::concurrency) slots per host, the others go on serving the
+    /// other hosts.
+    pub max_deliveries_per_host: usize,
+    /// Bytes of the payloads waiting for delivery, in all (default 1 GiB): past it the oldest
+    /// payloads are dropped (with a log line), as if their subscribers had received them; a
+    /// payload larger than this is refused (503).
+    pub max_pending_bytes: u64,
+    /// Bytes of request bodies being read, across all connections (default 64 MiB): a request
+    /// that would take more is answered 503 (a `Content-Length` counts in full before anything
+    /// is read, a chunked body as it arrives).
+    pub max_body_bytes_in_flight: usize,
+    /// Time to receive a whole request body (default 30 s), else 408.
+    pub body_timeout: Duration,
     /// Verifications and topic fetches in flight (default 32; more are answered 503).
     pub max_background: usize,
     /// Time limit of one verification, delivery or topic fetch (default 10 s).
@@ -88,7 +114,10 @@ pub struct HubOptions {
     /// Longest retry delay (default 1 h).
     pub retry_max: Duration,
     /// Topic URL prefixes accepted (empty: any http(s) topic). Others are denied (WebSub §5.2)
-    /// or refused for publishing (403).
+    /// or refused for publishing (403). Compared as parsed URLs, not as strings (see
+    /// [`crate::prefix`]): same scheme, host and port, the path under the prefix's path segment
+    /// by segment after `.` and `..` (also percent-encoded) are resolved, no user information.
+    /// [`Hub::start`] refuses a prefix that is not an http(s) URL.
     pub allowed_topics: Vec<String>,
     /// Whether anyone may publish over HTTP (notification POSTs and `hub.mode=publish`; default
     /// true: WebSub leaves publisher authentication to the hub and this hub has none). A hub
@@ -99,7 +128,8 @@ pub struct HubOptions {
     /// addresses: loopback, RFC 1918, link-local and the like (see [`crate::reach`]). Default
     /// false: a hub that strangers can reach must not be made to call into its own network
     /// (server-side request forgery). A hub serving a private network, or tests on loopback,
-    /// turn it on.
+    /// turn it on. A hub that does not reach private addresses also ignores the proxy
+    /// environment variables (`HTTP_PROXY` and the like): a proxy would reach them for it.
     pub private_addresses: bool,
 }
 
@@ -117,6 +147,10 @@ impl HubOptions {
             max_subscriptions: 100_000,
             max_pending_per_subscription: 1_000,
             concurrency: 32,
+            max_deliveries_per_host: 4,
+            max_pending_bytes: 1 << 30,
+            max_body_bytes_in_flight: 64 << 20,
+            body_timeout: Duration::from_secs(30),
             max_background: 32,
             request_timeout: Duration::from_secs(10),
             retry_initial: Duration::from_secs(1),
@@ -133,10 +167,6 @@ impl HubOptions {
         asked
             .unwrap_or(self.lease_default.as_secs())
             .clamp(min, max)
-    }
-
-    fn topic_allowed(&self, topic: &str) -> bool {
-        self.allowed_topics.is_empty() || self.allowed_topics.iter().any(|p| topic.starts_with(p))
     }
 }
 
@@ -226,12 +256,24 @@ struct Inner {
     opts: HubOptions,
     store: Store,
     client: reqwest::Client,
+    /// `opts.allowed_topics`, parsed.
+    allowed: Vec<UrlPrefix>,
     wake: Notify,
-    busy: Mutex<HashSet<i64>>,
+    busy: Mutex<Busy>,
     deliveries: Arc<Semaphore>,
+    /// Bytes of request bodies being read (`opts.max_body_bytes_in_flight`).
+    body_budget: Arc<Semaphore>,
     background: Arc<Semaphore>,
     events: broadcast::Sender<HubEvent>,
     stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// Deliveries in flight: their subscriptions (one at a time each) and how many go to each
+/// callback host.
+#[derive(Debug, Default)]
+struct Busy {
+    subs: HashSet<i64>,
+    hosts: HashMap<String, usize>,
 }
 
 /// A running hub: [`Hub::router`] answers requests, a worker task delivers. Clones share it.
@@ -290,27 +332,14 @@ pub(crate) fn check_url(what: &str, s: &str) -> std::result::Result<Url, String>
     if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none() {
         return Err(format!("{what} must be an http or https URL"));
     }
+    // `http://allowed.example@other.example/` names the host `other.example`: user information
+    // only serves to make a URL look like another one.
+    if crate::prefix::has_user_info(&u) {
+        return Err(format!(
+            "{what} has user information (user:password@), which this hub does not take"
+        ));
+    }
     Ok(u)
-}
-
-fn text(status: StatusCode, msg: impl Into<String>) -> Response {
-    let mut r = Response::new(Body::from(format!("{}\n", msg.into())));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-/// Reads a body up to `limit` bytes (413 past it).
-async fn read_body(body: Body, limit: usize) -> std::result::Result<Bytes, Response> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
-        text(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body is larger than {limit} bytes"),
-        )
-    })
 }
 
 /// A parsed subscription request (WebSub §5.1).
@@ -328,13 +357,22 @@ impl Hub {
     /// worker on the current tokio runtime. Deliveries left pending by an earlier run resume.
     pub fn start(opts: HubOptions, path: Option<&Path>) -> Result<Hub> {
         check_url("the hub URL", &opts.public_url).map_err(Error::Config)?;
+        let allowed = opts
+            .allowed_topics
+            .iter()
+            .map(|p| UrlPrefix::parse(p).map_err(|e| Error::Config(format!("allowed topic: {e}"))))
+            .collect::<Result<Vec<_>>>()?;
         let store = match path {
             Some(p) => Store::open(p)?,
             None => Store::in_memory()?,
         };
         let mut builder = client_builder(opts.request_timeout);
         if !opts.private_addresses {
-            builder = builder.dns_resolver(Arc::new(crate::reach::PublicResolver));
+            // A proxy named by HTTP_PROXY, HTTPS_PROXY or ALL_PROXY would resolve and reach the
+            // callback or topic for the hub, past the resolver that keeps private addresses out.
+            builder = builder
+                .dns_resolver(Arc::new(crate::reach::PublicResolver))
+                .no_proxy();
         }
         let client = builder
             .build()
@@ -343,17 +381,22 @@ impl Hub {
         let (stop, _) = tokio::sync::watch::channel(false);
         let inner = Arc::new(Inner {
             deliveries: Arc::new(Semaphore::new(opts.concurrency.max(1))),
+            body_budget: Arc::new(Semaphore::new(
+                opts.max_body_bytes_in_flight
+                    .clamp(1, Semaphore::MAX_PERMITS),
+            )),
+            allowed,
             background: Arc::new(Semaphore::new(opts.max_background.max(1))),
             opts,
             store,
             client,
             wake: Notify::new(),
-            busy: Mutex::new(HashSet::new()),
+            busy: Mutex::new(Busy::default()),
             events,
             stop,
         });
         let hub = Hub { inner };
-        tokio::spawn(worker(hub.inner.clone()));
+        tokio::spawn(delivery::worker(hub.inner.clone()));
         Ok(hub)
     }
 
@@ -377,6 +420,11 @@ impl Hub {
         self.inner.store.pending()
     }
 
+    /// Bytes of the payloads waiting for delivery (bounded by [`HubOptions::max_pending_bytes`]).
+    pub fn pending_bytes(&self) -> Result<u64> {
+        self.inner.store.pending_bytes()
+    }
+
     /// Stops the delivery worker (deliveries in flight finish; pending ones stay queued).
     pub fn shutdown(&self) {
         let _ = self.inner.stop.send(true);
@@ -391,7 +439,7 @@ impl Hub {
     /// The router: every request to it is a request to the hub.
     pub fn router(&self) -> Router {
         Router::new()
-            .fallback(handle)
+            .fallback(intake::handle)
             .with_state(self.inner.clone())
     }
 }
@@ -407,19 +455,38 @@ impl Inner {
         let _ = self.events.send(e);
     }
 
+    /// Whether `topic` is under one of the allowed prefixes (or there are none).
+    fn topic_allowed(&self, topic: &Url) -> bool {
+        self.allowed.is_empty() || self.allowed.iter().any(|p| p.matches(topic))
+    }
+
     fn publish(&self, topic: &str, content_type: &str, body: &[u8]) -> Result<u64> {
-        let (n, dropped) = self.store.enqueue(
+        let q = self.store.enqueue(
             topic,
             content_type,
             body,
             now_ms(),
-            self.opts.max_pending_per_subscription,
+            crate::store::QueueLimits {
+                max_pending: self.opts.max_pending_per_subscription,
+                max_bytes: self.opts.max_pending_bytes,
+            },
         )?;
-        if dropped > 0 {
+        let n = q.subscribers;
+        if q.dropped > 0 {
             tracing::warn!(
                 topic,
-                dropped,
+                dropped = q.dropped,
                 "subscribers failing for long: their oldest pending deliveries were dropped"
+            );
+        }
+        if q.dropped_payloads > 0 {
+            tracing::warn!(
+                topic,
+                payloads = q.dropped_payloads,
+                deliveries = q.dropped_for_bytes,
+                max_pending_bytes = self.opts.max_pending_bytes,
+                "pending deliveries past the hub's disk budget (--max-pending-bytes): the oldest \
+                 payloads were dropped, undelivered to subscribers that had not taken them yet"
             );
         }
         self.wake.notify_one();
@@ -451,236 +518,6 @@ fn fastish_fraction() -> f64 {
     f64::from(n % 1000) / 1000.0
 }
 
-fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
-    h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
-}
-
-async fn handle(State(hub): State<Arc<Inner>>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    if parts.method == Method::GET || parts.method == Method::HEAD {
-        return text(
-            StatusCode::OK,
-            "This is a WebSub hub (https://www.w3.org/TR/websub/): POST subscription requests and notifications here.",
-        );
-    }
-    if parts.method != Method::POST {
-        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "POST only");
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD, POST"));
-        return r;
-    }
-    let ct = header_str(&parts.headers, header::CONTENT_TYPE).to_ascii_lowercase();
-    if ct.starts_with("application/x-www-form-urlencoded") {
-        let body = match read_body(body, hub.opts.max_form_bytes).await {
-            Ok(b) => b,
-            Err(r) => return r,
-        };
-        return form_request(hub, &body).await;
-    }
-    let body = match read_body(body, hub.opts.max_payload_bytes).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    resourcesync_publish(hub, &parts.headers, &ct, &body)
-}
-
-fn publishing_refused() -> Response {
-    text(
-        StatusCode::FORBIDDEN,
-        "this hub takes no publications over HTTP (it is embedded in its publisher)",
-    )
-}
-
-/// Change Notification 1.0.1 §4.1: the payload with `Link` rel=self (topic) and rel=hub.
-fn resourcesync_publish(hub: Arc<Inner>, headers: &HeaderMap, ct: &str, body: &[u8]) -> Response {
-    if !hub.opts.publish_over_http {
-        return publishing_refused();
-    }
-    let links: Vec<&str> = headers
-        .get_all(header::LINK)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    let Some(topic) = link::first(links.iter().copied(), "self") else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "a notification needs a Link header with rel=\"self\" naming the topic (Change Notification 1.0.1 §4.1), or use a form with hub.mode",
-        );
-    };
-    if link::first(links.iter().copied(), "hub").is_none() {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "a notification needs a Link header with rel=\"hub\" (Change Notification 1.0.1 §4.1)",
-        );
-    }
-    if let Err(e) = check_url("the topic (rel=self)", &topic) {
-        return text(StatusCode::BAD_REQUEST, e);
-    }
-    if !hub.opts.topic_allowed(&topic) {
-        return text(StatusCode::FORBIDDEN, "this hub does not relay that topic");
-    }
-    if ct.is_empty() {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "a notification needs a Content-Type (application/xml for ResourceSync)",
-        );
-    }
-    match hub.publish(&topic, ct, body) {
-        // Change Notification 1.0.1 §4.1: 200 when the submission was successful.
-        Ok(n) => text(StatusCode::OK, format!("queued for {n} subscriber(s)")),
-        Err(e) => {
-            tracing::error!("hub: queueing a notification: {e}");
-            text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "cannot queue the notification now",
-            )
-        }
-    }
-}
-
-async fn form_request(hub: Arc<Inner>, body: &[u8]) -> Response {
-    let mut mode = None;
-    let mut topic = None;
-    let mut callback = None;
-    let mut lease = None;
-    let mut secret = None;
-    let mut urls: Vec<String> = Vec::new();
-    // WebSub §5.1: parameters not understood are ignored; §5.1.1: percent-decoded.
-    for (k, v) in url::form_urlencoded::parse(body) {
-        match k.as_ref() {
-            "hub.mode" => mode = Some(v.into_owned()),
-            "hub.topic" => {
-                urls.push(v.to_string());
-                topic = Some(v.into_owned());
-            }
-            "hub.url" | "hub.url[]" => urls.push(v.into_owned()),
-            "hub.callback" => callback = Some(v.into_owned()),
-            "hub.lease_seconds" => lease = Some(v.into_owned()),
-            "hub.secret" => secret = Some(v.into_owned()),
-            _ => {}
-        }
-    }
-    match mode.as_deref() {
-        Some(m @ ("subscribe" | "unsubscribe")) => {
-            let subscribe = m == "subscribe";
-            let topic = topic.unwrap_or_default();
-            let callback = callback.unwrap_or_default();
-            if let Err(e) = check_url("hub.topic", &topic) {
-                return text(StatusCode::BAD_REQUEST, e);
-            }
-            match check_url("hub.callback", &callback) {
-                Err(e) => return text(StatusCode::BAD_REQUEST, e),
-                // Refused at once, not denied: a denial is a request to the callback.
-                Ok(u) if !hub.opts.private_addresses => {
-                    if let Err(e) = crate::reach::check_public_url("hub.callback", &u) {
-                        return text(StatusCode::BAD_REQUEST, e);
-                    }
-                }
-                Ok(_) => {}
-            }
-            // §5.1: ignored for unsubscription requests.
-            let lease = match (subscribe, lease) {
-                (true, Some(l)) => match l.trim().parse::<u64>() {
-                    Ok(n) if n > 0 => Some(n),
-                    _ => {
-                        return text(
-                            StatusCode::BAD_REQUEST,
-                            "hub.lease_seconds must be a positive integer",
-                        );
-                    }
-                },
-                _ => None,
-            };
-            let secret = match secret {
-                Some(s) if s.len() > signature::MAX_SECRET_BYTES => {
-                    return text(
-                        StatusCode::BAD_REQUEST,
-                        "hub.secret must be less than 200 bytes (WebSub §5.1)",
-                    );
-                }
-                Some(s) if subscribe && !s.is_empty() => Some(s.into_bytes()),
-                _ => None,
-            };
-            let Ok(permit) = hub.background.clone().try_acquire_owned() else {
-                return text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "too many verifications in progress; try again shortly",
-                );
-            };
-            let req = SubRequest {
-                subscribe,
-                topic,
-                callback,
-                lease,
-                secret,
-            };
-            // §5.1.2: the response does not depend on validation or verification, which
-            // follow it.
-            tokio::spawn(async move {
-                verify_and_apply(&hub, req).await;
-                drop(permit);
-            });
-            text(
-                StatusCode::ACCEPTED,
-                "accepted: verification of intent follows",
-            )
-        }
-        Some("publish") => {
-            if !hub.opts.publish_over_http {
-                return publishing_refused();
-            }
-            urls.sort();
-            urls.dedup();
-            if urls.is_empty() {
-                return text(
-                    StatusCode::BAD_REQUEST,
-                    "hub.url (or hub.topic) is required",
-                );
-            }
-            if urls.len() > 100 {
-                return text(StatusCode::BAD_REQUEST, "at most 100 topics per request");
-            }
-            for u in &urls {
-                match check_url("hub.url", u) {
-                    Err(e) => return text(StatusCode::BAD_REQUEST, e),
-                    Ok(parsed) if !hub.opts.private_addresses => {
-                        if let Err(e) = crate::reach::check_public_url("hub.url", &parsed) {
-                            return text(StatusCode::BAD_REQUEST, e);
-                        }
-                    }
-                    Ok(_) => {}
-                }
-                if !hub.opts.topic_allowed(u) {
-                    return text(
-                        StatusCode::FORBIDDEN,
-                        format!("this hub does not relay {u}"),
-                    );
-                }
-            }
-            let Ok(permit) = hub.background.clone().try_acquire_owned() else {
-                return text(StatusCode::SERVICE_UNAVAILABLE, "busy; try again shortly");
-            };
-            tokio::spawn(async move {
-                for u in urls {
-                    if let Err(e) = fetch_and_publish(&hub, &u).await {
-                        tracing::warn!("hub: publish of {u}: {e}");
-                    }
-                }
-                drop(permit);
-            });
-            text(
-                StatusCode::ACCEPTED,
-                "accepted: the topic will be fetched and distributed",
-            )
-        }
-        Some(other) => text(
-            StatusCode::BAD_REQUEST,
-            format!("hub.mode {other:?} is not subscribe, unsubscribe or publish"),
-        ),
-        None => text(StatusCode::BAD_REQUEST, "hub.mode is required"),
-    }
-}
-
 /// `url` with `params` appended to its query, keeping what it had (WebSub §5.1.1: the hub MUST
 /// preserve the callback's query string and append its parameters).
 fn with_params(url: &str, params: &[(&str, &str)]) -> Result<Url> {
@@ -702,7 +539,8 @@ async fn verify_and_apply(hub: &Inner, req: SubRequest) {
     };
     // §5.2: validation against the hub's policy (subscriptions only).
     if req.subscribe {
-        let refusal = if !hub.opts.topic_allowed(&req.topic) {
+        let allowed = Url::parse(&req.topic).is_ok_and(|u| hub.topic_allowed(&u));
+        let refusal = if !allowed {
             Some("this hub does not relay that topic".to_owned())
         } else {
             match hub.store.exists(&req.topic, &req.callback) {
@@ -844,14 +682,14 @@ async fn check_challenge(hub: &Inner, u: Url, challenge: &str) -> std::result::R
 
 /// WebSub §6 note: `hub.mode=publish`: fetch the topic, distribute its content (§7: with the
 /// topic's Content-Type).
-async fn fetch_and_publish(hub: &Inner, topic: &str) -> Result<()> {
+async fn fetch_and_publish(hub: &Inner, topic: &str, url: Url) -> Result<()> {
     let http = |m: String| Error::Http {
         url: topic.to_owned(),
         message: m,
     };
     let mut resp = hub
         .client
-        .get(topic)
+        .get(url)
         .send()
         .await
         .map_err(|e| http(chain(&e)))?;
@@ -869,155 +707,27 @@ async fn fetch_and_publish(hub: &Inner, topic: &str) -> Result<()> {
         return Err(http(format!("larger than {limit} bytes")));
     }
     let mut body = Vec::new();
+    // The bytes held count against the same budget as request bodies.
+    let mut held = Vec::new();
     while let Some(c) = resp.chunk().await.map_err(|e| http(e.to_string()))? {
         if body.len() + c.len() > limit {
             return Err(http(format!("larger than {limit} bytes")));
+        }
+        let n = u32::try_from(c.len()).map_err(|_| http(format!("larger than {limit} bytes")))?;
+        if n > 0 {
+            let permit = tokio::time::timeout(
+                hub.opts.request_timeout,
+                hub.body_budget.clone().acquire_many_owned(n),
+            )
+            .await
+            .map_err(|_| http("the hub is holding all the bodies it may; try again".into()))?
+            .map_err(|e| http(e.to_string()))?;
+            held.push(permit);
         }
         body.extend_from_slice(&c);
     }
     hub.publish(topic, &ct, &body)?;
     Ok(())
-}
-
-fn busy_list(hub: &Inner) -> Vec<i64> {
-    hub.busy
-        .lock()
-        .map(|b| b.iter().copied().collect())
-        .unwrap_or_default()
-}
-
-/// The delivery loop: starts the due deliveries (one per subscription at a time), sleeps until
-/// the next is due or something is queued, sweeps expired leases.
-async fn worker(hub: Arc<Inner>) {
-    let mut stop = hub.stop.subscribe();
-    let mut last_sweep = 0i64;
-    loop {
-        if *stop.borrow() {
-            break;
-        }
-        let now = now_secs();
-        if now != last_sweep {
-            last_sweep = now;
-            match hub.store.expire(now) {
-                Ok(gone) => {
-                    for (topic, callback) in gone {
-                        hub.emit(HubEvent::Expired { topic, callback });
-                    }
-                }
-                Err(e) => tracing::error!("hub: expiring leases: {e}"),
-            }
-        }
-        let busy = busy_list(&hub);
-        let due = match hub.store.due(now_ms(), &busy, hub.opts.concurrency.max(1)) {
-            Ok(d) => d,
-            Err(e) => {
-                tracing::error!("hub: reading the queue: {e}");
-                Vec::new()
-            }
-        };
-        for d in due {
-            let permit = tokio::select! {
-                p = hub.deliveries.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => return,
-                },
-                _ = stop.changed() => return,
-            };
-            if let Ok(mut b) = hub.busy.lock() {
-                b.insert(d.sub_id);
-            }
-            let h = hub.clone();
-            tokio::spawn(async move {
-                deliver(&h, d).await;
-                drop(permit);
-                h.wake.notify_one();
-            });
-        }
-        let busy = busy_list(&hub);
-        let next = hub.store.next_due(&busy).ok().flatten();
-        // At most a second between sweeps of expired leases.
-        let wait_ms = next.map(|t| (t - now_ms()).clamp(0, 1000)).unwrap_or(1000);
-        if wait_ms == 0 && next.is_some() {
-            // Due now but every permit may be taken: wait for a delivery to finish.
-            tokio::select! {
-                () = hub.wake.notified() => {}
-                () = tokio::time::sleep(Duration::from_millis(50)) => {}
-                _ = stop.changed() => break,
-            }
-            continue;
-        }
-        tokio::select! {
-            () = hub.wake.notified() => {}
-            () = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
-            _ = stop.changed() => break,
-        }
-    }
-}
-
-/// One content distribution request (WebSub §7, §7.1).
-async fn deliver(hub: &Inner, d: Due) {
-    let links = link::notification_links(&d.topic, &hub.opts.public_url, None);
-    let mut req = hub
-        .client
-        .post(&d.callback)
-        .header(header::CONTENT_TYPE, d.content_type.as_str())
-        .header(header::LINK, links);
-    if let Some(secret) = &d.secret {
-        req = req.header(signature::HEADER, signature::sign(secret, &d.body));
-    }
-    // A callback subscribed while private addresses were allowed (an earlier run): an address
-    // literal does not go through the resolver that keeps them out.
-    let refused = if hub.opts.private_addresses {
-        None
-    } else {
-        Url::parse(&d.callback)
-            .ok()
-            .and_then(|u| crate::reach::check_public_url("the callback", &u).err())
-    };
-    let attempts = d.attempts + 1;
-    let outcome = match refused {
-        Some(why) => Err(Some(why)),
-        None => match req.body(d.body.clone()).send().await {
-            Ok(r) if r.status().is_success() => Ok(()),
-            Ok(r) if r.status() == StatusCode::GONE => Err(None),
-            Ok(r) => Err(Some(format!("the callback answered {}", r.status()))),
-            Err(e) if e.is_timeout() => Err(Some("no answer in time".to_owned())),
-            Err(e) => Err(Some(chain(&e))),
-        },
-    };
-    let recorded = match outcome {
-        Ok(()) => hub.store.delivered(d.id).map(|()| {
-            hub.emit(HubEvent::Delivered {
-                topic: d.topic.clone(),
-                callback: d.callback.clone(),
-                attempts,
-            })
-        }),
-        // §7: 410 Gone: the subscription was deleted by the subscriber.
-        Err(None) => hub.store.remove_id(d.sub_id).map(|()| {
-            hub.emit(HubEvent::Gone {
-                topic: d.topic.clone(),
-                callback: d.callback.clone(),
-            })
-        }),
-        Err(Some(reason)) => {
-            let next = now_ms() + hub.backoff(d.attempts).as_millis() as i64;
-            hub.store.failed(d.id, next).map(|()| {
-                hub.emit(HubEvent::DeliveryFailed {
-                    topic: d.topic.clone(),
-                    callback: d.callback.clone(),
-                    attempts,
-                    reason,
-                })
-            })
-        }
-    };
-    if let Err(e) = recorded {
-        tracing::error!("hub: recording a delivery: {e}");
-    }
-    if let Ok(mut b) = hub.busy.lock() {
-        b.remove(&d.sub_id);
-    }
 }
 
 impl IntoResponse for Error {

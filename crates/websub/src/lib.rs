@@ -14,13 +14,17 @@
 //! - [`signature`]: HMAC signatures (WebSub §7.1).
 //! - [`reach`]: which addresses the hub may send requests to (no private ones by default).
 //! - [`listener`]: a listener whose idle connections close (every server of the project uses it).
+//! - [`server`]: the hub's HTTP/1.1-only server.
+//! - [`prefix`]: URL prefixes compared as parsed URLs (the hub's allowed topics).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod hub;
 pub mod link;
 pub mod listener;
+pub mod prefix;
 pub mod reach;
+pub mod server;
 pub mod signature;
 pub mod store;
 pub mod subscriber;
@@ -68,6 +72,10 @@ pub enum Error {
     /// Configuration.
     #[error("{0}")]
     Config(String),
+    /// The hub has no room for a payload: it is larger than the bytes it keeps for pending
+    /// deliveries ([`HubOptions::max_pending_bytes`]).
+    #[error("{0}")]
+    Full(String),
     /// No random numbers from the operating system.
     #[error("no randomness: {0}")]
     Random(String),

@@ -82,6 +82,29 @@ pub struct Due {
     pub queued_ms: i64,
 }
 
+/// Bounds of the queue of pending deliveries ([`Store::enqueue`]).
+#[derive(Debug, Clone, Copy)]
+pub struct QueueLimits {
+    /// Deliveries waiting per subscription; past it the subscription's oldest is dropped.
+    pub max_pending: u64,
+    /// Bytes of the payloads waiting, in all; past it the oldest payloads are dropped (a
+    /// payload larger than this is refused).
+    pub max_bytes: u64,
+}
+
+/// What [`Store::enqueue`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Enqueued {
+    /// Deliveries queued (one per subscription of the topic whose lease has not ended).
+    pub subscribers: u64,
+    /// Deliveries dropped because their subscription had `max_pending` waiting.
+    pub dropped: u64,
+    /// Payloads dropped, oldest first, to keep the bytes waiting within `max_bytes`.
+    pub dropped_payloads: u64,
+    /// Deliveries those payloads still had waiting.
+    pub dropped_for_bytes: u64,
+}
+
 /// The database.
 #[derive(Debug)]
 pub struct Store {
@@ -240,15 +263,29 @@ impl Store {
     /// Queues `body` for every subscription of `topic` whose lease has not ended. A subscription
     /// with `max_pending` deliveries waiting loses its oldest one (the subscriber has been failing
     /// for long; a ResourceSync Destination sees the gap in `from`/`until` and catches up from
-    /// the Change List). Returns the number of deliveries queued.
+    /// the Change List). When the payloads waiting would take more than `max_bytes`, the oldest
+    /// are dropped with their deliveries (the subscribers that still wait for them are the
+    /// failing or slow ones, and catch up the same way); a payload larger than `max_bytes` is
+    /// refused ([`Error::Full`]).
     pub fn enqueue(
         &self,
         topic: &str,
         content_type: &str,
         body: &[u8],
         now_ms: i64,
-        max_pending: u64,
-    ) -> Result<(u64, u64)> {
+        limits: QueueLimits,
+    ) -> Result<Enqueued> {
+        let QueueLimits {
+            max_pending,
+            max_bytes,
+        } = limits;
+        if body.len() as u64 > max_bytes {
+            return Err(Error::Full(format!(
+                "a payload of {} bytes is larger than the {max_bytes} bytes the hub keeps for \
+                 pending deliveries",
+                body.len()
+            )));
+        }
         self.with(|c| {
             let tx = c.transaction()?;
             let subs: Vec<i64> = {
@@ -258,14 +295,40 @@ impl Store {
                     .collect::<rusqlite::Result<_>>()?
             };
             if subs.is_empty() {
-                return Ok((0, 0));
+                return Ok(Enqueued::default());
+            }
+            let mut out = Enqueued {
+                subscribers: subs.len() as u64,
+                ..Enqueued::default()
+            };
+            // The disk budget: the oldest payloads go first.
+            let mut total: i64 = tx.query_row(
+                "SELECT COALESCE(SUM(length(body)), 0) FROM payloads",
+                [],
+                |r| r.get(0),
+            )?;
+            while total.saturating_add(body.len() as i64) > max_bytes as i64 {
+                let Some((pid, len)) = tx
+                    .query_row(
+                        "SELECT id, length(body) FROM payloads ORDER BY id LIMIT 1",
+                        [],
+                        |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+                    )
+                    .optional()?
+                else {
+                    break;
+                };
+                out.dropped_for_bytes +=
+                    tx.execute("DELETE FROM deliveries WHERE payload_id=?1", [pid])? as u64;
+                tx.execute("DELETE FROM payloads WHERE id=?1", [pid])?;
+                out.dropped_payloads += 1;
+                total -= len;
             }
             tx.execute(
                 "INSERT INTO payloads(topic, content_type, body) VALUES(?1, ?2, ?3)",
                 params![topic, content_type, body],
             )?;
             let pid = tx.last_insert_rowid();
-            let mut dropped = 0u64;
             for s in &subs {
                 let n: i64 = tx.query_row(
                     "SELECT COUNT(*) FROM deliveries WHERE sub_id=?1",
@@ -273,7 +336,7 @@ impl Store {
                     |r| r.get(0),
                 )?;
                 if n as u64 >= max_pending.max(1) {
-                    dropped += tx.execute(
+                    out.dropped += tx.execute(
                         "DELETE FROM deliveries WHERE id=(SELECT MIN(id) FROM deliveries WHERE sub_id=?1)",
                         [s],
                     )? as u64;
@@ -283,64 +346,90 @@ impl Store {
                     params![s, pid, now_ms],
                 )?;
             }
-            if dropped > 0 {
+            if out.dropped > 0 {
                 gc_payloads(&tx)?;
             }
             tx.commit()?;
-            Ok((subs.len() as u64, dropped))
+            Ok(out)
         })
     }
 
     /// The oldest pending delivery of each subscription whose lease has not ended, due at or
-    /// before `now_ms`, skipping subscriptions in `busy`; at most `limit`.
-    pub fn due(&self, now_ms: i64, busy: &[i64], limit: usize) -> Result<Vec<Due>> {
+    /// before `now_ms`, in the order they fell due; of those, the first `limit` that `accept`
+    /// takes (given the subscription id and its callback; it is not asked again once `limit` are
+    /// taken). Payloads are read only for the deliveries taken.
+    pub fn due(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        mut accept: impl FnMut(i64, &str) -> bool,
+    ) -> Result<Vec<Due>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         self.with(|c| {
+            let mut taken = Vec::new();
+            {
+                let mut st = c.prepare_cached(
+                    "SELECT d.id, d.sub_id, s.callback
+                     FROM deliveries d JOIN subscriptions s ON s.id=d.sub_id
+                     WHERE d.id IN (SELECT MIN(id) FROM deliveries GROUP BY sub_id)
+                       AND d.next_ms<=?1 AND s.lease_end>?2
+                     ORDER BY d.next_ms, d.id",
+                )?;
+                let mut rows = st.query(params![now_ms, now_ms / 1000])?;
+                while let Some(r) = rows.next()? {
+                    let (id, sub, cb): (i64, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                    if accept(sub, &cb) {
+                        taken.push(id);
+                        if taken.len() >= limit {
+                            break;
+                        }
+                    }
+                }
+            }
             let mut st = c.prepare_cached(
                 "SELECT d.id, d.sub_id, s.callback, s.secret, p.topic, p.content_type, p.body, d.attempts, d.queued_ms
                  FROM deliveries d JOIN subscriptions s ON s.id=d.sub_id JOIN payloads p ON p.id=d.payload_id
-                 WHERE d.id IN (SELECT MIN(id) FROM deliveries GROUP BY sub_id)
-                   AND d.next_ms<=?1 AND s.lease_end>?2
-                 ORDER BY d.next_ms",
+                 WHERE d.id=?1",
             )?;
-            let rows = st.query_map(params![now_ms, now_ms / 1000], |r| {
-                Ok(Due {
-                    id: r.get(0)?,
-                    sub_id: r.get(1)?,
-                    callback: r.get(2)?,
-                    secret: r.get(3)?,
-                    topic: r.get(4)?,
-                    content_type: r.get(5)?,
-                    body: r.get(6)?,
-                    attempts: r.get::<_, i64>(7)?.clamp(0, u32::MAX as i64) as u32,
-                    queued_ms: r.get(8)?,
-                })
-            })?;
-            let mut out = Vec::new();
-            for d in rows {
-                let d = d?;
-                if !busy.contains(&d.sub_id) {
-                    out.push(d);
-                    if out.len() >= limit {
-                        break;
-                    }
-                }
+            let mut out = Vec::with_capacity(taken.len());
+            for id in taken {
+                let d = st
+                    .query_row([id], |r| {
+                        Ok(Due {
+                            id: r.get(0)?,
+                            sub_id: r.get(1)?,
+                            callback: r.get(2)?,
+                            secret: r.get(3)?,
+                            topic: r.get(4)?,
+                            content_type: r.get(5)?,
+                            body: r.get(6)?,
+                            attempts: r.get::<_, i64>(7)?.clamp(0, u32::MAX as i64) as u32,
+                            queued_ms: r.get(8)?,
+                        })
+                    })
+                    .optional()?;
+                out.extend(d);
             }
             Ok(out)
         })
     }
 
-    /// When the next delivery (the oldest of a subscription not in `busy`) is due.
-    pub fn next_due(&self, busy: &[i64]) -> Result<Option<i64>> {
+    /// When the next delivery is due: the oldest of a subscription that `accept` takes (given
+    /// the subscription id and its callback).
+    pub fn next_due(&self, mut accept: impl FnMut(i64, &str) -> bool) -> Result<Option<i64>> {
         self.with(|c| {
             let mut st = c.prepare_cached(
-                "SELECT d.sub_id, d.next_ms FROM deliveries d
+                "SELECT d.sub_id, s.callback, d.next_ms
+                 FROM deliveries d JOIN subscriptions s ON s.id=d.sub_id
                  WHERE d.id IN (SELECT MIN(id) FROM deliveries GROUP BY sub_id)",
             )?;
-            let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+            let mut rows = st.query([])?;
             let mut best: Option<i64> = None;
-            for r in rows {
-                let (s, t) = r?;
-                if !busy.contains(&s) {
+            while let Some(r) = rows.next()? {
+                let (s, cb, t): (i64, String, i64) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                if accept(s, &cb) {
                     best = Some(best.map_or(t, |b| b.min(t)));
                 }
             }
@@ -402,6 +491,18 @@ impl Store {
         })
     }
 
+    /// Bytes of the payloads waiting (bounded by [`QueueLimits::max_bytes`]).
+    pub fn pending_bytes(&self) -> Result<u64> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT COALESCE(SUM(length(body)), 0) FROM payloads",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+        })
+        .map(|n| n.max(0) as u64)
+    }
+
     /// Deliveries waiting, over all subscriptions.
     pub fn pending(&self) -> Result<u64> {
         self.with(|c| {
@@ -431,22 +532,33 @@ mod tests {
         let a = s.upsert("t", "http://a/", Some(b"k"), 100, 0).unwrap();
         s.upsert("t", "http://b/", None, 100, 0).unwrap();
         assert_eq!(s.upsert("t", "http://a/", None, 200, 0).unwrap(), a);
+        let limits = QueueLimits {
+            max_pending: 2,
+            max_bytes: 1 << 20,
+        };
         for i in 0..3 {
-            s.enqueue("t", "application/xml", format!("p{i}").as_bytes(), 1000, 2)
-                .unwrap();
+            s.enqueue(
+                "t",
+                "application/xml",
+                format!("p{i}").as_bytes(),
+                1000,
+                limits,
+            )
+            .unwrap();
         }
         // Capped at 2 per subscription: p0 dropped.
-        let due = s.due(1000, &[], 10).unwrap();
+        let due = s.due(1000, 10, |_, _| true).unwrap();
         assert_eq!(due.len(), 2);
         assert!(due.iter().all(|d| d.body == b"p1"));
         s.delivered(due[0].id).unwrap();
-        let due2 = s.due(1000, &[due[1].sub_id], 10).unwrap();
+        let busy = due[1].sub_id;
+        let due2 = s.due(1000, 10, |sub, _| sub != busy).unwrap();
         assert_eq!(due2.len(), 1);
         assert_eq!(due2[0].body, b"p2");
         s.failed(due2[0].id, 5000).unwrap();
-        assert_eq!(s.next_due(&[due[1].sub_id]).unwrap(), Some(5000));
+        assert_eq!(s.next_due(|sub, _| sub != busy).unwrap(), Some(5000));
         // Lease end (seconds) past: nothing due, then swept.
-        assert!(s.due(300_000, &[], 10).unwrap().is_empty());
+        assert!(s.due(300_000, 10, |_, _| true).unwrap().is_empty());
         assert_eq!(s.expire(300).unwrap().len(), 2);
         assert_eq!(s.pending().unwrap(), 0);
         assert_eq!(
@@ -454,5 +566,29 @@ mod tests {
                 .unwrap(),
             0
         );
+    }
+
+    #[test]
+    fn the_oldest_payloads_go_past_the_byte_budget() {
+        let s = Store::in_memory().unwrap();
+        s.upsert("t", "http://a/", None, i64::MAX / 2000, 0)
+            .unwrap();
+        let limits = QueueLimits {
+            max_pending: 1000,
+            max_bytes: 2500,
+        };
+        for i in 0..5u8 {
+            let q = s
+                .enqueue("t", "application/xml", &[i; 1000], 1000, limits)
+                .unwrap();
+            assert_eq!(q.dropped_payloads, u64::from(i.saturating_sub(1)).min(1));
+        }
+        assert_eq!(s.pending_bytes().unwrap(), 2000);
+        let due = s.due(1000, 10, |_, _| true).unwrap();
+        assert_eq!(due[0].body, vec![3u8; 1000], "the newest two are kept");
+        assert!(matches!(
+            s.enqueue("t", "application/xml", &[0; 2501], 1000, limits),
+            Err(Error::Full(_))
+        ));
     }
 }

@@ -19,7 +19,12 @@ use tokio::sync::{broadcast, mpsc};
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
 pub async fn serve(router: Router) -> SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_at("127.0.0.1", router).await
+}
+
+/// Serves `router` on `ip` (a loopback address), port 0.
+pub async fn serve_at(ip: &str, router: Router) -> SocketAddr {
+    let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(async move {
         let _ = axum::serve(l, router).await;
@@ -58,9 +63,13 @@ pub async fn start_hub(
     let hub = Hub::start(opts, state).unwrap();
     let events = hub.events();
     let router = hub.router();
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(l, router).await;
-    });
+    // The server `resourcesync hub` runs (HTTP/1.1 only).
+    let listener = resourcesync_websub::listener::IdleListener::new(l, Duration::from_secs(60));
+    let server = tokio::spawn(resourcesync_websub::server::serve_http1(
+        listener,
+        router,
+        std::future::pending(),
+    ));
     TestHub {
         hub,
         url,
@@ -184,6 +193,11 @@ async fn cb(State(s): State<CbState>, req: Request) -> Response {
 }
 
 pub async fn callback() -> Callback {
+    callback_at("127.0.0.1").await
+}
+
+/// A callback served on `ip` (a loopback address: another host for the hub than 127.0.0.1).
+pub async fn callback_at(ip: &str) -> Callback {
     let (vt, vr) = mpsc::unbounded_channel();
     let (pt, pr) = mpsc::unbounded_channel();
     let behaviour = Arc::new(Mutex::new(Behaviour::default()));
@@ -192,7 +206,7 @@ pub async fn callback() -> Callback {
         verif: vt,
         posts: pt,
     };
-    let addr = serve(Router::new().fallback(cb).with_state(st)).await;
+    let addr = serve_at(ip, Router::new().fallback(cb).with_state(st)).await;
     Callback {
         base: format!("http://{addr}/cb"),
         behaviour,
