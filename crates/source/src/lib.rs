@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod accept;
 pub mod dump;
 pub mod error;
 pub mod inventory;
