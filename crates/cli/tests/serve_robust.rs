@@ -31,11 +31,17 @@ impl Server {
     /// Runs `resourcesync ARGS... --listen 127.0.0.1:0` and waits for its first line, "... at
     /// URL" or "... at URL (...)".
     fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
-            .args(args)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_resourcesync"));
+        cmd.args(args).stderr(Stdio::null());
+        Server::spawn(cmd)
+    }
+
+    /// [`Server::start`] with a command of the caller's (working directory, environment,
+    /// standard error).
+    fn spawn(mut cmd: Command) -> Server {
+        let mut child = cmd
             .args(["--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
             .spawn()
             .expect("spawn");
         let stdout = child.stdout.take().expect("stdout");
@@ -907,6 +913,139 @@ fn the_hub_state_is_never_reachable_over_http() {
     assert_eq!(get(&served.addr, "/ok.txt"), Some((200, b"ok".to_vec())));
 }
 
+/// `serve d --hub embedded --state d/state.sqlite` (relative paths, as a user types them):
+/// the databases sit among the resources. None of them (nor their companions, nor the
+/// documents) is ever listed or served, and the writes the hub makes to its database after each
+/// notification are not changes: the watcher does not take them for ones, and periodic rescans
+/// record nothing (security issue, item 1: an idle Source used to notify about 30 times a
+/// second, and its Resource List listed `hub.sqlite*`, which anyone could download with every
+/// subscriber's secret).
+#[test]
+fn the_sources_own_files_are_never_published_nor_served() {
+    let parent = tempfile::tempdir().expect("tempdir");
+    let dir = parent.path().join("d");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("a.txt"), "a").expect("write");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_resourcesync"));
+    cmd.current_dir(parent.path())
+        .args([
+            "serve",
+            "d",
+            "--hub",
+            "embedded",
+            "--state",
+            "d/state.sqlite",
+        ])
+        .args(["--rescan-interval", "1"])
+        .env("RUST_LOG", "resourcesync_source=debug")
+        .stderr(Stdio::piped());
+    let mut server = Server::spawn(cmd);
+    let (tx, log) = mpsc::channel::<String>();
+    let stderr = server.child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let addr = server.addr.clone();
+    let base = format!("http://{addr}/");
+
+    // A subscriber to the change topic: every notification is then written to the hub's
+    // database, in the published directory.
+    let (sub, seen) = subscriber();
+    let q = Req {
+        target: "/resourcesync/hub".into(),
+        ..form(
+            &[
+                ("hub.mode", "subscribe"),
+                (
+                    "hub.topic",
+                    &format!("{base}resourcesync/change-notification"),
+                ),
+                ("hub.callback", &format!("http://{sub}/cb")),
+                ("hub.secret", SECRET),
+            ],
+            202,
+        )
+    };
+    assert_eq!(exchange(&addr, &q).map(|r| r.0), Some(202));
+    until("the verification", || {
+        seen.verifications.load(Ordering::Relaxed) == 1
+    });
+    std::fs::write(dir.join("new.txt"), "new").expect("write");
+    until("the notification", || {
+        seen.deliveries.load(Ordering::Relaxed) == 1
+    });
+
+    // Three periodic rescans after it: none records a change, nothing else is notified.
+    let mut published = Vec::new();
+    let mut rescans = 0;
+    let end = Instant::now() + Duration::from_secs(60);
+    while rescans < 3 {
+        let left = end.saturating_duration_since(Instant::now());
+        let line = log.recv_timeout(left).expect("three periodic rescans");
+        if line.contains("periodic rescan") {
+            rescans += 1;
+        }
+        if line.contains("changes published") {
+            published.push(line);
+        }
+    }
+    eprintln!(
+        "serve --hub embedded --state d/state.sqlite: {} batches published changes and {} \
+         notifications were delivered by the third periodic rescan after one write",
+        published.len(),
+        seen.deliveries.load(Ordering::Relaxed)
+    );
+    assert_eq!(published.len(), 1, "changes published: {published:#?}");
+    assert_eq!(seen.deliveries.load(Ordering::Relaxed), 1);
+    assert_eq!(seen.bad_signatures.load(Ordering::Relaxed), 0);
+
+    // Neither listed nor served.
+    for f in [
+        "hub.sqlite",
+        "hub.sqlite-wal",
+        "state.sqlite",
+        "state.sqlite-wal",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} is in the directory");
+    }
+    for f in [
+        "hub.sqlite",
+        "hub.sqlite-wal",
+        "hub.sqlite-shm",
+        "hub.sqlite-journal",
+        "state.sqlite",
+        "state.sqlite-wal",
+        "state.sqlite-shm",
+        "state.sqlite-journal",
+        "state-www/resourcesync/capabilitylist.xml",
+        "state-www/.well-known/resourcesync",
+    ] {
+        let (status, body) = get(&addr, &format!("/{f}")).expect("an answer");
+        assert_eq!(status, 404, "{f}");
+        assert!(
+            !String::from_utf8_lossy(&body).contains("SQLite format"),
+            "{f}"
+        );
+    }
+    let locs = |path: &str| -> Vec<String> {
+        let (status, body) = get(&addr, path).expect("a document");
+        assert_eq!(status, 200, "{path}");
+        let body = String::from_utf8_lossy(&body).into_owned();
+        body.split("<loc>")
+            .skip(1)
+            .filter_map(|s| s.split("</loc>").next())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(locs(&resource_list_path(&addr)), [format!("{base}a.txt")]);
+    assert_eq!(
+        locs("/resourcesync/changelists/00001.xml"),
+        [format!("{base}new.txt")]
+    );
+}
+
 /// Polls `f` until it holds (30 s at most): waiting for the hub's asynchronous work.
 fn until(what: &str, f: impl Fn() -> bool) {
     let end = Instant::now() + Duration::from_secs(30);
@@ -1094,7 +1233,7 @@ fn the_hub_reaches_private_addresses_only_when_allowed() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// HTTP/2 (h2c) clients that never read (issue 9 item 3).
+// HTTP/2 (h2c) clients that never read (security issue, item 3).
 
 /// Files in [`h2_served_dir`]: enough for a Resource List of about 240 KiB, the largest
 /// document size the server used to read whole per request.

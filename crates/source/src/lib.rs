@@ -9,6 +9,7 @@ pub mod error;
 pub mod inventory;
 pub mod layout;
 pub mod notify;
+pub mod own;
 pub mod page;
 pub mod publish;
 pub mod scan;

@@ -68,13 +68,14 @@ pub use resourcesync_websub::listener::{IdleIo, IdleListener};
 use crate::error::{Error, Result};
 use crate::inventory::{DirInventory, opened_path};
 use crate::layout::Layout;
+use crate::own::OwnPaths;
 use crate::publish::published_resource_list;
 use crate::scan::mime_type;
 use crate::served::Served;
 use crate::source::{STATE_DIR, Source, SourceConfig};
 use crate::state::State;
 use crate::uri::{UnsafePath, decode_path};
-use crate::watch::{OwnPaths, Publisher, WatchOptions, watch};
+use crate::watch::{Publisher, WatchOptions, watch};
 
 /// The media type of every XML document (Z39.99-2014 §7: documents are Sitemaps).
 const XML: &str = "application/xml";
@@ -288,7 +289,8 @@ pub async fn start_with(
         let (hub_url, target) = match choice {
             HubChoice::Embedded => {
                 let url = layout.doc_url(crate::notify::HUB_PATH);
-                let db = source.state_path().with_file_name("hub.sqlite");
+                // Never published nor served (it holds every subscriber's secret): see `own`.
+                let db = source.hub_state_path();
                 // The embedded hub relays this Source's topics only, and only what this
                 // process publishes (in-process, `Hub::publish`): an open relay would let
                 // anyone push forged notifications to the Destinations subscribed here (signed
@@ -434,7 +436,7 @@ impl App {
         let prefix = base_path(&layout.base);
         let root = canonical(src.inventory().root())?;
         let docs = canonical(&layout.docs_dir())?;
-        let own = OwnPaths::of(src, &root);
+        let own = src.own_paths().clone();
         let state = State::open(src.state_path())?;
         // Z39.99-2014 §6.3.3: the Capability List covering the resource, in a Link header.
         let link = HeaderValue::from_str(&format!(
