@@ -172,7 +172,9 @@ fn mtime_ns(md: &std::fs::Metadata) -> i128 {
 impl DirInventory {
     /// An inventory of `root`. `excludes` are globs (gitignore syntax) of paths to leave out;
     /// hidden files and directories (dotfiles) are left out unless `include_hidden`;
-    /// `skip_dirs` (the state directory, the documents' directory) are always left out.
+    /// `skip_dirs` (folders and files: the state directory, the documents' directory, the
+    /// databases, see [`crate::own`]) are always left out, both as named (a symbolic link
+    /// there too) and where they lead.
     pub fn new(
         root: &Path,
         excludes: Vec<String>,
@@ -180,13 +182,12 @@ impl DirInventory {
         skip_dirs: Vec<PathBuf>,
     ) -> Result<Self> {
         let canonical_root = root.canonicalize().map_err(|e| Error::io(root, e))?;
-        let skip_dirs = skip_dirs
-            .into_iter()
-            .map(|d| {
-                d.canonicalize()
-                    .unwrap_or_else(|_| d.components().collect())
-            })
+        let mut skip_dirs: Vec<PathBuf> = skip_dirs
+            .iter()
+            .flat_map(|d| crate::own::both_forms(d))
             .collect();
+        skip_dirs.sort();
+        skip_dirs.dedup();
         let compiled = compile_excludes(&canonical_root, &excludes)?;
         Ok(DirInventory {
             compiled,
@@ -649,10 +650,18 @@ impl DirInventory {
                 // Relative to the directory being read (`fstatat` / `statx` on its fd).
                 entry.metadata().map_err(|e| e.to_string())
             } else if ft.is_symlink() {
-                // Follow a link only when its target stays inside the tree and is a file.
+                // Follow a link only when its target stays inside the tree, is a file, and
+                // would be listed itself (as the server checks: a link to a dotfile, an
+                // excluded file or one of the Source's own files is not listed).
                 match root.join(&path).canonicalize() {
                     Ok(target) if target.starts_with(root) => match std::fs::metadata(&target) {
-                        Ok(md) if md.is_file() => Ok(md),
+                        Ok(md) if md.is_file() => {
+                            let rel = target.strip_prefix(root).unwrap_or(&target);
+                            if !self.admits(rel) {
+                                continue;
+                            }
+                            Ok(md)
+                        }
                         Ok(_) => continue,
                         Err(e) => Err(e.to_string()),
                     },
@@ -890,6 +899,31 @@ mod tests {
             assert_eq!(s, "inside b");
         }
         assert!(beneath.open_direct(Path::new("missing")).is_err() || !openat2_available());
+    }
+
+    /// A link is listed only when its target would be: never a link to a skipped file (the
+    /// state database), a dotfile or an excluded file, which the server would not serve either.
+    #[test]
+    fn links_to_files_left_out_are_not_listed() {
+        let f = fixture();
+        let t = &f.tree;
+        std::fs::write(t.join("state.sqlite"), "SQLite format 3").expect("write");
+        std::fs::write(t.join(".hidden"), "h").expect("write");
+        std::fs::write(t.join("x.log"), "log").expect("write");
+        symlink("state.sqlite", t.join("db-link")).expect("symlink");
+        symlink(".hidden", t.join("hidden-link")).expect("symlink");
+        symlink("x.log", t.join("log-link")).expect("symlink");
+        symlink("a.txt", t.join("ok-link")).expect("symlink");
+        let inv = DirInventory::new(t, vec!["*.log".into()], false, vec![t.join("state.sqlite")])
+            .expect("inventory");
+        for (listed, _) in [inv.list().expect("list"), inv.list_names().expect("names")] {
+            let mut got: Vec<String> = listed
+                .iter()
+                .map(|l| l.rel.to_string_lossy().into_owned())
+                .collect();
+            got.sort();
+            assert_eq!(got, ["a.txt", "ok-link", "sub/b.txt"]);
+        }
     }
 
     #[test]

@@ -3,11 +3,13 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod accept;
 pub mod dump;
 pub mod error;
 pub mod inventory;
 pub mod layout;
 pub mod notify;
+pub mod own;
 pub mod page;
 pub mod publish;
 pub mod scan;

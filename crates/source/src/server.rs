@@ -24,7 +24,7 @@
 //! is asked per request. A resource is opened, checked and, up to 64 KiB, read in one go on the
 //! runtime's worker thread (open, readlink, fstat, read: as a web server without asynchronous
 //! file I/O does); larger files are streamed through the blocking pool, never read whole, and
-//! documents are resolved there too.
+//! documents are resolved there too (and, past 64 KiB, streamed likewise).
 //!
 //! Safety: a request path is mapped with [`decode_path`], which refuses `.`/`..` segments (raw or
 //! percent-encoded), encoded slashes and backslashes and NUL (400); the file is opened without
@@ -39,7 +39,9 @@
 //! and a read buffer of 408 KiB for the request head; larger heads get 431), every request must
 //! produce its response within [`ServeOptions::request_timeout`] (else 503), and a connection
 //! that makes no read or write progress for [`ServeOptions::idle_timeout`] is closed (this bounds
-//! slow or stalled clients, including ones that never finish their request head).
+//! slow or stalled clients, including ones that never finish their request head). HTTP/2
+//! (h2c) connections are bounded in streams, buffered response data and windows: see
+//! [`crate::accept`].
 
 use std::io;
 use std::net::SocketAddr;
@@ -66,13 +68,14 @@ pub use resourcesync_websub::listener::{IdleIo, IdleListener};
 use crate::error::{Error, Result};
 use crate::inventory::{DirInventory, opened_path};
 use crate::layout::Layout;
+use crate::own::OwnPaths;
 use crate::publish::published_resource_list;
 use crate::scan::mime_type;
 use crate::served::Served;
 use crate::source::{STATE_DIR, Source, SourceConfig};
 use crate::state::State;
 use crate::uri::{UnsafePath, decode_path};
-use crate::watch::{OwnPaths, Publisher, WatchOptions, watch};
+use crate::watch::{Publisher, WatchOptions, watch};
 
 /// The media type of every XML document (Z39.99-2014 §7: documents are Sitemaps).
 const XML: &str = "application/xml";
@@ -286,7 +289,8 @@ pub async fn start_with(
         let (hub_url, target) = match choice {
             HubChoice::Embedded => {
                 let url = layout.doc_url(crate::notify::HUB_PATH);
-                let db = source.state_path().with_file_name("hub.sqlite");
+                // Never published nor served (it holds every subscriber's secret): see `own`.
+                let db = source.hub_state_path();
                 // The embedded hub relays this Source's topics only, and only what this
                 // process publishes (in-process, `Hub::publish`): an open relay would let
                 // anyone push forged notifications to the Destinations subscribed here (signed
@@ -356,11 +360,7 @@ pub async fn start_with(
     let task = tokio::spawn(async move {
         let watcher = tokio::spawn(watching);
         let stop = token.clone();
-        let mut server = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
-        });
+        let mut server = tokio::spawn(crate::accept::serve(listener, router, stop));
         let early = tokio::select! {
             r = &mut server => Some(r),
             () = token.cancelled() => None,
@@ -373,7 +373,7 @@ pub async fn start_with(
                 Err(_) => {
                     tracing::warn!("connections still open after {grace:?}: closing them");
                     server.abort();
-                    Ok(Ok(()))
+                    Ok(())
                 }
             },
         };
@@ -385,14 +385,7 @@ pub async fn start_with(
         if let Some(h) = hub_in_task {
             h.shutdown();
         }
-        match served {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(source)) => Err(Error::Net {
-                addr: addr.to_string(),
-                source,
-            }),
-            Err(e) => Err(Error::Task(format!("server: {e}"))),
-        }
+        served.map_err(|e| Error::Task(format!("server on {addr}: {e}")))
     });
     Ok(Running {
         addr,
@@ -429,6 +422,8 @@ struct App {
     request_timeout: Duration,
     /// The notification channels, when notifications are sent.
     channels: Option<crate::notify::Channels>,
+    /// Gzip responses in progress (see [`GZIP_AT_ONCE`]).
+    gzip: Arc<tokio::sync::Semaphore>,
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {
@@ -441,7 +436,7 @@ impl App {
         let prefix = base_path(&layout.base);
         let root = canonical(src.inventory().root())?;
         let docs = canonical(&layout.docs_dir())?;
-        let own = OwnPaths::of(src, &root);
+        let own = src.own_paths().clone();
         let state = State::open(src.state_path())?;
         // Z39.99-2014 §6.3.3: the Capability List covering the resource, in a Link header.
         let link = HeaderValue::from_str(&format!(
@@ -462,6 +457,7 @@ impl App {
             link,
             request_timeout,
             channels: src.config().publish.notifications.clone(),
+            gzip: Arc::new(tokio::sync::Semaphore::new(GZIP_AT_ONCE)),
         })
     }
 }
@@ -510,6 +506,46 @@ async fn topic(app: &App, rest: &str, head: bool) -> Option<Response> {
 /// Marks a response the compression layer may gzip (documents only, never resources).
 #[derive(Debug, Clone, Copy)]
 struct Compressible;
+
+/// Responses being gzip-compressed at once, over every connection: each holds a compressor of
+/// about 330 KiB until its body is sent or dropped, and a client that does not read (an HTTP/2
+/// stream whose window stays shut) can hold it for as long as its connection lives. Past this,
+/// documents are sent uncompressed.
+pub const GZIP_AT_ONCE: usize = 32;
+
+/// Bytes read from a file per chunk of a streamed body.
+const CHUNK: usize = 64 * 1024;
+
+/// A reader that holds a permit for as long as it lives.
+struct Held<R> {
+    inner: R,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Held<R> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+/// A body streamed from `r` that holds `permit` until it is sent or dropped (the compressor
+/// wrapping it is dropped with it).
+fn held_body<R>(r: R, permit: tokio::sync::OwnedSemaphorePermit) -> Body
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+{
+    Body::from_stream(ReaderStream::with_capacity(
+        Held {
+            inner: r,
+            _permit: permit,
+        },
+        CHUNK,
+    ))
+}
 
 fn router(app: Arc<App>) -> Router {
     let compression = CompressionLayer::new().compress_when(
@@ -588,7 +624,9 @@ impl Refusal {
 }
 
 async fn handle(AxState(app): AxState<Arc<App>>, req: Request) -> Response {
-    let (parts, _body) = req.into_parts();
+    // The body is not needed (GET and HEAD only): dropped at once, so that a client sending
+    // one anyway (HTTP/2 allows it) holds no buffered request data while its answer is made.
+    let (parts, _) = req.into_parts();
     let timeout = app.request_timeout;
     match tokio::time::timeout(
         timeout,
@@ -632,16 +670,17 @@ struct Resolved {
 struct Opened {
     file: std::fs::File,
     md: std::fs::Metadata,
-    /// The whole content, for files up to [`SMALL_FILE`] bytes.
+    /// The whole content, for files up to [`INLINE_FILE`] bytes.
     content: Option<Vec<u8>>,
 }
 
-/// Files up to this size are read whole when opened (bounded memory per request).
-const SMALL_FILE: u64 = 256 * 1024;
-
-/// Resources up to this size are opened and read on the runtime's worker thread, in a few
-/// system calls (as a web server without asynchronous file I/O does); larger ones, and every
-/// document, go through the blocking thread pool.
+/// Files up to this size are read whole when opened; larger ones are streamed, 64 KiB at a
+/// time as the client takes them. This bounds what a response the client does not read holds
+/// (an HTTP/2 stream whose window stays shut, a connection that stopped reading): at most
+/// 64 KiB and an open file, see [`crate::accept`]. Resources up to this size are also opened
+/// and read on the runtime's worker thread, in a few system calls (as a web server without
+/// asynchronous file I/O does); larger ones, and every document, go through the blocking
+/// thread pool.
 const INLINE_FILE: u64 = 64 * 1024;
 
 /// Opens a file for reading without blocking on special files (a FIFO would wait for a
@@ -661,7 +700,7 @@ fn open_resolved(mut r: Resolved) -> Resolved {
     use std::io::Read as _;
     if let Ok(mut file) = std::fs::File::open(&r.path) {
         if let Ok(md) = file.metadata() {
-            let content = (md.is_file() && md.len() <= SMALL_FILE).then(|| {
+            let content = (md.is_file() && md.len() <= INLINE_FILE).then(|| {
                 let mut buf = Vec::with_capacity(md.len() as usize);
                 file.read_to_end(&mut buf).ok().map(|_| buf)
             });
@@ -1158,23 +1197,39 @@ async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Respon
         }
     };
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
+    // A gzip response holds a compressor (about 330 KiB) until its body is sent or dropped:
+    // only GZIP_AT_ONCE at a time, the others are sent as they are (RFC 9110 §12.5.3: identity
+    // is always acceptable unless the client excludes it).
+    let gzip = (compressible && status == StatusCode::OK && accepts_gzip(req))
+        .then(|| app.gzip.clone().try_acquire_owned().ok())
+        .flatten();
+    let gzipped = gzip.is_some();
     let body = if head {
-        Body::empty()
+        match gzip {
+            Some(permit) => held_body(tokio::io::empty(), permit),
+            None => Body::empty(),
+        }
     } else if let Some(mut buf) = content.filter(|b| b.len() as u64 == len) {
         // Small file read when opened: the requested bytes, from memory.
         buf.truncate((first + count) as usize);
         buf.drain(..first as usize);
-        Body::from(buf)
+        match gzip {
+            Some(permit) => held_body(io::Cursor::new(buf), permit),
+            None => Body::from(buf),
+        }
     } else {
         if first > 0 && file.seek(io::SeekFrom::Start(first)).await.is_err() {
             return plain(StatusCode::INTERNAL_SERVER_ERROR, "cannot read the file");
         }
-        Body::from_stream(ReaderStream::with_capacity(file.take(count), 64 * 1024))
+        match gzip {
+            Some(permit) => held_body(file.take(count), permit),
+            None => Body::from_stream(ReaderStream::with_capacity(file.take(count), CHUNK)),
+        }
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     *resp.headers_mut() = h;
-    if compressible && status == StatusCode::OK {
+    if gzipped {
         resp.extensions_mut().insert(Compressible);
     }
     resp

@@ -8,6 +8,7 @@ use crate::dump::{DumpOptions, write_change_dumps, write_resource_dump};
 use crate::error::{Error, Result};
 use crate::inventory::DirInventory;
 use crate::layout::{DOCS_DIR, Layout};
+use crate::own::OwnPaths;
 use crate::publish::{PublishOptions, PublishReport, publish};
 use crate::scan::{ScanOptions, ScanReport, scan};
 use crate::state::State;
@@ -64,6 +65,7 @@ pub struct Source {
     inventory: DirInventory,
     state: State,
     state_path: PathBuf,
+    own: OwnPaths,
 }
 
 fn check_base(base: &str) -> Result<()> {
@@ -113,35 +115,18 @@ impl Source {
             None => state.set_meta("base_url", &base)?,
         }
         std::fs::create_dir_all(out.join(DOCS_DIR)).map_err(|e| Error::io(&out, e))?;
-        let mut skip = vec![
-            out.join(DOCS_DIR),
-            out.join(".well-known"),
-            dir.join(STATE_DIR),
-        ];
-        // The state database and its SQLite companions are never published. Its folder is
-        // skipped too, unless that folder is DIR itself or contains it (a `--state` file placed
-        // directly in the tree, or above it), where skipping it would skip everything.
+        // What this program writes (databases with their SQLite companions, documents) is never
+        // published, wherever it is: see `own`.
         let canonical_dir = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
-        if let Some(p) = state_path.parent() {
-            let cp = p.canonicalize().unwrap_or_else(|_| p.to_owned());
-            if !canonical_dir.starts_with(&cp) {
-                skip.push(p.to_owned());
-            }
-        }
-        if let (Some(parent), Some(name)) = (state_path.parent(), state_path.file_name()) {
-            let parent = parent.canonicalize().unwrap_or_else(|_| parent.to_owned());
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut f = name.to_owned();
-                f.push(suffix);
-                skip.push(parent.join(f));
-            }
-        }
+        let own = OwnPaths::new(&canonical_dir, &out, &state_path);
+        let skip = own.paths().map(Path::to_owned).collect();
         let inventory = DirInventory::new(dir, cfg.excludes.clone(), cfg.include_hidden, skip)?;
         Ok(Source {
             layout: Layout::new(out, &base),
             inventory,
             state,
             state_path,
+            own,
             cfg,
         })
     }
@@ -190,6 +175,17 @@ impl Source {
     /// Where the state database is.
     pub fn state_path(&self) -> &Path {
         &self.state_path
+    }
+
+    /// The embedded hub's database (`hub.sqlite` beside the state's), used with
+    /// `serve --hub embedded`.
+    pub fn hub_state_path(&self) -> PathBuf {
+        crate::own::hub_state_path(&self.state_path)
+    }
+
+    /// What this Source writes itself, and never publishes nor serves.
+    pub fn own_paths(&self) -> &OwnPaths {
+        &self.own
     }
 
     /// The inventory.

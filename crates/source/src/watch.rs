@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::inventory::{path_bytes, under};
+use crate::own::OwnPaths;
 use crate::publish::{PublishReport, publish_changes};
 use crate::scan::ScanReport;
 use crate::served::ServedIndex;
@@ -194,75 +194,6 @@ impl Publisher {
     }
 }
 
-/// What a served Source writes itself and must never expose as a resource: the documents
-/// folder, the Source Description's folder, the state directory, and the state database with its
-/// journals (by name, when the state sits directly in the served tree). Paths are canonical.
-#[derive(Debug, Clone)]
-pub(crate) struct OwnPaths {
-    dirs: Vec<PathBuf>,
-    state_dir: Option<PathBuf>,
-    state_name: std::ffi::OsString,
-}
-
-/// The canonical path, or (when it does not exist) the path with its components normalized.
-fn canonical_or_same(p: PathBuf) -> PathBuf {
-    p.canonicalize()
-        .unwrap_or_else(|_| p.components().collect())
-}
-
-impl OwnPaths {
-    /// The paths of `src`, whose directory canonicalizes to `root`.
-    pub(crate) fn of(src: &Source, root: &Path) -> Self {
-        let layout = src.layout();
-        let mut dirs = vec![
-            canonical_or_same(layout.docs_dir()),
-            canonical_or_same(layout.out.join(".well-known")),
-            root.join(crate::source::STATE_DIR),
-        ];
-        let state_dir = src
-            .state_path()
-            .parent()
-            .map(|p| canonical_or_same(p.to_owned()));
-        if let Some(d) = &state_dir {
-            // A state folder of its own is left out whole; one that holds the served tree is
-            // not (that would be everything): its database files are, by name.
-            if !root.starts_with(d) {
-                dirs.push(d.clone());
-            }
-        }
-        OwnPaths {
-            dirs,
-            state_dir,
-            state_name: src.state_path().file_name().unwrap_or_default().to_owned(),
-        }
-    }
-
-    /// Whether a canonical path is one of ours.
-    /// The server asks this for every request: it compares bytes, not parsed components.
-    pub(crate) fn contains(&self, p: &Path) -> bool {
-        if self.dirs.iter().any(|d| under(p, d)) {
-            return true;
-        }
-        let name = path_bytes(Path::new(&self.state_name));
-        let Some(dir) = self.state_dir.as_deref().map(path_bytes) else {
-            return false;
-        };
-        let p = path_bytes(p);
-        if name.is_empty() || p.len() <= dir.len() || !p.starts_with(&dir) {
-            return false;
-        }
-        // DIR/NAME…: directly in the state's folder, with a name starting with the database's.
-        let rest = if dir.ends_with(b"/") {
-            &p[dir.len()..]
-        } else if p[dir.len()] == b'/' {
-            &p[dir.len() + 1..]
-        } else {
-            return false;
-        };
-        !rest.contains(&b'/') && rest.starts_with(&name)
-    }
-}
-
 /// Which file-system events can change the inventory: not reads (`Access`, which our own
 /// hashing and serving cause), not our own writes (documents, state), not dotfiles unless they
 /// are published.
@@ -274,6 +205,17 @@ struct EventFilter {
 }
 
 impl EventFilter {
+    /// The filter for `src`'s directory, canonical.
+    fn of(src: &Source) -> Result<Self> {
+        let root = src.inventory().root();
+        let root = root.canonicalize().map_err(|e| Error::io(root, e))?;
+        Ok(EventFilter {
+            own: src.own_paths().clone(),
+            root,
+            include_hidden: src.config().include_hidden,
+        })
+    }
+
     fn relevant(&self, ev: &notify::Event) -> bool {
         if matches!(ev.kind, EventKind::Access(_)) {
             return false;
@@ -337,17 +279,8 @@ pub fn watch(
     opts: WatchOptions,
     cancel: CancellationToken,
 ) -> Result<impl Future<Output = ()> + Send + 'static> {
-    let (root, filter) = {
-        let src = publisher.lock()?;
-        let root = src.inventory().root();
-        let root = root.canonicalize().map_err(|e| Error::io(root, e))?;
-        let filter = EventFilter {
-            own: OwnPaths::of(&src, &root),
-            root: root.clone(),
-            include_hidden: src.config().include_hidden,
-        };
-        (root, filter)
-    };
+    let filter = EventFilter::of(&*publisher.lock()?)?;
+    let root = filter.root.clone();
     // A one-slot channel coalesces bursts of events into one wake-up.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
     let watcher = if opts.use_watcher {
@@ -422,4 +355,51 @@ pub fn watch(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SourceConfig;
+
+    fn modified(p: PathBuf) -> notify::Event {
+        notify::Event::new(EventKind::Modify(notify::event::ModifyKind::Any)).add_path(p)
+    }
+
+    /// What the Source writes is not a change, wherever the state is: with `--state
+    /// DIR/state.sqlite`, the databases and their companions sit beside the resources (an idle
+    /// Source whose hub writes its database after every notification would otherwise notify
+    /// again and again).
+    #[test]
+    fn the_sources_own_writes_are_not_changes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        let mut cfg = SourceConfig::new(&root, "http://127.0.0.1:1/");
+        cfg.state = Some(root.join("state.sqlite"));
+        crate::server::prepare_config(&mut cfg);
+        let src = Source::open(cfg).expect("open");
+        let filter = EventFilter::of(&src).expect("filter");
+        for own in [
+            "state.sqlite",
+            "state.sqlite-wal",
+            "state.sqlite-shm",
+            "state.sqlite-journal",
+            "hub.sqlite",
+            "hub.sqlite-wal",
+            "hub.sqlite-shm",
+            "hub.sqlite-journal",
+            "state-www/resourcesync/changelists/00001.xml",
+            "state-www/resourcesync/.tmp-abc123",
+        ] {
+            assert!(!filter.relevant(&modified(root.join(own))), "{own}");
+        }
+        for theirs in [
+            "a.txt",
+            "sub/hub.sqlite",
+            "state.sqlite.bak",
+            "hub.sqlite.txt",
+        ] {
+            assert!(filter.relevant(&modified(root.join(theirs))), "{theirs}");
+        }
+    }
 }
