@@ -305,6 +305,7 @@ async fn download_package(
         length: declared,
         hashes: pkg.hashes().cloned().unwrap_or_default(),
         max_bytes: limits.max_package_bytes,
+        modified: None,
     };
     ctx.http
         .with_retries(|| download_once(ctx, dir, url, declared, &expect))
@@ -809,6 +810,7 @@ fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> Result<Plan
         length: e.length(),
         hashes: e.hashes().cloned().unwrap_or_default(),
         max_bytes: ctx.max_resource_bytes,
+        modified: crate::mtime::copy_time(e.lastmod.as_ref(), None),
     };
     let prior = if fresh {
         None
@@ -1009,6 +1011,7 @@ pub fn unpack_package(
                 length: e.length(),
                 hashes: e.hashes().cloned().unwrap_or_default(),
                 max_bytes: limits.max_resource_bytes,
+                modified: crate::mtime::copy_time(e.lastmod.as_ref(), None),
             };
             unpack_entry(store, &mut pkg, name, &rel, expect, |_| {})?;
             Ok(rel)
@@ -1066,6 +1069,7 @@ fn extract_patch(
         length: e.length(),
         hashes: e.hashes().cloned().unwrap_or_default(),
         max_bytes: ctx.max_resource_bytes,
+        modified: crate::mtime::copy_time(e.lastmod.as_ref(), None),
     };
     let body = patch_copy(
         ctx.store.as_ref(),

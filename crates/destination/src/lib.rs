@@ -30,6 +30,7 @@ pub mod error;
 pub mod explore;
 pub mod http;
 pub mod mapping;
+mod mtime;
 pub mod options;
 pub mod patch;
 pub mod push;

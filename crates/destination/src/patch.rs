@@ -257,6 +257,7 @@ pub(crate) async fn try_patch(
         length: prior.length,
         hashes: prior.hashes.clone(),
         max_bytes: MAX_PATCHED_BYTES,
+        modified: None,
     };
     recorded
         .verify(len, &hashes)
@@ -275,6 +276,7 @@ pub(crate) async fn try_patch(
         length: link.length,
         hashes: link.hashes.clone(),
         max_bytes: limit,
+        modified: None,
     }
     .verify(body.len() as u64, &h.finish())
     .map_err(|e| fail(e.to_string()))?;
@@ -299,6 +301,7 @@ pub(crate) async fn try_patch(
             length: item.length,
             hashes: item.hashes.clone(),
             max_bytes: ctx2.max_resource_bytes,
+            modified: crate::mtime::copy_time(item.lastmod.as_ref(), None),
         };
         let algs = expect.algs();
         let chosen = candidates
@@ -375,6 +378,7 @@ pub(crate) fn patch_copy(
         length: link.length,
         hashes: link.hashes.clone(),
         max_bytes: MAX_PATCH_BYTES,
+        modified: None,
     }
     .verify(patch.len() as u64, &h.finish())
     .map_err(|e| format!("the patch: {e}"))?;
@@ -392,6 +396,7 @@ pub(crate) fn patch_copy(
         length: Some(plen),
         hashes: prior.hashes.clone(),
         max_bytes: MAX_PATCHED_BYTES,
+        modified: None,
     }
     .verify(original.len() as u64, &h.finish())
     .map_err(|e| format!("the copy is not the version recorded: {e}"))?;

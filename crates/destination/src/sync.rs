@@ -519,6 +519,7 @@ async fn fetch(
                 length: item.length,
                 hashes: item.hashes.clone(),
                 max_bytes: ctx.max_resource_bytes,
+                modified: None,
             };
             if expect.verify(len, &hashes).is_ok() {
                 if !ctx.dry_run {
@@ -660,17 +661,18 @@ async fn download(
             });
         }
     }
+    let etag = header(&resp, ETAG);
+    let last_modified = header(&resp, LAST_MODIFIED);
     let expect = Expect {
         length: item.length,
         hashes: item.hashes.clone(),
         max_bytes: ctx.max_resource_bytes,
+        modified: crate::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
     };
     let (limit, what) = expect.limit();
     if resp.content_length().is_some_and(|n| n > limit) {
         return Err(resourcesync_store::Error::TooLong { limit, what }.into());
     }
-    let etag = header(&resp, ETAG);
-    let last_modified = header(&resp, LAST_MODIFIED);
     // Where no file was seen (most copies of a baseline): an unnamed file in its final
     // directory, linked into place by the committer instead of renamed (see
     // `FsStore::create_temp_at`; a file found there after all is replaced as usual).

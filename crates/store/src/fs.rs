@@ -30,6 +30,7 @@ use std::fmt::Debug;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use resourcesync_model::{HashAlg, Hashes, MultiHasher};
 
@@ -59,6 +60,11 @@ pub struct Expect {
     pub hashes: Hashes,
     /// The most bytes accepted when no length is published.
     pub max_bytes: u64,
+    /// The modification time the copy gets (the resource's `<lastmod>`, or its
+    /// `Last-Modified`), set once the body is complete, before it is put in place: tools that
+    /// compare files by time (rsync, make, backups) see the Source's times. `None`: the time
+    /// it was written.
+    pub modified: Option<SystemTime>,
 }
 
 impl Expect {
@@ -278,6 +284,8 @@ impl DirHandles {
 pub struct FileMeta {
     /// Size in bytes.
     pub length: u64,
+    /// Its modification time, where the file system gives one.
+    pub modified: Option<SystemTime>,
     /// Whether it is a regular file (else a symbolic link or something else that is not a
     /// directory).
     pub is_file: bool,
@@ -320,6 +328,8 @@ pub trait Store: Send + Sync + Debug {
     /// Every copy, in no particular order (the Destination's own folder left out). Names that
     /// are not valid [`RelPath`]s are passed as errors.
     fn list(&self, f: &mut dyn FnMut(Result<(RelPath, FileMeta)>) -> Result<()>) -> Result<()>;
+    /// Gives the copy at `rel` the modification time `t` (see [`Expect::modified`]).
+    fn set_modified(&self, rel: &RelPath, t: SystemTime) -> Result<()>;
     /// Hashes the copy at `rel`: its length and digests of `algs`.
     fn hash(&self, rel: &RelPath, algs: &[HashAlg]) -> Result<(u64, Hashes)> {
         let r = self.open(rel)?;
@@ -600,6 +610,24 @@ fn syncfs(_root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Opens a regular file for reading without following a symbolic link in its place (nor
+/// blocking on a FIFO).
+fn open_nofollow(p: &Path) -> io::Result<File> {
+    let mut o = fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        o.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
+    }
+    let f = o.open(p)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
 /// A [`TempFile`] writing to `sink`.
 fn temp_file(sink: Sink, expect: Expect) -> TempFile {
     let algs = expect.algs();
@@ -642,6 +670,12 @@ impl Store for FsStore {
             let (err, w) = e.into_parts();
             Error::io(w.get_ref().path(), err)
         })?;
+        // After the last write (which sets the time), before the data is synced.
+        if let Some(t) = expect.modified {
+            sink.file()
+                .set_modified(t)
+                .map_err(|e| Error::io(sink.path(), e))?;
+        }
         if !SYNC_WHOLE_FS {
             sink.file()
                 .sync_all()
@@ -816,6 +850,19 @@ impl Store for FsStore {
         Ok(Box::new(f))
     }
 
+    fn set_modified(&self, rel: &RelPath, t: SystemTime) -> Result<()> {
+        if !self.parents(rel, false)? {
+            return Err(Error::io(
+                rel.under(&self.root),
+                io::Error::from(io::ErrorKind::NotFound),
+            ));
+        }
+        let target = rel.under(&self.root);
+        // Opened without following a symbolic link put in its place.
+        let f = open_nofollow(&target).map_err(|e| Error::io(&target, e))?;
+        f.set_modified(t).map_err(|e| Error::io(&target, e))
+    }
+
     fn stat(&self, rel: &RelPath) -> Result<Option<FileMeta>> {
         if !self.parents(rel, false)? {
             return Ok(None);
@@ -825,6 +872,7 @@ impl Store for FsStore {
             Ok(m) if m.is_dir() => Ok(None),
             Ok(m) => Ok(Some(FileMeta {
                 length: m.len(),
+                modified: m.modified().ok(),
                 is_file: m.is_file(),
             })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -856,12 +904,15 @@ impl Store for FsStore {
                     stack.push((e.path(), rel));
                     continue;
                 }
-                let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                let meta = e.metadata().ok();
+                let len = meta.as_ref().map_or(0, |m| m.len());
+                let modified = meta.and_then(|m| m.modified().ok());
                 let item = RelPath::parse(&rel).map(|p| {
                     (
                         p,
                         FileMeta {
                             length: len,
+                            modified,
                             is_file: ft.is_file(),
                         },
                     )
@@ -882,7 +933,34 @@ mod tests {
             length,
             hashes: Hashes::parse(hash).0,
             max_bytes: 1 << 20,
+            modified: None,
         }
+    }
+
+    #[test]
+    fn a_copy_gets_its_modification_time_and_set_modified_changes_it() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = FsStore::open(d.path()).expect("store");
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_357_135_200_250);
+        let mut e = expect_abc(Some(3), "");
+        e.modified = Some(t);
+        let mut tmp = s.create_temp(e).expect("temp");
+        tmp.write(b"abc").expect("write");
+        let rel = RelPath::parse("a/b.txt").expect("rel");
+        s.commit(tmp, &rel).expect("commit");
+        let m = s.stat(&rel).expect("stat").expect("there");
+        assert_eq!(m.modified, Some(t));
+        let t2 = t + std::time::Duration::from_secs(60);
+        s.set_modified(&rel, t2).expect("set");
+        assert_eq!(
+            s.stat(&rel).expect("stat").expect("there").modified,
+            Some(t2)
+        );
+        // Never through a symbolic link.
+        std::os::unix::fs::symlink(d.path().join("a/b.txt"), d.path().join("a/l.txt"))
+            .expect("link");
+        let l = RelPath::parse("a/l.txt").expect("rel");
+        assert!(s.set_modified(&l, t).is_err());
     }
 
     #[test]
