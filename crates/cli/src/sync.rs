@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use resourcesync_destination::repair::CheckCopies;
 use resourcesync_destination::{
     AuditOptions, AuditReport, HttpOptions, Mode, Observer, SyncOptions, SyncReport,
 };
@@ -100,6 +101,14 @@ pub(crate) struct SyncArgs {
     /// Largest dump package downloaded, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = resourcesync_destination::dump::DEFAULT_MAX_PACKAGE_BYTES)]
     max_package_size: u64,
+    /// Also hash every copy to find edits that kept its length and time (by default a copy
+    /// missing, of another length or with another modification time than the sync gave it is
+    /// fetched again).
+    #[arg(long, conflicts_with = "no_check")]
+    checksum: bool,
+    /// Do not check the copies on disk against the state.
+    #[arg(long)]
+    no_check: bool,
     #[command(flatten)]
     watch: crate::watch::WatchArgs,
 }
@@ -221,6 +230,14 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
         "{} created, {} updated, {} deleted, {} kept, {} unchanged, {} failed; {} bytes in {:.2} s",
         r.created, r.updated, r.deleted, r.kept, r.unchanged, r.failed, r.bytes, r.seconds
     )?;
+    if r.repaired > 0 {
+        writeln!(
+            out,
+            "  {} damaged {} fetched again (missing, another length or other content)",
+            r.repaired,
+            if r.repaired == 1 { "copy" } else { "copies" }
+        )?;
+    }
     if r.packages > 0 || r.patched > 0 {
         writeln!(
             out,
@@ -285,6 +302,13 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     o.use_dumps = !a.no_dump;
     o.prefer_dumps = a.prefer_dumps;
     o.dump_limits.max_package_bytes = a.max_package_size;
+    o.check_copies = if a.no_check {
+        CheckCopies::Off
+    } else if a.checksum {
+        CheckCopies::Checksum
+    } else {
+        CheckCopies::Quick
+    };
     o.deadline = r.max_time.map(Duration::from_secs);
     let bars = Arc::new(Bars::new(std::io::stderr().is_terminal() && !r.json));
     if a.watch.watch {

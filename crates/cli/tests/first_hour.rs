@@ -259,3 +259,150 @@ fn nothing_is_created_before_the_source_is_known() {
     );
     assert!(!t.contains("missing a.txt"), "{t}");
 }
+
+fn md5_hex(b: &[u8]) -> String {
+    use resourcesync_model::hash::{HashAlg, MultiHasher};
+    let mut h = MultiHasher::new(&[HashAlg::Md5]);
+    h.update(b);
+    h.finish().value_of(&HashAlg::Md5).expect("md5")
+}
+
+/// A hand-written Source: files under `root` and a Resource List `rl.xml` naming them, each with
+/// its length, md5 and the `<lastmod>` given (none for `None`).
+fn hand_written_source(root: &Path, base: &str, files: &[(&str, &[u8], Option<&str>)]) {
+    let mut entries = String::new();
+    for (name, body, lastmod) in files {
+        let p = root.join(name);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, body).expect("write");
+        let lm = lastmod
+            .map(|l| format!("<lastmod>{l}</lastmod>"))
+            .unwrap_or_default();
+        entries.push_str(&format!(
+            "<url><loc>{base}{name}</loc>{lm}<rs:md length=\"{}\" hash=\"md5:{}\"/></url>\n",
+            body.len(),
+            md5_hex(body)
+        ));
+    }
+    std::fs::write(
+        root.join("rl.xml"),
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\n<rs:md capability=\"resourcelist\" at=\"2026-01-01T00:00:00Z\"/>\n{entries}</urlset>\n"
+        ),
+    )
+    .expect("write the list");
+}
+
+fn mtime(p: &Path) -> std::time::SystemTime {
+    std::fs::metadata(p)
+        .expect("stat")
+        .modified()
+        .expect("mtime")
+}
+
+fn at(secs: u64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+/// Copies get the Source's times: `<lastmod>` where the list gives one, else the response's
+/// `Last-Modified` (first-hour item 3).
+#[test]
+fn copies_get_the_sources_modification_times() {
+    let src = tmp();
+    let server = Server::start_in_thread(src.path());
+    hand_written_source(
+        src.path(),
+        &server.base,
+        &[
+            ("a.txt", b"alpha", Some("2013-01-02T14:00:00Z")),
+            ("d/b.txt", b"bravo", Some("2001-09-09T01:46:40.5Z")),
+            ("c.txt", b"charlie", None),
+        ],
+    );
+    // The server's Last-Modified is the file's own time, to the second.
+    let c_time = at(1_000_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(src.path().join("c.txt"))
+        .expect("open")
+        .set_modified(c_time)
+        .expect("touch");
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = run(&["sync", &format!("{}rl.xml", server.base), p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(mtime(&dest.join("a.txt")), at(1_357_135_200));
+    assert_eq!(
+        mtime(&dest.join("d/b.txt")),
+        at(1_000_000_000) + Duration::from_millis(500)
+    );
+    assert_eq!(mtime(&dest.join("c.txt")), c_time);
+}
+
+/// Plain `sync` repairs copies deleted, appended to, or changed in place (found by their time
+/// or length), `sync --checksum` also one changed in place with its time put back; `audit`
+/// then finds the copy in sync and the trees are byte-identical (first-hour item 2).
+#[test]
+fn sync_repairs_damaged_copies_and_checksum_finds_the_rest() {
+    let src = tmp();
+    let server = Server::start_in_thread(src.path());
+    let lm = Some("2013-01-02T14:00:00Z");
+    hand_written_source(
+        src.path(),
+        &server.base,
+        &[
+            ("gone.txt", b"will be deleted", lm),
+            ("longer.txt", b"will be appended to", lm),
+            ("same.txt", b"same length edit", lm),
+            ("sneaky.txt", b"edit, time reset", lm),
+            ("fine.txt", b"left alone", lm),
+        ],
+    );
+    let url = format!("{}rl.xml", server.base);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = run(&["sync", &url, p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::remove_file(dest.join("gone.txt")).expect("rm");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dest.join("longer.txt"))
+        .expect("open");
+    std::io::Write::write_all(&mut f, b" and more").expect("append");
+    drop(f);
+    std::fs::write(dest.join("same.txt"), b"SAME LENGTH EDIT").expect("edit");
+    let before = mtime(&dest.join("sneaky.txt"));
+    std::fs::write(dest.join("sneaky.txt"), b"EDIT, TIME RESET").expect("edit");
+    std::fs::File::options()
+        .write(true)
+        .open(dest.join("sneaky.txt"))
+        .expect("open")
+        .set_modified(before)
+        .expect("touch");
+    let o = run(&["audit", &url, p(&dest)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+
+    server.reset_hits();
+    let o = run(&["sync", &url, p(&dest), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["repaired"], 3, "{v}");
+    assert_eq!(server.hits("/fine.txt"), 0);
+    // Same length, same time: only a checksum finds it.
+    let o = run(&["audit", &url, p(&dest)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("sneaky.txt"), "{}", text(&o));
+
+    let o = run(&["sync", &url, p(&dest), "--checksum"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("1 damaged copy fetched again"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&["audit", &url, p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut want = source_files(src.path());
+    want.remove("rl.xml");
+    assert_eq!(dest_files(&dest), want);
+}

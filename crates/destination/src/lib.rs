@@ -34,6 +34,7 @@ mod mtime;
 pub mod options;
 pub mod patch;
 pub mod push;
+pub mod repair;
 pub mod report;
 pub mod staging;
 pub mod sync;

@@ -49,6 +49,9 @@ pub struct SyncOptions {
     pub prefer_dumps: bool,
     /// Bounds on dump packages.
     pub dump_limits: DumpLimits,
+    /// How the copies on disk are checked against the state before the run ends
+    /// ([`crate::repair`]; default quick, `--checksum` hashes every copy).
+    pub check_copies: crate::repair::CheckCopies,
 }
 
 impl SyncOptions {
@@ -70,6 +73,7 @@ impl SyncOptions {
             use_dumps: true,
             prefer_dumps: false,
             dump_limits: DumpLimits::default(),
+            check_copies: crate::repair::CheckCopies::default(),
         }
     }
 

@@ -110,6 +110,9 @@ pub struct SyncReport {
     pub kept: u64,
     /// Resources already up to date.
     pub unchanged: u64,
+    /// Copies found damaged on disk (missing, another length, other content) and fetched
+    /// again ([`crate::repair`]; not counted in `created` or `updated`).
+    pub repaired: u64,
     /// Resources that failed.
     pub failed: u64,
     /// Bytes received for resources.

@@ -47,6 +47,7 @@ use crate::error::{Error, Result};
 use crate::http::{Conditional, Http, body_error, header};
 use crate::mapping::{UriMapper, base_url};
 use crate::options::SyncOptions;
+use crate::repair::{CheckCopies, next_damaged};
 use crate::report::{Failure, Mode, Observer, Planned, SyncReport, push_capped};
 use crate::staging::{StagedItem, Staging};
 
@@ -143,7 +144,13 @@ enum JobKind {
     /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
     /// state proves it current. `new`: the diff found no row of it in the state (a create of a
     /// baseline), which is then not looked up again.
-    Fetch { change: bool, new: bool },
+    /// `repair`: the copy on disk is damaged ([`crate::repair`]): fetched whatever the state
+    /// says, unconditionally.
+    Fetch {
+        change: bool,
+        new: bool,
+        repair: bool,
+    },
     /// The Source deleted it.
     Delete,
 }
@@ -152,6 +159,8 @@ enum JobKind {
 enum Outcome {
     Created(u64),
     Updated(u64),
+    /// A damaged copy fetched again ([`crate::repair`]).
+    Repaired(u64),
     Unchanged,
     Deleted,
     Kept(String),
@@ -173,6 +182,7 @@ struct Tally {
     deleted: u64,
     kept: u64,
     unchanged: u64,
+    repaired: u64,
     failed: u64,
     bytes: u64,
     failures: Vec<Failure>,
@@ -201,6 +211,7 @@ impl Tally {
         self.deleted += o.deleted;
         self.kept += o.kept;
         self.unchanged += o.unchanged;
+        self.repaired += o.repaired;
         self.failed += o.failed;
         self.bytes += o.bytes;
         self.packages += o.packages;
@@ -225,6 +236,10 @@ impl Tally {
             }
             Outcome::Updated(n) => {
                 self.updated += 1;
+                self.bytes += n;
+            }
+            Outcome::Repaired(n) => {
+                self.repaired += 1;
                 self.bytes += n;
             }
             Outcome::Unchanged => self.unchanged += 1,
@@ -407,7 +422,11 @@ async fn run_job(
         JobKind::Fetch { .. } if defer && path_blocked(&ctx.store, &rel) => {
             return Outcome::Deferred;
         }
-        JobKind::Fetch { change, new } => fetch(ctx, &job.item, &rel, change, new, permit).await,
+        JobKind::Fetch {
+            change,
+            new,
+            repair,
+        } => fetch(ctx, &job.item, &rel, change, new, repair, permit).await,
         JobKind::Delete => delete(ctx, &job.item, &rel).await,
     };
     match res {
@@ -479,6 +498,7 @@ async fn fetch(
     rel: &RelPath,
     change: bool,
     new: bool,
+    repair: bool,
     permit: &mut Option<OwnedSemaphorePermit>,
 ) -> std::result::Result<Outcome, String> {
     let target = item.item();
@@ -566,9 +586,10 @@ async fn fetch(
     }
     // A conditional GET only when the list does not already prove the copy stale (a length or
     // digest differs): a server's second-granularity Last-Modified could otherwise answer 304.
+    // (Not for a copy being repaired: the server would answer that it is current.)
     let cond = prior
         .as_ref()
-        .filter(|p| !p.gone && existing.is_some())
+        .filter(|p| !repair && !p.gone && existing.is_some())
         .filter(|p| {
             !matches!(
                 needs_update(&record_item(p), &target),
@@ -611,7 +632,9 @@ async fn fetch(
                 // queue is bounded, so downloads cannot outrun the commits).
                 drop(permit.take());
                 let n = receipt.done().await?.length;
-                return Ok(if is_update {
+                return Ok(if repair {
+                    Outcome::Repaired(n)
+                } else if is_update {
                     Outcome::Updated(n)
                 } else {
                     Outcome::Created(n)
@@ -1092,7 +1115,11 @@ async fn baseline_with(
                 });
                 exec.submit(Job {
                     item,
-                    kind: JobKind::Fetch { change: false, new },
+                    kind: JobKind::Fetch {
+                        change: false,
+                        new,
+                        repair: false,
+                    },
                 })
                 .await?;
             }
@@ -1115,7 +1142,7 @@ async fn baseline_with(
                     continue;
                 }
                 // The state says current; check the file is still there (a copy removed or
-                // truncated by hand is fetched again).
+                // truncated by hand is fetched again; crate::repair checks the rest later).
                 let intact = match ctx.mapper.map(&o.uri) {
                     Ok(rel) => ctx
                         .store
@@ -1132,6 +1159,7 @@ async fn baseline_with(
                         kind: JobKind::Fetch {
                             change: false,
                             new: false,
+                            repair: true,
                         },
                     })
                     .await?;
@@ -1206,6 +1234,7 @@ async fn incremental(
                 JobKind::Fetch {
                     change: true,
                     new: false,
+                    repair: false,
                 }
             };
             exec.submit(Job { item, kind }).await?;
@@ -1471,6 +1500,24 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     }
     warnings.extend(w);
     let mut tally = exec.finish().await;
+    // The copies on disk against the state (crate::repair): a damaged one is fetched again.
+    if !opts.dry_run && opts.check_copies != CheckCopies::Off {
+        obs.phase("checking the copies");
+        let mut rex = Exec::new(ctx.clone(), opts.concurrency);
+        let mut after = None;
+        while let Some(damaged) = next_damaged(&ctx, opts.check_copies, &mut after).await? {
+            for (item, why) in damaged {
+                tracing::info!("{}: {why}: fetched again", item.uri);
+                let kind = JobKind::Fetch {
+                    change: false,
+                    new: false,
+                    repair: true,
+                };
+                rex.submit(Job { item, kind }).await?;
+            }
+        }
+        tally.merge(rex.finish().await);
+    }
     // Every copy downloaded is in place and recorded before the cursor moves.
     ctx.committer.close();
     // A change neither applied nor recorded as pending keeps the cursor where it is.
@@ -1496,6 +1543,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         deleted: tally.deleted,
         kept: tally.kept,
         unchanged: tally.unchanged,
+        repaired: tally.repaired,
         failed: tally.failed,
         bytes: tally.bytes,
         packages: tally.packages,
@@ -1625,6 +1673,7 @@ impl Applier {
                 JobKind::Fetch {
                     change: true,
                     new: false,
+                    repair: false,
                 }
             };
             exec.submit(Job { item, kind }).await?;
@@ -1648,6 +1697,7 @@ impl Applier {
             deleted: tally.deleted,
             kept: tally.kept,
             unchanged: tally.unchanged,
+            repaired: tally.repaired,
             failed: tally.failed,
             bytes: tally.bytes,
             packages: 0,

@@ -212,6 +212,8 @@ where
                 break;
             }
             Some(Ok(report)) => {
+                // The copies on disk are checked by the first round; later rounds apply changes.
+                o.check_copies = crate::repair::CheckCopies::Off;
                 total.rounds += 1;
                 total.created += report.created;
                 total.updated += report.updated;

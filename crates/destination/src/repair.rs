@@ -1,0 +1,132 @@
+//! Repair: the copies on disk checked against what the state records, as `rsync` checks a
+//! destination, so that a copy deleted, appended to or edited in place is fetched again by the
+//! next `sync` instead of being taken for current until an `audit`.
+//!
+//! Every copy the state records for the Source (not those kept after the Source deleted them)
+//! is checked, page by page in URI order, in bounded memory:
+//!
+//! - **quick** (every `sync`): it must be there, a regular file, of the recorded length, with the
+//!   modification time the sync gave it (the Source's time: [`crate::mtime`]). A copy whose time
+//!   differs but whose length is right is hashed: the digest recorded decides (same digest: only
+//!   its time is set again; copies written by versions that did not set times are so adopted
+//!   once, by one read each).
+//! - **checksum** (`sync --checksum`): every copy is also hashed, so that an edit that kept the
+//!   length and the time is found.
+//!
+//! A damaged copy is fetched again at the version the state records (verified against the
+//! recorded length and digests), through the same path as any download; the run reports how
+//! many were repaired.
+
+use std::sync::Arc;
+
+use resourcesync_store::{RelPath, ResourceRecord, Store};
+
+use crate::error::Result;
+use crate::mtime::copy_time;
+use crate::staging::StagedItem;
+use crate::sync::Ctx;
+
+/// How the copies are checked against the state before a run ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum CheckCopies {
+    /// Not checked.
+    Off,
+    /// Presence, length and modification time; a copy whose time differs is hashed.
+    #[default]
+    Quick,
+    /// Every copy hashed as well (`--checksum`).
+    Checksum,
+}
+
+/// Rows checked per page (one blocking task each).
+const PAGE: usize = 1000;
+
+/// The copies found damaged in one page of rows.
+pub(crate) fn check_page(
+    ctx: &Ctx,
+    rows: &[ResourceRecord],
+    how: CheckCopies,
+) -> Vec<(StagedItem, String)> {
+    let mut out = Vec::new();
+    for r in rows.iter().filter(|r| !r.gone) {
+        let Ok(rel) = RelPath::parse(&r.path) else {
+            continue;
+        };
+        if let Some(why) = damage(ctx, r, &rel, how) {
+            out.push((
+                StagedItem {
+                    uri: r.uri.clone(),
+                    length: r.length,
+                    hashes: r.hashes.clone(),
+                    lastmod: r.lastmod,
+                    path: Some(r.path.clone()),
+                    ..StagedItem::default()
+                },
+                why,
+            ));
+        }
+    }
+    out
+}
+
+/// Why the copy of `r` is not what the state records, if it is not.
+fn damage(ctx: &Ctx, r: &ResourceRecord, rel: &RelPath, how: CheckCopies) -> Option<String> {
+    let m = match ctx.store.stat(rel) {
+        Ok(Some(m)) if m.is_file => m,
+        Ok(_) => return Some("missing".into()),
+        Err(e) => return Some(e.to_string()),
+    };
+    if let Some(l) = r.length.filter(|l| *l != m.length) {
+        return Some(format!("{} bytes, not the {l} recorded", m.length));
+    }
+    let time = copy_time(r.lastmod.as_ref(), r.last_modified.as_deref());
+    let time_differs = time.is_some() && m.modified != time;
+    if !(time_differs || how == CheckCopies::Checksum) {
+        return None;
+    }
+    let algs = r.hashes.known_algs();
+    if algs.is_empty() {
+        // Nothing to compare with: the length is all the state knows.
+        return None;
+    }
+    match ctx.store.hash(rel, &algs) {
+        Ok((len, _)) if r.length.is_some_and(|l| l != len) => {
+            return Some("length changed while it was read".into());
+        }
+        Ok((_, hashes)) if r.hashes.agrees_with(&hashes) != Some(true) => {
+            return Some("content differs from the recorded digest".into());
+        }
+        Ok(_) => {}
+        Err(e) => return Some(e.to_string()),
+    }
+    if let Some(t) = time.filter(|_| time_differs) {
+        // The content is the one recorded: only its time is set again.
+        if let Err(e) = ctx.store.set_modified(rel, t) {
+            tracing::warn!("{rel}: setting its modification time: {e}");
+        }
+    }
+    None
+}
+
+/// The damaged copies of the next page of the Source's rows after `after` (URI order; checked
+/// on the blocking pool), moving `after` on; `None` past the last page.
+pub(crate) async fn next_damaged(
+    ctx: &Arc<Ctx>,
+    how: CheckCopies,
+    after: &mut Option<String>,
+) -> Result<Option<Vec<(StagedItem, String)>>> {
+    if how == CheckCopies::Off {
+        return Ok(None);
+    }
+    let page = ctx.state.resources_page(&ctx.key, after.as_deref(), PAGE)?;
+    let Some(last) = page.last() else {
+        return Ok(None);
+    };
+    *after = Some(last.uri.clone());
+    let c = ctx.clone();
+    Ok(Some(
+        tokio::task::spawn_blocking(move || check_page(&c, &page, how)).await?,
+    ))
+}
