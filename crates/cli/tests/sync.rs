@@ -114,11 +114,7 @@ fn sync_then_audit_exit_codes_and_json() {
         "0",
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("no ResourceSync document found"),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("could not be reached"), "{}", text(&o));
 }
 
 #[cfg(unix)]

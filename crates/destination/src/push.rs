@@ -404,11 +404,11 @@ where
     let router = Router::new().fallback(callback).with_state(shared.clone());
     let (server_stop, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(async {
-                let _ = server_stopped.await;
-            })
-            .await;
+        // HTTP/1.1 only (a callback has no use for HTTP/2, whose streams a client could pin).
+        resourcesync_websub::server::serve_http1(listener, router, async {
+            let _ = server_stopped.await;
+        })
+        .await;
     });
 
     // Subscribes and waits for the verification; the lease granted, if verified.
