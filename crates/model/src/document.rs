@@ -309,6 +309,10 @@ pub struct Metadata {
     pub path: Option<String>,
     /// Attributes in other namespaces.
     pub extra: Vec<ExtAttr>,
+    /// ResourceSync attributes that were present but whose value could not be read (`at`,
+    /// `hash`, ...): the reader reports each as a finding and leaves its field unset, and the
+    /// validator does not report it missing as well. Never written.
+    pub invalid: Vec<&'static str>,
 }
 
 impl Metadata {
@@ -364,8 +368,12 @@ impl Link {
     }
 
     /// Whether `rel` contains the relation type (a `rel` may list several, space-separated).
+    /// Relation types are compared without regard to case (RFC 5988 §4.1, §4.2, cited by
+    /// Z39.99-2014 §7).
     pub fn has_rel(&self, rel: &str) -> bool {
-        self.rel.split_ascii_whitespace().any(|r| r == rel)
+        self.rel
+            .split_ascii_whitespace()
+            .any(|r| r.eq_ignore_ascii_case(rel))
     }
 
     /// The priority, 999,999 when absent (Z39.99-2014 §7).
