@@ -312,7 +312,58 @@ pub struct Metadata {
     /// ResourceSync attributes that were present but whose value could not be read (`at`,
     /// `hash`, ...): the reader reports each as a finding and leaves its field unset, and the
     /// validator does not report it missing as well. Never written.
-    pub invalid: Vec<&'static str>,
+    pub invalid: Unreadable,
+}
+
+/// A set of the `<rs:md>` attributes whose values can fail to read (`at`, `completed`, `from`,
+/// `until`, `datetime`, `hash`, `length`), kept in one byte.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Unreadable(u8);
+
+impl Unreadable {
+    /// The attributes the set can hold, in the order of its bits.
+    pub const NAMES: [&'static str; 7] = [
+        "at",
+        "completed",
+        "from",
+        "until",
+        "datetime",
+        "hash",
+        "length",
+    ];
+
+    fn bit(name: &str) -> Option<u8> {
+        Self::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| 1u8 << i)
+    }
+
+    /// Adds an attribute (names outside [`Self::NAMES`] are ignored).
+    pub fn insert(&mut self, name: &str) {
+        if let Some(b) = Self::bit(name) {
+            self.0 |= b;
+        }
+    }
+
+    /// Whether the attribute is in the set.
+    pub fn contains(&self, name: &str) -> bool {
+        Self::bit(name).is_some_and(|b| self.0 & b != 0)
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    /// The attributes in the set.
+    pub fn iter(&self) -> impl Iterator<Item = &'static str> + '_ {
+        Self::NAMES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, n)| *n)
+    }
 }
 
 impl Metadata {

@@ -28,7 +28,7 @@ use quick_xml::reader::NsReader;
 use crate::datetime::W3cDateTime;
 use crate::document::{
     Capability, Change, ChangeFreq, Entry, ExtAttr, ExtElement, Header, Link, Metadata, Position,
-    RS_NS, Root, SITEMAP_NS,
+    RS_NS, Root, SITEMAP_NS, Unreadable,
 };
 use crate::error::{Error, LimitKind};
 use crate::finding::Findings;
@@ -266,8 +266,6 @@ pub struct DocumentReader<R: Read> {
     failed: bool,
     xml_version: XmlVersion,
     header_pos: Position,
-    /// Whether no token has been read yet (an XML declaration is only allowed first).
-    first_token: bool,
     /// Whether the document has an XML declaration (for the message about a second one).
     declared: bool,
     /// Where a root `<rs:md>` after the first entry was found, when the header had none.
@@ -340,7 +338,6 @@ impl<R: Read> DocumentReader<R> {
             failed: false,
             xml_version: XmlVersion::Implicit1_0,
             header_pos: Position { line: 1, column: 1 },
-            first_token: true,
             declared: false,
             late_root_md: None,
         };
@@ -451,7 +448,6 @@ impl<R: Read> DocumentReader<R> {
     /// Reads the next token, converted to owned values.
     fn next_tok(&mut self) -> Result<Tok, Error> {
         let pos = self.here();
-        let first = std::mem::replace(&mut self.first_token, false);
         {
             let c = self.xml.get_mut();
             c.token_start = c.offset;
@@ -461,6 +457,9 @@ impl<R: Read> DocumentReader<R> {
             Ok(ev) => ev,
             Err(e) => return Err(self.convert_xml_error(e, pos)),
         };
+        // Whether this is the document's first token (only a byte order mark, which the XML
+        // parser skips, may come before it): every token before it consumed at least one byte.
+        let first = self.xml.get_ref().token_start == 0;
         let empty = matches!(ev, Event::Empty(_));
         let tok = match ev {
             Event::Start(e) | Event::Empty(e) => {
@@ -1699,10 +1698,11 @@ fn intern_attr(local: &str) -> Cow<'static, str> {
 
 /// Records that a ResourceSync attribute was present but its value could not be read (the
 /// finding saying why is already recorded), so that the validator does not also report it
-/// missing: one finding per fault.
-fn unreadable(invalid: &mut Vec<&'static str>, name: &'static str, failed: bool) {
-    if failed && !invalid.contains(&name) {
-        invalid.push(name);
+/// missing: one finding per fault. (An attribute appears once per element: XML 1.0 §3.1.)
+#[inline]
+fn unreadable(invalid: &mut Unreadable, name: &'static str, failed: bool) {
+    if failed {
+        invalid.insert(name);
     }
 }
 

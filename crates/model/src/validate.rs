@@ -290,7 +290,7 @@ impl Validator {
         let snapshot = at_snapshot_kind(&cap);
         let change = is_change_doc(&cap) || cap == Capability::FrameworkNotification;
         // A present but unreadable at/from is reported once, as a bad datetime (RS-7-datetime).
-        if snapshot && md.at.is_none() && !md.invalid.contains(&"at") {
+        if snapshot && md.at.is_none() && !md.invalid.contains("at") {
             self.push(
                 rules::RS_AT_MANDATORY,
                 pos,
@@ -301,7 +301,7 @@ impl Validator {
             cap,
             Capability::ChangeList | Capability::ChangeDump | Capability::ChangeDumpManifest
         ) && md.from.is_none()
-            && !md.invalid.contains(&"from")
+            && !md.invalid.contains("from")
         {
             self.push(
                 rules::RS_FROM_MANDATORY,
@@ -312,8 +312,8 @@ impl Validator {
         if matches!(
             cap,
             Capability::ChangeNotification | Capability::ChangeListNotification
-        ) && ((md.from.is_none() && !md.invalid.contains(&"from"))
-            || (md.until.is_none() && !md.invalid.contains(&"until")))
+        ) && ((md.from.is_none() && !md.invalid.contains("from"))
+            || (md.until.is_none() && !md.invalid.contains("until")))
         {
             self.push(
                 rules::CN_FROM_UNTIL,
@@ -699,8 +699,7 @@ impl Validator {
                 }
             }
             (Capability::ResourceDump | Capability::ChangeDump, false) => {
-                if md.mime_type.is_none()
-                    || (md.length.is_none() && !md.invalid.contains(&"length"))
+                if md.mime_type.is_none() || (md.length.is_none() && !md.invalid.contains("length"))
                 {
                     self.push(
                         rules::RS_DUMP_ENTRY_MD,
@@ -714,7 +713,7 @@ impl Validator {
                 }
             }
             (Capability::ChangeList, true) | (Capability::ChangeDump, true) => {
-                if md.from.is_none() && !md.invalid.contains(&"from") {
+                if md.from.is_none() && !md.invalid.contains("from") {
                     self.push(
                         rules::RS_CLI_ENTRY_MD,
                         pos,

@@ -292,7 +292,7 @@ fn metadata() -> impl Strategy<Value = Metadata> {
                     encoding,
                     path,
                     extra,
-                    invalid: Vec::new(),
+                    invalid: Default::default(),
                 }
             },
         )
