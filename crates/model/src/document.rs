@@ -598,8 +598,10 @@ impl Entry {
         self.md.as_ref().and_then(|m| m.change.as_ref())
     }
 
-    /// The time that orders an entry of a change document: its 1.1 `datetime` when given,
-    /// otherwise its `<lastmod>` (Z39.99-2017 §12.1; Z39.99-2014 §12.1).
+    /// The time of an entry of a change document: its 1.1 `datetime` when given, otherwise its
+    /// `<lastmod>` (Z39.99-2017 §12.1; Z39.99-2014 §12.1). A `<lastmod>` need not agree with
+    /// the `datetime`s of other entries (Z39.99-2017 §7), so the validator orders a document
+    /// whose entries carry `datetime` by `datetime` alone.
     pub fn change_time(&self) -> Option<&W3cDateTime> {
         self.md
             .as_ref()
