@@ -90,7 +90,10 @@ impl Digest {
             return Some(format!("empty digest for {}", self.alg));
         }
         if !is_hex(self.value.as_bytes()) {
-            let v: String = self.value.chars().take(40).collect();
+            let mut v: String = self.value.chars().take(72).collect();
+            if v.len() < self.value.len() {
+                v.push_str("...");
+            }
             return Some(format!(
                 "{} digest is not hexadecimal: {v:?} (every hash value is a hex-encoded digest)",
                 self.alg
