@@ -205,4 +205,14 @@ fn rules_are_listed() {
     let o = run(&["validate", "--rules"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("RS-12.1-chronological"));
+    // Rules added later are listed with their section.
+    let line = stdout(&o)
+        .lines()
+        .find(|l| l.starts_with("RS-7-datetime-not-used "))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(
+        line.contains("warning") && line.ends_with("[Z39.99-2017 §7]"),
+        "{line:?}"
+    );
 }

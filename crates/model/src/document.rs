@@ -309,6 +309,61 @@ pub struct Metadata {
     pub path: Option<String>,
     /// Attributes in other namespaces.
     pub extra: Vec<ExtAttr>,
+    /// ResourceSync attributes that were present but whose value could not be read (`at`,
+    /// `hash`, ...): the reader reports each as a finding and leaves its field unset, and the
+    /// validator does not report it missing as well. Never written.
+    pub invalid: Unreadable,
+}
+
+/// A set of the `<rs:md>` attributes whose values can fail to read (`at`, `completed`, `from`,
+/// `until`, `datetime`, `hash`, `length`), kept in one byte.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Unreadable(u8);
+
+impl Unreadable {
+    /// The attributes the set can hold, in the order of its bits.
+    pub const NAMES: [&'static str; 7] = [
+        "at",
+        "completed",
+        "from",
+        "until",
+        "datetime",
+        "hash",
+        "length",
+    ];
+
+    fn bit(name: &str) -> Option<u8> {
+        Self::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| 1u8 << i)
+    }
+
+    /// Adds an attribute (names outside [`Self::NAMES`] are ignored).
+    pub fn insert(&mut self, name: &str) {
+        if let Some(b) = Self::bit(name) {
+            self.0 |= b;
+        }
+    }
+
+    /// Whether the attribute is in the set.
+    pub fn contains(&self, name: &str) -> bool {
+        Self::bit(name).is_some_and(|b| self.0 & b != 0)
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    /// The attributes in the set.
+    pub fn iter(&self) -> impl Iterator<Item = &'static str> + '_ {
+        Self::NAMES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, n)| *n)
+    }
 }
 
 impl Metadata {
@@ -364,8 +419,12 @@ impl Link {
     }
 
     /// Whether `rel` contains the relation type (a `rel` may list several, space-separated).
+    /// Relation types are compared without regard to case (RFC 5988 §4.1, §4.2, cited by
+    /// Z39.99-2014 §7).
     pub fn has_rel(&self, rel: &str) -> bool {
-        self.rel.split_ascii_whitespace().any(|r| r == rel)
+        self.rel
+            .split_ascii_whitespace()
+            .any(|r| r.eq_ignore_ascii_case(rel))
     }
 
     /// The priority, 999,999 when absent (Z39.99-2014 §7).
@@ -539,8 +598,10 @@ impl Entry {
         self.md.as_ref().and_then(|m| m.change.as_ref())
     }
 
-    /// The time that orders an entry of a change document: its 1.1 `datetime` when given,
-    /// otherwise its `<lastmod>` (Z39.99-2017 §12.1; Z39.99-2014 §12.1).
+    /// The time of an entry of a change document: its 1.1 `datetime` when given, otherwise its
+    /// `<lastmod>` (Z39.99-2017 §12.1; Z39.99-2014 §12.1). A `<lastmod>` need not agree with
+    /// the `datetime`s of other entries (Z39.99-2017 §7), so the validator orders a document
+    /// whose entries carry `datetime` by `datetime` alone.
     pub fn change_time(&self) -> Option<&W3cDateTime> {
         self.md
             .as_ref()

@@ -82,16 +82,24 @@ pub struct Digest {
 }
 
 impl Digest {
-    /// What is wrong with the digest's syntax, if anything: a known algorithm's digest must be
-    /// hex of the algorithm's length.
+    /// What is wrong with the digest's syntax, if anything: every digest is hex-encoded, of
+    /// any algorithm (Z39.99-2014 §7: "Each hash value is represented by a hex-encoded
+    /// digest"), and a known algorithm's has that algorithm's length.
     pub fn syntax_problem(&self) -> Option<String> {
         if self.value.is_empty() {
             return Some(format!("empty digest for {}", self.alg));
         }
-        if let Some(n) = self.alg.hex_len() {
-            if !is_hex(self.value.as_bytes()) {
-                return Some(format!("{} digest is not hexadecimal", self.alg));
+        if !is_hex(self.value.as_bytes()) {
+            let mut v: String = self.value.chars().take(72).collect();
+            if v.len() < self.value.len() {
+                v.push_str("...");
             }
+            return Some(format!(
+                "{} digest is not hexadecimal: {v:?} (every hash value is a hex-encoded digest)",
+                self.alg
+            ));
+        }
+        if let Some(n) = self.alg.hex_len() {
             if self.value.len() != n {
                 return Some(format!(
                     "{} digest has {} hex digits, expected {n}",
@@ -353,6 +361,15 @@ mod tests {
         let (h, _) = Hashes::parse("MD5:1584ABDF8EBDC9802AC0C6A7402C03B6");
         assert_eq!(h.0[0].alg, HashAlg::Md5);
         assert!(h.0[0].syntax_problem().is_none());
+    }
+
+    #[test]
+    fn unknown_algorithms_need_hex_too() {
+        // Z39.99-2014 §7: every hash value is a hex-encoded digest, whatever the algorithm;
+        // only the length is unknown.
+        let (h, _) = Hashes::parse("sha-512:f4OxZX_x-DFG blake3:0123456789abcdefABCDEF");
+        assert!(h.0[0].syntax_problem().is_some());
+        assert!(h.0[1].syntax_problem().is_none());
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod writer;
 pub use datetime::{Precision, W3cDateTime};
 pub use document::{
     Capability, Change, ChangeFreq, Entry, ExtAttr, ExtElement, Header, Link, Metadata, Position,
-    Root,
+    Root, Unreadable,
 };
 pub use error::{Error, LimitKind};
 pub use finding::{Finding, Findings, Severity};

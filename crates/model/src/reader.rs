@@ -9,8 +9,12 @@
 //!
 //! Problems that do not stop reading (a bad datetime, an unknown attribute, a prefixed
 //! ResourceSync attribute) are recorded as [`Finding`]s, available from [`DocumentReader::findings`];
-//! the value concerned is left unset. Problems that do (malformed XML, a limit, a root that is not
-//! a Sitemap) are returned as [`Error`]s naming the document, line, column and rule.
+//! the value concerned is left unset (and its name kept in [`Metadata::invalid`]). Problems that
+//! do (malformed XML, a limit, a root that is not a Sitemap) are returned as [`Error`]s naming the
+//! document, line, column and rule. Well-formedness the XML parser does not check is checked
+//! here: the XML declaration (first, once, and by its grammar) and processing-instruction targets
+//! (see `prolog`), raw `<` in attribute values and white space between attributes. A document
+//! whose root is not a Sitemap's is read to its end, so that broken XML in it is reported too.
 
 use std::borrow::Cow;
 use std::io::{self, BufRead, BufReader, Read};
@@ -24,12 +28,14 @@ use quick_xml::reader::NsReader;
 use crate::datetime::W3cDateTime;
 use crate::document::{
     Capability, Change, ChangeFreq, Entry, ExtAttr, ExtElement, Header, Link, Metadata, Position,
-    RS_NS, Root, SITEMAP_NS,
+    RS_NS, Root, SITEMAP_NS, Unreadable,
 };
 use crate::error::{Error, LimitKind};
 use crate::finding::Findings;
 use crate::hash::Hashes;
 use crate::rules;
+
+mod prolog;
 
 /// Limits and naming for a [`DocumentReader`].
 #[derive(Debug, Clone)]
@@ -260,6 +266,10 @@ pub struct DocumentReader<R: Read> {
     failed: bool,
     xml_version: XmlVersion,
     header_pos: Position,
+    /// Whether the document has an XML declaration (for the message about a second one).
+    declared: bool,
+    /// Where a root `<rs:md>` after the first entry was found, when the header had none.
+    late_root_md: Option<Position>,
 }
 
 impl DocumentReader<Box<dyn Read + Send>> {
@@ -328,6 +338,8 @@ impl<R: Read> DocumentReader<R> {
             failed: false,
             xml_version: XmlVersion::Implicit1_0,
             header_pos: Position { line: 1, column: 1 },
+            declared: false,
+            late_root_md: None,
         };
         r.header.md = None;
         r.read_header()?;
@@ -359,6 +371,12 @@ impl<R: Read> DocumentReader<R> {
     /// document as a whole are reported at.
     pub fn header_position(&self) -> Position {
         self.header_pos
+    }
+
+    /// Where the root's `<rs:md>` was found after the first entry, when it had none before
+    /// them (reported as `RS-7-md-position`; the entries were read as those of a plain Sitemap).
+    pub fn root_md_after_entries(&self) -> Option<Position> {
+        self.late_root_md
     }
 
     /// The most findings kept (from the options).
@@ -439,6 +457,9 @@ impl<R: Read> DocumentReader<R> {
             Ok(ev) => ev,
             Err(e) => return Err(self.convert_xml_error(e, pos)),
         };
+        // Whether this is the document's first token (only a byte order mark, which the XML
+        // parser skips, may come before it): every token before it consumed at least one byte.
+        let first = self.xml.get_ref().token_start == 0;
         let empty = matches!(ev, Event::Empty(_));
         let tok = match ev {
             Event::Start(e) | Event::Empty(e) => {
@@ -481,7 +502,8 @@ impl<R: Read> DocumentReader<R> {
                             | Name::Changefreq
                             | Name::Priority
                     );
-                let elem_ns = match (&ns, capture) {
+                // Kept for captured elements, and for the root (named in SM-root errors).
+                let elem_ns = match (&ns, capture || self.depth == 0) {
                     (ResolveResult::Bound(n), true) => Some(ns_value(n.as_ref()).into_owned()),
                     _ => None,
                 };
@@ -639,13 +661,36 @@ impl<R: Read> DocumentReader<R> {
                 });
             }
             Event::Decl(d) => {
+                // XML 1.0 §2.8 [22], [23]: one declaration, first in the document (only a
+                // byte order mark may precede it), following its productions.
+                if !first {
+                    let message = if self.declared {
+                        "a second XML declaration: a document has at most one, at its very \
+                         start (XML 1.0 §2.8 [22], [23])"
+                    } else {
+                        "an XML declaration is only allowed at the very start of the document, \
+                         before any white space, comment or other markup (XML 1.0 §2.8 [22], [23])"
+                    };
+                    return Err(self.err_malformed(pos, message));
+                }
+                self.declared = true;
+                if let Err((at, message)) = prolog::check_declaration(&d) {
+                    let pos = position_in_first_token(self.xml.get_ref().offset, &d, at);
+                    return Err(self.err_malformed(pos, message));
+                }
                 if let Ok(v) = d.xml_version() {
                     self.xml_version = v;
                 }
                 let encoding = d.encoding().and_then(Result::ok).map(|e| e.into_owned());
                 Tok::Decl { encoding, pos }
             }
-            Event::Comment(_) | Event::PI(_) => Tok::Other,
+            Event::PI(p) => {
+                if let Err(message) = prolog::check_pi_target(p.target(), first) {
+                    return Err(self.err_malformed(pos, message));
+                }
+                Tok::Other
+            }
+            Event::Comment(_) => Tok::Other,
             Event::Eof => Tok::Eof { pos },
         };
         Ok(tok)
@@ -653,7 +698,7 @@ impl<R: Read> DocumentReader<R> {
 
     fn read_header(&mut self) -> Result<(), Error> {
         // Prolog up to the root element.
-        let (root_name, root_attrs, root_decls, root_pos, root_empty) = loop {
+        let (root_name, root_attrs, root_decls, root_pos, root_empty, root_qname, root_ns) = loop {
             match self.next_tok()? {
                 Tok::Decl { encoding, pos } => {
                     if let Some(enc) = encoding {
@@ -672,8 +717,10 @@ impl<R: Read> DocumentReader<R> {
                     decls,
                     pos,
                     empty,
+                    qname,
+                    ns,
                     ..
-                } => break (name, attrs, decls, pos, empty),
+                } => break (name, attrs, decls, pos, empty, qname, ns),
                 Tok::Text { text, pos } => {
                     if !is_xml_space(&text) {
                         return Err(self.err_malformed(pos, "text before the root element"));
@@ -694,19 +741,9 @@ impl<R: Read> DocumentReader<R> {
         let root = match root_name {
             Name::UrlSet => Root::UrlSet,
             Name::SitemapIndex => Root::SitemapIndex,
-            other => {
-                let what = match other {
-                    Name::Unknown(q) | Name::Foreign(q) => q,
-                    n => format!("{n:?}").to_lowercase(),
-                };
-                return Err(Error::NotSitemap {
-                    doc: self.doc.clone(),
-                    pos: root_pos,
-                    rule: rules::SM_ROOT.id,
-                    message: format!(
-                        "root element <{what}> is not <urlset> or <sitemapindex> in the namespace {SITEMAP_NS}"
-                    ),
-                });
+            _ => {
+                let message = root_message(&root_qname, root_ns.as_deref());
+                return Err(self.not_sitemap_rest(root_empty, root_pos, message));
             }
         };
         self.header.root = root;
@@ -807,6 +844,52 @@ impl<R: Read> DocumentReader<R> {
                     return Err(self.err_malformed(pos, "document ends inside the root element"));
                 }
             }
+        }
+    }
+
+    /// The error for a document whose root is not a Sitemap's: reads the rest of it, so that
+    /// broken XML is reported too (XML 1.0 §2.1: a well-formedness error is the more basic
+    /// fault, and the one a user must fix first). A limit met on the way is not a fault of the
+    /// document: the root is reported then.
+    fn not_sitemap_rest(&mut self, root_empty: bool, root_pos: Position, message: String) -> Error {
+        let rest = match self.skip(root_empty) {
+            Ok(()) => self.finish_root(),
+            Err(e) => Err(e),
+        };
+        match rest {
+            Err(Error::Malformed {
+                doc,
+                pos,
+                message: m,
+            }) => Error::Malformed {
+                doc,
+                pos,
+                message: format!(
+                    "{m}; besides, {message} ({}, line {})",
+                    rules::SM_ROOT.id,
+                    root_pos.line
+                ),
+            },
+            Err(Error::Forbidden {
+                doc,
+                pos,
+                message: m,
+            }) => Error::Forbidden {
+                doc,
+                pos,
+                message: format!(
+                    "{m}; besides, {message} ({}, line {})",
+                    rules::SM_ROOT.id,
+                    root_pos.line
+                ),
+            },
+            Err(e @ Error::Io { .. }) => e,
+            _ => Error::NotSitemap {
+                doc: self.doc.clone(),
+                pos: root_pos,
+                rule: rules::SM_ROOT.id,
+                message,
+            },
         }
     }
 
@@ -1241,14 +1324,35 @@ impl<R: Read> DocumentReader<R> {
             }
             match a.local.as_ref() {
                 "capability" => md.capability = Some(Capability::parse(a.value.trim())),
-                "at" => md.at = self.datetime(&a, pos),
-                "completed" => md.completed = self.datetime(&a, pos),
-                "from" => md.from = self.datetime(&a, pos),
-                "until" => md.until = self.datetime(&a, pos),
-                "datetime" => md.datetime = self.datetime(&a, pos),
+                "at" => {
+                    md.at = self.datetime(&a, pos);
+                    unreadable(&mut md.invalid, "at", md.at.is_none());
+                }
+                "completed" => {
+                    md.completed = self.datetime(&a, pos);
+                    unreadable(&mut md.invalid, "completed", md.completed.is_none());
+                }
+                "from" => {
+                    md.from = self.datetime(&a, pos);
+                    unreadable(&mut md.invalid, "from", md.from.is_none());
+                }
+                "until" => {
+                    md.until = self.datetime(&a, pos);
+                    unreadable(&mut md.invalid, "until", md.until.is_none());
+                }
+                "datetime" => {
+                    md.datetime = self.datetime(&a, pos);
+                    unreadable(&mut md.invalid, "datetime", md.datetime.is_none());
+                }
                 "change" => md.change = Some(Change::parse(a.value.trim())),
-                "hash" => md.hash = self.hashes(&a, pos),
-                "length" => md.length = self.length(&a, pos),
+                "hash" => {
+                    md.hash = self.hashes(&a, pos);
+                    unreadable(&mut md.invalid, "hash", md.hash.is_none());
+                }
+                "length" => {
+                    md.length = self.length(&a, pos);
+                    unreadable(&mut md.invalid, "length", md.length.is_none());
+                }
                 "type" => md.mime_type = Some(a.value),
                 "encoding" => md.encoding = Some(a.value),
                 "path" => md.path = Some(a.value),
@@ -1366,11 +1470,28 @@ impl<R: Read> DocumentReader<R> {
                             self.check_entry_element(&name, pos);
                             self.state = State::AtEntry { pos, empty };
                         }
+                        Name::RsMd if self.header.md.is_none() && self.late_root_md.is_none() => {
+                            // The document's <rs:md>, in the wrong place: one fault, named as
+                            // such (not also as a missing <rs:md>, see `root_md_after_entries`).
+                            self.late_root_md = Some(pos);
+                            self.findings.push(
+                                rules::RS_MD_POSITION,
+                                pos,
+                                format!(
+                                    "the root's <rs:md> comes after the first entry: move it before the first <{}>; until then the document is read as a plain Sitemap",
+                                    self.header.root.entry_element()
+                                ),
+                            );
+                            self.skip(empty)?;
+                        }
                         Name::RsMd | Name::RsLn => {
                             self.findings.push(
                                 rules::RS_MD_POSITION,
                                 pos,
-                                format!("<{qname}> of the root after the first entry"),
+                                format!(
+                                    "<{qname}> of the root after the first entry: the root's <rs:md> and <rs:ln> come before the first <{}>",
+                                    self.header.root.entry_element()
+                                ),
                             );
                             self.skip(empty)?;
                         }
@@ -1575,6 +1696,16 @@ fn intern_attr(local: &str) -> Cow<'static, str> {
     }
 }
 
+/// Records that a ResourceSync attribute was present but its value could not be read (the
+/// finding saying why is already recorded), so that the validator does not also report it
+/// missing: one finding per fault. (An attribute appears once per element: XML 1.0 §3.1.)
+#[inline]
+fn unreadable(invalid: &mut Unreadable, name: &'static str, failed: bool) {
+    if failed {
+        invalid.insert(name);
+    }
+}
+
 /// Trims XML white space, reusing the string when there is none to trim.
 fn trim_owned(s: String) -> String {
     let t = s.trim_matches(|c| matches!(c, ' ' | '\t' | '\r' | '\n'));
@@ -1677,6 +1808,79 @@ fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
         },
         ResolveResult::Bound(_) => Name::Foreign(uri.into_owned()),
         ResolveResult::Unbound | ResolveResult::Unknown(_) => Name::Unknown(qname.to_owned()),
+    }
+}
+
+/// The position of byte `at` of the text of a `<?...?>` token that was the first of the
+/// document and ends at byte `end`: the token starts at the first byte, or after a byte order
+/// mark, on line 1.
+fn position_in_first_token(end: u64, text: &str, at: usize) -> Position {
+    let start = end.saturating_sub(text.len() as u64 + 4);
+    let at = at.min(text.len());
+    let before = &text.as_bytes()[..at];
+    match memchr::memrchr(b'\n', before) {
+        None => Position {
+            line: 1,
+            column: start + 2 + at as u64 + 1,
+        },
+        Some(nl) => Position {
+            line: 1 + memchr::memchr_iter(b'\n', before).count() as u64,
+            column: (at - nl) as u64,
+        },
+    }
+}
+
+/// What is wrong with a root element that is not a Sitemap's: its name and namespace, and the
+/// ones expected (Z39.99-2014 §7).
+fn root_message(qname: &str, ns: Option<&str>) -> String {
+    let local = qname.rsplit(':').next().unwrap_or(qname);
+    let found = match ns {
+        Some(u) => format!("the namespace {u}"),
+        None => "no namespace".to_owned(),
+    };
+    let hint = match ns.and_then(|u| near_miss(u, SITEMAP_NS)) {
+        Some(d) if matches!(local, "urlset" | "sitemapindex") => {
+            format!(" (the namespace differs from the Sitemap namespace by {d})")
+        }
+        _ => String::new(),
+    };
+    format!(
+        "the root element is <{qname}> in {found}; a Sitemap's root is <urlset> or \
+         <sitemapindex> in the namespace {SITEMAP_NS}{hint}"
+    )
+}
+
+/// How `uri` differs from `expected` when it is a near miss (a trailing slash, `https` for
+/// `http`, letter case): the common ways a namespace name is mistyped. Namespace names are
+/// compared as strings (Namespaces in XML 1.0 §2.3), so a near miss is another namespace.
+pub(crate) fn near_miss(uri: &str, expected: &str) -> Option<&'static str> {
+    if uri == expected {
+        return None;
+    }
+    let strip = |s: &str| {
+        let s = s.trim_end_matches('/');
+        s.strip_prefix("https://")
+            .or_else(|| s.strip_prefix("http://"))
+            .unwrap_or(s)
+            .to_owned()
+    };
+    let (a, b) = (strip(uri), strip(expected));
+    if a != b {
+        return if uri.eq_ignore_ascii_case(expected) {
+            Some("letter case")
+        } else {
+            None
+        };
+    }
+    let slash = |s: &str| s.ends_with('/');
+    if slash(uri) != slash(expected) {
+        Some(if slash(expected) {
+            "its missing trailing slash"
+        } else {
+            "a trailing slash"
+        })
+    } else {
+        Some("its scheme")
     }
 }
 

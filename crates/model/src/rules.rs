@@ -40,8 +40,8 @@ macro_rules! rules {
 
 rules! {
     // --- The reader's refusals (fatal) -------------------------------------------------------
-    XML_WELLFORMED = ("XML-wellformed", Error, "XML 1.0 §2.1",
-        "The document must be well-formed XML encoded in UTF-8.");
+    XML_WELLFORMED = ("XML-wellformed", Error, "XML 1.0 §2.1, §2.6, §2.8",
+        "The document must be well-formed XML encoded in UTF-8: at most one XML declaration, at the very start and following its grammar, and no processing instruction named xml in any case.");
     XML_NO_DTD = ("XML-no-dtd", Error, "SECURITY.md",
         "DTDs and entities other than the five predefined ones are refused, never expanded.");
     LIMIT_DOCUMENT_BYTES = ("LIMIT-document-bytes", Error, "SECURITY.md",
@@ -84,10 +84,10 @@ rules! {
         "A document must not be larger than 50 MB.");
 
     // --- Framework: elements and attributes (§7, Table 3) -----------------------------------
-    RS_MD_MANDATORY = ("RS-7-md-mandatory", Error, "Z39.99-2014 §7",
-        "The root must have an <rs:md> child; its use is mandatory.");
+    RS_MD_MANDATORY = ("RS-7-md-mandatory", Error, "Z39.99-2014 §4, §7",
+        "The root must have an <rs:md> child, in the namespace http://www.openarchives.org/rs/terms/ (with its trailing slash); its use is mandatory.");
     RS_MD_POSITION = ("RS-7-md-position", Error, "Z39.99-2014 §7, Table 2",
-        "The root's <rs:md> and <rs:ln> come before the first entry.");
+        "The root's <rs:md> and <rs:ln> come before the first entry (a root <rs:md> after it leaves the document a plain Sitemap).");
     RS_CAPABILITY_MANDATORY = ("RS-7-capability-mandatory", Error, "Z39.99-2014 §7",
         "The root <rs:md> must have a capability attribute.");
     RS_CAPABILITY_VALUE = ("RS-7-capability-value", Warning, "Z39.99-2014 §7, §6.1",
@@ -99,9 +99,9 @@ rules! {
     RS_DATETIME = ("RS-7-datetime", Error, "Z39.99-2014 §7; Appendix A",
         "at, completed, from, until, datetime and modified must be W3C Datetimes.");
     RS_DATETIME_FORM = ("RS-7-datetime-form", Warning, "Z39.99-2014 §7",
-        "at, completed, from and until should be complete UTC datetimes (YYYY-MM-DDThh:mm:ss[.s]Z).");
+        "at, completed, from and until should be complete datetimes in UTC written with Z (YYYY-MM-DDThh:mm:ss[.s]Z).");
     RS_HASH_SYNTAX = ("RS-7-hash-syntax", Error, "Z39.99-2014 §7",
-        "hash is a whitespace-delimited list of alg:hex-digest values of the right length.");
+        "hash is a whitespace-delimited list of alg:digest values; every digest is hex-encoded, of the algorithm's length for md5, sha-1 and sha-256.");
     RS_LENGTH = ("RS-7-length", Error, "Z39.99-2014 §7",
         "length must be a non-negative integer.");
     RS_CHANGE_VALUE = ("RS-7-change-value", Error, "Z39.99-2014 §7",
@@ -112,8 +112,8 @@ rules! {
         "<rs:ln> must have a non-empty href attribute.");
     RS_LN_PRI = ("RS-7-ln-pri", Error, "Z39.99-2014 §7",
         "pri must be an integer between 1 and 999,999.");
-    RS_LN_REL_REGISTERED = ("RS-7-rel-registered", Warning, "Z39.99-2014 §7",
-        "Relation types must be registered with IANA or be URIs.");
+    RS_LN_REL_REGISTERED = ("RS-7-rel-registered", Warning, "Z39.99-2014 §7; RFC 5988 §4.1, §4.2",
+        "Relation types must be registered with IANA or be URIs (compared without regard to case).");
     RS_EMPTY_ELEMENT = ("RS-7-empty-element", Error, "Z39.99-2014 §7; resourcesync.xsd",
         "<rs:md> and <rs:ln> are empty elements.");
     RS_LN_HREF_URI = ("RS-7-href-uri", Warning, "Z39.99-2014 §7; RFC 4287",
@@ -130,6 +130,8 @@ rules! {
         "path is only used in Resource Dump Manifests and Change Dump Manifests.");
     RS_CHANGE_NOT_USED = ("RS-7-change-not-used", Warning, "Z39.99-2014 §7",
         "change is used in Change Lists, Change Dump Manifests and notifications.");
+    RS_DATETIME_NOT_USED = ("RS-7-datetime-not-used", Warning, "Z39.99-2017 §7",
+        "An entry's datetime is used in Change Lists, Change Dump Manifests and notifications.");
     RS_UNTIL_AFTER_FROM = ("RS-7-until-after-from", Error, "Z39.99-2014 §7; Appendix A",
         "until must not be earlier than from.");
     RS_COMPLETED_AFTER_AT = ("RS-7-completed-after-at", Warning, "Z39.99-2014 §7",
@@ -146,8 +148,8 @@ rules! {
         "Source Descriptions and Capability Lists should have a root <rs:ln rel=\"describedby\">.");
     RS_LASTMOD_OMIT = ("RS-9-lastmod-omit", Warning, "Z39.99-2014 §8, §9",
         "<lastmod> should be omitted in Source Descriptions and Capability Lists unless they are updated with every change of what they list.");
-    RS_SD_ENTRY_CAPABILITY = ("RS-8-entry-capability", Error, "Z39.99-2014 §7, §8",
-        "Every Source Description entry must have <rs:md capability=\"capabilitylist\">.");
+    RS_SD_ENTRY_CAPABILITY = ("RS-8-entry-capability", Error, "Z39.99-2014 §8",
+        "A Source Description entry's <rs:md>, which is optional, must have capability=\"capabilitylist\" (a Source Description Index's entries are Source Descriptions).");
     RS_CAP_ENTRY_CAPABILITY = ("RS-9-entry-capability", Error, "Z39.99-2014 §7, §9",
         "Every Capability List entry must have an <rs:md> with the capability of the document it points to.");
     RS_CAP_ENTRY_VALUE = ("RS-9-entry-capability-value", Warning, "Z39.99-2014 §9; Archives §2.1; Change Notification §5",
@@ -170,10 +172,10 @@ rules! {
         "A manifest entry should have a type.");
     RS_CHANGE_MANDATORY = ("RS-12.1-change-mandatory", Error, "Z39.99-2014 §5.1, §12.1, §13.2; Change Notification §3; Framework Notification §3",
         "Every entry of a Change List, Change Dump Manifest or notification must have <rs:md change=...>.");
-    RS_CL_LASTMOD = ("RS-12.1-lastmod", Warning, "Z39.99-2014 §7, §12.1, §13.2; Z39.99-2017 §7",
-        "Change List and Change Dump Manifest entries need <lastmod> under 1.0 (optional under 1.1).");
-    RS_CL_CHRONOLOGICAL = ("RS-12.1-chronological", Error, "Z39.99-2014 §12.1",
-        "Change List entries must be in forward chronological order (by datetime, else lastmod).");
+    RS_CL_LASTMOD = ("RS-12.1-lastmod", Warning, "Z39.99-2014 §12.1, §13.2; Z39.99-2017 §7",
+        "In a Change List or Change Dump Manifest ordered by <lastmod> (no entry has datetime), every entry needs <lastmod> (mandatory under 1.0, optional under 1.1).");
+    RS_CL_CHRONOLOGICAL = ("RS-12.1-chronological", Error, "Z39.99-2014 §12.1; Z39.99-2017 §7, §12.1",
+        "Change List entries must be in forward chronological order: by datetime where entries carry it, else (no entry has datetime) by <lastmod>.");
     RS_CLI_CHRONOLOGICAL = ("RS-12.2-chronological", Error, "Z39.99-2014 §12.2",
         "A Change List Index must list Change Lists in forward chronological order.");
     RS_CLI_OPEN_LAST = ("RS-12.2-open-last", Warning, "Z39.99-2014 §12.2",
@@ -182,8 +184,8 @@ rules! {
         "A change document index entry should have <rs:md> with from (and until when closed).");
     RS_CD_CHRONOLOGICAL = ("RS-13.1-chronological", Warning, "Z39.99-2014 §13.1",
         "Change Dump entries should be in forward chronological order.");
-    RS_CDM_CHRONOLOGICAL = ("RS-13.2-chronological", Error, "Z39.99-2014 §13.2",
-        "Change Dump Manifest entries must be in forward chronological order.");
+    RS_CDM_CHRONOLOGICAL = ("RS-13.2-chronological", Error, "Z39.99-2014 §13.2; Z39.99-2017 §7",
+        "Change Dump Manifest entries must be in forward chronological order: by datetime where entries carry it, else by <lastmod>.");
     RS_PATCH_PATH = ("RS-14.4-patch-path", Error, "Z39.99-2014 §14.4",
         "In a Change Dump Manifest a patch link must have a path.");
     RS_MEMENTO_LASTMOD = ("RS-14.6-lastmod", Warning, "Z39.99-2014 §14.6",
@@ -192,8 +194,8 @@ rules! {
         "A change notification payload must have from and until.");
     CN_DRAFT_NAME = ("CN-3-capability-name", Warning, "Change Notification 1.0.1 §3",
         "The capability is change-notification; changelist-notification is the draft name.");
-    CN_CHRONOLOGICAL = ("CN-3-chronological", Error, "Change Notification 1.0.1 §3",
-        "Notification entries must be in forward chronological order.");
+    CN_CHRONOLOGICAL = ("CN-3-chronological", Error, "Change Notification 1.0.1 §3; Z39.99-2017 §7",
+        "Notification entries must be in forward chronological order: by datetime where entries carry it, else by <lastmod>.");
     CN_HUB_LINK = ("CN-5-hub-link", Error, "Change Notification 1.0.1 §5; Framework Notification 1.0.1 §5",
         "A Capability List entry for a notification channel must have <rs:ln rel=\"hub\">.");
     FN_ENTRY_CAPABILITY = ("FN-3-entry-capability", Error, "Framework Notification 1.0.1 §3",

@@ -4,26 +4,36 @@
 //! It accepts both 1.0 (Z39.99-2014) and 1.1 (Z39.99-2017) documents. Where the versions differ
 //! (1.0 makes `<lastmod>` mandatory in Change Lists; 1.1 makes it optional and orders entries by
 //! `datetime`), the validator applies the 1.1 rule and reports the 1.0 one as a warning, so that
-//! a valid document of either version validates.
+//! a valid document of either version validates: entries that carry `datetime` are ordered by
+//! it, and `<lastmod>` orders (and is expected on) the entries of documents without `datetime`
+//! only (see `order`).
+//!
+//! Every finding is one the specifications support, once per fault: a present but unreadable
+//! attribute is reported as such, not also as missing ([`Metadata::invalid`]).
 //!
 //! Memory is bounded: per document it keeps the previous entry's time, the capabilities seen
-//! (Capability Lists), and a set of 64-bit hashes of the first 50,001 `<loc>`s for duplicate
-//! detection; findings are capped (see [`Findings`]).
+//! (Capability Lists), a set of 64-bit hashes of the first 50,001 `<loc>`s for duplicate
+//! detection, and the `<lastmod>` findings held back until it is known whether a change document
+//! uses `datetime`; findings are capped (see [`Findings`]).
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Read;
 
-use crate::datetime::W3cDateTime;
+use crate::datetime::{Precision, Tz, W3cDateTime};
 use crate::document::{
     Capability, Change, Entry, Header, MAX_DOCUMENT_BYTES, MAX_ENTRIES, Metadata, Position,
-    REL_PATCH, Root,
+    REL_PATCH, RS_NS, Root,
 };
 use crate::error::Error;
 use crate::finding::Findings;
 use crate::hash::HashAlg;
-use crate::reader::DocumentReader;
+use crate::reader::{DocumentReader, near_miss};
 use crate::rules::{self, Rule};
+
+mod order;
+
+use order::ChangeOrder;
 
 /// What a document is and what was found in it.
 #[derive(Debug, Clone)]
@@ -76,6 +86,11 @@ pub struct Validator {
     kind: std::sync::Arc<str>,
     from: Option<W3cDateTime>,
     until: Option<W3cDateTime>,
+    /// Order of the entries of change documents (by datetime, else `<lastmod>`).
+    change_order: ChangeOrder,
+    /// The finding for a root without `<rs:md>`, reported at the end unless the reader found
+    /// it after the entries (see [`Validator::root_md_after_entries`]).
+    md_missing: Option<String>,
 }
 
 fn at_snapshot_kind(c: &Capability) -> bool {
@@ -176,6 +191,8 @@ impl Validator {
             kind: header.kind_name().into(),
             from: header.md.as_ref().and_then(|m| m.from),
             until: header.md.as_ref().and_then(|m| m.until),
+            change_order: ChangeOrder::new(max_findings),
+            md_missing: None,
         };
         v.check_header();
         v
@@ -185,15 +202,45 @@ impl Validator {
         self.findings.push(rule, pos, msg);
     }
 
+    /// Tells the validator that the root's `<rs:md>` came after the first entry (the reader
+    /// reports that as `RS-7-md-position`, see [`DocumentReader::root_md_after_entries`]), so
+    /// that it is not also reported missing: one finding per fault.
+    pub fn root_md_after_entries(&mut self) {
+        self.md_missing = None;
+    }
+
+    /// Why the root has no `<rs:md>`: an `<rs:md>` in a namespace that is a near miss of
+    /// ResourceSync's (read as an extension), or none at all.
+    fn md_missing_message(&self) -> String {
+        for x in &self.header.extensions {
+            let name = x
+                .xml
+                .get(1..)
+                .unwrap_or_default()
+                .split(|c: char| c.is_ascii_whitespace() || c == '/' || c == '>')
+                .next()
+                .unwrap_or_default();
+            let local = name.rsplit(':').next().unwrap_or(name);
+            if local != "md" {
+                continue;
+            }
+            if let Some(diff) = near_miss(&x.namespace, RS_NS) {
+                return format!(
+                    "the root's <{name}> is in the namespace {}, not ResourceSync's: it differs by {diff}; bind the prefix to {RS_NS}",
+                    x.namespace
+                );
+            }
+        }
+        format!(
+            "no <rs:md> on the root: this is a plain Sitemap, not a ResourceSync document (a ResourceSync document's root has <rs:md capability=\"...\">, with rs bound to {RS_NS})"
+        )
+    }
+
     fn check_header(&mut self) {
         let pos = self.header_pos;
         let kind = self.kind.clone();
         let Some(md) = self.header.md.clone() else {
-            self.push(
-                rules::RS_MD_MANDATORY,
-                pos,
-                "no <rs:md> on the root: this is a plain Sitemap, not a ResourceSync document",
-            );
+            self.md_missing = Some(self.md_missing_message());
             return;
         };
         let Some(cap) = md.capability.clone() else {
@@ -242,7 +289,8 @@ impl Validator {
         // Time attributes (§7, Appendix A).
         let snapshot = at_snapshot_kind(&cap);
         let change = is_change_doc(&cap) || cap == Capability::FrameworkNotification;
-        if snapshot && md.at.is_none() {
+        // A present but unreadable at/from is reported once, as a bad datetime (RS-7-datetime).
+        if snapshot && md.at.is_none() && !md.invalid.contains("at") {
             self.push(
                 rules::RS_AT_MANDATORY,
                 pos,
@@ -253,6 +301,7 @@ impl Validator {
             cap,
             Capability::ChangeList | Capability::ChangeDump | Capability::ChangeDumpManifest
         ) && md.from.is_none()
+            && !md.invalid.contains("from")
         {
             self.push(
                 rules::RS_FROM_MANDATORY,
@@ -263,7 +312,8 @@ impl Validator {
         if matches!(
             cap,
             Capability::ChangeNotification | Capability::ChangeListNotification
-        ) && (md.from.is_none() || md.until.is_none())
+        ) && ((md.from.is_none() && !md.invalid.contains("from"))
+            || (md.until.is_none() && !md.invalid.contains("until")))
         {
             self.push(
                 rules::CN_FROM_UNTIL,
@@ -285,17 +335,28 @@ impl Validator {
                 format!("from/until are not used on a {kind}"),
             );
         }
-        for d in [&md.at, &md.completed, &md.from, &md.until]
-            .into_iter()
-            .flatten()
-        {
-            if !d.is_recommended_form() {
-                self.push(
-                    rules::RS_DATETIME_FORM,
-                    pos,
-                    format!("{d} is not a complete UTC datetime (YYYY-MM-DDThh:mm:ssZ)"),
-                );
+        for (name, d) in [
+            ("at", &md.at),
+            ("completed", &md.completed),
+            ("from", &md.from),
+            ("until", &md.until),
+        ] {
+            let Some(d) = d else { continue };
+            if d.is_recommended_form() {
+                continue;
             }
+            // Z39.99-2014 §7: "the use of a complete date and time expressed in UTC using the
+            // format YYYY-MM-DDThh:mm:ss[.s]Z is recommended". +00:00 is UTC all the same.
+            let what = match (d.tz(), d.precision() >= Precision::Second) {
+                (Tz::Offset(0), true) => "is UTC, written with +00:00 rather than Z".to_owned(),
+                (Tz::Offset(_), true) => "is not in UTC".to_owned(),
+                _ => "is not a complete date and time".to_owned(),
+            };
+            self.push(
+                rules::RS_DATETIME_FORM,
+                pos,
+                format!("{name} {d} {what}: the recommended form is YYYY-MM-DDThh:mm:ss[.s]Z"),
+            );
         }
         self.check_interval(md.from.as_ref(), md.until.as_ref(), pos);
         if let (Some(a), Some(c)) = (&md.at, &md.completed) {
@@ -336,7 +397,9 @@ impl Validator {
                 format!("a {kind} must have <rs:ln rel=\"up\"> pointing to {target}"),
             );
         }
-        if matches!(cap, Capability::Description | Capability::CapabilityList)
+        // §8 and §9 recommend the link on the <urlset> of a Source Description and a Capability
+        // List; a Source Description Index is not described there.
+        if (cap == Capability::CapabilityList || (cap == Capability::Description && !index))
             && self.header.link("describedby").is_none()
         {
             self.push(
@@ -378,7 +441,8 @@ impl Validator {
             );
         }
         for r in l.rel.split_ascii_whitespace() {
-            if !REGISTERED_RELS.contains(&r) && !is_absolute_uri(r) {
+            // RFC 5988 §4.1: registered relation types are compared without regard to case.
+            if !REGISTERED_RELS.iter().any(|x| x.eq_ignore_ascii_case(r)) && !is_absolute_uri(r) {
                 let r: String = r.chars().take(80).collect();
                 self.push(
                     rules::RS_LN_REL_REGISTERED,
@@ -524,10 +588,12 @@ impl Validator {
             );
         }
         if md.datetime.is_some() && !change_kind {
+            // Z39.99-2017 §7: datetime "may be used in Change Lists and Change Dump Manifests";
+            // it forbids nothing elsewhere, like the other attributes used in some documents only.
             self.push(
-                rules::RS_ATTR_FOREIGN,
+                rules::RS_DATETIME_NOT_USED,
                 pos,
-                format!("datetime is only defined for entries of change documents, not a {kind}"),
+                format!("datetime is used in Change Lists, Change Dump Manifests and notifications, not in a {kind}"),
             );
         }
         // datetime within the document's interval (1.1 §7).
@@ -552,16 +618,22 @@ impl Validator {
             }
         }
         match (&cap, index) {
-            (Capability::Description, _) => {
-                if md.capability != Some(Capability::CapabilityList) {
-                    self.push(
-                        rules::RS_SD_ENTRY_CAPABILITY,
-                        pos,
-                        "a Source Description entry must have <rs:md capability=\"capabilitylist\">",
-                    );
+            (Capability::Description, false) => {
+                // §8: "An optional <rs:md> child element must have a capability attribute with
+                // a value of capabilitylist".
+                if let Some(m) = &e.md {
+                    let msg = match &m.capability {
+                        None => "the entry's <rs:md> has no capability: in a Source Description it must say capability=\"capabilitylist\"".to_owned(),
+                        Some(c) => format!("capability {c}: a Source Description lists Capability Lists, so an entry's <rs:md> must say capability=\"capabilitylist\""),
+                    };
+                    if m.capability != Some(Capability::CapabilityList) {
+                        self.push(rules::RS_SD_ENTRY_CAPABILITY, pos, msg);
+                    }
                 }
                 self.lastmod_omit(e);
             }
+            // A Source Description Index lists Source Descriptions (§8), not Capability Lists.
+            (Capability::Description, true) => {}
             (Capability::CapabilityList, _) => {
                 match &md.capability {
                     None => self.push(
@@ -627,7 +699,8 @@ impl Validator {
                 }
             }
             (Capability::ResourceDump | Capability::ChangeDump, false) => {
-                if md.mime_type.is_none() || md.length.is_none() {
+                if md.mime_type.is_none() || (md.length.is_none() && !md.invalid.contains("length"))
+                {
                     self.push(
                         rules::RS_DUMP_ENTRY_MD,
                         pos,
@@ -640,7 +713,7 @@ impl Validator {
                 }
             }
             (Capability::ChangeList, true) | (Capability::ChangeDump, true) => {
-                if md.from.is_none() {
+                if md.from.is_none() && !md.invalid.contains("from") {
                     self.push(
                         rules::RS_CLI_ENTRY_MD,
                         pos,
@@ -661,19 +734,13 @@ impl Validator {
             }
             (Capability::ChangeList, false) | (Capability::ChangeDumpManifest, _) => {
                 let manifest = cap == Capability::ChangeDumpManifest;
-                if e.lastmod.is_none() && md.datetime.is_none() {
-                    self.push(
-                        rules::RS_CL_LASTMOD,
-                        pos,
-                        format!("{kind} entry without <lastmod> or datetime: 1.0 requires <lastmod>, and without either the change cannot be ordered"),
-                    );
-                }
                 let rule = if manifest {
                     rules::RS_CDM_CHRONOLOGICAL
                 } else {
                     rules::RS_CL_CHRONOLOGICAL
                 };
-                self.order(e.change_time(), pos, rule);
+                self.change_order
+                    .entry(e, rule, Some(&kind), &mut self.findings);
                 if manifest {
                     let deleted = md.change == Some(Change::Deleted);
                     self.manifest_path(&md.path, pos, !deleted);
@@ -706,7 +773,8 @@ impl Validator {
                 }
             }
             (Capability::ChangeNotification | Capability::ChangeListNotification, _) => {
-                self.order(e.change_time(), pos, rules::CN_CHRONOLOGICAL);
+                self.change_order
+                    .entry(e, rules::CN_CHRONOLOGICAL, None, &mut self.findings);
             }
             (Capability::FrameworkNotification, _) if md.capability.is_none() => {
                 self.push(
@@ -783,6 +851,10 @@ impl Validator {
 
     /// Completes validation of a document of `bytes` bytes.
     pub fn finish(mut self, name: &str, bytes: u64) -> Report {
+        if let Some(msg) = self.md_missing.take() {
+            self.push(rules::RS_MD_MANDATORY, self.header_pos, msg);
+        }
+        self.change_order.finish(&mut self.findings);
         if self.entries > MAX_ENTRIES as u64 {
             self.push(
                 rules::SM_MAX_ENTRIES,
@@ -877,6 +949,9 @@ pub fn validate_each<R: Read>(
     while let Some(e) = reader.next_entry()? {
         v.entry(&e);
         each(&e);
+    }
+    if reader.root_md_after_entries().is_some() {
+        v.root_md_after_entries();
     }
     let bytes = reader.bytes_read();
     let name = reader.name().to_owned();

@@ -292,6 +292,7 @@ fn metadata() -> impl Strategy<Value = Metadata> {
                     encoding,
                     path,
                     extra,
+                    invalid: Default::default(),
                 }
             },
         )

@@ -306,6 +306,13 @@ fn cases() -> Vec<Case> {
             rl(&url("http://example.com/a", r#"<rs:md path="/a"/>"#)),
         ),
         case(
+            "RS-7-datetime-not-used",
+            rl(&url(
+                "http://example.com/a",
+                r#"<rs:md datetime="2013-01-02T13:00:00Z"/>"#,
+            )),
+        ),
+        case(
             "RS-7-change-not-used",
             rl(&url("http://example.com/a", r#"<rs:md change="created"/>"#)),
         ),
@@ -358,10 +365,14 @@ fn cases() -> Vec<Case> {
             )),
         ),
         case(
+            // The entry's <rs:md> is optional (§8); a present one must say capabilitylist.
             "RS-8-entry-capability",
             urlset(&format!(
                 r#"<rs:md capability="description"/>{}"#,
-                url("http://example.com/capabilitylist.xml", "")
+                url(
+                    "http://example.com/resourcelist.xml",
+                    r#"<rs:md capability="resourcelist"/>"#
+                )
             )),
         ),
         case(
@@ -433,8 +444,13 @@ fn cases() -> Vec<Case> {
             )),
         ),
         case(
+            // An entry without <lastmod> among entries ordered by <lastmod> (no datetime).
             "RS-12.1-lastmod",
-            cl(&url("http://example.com/a", r#"<rs:md change="created"/>"#)),
+            cl(&format!(
+                "{}{}",
+                change("http://example.com/a", "2013-01-03T12:00:00Z", "created"),
+                url("http://example.com/b", r#"<rs:md change="created"/>"#)
+            )),
         ),
         case(
             "RS-12.1-chronological",
