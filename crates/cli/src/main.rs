@@ -12,6 +12,7 @@ mod publish;
 mod serve;
 mod signal;
 mod simulate;
+mod units;
 mod sync;
 mod validate;
 mod watch;

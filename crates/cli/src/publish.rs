@@ -163,8 +163,11 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
         };
         writeln!(
             out,
-            "{} resources ({what}; {} files read, {} bytes) in {:.2} s",
-            scan.resources, scan.hashed, scan.bytes_hashed, secs
+            "{} ({what}; {} read, {}) in {:.2} s",
+            crate::units::count(scan.resources, "resource", "resources"),
+            crate::units::count(scan.hashed, "file", "files"),
+            crate::units::bytes(scan.bytes_hashed),
+            secs
         )?;
         writeln!(
             out,
