@@ -96,9 +96,8 @@ pub(crate) fn run(a: &HubArgs) -> anyhow::Result<u8> {
 async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
     // The listen backlog of `serve` (1,024): tokio's default (128) drops handshakes of a burst
     // of connections, which then wait a second or more for the SYN to be sent again.
-    let listener = resourcesync_source::server::bind(&a.listen)
-        .await
-        .with_context(|| format!("listening on {}", a.listen))?;
+    // Its error names the address and says its cause (once each).
+    let listener = resourcesync_source::server::bind(&a.listen).await?;
     let addr = listener.local_addr()?;
     let url = a
         .public_url

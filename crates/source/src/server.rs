@@ -224,9 +224,9 @@ pub const LISTEN_BACKLOG: u32 = 1024;
 /// Binds a listener (`127.0.0.1:8080`, `[::1]:0`, `localhost:8080`), with a listen backlog of
 /// [`LISTEN_BACKLOG`].
 pub async fn bind(addr: &str) -> Result<TcpListener> {
-    let net = |source| Error::Net {
+    let net = |cause| Error::Net {
         addr: addr.to_owned(),
-        source,
+        cause,
     };
     let mut last = None;
     for a in tokio::net::lookup_host(addr).await.map_err(net)? {
@@ -278,9 +278,9 @@ pub async fn start_with(
     opts: ServeOptions,
     hub: Option<HubChoice>,
 ) -> Result<Running> {
-    let addr = listener.local_addr().map_err(|source| Error::Net {
+    let addr = listener.local_addr().map_err(|cause| Error::Net {
         addr: "listener".into(),
-        source,
+        cause,
     })?;
     let mut embedded: Option<resourcesync_websub::Hub> = None;
     let mut notifier = None;
