@@ -9,7 +9,7 @@ use resourcesync_source::publish::PublishOptions;
 use resourcesync_source::scan::ScanOptions;
 use resourcesync_source::source::parse_algs;
 use resourcesync_source::state::Rotation;
-use resourcesync_source::{Source, SourceConfig};
+use resourcesync_source::{BaseOrigin, Source, SourceConfig};
 use serde_json::json;
 
 use crate::EXIT_OK;
@@ -27,6 +27,12 @@ pub(crate) struct SourceArgs {
     /// The state database (default DIR/.resourcesync/state.sqlite).
     #[arg(long, value_name = "PATH")]
     pub state: Option<PathBuf>,
+    /// Move the Source to --base-url (for `serve`, by default, its listen address) when its
+    /// state was published under another URL: every resource and the change history are
+    /// carried over to the new URLs, and every document is written again under them.
+    /// Destinations then sync from the new URL.
+    #[arg(long = "move")]
+    pub move_base: bool,
     /// Digests to publish, comma-separated: md5, sha-1, sha-256.
     #[arg(long = "hash", value_name = "ALGS", default_value = "md5")]
     pub hash: String,
@@ -66,12 +72,19 @@ impl SourceArgs {
         out: Option<PathBuf>,
         default_base: Option<String>,
     ) -> anyhow::Result<SourceConfig> {
+        let origin = if self.base_url.is_some() {
+            BaseOrigin::Given
+        } else {
+            BaseOrigin::Listen
+        };
         let base = self
             .base_url
             .clone()
             .or(default_base)
             .context("--base-url is required")?;
         let mut cfg = SourceConfig::new(&self.dir, &base);
+        cfg.base_origin = origin;
+        cfg.move_base = self.move_base;
         cfg.out = out;
         cfg.state = self.state.clone();
         cfg.excludes = self.exclude.clone();
@@ -115,10 +128,25 @@ pub(crate) struct PublishArgs {
     json: bool,
 }
 
+/// Says that the Source moved to another base URL, and what it means for Destinations.
+pub(crate) fn say_moved(m: &resourcesync_source::state::Moved, why: &str) {
+    crate::out::say!(
+        "resourcesync: moved the Source from {} to {}{why}: {} and {} carried over; Destinations \
+         following the old URL now sync from the new one",
+        printable(&m.from),
+        printable(&m.to),
+        crate::units::count(m.resources, "resource", "resources"),
+        crate::units::count(m.changes, "change", "changes"),
+    );
+}
+
 pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
     let cfg = a.source.config(a.out.clone(), None)?;
     let started = std::time::Instant::now();
     let mut source = Source::open(cfg)?;
+    if let Some(m) = source.moved() {
+        say_moved(m, "");
+    }
     let scan = source.scan()?;
     let publish = source.publish()?;
     let secs = started.elapsed().as_secs_f64();
@@ -147,6 +175,9 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             "source_description": layout.well_known_url(),
             "capability_list": layout.doc_url("capabilitylist.xml"),
             "out": layout.out.display().to_string(),
+            "moved": source.moved().map(|m| json!({
+                "from": m.from, "to": m.to, "resources": m.resources, "changes": m.changes,
+            })),
             "seconds": secs,
         });
         serde_json::to_writer_pretty(&mut out, &v)?;

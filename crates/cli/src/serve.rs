@@ -89,6 +89,14 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     }
     server::prepare_config(&mut cfg);
     let source = tokio::task::spawn_blocking(move || Source::open(cfg)).await??;
+    if let Some(m) = source.moved() {
+        let why = if a.source.move_base {
+            ""
+        } else {
+            " (it follows its listen address: no --base-url)"
+        };
+        crate::publish::say_moved(m, why);
+    }
     let hub = match a.hub.as_deref() {
         None => None,
         Some("embedded") => Some(server::HubChoice::Embedded),

@@ -906,7 +906,7 @@ async fn robots(app: Arc<App>, head: bool) -> Response {
     let a = app.clone();
     let url = tokio::task::spawn_blocking(move || {
         let st = a.state.lock().ok()?;
-        published_resource_list(&st)
+        published_resource_list(&a.layout, &st)
             .ok()
             .flatten()
             .map(|(.., url)| url)
