@@ -18,7 +18,8 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     source: SourceArgs,
     /// Address to listen on (port 0 picks a free port). The default --base-url is
-    /// http://LISTEN/ with the port actually bound.
+    /// http://LISTEN/ with the port actually bound; a Source served without --base-url follows
+    /// that address from run to run (its state moves with it).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     listen: String,
     /// Where to write the documents (default: DIR/.resourcesync/www, or STATE-www next to
