@@ -130,9 +130,13 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
         } else {
             writeln!(
                 out,
-                "WebSub hub at {url} ({} subscription(s), {} delivery(ies) pending; state {})",
-                hub.subscriptions()?.len(),
-                hub.pending()?,
+                "WebSub hub at {url} ({}, {} pending; state {})",
+                crate::units::count(
+                    hub.subscriptions()?.len() as u64,
+                    "subscription",
+                    "subscriptions"
+                ),
+                crate::units::count(hub.pending()? as u64, "delivery", "deliveries"),
                 a.state.display()
             )?;
         }
@@ -147,7 +151,9 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
     // unread responses.
     resourcesync_websub::server::serve_http1(listener, router, async move {
         signals.next().await;
-        crate::out::say!("resourcesync: hub shutting down (pending deliveries are kept)");
+        if !crate::out::quiet() {
+            crate::out::say!("resourcesync: hub shutting down (pending deliveries are kept)");
+        }
     })
     .await;
     hub.shutdown();

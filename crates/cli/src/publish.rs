@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use resourcesync_source::publish::PublishOptions;
-use resourcesync_source::scan::ScanOptions;
+use resourcesync_source::scan::{ScanOptions, ScanProgress};
 use resourcesync_source::source::parse_algs;
 use resourcesync_source::state::Rotation;
 use resourcesync_source::{BaseOrigin, Source, SourceConfig};
@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::EXIT_OK;
 use crate::printable::printable;
+use crate::units::{bytes, count};
 
 /// Options that describe a Source (shared by `publish` and `serve`).
 #[derive(Debug, Args)]
@@ -135,20 +136,29 @@ pub(crate) fn say_moved(m: &resourcesync_source::state::Moved, why: &str) {
          following the old URL now sync from the new one",
         printable(&m.from),
         printable(&m.to),
-        crate::units::count(m.resources, "resource", "resources"),
-        crate::units::count(m.changes, "change", "changes"),
+        count(m.resources, "resource", "resources"),
+        count(m.changes, "change", "changes"),
     );
 }
 
 pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
-    let cfg = a.source.config(a.out.clone(), None)?;
+    let mut cfg = a.source.config(a.out.clone(), None)?;
+    let progress = std::sync::Arc::new(ScanProgress::default());
+    cfg.scan.progress = Some(progress.clone());
     let started = std::time::Instant::now();
     let mut source = Source::open(cfg)?;
     if let Some(m) = source.moved() {
         say_moved(m, "");
     }
+    // Drawn on a terminal once the work has taken two seconds (see crate::progress).
+    let display = crate::progress::ScanDisplay::start(
+        progress,
+        format!("publish {}", a.source.dir.display()),
+    );
     let scan = source.scan()?;
+    display.writing();
     let publish = source.publish()?;
+    display.finish();
     let secs = started.elapsed().as_secs_f64();
     for s in &scan.skipped {
         crate::out::say!(
@@ -168,6 +178,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             "deleted": scan.deleted,
             "hashed": scan.hashed,
             "bytes_hashed": scan.bytes_hashed,
+            "bytes": scan.bytes,
             "skipped": scan.skipped.iter().map(|s| json!({"path": s.path.display().to_string(), "reason": s.reason})).collect::<Vec<_>>(),
             "resource_list_parts": publish.resource_list_parts,
             "change_lists": publish.change_lists,
@@ -182,6 +193,8 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
         });
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
+    } else if crate::out::quiet() {
+        // -q: no summary (skipped files are said above, on standard error).
     } else {
         // The first snapshot is the baseline: it records no changes (Z39.99-2017 §5.1, §7).
         let what = if scan.baseline {
@@ -194,26 +207,36 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
         };
         writeln!(
             out,
-            "{} ({what}; {} read, {}) in {:.2} s",
-            crate::units::count(scan.resources, "resource", "resources"),
-            crate::units::count(scan.hashed, "file", "files"),
-            crate::units::bytes(scan.bytes_hashed),
+            "{}, {} ({what}; {} read, {}) in {:.2} s",
+            count(scan.resources, "resource", "resources"),
+            bytes(scan.bytes),
+            count(scan.hashed, "file", "files"),
+            bytes(scan.bytes_hashed),
             secs
         )?;
         writeln!(
             out,
-            "Resource List in {} part(s), {} Change List(s); {} documents written under {}",
-            publish.resource_list_parts,
-            publish.change_lists,
-            publish.written.len(),
-            layout.out.display()
+            "Resource List in {}, {}; {} written under {}",
+            count(publish.resource_list_parts as u64, "part", "parts"),
+            count(publish.change_lists as u64, "Change List", "Change Lists"),
+            count(publish.written.len() as u64, "document", "documents"),
+            printable(&layout.out.display().to_string())
         )?;
-        writeln!(out, "Source Description: {}", layout.well_known_url())?;
+        if crate::out::verbose() {
+            for d in &publish.written {
+                writeln!(out, "  {}", printable(&d.display().to_string()))?;
+            }
+        }
+        writeln!(
+            out,
+            "Source Description: {}",
+            printable(&layout.well_known_url())
+        )?;
         if !scan.skipped.is_empty() {
             writeln!(
                 out,
-                "{} file(s) skipped (listed on stderr)",
-                scan.skipped.len()
+                "{} skipped (listed on stderr)",
+                count(scan.skipped.len() as u64, "file", "files")
             )?;
         }
     }

@@ -574,3 +574,204 @@ fn every_document_a_capability_list_names_is_served_after_publish() {
         }
     }
 }
+
+// --- Small things (first-hour issue, item 8) ---
+
+/// Every command takes the global `-q` and `-v` (before: `publish`, `serve`, `audit` and the
+/// others refused them, and `sync -v` demanded `--watch`).
+#[test]
+fn every_command_takes_quiet_and_verbose() {
+    let commands = [
+        "demo", "validate", "inspect", "publish", "serve", "sync", "audit", "explore",
+        "simulate", "hub",
+    ];
+    for c in commands {
+        for flag in ["-q", "-v", "--quiet", "--verbose"] {
+            let (code, out) = run(&[c, flag, "--help"]);
+            assert_eq!(code, Some(0), "{c} {flag}: {out}");
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, out) = run(&["publish", "-q", "-v", p(dir.path()), "--base-url", "http://x/"]);
+    assert_eq!(code, Some(2), "-q and -v together: {out}");
+    assert!(out.contains("cannot be used with"), "{out}");
+}
+
+/// What `-q` and `-v` do, command by command, run for real: `publish -q` says nothing,
+/// `publish -v` lists what it wrote, `sync -v` without `--watch` syncs, `audit -q` audits,
+/// `serve -q` logs no change, `serve -v` logs its debug lines.
+#[test]
+fn quiet_and_verbose_mean_something_for_each_command() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let src = work.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("a.txt"), "alpha\n").expect("write");
+    let static_dir = work.path().join("static");
+    std::fs::create_dir_all(&static_dir).expect("mkdir");
+    std::fs::write(static_dir.join("a.txt"), "alpha\n").expect("write");
+
+    let o = bin()
+        .args(["-q", "publish", p(&static_dir), "--base-url", "http://x.example/"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(o.stdout.is_empty() && o.stderr.is_empty(), "{o:?}");
+    std::fs::write(static_dir.join("b.txt"), "beta\n").expect("write");
+    let (code, out) = run(&["publish", "-v", p(&static_dir), "--base-url", "http://x.example/"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("  ") && l.ends_with("capabilitylist.xml")),
+        "every document written, one a line: {out}"
+    );
+
+    let s = serve(&src, &["-v", "--listen", "127.0.0.1:0"]);
+    s.said("DEBUG");
+    s.said("first scan and publish");
+    let dest = work.path().join("dest");
+    let (code, out) = run(&["sync", "-v", &s.description, p(&dest)]);
+    assert_eq!(code, Some(0), "sync -v without --watch: {out}");
+    let (code, out) = run(&["audit", "-q", &s.description, p(&dest)]);
+    assert_eq!(code, Some(0), "audit -q: {out}");
+    s.stop();
+
+    let s = serve(&src, &["-q", "--listen", "127.0.0.1:0"]);
+    std::fs::write(src.join("c.txt"), "gamma\n").expect("write");
+    wait_for_change(&s.base, "c.txt", "created");
+    let said = s.stop();
+    assert!(
+        !said.contains("INFO") && !said.contains("changes published"),
+        "serve -q logs warnings and errors only: {said}"
+    );
+}
+
+/// Sizes in binary units and counts with the right noun in the text of `publish`, `serve` and
+/// `hub` (before: "1 resources (…; 1 files read, 6 bytes)", "1 part(s)", "0 subscription(s), 0
+/// delivery(ies)"); exact bytes stay in `--json`.
+#[test]
+fn publish_serve_and_hub_say_sizes_in_units_and_counts_in_words() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path().join("dir");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("big.bin"), vec![7u8; 3 << 19]).expect("write");
+    let (code, out) = run(&["publish", p(&dir), "--base-url", "http://x.example/"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with("1 resource, 1.5 MiB (baseline"),
+        "units and the singular: {out}"
+    );
+    assert!(out.contains("1 file read, 1.5 MiB)"), "{out}");
+    assert!(out.contains("Resource List in 1 part, 1 Change List;"), "{out}");
+    assert!(!out.contains("(s)") && !out.contains(" bytes"), "{out}");
+    std::fs::write(dir.join("small.txt"), "abc").expect("write");
+    let (code, out) = run(&[
+        "publish",
+        p(&dir),
+        "--base-url",
+        "http://x.example/",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["bytes"].as_u64(), Some((3 << 19) + 3), "{v}");
+    assert_eq!(v["bytes_hashed"].as_u64(), Some(3), "{v}");
+
+    let serve_dir = work.path().join("served");
+    std::fs::create_dir_all(&serve_dir).expect("mkdir");
+    std::fs::write(serve_dir.join("a.txt"), vec![b'a'; 2048]).expect("write");
+    let mut child = bin()
+        .args(["serve", p(&serve_dir), "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let second = lines.next().and_then(Result::ok).unwrap_or_default();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(first.starts_with("serving "), "{first}");
+    assert_eq!(second, "1 resource, 2.0 KiB (first scan: 1 file read, 2.0 KiB)");
+
+    let state = work.path().join("hub.sqlite");
+    let mut child = bin()
+        .args(["hub", "--listen", "127.0.0.1:0", "--state", p(&state)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("hub");
+    let line = BufReader::new(child.stdout.take().expect("stdout"))
+        .lines()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        line.contains("(0 subscriptions, 0 deliveries pending;"),
+        "{line}"
+    );
+}
+
+/// Progress of a long scan: drawn on a terminal once the work has taken its delay (two
+/// seconds; `RESOURCESYNC_PROGRESS_AFTER_MS` shortens it here), never in a pipe, never with
+/// `-q`, and not for work that ends before the delay. The terminal is `script`'s (util-linux).
+#[test]
+fn long_scans_show_progress_on_a_terminal_and_nothing_in_pipes() {
+    let has_script = Command::new("script")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_script {
+        eprintln!("no `script` command (util-linux): no terminal to test progress on");
+        return;
+    }
+    let work = tempfile::tempdir().expect("tempdir");
+    let fresh = |name: &str| {
+        let d = work.path().join(name);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        for i in 0..50 {
+            std::fs::write(d.join(format!("f{i}.txt")), format!("file {i}\n")).expect("write");
+        }
+        d
+    };
+    // `publish DIR` on a terminal (`script` runs it under a pseudo-terminal and copies what
+    // it draws to its own standard output).
+    let on_terminal = |dir: &Path, flags: &str, after_ms: Option<&str>| -> String {
+        let cmd = format!(
+            "'{}' {flags} publish '{}' --base-url http://x.example/",
+            env!("CARGO_BIN_EXE_resourcesync"),
+            p(dir)
+        );
+        let mut c = Command::new("script");
+        c.args(["-qec", &cmd, "/dev/null"]).stdin(Stdio::null());
+        c.env_remove("RESOURCESYNC_PROGRESS_AFTER_MS");
+        if let Some(ms) = after_ms {
+            c.env("RESOURCESYNC_PROGRESS_AFTER_MS", ms);
+        }
+        let o = c.output().expect("script");
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let shown = on_terminal(&fresh("a"), "", Some("0"));
+    assert!(shown.contains("publish "), "progress drawn: {shown:?}");
+    assert!(shown.contains("\x1b[2K"), "and cleared: {shown:?}");
+    assert!(shown.contains("50 resources"), "then the summary: {shown:?}");
+    let quiet = on_terminal(&fresh("b"), "-q", Some("0"));
+    assert!(quiet.is_empty(), "-q draws nothing: {quiet:?}");
+    // Quick work within the two seconds: nothing drawn.
+    let quick = on_terminal(&fresh("c"), "", None);
+    assert!(!quick.contains("\x1b[2K"), "{quick:?}");
+    assert!(quick.starts_with("50 resources"), "{quick:?}");
+    // A pipe: nothing but the summary, whatever the delay.
+    let o = bin()
+        .args(["publish", p(&fresh("d")), "--base-url", "http://x.example/"])
+        .env("RESOURCESYNC_PROGRESS_AFTER_MS", "0")
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stderr.is_empty(), "{}", stderr(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains('\x1b'));
+}

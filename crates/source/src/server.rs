@@ -169,9 +169,15 @@ pub struct Running {
     task: JoinHandle<Result<()>>,
     publisher: Publisher,
     hub: Option<resourcesync_websub::Hub>,
+    first: crate::watch::BatchReport,
 }
 
 impl Running {
+    /// The first scan and publish, made before the server answered.
+    pub fn first_batch(&self) -> &crate::watch::BatchReport {
+        &self.first
+    }
+
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
@@ -334,6 +340,17 @@ pub async fn start_with(
     for s in &first.scan.skipped {
         tracing::warn!(path = %s.path.display(), reason = %s.reason, "skipped");
     }
+    tracing::debug!(
+        resources = first.scan.resources,
+        bytes = first.scan.bytes,
+        created = first.scan.created,
+        updated = first.scan.updated,
+        deleted = first.scan.deleted,
+        read = first.scan.hashed,
+        bytes_read = first.scan.bytes_hashed,
+        documents_written = first.publish.as_ref().map_or(0, |p| p.written.len()),
+        "first scan and publish"
+    );
     let app = {
         let p = publisher.clone();
         let timeout = opts.request_timeout;
@@ -395,6 +412,7 @@ pub async fn start_with(
         task,
         publisher,
         hub: embedded,
+        first,
     })
 }
 
