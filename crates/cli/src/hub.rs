@@ -136,7 +136,7 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
                     "subscription",
                     "subscriptions"
                 ),
-                crate::units::count(hub.pending()? as u64, "delivery", "deliveries"),
+                crate::units::count(hub.pending()?, "delivery", "deliveries"),
                 a.state.display()
             )?;
         }

@@ -13,8 +13,8 @@ mod publish;
 mod serve;
 mod signal;
 mod simulate;
-mod units;
 mod sync;
+mod units;
 mod validate;
 mod watch;
 

@@ -137,10 +137,8 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     };
     // The first scan and publish, drawn on a terminal once they have taken two seconds (see
     // crate::progress).
-    let display = crate::progress::ScanDisplay::start(
-        progress,
-        format!("serve {}", a.source.dir.display()),
-    );
+    let display =
+        crate::progress::ScanDisplay::start(progress, format!("serve {}", a.source.dir.display()));
     let running = server::start_with(source, listener, opts, hub).await;
     display.finish();
     let running = running?;

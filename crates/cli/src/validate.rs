@@ -164,7 +164,7 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
                         writeln!(
                             out,
                             "{spec}: {} not shown",
-                            count(r.findings.dropped() as u64, "more finding", "more findings")
+                            count(r.findings.dropped(), "more finding", "more findings")
                         )?;
                     }
                     writeln!(
@@ -172,9 +172,9 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
                         "{spec}: {} ({}, {}, {}, {})",
                         if valid { "valid" } else { "invalid" },
                         r.kind,
-                        count(r.entries as u64, "entry", "entries"),
-                        count(r.findings.error_count() as u64, "error", "errors"),
-                        count(r.findings.warning_count() as u64, "warning", "warnings")
+                        count(r.entries, "entry", "entries"),
+                        count(r.findings.error_count(), "error", "errors"),
+                        count(r.findings.warning_count(), "warning", "warnings")
                     )?;
                 }
             }
@@ -315,8 +315,8 @@ pub(crate) fn run_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
             out,
             "validity:   {} ({}, {}; run `resourcesync validate` for details)",
             if r.is_valid() { "valid" } else { "invalid" },
-            count(r.findings.error_count() as u64, "error", "errors"),
-            count(r.findings.warning_count() as u64, "warning", "warnings")
+            count(r.findings.error_count(), "error", "errors"),
+            count(r.findings.warning_count(), "warning", "warnings")
         )?;
     }
     Ok(if r.is_valid() {

@@ -158,7 +158,10 @@ impl Served {
             if let Some(s) = self.child.try_wait().expect("wait") {
                 break s;
             }
-            assert!(Instant::now() < deadline, "serve still running after SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "serve still running after SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(20));
         };
         assert!(status.success(), "{status:?}: {}", self.stderr());
@@ -440,10 +443,19 @@ fn a_source_served_on_port_0_follows_its_address_and_moves_with_move() {
     s2.said(&format!("moved the Source from {base1} to {}", s2.base));
     let (docs, resources) = fetch_every_document(&s2.base);
     assert!(docs.len() >= 8, "{docs:?}");
-    assert!(resources.iter().all(|u| u.starts_with(&s2.base)), "{resources:?}");
+    assert!(
+        resources.iter().all(|u| u.starts_with(&s2.base)),
+        "{resources:?}"
+    );
     let history = served_history(&s2.base);
-    assert!(history.contains(&("c.txt".into(), "created".into())), "{history:?}");
-    assert!(history.contains(&("a.txt".into(), "updated".into())), "{history:?}");
+    assert!(
+        history.contains(&("c.txt".into(), "created".into())),
+        "{history:?}"
+    );
+    assert!(
+        history.contains(&("a.txt".into(), "updated".into())),
+        "{history:?}"
+    );
     follow(&s2.description, &dest, &src);
     std::fs::remove_file(src.join("b.txt")).expect("rm");
     wait_for_change(&s2.base, "b.txt", "deleted");
@@ -461,18 +473,26 @@ fn a_source_served_on_port_0_follows_its_address_and_moves_with_move() {
         .expect_err("a given URL does not take the Source over by itself");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--move"), "{err}");
-    assert_eq!(times(&err, &base2), 2, "the old URL, and --base-url OLD: {err}");
-    let s3 = serve(
-        &src,
-        &["--listen", &listen, "--base-url", &base3, "--move"],
+    assert_eq!(
+        times(&err, &base2),
+        2,
+        "the old URL, and --base-url OLD: {err}"
     );
+    let s3 = serve(&src, &["--listen", &listen, "--base-url", &base3, "--move"]);
     assert_eq!(s3.base, base3);
     s3.said(&format!("moved the Source from {base2} to {base3}"));
     let (docs, resources) = fetch_every_document(&base3);
     assert!(docs.len() >= 8, "{docs:?}");
-    assert!(resources.iter().all(|u| u.starts_with(&base3)), "{resources:?}");
+    assert!(
+        resources.iter().all(|u| u.starts_with(&base3)),
+        "{resources:?}"
+    );
     let history = served_history(&base3);
-    for want in [("c.txt", "created"), ("a.txt", "updated"), ("b.txt", "deleted")] {
+    for want in [
+        ("c.txt", "created"),
+        ("a.txt", "updated"),
+        ("b.txt", "deleted"),
+    ] {
         assert!(
             history.contains(&(want.0.into(), want.1.into())),
             "{want:?} carried over: {history:?}"
@@ -582,8 +602,8 @@ fn every_document_a_capability_list_names_is_served_after_publish() {
 #[test]
 fn every_command_takes_quiet_and_verbose() {
     let commands = [
-        "demo", "validate", "inspect", "publish", "serve", "sync", "audit", "explore",
-        "simulate", "hub",
+        "demo", "validate", "inspect", "publish", "serve", "sync", "audit", "explore", "simulate",
+        "hub",
     ];
     for c in commands {
         for flag in ["-q", "-v", "--quiet", "--verbose"] {
@@ -592,7 +612,14 @@ fn every_command_takes_quiet_and_verbose() {
         }
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let (code, out) = run(&["publish", "-q", "-v", p(dir.path()), "--base-url", "http://x/"]);
+    let (code, out) = run(&[
+        "publish",
+        "-q",
+        "-v",
+        p(dir.path()),
+        "--base-url",
+        "http://x/",
+    ]);
     assert_eq!(code, Some(2), "-q and -v together: {out}");
     assert!(out.contains("cannot be used with"), "{out}");
 }
@@ -611,13 +638,25 @@ fn quiet_and_verbose_mean_something_for_each_command() {
     std::fs::write(static_dir.join("a.txt"), "alpha\n").expect("write");
 
     let o = bin()
-        .args(["-q", "publish", p(&static_dir), "--base-url", "http://x.example/"])
+        .args([
+            "-q",
+            "publish",
+            p(&static_dir),
+            "--base-url",
+            "http://x.example/",
+        ])
         .output()
         .expect("run");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(o.stdout.is_empty() && o.stderr.is_empty(), "{o:?}");
     std::fs::write(static_dir.join("b.txt"), "beta\n").expect("write");
-    let (code, out) = run(&["publish", "-v", p(&static_dir), "--base-url", "http://x.example/"]);
+    let (code, out) = run(&[
+        "publish",
+        "-v",
+        p(&static_dir),
+        "--base-url",
+        "http://x.example/",
+    ]);
     assert_eq!(code, Some(0), "{out}");
     assert!(
         out.lines()
@@ -661,7 +700,10 @@ fn publish_serve_and_hub_say_sizes_in_units_and_counts_in_words() {
         "units and the singular: {out}"
     );
     assert!(out.contains("1 file read, 1.5 MiB)"), "{out}");
-    assert!(out.contains("Resource List in 1 part, 1 Change List;"), "{out}");
+    assert!(
+        out.contains("Resource List in 1 part, 1 Change List;"),
+        "{out}"
+    );
     assert!(!out.contains("(s)") && !out.contains(" bytes"), "{out}");
     std::fs::write(dir.join("small.txt"), "abc").expect("write");
     let (code, out) = run(&[
@@ -691,7 +733,10 @@ fn publish_serve_and_hub_say_sizes_in_units_and_counts_in_words() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(first.starts_with("serving "), "{first}");
-    assert_eq!(second, "1 resource, 2.0 KiB (first scan: 1 file read, 2.0 KiB)");
+    assert_eq!(
+        second,
+        "1 resource, 2.0 KiB (first scan: 1 file read, 2.0 KiB)"
+    );
 
     let state = work.path().join("hub.sqlite");
     let mut child = bin()
@@ -758,7 +803,10 @@ fn long_scans_show_progress_on_a_terminal_and_nothing_in_pipes() {
     let shown = on_terminal(&fresh("a"), "", Some("0"));
     assert!(shown.contains("publish "), "progress drawn: {shown:?}");
     assert!(shown.contains("\x1b[2K"), "and cleared: {shown:?}");
-    assert!(shown.contains("50 resources"), "then the summary: {shown:?}");
+    assert!(
+        shown.contains("50 resources"),
+        "then the summary: {shown:?}"
+    );
     let quiet = on_terminal(&fresh("b"), "-q", Some("0"));
     assert!(quiet.is_empty(), "-q draws nothing: {quiet:?}");
     // Quick work within the two seconds: nothing drawn.

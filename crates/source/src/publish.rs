@@ -192,8 +192,7 @@ fn resource_list_in_layout(layout: &Layout, state: &State, id: i64, url: &str) -
         .meta(&format!("resourcelist:{id}:parts"))?
         .and_then(|p| p.parse().ok())
         .unwrap_or(1);
-    Ok(parts <= 1
-        || (1..=parts).all(|n| layout.doc_path(&format!("{name}-{n:05}.xml")).is_file()))
+    Ok(parts <= 1 || (1..=parts).all(|n| layout.doc_path(&format!("{name}-{n:05}.xml")).is_file()))
 }
 
 /// Removes Resource Lists of snapshots older than the kept ones, returning the kept earlier

@@ -293,13 +293,17 @@ impl State {
         let under = "substr(uri, 1, length(?1)) = ?1";
         let resources = tx
             .execute(
-                &format!("UPDATE resources SET uri = ?2 || substr(uri, length(?1) + 1) WHERE {under}"),
+                &format!(
+                    "UPDATE resources SET uri = ?2 || substr(uri, length(?1) + 1) WHERE {under}"
+                ),
                 params![from, to],
             )
             .map_err(|e| self.err(e))? as u64;
         let changes = tx
             .execute(
-                &format!("UPDATE changes SET uri = ?2 || substr(uri, length(?1) + 1) WHERE {under}"),
+                &format!(
+                    "UPDATE changes SET uri = ?2 || substr(uri, length(?1) + 1) WHERE {under}"
+                ),
                 params![from, to],
             )
             .map_err(|e| self.err(e))? as u64;

@@ -44,7 +44,11 @@ fn reachable(out: &Path, base: &str) -> (Vec<(String, PathBuf)>, BTreeSet<String
             .strip_prefix(base)
             .unwrap_or_else(|| panic!("{url} is not under {base}"));
         let path = out.join(rel);
-        assert!(path.is_file(), "{url} is named but {} is missing", path.display());
+        assert!(
+            path.is_file(),
+            "{url} is named but {} is missing",
+            path.display()
+        );
         if !url.ends_with(".xml") && !url.ends_with("/.well-known/resourcesync") {
             continue;
         }
@@ -124,7 +128,9 @@ fn a_move_carries_the_change_history_to_the_new_urls() {
         publish_after(&mut s, || {
             std::fs::write(d.join("a.txt"), "alpha, changed").expect("write")
         });
-        publish_after(&mut s, || std::fs::remove_file(d.join("b.txt")).expect("rm"));
+        publish_after(&mut s, || {
+            std::fs::remove_file(d.join("b.txt")).expect("rm")
+        });
         assert!(s.moved().is_none());
     }
     let before = history(&out, old);
@@ -155,7 +161,10 @@ fn a_move_carries_the_change_history_to_the_new_urls() {
     let (docs, named) = reachable(&out, new);
     assert!(docs.len() >= 8, "{docs:?}");
     let stale: Vec<&String> = named.iter().filter(|u| u.starts_with(old)).collect();
-    assert!(stale.is_empty(), "documents still name the old URL: {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "documents still name the old URL: {stale:?}"
+    );
     assert!(
         named.contains(&format!("{new}a.txt")) && named.contains(&format!("{new}c.txt")),
         "{named:?}"
@@ -186,7 +195,10 @@ fn a_listen_address_is_followed_and_a_given_url_is_not() {
     let listen = BaseOrigin::Listen;
     let given = BaseOrigin::Given;
     // `serve --listen 127.0.0.1:0` twice: the second run follows its new address.
-    assert_eq!(open("http://127.0.0.1:41001/", listen, false).expect("1"), None);
+    assert_eq!(
+        open("http://127.0.0.1:41001/", listen, false).expect("1"),
+        None
+    );
     assert_eq!(
         open("http://127.0.0.1:41002/", listen, false).expect("2"),
         Some("http://127.0.0.1:41001/".into())
@@ -199,9 +211,15 @@ fn a_listen_address_is_followed_and_a_given_url_is_not() {
         Some("http://127.0.0.1:41002/".into())
     );
     let err = open("http://127.0.0.1:41003/", listen, false).expect_err("listen after given");
-    assert!(err.to_string().contains("--base-url https://example.org/"), "{err}");
+    assert!(
+        err.to_string().contains("--base-url https://example.org/"),
+        "{err}"
+    );
     // A server listening at the given URL leaves it given.
-    assert_eq!(open("https://example.org/", listen, false).expect("same"), None);
+    assert_eq!(
+        open("https://example.org/", listen, false).expect("same"),
+        None
+    );
     let err = open("http://127.0.0.1:41004/", listen, false).expect_err("still given");
     assert!(err.to_string().contains("--move"), "{err}");
 }
@@ -250,7 +268,9 @@ fn every_document_is_written_into_each_output_directory() {
 
     // Back to the first directory, after a change: complete there too.
     let mut s = Source::open(config(d, &one, &state, base)).expect("open");
-    publish_after(&mut s, || std::fs::remove_file(d.join("a.txt")).expect("rm"));
+    publish_after(&mut s, || {
+        std::fs::remove_file(d.join("a.txt")).expect("rm")
+    });
     drop(s);
     reachable(&one, base);
 }
