@@ -274,3 +274,41 @@ fn every_document_is_written_into_each_output_directory() {
     drop(s);
     reachable(&one, base);
 }
+
+/// A state recorded before the origin of its base URL was (an earlier version): a base URL of
+/// the form `serve` gives itself (`http://ADDRESS:PORT/`) is followed; any other is kept.
+#[test]
+fn an_older_state_follows_a_listen_address_only() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("a.txt"), "alpha").expect("write");
+    for (old, followed) in [
+        ("http://127.0.0.1:41001/", true),
+        ("http://[::1]:41001/", true),
+        ("http://localhost:41001/", false),
+        ("http://127.0.0.1:41001/data/", false),
+        ("https://127.0.0.1:41001/", false),
+    ] {
+        let work = tempfile::tempdir().expect("work");
+        let (out, state) = (work.path().join("out"), work.path().join("state.sqlite"));
+        let mut s = Source::open(config(dir.path(), &out, &state, old)).expect("open");
+        s.scan().expect("scan");
+        s.publish().expect("publish");
+        drop(s);
+        let db = rusqlite::Connection::open(&state).expect("sqlite");
+        db.execute("DELETE FROM meta WHERE key = 'base_url_origin'", [])
+            .expect("forget the origin");
+        drop(db);
+        let mut cfg = config(dir.path(), &out, &state, "http://127.0.0.1:41002/");
+        cfg.base_origin = BaseOrigin::Listen;
+        match Source::open(cfg) {
+            Ok(s) => {
+                assert!(followed, "{old} was followed");
+                assert_eq!(s.moved().map(|m| m.from.as_str()), Some(old));
+            }
+            Err(e) => {
+                assert!(!followed, "{old}: {e}");
+                assert!(e.to_string().contains("--move"), "{e}");
+            }
+        }
+    }
+}
