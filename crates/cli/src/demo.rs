@@ -206,7 +206,8 @@ struct Out {
 
 impl Out {
     fn step(&mut self, s: Step, extra: &[String]) -> anyhow::Result<()> {
-        if !self.json {
+        // -q: the steps go unsaid; only a failure is.
+        if !self.json && !crate::out::quiet() {
             let mut out = crate::out::stdout();
             writeln!(
                 out,
@@ -257,7 +258,7 @@ async fn demo(a: &DemoArgs, work: &Path) -> anyhow::Result<u8> {
         json: a.json,
         steps: Vec::new(),
     };
-    if !a.json {
+    if !a.json && !crate::out::quiet() {
         crate::out::say_out!(
             "resourcesync demo: a Source and a Destination on this machine, over 127.0.0.1\n"
         );
@@ -278,9 +279,10 @@ async fn demo(a: &DemoArgs, work: &Path) -> anyhow::Result<u8> {
         Step {
             step: "source",
             summary: format!(
-                "created a sample Source: {} files, {total_bytes} bytes, in {} folders",
-                files.len(),
-                folders.len()
+                "created a sample Source: {}, {}, in {}",
+                crate::units::count(files.len() as u64, "file", "files"),
+                crate::units::bytes(total_bytes),
+                crate::units::count(folders.len() as u64, "folder", "folders")
             ),
             files: files.len() as u64,
             bytes: total_bytes,
@@ -342,15 +344,19 @@ async fn demo(a: &DemoArgs, work: &Path) -> anyhow::Result<u8> {
         let text = serde_json::to_string_pretty(&r)?;
         crate::out::say_out!("{text}");
     } else {
-        crate::out::say_stdout(format_args!(""));
+        if !crate::out::quiet() {
+            crate::out::say_stdout(format_args!(""));
+        }
         if kept {
             crate::out::say_out!("kept: Source in {}", src.display());
             crate::out::say_out!("      Destination in {}", dest.display());
         }
         if ok {
-            crate::out::say_out!(
-                "demo succeeded: the Destination is in sync with the Source, in {secs:.2} s"
-            );
+            if !crate::out::quiet() {
+                crate::out::say_out!(
+                    "demo succeeded: the Destination is in sync with the Source, in {secs:.2} s"
+                );
+            }
         } else {
             crate::out::say_out!("demo FAILED: the final audit found differences");
         }
@@ -416,11 +422,11 @@ async fn steps(
         Step {
             step: "baseline",
             summary: format!(
-                "synced a Destination ({}): {} created, {} failed; {} bytes",
+                "synced a Destination ({}): {} created, {} failed; {}",
                 mode(r.mode),
                 plural(r.created, "file"),
                 r.failed,
-                r.bytes
+                crate::units::bytes(r.bytes)
             ),
             files: r.created,
             bytes: r.bytes,
@@ -494,8 +500,8 @@ async fn steps(
         }
         if Instant::now() > deadline {
             bail!(
-                "the Source's Change List did not show the changes within 60 s (it shows {} new change(s))",
-                seen.len()
+                "the Source's Change List did not show the changes within 60 s (it shows {} new)",
+                crate::units::count(seen.len() as u64, "change", "changes")
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -526,14 +532,14 @@ async fn steps(
         Step {
             step: "incremental",
             summary: format!(
-                "synced the changes ({}): {} created, {} updated, {} deleted, {} unchanged, {} failed; {} bytes",
+                "synced the changes ({}): {} created, {} updated, {} deleted, {} unchanged, {} failed; {}",
                 mode(r.mode),
                 r.created,
                 r.updated,
                 r.deleted,
                 r.unchanged,
                 r.failed,
-                r.bytes
+                crate::units::bytes(r.bytes)
             ),
             files: r.created + r.updated + r.deleted,
             bytes: r.bytes,

@@ -1,7 +1,7 @@
 //! `resourcesync explore URL`: the tree of a Source's documents, each validated (crate
 //! `resourcesync-destination`, module `explore`).
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,7 +65,12 @@ impl ExploreArgs {
         o.max_parts = self.max_parts;
         o.max_documents = self.max_documents.max(1);
         o.max_depth = self.max_depth;
-        o.max_messages = self.messages;
+        // -v: every finding.
+        o.max_messages = if crate::out::verbose() {
+            usize::MAX
+        } else {
+            self.messages
+        };
         o.deadline = self.max_time.map(Duration::from_secs);
         o
     }
@@ -233,7 +238,7 @@ pub(crate) fn print_report(
 
 pub(crate) fn run(a: &ExploreArgs) -> anyhow::Result<u8> {
     let o = a.options();
-    let spinner = Arc::new(Spinner::new(std::io::stderr().is_terminal() && !a.json));
+    let spinner = Arc::new(Spinner::new(crate::out::progress_allowed() && !a.json));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

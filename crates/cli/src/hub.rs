@@ -96,9 +96,8 @@ pub(crate) fn run(a: &HubArgs) -> anyhow::Result<u8> {
 async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
     // The listen backlog of `serve` (1,024): tokio's default (128) drops handshakes of a burst
     // of connections, which then wait a second or more for the SYN to be sent again.
-    let listener = resourcesync_source::server::bind(&a.listen)
-        .await
-        .with_context(|| format!("listening on {}", a.listen))?;
+    // Its error names the address and says its cause (once each).
+    let listener = resourcesync_source::server::bind(&a.listen).await?;
     let addr = listener.local_addr()?;
     let url = a
         .public_url
@@ -131,9 +130,13 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
         } else {
             writeln!(
                 out,
-                "WebSub hub at {url} ({} subscription(s), {} delivery(ies) pending; state {})",
-                hub.subscriptions()?.len(),
-                hub.pending()?,
+                "WebSub hub at {url} ({}, {} pending; state {})",
+                crate::units::count(
+                    hub.subscriptions()?.len() as u64,
+                    "subscription",
+                    "subscriptions"
+                ),
+                crate::units::count(hub.pending()?, "delivery", "deliveries"),
                 a.state.display()
             )?;
         }
@@ -148,7 +151,9 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
     // unread responses.
     resourcesync_websub::server::serve_http1(listener, router, async move {
         signals.next().await;
-        crate::out::say!("resourcesync: hub shutting down (pending deliveries are kept)");
+        if !crate::out::quiet() {
+            crate::out::say!("resourcesync: hub shutting down (pending deliveries are kept)");
+        }
     })
     .await;
     hub.shutdown();

@@ -8,11 +8,13 @@ mod hub;
 mod input;
 mod out;
 mod printable;
+mod progress;
 mod publish;
 mod serve;
 mod signal;
 mod simulate;
 mod sync;
+mod units;
 mod validate;
 mod watch;
 
@@ -36,6 +38,14 @@ pub(crate) const EXIT_ERROR: u8 = 2;
                   Exit status: 0 ok, 1 differences or invalid documents, 2 error."
 )]
 struct Cli {
+    /// More detail: `serve` and `hub` log at debug level, `sync --watch` prints every round,
+    /// `publish` lists the documents written, `explore` every finding.
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    verbose: bool,
+    /// Say less: no progress and no summaries, only errors and warnings (`serve` and `hub`
+    /// log warnings and errors; `validate` reports errors only).
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -99,6 +109,13 @@ fn main() -> ExitCode {
     // TLS through rustls with the ring provider (no C toolchain beyond ring's own).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
+    out::set_verbosity(if cli.quiet {
+        out::Verbosity::Quiet
+    } else if cli.verbose {
+        out::Verbosity::Verbose
+    } else {
+        out::Verbosity::Normal
+    });
     let result = match cli.command {
         Command::Validate(a) => validate::run_validate(&a),
         Command::Inspect(a) => validate::run_inspect(&a),

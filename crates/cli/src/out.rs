@@ -9,7 +9,47 @@
 //! `println!`/`eprintln!` turn into a panic: the binary uses [`stdout`] and [`say!`] instead.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+/// How much the program says (the global `-q`/`-v` flags): 0 quiet, 1 normal, 2 verbose.
+static VERBOSITY: AtomicU8 = AtomicU8::new(1);
+
+/// How much the program says: set once from `-q`/`-v`, before any command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verbosity {
+    /// `-q`: no progress, no summaries; errors and warnings only.
+    Quiet,
+    /// The default.
+    Normal,
+    /// `-v`: more detail where there is more to say.
+    Verbose,
+}
+
+/// Sets how much the program says (see [`Verbosity`]).
+pub(crate) fn set_verbosity(v: Verbosity) {
+    let n = match v {
+        Verbosity::Quiet => 0,
+        Verbosity::Normal => 1,
+        Verbosity::Verbose => 2,
+    };
+    VERBOSITY.store(n, Ordering::Relaxed);
+}
+
+/// `-q` was given.
+pub(crate) fn quiet() -> bool {
+    VERBOSITY.load(Ordering::Relaxed) == 0
+}
+
+/// `-v` was given.
+pub(crate) fn verbose() -> bool {
+    VERBOSITY.load(Ordering::Relaxed) == 2
+}
+
+/// Whether progress may be drawn: standard error is a terminal and `-q` was not given (never
+/// in a pipe or a file).
+pub(crate) fn progress_allowed() -> bool {
+    !quiet() && io::IsTerminal::is_terminal(&io::stderr())
+}
 
 static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
 static STDERR_GONE: AtomicBool = AtomicBool::new(false);

@@ -6,14 +6,15 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use resourcesync_source::publish::PublishOptions;
-use resourcesync_source::scan::ScanOptions;
+use resourcesync_source::scan::{ScanOptions, ScanProgress};
 use resourcesync_source::source::parse_algs;
 use resourcesync_source::state::Rotation;
-use resourcesync_source::{Source, SourceConfig};
+use resourcesync_source::{BaseOrigin, Source, SourceConfig};
 use serde_json::json;
 
 use crate::EXIT_OK;
 use crate::printable::printable;
+use crate::units::{bytes, count};
 
 /// Options that describe a Source (shared by `publish` and `serve`).
 #[derive(Debug, Args)]
@@ -27,6 +28,12 @@ pub(crate) struct SourceArgs {
     /// The state database (default DIR/.resourcesync/state.sqlite).
     #[arg(long, value_name = "PATH")]
     pub state: Option<PathBuf>,
+    /// Move the Source to --base-url (for `serve`, by default, its listen address) when its
+    /// state was published under another URL: every resource and the change history are
+    /// carried over to the new URLs, and every document is written again under them.
+    /// Destinations then sync from the new URL.
+    #[arg(long = "move")]
+    pub move_base: bool,
     /// Digests to publish, comma-separated: md5, sha-1, sha-256.
     #[arg(long = "hash", value_name = "ALGS", default_value = "md5")]
     pub hash: String,
@@ -66,12 +73,19 @@ impl SourceArgs {
         out: Option<PathBuf>,
         default_base: Option<String>,
     ) -> anyhow::Result<SourceConfig> {
+        let origin = if self.base_url.is_some() {
+            BaseOrigin::Given
+        } else {
+            BaseOrigin::Listen
+        };
         let base = self
             .base_url
             .clone()
             .or(default_base)
             .context("--base-url is required")?;
         let mut cfg = SourceConfig::new(&self.dir, &base);
+        cfg.base_origin = origin;
+        cfg.move_base = self.move_base;
         cfg.out = out;
         cfg.state = self.state.clone();
         cfg.excludes = self.exclude.clone();
@@ -115,12 +129,36 @@ pub(crate) struct PublishArgs {
     json: bool,
 }
 
+/// Says that the Source moved to another base URL, and what it means for Destinations.
+pub(crate) fn say_moved(m: &resourcesync_source::state::Moved, why: &str) {
+    crate::out::say!(
+        "resourcesync: moved the Source from {} to {}{why}: {} and {} carried over; Destinations \
+         following the old URL now sync from the new one",
+        printable(&m.from),
+        printable(&m.to),
+        count(m.resources, "resource", "resources"),
+        count(m.changes, "change", "changes"),
+    );
+}
+
 pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
-    let cfg = a.source.config(a.out.clone(), None)?;
+    let mut cfg = a.source.config(a.out.clone(), None)?;
+    let progress = std::sync::Arc::new(ScanProgress::default());
+    cfg.scan.progress = Some(progress.clone());
     let started = std::time::Instant::now();
     let mut source = Source::open(cfg)?;
+    if let Some(m) = source.moved() {
+        say_moved(m, "");
+    }
+    // Drawn on a terminal once the work has taken two seconds (see crate::progress).
+    let display = crate::progress::ScanDisplay::start(
+        progress,
+        format!("publish {}", a.source.dir.display()),
+    );
     let scan = source.scan()?;
+    display.writing();
     let publish = source.publish()?;
+    display.finish();
     let secs = started.elapsed().as_secs_f64();
     for s in &scan.skipped {
         crate::out::say!(
@@ -140,6 +178,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             "deleted": scan.deleted,
             "hashed": scan.hashed,
             "bytes_hashed": scan.bytes_hashed,
+            "bytes": scan.bytes,
             "skipped": scan.skipped.iter().map(|s| json!({"path": s.path.display().to_string(), "reason": s.reason})).collect::<Vec<_>>(),
             "resource_list_parts": publish.resource_list_parts,
             "change_lists": publish.change_lists,
@@ -147,10 +186,15 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             "source_description": layout.well_known_url(),
             "capability_list": layout.doc_url("capabilitylist.xml"),
             "out": layout.out.display().to_string(),
+            "moved": source.moved().map(|m| json!({
+                "from": m.from, "to": m.to, "resources": m.resources, "changes": m.changes,
+            })),
             "seconds": secs,
         });
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
+    } else if crate::out::quiet() {
+        // -q: no summary (skipped files are said above, on standard error).
     } else {
         // The first snapshot is the baseline: it records no changes (Z39.99-2017 §5.1, §7).
         let what = if scan.baseline {
@@ -163,23 +207,36 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
         };
         writeln!(
             out,
-            "{} resources ({what}; {} files read, {} bytes) in {:.2} s",
-            scan.resources, scan.hashed, scan.bytes_hashed, secs
+            "{}, {} ({what}; {} read, {}) in {:.2} s",
+            count(scan.resources, "resource", "resources"),
+            bytes(scan.bytes),
+            count(scan.hashed, "file", "files"),
+            bytes(scan.bytes_hashed),
+            secs
         )?;
         writeln!(
             out,
-            "Resource List in {} part(s), {} Change List(s); {} documents written under {}",
-            publish.resource_list_parts,
-            publish.change_lists,
-            publish.written.len(),
-            layout.out.display()
+            "Resource List in {}, {}; {} written under {}",
+            count(publish.resource_list_parts as u64, "part", "parts"),
+            count(publish.change_lists as u64, "Change List", "Change Lists"),
+            count(publish.written.len() as u64, "document", "documents"),
+            printable(&layout.out.display().to_string())
         )?;
-        writeln!(out, "Source Description: {}", layout.well_known_url())?;
+        if crate::out::verbose() {
+            for d in &publish.written {
+                writeln!(out, "  {}", printable(&d.display().to_string()))?;
+            }
+        }
+        writeln!(
+            out,
+            "Source Description: {}",
+            printable(&layout.well_known_url())
+        )?;
         if !scan.skipped.is_empty() {
             writeln!(
                 out,
-                "{} file(s) skipped (listed on stderr)",
-                scan.skipped.len()
+                "{} skipped (listed on stderr)",
+                count(scan.skipped.len() as u64, "file", "files")
             )?;
         }
     }

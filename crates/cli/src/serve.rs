@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use resourcesync_source::Source;
+use resourcesync_source::scan::ScanProgress;
 use resourcesync_source::server::{self, ServeOptions};
 use resourcesync_source::watch::WatchOptions;
 
@@ -18,7 +19,8 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     source: SourceArgs,
     /// Address to listen on (port 0 picks a free port). The default --base-url is
-    /// http://LISTEN/ with the port actually bound.
+    /// http://LISTEN/ with the port actually bound; a Source served without --base-url follows
+    /// that address from run to run (its state moves with it).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     listen: String,
     /// Where to write the documents (default: DIR/.resourcesync/www, or STATE-www next to
@@ -51,7 +53,19 @@ pub(crate) struct ServeArgs {
     hub_private_addresses: crate::hub::PrivateAddresses,
 }
 
-/// Logs to standard error (`RUST_LOG` filters; default `info`).
+/// The log filter when `RUST_LOG` sets none: `info`; warnings and errors only with `-q`; this
+/// program's own debug lines too with `-v`.
+fn default_log_filter() -> &'static str {
+    if crate::out::quiet() {
+        "warn"
+    } else if crate::out::verbose() {
+        "info,resourcesync_source=debug,resourcesync_websub=debug,resourcesync=debug"
+    } else {
+        "info"
+    }
+}
+
+/// Logs to standard error (`RUST_LOG` filters; default: see [`default_log_filter`]).
 pub(crate) fn init_logging() {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
@@ -59,7 +73,7 @@ pub(crate) fn init_logging() {
         .with_ansi(ansi)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_filter())),
         )
         .try_init();
 }
@@ -88,7 +102,17 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         );
     }
     server::prepare_config(&mut cfg);
+    let progress = std::sync::Arc::new(ScanProgress::default());
+    cfg.scan.progress = Some(progress.clone());
     let source = tokio::task::spawn_blocking(move || Source::open(cfg)).await??;
+    if let Some(m) = source.moved() {
+        let why = if a.source.move_base {
+            ""
+        } else {
+            " (it follows its listen address: no --base-url)"
+        };
+        crate::publish::say_moved(m, why);
+    }
     let hub = match a.hub.as_deref() {
         None => None,
         Some("embedded") => Some(server::HubChoice::Embedded),
@@ -111,7 +135,13 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         hub_private_addresses: a.hub_private_addresses.choice(),
         ..ServeOptions::default()
     };
-    let running = server::start_with(source, listener, opts, hub).await?;
+    // The first scan and publish, drawn on a terminal once they have taken two seconds (see
+    // crate::progress).
+    let display =
+        crate::progress::ScanDisplay::start(progress, format!("serve {}", a.source.dir.display()));
+    let running = server::start_with(source, listener, opts, hub).await;
+    display.finish();
+    let running = running?;
     // Caught from before the line that says the server is ready.
     let mut signals = crate::signal::Signals::new();
     {
@@ -122,6 +152,17 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
             a.source.dir.display(),
             running.source_description_url()
         )?;
+        let scan = &running.first_batch().scan;
+        if !crate::out::quiet() {
+            writeln!(
+                out,
+                "{}, {} (first scan: {} read, {})",
+                crate::units::count(scan.resources, "resource", "resources"),
+                crate::units::bytes(scan.bytes),
+                crate::units::count(scan.hashed, "file", "files"),
+                crate::units::bytes(scan.bytes_hashed),
+            )?;
+        }
         if let Some(n) = running.publisher().notifier() {
             writeln!(
                 out,
@@ -135,7 +176,9 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     let handle = running.shutdown_handle();
     tokio::spawn(async move {
         signals.next().await;
-        crate::out::say!("resourcesync: shutting down");
+        if !crate::out::quiet() {
+            crate::out::say!("resourcesync: shutting down");
+        }
         handle.shutdown();
     });
     running.wait().await?;

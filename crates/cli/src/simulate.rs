@@ -1,6 +1,6 @@
 //! `resourcesync simulate`: the model paper's experiments (see the `resourcesync-sim` crate).
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -179,7 +179,7 @@ pub(crate) fn run(a: &SimulateArgs) -> anyhow::Result<u8> {
     let mut stdout = crate::out::stdout();
     if let Some(GridArg::Paper) = a.grid {
         let out = a.out.clone().context("--grid needs --out DIR")?;
-        let bar = if std::io::stderr().is_terminal() && !a.json {
+        let bar = if crate::out::progress_allowed() && !a.json {
             let b = ProgressBar::new(0);
             b.set_style(
                 ProgressStyle::with_template("{bar:30} {pos}/{len} runs {elapsed} {msg}")

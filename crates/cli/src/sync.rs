@@ -1,7 +1,7 @@
 //! `resourcesync sync` and `resourcesync audit`: the Destination (crate
 //! `resourcesync-destination`), with progress bars on a terminal and a summary or a JSON report.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -310,7 +310,7 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
         CheckCopies::Quick
     };
     o.deadline = r.max_time.map(Duration::from_secs);
-    let bars = Arc::new(Bars::new(std::io::stderr().is_terminal() && !r.json));
+    let bars = Arc::new(Bars::new(crate::out::progress_allowed() && !r.json));
     if a.watch.watch {
         let b = bars.clone();
         return crate::watch::run(&o, &a.watch, r.json, bars, move || b.clear());
@@ -371,7 +371,7 @@ pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
     o.http = r.http(8);
     o.deadline = r.max_time.map(Duration::from_secs);
     o.fast = a.fast;
-    let bars = Arc::new(Bars::new(std::io::stderr().is_terminal() && !r.json));
+    let bars = Arc::new(Bars::new(crate::out::progress_allowed() && !r.json));
     let report = runtime()?.block_on(resourcesync_destination::audit(&o, bars.clone()));
     bars.clear();
     let report = report?;

@@ -9,6 +9,7 @@ use resourcesync_model::{DocumentReader, Error, ReadOptions, Severity, rules};
 use serde_json::{Value, json};
 
 use crate::printable::printable;
+use crate::units::count;
 use crate::{EXIT_DIFFERENCES, EXIT_ERROR, EXIT_OK, input};
 
 /// Options shared by the commands that read documents.
@@ -30,9 +31,6 @@ pub(crate) struct ValidateArgs {
     /// Print a JSON report instead of text.
     #[arg(long)]
     json: bool,
-    /// Print errors only, not warnings.
-    #[arg(long, short)]
-    quiet: bool,
     /// List every rule with its id, severity and section, and exit.
     #[arg(long)]
     rules: bool,
@@ -144,11 +142,11 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
                     d["errors"] = json!(r.findings.error_count());
                     d["warnings"] = json!(r.findings.warning_count());
                     d["findings_not_shown"] = json!(r.findings.dropped());
-                    d["findings"] = json!(findings_json(&r, a.quiet));
+                    d["findings"] = json!(findings_json(&r, crate::out::quiet()));
                     docs.push(d);
                 } else {
                     for f in r.findings.as_slice() {
-                        if a.quiet && f.severity() != Severity::Error {
+                        if crate::out::quiet() && f.severity() != Severity::Error {
                             continue;
                         }
                         writeln!(
@@ -165,18 +163,18 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
                     if r.findings.dropped() > 0 {
                         writeln!(
                             out,
-                            "{spec}: {} more findings not shown",
-                            r.findings.dropped()
+                            "{spec}: {} not shown",
+                            count(r.findings.dropped(), "more finding", "more findings")
                         )?;
                     }
                     writeln!(
                         out,
-                        "{spec}: {} ({}, {} entries, {} errors, {} warnings)",
+                        "{spec}: {} ({}, {}, {}, {})",
                         if valid { "valid" } else { "invalid" },
                         r.kind,
-                        r.entries,
-                        r.findings.error_count(),
-                        r.findings.warning_count()
+                        count(r.entries, "entry", "entries"),
+                        count(r.findings.error_count(), "error", "errors"),
+                        count(r.findings.warning_count(), "warning", "warnings")
                     )?;
                 }
             }
@@ -315,10 +313,10 @@ pub(crate) fn run_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
         }
         writeln!(
             out,
-            "validity:   {} ({} errors, {} warnings; run `resourcesync validate` for details)",
+            "validity:   {} ({}, {}; run `resourcesync validate` for details)",
             if r.is_valid() { "valid" } else { "invalid" },
-            r.findings.error_count(),
-            r.findings.warning_count()
+            count(r.findings.error_count(), "error", "errors"),
+            count(r.findings.warning_count(), "warning", "warnings")
         )?;
     }
     Ok(if r.is_valid() {

@@ -30,9 +30,6 @@ pub(crate) struct WatchArgs {
         requires = "watch"
     )]
     interval: f64,
-    /// Print a line for every round, also when nothing changed (with --watch).
-    #[arg(long, short, requires = "watch")]
-    verbose: bool,
     /// Receive changes pushed over WebSub (Change Notification): subscribe to the hub the
     /// Capability List advertises, apply each notification as it arrives, and catch up from the
     /// Change List on a gap, at start, and when nothing arrived for --interval seconds.
@@ -137,7 +134,8 @@ pub(crate) fn run(
     let obs = Arc::new(FirstRound {
         inner: progress,
         on: AtomicBool::new(true),
-        verbose: a.verbose,
+        // The global -v: a line for every round, also when nothing changed.
+        verbose: crate::out::verbose(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -162,7 +160,7 @@ pub(crate) fn run(
     }
     let mut last_failed = 0u64;
     let mut write_err: Option<std::io::Error> = None;
-    let verbose = a.verbose;
+    let verbose = crate::out::verbose();
     let observer = obs.clone();
     let on_round = |r: &Round| {
         if observer.on.swap(false, Ordering::Relaxed) {

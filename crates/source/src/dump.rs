@@ -461,10 +461,10 @@ impl Package {
         })
     }
 
-    fn zip_err(&self, source: zip::result::ZipError) -> Error {
+    fn zip_err(&self, cause: zip::result::ZipError) -> Error {
         Error::Zip {
             path: self.target.clone(),
-            source,
+            cause,
         }
     }
 
@@ -606,9 +606,9 @@ impl Package {
             return Err(self.io_err(e));
         }
         let target = self.target.clone();
-        let zip_err = |source| Error::Zip {
+        let zip_err = |cause| Error::Zip {
             path: target.clone(),
-            source,
+            cause,
         };
         let w = self.zip.finish().map_err(zip_err)?;
         let mut handle = w

@@ -3,51 +3,49 @@
 use std::io;
 use std::path::PathBuf;
 
-/// Everything that can go wrong publishing or serving a Source.
+/// Everything that can go wrong publishing or serving a Source. Each error says its cause in
+/// its message and exposes no `source()` (a model error is the model's, transparently), so
+/// that a chain printed in full says each cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A file or directory could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{}: {cause}", .path.display())]
     Io {
         /// The path concerned.
         path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: io::Error,
+        /// The I/O error (said in the message, not exposed as `source()`).
+        cause: io::Error,
     },
     /// The state database failed.
-    #[error("state database {path}: {source}")]
+    #[error("state database {}: {cause}", .path.display())]
     State {
         /// The database file.
         path: PathBuf,
-        /// The SQLite error.
-        #[source]
-        source: rusqlite::Error,
+        /// The SQLite error (said in the message, not exposed as `source()`).
+        cause: rusqlite::Error,
     },
     /// Writing a document failed.
     #[error(transparent)]
     Document(#[from] resourcesync_model::Error),
     /// Writing a ZIP package failed.
-    #[error("{path}: {source}")]
+    #[error("{}: {cause}", .path.display())]
     Zip {
         /// The package.
         path: PathBuf,
-        /// The ZIP error.
-        #[source]
-        source: zip::result::ZipError,
+        /// The ZIP error (said in the message, not exposed as `source()`).
+        cause: zip::result::ZipError,
     },
     /// The configuration is not usable.
     #[error("configuration: {0}")]
     Config(String),
     /// Listening or serving on a socket failed.
-    #[error("{addr}: {source}")]
+    #[error("{addr}: {cause}{}", net_hint(cause))]
     Net {
         /// The address concerned.
         addr: String,
-        /// The I/O error.
-        #[source]
-        source: io::Error,
+        /// The I/O error (said in the message, not exposed as `source()`).
+        cause: io::Error,
     },
     /// A background task (scan, publish, server) failed or was cancelled.
     #[error("task: {0}")]
@@ -55,11 +53,28 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, cause: io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            cause,
         }
+    }
+}
+
+/// What the user can do about a socket error, when there is something to say.
+fn net_hint(e: &io::Error) -> &'static str {
+    match e.kind() {
+        io::ErrorKind::AddrInUse => {
+            ": another program listens there; stop it or choose another --listen (port 0 picks a free one)"
+        }
+        io::ErrorKind::AddrNotAvailable => {
+            ": this machine has no such address; give one of its own (127.0.0.1 for this machine only)"
+        }
+        io::ErrorKind::InvalidInput => ": give HOST:PORT, such as 127.0.0.1:8080",
+        io::ErrorKind::PermissionDenied => {
+            ": ports below 1024 need privileges; choose a port from 1024 up"
+        }
+        _ => "",
     }
 }
 

@@ -21,4 +21,4 @@ pub mod uri;
 pub mod watch;
 
 pub use error::{Error, Result};
-pub use source::{Source, SourceConfig};
+pub use source::{BaseOrigin, Source, SourceConfig};

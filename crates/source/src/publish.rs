@@ -124,12 +124,16 @@ fn publish_resource_list(
     let name = resource_list_name(id);
     let done_key = format!("resourcelist:{id}");
     if let Some(url) = state.meta(&done_key)? {
-        report.resources = state.resource_count()?;
-        report.resource_list_parts = state
-            .meta(&format!("{done_key}:parts"))?
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(1);
-        return Ok(url);
+        if resource_list_in_layout(layout, state, id, &url)? {
+            report.resources = state.resource_count()?;
+            report.resource_list_parts = state
+                .meta(&format!("{done_key}:parts"))?
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(1);
+            return Ok(url);
+        }
+        // Written into another output directory, or under another base URL (a move): written
+        // again here, where the Capability List about to name it is served from.
     }
     let mut md = Metadata::with_capability(Capability::ResourceList);
     md.at = Some(at);
@@ -169,8 +173,31 @@ fn publish_resource_list(
     Ok(url)
 }
 
+/// Whether the Resource List of snapshot `id`, recorded as published at `url`, is in this
+/// layout: the URL is this layout's and its file (with every part of an index) is there.
+///
+/// The state records what was published, not where: `publish --out OUT` and `serve` (which
+/// writes under the state folder) may share one state, and a Source may move to another base
+/// URL. A document recorded by one of them is taken as published by another only where it is
+/// (conformance issue, item 4: every document a Capability List names is served).
+fn resource_list_in_layout(layout: &Layout, state: &State, id: i64, url: &str) -> Result<bool> {
+    let name = resource_list_name(id);
+    if url.is_empty() || url != layout.doc_url(&format!("{name}.xml")) {
+        return Ok(false);
+    }
+    if !layout.doc_path(&format!("{name}.xml")).is_file() {
+        return Ok(false);
+    }
+    let parts: usize = state
+        .meta(&format!("resourcelist:{id}:parts"))?
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1);
+    Ok(parts <= 1 || (1..=parts).all(|n| layout.doc_path(&format!("{name}-{n:05}.xml")).is_file()))
+}
+
 /// Removes Resource Lists of snapshots older than the kept ones, returning the kept earlier
-/// ones (for the archive) as (id, at, completed, url).
+/// ones (for the archive) as (id, at, completed, url): those in this layout (see
+/// [`resource_list_in_layout`]).
 fn prune_resource_lists(
     layout: &Layout,
     state: &State,
@@ -194,8 +221,13 @@ fn prune_resource_lists(
         }
         state.set_meta(&format!("resourcelist:{id}"), "")?;
     }
-    published.retain(|(.., url)| !url.is_empty());
-    Ok(published)
+    let mut kept = Vec::with_capacity(published.len());
+    for (id, at, completed, url) in published {
+        if resource_list_in_layout(layout, state, id, &url)? {
+            kept.push((id, at, completed, url));
+        }
+    }
+    Ok(kept)
 }
 
 fn publish_change_lists(
@@ -210,8 +242,8 @@ fn publish_change_lists(
     const WRITERS: usize = 4;
     std::thread::scope(|s| -> Result<()> {
         let mut in_flight = std::collections::VecDeque::new();
-        let finish = |(closed_key, h): (
-            Option<String>,
+        let finish = |(closed, h): (
+            Option<(String, String)>,
             std::thread::ScopedJoinHandle<'_, Result<PathBuf>>,
         ),
                       report: &mut PublishReport|
@@ -220,15 +252,21 @@ fn publish_change_lists(
                 .join()
                 .map_err(|_| Error::Task("writing a Change List panicked".into()))??;
             report.written.push(path);
-            if let Some(k) = closed_key {
-                state.set_meta(&k, "1")?;
+            if let Some((k, url)) = closed {
+                state.set_meta(&k, &url)?;
             }
             Ok(())
         };
         for p in periods {
             let name = change_list_name(p.id);
             let closed_key = format!("changelist:{}:closed", p.id);
-            if p.until.is_some() && state.meta(&closed_key)?.is_some() {
+            let url = layout.doc_url(&format!("{name}.xml"));
+            // A closed Change List never changes: written once per layout (the marker holds
+            // its URL; see `resource_list_in_layout`).
+            if p.until.is_some()
+                && state.meta(&closed_key)?.as_deref() == Some(url.as_str())
+                && layout.doc_path(&format!("{name}.xml")).is_file()
+            {
                 continue;
             }
             let mut md = Metadata::with_capability(Capability::ChangeList);
@@ -243,7 +281,7 @@ fn publish_change_lists(
                 Ok(())
             })?;
             let h = s.spawn(move || write_doc(layout, &format!("{name}.xml"), &header, &entries));
-            in_flight.push_back((p.until.is_some().then_some(closed_key), h));
+            in_flight.push_back((p.until.is_some().then_some((closed_key, url)), h));
             if in_flight.len() >= WRITERS {
                 if let Some(job) = in_flight.pop_front() {
                     finish(job, report)?;
@@ -314,7 +352,7 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
     // the last publish to this layout and its documents are there, there is nothing to write.
     let periods = state.periods()?;
     let fingerprint = format!(
-        "{current} {} {:?} {} {} {:?} {}",
+        "{current} {} {:?} {} {} {:?} {} {}",
         state.last_seq()?,
         periods
             .iter()
@@ -324,6 +362,7 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
         opts.dumps,
         opts.split,
         layout.out.display(),
+        layout.base,
     );
     let published = state.meta(PUBLISHED_KEY)?;
     if published.as_deref() == Some(fingerprint.as_str())
@@ -399,13 +438,18 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
 /// The meta key of what the documents were last fully published from (see [`publish`]).
 const PUBLISHED_KEY: &str = "published";
 
-/// The newest Resource List that has been published (and not pruned), if any: (snapshot id,
-/// snapshot `at`, resources in the snapshot, URL). Snapshots are searched newest first, so this
-/// is quick when the newest snapshots are published.
-pub fn published_resource_list(state: &State) -> Result<Option<(i64, W3cDateTime, u64, String)>> {
+/// The newest Resource List that has been published in `layout` (and not pruned), if any:
+/// (snapshot id, snapshot `at`, resources in the snapshot, URL). Snapshots are searched newest
+/// first, so this is quick when the newest snapshots are published.
+pub fn published_resource_list(
+    layout: &Layout,
+    state: &State,
+) -> Result<Option<(i64, W3cDateTime, u64, String)>> {
     for (id, at, _, count) in state.snapshots()?.into_iter().rev() {
         match state.meta(&format!("resourcelist:{id}"))? {
-            Some(url) if !url.is_empty() => return Ok(Some((id, at, count, url))),
+            Some(url) if resource_list_in_layout(layout, state, id, &url)? => {
+                return Ok(Some((id, at, count, url)));
+            }
             _ => {}
         }
     }
@@ -426,7 +470,7 @@ pub fn publish_changes(
     state: &State,
     opts: &PublishOptions,
 ) -> Result<PublishReport> {
-    let Some((_, snapshot_at, count, rl_url)) = published_resource_list(state)? else {
+    let Some((_, snapshot_at, count, rl_url)) = published_resource_list(layout, state)? else {
         return publish(layout, state, opts);
     };
     let mut report = PublishReport {

@@ -7,7 +7,7 @@
 //! previous state if it had one, so an unreadable file is not mistaken for a deleted one.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use jiff::Timestamp;
 use resourcesync_diff::{Item, needs_update};
@@ -28,6 +28,8 @@ pub struct ScanOptions {
     pub rotation: Rotation,
     /// Hashing threads.
     pub threads: usize,
+    /// Counters the scan updates as it goes, for a progress display (none by default).
+    pub progress: Option<std::sync::Arc<ScanProgress>>,
 }
 
 impl Default for ScanOptions {
@@ -38,7 +40,31 @@ impl Default for ScanOptions {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
+            progress: None,
         }
+    }
+}
+
+/// How far a scan is, updated as it goes and read from any thread (relaxed atomics: figures
+/// for people, not synchronization).
+#[derive(Debug, Default)]
+pub struct ScanProgress {
+    /// Whether the tree has been listed (until then `to_read` is not known).
+    pub listed: AtomicBool,
+    /// Files to read and hash (new or changed since the previous snapshot).
+    pub to_read: AtomicU64,
+    /// Files read and hashed (or skipped) so far.
+    pub read: AtomicU64,
+    /// Bytes read and hashed so far.
+    pub bytes_read: AtomicU64,
+}
+
+impl ScanProgress {
+    fn start(&self) {
+        self.listed.store(false, Ordering::Relaxed);
+        self.to_read.store(0, Ordering::Relaxed);
+        self.read.store(0, Ordering::Relaxed);
+        self.bytes_read.store(0, Ordering::Relaxed);
     }
 }
 
@@ -57,6 +83,8 @@ pub struct ScanReport {
     pub hashed: u64,
     /// Bytes read and hashed.
     pub bytes_hashed: u64,
+    /// Bytes of every resource now (the sum of their lengths).
+    pub bytes: u64,
     /// Files skipped, with reasons.
     pub skipped: Vec<Skipped>,
     /// Snapshot start.
@@ -307,6 +335,10 @@ pub fn scan(
     opts: &ScanOptions,
 ) -> Result<ScanReport> {
     state.clear_rendered();
+    let progress = opts.progress.as_deref();
+    if let Some(p) = progress {
+        p.start();
+    }
     let at_ts = now_us();
     let at =
         W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
@@ -334,6 +366,7 @@ pub fn scan(
     // hash, with whether they were known; the rest are unchanged.
     let mut jobs: Vec<(Listed, bool)> = Vec::new();
     let mut kept = 0u64;
+    let mut kept_bytes = 0u64;
     let mut deleted_paths: Vec<Vec<u8>> = Vec::new();
     let want = crate::state::alg_mask(&opts.algs);
     {
@@ -346,6 +379,7 @@ pub fn scan(
                 Some(l) => {
                     if k.length == l.len && k.mtime_ns == l.mtime_ns && k.algs & want == want {
                         kept += 1;
+                        kept_bytes += k.length;
                     } else {
                         jobs.push((l, true));
                     }
@@ -354,6 +388,10 @@ pub fn scan(
             }
         }
         jobs.extend(next.map(|l| (l, false)));
+    }
+    if let Some(p) = progress {
+        p.to_read.store(jobs.len() as u64, Ordering::Relaxed);
+        p.listed.store(true, Ordering::Relaxed);
     }
     // The previous state of files that changed or went away.
     let mut old: Vec<Option<Resource>> = Vec::with_capacity(jobs.len());
@@ -383,6 +421,7 @@ pub fn scan(
     let mut puts = 0u64;
     // Known files that could not be read: their previous rows stay in the snapshot.
     let mut unread = 0u64;
+    let mut unread_bytes = 0u64;
     let mut changes: Vec<(Change, Resource)> = Vec::new();
     // Sized up front (address space only: pages are touched as the text grows), so that the
     // text is not copied as it grows.
@@ -459,6 +498,13 @@ pub fn scan(
                 let mut ends = chunk.ends.iter();
                 let mut start = 0usize;
                 for (i, out) in (first..).zip(chunk.outcomes) {
+                    if let Some(pr) = progress {
+                        pr.read.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(p) = &out {
+                            pr.bytes_read
+                                .fetch_add(p.resource.length, Ordering::Relaxed);
+                        }
+                    }
                     match out {
                         Ok(p) => {
                             report.hashed += 1;
@@ -495,6 +541,7 @@ pub fn scan(
                             if jobs[i].1 {
                                 lines = None;
                                 unread += 1;
+                                unread_bytes += old[i].as_ref().map_or(0, |o| o.length);
                             }
                             skipped.push(Skipped {
                                 path: jobs[i].0.rel.clone(),
@@ -539,6 +586,7 @@ pub fn scan(
         state.stash_rendered(id, lines);
     }
     report.resources = count;
+    report.bytes = kept_bytes + report.bytes_hashed + unread_bytes;
     report.skipped = skipped;
     report.at = Some(at);
     report.completed = Some(completed);

@@ -169,9 +169,15 @@ pub struct Running {
     task: JoinHandle<Result<()>>,
     publisher: Publisher,
     hub: Option<resourcesync_websub::Hub>,
+    first: crate::watch::BatchReport,
 }
 
 impl Running {
+    /// The first scan and publish, made before the server answered.
+    pub fn first_batch(&self) -> &crate::watch::BatchReport {
+        &self.first
+    }
+
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
@@ -224,9 +230,9 @@ pub const LISTEN_BACKLOG: u32 = 1024;
 /// Binds a listener (`127.0.0.1:8080`, `[::1]:0`, `localhost:8080`), with a listen backlog of
 /// [`LISTEN_BACKLOG`].
 pub async fn bind(addr: &str) -> Result<TcpListener> {
-    let net = |source| Error::Net {
+    let net = |cause| Error::Net {
         addr: addr.to_owned(),
-        source,
+        cause,
     };
     let mut last = None;
     for a in tokio::net::lookup_host(addr).await.map_err(net)? {
@@ -278,9 +284,9 @@ pub async fn start_with(
     opts: ServeOptions,
     hub: Option<HubChoice>,
 ) -> Result<Running> {
-    let addr = listener.local_addr().map_err(|source| Error::Net {
+    let addr = listener.local_addr().map_err(|cause| Error::Net {
         addr: "listener".into(),
-        source,
+        cause,
     })?;
     let mut embedded: Option<resourcesync_websub::Hub> = None;
     let mut notifier = None;
@@ -334,6 +340,17 @@ pub async fn start_with(
     for s in &first.scan.skipped {
         tracing::warn!(path = %s.path.display(), reason = %s.reason, "skipped");
     }
+    tracing::debug!(
+        resources = first.scan.resources,
+        bytes = first.scan.bytes,
+        created = first.scan.created,
+        updated = first.scan.updated,
+        deleted = first.scan.deleted,
+        read = first.scan.hashed,
+        bytes_read = first.scan.bytes_hashed,
+        documents_written = first.publish.as_ref().map_or(0, |p| p.written.len()),
+        "first scan and publish"
+    );
     let app = {
         let p = publisher.clone();
         let timeout = opts.request_timeout;
@@ -395,6 +412,7 @@ pub async fn start_with(
         task,
         publisher,
         hub: embedded,
+        first,
     })
 }
 
@@ -906,7 +924,7 @@ async fn robots(app: Arc<App>, head: bool) -> Response {
     let a = app.clone();
     let url = tokio::task::spawn_blocking(move || {
         let st = a.state.lock().ok()?;
-        published_resource_list(&st)
+        published_resource_list(&a.layout, &st)
             .ok()
             .flatten()
             .map(|(.., url)| url)

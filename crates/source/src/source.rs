@@ -11,7 +11,7 @@ use crate::layout::{DOCS_DIR, Layout};
 use crate::own::OwnPaths;
 use crate::publish::{PublishOptions, PublishReport, publish};
 use crate::scan::{ScanOptions, ScanReport, scan};
-use crate::state::State;
+use crate::state::{Moved, State};
 use crate::uri::normalize_base;
 
 /// The name of the state folder inside the Source directory (when `--state` is not given).
@@ -38,6 +38,43 @@ pub struct SourceConfig {
     pub publish: PublishOptions,
     /// Dump packaging (used when `publish.dumps` is set).
     pub dump: DumpOptions,
+    /// Where `base_url` comes from: given by the user, or the address a server listens on.
+    pub base_origin: BaseOrigin,
+    /// Move the Source to `base_url` when its state was published under another one (see
+    /// [`Source::open`]).
+    pub move_base: bool,
+}
+
+/// Where a Source's base URL comes from, which decides whether the Source follows it when it
+/// changes (see [`Source::open`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BaseOrigin {
+    /// Given by the user (`--base-url`): another one is a move, made only when asked.
+    #[default]
+    Given,
+    /// The address a server listens on (`serve` without `--base-url`): a Source published
+    /// under such a URL follows it to the next one, since nobody chose it.
+    Listen,
+}
+
+impl BaseOrigin {
+    fn as_str(self) -> &'static str {
+        match self {
+            BaseOrigin::Given => "given",
+            BaseOrigin::Listen => "listen",
+        }
+    }
+}
+
+/// The meta key of the recorded base URL's origin.
+const BASE_ORIGIN_KEY: &str = "base_url_origin";
+
+/// Whether `base` is what a server listening without `--base-url` publishes under,
+/// `http://ADDRESS:PORT/` (for states recorded before the origin was).
+fn looks_like_a_listen_address(base: &str) -> bool {
+    base.strip_prefix("http://")
+        .and_then(|r| r.strip_suffix('/'))
+        .is_some_and(|a| a.parse::<std::net::SocketAddr>().is_ok())
 }
 
 impl SourceConfig {
@@ -53,6 +90,8 @@ impl SourceConfig {
             scan: ScanOptions::default(),
             publish: PublishOptions::default(),
             dump: DumpOptions::default(),
+            base_origin: BaseOrigin::Given,
+            move_base: false,
         }
     }
 }
@@ -66,6 +105,7 @@ pub struct Source {
     state: State,
     state_path: PathBuf,
     own: OwnPaths,
+    moved: Option<Moved>,
 }
 
 fn check_base(base: &str) -> Result<()> {
@@ -83,6 +123,12 @@ fn check_base(base: &str) -> Result<()> {
 
 impl Source {
     /// Opens a Source: checks the configuration and opens (creating) its state.
+    ///
+    /// A state published under another base URL is moved to the configured one (its resources
+    /// and change history carried over, see [`State::rebase`]) when `move_base` is set, or
+    /// when both URLs are a server's listen address (a `serve` without `--base-url` follows
+    /// the address it listens on: with `--listen 127.0.0.1:0` it changes on every run).
+    /// Otherwise it is refused with an error that says how to move it.
     pub fn open(cfg: SourceConfig) -> Result<Self> {
         let base = normalize_base(&cfg.base_url);
         check_base(&base)?;
@@ -103,16 +149,47 @@ impl Source {
             .state
             .clone()
             .unwrap_or_else(|| dir.join(STATE_DIR).join("state.sqlite"));
-        let state = State::open(&state_path)?;
+        let mut state = State::open(&state_path)?;
+        let origin = cfg.base_origin;
+        let mut moved = None;
         match state.meta("base_url")? {
-            Some(old) if old != base => {
-                return Err(Error::Config(format!(
-                    "the state at {} was published under {old}, not {base}: use another --state to publish under a new URL",
-                    state_path.display()
-                )));
+            None => {
+                state.set_meta("base_url", &base)?;
+                state.set_meta(BASE_ORIGIN_KEY, origin.as_str())?;
             }
-            Some(_) => {}
-            None => state.set_meta("base_url", &base)?,
+            Some(old) if old == base => {
+                // A URL given once stays given (a server listening there does not make it its
+                // own).
+                if origin == BaseOrigin::Given {
+                    state.set_meta(BASE_ORIGIN_KEY, origin.as_str())?;
+                }
+            }
+            Some(old) => {
+                let old_from_listen = match state.meta(BASE_ORIGIN_KEY)?.as_deref() {
+                    Some(o) => o == BaseOrigin::Listen.as_str(),
+                    None => looks_like_a_listen_address(&old),
+                };
+                let follow = origin == BaseOrigin::Listen && old_from_listen;
+                if !(cfg.move_base || follow) {
+                    return Err(Error::Config(format!(
+                        "the state at {} was published under {old}, not {base}: give --move to \
+                         move the Source to {base} keeping its change history (Destinations \
+                         then sync from the new URL), --base-url {old} to keep the old URL, or \
+                         another --state to start a new Source",
+                        state_path.display()
+                    )));
+                }
+                moved = Some(state.rebase(&old, &base)?);
+                state.set_meta(BASE_ORIGIN_KEY, origin.as_str())?;
+                // The Resource Lists written under the old URL (the archive starts afresh:
+                // earlier snapshots' lists cannot be written again).
+                match std::fs::remove_dir_all(out.join(DOCS_DIR).join("resourcelists")) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::io(out.join(DOCS_DIR).join("resourcelists"), e));
+                    }
+                    _ => {}
+                }
+            }
         }
         std::fs::create_dir_all(out.join(DOCS_DIR)).map_err(|e| Error::io(&out, e))?;
         // What this program writes (databases with their SQLite companions, documents) is never
@@ -128,7 +205,14 @@ impl Source {
             state_path,
             own,
             cfg,
+            moved,
         })
+    }
+
+    /// The move this opening made, when the state was published under another base URL (see
+    /// [`Source::open`]).
+    pub fn moved(&self) -> Option<&Moved> {
+        self.moved.as_ref()
     }
 
     /// Scans the directory and records changes.

@@ -12,6 +12,9 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use crate::error::{Error, Result};
 
+mod rebase;
+pub use rebase::Moved;
+
 /// What the Source knows of one resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
@@ -194,9 +197,9 @@ impl State {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
-        let conn = Connection::open(path).map_err(|source| Error::State {
+        let conn = Connection::open(path).map_err(|cause| Error::State {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         let s = State {
             conn,
@@ -238,10 +241,10 @@ impl State {
             .map_err(|e| self.err(e))
     }
 
-    pub(crate) fn err(&self, source: rusqlite::Error) -> Error {
+    pub(crate) fn err(&self, cause: rusqlite::Error) -> Error {
         Error::State {
             path: self.path.clone(),
-            source,
+            cause,
         }
     }
 
@@ -421,9 +424,9 @@ impl State {
     pub fn begin(&mut self) -> Result<Recorder<'_>> {
         self.settle()?;
         let path = self.path.clone();
-        let err = |source| Error::State {
+        let err = |cause| Error::State {
             path: path.clone(),
-            source,
+            cause,
         };
         self.conn
             .pragma_update(None, "synchronous", "FULL")
@@ -617,10 +620,10 @@ impl Default for Rotation {
 }
 
 impl Recorder<'_> {
-    fn err(&self, source: rusqlite::Error) -> Error {
+    fn err(&self, cause: rusqlite::Error) -> Error {
         Error::State {
             path: self.path.clone(),
-            source,
+            cause,
         }
     }
 
@@ -836,24 +839,24 @@ impl Recorder<'_> {
         if conn.total_changes().saturating_sub(self.changes_before) < BACKGROUND_CHECKPOINT_ROWS {
             self.tx
                 .commit()
-                .map_err(|source| Error::State { path, source })?;
+                .map_err(|cause| Error::State { path, cause })?;
             return conn
                 .pragma_update(None, "synchronous", "NORMAL")
-                .map_err(|source| Error::State {
+                .map_err(|cause| Error::State {
                     path: self.path.clone(),
-                    source,
+                    cause,
                 });
         }
-        let err = |source| Error::State {
+        let err = |cause| Error::State {
             path: self.path.clone(),
-            source,
+            cause,
         };
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(err)?;
-        if let Err(source) = self.tx.commit() {
+        if let Err(cause) = self.tx.commit() {
             // Rolled back: nothing for a thread to copy, and this connection checkpoints again.
             let _ = conn.pragma_update(None, "wal_autocheckpoint", 1000);
-            return Err(Error::State { path, source });
+            return Err(Error::State { path, cause });
         }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(err)?;

@@ -544,3 +544,30 @@ fn an_unreadable_file_keeps_its_entry_when_everything_else_was_rehashed() {
         [("http://h/a.txt", Some(10)), ("http://h/b.txt", Some(2))]
     );
 }
+
+/// A scan reports the bytes of every resource (kept ones included), and its progress counters
+/// end at what it read.
+#[test]
+fn a_scan_counts_every_resources_bytes_and_its_progress() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().expect("dir");
+    let out = tempfile::tempdir().expect("out");
+    std::fs::write(dir.path().join("a.txt"), "alpha").expect("write");
+    std::fs::write(dir.path().join("b.txt"), "beta!!").expect("write");
+    let progress = Arc::new(resourcesync_source::scan::ScanProgress::default());
+    let mut cfg = config(dir.path(), out.path());
+    cfg.scan.progress = Some(progress.clone());
+    let mut s = Source::open(cfg).expect("open");
+    let r = s.scan().expect("scan");
+    assert_eq!((r.bytes, r.bytes_hashed), (11, 11));
+    assert!(progress.listed.load(Ordering::Relaxed));
+    assert_eq!(progress.to_read.load(Ordering::Relaxed), 2);
+    assert_eq!(progress.read.load(Ordering::Relaxed), 2);
+    assert_eq!(progress.bytes_read.load(Ordering::Relaxed), 11);
+    std::fs::write(dir.path().join("c.txt"), "gamma, longer").expect("write");
+    let r = s.scan().expect("scan");
+    assert_eq!((r.bytes, r.bytes_hashed, r.hashed), (24, 13, 1));
+    assert_eq!(progress.to_read.load(Ordering::Relaxed), 1);
+    assert_eq!(progress.bytes_read.load(Ordering::Relaxed), 13);
+}

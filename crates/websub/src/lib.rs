@@ -32,18 +32,18 @@ pub mod subscriber;
 pub use hub::{Hub, HubOptions};
 pub use subscriber::{Subscription, subscribe, unsubscribe};
 
-/// What can go wrong.
+/// What can go wrong. Each error says its cause in its message and exposes no `source()`, so
+/// that a chain printed in full says each cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The hub's database.
-    #[error("hub state {path}: {source}")]
+    #[error("hub state {path}: {cause}")]
     State {
         /// The database file.
         path: String,
-        /// Why.
-        #[source]
-        source: rusqlite::Error,
+        /// Why (said in the message, not exposed as `source()`).
+        cause: rusqlite::Error,
     },
     /// A request parameter is missing or wrong (answered with 400).
     #[error("{0}")]

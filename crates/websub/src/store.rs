@@ -119,18 +119,18 @@ impl Store {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::Config(format!("creating {}: {e}", dir.display())))?;
         }
-        let conn = Connection::open(path).map_err(|source| Error::State {
+        let conn = Connection::open(path).map_err(|cause| Error::State {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         Self::init(conn, path.to_owned())
     }
 
     /// A database in memory (nothing survives the process).
     pub fn in_memory() -> Result<Self> {
-        let conn = Connection::open_in_memory().map_err(|source| Error::State {
+        let conn = Connection::open_in_memory().map_err(|cause| Error::State {
             path: ":memory:".into(),
-            source,
+            cause,
         })?;
         Self::init(conn, PathBuf::from(":memory:"))
     }
@@ -154,9 +154,9 @@ impl Store {
             .conn
             .lock()
             .map_err(|_| Error::Task("hub state lock poisoned".into()))?;
-        f(&mut g).map_err(|source| Error::State {
+        f(&mut g).map_err(|cause| Error::State {
             path: self.path.display().to_string(),
-            source,
+            cause,
         })
     }
 
