@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use resourcesync_destination::discover::{html_link_targets, link_header_targets, robots_sitemaps};
+use resourcesync_model::discovery::{html_link_targets, link_header_targets, robots_sitemaps};
 
 #[derive(Arbitrary, Debug)]
 struct Param {

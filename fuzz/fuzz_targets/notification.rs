@@ -13,7 +13,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use resourcesync_destination::discover::{link_header_links, link_header_targets};
+use resourcesync_model::discovery::{link_header_links, link_header_targets};
 use resourcesync_model::validate::{is_absolute_uri, validate_each};
 use resourcesync_model::{Capability, DocumentReader, ReadOptions, W3cDateTime};
 

@@ -7,14 +7,17 @@
 //!   past 50,000 entries or 50 MB.
 //! - [`datetime`]: W3C Datetimes kept at their precision.
 //! - [`hash`]: the `hash` attribute and one-pass md5 / sha-1 / sha-256.
-//! - [`validate`]: every rule of the specifications, with stable ids ([`rules`]).
+//! - [`mod@validate`]: every rule of the specifications, with stable ids ([`rules`]).
+//! - [`discovery`]: the parsers of Source discovery (Z39.99-2014 §6.3): `Link` headers
+//!   (RFC 8288), HTML `<link>` and `robots.txt` `Sitemap:` lines.
 //!
 //! Nothing here opens a socket or a file by itself: readers and writers work over
-//! [`std::io::BufRead`] and [`std::io::Write`].
+//! [`std::io::BufRead`] and [`std::io::Write`], the discovery parsers over text.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod datetime;
+pub mod discovery;
 pub mod document;
 pub mod error;
 pub mod finding;

@@ -1,42 +1,27 @@
 //! `Link` headers (RFC 8288): what WebSub discovery reads (WebSub §4: rel=hub and rel=self) and
 //! what the publisher and the hub write (Change Notification 1.0.1 §4.1, §4.3).
 //!
-//! Written by hand: the grammar needed is small (`<uri>; rel="a b"` items separated by commas)
-//! and the crates that parse it pull in far more than this.
+//! Read with the project's one `Link` parser, [`resourcesync_model::discovery::link_header_links`]
+//! (RFC 8288 §3: quoted parameter values, the first `rel` of a link only).
+
+use resourcesync_model::discovery::link_header_links;
 
 /// Most bytes of a `Link` header value considered.
 const MAX_LINK_HEADER: usize = 16 * 1024;
 
-/// The targets of every link whose `rel` includes `rel` (case-insensitive), in order, across
-/// all the given header values.
+/// The targets of every link whose relation types include `rel` (case-insensitive), in order,
+/// across all the given header values.
 pub fn targets<'a>(values: impl IntoIterator<Item = &'a str>, rel: &str) -> Vec<String> {
+    let rel = rel.to_ascii_lowercase();
     let mut out = Vec::new();
     for value in values {
         let value = &value[..floor_char_boundary(value, MAX_LINK_HEADER)];
-        let mut rest = value;
-        while let Some(start) = rest.find('<') {
-            let Some(end) = rest[start..].find('>') else {
-                break;
-            };
-            let target = rest[start + 1..start + end].trim();
-            let after = &rest[start + end + 1..];
-            let params_end = after.find('<').unwrap_or(after.len());
-            let params = &after[..params_end];
-            let matches = params.split(';').any(|p| {
-                let p = p.trim().trim_end_matches(',').trim();
-                p.split_once('=').is_some_and(|(k, v)| {
-                    k.trim().eq_ignore_ascii_case("rel")
-                        && v.trim()
-                            .trim_matches('"')
-                            .split_ascii_whitespace()
-                            .any(|r| r.eq_ignore_ascii_case(rel))
-                })
-            });
-            if matches {
-                out.push(target.to_owned());
-            }
-            rest = after;
-        }
+        out.extend(
+            link_header_links(value)
+                .into_iter()
+                .filter(|(_, rels)| rels.contains(&rel))
+                .map(|(target, _)| target),
+        );
     }
     out
 }
@@ -84,6 +69,22 @@ mod tests {
         assert_eq!(first(vs, "self").as_deref(), Some("http://b/"));
         assert_eq!(targets(vs, "hub"), vec!["http://a/".to_owned()]);
         assert!(first(["garbage <"], "hub").is_none());
+    }
+
+    /// RFC 8288 §3: a quoted parameter value may hold `<`, `>`, `;` and `,`; §3.3: only the
+    /// first `rel` of a link counts. The naive parser took `<http://evil/>` inside a quoted
+    /// `title` for a link with the `rel` that follows it, and a quoted `; rel=hub` for a
+    /// relation.
+    #[test]
+    fn quoted_parameters_and_second_rels_are_not_relations() {
+        let v = "<http://a/>; title=\"<http://evil/>\"; rel=hub";
+        assert_eq!(targets([v], "hub"), vec!["http://a/".to_owned()]);
+        assert!(first(["<http://a/>; title=\"x; rel=hub\""], "hub").is_none());
+        assert!(first(["<http://a/>; rel=next; rel=hub"], "hub").is_none());
+        assert_eq!(
+            first(["<http://a/>; REL=\"Next HUB\""], "Hub").as_deref(),
+            Some("http://a/")
+        );
     }
 
     #[test]

@@ -1,0 +1,229 @@
+//! The entries: `<url>` (or `<sitemap>`) elements one at a time, and what may come between
+//! them inside the root.
+
+use std::io::Read;
+
+use super::content::trim_owned;
+use super::tokens::{Name, Tok};
+use super::{DocumentReader, State};
+use crate::datetime::W3cDateTime;
+use crate::document::{ChangeFreq, Entry, ExtElement, Position};
+use crate::error::Error;
+use crate::rules;
+
+impl<R: Read> DocumentReader<R> {
+    pub(super) fn next_entry_inner(&mut self) -> Result<Option<Entry>, Error> {
+        loop {
+            match self.state {
+                State::Done => return Ok(None),
+                State::AtEntry { pos, empty } => {
+                    self.state = State::InRoot;
+                    let e = self.entry(pos, empty)?;
+                    self.entries += 1;
+                    return Ok(Some(e));
+                }
+                State::InRoot => match self.next_tok()? {
+                    Tok::Start {
+                        name,
+                        empty,
+                        qname,
+                        pos,
+                        raw,
+                        attrs,
+                        decls,
+                        ns: ens,
+                    } => match name {
+                        Name::Url | Name::Sitemap => {
+                            self.check_entry_element(&name, pos);
+                            self.state = State::AtEntry { pos, empty };
+                        }
+                        Name::RsMd if self.header.md.is_none() && self.late_root_md.is_none() => {
+                            // The document's <rs:md>, in the wrong place: one fault, named as
+                            // such (not also as a missing <rs:md>, see `root_md_after_entries`).
+                            self.late_root_md = Some(pos);
+                            self.findings.push(
+                                rules::RS_MD_POSITION,
+                                pos,
+                                format!(
+                                    "the root's <rs:md> comes after the first entry: move it before the first <{}>; until then the document is read as a plain Sitemap",
+                                    self.header.root.entry_element()
+                                ),
+                            );
+                            self.skip(empty)?;
+                        }
+                        Name::RsMd | Name::RsLn => {
+                            self.findings.push(
+                                rules::RS_MD_POSITION,
+                                pos,
+                                format!(
+                                    "<{qname}> of the root after the first entry: the root's <rs:md> and <rs:ln> come before the first <{}>",
+                                    self.header.root.entry_element()
+                                ),
+                            );
+                            self.skip(empty)?;
+                        }
+                        Name::Foreign(ns) => {
+                            // Extensions between entries have nowhere to go; keep reading.
+                            self.capture(Tok::Start {
+                                name: Name::Foreign(ns),
+                                empty,
+                                attrs,
+                                decls,
+                                raw,
+                                ns: ens,
+                                qname,
+                                pos,
+                            })?;
+                        }
+                        other => {
+                            self.unknown_element(&other, &qname, pos);
+                            self.skip(empty)?;
+                        }
+                    },
+                    Tok::End { .. } => {
+                        self.state = State::Done;
+                        self.finish_root()?;
+                    }
+                    Tok::Text { text, pos } => self.stray_text(&text, pos),
+                    Tok::Decl { pos, .. } => {
+                        return Err(self.err_malformed(pos, "misplaced XML declaration"));
+                    }
+                    Tok::Other | Tok::Space => {}
+                    Tok::Eof { pos } => {
+                        return Err(
+                            self.err_malformed(pos, "document ends inside the root element")
+                        );
+                    }
+                },
+            }
+        }
+    }
+
+    fn entry(&mut self, pos: Position, empty: bool) -> Result<Entry, Error> {
+        let mut e = Entry {
+            position: pos,
+            ..Entry::default()
+        };
+        let mut seen_loc = false;
+        let mut children = 0usize;
+        if !empty {
+            loop {
+                match self.next_tok()? {
+                    Tok::Start {
+                        name,
+                        empty,
+                        attrs,
+                        raw,
+                        qname,
+                        pos: cpos,
+                        decls,
+                        ns: ens,
+                    } => match name {
+                        Name::Loc => {
+                            let t = self.text(empty, "loc")?;
+                            if seen_loc {
+                                self.findings.push(
+                                    rules::SM_DUPLICATE_CHILD,
+                                    cpos,
+                                    "more than one <loc> in an entry",
+                                );
+                            } else {
+                                e.loc = trim_owned(t);
+                                seen_loc = true;
+                            }
+                        }
+                        Name::Lastmod => {
+                            let t = self.text(empty, "lastmod")?;
+                            if e.lastmod.is_some() {
+                                self.findings.push(
+                                    rules::SM_DUPLICATE_CHILD,
+                                    cpos,
+                                    "more than one <lastmod> in an entry",
+                                );
+                            }
+                            match W3cDateTime::parse(t.trim()) {
+                                Ok(v) => e.lastmod = Some(v),
+                                Err(err) => self.findings.push(
+                                    rules::SM_LASTMOD,
+                                    cpos,
+                                    format!("<lastmod>: {err}"),
+                                ),
+                            }
+                        }
+                        Name::Changefreq => {
+                            let t = self.text(empty, "changefreq")?;
+                            let cf = ChangeFreq::parse(&t);
+                            if let ChangeFreq::Other(v) = &cf {
+                                let v: String = v.chars().take(40).collect();
+                                self.findings.push(
+                                    rules::SM_CHANGEFREQ,
+                                    cpos,
+                                    format!("<changefreq> {v:?} is not a defined value"),
+                                );
+                            }
+                            e.changefreq = Some(cf);
+                        }
+                        Name::Priority => {
+                            let t = self.text(empty, "priority")?;
+                            e.priority = Some(t.trim().to_owned());
+                        }
+                        Name::RsMd => {
+                            let md = self.metadata(attrs, cpos);
+                            if e.md.is_some() {
+                                self.findings.push(
+                                    rules::SM_DUPLICATE_CHILD,
+                                    cpos,
+                                    "<rs:md> is not repeatable",
+                                );
+                            } else {
+                                e.md = Some(md);
+                            }
+                            self.expect_empty(empty, cpos, "rs:md")?;
+                        }
+                        Name::RsLn => {
+                            children += 1;
+                            self.check_children(children, cpos)?;
+                            if let Some(l) = self.link(attrs, cpos) {
+                                e.links.push(l);
+                            }
+                            self.expect_empty(empty, cpos, "rs:ln")?;
+                        }
+                        Name::Foreign(ns) => {
+                            children += 1;
+                            self.check_children(children, cpos)?;
+                            let xml = self.capture(Tok::Start {
+                                name: Name::Foreign(ns.clone()),
+                                empty,
+                                attrs,
+                                decls,
+                                raw,
+                                ns: ens,
+                                qname,
+                                pos: cpos,
+                            })?;
+                            e.extensions.push(ExtElement { namespace: ns, xml });
+                        }
+                        other => {
+                            self.unknown_element(&other, &qname, cpos);
+                            self.skip(empty)?;
+                        }
+                    },
+                    Tok::End { .. } => break,
+                    Tok::Text { text, pos } => self.stray_text(&text, pos),
+                    Tok::Other | Tok::Space => {}
+                    Tok::Decl { pos, .. } => {
+                        return Err(self.err_malformed(pos, "misplaced XML declaration"));
+                    }
+                    Tok::Eof { pos } => {
+                        return Err(self.err_malformed(pos, "document ends inside an entry"));
+                    }
+                }
+            }
+        }
+        if e.loc.is_empty() {
+            self.findings
+                .push(rules::SM_LOC_MANDATORY, pos, "entry without a <loc>");
+        }
+        Ok(e)
+    }
+}

@@ -1,0 +1,518 @@
+//! The token layer: quick-xml events turned into owned tokens ([`Tok`]), with element names
+//! classified by namespace ([`Name`]) and attributes resolved ([`Attr`]), and the checks the XML
+//! parser does not make: characters XML 1.0 §2.2 forbids, raw `<` in attribute values, white
+//! space between attributes, undefined entities, DTDs, the XML declaration and processing
+//! instructions (see `prolog`), depth.
+
+use std::borrow::Cow;
+use std::io::Read;
+
+use quick_xml::events::Event;
+use quick_xml::name::{PrefixDeclaration, ResolveResult};
+
+use super::{DocumentReader, prolog};
+use crate::document::{Position, RS_NS, SITEMAP_NS};
+use crate::error::{Error, LimitKind};
+
+/// What an element is, by namespace and local name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Name {
+    UrlSet,
+    SitemapIndex,
+    Url,
+    Sitemap,
+    Loc,
+    Lastmod,
+    Changefreq,
+    Priority,
+    RsMd,
+    RsLn,
+    /// An element in the Sitemap or ResourceSync namespace not defined there, or in no
+    /// namespace.
+    Unknown(String),
+    /// An element in another namespace (an extension).
+    Foreign(String),
+}
+
+/// One attribute of an element, resolved.
+#[derive(Debug)]
+pub(super) struct Attr {
+    /// The prefix as written, if any.
+    pub(super) prefix: Option<String>,
+    /// Namespace: `None` when unprefixed.
+    pub(super) ns: Option<String>,
+    /// Local name.
+    pub(super) local: Cow<'static, str>,
+    /// Unescaped, normalized value.
+    pub(super) value: String,
+}
+
+impl Attr {
+    pub(super) fn qname(&self) -> String {
+        match &self.prefix {
+            Some(p) => format!("{p}:{}", self.local),
+            None => self.local.to_string(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) enum Tok {
+    Start {
+        name: Name,
+        empty: bool,
+        attrs: Vec<Attr>,
+        /// Namespace declarations on the element as (prefix, uri).
+        decls: Vec<(String, String)>,
+        /// `<qname raw-attributes` for elements being captured.
+        raw: Option<String>,
+        /// The element's namespace URI, for elements being captured.
+        ns: Option<String>,
+        qname: Cow<'static, str>,
+        pos: Position,
+    },
+    End {
+        pos: Position,
+    },
+    Text {
+        text: String,
+        /// Whether the text is markup-free character data (not a CDATA section).
+        pos: Position,
+    },
+    Decl {
+        encoding: Option<String>,
+        pos: Position,
+    },
+    /// White space between elements.
+    Space,
+    Other,
+    Eof {
+        pos: Position,
+    },
+}
+
+impl<R: Read> DocumentReader<R> {
+    /// Reads the next token, converted to owned values.
+    pub(super) fn next_tok(&mut self) -> Result<Tok, Error> {
+        let pos = self.here();
+        {
+            let c = self.xml.get_mut();
+            c.token_start = c.offset;
+        }
+        self.buf.clear();
+        let ev = match self.xml.read_event_into(&mut self.buf) {
+            Ok(ev) => ev,
+            Err(e) => return Err(self.convert_xml_error(e, pos)),
+        };
+        // Whether this is the document's first token (only a byte order mark, which the XML
+        // parser skips, may come before it): every token before it consumed at least one byte.
+        let first = self.xml.get_ref().token_start == 0;
+        let empty = matches!(ev, Event::Empty(_));
+        let tok = match ev {
+            Event::Start(e) | Event::Empty(e) => {
+                let qname = e.name();
+                let (ns, local) = self.xml.resolver().resolve_element(qname);
+                if let ResolveResult::Unknown(p) = &ns {
+                    let msg = format!(
+                        "namespace prefix {p:?} of <{}> is not declared",
+                        qname.as_ref()
+                    );
+                    return Err(Error::Malformed {
+                        doc: self.doc.clone(),
+                        pos,
+                        message: msg,
+                    });
+                }
+                if !attributes_well_formed(e.attributes_raw()) {
+                    let msg = format!(
+                        "attributes of <{}> are not well-formed (a raw '<' in a value, or no white space between attributes)",
+                        qname.as_ref()
+                    );
+                    return Err(Error::Malformed {
+                        doc: self.doc.clone(),
+                        pos,
+                        message: msg,
+                    });
+                }
+                let name = classify(&ns, local.as_ref(), qname.as_ref());
+                let keep_qname = capture_all(self.capturing, &name);
+                let mut attrs = Vec::new();
+                let mut decls = Vec::new();
+                let capture = self.capturing || matches!(name, Name::Foreign(_));
+                let want_attrs = capture
+                    || !matches!(
+                        name,
+                        Name::Url
+                            | Name::Sitemap
+                            | Name::Loc
+                            | Name::Lastmod
+                            | Name::Changefreq
+                            | Name::Priority
+                    );
+                // Kept for captured elements, and for the root (named in SM-root errors).
+                let elem_ns = match (&ns, capture || self.depth == 0) {
+                    (ResolveResult::Bound(n), true) => Some(ns_value(n.as_ref()).into_owned()),
+                    _ => None,
+                };
+                let raw = capture.then(|| {
+                    let a = e.attributes_raw();
+                    format!("<{}{}", qname.as_ref(), a)
+                });
+                if want_attrs {
+                    for a in e.attributes() {
+                        let a = match a {
+                            Ok(a) => a,
+                            Err(err) => {
+                                return Err(
+                                    self.err_malformed(pos, format!("bad attribute: {err}"))
+                                );
+                            }
+                        };
+                        let value = match a.normalized_value(self.xml_version) {
+                            Ok(v) => v.into_owned(),
+                            Err(err) => return Err(self.convert_xml_error(err, pos)),
+                        };
+                        if let Some(c) = forbidden_char(&value) {
+                            return Err(self.err_malformed(
+                                pos,
+                                format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
+                            ));
+                        }
+                        match a.key.as_namespace_binding() {
+                            Some(PrefixDeclaration::Default) => {
+                                decls.push((String::new(), value));
+                                continue;
+                            }
+                            Some(PrefixDeclaration::Named(p)) => {
+                                decls.push((p.to_owned(), value));
+                                continue;
+                            }
+                            None => {}
+                        }
+                        let (ans, alocal) = self.xml.resolver().resolve_attribute(a.key);
+                        let ns = match ans {
+                            ResolveResult::Bound(n) => Some(ns_value(n.as_ref()).into_owned()),
+                            ResolveResult::Unbound => None,
+                            ResolveResult::Unknown(p) => {
+                                let msg = format!(
+                                    "namespace prefix {p:?} of attribute {} is not declared",
+                                    a.key.as_ref()
+                                );
+                                return Err(Error::Malformed {
+                                    doc: self.doc.clone(),
+                                    pos,
+                                    message: msg,
+                                });
+                            }
+                        };
+                        attrs.push(Attr {
+                            prefix: a.key.prefix().map(|p| p.as_ref().to_owned()),
+                            ns,
+                            local: intern_attr(alocal.as_ref()),
+                            value,
+                        });
+                    }
+                }
+                if !empty {
+                    self.depth += 1;
+                    if self.depth > self.opts.max_depth {
+                        return Err(Error::Limit {
+                            doc: self.doc.clone(),
+                            pos,
+                            limit: LimitKind::Depth,
+                            max: self.opts.max_depth as u64,
+                        });
+                    }
+                }
+                let static_name = name.static_name();
+                Tok::Start {
+                    name,
+                    empty,
+                    attrs,
+                    decls,
+                    raw,
+                    ns: elem_ns,
+                    qname: if keep_qname {
+                        Cow::Owned(qname.as_ref().to_owned())
+                    } else {
+                        Cow::Borrowed(static_name)
+                    },
+                    pos,
+                }
+            }
+            Event::End(_) => {
+                self.depth = self.depth.saturating_sub(1);
+                Tok::End { pos }
+            }
+            Event::Text(t) => {
+                let text = t.xml_content(self.xml_version);
+                if let Some(c) = forbidden_char(&text) {
+                    return Err(self.err_malformed(
+                        pos,
+                        format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
+                    ));
+                }
+                if !self.capturing && !self.in_text && is_xml_space(&text) {
+                    Tok::Space
+                } else {
+                    Tok::Text {
+                        text: text.into_owned(),
+                        pos,
+                    }
+                }
+            }
+            Event::CData(t) => {
+                let text = t.xml_content(self.xml_version).into_owned();
+                if let Some(c) = forbidden_char(&text) {
+                    return Err(self.err_malformed(
+                        pos,
+                        format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
+                    ));
+                }
+                Tok::Text { text, pos }
+            }
+            Event::GeneralRef(r) => {
+                let text = match r.resolve_char_ref() {
+                    Ok(Some(c)) if forbidden_char(c.encode_utf8(&mut [0u8; 4])).is_some() => {
+                        return Err(self.err_malformed(
+                            pos,
+                            format!(
+                                "character reference to U+{:04X}, which XML 1.0 does not allow (§2.2)",
+                                c as u32
+                            ),
+                        ));
+                    }
+                    Ok(Some(c)) => c.to_string(),
+                    Ok(None) => match quick_xml::escape::resolve_predefined_entity(&r) {
+                        Some(s) => s.to_owned(),
+                        None => {
+                            let name: String = r.chars().take(64).collect();
+                            return Err(Error::Forbidden {
+                                doc: self.doc.clone(),
+                                pos,
+                                message: format!(
+                                    "undefined entity &{name}; (only the five predefined XML entities are allowed)"
+                                ),
+                            });
+                        }
+                    },
+                    Err(e) => return Err(self.err_malformed(pos, e.to_string())),
+                };
+                Tok::Text { text, pos }
+            }
+            Event::DocType(_) => {
+                return Err(Error::Forbidden {
+                    doc: self.doc.clone(),
+                    pos,
+                    message: "document type declarations (<!DOCTYPE>) are not allowed; entities are never expanded".into(),
+                });
+            }
+            Event::Decl(d) => {
+                // XML 1.0 §2.8 [22], [23]: one declaration, first in the document (only a
+                // byte order mark may precede it), following its productions.
+                if !first {
+                    let message = if self.declared {
+                        "a second XML declaration: a document has at most one, at its very \
+                         start (XML 1.0 §2.8 [22], [23])"
+                    } else {
+                        "an XML declaration is only allowed at the very start of the document, \
+                         before any white space, comment or other markup (XML 1.0 §2.8 [22], [23])"
+                    };
+                    return Err(self.err_malformed(pos, message));
+                }
+                self.declared = true;
+                if let Err((at, message)) = prolog::check_declaration(&d) {
+                    let pos = position_in_first_token(self.xml.get_ref().offset, &d, at);
+                    return Err(self.err_malformed(pos, message));
+                }
+                if let Ok(v) = d.xml_version() {
+                    self.xml_version = v;
+                }
+                let encoding = d.encoding().and_then(Result::ok).map(|e| e.into_owned());
+                Tok::Decl { encoding, pos }
+            }
+            Event::PI(p) => {
+                if let Err(message) = prolog::check_pi_target(p.target(), first) {
+                    return Err(self.err_malformed(pos, message));
+                }
+                Tok::Other
+            }
+            Event::Comment(_) => Tok::Other,
+            Event::Eof => Tok::Eof { pos },
+        };
+        Ok(tok)
+    }
+}
+
+/// The attribute names ResourceSync defines, shared rather than allocated per attribute.
+const ATTR_NAMES: &[&str] = &[
+    "capability",
+    "at",
+    "completed",
+    "from",
+    "until",
+    "change",
+    "datetime",
+    "hash",
+    "length",
+    "type",
+    "encoding",
+    "path",
+    "rel",
+    "href",
+    "pri",
+    "modified",
+    "profile",
+];
+
+fn intern_attr(local: &str) -> Cow<'static, str> {
+    match ATTR_NAMES.iter().find(|n| **n == local) {
+        Some(n) => Cow::Borrowed(n),
+        None => Cow::Owned(local.to_owned()),
+    }
+}
+
+fn capture_all(capturing: bool, name: &Name) -> bool {
+    capturing || matches!(name, Name::Unknown(_) | Name::Foreign(_))
+}
+
+impl Name {
+    /// The local name of a defined element (for messages).
+    fn static_name(&self) -> &'static str {
+        match self {
+            Name::UrlSet => "urlset",
+            Name::SitemapIndex => "sitemapindex",
+            Name::Url => "url",
+            Name::Sitemap => "sitemap",
+            Name::Loc => "loc",
+            Name::Lastmod => "lastmod",
+            Name::Changefreq => "changefreq",
+            Name::Priority => "priority",
+            Name::RsMd => "rs:md",
+            Name::RsLn => "rs:ln",
+            Name::Unknown(_) | Name::Foreign(_) => "?",
+        }
+    }
+}
+
+/// A namespace name as the resolver holds it (the raw attribute value) after the
+/// attribute-value normalization XML 1.0 §3.3.3 applies: references replaced, white space
+/// characters turned into spaces. Borrowed in the common case of a plain URI.
+fn ns_value(raw: &str) -> Cow<'_, str> {
+    // Branch-free test (this runs for every element): `&` or a control character.
+    let special = raw
+        .as_bytes()
+        .iter()
+        .fold(false, |acc, &b| acc | (b == b'&') | (b < 0x20));
+    if !special {
+        return Cow::Borrowed(raw);
+    }
+    let unescaped = quick_xml::escape::unescape(raw)
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|_| raw.to_owned());
+    Cow::Owned(
+        unescaped
+            .replace("\r\n", " ")
+            .replace(['\t', '\n', '\r'], " "),
+    )
+}
+
+/// Whether the raw attribute text of a tag is well-formed in the two ways the XML parser does
+/// not check: no raw `<` inside a value (XML 1.0 §3.1, AttValue) and white space between
+/// attributes (§3.1, production STag).
+fn attributes_well_formed(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    let mut i = 0;
+    // Jump from quote to quote: values are scanned with memchr, not byte by byte.
+    while let Some(open) = memchr::memchr2(b'"', b'\'', &b[i..]) {
+        let open = i + open;
+        let q = b[open];
+        let Some(len) = memchr::memchr(q, &b[open + 1..]) else {
+            return true; // unterminated: the XML parser reports it
+        };
+        let close = open + 1 + len;
+        if memchr::memchr(b'<', &b[open + 1..close]).is_some() {
+            return false;
+        }
+        if let Some(&next) = b.get(close + 1) {
+            if !matches!(next, b' ' | b'\t' | b'\r' | b'\n' | b'/') {
+                return false;
+            }
+        }
+        i = close + 1;
+    }
+    true
+}
+
+fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
+    let uri = match ns {
+        ResolveResult::Bound(n) => ns_value(n.as_ref()),
+        _ => Cow::Borrowed(""),
+    };
+    match ns {
+        ResolveResult::Bound(_) if uri == SITEMAP_NS => match local {
+            "urlset" => Name::UrlSet,
+            "sitemapindex" => Name::SitemapIndex,
+            "url" => Name::Url,
+            "sitemap" => Name::Sitemap,
+            "loc" => Name::Loc,
+            "lastmod" => Name::Lastmod,
+            "changefreq" => Name::Changefreq,
+            "priority" => Name::Priority,
+            _ => Name::Unknown(qname.to_owned()),
+        },
+        ResolveResult::Bound(_) if uri == RS_NS => match local {
+            "md" => Name::RsMd,
+            "ln" => Name::RsLn,
+            _ => Name::Unknown(qname.to_owned()),
+        },
+        ResolveResult::Bound(_) => Name::Foreign(uri.into_owned()),
+        ResolveResult::Unbound | ResolveResult::Unknown(_) => Name::Unknown(qname.to_owned()),
+    }
+}
+
+/// The position of byte `at` of the text of a `<?...?>` token that was the first of the
+/// document and ends at byte `end`: the token starts at the first byte, or after a byte order
+/// mark, on line 1.
+fn position_in_first_token(end: u64, text: &str, at: usize) -> Position {
+    let start = end.saturating_sub(text.len() as u64 + 4);
+    let at = at.min(text.len());
+    let before = &text.as_bytes()[..at];
+    match memchr::memrchr(b'\n', before) {
+        None => Position {
+            line: 1,
+            column: start + 2 + at as u64 + 1,
+        },
+        Some(nl) => Position {
+            line: 1 + memchr::memchr_iter(b'\n', before).count() as u64,
+            column: (at - nl) as u64,
+        },
+    }
+}
+
+/// The first character XML 1.0 §2.2 does not allow (C0 controls other than tab, LF, CR;
+/// U+FFFE, U+FFFF), if any. Runs over every text and attribute value, so it scans bytes.
+fn forbidden_char(s: &str) -> Option<u32> {
+    let b = s.as_bytes();
+    // Branch-free first pass (vectorizes); the exact search only when something is there.
+    let control = b.iter().fold(false, |acc, &c| acc | (c < 0x20));
+    if control {
+        if let Some(&c) = b
+            .iter()
+            .find(|&&c| c < 0x20 && c != b'\t' && c != b'\n' && c != b'\r')
+        {
+            return Some(u32::from(c));
+        }
+    }
+    if memchr::memchr(0xEF, b).is_some() {
+        return s
+            .chars()
+            .find(|&c| c == '\u{FFFE}' || c == '\u{FFFF}')
+            .map(|c| c as u32);
+    }
+    None
+}
+
+pub(super) fn is_xml_space(s: &str) -> bool {
+    s.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+}

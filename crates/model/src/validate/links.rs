@@ -1,0 +1,91 @@
+//! `<rs:ln>` links: an absolute `href`, and relation types registered with IANA or URIs
+//! (RFC 8288 §2.1; Z39.99-2014 §7).
+
+use super::Validator;
+use crate::document::{Link, Position};
+use crate::rules;
+
+/// Whether `s` looks like an absolute URI (RFC 3986 scheme followed by `:`), with no white space.
+pub fn is_absolute_uri(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once(':') else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        && !rest.is_empty()
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Link relation types registered with IANA that ResourceSync documents use, plus common ones.
+const REGISTERED_RELS: &[&str] = &[
+    "about",
+    "alternate",
+    "archives",
+    "author",
+    "canonical",
+    "collection",
+    "contents",
+    "copyright",
+    "describedby",
+    "describes",
+    "duplicate",
+    "edit",
+    "enclosure",
+    "first",
+    "help",
+    "hub",
+    "icon",
+    "index",
+    "item",
+    "last",
+    "latest-version",
+    "license",
+    "memento",
+    "next",
+    "original",
+    "predecessor-version",
+    "prev",
+    "preview",
+    "previous",
+    "profile",
+    "related",
+    "replies",
+    "resourcesync",
+    "search",
+    "self",
+    "service",
+    "successor-version",
+    "timegate",
+    "timemap",
+    "type",
+    "up",
+    "version-history",
+    "via",
+    "working-copy",
+    "working-copy-of",
+];
+
+impl Validator {
+    pub(super) fn check_link(&mut self, l: &Link, pos: Position) {
+        if !l.href.is_empty() && !is_absolute_uri(&l.href) {
+            let h: String = l.href.chars().take(80).collect();
+            self.push(
+                rules::RS_LN_HREF_URI,
+                pos,
+                format!("href {h:?} is not an absolute URI"),
+            );
+        }
+        for r in l.rel.split_ascii_whitespace() {
+            // RFC 5988 §4.1: registered relation types are compared without regard to case.
+            if !REGISTERED_RELS.iter().any(|x| x.eq_ignore_ascii_case(r)) && !is_absolute_uri(r) {
+                let r: String = r.chars().take(80).collect();
+                self.push(
+                    rules::RS_LN_REL_REGISTERED,
+                    pos,
+                    format!("relation type {r:?} is neither IANA-registered nor a URI"),
+                );
+            }
+        }
+    }
+}
