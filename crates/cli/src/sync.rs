@@ -227,8 +227,15 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "{} created, {} updated, {} deleted, {} kept, {} unchanged, {} failed; {} bytes in {:.2} s",
-        r.created, r.updated, r.deleted, r.kept, r.unchanged, r.failed, r.bytes, r.seconds
+        "{} created, {} updated, {} deleted, {} kept, {} unchanged, {} failed; {} in {:.2} s",
+        r.created,
+        r.updated,
+        r.deleted,
+        r.kept,
+        r.unchanged,
+        r.failed,
+        crate::units::bytes(r.bytes),
+        r.seconds
     )?;
     if r.repaired > 0 {
         writeln!(
@@ -335,9 +342,9 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
 fn print_audit(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
     writeln!(
         out,
-        "{}: {} resources at the Source, {} in sync, {} missing, {} extra, {} different ({:.2} s)",
+        "{}: {} at the Source, {} in sync, {} missing, {} extra, {} different ({:.2} s)",
         if r.in_sync { "in sync" } else { "differences" },
-        r.resources,
+        crate::units::count(r.resources, "resource", "resources"),
         r.in_sync_count,
         r.missing_count,
         r.extra_count,

@@ -99,7 +99,7 @@ use crate::sync::mode_name;
 fn round_line(r: &Round) -> String {
     match (&r.report, &r.error) {
         (Some(s), _) => format!(
-            "{} round {}: {}: {} created, {} updated, {} deleted, {} kept, {} failed; {} bytes in {:.2} s",
+            "{} round {}: {}: {} created, {} updated, {} deleted, {} kept, {} failed; {} in {:.2} s",
             r.started,
             r.round,
             mode_name(s.mode),
@@ -108,7 +108,7 @@ fn round_line(r: &Round) -> String {
             s.deleted,
             s.kept,
             s.failed,
-            s.bytes,
+            crate::units::bytes(s.bytes),
             s.seconds
         ),
         (None, Some(e)) => format!("{} round {}: failed: {e}", r.started, r.round),
@@ -243,8 +243,8 @@ pub(crate) fn run(
     } else {
         writeln!(
             out,
-            "stopped after {} round(s){}: {} created, {} updated, {} deleted, {} kept, {} failed; {} bytes in {:.2} s",
-            total.rounds,
+            "stopped after {}{}: {} created, {} updated, {} deleted, {} kept, {} failed; {} in {:.2} s",
+            crate::units::count(total.rounds, "round", "rounds"),
             if total.interrupted {
                 ", the last one abandoned"
             } else {
@@ -255,7 +255,7 @@ pub(crate) fn run(
             total.deleted,
             total.kept,
             total.failed,
-            total.bytes,
+            crate::units::bytes(total.bytes),
             total.seconds
         )?;
     }

@@ -435,10 +435,10 @@ fn long_scans_show_progress_on_a_terminal_and_nothing_in_pipes() {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !has_script {
-        eprintln!("no `script` command (util-linux): no terminal to test progress on");
-        return;
-    }
+    assert!(
+        has_script,
+        "this test needs `script` (util-linux, Debian package bsdutils) for a terminal"
+    );
     let work = tempfile::tempdir().expect("tempdir");
     let fresh = |name: &str| {
         let d = work.path().join(name);
