@@ -1501,7 +1501,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     warnings.extend(w);
     let mut tally = exec.finish().await;
     // The copies on disk against the state (crate::repair): a damaged one is fetched again.
-    if !opts.dry_run && opts.check_copies != CheckCopies::Off {
+    // Not after a first baseline: every copy the state records was written by this run.
+    if !opts.dry_run && cursor.is_some() && opts.check_copies != CheckCopies::Off {
         obs.phase("checking the copies");
         let mut rex = Exec::new(ctx.clone(), opts.concurrency);
         let mut after = None;

@@ -314,6 +314,9 @@ async fn drive(
     let mut sopts = SyncOptions::new(running.source_description_url(), dst);
     sopts.delete = true;
     sopts.use_dumps = false;
+    // The model measures the protocol: the Destination's own check of its copies on disk
+    // (crate::repair of the destination) is no part of it.
+    sopts.check_copies = resourcesync_destination::repair::CheckCopies::Off;
     sopts.concurrency = cfg.network.concurrency;
     sopts.http = HttpOptions {
         retries: 1,
