@@ -66,10 +66,12 @@ pub enum Error {
     },
     /// The Change Lists do not reach back to the cursor: a baseline diff is needed
     /// (Z39.99-2014 §12.1 `from`).
-    #[error("the change history starts at {from}, after the cursor {cursor}")]
+    #[error("{}", history_gap(.url, .from.as_deref(), .cursor))]
     HistoryGap {
-        /// Where the history starts (empty when unknown).
-        from: String,
+        /// The Change List (or its index) read.
+        url: String,
+        /// Where the history starts (`None`: the document gives no `from`).
+        from: Option<String>,
         /// The cursor.
         cursor: String,
     },
@@ -170,6 +172,21 @@ pub enum Error {
     /// A worker task failed.
     #[error("internal task failed: {0}")]
     Task(String),
+}
+
+/// The text of [`Error::HistoryGap`].
+fn history_gap(url: &str, from: Option<&str>, cursor: &str) -> String {
+    match from {
+        Some(from) => format!(
+            "{url}: the change history starts at {from}, after the cursor {cursor} (Z39.99-2014 \
+             §12.1 `from`): the changes in between are not known"
+        ),
+        None => format!(
+            "{url}: no `from` in its <rs:md> (Z39.99-2014 §12.1 requires one), so the change \
+             history cannot be shown to reach back to the cursor {cursor}; tell the Source's \
+             maintainer"
+        ),
+    }
 }
 
 impl Error {

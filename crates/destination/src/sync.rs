@@ -836,13 +836,15 @@ fn after(t: &W3cDateTime, cursor: &W3cDateTime) -> bool {
 }
 
 impl ListSink for ChangeListSink {
-    fn top(&mut self, _url: &str, h: &Header) -> Result<()> {
+    fn top(&mut self, url: &str, h: &Header) -> Result<()> {
+        url.clone_into(&mut self.doc);
         // Z39.99-2014 §12.1: `from` says the document has every change since then; the history
         // reaches the cursor when it starts at or before it.
         match h.md.as_ref().and_then(|m| m.from) {
             Some(from) if !after(&from, &self.cursor) => Ok(()),
             from => Err(Error::HistoryGap {
-                from: from.map(|f| f.to_string()).unwrap_or_default(),
+                url: self.doc.clone(),
+                from: from.map(|f| f.to_string()),
                 cursor: self.cursor.to_string(),
             }),
         }
@@ -1449,9 +1451,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
                 Some(last.filter(|l| after(l, &c)).unwrap_or(c)),
             ),
             Err(e @ (Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. })) => {
-                let msg = format!("{e}: baseline diff against the Resource List");
-                obs.warning(&msg);
-                w.push(msg);
+                // Said once, with the other warnings of the run.
+                w.push(format!("{e}: baseline diff against the Resource List"));
                 let at = baseline(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w).await?;
                 (
                     Mode::BaselineDiff,
