@@ -34,10 +34,13 @@ pub struct SourceInfo {
     pub resource_list: Option<String>,
     /// The Change List (or its index).
     pub change_list: Option<String>,
-    /// The Resource Dump (not used yet).
+    /// The Resource Dump.
     pub resource_dump: Option<String>,
-    /// The Change Dump (not used yet).
+    /// The Change Dump.
     pub change_dump: Option<String>,
+    /// The capabilities the Capability List lists, in its order (empty without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub offered: Vec<String>,
     /// The Change Notification channel the Capability List advertises (Change Notification
     /// 1.0.1 §5): its topic and hub.
     pub change_notification: Option<NotificationChannel>,
@@ -66,6 +69,8 @@ impl SourceInfo {
     }
 }
 
+/// Most capabilities of a Capability List named in [`SourceInfo::offered`].
+const MAX_OFFERED: usize = 20;
 /// Most `up`/`index` links followed.
 const MAX_HOPS: usize = 8;
 /// Most bytes of an HTML page or `robots.txt` read.
@@ -162,6 +167,7 @@ impl Discovery<'_> {
                 let up = doc.header.link("up").map(|l| l.href.clone());
                 let entries = doc.entries().await?;
                 let mut caps: BTreeMap<String, String> = BTreeMap::new();
+                let mut offered: Vec<String> = Vec::new();
                 let mut change_notification = None;
                 for e in &entries {
                     // Change Notification 1.0.1 §5: the topic in <loc>, the hub in
@@ -183,6 +189,9 @@ impl Discovery<'_> {
                         });
                     }
                     if let Some(c) = e.md.as_ref().and_then(|m| m.capability.as_ref()) {
+                        if !caps.contains_key(c.as_str()) && offered.len() < MAX_OFFERED {
+                            offered.push(c.as_str().chars().take(100).collect());
+                        }
                         caps.entry(c.as_str().to_owned())
                             .or_insert_with(|| e.loc.clone());
                     }
@@ -195,6 +204,7 @@ impl Discovery<'_> {
                     resource_dump: caps.get("resourcedump").cloned(),
                     change_dump: caps.get("changedump").cloned(),
                     change_notification,
+                    offered,
                     plain_sitemap: false,
                     warnings: std::mem::take(&mut self.warnings),
                 })
@@ -304,6 +314,52 @@ impl Discovery<'_> {
             return pick(sets, |i| i.capability_list.clone());
         }
         pick(plain, |i| i.resource_list.clone())
+    }
+}
+
+impl SourceInfo {
+    /// Whether the Source offers something to sync from (Z39.99-2014 §5.2): a Resource List, a
+    /// Change List, a Resource Dump (unless `use_dumps` is off) or a Change Dump; and, for a
+    /// first run (`baseline`), a Resource List or a Resource Dump to start the copy from. The
+    /// error names the Capability List, what it offers, and what the user can do.
+    pub(crate) fn check_usable(&self, use_dumps: bool, baseline: bool) -> Result<()> {
+        let rl = self.resource_list.is_some();
+        let rd = self.resource_dump.is_some();
+        let lists = rl || self.change_list.is_some();
+        let dumps = rd || self.change_dump.is_some();
+        let url = self.capability_list.clone().unwrap_or_default();
+        let offers = if self.offered.is_empty() {
+            "nothing".to_owned()
+        } else {
+            self.offered.join(", ")
+        };
+        let message = if !lists && !dumps {
+            format!(
+                "the Capability List offers nothing a Destination can sync from (it lists: \
+                 {offers}); a Destination needs a Resource List or a Resource Dump to start a \
+                 copy from, then Change Lists or Change Dumps (Z39.99-2014 §5.2, §9): check that \
+                 this is the Capability List of the set you want, or tell the Source's maintainer"
+            )
+        } else if !lists && !use_dumps {
+            format!(
+                "the Capability List offers only dumps (it lists: {offers}), and --no-dump turns \
+                 them off: run without --no-dump"
+            )
+        } else if baseline && !rl && !(rd && use_dumps) {
+            format!(
+                "the Capability List offers no Resource List{} to start a copy from (it lists: \
+                 {offers}; Z39.99-2014 §5.2): {}",
+                if use_dumps { " or Resource Dump" } else { "" },
+                if rd {
+                    "run without --no-dump to start from its Resource Dump"
+                } else {
+                    "tell the Source's maintainer"
+                }
+            )
+        } else {
+            return Ok(());
+        };
+        Err(Error::BadDocument { url, message })
     }
 }
 

@@ -26,6 +26,8 @@ pub mod crashpoint;
 pub mod discover;
 pub mod docs;
 pub mod dump;
+mod dump_list;
+mod dump_sync;
 pub mod error;
 pub mod explore;
 pub mod http;

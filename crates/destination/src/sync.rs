@@ -134,13 +134,13 @@ impl Ctx {
 
 /// What to do with one resource.
 #[derive(Debug, Clone)]
-struct Job {
-    item: StagedItem,
-    kind: JobKind,
+pub(crate) struct Job {
+    pub(crate) item: StagedItem,
+    pub(crate) kind: JobKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JobKind {
+pub(crate) enum JobKind {
     /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
     /// state proves it current. `new`: the diff found no row of it in the state (a create of a
     /// baseline), which is then not looked up again.
@@ -176,7 +176,7 @@ enum Outcome {
 }
 
 #[derive(Debug, Default)]
-struct Tally {
+pub(crate) struct Tally {
     created: u64,
     updated: u64,
     deleted: u64,
@@ -196,6 +196,11 @@ struct Tally {
 impl Tally {
     /// Adds what dump packages did (Z39.99-2014 §11, §13).
     fn add_dumps(&mut self, d: &DumpStats) {
+        // Failures only where no list fetches what the packages left out (crate::dump).
+        self.failed += d.run_failed;
+        for f in &d.failures {
+            push_capped(&mut self.failures, f.clone());
+        }
         self.created += d.created;
         self.updated += d.updated;
         self.deleted += d.deleted;
@@ -277,7 +282,7 @@ impl Tally {
 /// is blocked by a file or directory this run may delete (a Source that turned a file `a` into a
 /// directory holding `a/b`, or the other way round) is deferred: tried again once every other job
 /// has ended, its deletes included ([`Exec::finish`]). Blocked then too, it fails as usual.
-struct Exec {
+pub(crate) struct Exec {
     ctx: Arc<Ctx>,
     sem: Arc<Semaphore>,
     set: JoinSet<(Outcome, Option<Job>)>,
@@ -292,7 +297,7 @@ struct Exec {
 const MAX_DEFERRED: usize = 100_000;
 
 impl Exec {
-    fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
+    pub(crate) fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
         let may_defer = ctx.delete && !ctx.dry_run;
         Exec {
             ctx,
@@ -316,7 +321,7 @@ impl Exec {
         }
     }
 
-    async fn submit(&mut self, job: Job) -> Result<()> {
+    pub(crate) async fn submit(&mut self, job: Job) -> Result<()> {
         let permit = self
             .sem
             .clone()
@@ -351,7 +356,7 @@ impl Exec {
         self.tally.add(o);
     }
 
-    async fn finish(mut self) -> Tally {
+    pub(crate) async fn finish(mut self) -> Tally {
         while let Some(r) = self.set.join_next().await {
             self.collect(r);
         }
@@ -831,7 +836,7 @@ struct ChangeListSink {
     previous: Option<W3cDateTime>,
 }
 
-fn after(t: &W3cDateTime, cursor: &W3cDateTime) -> bool {
+pub(crate) fn after(t: &W3cDateTime, cursor: &W3cDateTime) -> bool {
     t.cmp_instant(cursor) == std::cmp::Ordering::Greater
 }
 
@@ -1313,6 +1318,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     )
     .await?;
     drop(discovery_dir);
+    // Nothing to sync from is said before anything is created under DEST.
+    info.check_usable(opts.use_dumps, false)?;
     // Scratch space: inside DEST (same file system, cleaned on the next run), or for a dry run
     // a temporary directory elsewhere, so that a dry run writes nothing under DEST.
     let _scratch_holder;
@@ -1370,6 +1377,9 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     let key = info.key();
     let prior_cursor = state.cursor(&key)?;
     let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
+    info.check_usable(opts.use_dumps, cursor.is_none())?;
+    // Z39.99-2017 §5.2: a Source with dumps and no list (crate::dump_sync).
+    let dumps_only = info.resource_list.is_none() && info.change_list.is_none();
     // Z39.99-2014 §11: a first baseline from the Resource Dump (unless --no-dump); §13: changes
     // from the Change Dump first with --prefer-dumps.
     let resource_dump = info
@@ -1379,7 +1389,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     let change_dump = info.change_dump.clone().filter(|_| {
         cursor.is_some() && info.change_list.is_some() && opts.prefer_dumps && !opts.dry_run
     });
-    let dumped = if resource_dump.is_some() || change_dump.is_some() {
+    let dumped = if resource_dump.is_some() || change_dump.is_some() || dumps_only {
         Some(Mutex::new(Staging::create(&fetcher.dir)?))
     } else {
         None
@@ -1441,10 +1451,26 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     // Z39.99-2014 §13: Change Dump packages first; the Change Lists then find their changes
     // applied (see crate::dump).
     if let (Some(c), Some(cd)) = (cursor, &change_dump) {
-        let d = crate::dump::change_dumps(&ctx, &fetcher, cd, c, &opts.dump_limits, &mut w).await?;
+        let d = crate::dump::change_dumps(&ctx, &fetcher, cd, c, true, &opts.dump_limits, &mut w)
+            .await?;
         from_dumps.add_dumps(&d);
     }
     let (mode, new_cursor) = match (cursor, &info.change_list) {
+        _ if dumps_only => {
+            let run = crate::dump_sync::sync_from_dumps(
+                &ctx,
+                &fetcher,
+                &mut exec,
+                &info,
+                cursor,
+                prior_cursor.is_some(),
+                &opts.dump_limits,
+                &mut w,
+            )
+            .await?;
+            from_dumps.add_dumps(&run.stats);
+            (run.mode, run.cursor.or(cursor))
+        }
         (Some(c), Some(cl)) => match incremental(&ctx, &fetcher, &mut exec, cl, c, &mut w).await {
             Ok(last) => (
                 Mode::Incremental,
@@ -1478,8 +1504,16 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
                     .resource_list
                     .clone()
                     .map(|rl| AbortOnDrop(tokio::spawn(stage_list(fetcher.clone(), rl))));
-                let d = crate::dump::resource_dump(&ctx, &fetcher, rd, &opts.dump_limits, &mut w)
-                    .await?;
+                let lists = info.resource_list.is_some();
+                let d = crate::dump::resource_dump(
+                    &ctx,
+                    &fetcher,
+                    rd,
+                    lists,
+                    &opts.dump_limits,
+                    &mut w,
+                )
+                .await?;
                 from_dumps.add_dumps(&d);
                 dump_at = d.at;
                 if let Some(mut r) = reading {
