@@ -226,6 +226,7 @@ async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
                 JobKind::Fetch {
                     change: true,
                     new: false,
+                    repair: false,
                 }
             };
             let item = StagedItem {

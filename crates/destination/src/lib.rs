@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+pub mod catch_up;
 mod commit;
 pub mod crashpoint;
 pub mod discover;

@@ -183,9 +183,9 @@ pub(crate) struct Tally {
     kept: u64,
     unchanged: u64,
     repaired: u64,
-    failed: u64,
+    pub(crate) failed: u64,
     bytes: u64,
-    failures: Vec<Failure>,
+    pub(crate) failures: Vec<Failure>,
     kept_uris: Vec<String>,
     planned: Vec<Planned>,
     packages: u64,
@@ -210,7 +210,7 @@ impl Tally {
         self.from_packages += d.created + d.updated;
     }
 
-    fn merge(&mut self, o: Tally) {
+    pub(crate) fn merge(&mut self, o: Tally) {
         self.created += o.created;
         self.updated += o.updated;
         self.deleted += o.deleted;
@@ -1187,12 +1187,31 @@ async fn incremental(
     cursor: W3cDateTime,
     warnings: &mut Vec<String>,
 ) -> Result<Option<W3cDateTime>> {
+    incremental_with(ctx, fetcher, exec, cl, cursor, warnings, true, &mut |_| {}).await
+}
+
+/// [`incremental`], with the pending changes of earlier runs only with `pending`; `seen` is
+/// told the URI of each change submitted (see [`crate::catch_up`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn incremental_with(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    cl: &str,
+    cursor: W3cDateTime,
+    warnings: &mut Vec<String>,
+    pending: bool,
+    seen: &mut (dyn FnMut(&str) + Send),
+) -> Result<Option<W3cDateTime>> {
     ctx.obs.phase("reading the Change Lists");
     let mut staging = Staging::create(&fetcher.dir)?;
     // Changes that failed last time go first: a later change of the same URI replaces them.
     let mut after: Option<String> = None;
     loop {
-        let page = ctx.state.pending_page(&ctx.key, after.as_deref(), 1000)?;
+        let page = match pending {
+            true => ctx.state.pending_page(&ctx.key, after.as_deref(), 1000)?,
+            false => Vec::new(),
+        };
         let Some(last) = page.last() else { break };
         after = Some(last.uri.clone());
         for p in page {
@@ -1244,6 +1263,7 @@ async fn incremental(
                     repair: false,
                 }
             };
+            seen(&item.uri);
             exec.submit(Job { item, kind }).await?;
         }
     }
@@ -1535,6 +1555,19 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     }
     warnings.extend(w);
     let mut tally = exec.finish().await;
+    // Z39.99-2014 §5.2, §12.1: after a baseline, the changes since the list's `at` in the same
+    // run; a resource that changed while the baseline ran is fetched again (crate::catch_up).
+    let mut w = Vec::new();
+    let baseline_at = new_cursor.filter(|_| {
+        matches!(mode, Mode::Baseline | Mode::BaselineDiff) && !opts.dry_run && !dumps_only
+    });
+    let new_cursor = match (baseline_at, &info.change_list) {
+        (Some(at), Some(cl)) => Some(
+            crate::catch_up::catch_up(&ctx, &fetcher, opts.concurrency, cl, at, &mut tally, &mut w)
+                .await?,
+        ),
+        _ => new_cursor,
+    };
     // The copies on disk against the state (crate::repair): a damaged one is fetched again.
     if !opts.dry_run && opts.check_copies != CheckCopies::Off {
         obs.phase("checking the copies");
@@ -1553,6 +1586,18 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         }
         tally.merge(rex.finish().await);
     }
+    if baseline_at.is_some() {
+        crate::catch_up::explain_stale(
+            &mut tally,
+            baseline_at.as_ref(),
+            info.change_list.is_some(),
+        );
+    }
+    w.retain(|m| !warnings.contains(m));
+    for m in &w {
+        obs.warning(m);
+    }
+    warnings.extend(w);
     // Every copy downloaded is in place and recorded before the cursor moves.
     ctx.committer.close();
     // A change neither applied nor recorded as pending keeps the cursor where it is.

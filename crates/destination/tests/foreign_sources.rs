@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use std::io::Write;
@@ -530,4 +530,324 @@ async fn a_capability_list_with_nothing_to_sync_from_is_a_clear_error() {
         msg.starts_with(&cap) && msg.contains("resourcelist-archive"),
         "{msg}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 2: resources that change while a baseline runs.
+
+/// Bodies to set (or remove, `None`), by path.
+type Edits = Vec<(String, Option<Vec<u8>>)>;
+
+/// A Source served from memory that changes when a document has been served: each hook, on the
+/// `nth` request of `path`, replaces (or removes, `None`) the bodies of other paths once the
+/// response is built. The sync reads a document whole before it acts on it, so a change made when
+/// the Resource List is served is seen by every fetch of that baseline: no timing involved.
+#[derive(Default)]
+struct Live {
+    files: Mutex<HashMap<String, Vec<u8>>>,
+    hooks: Mutex<Vec<(String, u32, Edits)>>,
+    hits: Mutex<HashMap<String, u32>>,
+}
+
+impl Live {
+    fn set(&self, path: &str, body: impl Into<Vec<u8>>) {
+        self.files
+            .lock()
+            .expect("files")
+            .insert(path.to_owned(), body.into());
+    }
+
+    fn on(&self, path: &str, nth: u32, set: Edits) {
+        self.hooks
+            .lock()
+            .expect("hooks")
+            .push((path.to_owned(), nth, set));
+    }
+
+    fn hits(&self, path: &str) -> u32 {
+        self.hits
+            .lock()
+            .expect("hits")
+            .get(path)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+async fn live_handler(
+    axum::extract::State(live): axum::extract::State<Arc<Live>>,
+    uri: axum::http::Uri,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let path = uri.path().to_owned();
+    let n = {
+        let mut h = live.hits.lock().expect("hits");
+        let n = h.entry(path.clone()).or_default();
+        *n += 1;
+        *n
+    };
+    let body = live.files.lock().expect("files").get(&path).cloned();
+    let fired: Vec<Edits> = {
+        let mut hooks = live.hooks.lock().expect("hooks");
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut *hooks)
+            .into_iter()
+            .partition(|(p, nth, _)| *p == path && *nth == n);
+        *hooks = later;
+        now.into_iter().map(|(_, _, set)| set).collect()
+    };
+    {
+        let mut files = live.files.lock().expect("files");
+        for (p, b) in fired.into_iter().flatten() {
+            match b {
+                Some(b) => files.insert(p, b),
+                None => files.remove(&p),
+            };
+        }
+    }
+    match body {
+        Some(b) => b.into_response(),
+        None => (axum::http::StatusCode::NOT_FOUND, "not found").into_response(),
+    }
+}
+
+/// Starts a [`Live`] Source on 127.0.0.1 (ephemeral port); its base URL.
+async fn start_live(live: Arc<Live>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = axum::Router::new().fallback(live_handler).with_state(live);
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.expect("serve");
+    });
+    format!("http://{addr}/")
+}
+
+const T0: &str = "2024-03-01T00:00:00Z";
+
+/// A Change List (1.1, `datetime`) from T0 of these (loc, change, datetime, body) entries.
+fn change_list(cap: &str, changes: &[(String, &str, &str, &[u8])]) -> Vec<u8> {
+    let urls: Vec<String> = changes
+        .iter()
+        .map(|(loc, change, at, body)| {
+            let lh = if *change == "deleted" {
+                String::new()
+            } else {
+                lh(body)
+            };
+            url(loc, &format!("change=\"{change}\" datetime=\"{at}\" {lh}"))
+        })
+        .collect();
+    urlset(
+        Some(cap),
+        &format!("capability=\"changelist\" from=\"{T0}\""),
+        &urls,
+    )
+    .into_bytes()
+}
+
+/// A Source (Resource List and Change List) with resources a.txt, b.txt, c.txt, gone.txt listed
+/// at T0; its base URL and Capability List.
+async fn changing_source(live: &Arc<Live>) -> (String, String) {
+    let b = start_live(live.clone()).await;
+    let cap = format!("{b}rs/cap.xml");
+    live.set(
+        "/rs/cap.xml",
+        capability_list(&[
+            ("resourcelist", format!("{b}rs/rl.xml")),
+            ("changelist", format!("{b}rs/cl.xml")),
+        ]),
+    );
+    let listed: [(&str, &[u8]); 4] = [
+        ("a.txt", b"alpha"),
+        ("b.txt", b"bravo"),
+        ("c.txt", b"charlie"),
+        ("gone.txt", b"gone soon"),
+    ];
+    let urls: Vec<String> = listed
+        .iter()
+        .map(|(p, body)| url(&format!("{b}{p}"), &lh(body)))
+        .collect();
+    live.set(
+        "/rs/rl.xml",
+        urlset(
+            Some(&cap),
+            &format!("capability=\"resourcelist\" at=\"{T0}\""),
+            &urls,
+        ),
+    );
+    for (p, body) in listed {
+        live.set(&format!("/{p}"), body);
+    }
+    live.set("/rs/cl.xml", change_list(&cap, &[]));
+    (b, cap)
+}
+
+/// Resources change right after the Resource List is served (a longer body, another digest of
+/// the same length, a delete, a create), and one changes again while the run catches up: the
+/// run catches up from the Change List after the list's `at`, fetches each again at its listed
+/// new version, and ends with the copy the Source last published, without a failure (exit 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_that_change_during_the_baseline_are_caught_up_in_the_same_run() {
+    let live = Arc::new(Live::default());
+    let (b, cap) = changing_source(&live).await;
+    let (a2, b2, new) = (
+        b"alpha, changed while the baseline ran".as_slice(),
+        b"BRAVO".as_slice(),
+        b"new".as_slice(),
+    );
+    let a3 = b"alpha, changed again while the run caught up".as_slice();
+    let cl1 = change_list(
+        &cap,
+        &[
+            (format!("{b}a.txt"), "updated", "2024-03-01T00:00:01Z", a2),
+            (format!("{b}b.txt"), "updated", "2024-03-01T00:00:02Z", b2),
+            (
+                format!("{b}gone.txt"),
+                "deleted",
+                "2024-03-01T00:00:03Z",
+                b"",
+            ),
+            (
+                format!("{b}new.txt"),
+                "created",
+                "2024-03-01T00:00:04Z",
+                new,
+            ),
+        ],
+    );
+    let mut cl2_changes = vec![
+        (format!("{b}a.txt"), "updated", "2024-03-01T00:00:01Z", a2),
+        (format!("{b}b.txt"), "updated", "2024-03-01T00:00:02Z", b2),
+        (
+            format!("{b}gone.txt"),
+            "deleted",
+            "2024-03-01T00:00:03Z",
+            b"",
+        ),
+        (
+            format!("{b}new.txt"),
+            "created",
+            "2024-03-01T00:00:04Z",
+            new,
+        ),
+    ];
+    cl2_changes.push((format!("{b}a.txt"), "updated", "2024-03-01T00:00:05Z", a3));
+    let cl2 = change_list(&cap, &cl2_changes);
+    // Right after the Resource List is served.
+    live.on(
+        "/rs/rl.xml",
+        1,
+        vec![
+            ("/a.txt".into(), Some(a2.to_vec())),
+            ("/b.txt".into(), Some(b2.to_vec())),
+            ("/gone.txt".into(), None),
+            ("/new.txt".into(), Some(new.to_vec())),
+            ("/rs/cl.xml".into(), Some(cl1)),
+        ],
+    );
+    // Right after the Change List is read the first time: a.txt changes again.
+    live.on(
+        "/rs/cl.xml",
+        1,
+        vec![
+            ("/a.txt".into(), Some(a3.to_vec())),
+            ("/rs/cl.xml".into(), Some(cl2)),
+        ],
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&cap, &dest);
+    o.http.retries = 0;
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Baseline, "{r:?}");
+    assert_eq!(r.failed, 0, "{:#?}", r.failures);
+    assert!(r.failures.is_empty(), "{:#?}", r.failures);
+    let expected: BTreeMap<String, Vec<u8>> = [
+        ("a.txt".to_owned(), a3.to_vec()),
+        ("b.txt".to_owned(), b2.to_vec()),
+        ("c.txt".to_owned(), b"charlie".to_vec()),
+        ("new.txt".to_owned(), new.to_vec()),
+    ]
+    .into();
+    assert_eq!(
+        dest_files(&dest),
+        expected,
+        "the copy the Source last published"
+    );
+    assert_eq!(r.cursor.as_deref(), Some("2024-03-01T00:00:05Z"), "{r:?}");
+    assert_eq!(live.hits("/rs/cl.xml"), 2, "read again once, for a.txt");
+    assert_eq!(live.hits("/a.txt"), 3, "listed, then v2, then v3");
+
+    // The next run has nothing to do.
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental, "{r:?}");
+    assert_eq!(
+        (r.created, r.updated, r.deleted, r.failed),
+        (0, 0, 0, 0),
+        "{r:?}"
+    );
+}
+
+/// A resource changed after the Resource List was written, and the Change List does not list
+/// the change yet (a Source that writes it later): the failure says what it most likely is, and
+/// the run catches up from the Change List once it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_not_listed_yet_is_explained_and_caught_up_next_run() {
+    let live = Arc::new(Live::default());
+    let (b, cap) = changing_source(&live).await;
+    let a2 = b"alpha, edited".as_slice();
+    live.on(
+        "/rs/rl.xml",
+        1,
+        vec![
+            ("/a.txt".into(), Some(a2.to_vec())),
+            ("/gone.txt".into(), None),
+        ],
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&cap, &dest);
+    o.http.retries = 0;
+    let r = run(&o).await;
+    assert_eq!(r.failed, 2, "{:#?}", r.failures);
+    for (uri, what) in [("a.txt", "changed"), ("gone.txt", "deleted (or moved)")] {
+        let f = r
+            .failures
+            .iter()
+            .find(|f| f.uri == format!("{b}{uri}"))
+            .unwrap_or_else(|| panic!("{uri}: {:#?}", r.failures));
+        assert!(
+            f.error.contains(&format!(
+                "most likely {what} after the Resource List of {T0} was written"
+            )) && f.error.contains("the next sync catches up from them"),
+            "{f:?}"
+        );
+    }
+    // The Source lists the changes now.
+    live.set(
+        "/rs/cl.xml",
+        change_list(
+            &cap,
+            &[
+                (format!("{b}a.txt"), "updated", "2024-03-01T00:00:01Z", a2),
+                (
+                    format!("{b}gone.txt"),
+                    "deleted",
+                    "2024-03-01T00:00:02Z",
+                    b"",
+                ),
+            ],
+        ),
+    );
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental, "{r:?}");
+    assert_eq!(r.failed, 0, "{:#?}", r.failures);
+    let expected: BTreeMap<String, Vec<u8>> = [
+        ("a.txt".to_owned(), a2.to_vec()),
+        ("b.txt".to_owned(), b"bravo".to_vec()),
+        ("c.txt".to_owned(), b"charlie".to_vec()),
+    ]
+    .into();
+    assert_eq!(dest_files(&dest), expected);
 }
