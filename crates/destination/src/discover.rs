@@ -107,7 +107,12 @@ fn resolve(base: &str, href: &str) -> Option<String> {
 
 impl Discovery<'_> {
     async fn resolve_url(&mut self, url: &str, hops: usize) -> Result<SourceInfo> {
-        let doc = self.f.document(url).await?;
+        // A document a link names (hops > 0) says, when it cannot be fetched, what to do.
+        let doc = match self.f.document(url).await {
+            Ok(d) => d,
+            Err(e) if hops > 0 => return Err(crate::docs::named(e)),
+            Err(e) => return Err(e),
+        };
         Box::pin(self.resolve_doc(doc, hops)).await
     }
 
@@ -115,13 +120,18 @@ impl Discovery<'_> {
         if hops > MAX_HOPS {
             return Err(Error::BadDocument {
                 url: doc.url,
-                message: format!("more than {MAX_HOPS} up/index links followed"),
+                message: format!(
+                    "more than {MAX_HOPS} up/index links followed (Z39.99-2014 §6.2): give the \
+                     URL of the Capability List"
+                ),
             });
         }
         if !self.visited.insert(doc.url.clone()) {
             return Err(Error::BadDocument {
                 url: doc.url,
-                message: "up/index links lead in a circle".into(),
+                message: "up/index links lead in a circle (Z39.99-2014 §6.2): give the URL of \
+                          the Capability List, and tell the Source's maintainer"
+                    .into(),
             });
         }
         let url = doc.url.clone();
@@ -152,7 +162,10 @@ impl Discovery<'_> {
                     (None, []) => {
                         return Err(Error::BadDocument {
                             url,
-                            message: "the Source Description lists no Capability List".into(),
+                            message: "the Source Description lists no Capability List \
+                                      (Z39.99-2014 §8): give the URL of a Capability List, or \
+                                      tell the Source's maintainer"
+                                .into(),
                         });
                     }
                     (None, _) => return Err(Error::SeveralSets { url, found: lists }),
@@ -222,7 +235,9 @@ impl Discovery<'_> {
                     None if other == Capability::ResourceList => {
                         // A Resource List on its own: synced without a Capability List.
                         self.warnings.push(format!(
-                            "{url}: a Resource List without an up link to a Capability List"
+                            "{url}: a Resource List without an up link to a Capability List \
+                             (Z39.99-2014 §6.2): synced on its own, without Change Lists (each \
+                             sync diffs against it)"
                         ));
                         Ok(SourceInfo {
                             resource_list: Some(url),
@@ -233,14 +248,16 @@ impl Discovery<'_> {
                     None => Err(Error::BadDocument {
                         url,
                         message: format!(
-                            "a {other} document without an up link to its Capability List"
+                            "a {other} document without an up link to its Capability List \
+                             (Z39.99-2014 §6.2): give the URL of the Capability List"
                         ),
                     }),
                 }
             }
             None => {
                 self.warnings.push(format!(
-                    "{url}: a plain Sitemap (no <rs:md>): read as a Resource List"
+                    "{url}: a plain Sitemap (no <rs:md>): read as a Resource List, without \
+                     Change Lists (each sync diffs against it)"
                 ));
                 Ok(SourceInfo {
                     resource_list: Some(url),
@@ -407,6 +424,12 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
                             .filter_map(|t| resolve(url, t)),
                     );
                     if page_links.is_empty() {
+                        // The reader's own words (which name the line): a page that is not a
+                        // document is no fault of the Source's.
+                        let e = match e {
+                            Error::Document { cause } => cause.to_string(),
+                            other => other.to_string(),
+                        };
                         tried.push(format!("{url}: not a ResourceSync document ({e})"));
                     }
                 }

@@ -246,7 +246,9 @@ impl ListSink for PackageSink {
         if self.packages.len() >= MAX_INDEX_ENTRIES {
             return Err(Error::BadDocument {
                 url: self.url.clone(),
-                message: format!("more than {MAX_INDEX_ENTRIES} packages"),
+                message: format!(
+                    "more than {MAX_INDEX_ENTRIES} packages: tell the Source's maintainer"
+                ),
             });
         }
         self.packages.push(e);

@@ -51,7 +51,7 @@ pub enum Error {
         transient: bool,
     },
     /// A document could not be read.
-    #[error("{cause}")]
+    #[error("{cause}{}", document_hint(.cause))]
     Document {
         /// The model's error, which names the document, line and column.
         cause: resourcesync_model::Error,
@@ -97,7 +97,10 @@ pub enum Error {
     },
     /// An index nested deeper than [`crate::docs::MAX_INDEX_DEPTH`]: its parts are not read,
     /// and a list read in part is not taken for the whole (Z39.99-2014 §10.2, §12.2).
-    #[error("{url}: index nested deeper than {depth} levels: refused")]
+    #[error(
+        "{url}: index nested deeper than {depth} levels: refused (Z39.99-2014 §10.2, §12.2: an \
+         index lists lists); tell the Source's maintainer"
+    )]
     IndexTooDeep {
         /// The index found too deep.
         url: String,
@@ -172,6 +175,18 @@ pub enum Error {
     /// A worker task failed.
     #[error("internal task failed: {0}")]
     Task(String),
+}
+
+/// What to do about a document the reader refused (it names the document, the line and the rule).
+fn document_hint(cause: &resourcesync_model::Error) -> &'static str {
+    use resourcesync_model::Error as M;
+    match cause {
+        M::Malformed { .. } | M::Forbidden { .. } | M::Limit { .. } | M::NotSitemap { .. } => {
+            " (the Source's document cannot be used: tell the Source's maintainer; `resourcesync \
+             validate URL` lists its problems)"
+        }
+        _ => "",
+    }
 }
 
 /// The text of [`Error::HistoryGap`].

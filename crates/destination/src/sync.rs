@@ -1464,7 +1464,17 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
                     .capability_list
                     .clone()
                     .unwrap_or_else(|| opts.url.clone()),
-                message: "the Source offers no Resource List".into(),
+                message: format!(
+                    "the Source offers no Resource List (it lists: {}) to diff the copy against, \
+                     and its Change Lists do not reach back to the cursor: to start over from its \
+                     Resource Dump, sync into a new directory (or remove {})",
+                    if info.offered.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        info.offered.join(", ")
+                    },
+                    opts.state_path().display()
+                ),
             })
     };
     let mut from_dumps = Tally::default();
@@ -1542,6 +1552,9 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
             }
             let at = match dump_at {
                 Some(d) => after_dump(&ctx, &fetcher, &mut exec, &info, d, &mut w, staged).await?,
+                // Without a Resource List, a Resource Dump whose packages were all refused
+                // leaves nothing more to do: its failures say why, the next run tries again.
+                None if resource_dump.is_some() && info.resource_list.is_none() => None,
                 None => {
                     baseline_with(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w, None, staged)
                         .await?

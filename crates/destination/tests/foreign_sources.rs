@@ -851,3 +851,145 @@ async fn a_change_not_listed_yet_is_explained_and_caught_up_next_run() {
     .into();
     assert_eq!(dest_files(&dest), expected);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Item 6: what a Destination says about a Source.
+
+/// Each error about a Source's document names the document, the line where it has one, and
+/// what the user can do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_about_a_source_name_the_document_the_line_and_what_to_do() {
+    let src = tmp();
+    let server = Server::start(src.path()).await;
+    let b = server.base.clone();
+    let cap_of = |dir: &str, caps: &[(&str, &str)]| {
+        capability_list(
+            &caps
+                .iter()
+                .map(|(c, doc)| (*c, format!("{b}{dir}/{doc}")))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let rl_of = |dir: &str, body: &str| {
+        urlset(
+            Some(&format!("{b}{dir}/cap.xml")),
+            &format!("capability=\"resourcelist\" at=\"{T0}\""),
+            &[body.to_owned()],
+        )
+    };
+    let a_txt = url(&format!("{b}a.txt"), &lh(b"alpha"));
+    write_tree(
+        src.path(),
+        &[
+            ("a.txt", b"alpha"),
+            // A Resource List named and not served.
+            (
+                "missing/cap.xml",
+                cap_of("missing", &[("resourcelist", "rl.xml")]).as_bytes(),
+            ),
+            // A Resource List that is not well-formed on its third line.
+            (
+                "broken/cap.xml",
+                cap_of("broken", &[("resourcelist", "rl.xml")]).as_bytes(),
+            ),
+            (
+                "broken/rl.xml",
+                rl_of("broken", "<url><loc>x</loc></urll>\n").as_bytes(),
+            ),
+            // A "Resource List" that is a Change List.
+            (
+                "other/cap.xml",
+                cap_of("other", &[("resourcelist", "rl.xml")]).as_bytes(),
+            ),
+            (
+                "other/rl.xml",
+                urlset(
+                    None,
+                    &format!("capability=\"changelist\" from=\"{T0}\""),
+                    &[],
+                )
+                .as_bytes(),
+            ),
+            // A Source Description without a Capability List.
+            (
+                "empty/desc.xml",
+                urlset(None, "capability=\"description\"", &[]).as_bytes(),
+            ),
+            // A good Source, whose Change List then fails.
+            (
+                "failing/cap.xml",
+                cap_of(
+                    "failing",
+                    &[("resourcelist", "rl.xml"), ("changelist", "cl.xml")],
+                )
+                .as_bytes(),
+            ),
+            ("failing/rl.xml", rl_of("failing", &a_txt).as_bytes()),
+            (
+                "failing/cl.xml",
+                urlset(
+                    Some(&format!("{b}failing/cap.xml")),
+                    &format!("capability=\"changelist\" from=\"{T0}\""),
+                    &[],
+                )
+                .as_bytes(),
+            ),
+        ],
+    );
+    let out = tmp();
+    let fail = |start: &str, dest: &str| {
+        let mut o = options(&format!("{b}{start}"), &out.path().join(dest));
+        o.http.retries = 0;
+        o
+    };
+    let err = |o: SyncOptions| async move {
+        sync(&o, Arc::new(Recorder::default()))
+            .await
+            .expect_err("fails")
+            .to_string()
+    };
+    // (start, the document named, what else the message says, what the user can do)
+    let cases = [
+        (
+            "missing/cap.xml",
+            "missing/rl.xml",
+            "HTTP 404",
+            "tell the Source's maintainer",
+        ),
+        (
+            "broken/cap.xml",
+            "broken/rl.xml",
+            ":5:",
+            "tell the Source's maintainer",
+        ),
+        (
+            "other/cap.xml",
+            "other/rl.xml",
+            "expected a resourcelist document",
+            "tell the Source's maintainer",
+        ),
+        (
+            "empty/desc.xml",
+            "empty/desc.xml",
+            "lists no Capability List",
+            "give the URL of a Capability List",
+        ),
+    ];
+    for (i, (start, doc, what, todo)) in cases.into_iter().enumerate() {
+        let m = err(fail(start, &format!("d{i}"))).await;
+        assert!(
+            m.contains(&format!("{b}{doc}")) && m.contains(what) && m.contains(todo),
+            "{start}: {m}"
+        );
+    }
+    let o = fail("failing/cap.xml", "failing");
+    run(&o).await;
+    server.fault("/failing/cl.xml", Fault::Status(500));
+    let m = err(o).await;
+    assert!(
+        m.contains(&format!("{b}failing/cl.xml"))
+            && m.contains("HTTP 500")
+            && m.contains("try again later"),
+        "{m}"
+    );
+}
