@@ -1,6 +1,8 @@
 //! Audit (Z39.99-2014 §5.2): coverage and accuracy of the copies against the Source's current
 //! state, compiled from its Resource List plus the changes its Change Lists record after the
-//! list's `at` (§10.1, §12.1).
+//! list's `at` (§10.1, §12.1); for a Source without a Resource List, from its Resource Dump's
+//! manifests plus the changes of its Change Dump's manifests after the dump's `at`
+//! (Z39.99-2017 §5.2; module `dump_list`).
 //!
 //! The copies are what is on disk: each is measured and hashed (with the algorithms the Source
 //! publishes for it), and compared with the Source's description by the diff engine's rule

@@ -7,15 +7,19 @@
 //!    Dump (or Change Dump) entry publishes, and past [`DumpLimits::max_package_bytes`]; its
 //!    length and every published digest of a known algorithm are then checked (§11.1, §13.1).
 //! 2. It is opened with the `zip` crate, and refused as a whole when it has two entries of one
-//!    name, entries sharing bytes (the overlapping-entries zip bomb), encrypted entries, an entry
-//!    whose declared size is more than [`DumpLimits::max_ratio`] times its compressed size (past
-//!    [`RATIO_EXEMPT_BYTES`]), or declared sizes adding up to more than
-//!    [`DumpLimits::max_unpacked_bytes`].
+//!    name or entries sharing bytes (the overlapping-entries zip bomb): which bytes a manifest
+//!    `path` names cannot be told then. A ZIP entry that is encrypted, or whose declared size is
+//!    more than [`DumpLimits::max_ratio`] times its compressed size (past
+//!    [`RATIO_EXEMPT_BYTES`]) or more than [`DumpLimits::max_unpacked_bytes`] alone, is refused
+//!    on its own: a manifest entry that names it fails.
 //! 3. Its `manifest.xml` (at the top level, §11.2, §13.2) is inflated (bounded like any
 //!    document) and read with the model's reader and validator: it must be a Resource Dump
-//!    Manifest (or a Change Dump Manifest), valid, with a safe `path` on every entry that needs
-//!    one (see [`entry_name`]). Every ZIP entry other than the manifest and empty directories
-//!    must be listed in it ("ZIP slip" and smuggled files). Any of these refuses the package.
+//!    Manifest (or a Change Dump Manifest) and valid, or the package is refused. A manifest entry
+//!    whose `path` is unsafe (see [`entry_name`]: "ZIP slip") or missing, or names a refused ZIP
+//!    entry, is refused on its own, with an error naming the package, the entry and the rule;
+//!    the others are used. The entries used must not declare more than
+//!    [`DumpLimits::max_unpacked_bytes`] together, or the package is refused. A ZIP entry no
+//!    manifest entry names is never read (a warning).
 //! 4. Each manifest entry's bitstream is streamed into the store's temporary file: reading stops
 //!    as soon as it passes the manifest `length` (or the maximum resource size), more than
 //!    `max_ratio` times its compressed size, or the package's remaining uncompressed budget; the
@@ -23,8 +27,9 @@
 //!    path its **`<loc>`** maps to ([`crate::mapping`]), never to anything derived from the ZIP
 //!    name. The state row is written after that, as for a download. An entry that fails is
 //!    reported as a warning and left to the Resource List or the Change Lists, which fetch the
-//!    resource on its own. A copy the state does not have goes to an unnamed temporary file in
-//!    its directory, linked into place instead of renamed ([`FsStore::create_temp_at`]; same
+//!    resource on its own; a Source with no list gets a failure of the run instead, kept as
+//!    pending (module `dump_sync`). A copy the state does not have goes to an unnamed temporary
+//!    file in its directory, linked into place instead of renamed ([`FsStore::create_temp_at`]; same
 //!    order: verified, synced, linked, synced, recorded). The entries of a Resource Dump package
 //!    are extracted by one thread per core (at most 4), chunks of manifest entries at a time,
 //!    while the thread reading the manifest takes their outcomes into account in manifest order;

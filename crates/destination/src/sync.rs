@@ -5,7 +5,9 @@
 //! - **Baseline** (first run, §10.1, §10.2): the Resource List, every part of its index streamed
 //!   one by one, is staged on disk, then merged with the state in URI order by the diff engine
 //!   ([`resourcesync_diff::diff_sorted`]): creates and updates are fetched, deletes removed (with
-//!   `--delete`) or remembered, the rest left alone. The cursor becomes the list's `at`.
+//!   `--delete`) or remembered, the rest left alone. The same run then catches up from the
+//!   Change Lists after the list's `at` ([`crate::catch_up`]); the cursor becomes the last
+//!   change seen (else the list's `at`).
 //! - **Incremental** (§12.1, §12.2): the Change List (or its index, found through `index` links)
 //!   is read from the cursor on; closed lists ending at or before the cursor are skipped, entries
 //!   at or before it ignored; several changes of one URI collapse to the last, and the changes
@@ -23,6 +25,8 @@
 //! - A first baseline applies the Resource Dump first, and `--prefer-dumps` applies Change Dump
 //!   packages before the Change Lists ([`crate::dump`], §11, §13); an update with a JSON Patch
 //!   link is patched rather than fetched when the copy allows it ([`crate::patch`], §14.4).
+//!   A Source with dumps and no list is synced from them alone (module `dump_sync`,
+//!   Z39.99-2017 §5.2).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -1456,7 +1460,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     }
     let mut exec = Exec::new(ctx.clone(), opts.concurrency);
     let mut w = Vec::new();
-    let need_rl = || {
+    // A Resource List needed and not offered: `then` says why it was needed and what to do.
+    let need_rl = |then: String| {
         info.resource_list
             .clone()
             .ok_or_else(|| Error::BadDocument {
@@ -1465,15 +1470,12 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
                     .clone()
                     .unwrap_or_else(|| opts.url.clone()),
                 message: format!(
-                    "the Source offers no Resource List (it lists: {}) to diff the copy against, \
-                     and its Change Lists do not reach back to the cursor: to start over from its \
-                     Resource Dump, sync into a new directory (or remove {})",
+                    "the Source offers no Resource List (it lists: {}) {then}",
                     if info.offered.is_empty() {
                         "nothing".to_owned()
                     } else {
                         info.offered.join(", ")
                     },
-                    opts.state_path().display()
                 ),
             })
     };
@@ -1509,7 +1511,12 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
             Err(e @ (Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. })) => {
                 // Said once, with the other warnings of the run.
                 w.push(format!("{e}: baseline diff against the Resource List"));
-                let at = baseline(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w).await?;
+                let rl = need_rl(format!(
+                    "to diff the copy against, and its Change Lists do not reach back to the \
+                     cursor: to start over, sync into a new directory (or remove {})",
+                    opts.state_path().display()
+                ))?;
+                let at = baseline(&ctx, &fetcher, &mut exec, &rl, &mut w).await?;
                 (
                     Mode::BaselineDiff,
                     Some(at.filter(|a| after(a, &c)).unwrap_or(c)),
@@ -1556,8 +1563,14 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
                 // leaves nothing more to do: its failures say why, the next run tries again.
                 None if resource_dump.is_some() && info.resource_list.is_none() => None,
                 None => {
-                    baseline_with(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w, None, staged)
-                        .await?
+                    let rl = need_rl(if opts.dry_run {
+                        "for a dry run to plan from (a dry run fetches no dump package): run \
+                         without --dry-run"
+                            .into()
+                    } else {
+                        "to start a copy from: tell the Source's maintainer".into()
+                    })?;
+                    baseline_with(&ctx, &fetcher, &mut exec, &rl, &mut w, None, staged).await?
                 }
             };
             (mode, at.or(cursor))
