@@ -1,6 +1,8 @@
 //! Audit (Z39.99-2014 §5.2): coverage and accuracy of the copies against the Source's current
 //! state, compiled from its Resource List plus the changes its Change Lists record after the
-//! list's `at` (§10.1, §12.1).
+//! list's `at` (§10.1, §12.1); for a Source without a Resource List, from its Resource Dump's
+//! manifests plus the changes of its Change Dump's manifests after the dump's `at`
+//! (Z39.99-2017 §5.2; module `dump_list`).
 //!
 //! The copies are what is on disk: each is measured and hashed (with the algorithms the Source
 //! publishes for it), and compared with the Source's description by the diff engine's rule
@@ -37,6 +39,8 @@ use resourcesync_store::{
 
 use crate::discover::discover;
 use crate::docs::{DocFetcher, ListSink, walk};
+use crate::dump::DumpLimits;
+use crate::dump_list::manifests;
 use crate::error::{Error, Result};
 use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
@@ -917,6 +921,14 @@ impl Compare<'_> {
 }
 
 /// Stops a walk of DEST when the audit ends first (an error, the time limit).
+/// What an audit compares the copies with.
+enum Against {
+    /// The Resource List.
+    List(String),
+    /// The manifests of the Resource Dump's packages (a Source without a Resource List).
+    Dump(String),
+}
+
 struct CancelOnDrop(Arc<AtomicBool>);
 
 impl Drop for CancelOnDrop {
@@ -966,21 +978,36 @@ async fn audit_inner(
     obs.phase("discovery");
     let info = discover(&fetcher, &opts.url, opts.set.as_deref()).await?;
     let mut warnings = info.warnings.clone();
-    let rl = info
-        .resource_list
-        .clone()
-        .ok_or_else(|| Error::BadDocument {
-            url: info
-                .capability_list
-                .clone()
-                .unwrap_or_else(|| opts.url.clone()),
-            message: "the Source offers no Resource List to audit against".into(),
-        })?;
+    // The list audited against: the Resource List, else the Resource Dump's manifests
+    // (Z39.99-2017 §5.2; crate::dump_list).
+    let against = match (&info.resource_list, &info.resource_dump) {
+        (Some(rl), _) => Against::List(rl.clone()),
+        (None, Some(rd)) => Against::Dump(rd.clone()),
+        (None, None) => {
+            let offers = if info.offered.is_empty() {
+                "nothing".to_owned()
+            } else {
+                info.offered.join(", ")
+            };
+            return Err(Error::BadDocument {
+                url: info
+                    .capability_list
+                    .clone()
+                    .unwrap_or_else(|| opts.url.clone()),
+                message: format!(
+                    "the Source offers no Resource List and no Resource Dump to audit against \
+                     (it lists: {offers}; Z39.99-2014 §5.2): tell the Source's maintainer"
+                ),
+            });
+        }
+    };
     let base = base_url(
         opts.base_url.as_deref(),
         info.description.as_deref(),
         info.capability_list.as_deref(),
-        &rl,
+        match &against {
+            Against::List(u) | Against::Dump(u) => u,
+        },
     );
     let mapper = UriMapper::new(&base)?;
     // The state's rows of this Source are read while the list is.
@@ -1000,7 +1027,6 @@ async fn audit_inner(
         }
     };
     let rows = rows_ahead(state.clone(), info.key());
-    obs.phase("reading the Resource List");
     let sink = Sink {
         list: List::new(),
         scratch: scratch.path().to_path_buf(),
@@ -1008,14 +1034,32 @@ async fn audit_inner(
         mapper,
         since: None,
     };
-    let (mut sink, rl_info) = walk(&fetcher, &rl, Capability::ResourceList, sink).await?;
-    warnings.extend(rl_info.warnings);
+    let (mut sink, at) = match &against {
+        Against::List(rl) => {
+            obs.phase("reading the Resource List");
+            let (sink, rl_info) = walk(&fetcher, rl, Capability::ResourceList, sink).await?;
+            warnings.extend(rl_info.warnings);
+            (sink, rl_info.top.md.as_ref().and_then(|m| m.at))
+        }
+        Against::Dump(rd) => {
+            obs.phase("reading the Resource Dump's manifests");
+            let dl = DumpLimits::default();
+            let (mut sink, at) =
+                manifests(&fetcher, &obs, rd, None, &dl, sink, &mut warnings).await?;
+            // Z39.99-2014 §13.2: the changes after the dump's `at`, from the Change Dump.
+            if let (Some(cd), Some(at)) = (&info.change_dump, at) {
+                obs.phase("reading the Change Dump's manifests");
+                sink.since = Some(at);
+                sink = manifests(&fetcher, &obs, cd, Some(at), &dl, sink, &mut warnings)
+                    .await?
+                    .0;
+            }
+            (sink, at)
+        }
+    };
     // Later changes (Z39.99-2014 §5.2: "compiled on the basis of a Resource List and Change
     // Lists").
-    if let (Some(cl), Some(at)) = (
-        &info.change_list,
-        rl_info.top.md.as_ref().and_then(|m| m.at),
-    ) {
+    if let (Some(cl), Some(at)) = (&info.change_list, at) {
         obs.phase("reading the Change Lists");
         sink.since = Some(at);
         let (s, i) = walk(&fetcher, cl, Capability::ChangeList, sink).await?;

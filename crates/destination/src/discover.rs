@@ -34,10 +34,13 @@ pub struct SourceInfo {
     pub resource_list: Option<String>,
     /// The Change List (or its index).
     pub change_list: Option<String>,
-    /// The Resource Dump (not used yet).
+    /// The Resource Dump.
     pub resource_dump: Option<String>,
-    /// The Change Dump (not used yet).
+    /// The Change Dump.
     pub change_dump: Option<String>,
+    /// The capabilities the Capability List lists, in its order (empty without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub offered: Vec<String>,
     /// The Change Notification channel the Capability List advertises (Change Notification
     /// 1.0.1 §5): its topic and hub.
     pub change_notification: Option<NotificationChannel>,
@@ -66,6 +69,8 @@ impl SourceInfo {
     }
 }
 
+/// Most capabilities of a Capability List named in [`SourceInfo::offered`].
+const MAX_OFFERED: usize = 20;
 /// Most `up`/`index` links followed.
 const MAX_HOPS: usize = 8;
 /// Most bytes of an HTML page or `robots.txt` read.
@@ -102,7 +107,12 @@ fn resolve(base: &str, href: &str) -> Option<String> {
 
 impl Discovery<'_> {
     async fn resolve_url(&mut self, url: &str, hops: usize) -> Result<SourceInfo> {
-        let doc = self.f.document(url).await?;
+        // A document a link names (hops > 0) says, when it cannot be fetched, what to do.
+        let doc = match self.f.document(url).await {
+            Ok(d) => d,
+            Err(e) if hops > 0 => return Err(crate::docs::named(e)),
+            Err(e) => return Err(e),
+        };
         Box::pin(self.resolve_doc(doc, hops)).await
     }
 
@@ -110,13 +120,18 @@ impl Discovery<'_> {
         if hops > MAX_HOPS {
             return Err(Error::BadDocument {
                 url: doc.url,
-                message: format!("more than {MAX_HOPS} up/index links followed"),
+                message: format!(
+                    "more than {MAX_HOPS} up/index links followed (Z39.99-2014 §6.2): give the \
+                     URL of the Capability List"
+                ),
             });
         }
         if !self.visited.insert(doc.url.clone()) {
             return Err(Error::BadDocument {
                 url: doc.url,
-                message: "up/index links lead in a circle".into(),
+                message: "up/index links lead in a circle (Z39.99-2014 §6.2): give the URL of \
+                          the Capability List, and tell the Source's maintainer"
+                    .into(),
             });
         }
         let url = doc.url.clone();
@@ -147,7 +162,10 @@ impl Discovery<'_> {
                     (None, []) => {
                         return Err(Error::BadDocument {
                             url,
-                            message: "the Source Description lists no Capability List".into(),
+                            message: "the Source Description lists no Capability List \
+                                      (Z39.99-2014 §8): give the URL of a Capability List, or \
+                                      tell the Source's maintainer"
+                                .into(),
                         });
                     }
                     (None, _) => return Err(Error::SeveralSets { url, found: lists }),
@@ -162,6 +180,7 @@ impl Discovery<'_> {
                 let up = doc.header.link("up").map(|l| l.href.clone());
                 let entries = doc.entries().await?;
                 let mut caps: BTreeMap<String, String> = BTreeMap::new();
+                let mut offered: Vec<String> = Vec::new();
                 let mut change_notification = None;
                 for e in &entries {
                     // Change Notification 1.0.1 §5: the topic in <loc>, the hub in
@@ -183,6 +202,9 @@ impl Discovery<'_> {
                         });
                     }
                     if let Some(c) = e.md.as_ref().and_then(|m| m.capability.as_ref()) {
+                        if !caps.contains_key(c.as_str()) && offered.len() < MAX_OFFERED {
+                            offered.push(c.as_str().chars().take(100).collect());
+                        }
                         caps.entry(c.as_str().to_owned())
                             .or_insert_with(|| e.loc.clone());
                     }
@@ -195,6 +217,7 @@ impl Discovery<'_> {
                     resource_dump: caps.get("resourcedump").cloned(),
                     change_dump: caps.get("changedump").cloned(),
                     change_notification,
+                    offered,
                     plain_sitemap: false,
                     warnings: std::mem::take(&mut self.warnings),
                 })
@@ -212,7 +235,9 @@ impl Discovery<'_> {
                     None if other == Capability::ResourceList => {
                         // A Resource List on its own: synced without a Capability List.
                         self.warnings.push(format!(
-                            "{url}: a Resource List without an up link to a Capability List"
+                            "{url}: a Resource List without an up link to a Capability List \
+                             (Z39.99-2014 §6.2): synced on its own, without Change Lists (each \
+                             sync diffs against it)"
                         ));
                         Ok(SourceInfo {
                             resource_list: Some(url),
@@ -223,14 +248,16 @@ impl Discovery<'_> {
                     None => Err(Error::BadDocument {
                         url,
                         message: format!(
-                            "a {other} document without an up link to its Capability List"
+                            "a {other} document without an up link to its Capability List \
+                             (Z39.99-2014 §6.2): give the URL of the Capability List"
                         ),
                     }),
                 }
             }
             None => {
                 self.warnings.push(format!(
-                    "{url}: a plain Sitemap (no <rs:md>): read as a Resource List"
+                    "{url}: a plain Sitemap (no <rs:md>): read as a Resource List, without \
+                     Change Lists (each sync diffs against it)"
                 ));
                 Ok(SourceInfo {
                     resource_list: Some(url),
@@ -307,6 +334,52 @@ impl Discovery<'_> {
     }
 }
 
+impl SourceInfo {
+    /// Whether the Source offers something to sync from (Z39.99-2014 §5.2): a Resource List, a
+    /// Change List, a Resource Dump (unless `use_dumps` is off) or a Change Dump; and, for a
+    /// first run (`baseline`), a Resource List or a Resource Dump to start the copy from. The
+    /// error names the Capability List, what it offers, and what the user can do.
+    pub(crate) fn check_usable(&self, use_dumps: bool, baseline: bool) -> Result<()> {
+        let rl = self.resource_list.is_some();
+        let rd = self.resource_dump.is_some();
+        let lists = rl || self.change_list.is_some();
+        let dumps = rd || self.change_dump.is_some();
+        let url = self.capability_list.clone().unwrap_or_default();
+        let offers = if self.offered.is_empty() {
+            "nothing".to_owned()
+        } else {
+            self.offered.join(", ")
+        };
+        let message = if !lists && !dumps {
+            format!(
+                "the Capability List offers nothing a Destination can sync from (it lists: \
+                 {offers}); a Destination needs a Resource List or a Resource Dump to start a \
+                 copy from, then Change Lists or Change Dumps (Z39.99-2014 §5.2, §9): check that \
+                 this is the Capability List of the set you want, or tell the Source's maintainer"
+            )
+        } else if !lists && !use_dumps {
+            format!(
+                "the Capability List offers only dumps (it lists: {offers}), and --no-dump turns \
+                 them off: run without --no-dump"
+            )
+        } else if baseline && !rl && !(rd && use_dumps) {
+            format!(
+                "the Capability List offers no Resource List{} to start a copy from (it lists: \
+                 {offers}; Z39.99-2014 §5.2): {}",
+                if use_dumps { " or Resource Dump" } else { "" },
+                if rd {
+                    "run without --no-dump to start from its Resource Dump"
+                } else {
+                    "tell the Source's maintainer"
+                }
+            )
+        } else {
+            return Ok(());
+        };
+        Err(Error::BadDocument { url, message })
+    }
+}
+
 fn is_site_root(url: &Url) -> bool {
     url.path() == "/" && url.query().is_none()
 }
@@ -351,6 +424,12 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
                             .filter_map(|t| resolve(url, t)),
                     );
                     if page_links.is_empty() {
+                        // The reader's own words (which name the line): a page that is not a
+                        // document is no fault of the Source's.
+                        let e = match e {
+                            Error::Document { cause } => cause.to_string(),
+                            other => other.to_string(),
+                        };
                         tried.push(format!("{url}: not a ResourceSync document ({e})"));
                     }
                 }

@@ -83,10 +83,7 @@ impl DocFetcher {
         let link_header = header(&resp, LINK);
         let content_type = header(&resp, CONTENT_TYPE);
         if resp.content_length().is_some_and(|n| n > self.max_bytes) {
-            return Err(Error::BadDocument {
-                url: url.to_owned(),
-                message: format!("larger than the {} bytes allowed", self.max_bytes),
-            });
+            return Err(too_large(url, self.max_bytes));
         }
         let mut tmp = tempfile::Builder::new()
             .prefix("doc-")
@@ -96,10 +93,7 @@ impl DocFetcher {
         while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
             n += chunk.len() as u64;
             if n > self.max_bytes {
-                return Err(Error::BadDocument {
-                    url: url.to_owned(),
-                    message: format!("larger than the {} bytes allowed", self.max_bytes),
-                });
+                return Err(too_large(url, self.max_bytes));
             }
             tmp.write_all(&chunk)
                 .map_err(|e| Error::io("writing a temporary file", e))?;
@@ -173,7 +167,11 @@ impl Doc {
             if v.len() >= MAX_INDEX_ENTRIES {
                 return Err(Error::BadDocument {
                     url: url.clone(),
-                    message: format!("more than {MAX_INDEX_ENTRIES} entries"),
+                    message: format!(
+                        "more than {MAX_INDEX_ENTRIES} entries, the most read from a Source \
+                         Description, Capability List or index: tell the Source's maintainer \
+                         (Z39.99-2014 §10.2: split lists are indexed)"
+                    ),
                 });
             }
             v.push(e);
@@ -224,11 +222,66 @@ fn check_capability(doc: &Doc, cap: &Capability, warnings: &mut Vec<String>) -> 
         other => Err(Error::BadDocument {
             url: doc.url.clone(),
             message: format!(
-                "expected a {} document, found {}",
+                "expected a {} document, found {} (Z39.99-2014 §7: the capability of the \
+                 <rs:md> says what a document is): the Source names it as its {cap}; tell the \
+                 Source's maintainer",
                 cap,
                 other.map_or("a plain Sitemap".to_owned(), |c| format!("capability {c}"))
             ),
         }),
+    }
+}
+
+/// "larger than the N bytes allowed", and what to do.
+fn too_large(url: &str, max: u64) -> Error {
+    Error::BadDocument {
+        url: url.to_owned(),
+        message: format!(
+            "larger than the {max} bytes allowed for a document (five times the 50 MB a \
+             Sitemap may have, Z39.99-2014 §7): tell the Source's maintainer (Z39.99-2014 \
+             §10.2: large lists are split and indexed)"
+        ),
+    }
+}
+
+/// The error of a document the Source names (in its Capability List, an index, a link) that
+/// could not be fetched, once retries are spent: with what the user can do.
+pub(crate) fn named(e: Error) -> Error {
+    match e {
+        Error::Status { url, status, .. } => {
+            let hint = match status {
+                404 | 410 => {
+                    "the Source names this document but does not serve it: tell the Source's \
+                     maintainer"
+                }
+                401 | 403 => {
+                    "access refused: if the Source needs a token, give it with --token; else \
+                     tell the Source's maintainer"
+                }
+                429 => "the Source asks for fewer requests: try again later, or with --rate",
+                500..=599 => {
+                    "the Source's server failed: try again later, and tell the Source's \
+                     maintainer if it persists"
+                }
+                _ => "not a document: tell the Source's maintainer",
+            };
+            Error::BadDocument {
+                url,
+                message: format!("HTTP {status}: {hint}"),
+            }
+        }
+        Error::Transport {
+            url,
+            message,
+            transient: true,
+        } => Error::BadDocument {
+            url,
+            message: format!(
+                "{message}: the Source could not be read: try again later (--timeout and \
+                 --retries give it more time)"
+            ),
+        },
+        other => other,
     }
 }
 
@@ -244,7 +297,7 @@ pub(crate) async fn walk<S: ListSink>(
     let mut warnings = Vec::new();
     let mut visited: HashSet<String> = HashSet::new();
     visited.insert(url.to_owned());
-    let mut doc = f.document(url).await?;
+    let mut doc = f.document(url).await.map_err(named)?;
     check_capability(&doc, &cap, &mut warnings)?;
     // Z39.99-2014 §12.1: a Change List points to its index (`rel="index"`), which lists every
     // Change List; walk the index when the Capability List names a single list.
@@ -273,7 +326,7 @@ pub(crate) async fn walk<S: ListSink>(
             None => match queue.pop_front() {
                 Some((u, dep)) => {
                     depth = dep;
-                    let d = f.document(&u).await?;
+                    let d = f.document(&u).await.map_err(named)?;
                     check_capability(&d, &cap, &mut warnings)?;
                     d
                 }

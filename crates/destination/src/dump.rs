@@ -7,15 +7,19 @@
 //!    Dump (or Change Dump) entry publishes, and past [`DumpLimits::max_package_bytes`]; its
 //!    length and every published digest of a known algorithm are then checked (§11.1, §13.1).
 //! 2. It is opened with the `zip` crate, and refused as a whole when it has two entries of one
-//!    name, entries sharing bytes (the overlapping-entries zip bomb), encrypted entries, an entry
-//!    whose declared size is more than [`DumpLimits::max_ratio`] times its compressed size (past
-//!    [`RATIO_EXEMPT_BYTES`]), or declared sizes adding up to more than
-//!    [`DumpLimits::max_unpacked_bytes`].
+//!    name or entries sharing bytes (the overlapping-entries zip bomb): which bytes a manifest
+//!    `path` names cannot be told then. A ZIP entry that is encrypted, or whose declared size is
+//!    more than [`DumpLimits::max_ratio`] times its compressed size (past
+//!    [`RATIO_EXEMPT_BYTES`]) or more than [`DumpLimits::max_unpacked_bytes`] alone, is refused
+//!    on its own: a manifest entry that names it fails.
 //! 3. Its `manifest.xml` (at the top level, §11.2, §13.2) is inflated (bounded like any
 //!    document) and read with the model's reader and validator: it must be a Resource Dump
-//!    Manifest (or a Change Dump Manifest), valid, with a safe `path` on every entry that needs
-//!    one (see [`entry_name`]). Every ZIP entry other than the manifest and empty directories
-//!    must be listed in it ("ZIP slip" and smuggled files). Any of these refuses the package.
+//!    Manifest (or a Change Dump Manifest) and valid, or the package is refused. A manifest entry
+//!    whose `path` is unsafe (see [`entry_name`]: "ZIP slip") or missing, or names a refused ZIP
+//!    entry, is refused on its own, with an error naming the package, the entry and the rule;
+//!    the others are used. The entries used must not declare more than
+//!    [`DumpLimits::max_unpacked_bytes`] together, or the package is refused. A ZIP entry no
+//!    manifest entry names is never read (a warning).
 //! 4. Each manifest entry's bitstream is streamed into the store's temporary file: reading stops
 //!    as soon as it passes the manifest `length` (or the maximum resource size), more than
 //!    `max_ratio` times its compressed size, or the package's remaining uncompressed budget; the
@@ -23,8 +27,9 @@
 //!    path its **`<loc>`** maps to ([`crate::mapping`]), never to anything derived from the ZIP
 //!    name. The state row is written after that, as for a download. An entry that fails is
 //!    reported as a warning and left to the Resource List or the Change Lists, which fetch the
-//!    resource on its own. A copy the state does not have goes to an unnamed temporary file in
-//!    its directory, linked into place instead of renamed ([`FsStore::create_temp_at`]; same
+//!    resource on its own; a Source with no list gets a failure of the run instead, kept as
+//!    pending (module `dump_sync`). A copy the state does not have goes to an unnamed temporary
+//!    file in its directory, linked into place instead of renamed ([`FsStore::create_temp_at`]; same
 //!    order: verified, synced, linked, synced, recorded). The entries of a Resource Dump package
 //!    are extracted by one thread per core (at most 4), chunks of manifest entries at a time,
 //!    while the thread reading the manifest takes their outcomes into account in manifest order;
@@ -60,7 +65,7 @@
 //! packages applied is found current in the state and not fetched again, and whatever they did
 //! not cover (a newer open period, a refused package, a left-out change) is fetched.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -72,16 +77,17 @@ use resourcesync_model::{
     Validator, W3cDateTime,
 };
 use resourcesync_store::{
-    Committed, DirHandles, Expect, FsStore, RelPath, ResourceRecord, Store, TempFile,
+    Committed, DirHandles, Expect, FsStore, PendingChange, RelPath, ResourceRecord, Store, TempFile,
 };
 use zip::ZipArchive;
 
 use crate::commit::{Done, MAX_BATCH, Origin, Pending, Producer};
 use crate::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
 use crate::error::{Error, Result};
-use crate::http::body_error;
+use crate::http::{Http, body_error};
 use crate::mapping::UriMapper;
 use crate::patch::{MAX_PATCH_BYTES, PATCH_REL, PatchLink, patch_copy};
+use crate::report::{Failure, Observer, push_capped};
 use crate::staging::StagedItem;
 use crate::sync::Ctx;
 
@@ -154,12 +160,27 @@ pub(crate) struct DumpStats {
     pub deleted: u64,
     /// Entries whose copy was already in place.
     pub unchanged: u64,
-    /// Entries that failed (left to the lists).
+    /// Entries that failed.
     pub failed: u64,
     /// Bytes written.
     pub bytes: u64,
     /// The Resource Dump's `at` (Z39.99-2014 §11.1).
     pub at: Option<W3cDateTime>,
+    /// Whether the Source's lists fetch what the packages leave out (a Resource List after a
+    /// Resource Dump, the Change Lists after a Change Dump): a failed entry or a refused
+    /// package is then a warning; without them, a failure of the run ([`entry_failed`]).
+    pub lists: bool,
+    /// Entries and packages that failed the run (without lists), all counted.
+    pub run_failed: u64,
+    /// Those failures (at most [`crate::report::MAX_LISTED`]).
+    pub failures: Vec<Failure>,
+    /// The latest change time of the Change Dump entries taken into account (applied, or
+    /// failed and kept as pending).
+    pub last: Option<W3cDateTime>,
+    /// The `from` of the Change Dump package refused first, without lists: the packages after
+    /// it are not applied, and the cursor does not move past it (Z39.99-2014 §13.1: forward
+    /// chronological order).
+    pub stopped: Option<W3cDateTime>,
 }
 
 /// The ZIP entry name a manifest `path` names (Z39.99-2014 §11.2, §13.2: "relative to root of the
@@ -205,6 +226,11 @@ pub fn entry_name(path: &str) -> std::result::Result<&str, &'static str> {
     Ok(rest)
 }
 
+/// A ZIP entry's name as shown in a message: lossy UTF-8, at most 200 characters.
+fn shown_name(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw).chars().take(200).collect()
+}
+
 fn warn(warnings: &mut Vec<String>, dropped: &mut u64, msg: String) {
     tracing::warn!("{msg}");
     if warnings.len() < MAX_WARNINGS {
@@ -225,7 +251,9 @@ impl ListSink for PackageSink {
         if self.packages.len() >= MAX_INDEX_ENTRIES {
             return Err(Error::BadDocument {
                 url: self.url.clone(),
-                message: format!("more than {MAX_INDEX_ENTRIES} packages"),
+                message: format!(
+                    "more than {MAX_INDEX_ENTRIES} packages: tell the Source's maintainer"
+                ),
             });
         }
         self.packages.push(e);
@@ -234,7 +262,8 @@ impl ListSink for PackageSink {
 }
 
 async fn download_once(
-    ctx: &Ctx,
+    http: &Http,
+    obs: &dyn Observer,
     dir: &Path,
     url: &str,
     declared: Option<u64>,
@@ -245,7 +274,7 @@ async fn download_once(
         message,
     };
     let limit = declared.unwrap_or(expect.max_bytes);
-    let mut resp = ctx.http.get_once(url, None).await?;
+    let mut resp = http.get_once(url, None).await?;
     if resp.status().as_u16() == 304 {
         return Err(refuse(
             "304 Not Modified to an unconditional request".into(),
@@ -271,7 +300,7 @@ async fn download_once(
         hasher.update(&chunk);
         out.write_all(&chunk)
             .map_err(|e| Error::io("writing a package", e))?;
-        ctx.obs.bytes(chunk.len() as u64);
+        obs.bytes(chunk.len() as u64);
     }
     let tmp = out
         .into_inner()
@@ -284,8 +313,9 @@ async fn download_once(
 }
 
 /// Downloads a package (with retries) to a temporary file, verified against its entry.
-async fn download_package(
-    ctx: &Ctx,
+pub(crate) async fn download_package(
+    http: &Http,
+    obs: &dyn Observer,
     dir: &Path,
     pkg: &Entry,
     limits: &DumpLimits,
@@ -307,8 +337,7 @@ async fn download_package(
         max_bytes: limits.max_package_bytes,
         modified: None,
     };
-    ctx.http
-        .with_retries(|| download_once(ctx, dir, url, declared, &expect))
+    http.with_retries(|| download_once(http, obs, dir, url, declared, &expect))
         .await
 }
 
@@ -455,14 +484,19 @@ impl Extractor {
 }
 
 /// An opened, checked package.
-struct Package {
+pub(crate) struct Package {
     url: String,
     /// Its bitstreams (for the thread that reads the manifest).
     ex: Extractor,
-    manifest: tempfile::TempPath,
+    pub(crate) manifest: tempfile::TempPath,
     header: Header,
-    /// A warning about manifest errors tolerated ([`TOLERATED_RULES`]).
-    tolerated: Option<String>,
+    /// Warnings about the package as a whole: manifest errors tolerated ([`TOLERATED_RULES`]),
+    /// ZIP entries no manifest entry names (never read).
+    notes: Vec<String>,
+    /// The manifest entries refused on their own, by their position in the manifest (1 for the
+    /// first entry; a line may hold several), and why (an unsafe `path`, a ZIP entry encrypted
+    /// or declaring a zip bomb, no `path`): each is that entry's failure, the others are used.
+    refused: HashMap<usize, String>,
     max_document_bytes: u64,
 }
 
@@ -475,7 +509,7 @@ impl std::fmt::Debug for Package {
     }
 }
 
-fn manifest_opts(url: &str, max_bytes: u64) -> ReadOptions {
+pub(crate) fn manifest_opts(url: &str, max_bytes: u64) -> ReadOptions {
     let mut o = ReadOptions::named(format!("{url}#{MANIFEST_NAME}"));
     o.max_document_bytes = max_bytes.max(1);
     o
@@ -505,7 +539,7 @@ fn inflate(
             Ok(0) => break Ok(n),
             Ok(k) => k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => break Err(format!("inflating: {e}")),
+            Err(e) => break Err(format!("inflating: {e} (a damaged entry, or a zip bomb)")),
         };
         if n.saturating_add(k as u64) > ratio_cap {
             break Err(format!(
@@ -534,7 +568,7 @@ fn inflate(
 }
 
 /// Opens and checks a package (steps 2 and 3 of the module documentation).
-fn open_package(
+pub(crate) fn open_package(
     file: &Path,
     url: &str,
     cap: Capability,
@@ -549,8 +583,12 @@ fn open_package(
     let f = File::open(file).map_err(|e| Error::io(format!("reading {url}"), e))?;
     let mut zip = ZipArchive::new(PackageReader::new(f))
         .map_err(|e| refuse(format!("not a readable ZIP package: {e}")))?;
+    // Refused as a whole: which bytes a manifest `path` names cannot be told.
     if zip.has_duplicate_names() {
-        return Err(refuse("two ZIP entries have the same name".into()));
+        return Err(refuse(
+            "two ZIP entries have the same name: which one a manifest path names cannot be told"
+                .into(),
+        ));
     }
     match zip.has_overlapping_entries() {
         Ok(false) => {}
@@ -561,32 +599,41 @@ fn open_package(
         }
         Err(e) => return Err(refuse(format!("not a readable ZIP package: {e}"))),
     }
-    let mut declared = 0u64;
+    // Refused on their own (a manifest entry that names one fails, the others are used): the
+    // ZIP entries encrypted, or declaring a zip bomb. The declared sizes of the others, for the
+    // package's total once the manifest says which are used.
+    let mut bad: HashMap<Vec<u8>, String> = HashMap::new();
+    let mut sizes: HashMap<Vec<u8>, u64> = HashMap::new();
     for i in 0..zip.len() {
         let e = zip
             .by_index_data(i)
             .map_err(|e| refuse(format!("ZIP entry {i}: {e}")))?;
-        let name = String::from_utf8_lossy(e.name_raw())
-            .chars()
-            .take(200)
-            .collect::<String>();
-        if e.encrypted() {
-            return Err(refuse(format!("ZIP entry {name:?} is encrypted")));
-        }
+        let raw = e.name_raw().to_vec();
         let (size, compressed) = (e.size(), e.compressed_size());
-        if size > RATIO_EXEMPT_BYTES && size > compressed.saturating_mul(limits.max_ratio) {
-            return Err(refuse(format!(
-                "ZIP entry {name:?} declares {size} bytes from {compressed} compressed: a ratio over the {}:1 allowed (a zip bomb?)",
+        let why = if e.encrypted() {
+            Some("is encrypted (a Destination has no key to read it)".to_owned())
+        } else if size > RATIO_EXEMPT_BYTES && size > compressed.saturating_mul(limits.max_ratio) {
+            Some(format!(
+                "declares {size} bytes from {compressed} compressed: a ratio over the {}:1 \
+                 allowed (a zip bomb?)",
                 limits.max_ratio
-            )));
+            ))
+        } else if size > limits.max_unpacked_bytes {
+            Some(format!(
+                "declares {size} bytes, more than the {} a package may inflate to (a zip bomb?)",
+                limits.max_unpacked_bytes
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some(w) => {
+                bad.insert(raw, format!("ZIP entry {:?} {w}", shown_name(e.name_raw())));
+            }
+            None => {
+                sizes.insert(raw, size);
+            }
         }
-        declared = declared.saturating_add(size);
-    }
-    if declared > limits.max_unpacked_bytes {
-        return Err(refuse(format!(
-            "the entries declare {declared} bytes in all, more than the {} allowed (a zip bomb?)",
-            limits.max_unpacked_bytes
-        )));
     }
     let budget = Arc::new(AtomicU64::new(limits.max_unpacked_bytes));
 
@@ -632,8 +679,11 @@ fn open_package(
         )));
     }
     let mut v = Validator::new(&header, r.header_position(), KEPT_FINDINGS);
+    // The ZIP entries the manifest names (a bitstream, or a patch, §14.4), the names of those
+    // refused for their path (not reported again as unlisted), and the entries refused.
     let mut names: HashSet<Vec<u8>> = HashSet::new();
-    let mut patch_only: HashSet<u64> = HashSet::new();
+    let mut unsafe_names: HashSet<Vec<u8>> = HashSet::new();
+    let mut refused: HashMap<usize, String> = HashMap::new();
     let mut count = 0usize;
     while let Some(e) = r
         .next_entry()
@@ -646,19 +696,33 @@ fn open_package(
             )));
         }
         v.entry(&e);
+        let line = e.position.line;
+        // Why this entry is refused, if it is: the first reason found.
+        let mut why: Option<String> = None;
+        let mut name_of = |what: &str, p: &str, why: &mut Option<String>| match entry_name(p) {
+            Ok(n) => {
+                if let Some(b) = bad.get(n.as_bytes()) {
+                    why.get_or_insert_with(|| b.clone());
+                }
+                names.insert(n.as_bytes().to_vec());
+            }
+            Err(rule) => {
+                let raw = p.strip_prefix('/').unwrap_or(p);
+                unsafe_names.insert(raw.as_bytes().to_vec());
+                why.get_or_insert_with(|| {
+                    format!(
+                        "{what} {:?}: {rule} (Z39.99-2014 §11.2, §13.2: a path names a bitstream \
+                         inside the package, a ZIP slip otherwise)",
+                        p.chars().take(200).collect::<String>()
+                    )
+                });
+            }
+        };
         // Z39.99-2014 §14.4: a patch link of a Change Dump Manifest entry names, with `path`,
         // the change description inside the package.
         let patch_path = patch_in_package(&e);
         if let Some(p) = patch_path {
-            let name = entry_name(p).map_err(|why| {
-                refuse(format!(
-                    "{MANIFEST_NAME} line {}: patch path {:?} of {}: {why}",
-                    e.position.line,
-                    p.chars().take(200).collect::<String>(),
-                    e.loc
-                ))
-            })?;
-            names.insert(name.as_bytes().to_vec());
+            name_of("patch path", p, &mut why);
         }
         let path = e.md.as_ref().and_then(|m| m.path.as_deref());
         match path {
@@ -669,27 +733,20 @@ fn open_package(
             // lists. §13.2 asks for a `path` on every other entry; that finding is not fatal here.
             None if cap == Capability::ChangeDumpManifest
                 && e.change() == Some(&Change::Updated)
-                && patch_path.is_some() =>
-            {
-                patch_only.insert(e.position.line);
-            }
+                && patch_path.is_some() => {}
             None => {
-                return Err(refuse(format!(
-                    "{MANIFEST_NAME} line {}: {} has no path (Z39.99-2014 §11.2, §13.2)",
-                    e.position.line, e.loc
-                )));
+                why.get_or_insert_with(|| {
+                    "no path (Z39.99-2014 §11.2, §13.2: every manifest entry names its bitstream)"
+                        .to_owned()
+                });
             }
-            Some(p) => {
-                let name = entry_name(p).map_err(|why| {
-                    refuse(format!(
-                        "{MANIFEST_NAME} line {}: path {:?} of {}: {why}",
-                        e.position.line,
-                        p.chars().take(200).collect::<String>(),
-                        e.loc
-                    ))
-                })?;
-                names.insert(name.as_bytes().to_vec());
-            }
+            Some(p) => name_of("path", p, &mut why),
+        }
+        if let Some(why) = why {
+            refused.insert(
+                count,
+                format!("{MANIFEST_NAME} line {line}: {}: refused: {why}", e.loc),
+            );
         }
     }
     let name = r.name().to_owned();
@@ -700,11 +757,12 @@ fn open_package(
         .iter()
         .filter(|f| f.severity() == Severity::Error)
         .collect();
-    let (tolerated, fatal): (Vec<&Finding>, Vec<&Finding>) =
-        errors.iter().copied().partition(|f| {
-            TOLERATED_RULES.contains(&f.rule.id)
-                || (f.rule.id == "RS-11.2-path" && patch_only.contains(&f.position.line))
-        });
+    // An entry without a `path` is refused on its own above (or is an update shipped as a
+    // patch alone): its finding does not refuse the package.
+    let (tolerated, fatal): (Vec<&Finding>, Vec<&Finding>) = errors
+        .iter()
+        .copied()
+        .partition(|f| TOLERATED_RULES.contains(&f.rule.id) || f.rule.id == "RS-11.2-path");
     // Errors not kept cannot be told apart: they refuse the package too.
     if !fatal.is_empty() || findings.error_count() > errors.len() as u64 {
         let quoted: Vec<String> = fatal
@@ -719,31 +777,57 @@ fn open_package(
             quoted.join("; ")
         )));
     }
-    let tolerated = tolerated.first().map(|f| {
-        format!(
-            "package {url}: {MANIFEST_NAME} departs from the specification in what is not relied on: {f}{}",
-            match tolerated.len() {
-                1 => String::new(),
-                n => format!(" (and {} more)", n - 1),
-            }
-        )
-    });
-    // Every ZIP entry must be the manifest, listed by it, or an empty directory.
+    let mut notes: Vec<String> = tolerated
+        .first()
+        .map(|f| {
+            format!(
+                "package {url}: {MANIFEST_NAME} departs from the specification in what is not relied on: {f}{}",
+                match tolerated.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} more)", n - 1),
+                }
+            )
+        })
+        .into_iter()
+        .collect();
+    // What the entries used declare, together (a zip bomb of many entries, each within the
+    // ratio): the package as a whole.
+    let declared = names
+        .iter()
+        .filter_map(|n| sizes.get(n))
+        .fold(0u64, |a, n| a.saturating_add(*n));
+    if declared > limits.max_unpacked_bytes {
+        return Err(refuse(format!(
+            "the entries declare {declared} bytes in all, more than the {} allowed (a zip bomb?)",
+            limits.max_unpacked_bytes
+        )));
+    }
+    // A ZIP entry no manifest entry names is never read (bitstreams are found by the manifest's
+    // paths, and written where their `<loc>` maps): said, not refused.
+    let mut unlisted = 0usize;
     for i in 0..zip.len() {
         let e = zip
             .by_index_data(i)
             .map_err(|e| refuse(format!("ZIP entry {i}: {e}")))?;
         let raw = e.name_raw();
         let dir = raw.ends_with(b"/") && e.size() == 0;
-        if i != mi && !dir && !names.contains(raw) {
-            return Err(refuse(format!(
-                "ZIP entry {:?} is not listed in the manifest",
-                String::from_utf8_lossy(raw)
-                    .chars()
-                    .take(200)
-                    .collect::<String>()
-            )));
+        if i == mi || dir || names.contains(raw) || unsafe_names.contains(raw) {
+            continue;
         }
+        unlisted += 1;
+        if unlisted <= QUOTED_FINDINGS {
+            notes.push(format!(
+                "package {url}: ZIP entry {:?} is not listed in the manifest: not read \
+                 (Z39.99-2014 §11.2: the manifest lists every bitstream)",
+                shown_name(raw)
+            ));
+        }
+    }
+    if unlisted > QUOTED_FINDINGS {
+        notes.push(format!(
+            "package {url}: {} more ZIP entries not listed in the manifest: not read",
+            unlisted - QUOTED_FINDINGS
+        ));
     }
     Ok(Package {
         url: url.to_owned(),
@@ -757,7 +841,8 @@ fn open_package(
         },
         manifest,
         header,
-        tolerated,
+        notes,
+        refused,
         max_document_bytes,
     })
 }
@@ -994,14 +1079,23 @@ pub fn unpack_package(
     let fh = File::open(&pkg.manifest).map_err(|e| Error::io("reading a manifest", e))?;
     let mut r = DocumentReader::new(fh, manifest_opts(&pkg.url, pkg.max_document_bytes))?;
     let mut out = Vec::new();
+    let mut nth = 0usize;
     while let Some(e) = r.next_entry()? {
+        nth += 1;
         let Some(path) = e.md.as_ref().and_then(|m| m.path.clone()) else {
             continue;
         };
         if e.change() == Some(&Change::Deleted) {
             continue;
         }
+        let refused = pkg.refused.get(&nth).cloned();
         let res = (|| {
+            if let Some(why) = refused {
+                return Err(Error::Package {
+                    url: url.clone(),
+                    message: why,
+                });
+            }
             let rel = mapper.map(&e.loc)?;
             let name = entry_name(&path).map_err(|why| Error::Package {
                 url: url.clone(),
@@ -1135,8 +1229,8 @@ fn apply_package(
     warnings: &mut Vec<String>,
     dropped: &mut u64,
 ) -> Result<()> {
-    if let Some(t) = pkg.tolerated.take() {
-        warn(warnings, dropped, t);
+    for n in std::mem::take(&mut pkg.notes) {
+        warn(warnings, dropped, n);
     }
     let fh = File::open(&pkg.manifest).map_err(|e| Error::io("reading a manifest", e))?;
     let mut r = DocumentReader::new(fh, manifest_opts(&pkg.url, pkg.max_document_bytes))?;
@@ -1147,13 +1241,34 @@ fn apply_package(
         return apply_parallel(ctx, pkg, &mut r, threads, fresh, stats, warnings, dropped);
     }
     let mut batch = Batch::new(ctx)?;
+    let mut nth = 0usize;
     while let Some(e) = r.next_entry()? {
+        nth += 1;
         if let (Some(c), Some(t)) = (&cursor, e.change_time()) {
             if t.cmp_instant(c) != std::cmp::Ordering::Greater {
                 continue;
             }
         }
+        if let Some(t) = e.change_time() {
+            if stats
+                .last
+                .is_none_or(|l| t.cmp_instant(&l) == std::cmp::Ordering::Greater)
+            {
+                stats.last = Some(*t);
+            }
+        }
         ctx.obs.add_total(1);
+        let item = StagedItem::from_entry(&e);
+        if let Some(why) = pkg.refused.get(&nth) {
+            let res = Err(Error::Package {
+                url: pkg.url.clone(),
+                message: why.clone(),
+            });
+            settle(
+                ctx, &mut batch, &pkg.url, item, res, stats, warnings, dropped,
+            )?;
+            continue;
+        }
         let path = e.md.as_ref().and_then(|m| m.path.clone());
         let patch = patch_in_package(&e)
             .filter(|_| change_dump && e.change() == Some(&Change::Updated))
@@ -1189,7 +1304,7 @@ fn apply_package(
             },
         };
         settle(
-            ctx, &mut batch, &pkg.url, e.loc, res, stats, warnings, dropped,
+            ctx, &mut batch, &pkg.url, item, res, stats, warnings, dropped,
         )?;
     }
     batch.flush(ctx, &pkg.url, stats, warnings, dropped)
@@ -1211,13 +1326,13 @@ fn extract_caught(
 }
 
 /// What one manifest entry came to, taken into account: a verified copy goes to the batch, a
-/// failure becomes a warning.
+/// failure to [`entry_failed`].
 #[allow(clippy::too_many_arguments)]
 fn settle(
     ctx: &Ctx,
     batch: &mut Batch,
     url: &str,
-    loc: String,
+    item: StagedItem,
     res: Result<Applied>,
     stats: &mut DumpStats,
     warnings: &mut Vec<String>,
@@ -1226,32 +1341,72 @@ fn settle(
     ctx.obs.resource_done();
     match res {
         Ok(Applied::Verified { pending, update }) => {
-            batch.push(*pending, loc, update)?;
+            batch.push(*pending, item, update)?;
             return batch.receive(ctx, url, stats, warnings, dropped, false);
         }
         Ok(Applied::Unchanged) => stats.unchanged += 1,
         Ok(Applied::Deleted) => stats.deleted += 1,
         Ok(Applied::Skipped) => return Ok(()),
         Err(err) => {
-            stats.failed += 1;
             let msg = match err {
                 Error::Package { message, .. } => message,
                 other => other.to_string(),
             };
-            let msg = if msg.contains(&loc) {
-                msg
-            } else {
-                format!("{loc}: {msg}")
-            };
-            warn(
-                warnings,
-                dropped,
-                format!("package {url}: {msg}: left to the lists"),
-            );
-            return Ok(());
+            return entry_failed(ctx, url, item, msg, stats, warnings, dropped);
         }
     }
-    note_dumped(ctx, &loc)
+    note_dumped(ctx, &item.uri)
+}
+
+/// A manifest entry that could not be applied. Where the lists fetch what the packages leave
+/// out ([`DumpStats::lists`]), a warning: the resource is fetched on its own. Otherwise a
+/// failure of the run, kept as pending (with what the manifest publishes of it) for the next
+/// run, which fetches it from its URI (or applies a newer package: see [`crate::dump_sync`]).
+fn entry_failed(
+    ctx: &Ctx,
+    url: &str,
+    item: StagedItem,
+    msg: String,
+    stats: &mut DumpStats,
+    warnings: &mut Vec<String>,
+    dropped: &mut u64,
+) -> Result<()> {
+    stats.failed += 1;
+    let msg = if msg.contains(&item.uri) {
+        msg
+    } else {
+        format!("{}: {msg}", item.uri)
+    };
+    if stats.lists {
+        warn(
+            warnings,
+            dropped,
+            format!("package {url}: {msg}: left to the lists, which fetch it on its own"),
+        );
+        return Ok(());
+    }
+    stats.run_failed += 1;
+    let error = format!(
+        "package {url}: {msg}; the Source offers no list to fetch it from instead: kept as \
+         pending, the next sync tries again (from its URI, or from a newer package)"
+    );
+    if !ctx.dry_run {
+        ctx.state.put_pending(&PendingChange {
+            source: ctx.key.clone(),
+            uri: item.uri.clone(),
+            change: item.change.clone().or(Some(Change::Updated)),
+            length: item.length,
+            hashes: item.hashes.clone(),
+            lastmod: item.lastmod,
+            duplicates: item.duplicates.clone(),
+            error: error.clone(),
+        })?;
+    }
+    let path = ctx.mapper.map(&item.uri).ok().map(|r| r.to_string());
+    // Dealt with: the pending changes retried in this run leave it alone.
+    note_dumped(ctx, &item.uri)?;
+    push_capped(&mut stats.failures, Failure::new(item.uri, path, error));
+    Ok(())
 }
 
 /// Manifest entries handed to an extracting thread at once.
@@ -1285,12 +1440,12 @@ fn apply_parallel(
     warnings: &mut Vec<String>,
     dropped: &mut u64,
 ) -> Result<()> {
-    type Outcomes = Vec<(String, Result<Applied>)>;
+    type Outcomes = Vec<(StagedItem, Result<Applied>)>;
     let url = pkg.url.clone();
     let mut batch = Batch::new(ctx)?;
     std::thread::scope(|scope| -> Result<()> {
         let (job_tx, job_rx) =
-            std::sync::mpsc::sync_channel::<(u64, Vec<(String, Result<Plan>)>)>(threads * 2);
+            std::sync::mpsc::sync_channel::<(u64, Vec<(StagedItem, Result<Plan>)>)>(threads * 2);
         let job_rx = Arc::new(std::sync::Mutex::new(job_rx));
         let (out_tx, out_rx) = std::sync::mpsc::channel::<(u64, Outcomes)>();
         for _ in 0..threads {
@@ -1307,7 +1462,7 @@ fn apply_parallel(
                     };
                     let out = jobs
                         .into_iter()
-                        .map(|(loc, p)| {
+                        .map(|(item, p)| {
                             let res = p.and_then(|p| match p {
                                 Plan::Unchanged => Ok(Applied::Unchanged),
                                 // A panic here would leave its chunk unanswered and this
@@ -1321,7 +1476,7 @@ fn apply_parallel(
                                     })
                                 }
                             });
-                            (loc, res)
+                            (item, res)
                         })
                         .collect();
                     if out_tx.send((seq, out)).is_err() {
@@ -1355,26 +1510,32 @@ fn apply_parallel(
             }
             while let Some(out) = early.remove(settled) {
                 *settled += 1;
-                for (loc, res) in out {
-                    settle(ctx, batch, &url, loc, res, stats, warnings, dropped)?;
+                for (item, res) in out {
+                    settle(ctx, batch, &url, item, res, stats, warnings, dropped)?;
                 }
             }
             Ok(())
         };
         let mut chunk = Vec::with_capacity(JOB_CHUNK);
         let mut more = true;
+        let mut nth = 0usize;
         while more {
             match r.next_entry()? {
                 Some(e) => {
+                    nth += 1;
                     ctx.obs.add_total(1);
-                    // Z39.99-2014 §11.2: every entry of a Resource Dump Manifest has a path;
-                    // one without is refused with its package before this.
-                    let Some(path) = e.md.as_ref().and_then(|m| m.path.as_deref()) else {
-                        ctx.obs.resource_done();
-                        continue;
+                    let item = StagedItem::from_entry(&e);
+                    // Refused on its own (an unsafe path, a ZIP entry refused, no path):
+                    // that entry's failure.
+                    let refused = pkg.refused.get(&nth).cloned();
+                    let p = match (refused, e.md.as_ref().and_then(|m| m.path.as_deref())) {
+                        (None, Some(path)) => plan(ctx, &url, &e, path, fresh),
+                        (why, _) => Err(Error::Package {
+                            url: url.clone(),
+                            message: why.unwrap_or_else(|| format!("{}: no path", e.loc)),
+                        }),
                     };
-                    let p = plan(ctx, &url, &e, path, fresh);
-                    chunk.push((e.loc, p));
+                    chunk.push((item, p));
                     if chunk.len() < JOB_CHUNK {
                         continue;
                     }
@@ -1429,9 +1590,9 @@ const MAX_IN_FLIGHT: usize = 2 * MAX_BATCH / CHUNK + 2;
 /// (copy, `<loc>`, whether the state had it) in chunks of [`CHUNK`].
 struct Batch {
     chunk: Vec<Pending>,
-    meta: Vec<(String, bool)>,
-    /// The chunks handed over and not yet answered, by tag: their `<loc>`s and flags.
-    in_flight: std::collections::HashMap<u64, Vec<(String, bool)>>,
+    meta: Vec<(StagedItem, bool)>,
+    /// The chunks handed over and not yet answered, by tag: their entries and flags.
+    in_flight: std::collections::HashMap<u64, Vec<(StagedItem, bool)>>,
     next_tag: u64,
     producer: Producer,
     rx: std::sync::mpsc::Receiver<(u64, Vec<Done>)>,
@@ -1451,9 +1612,9 @@ impl Batch {
     }
 
     /// Adds a copy; a full chunk goes to the committer, announcing more.
-    fn push(&mut self, p: Pending, loc: String, update: bool) -> Result<()> {
+    fn push(&mut self, p: Pending, item: StagedItem, update: bool) -> Result<()> {
         self.chunk.push(p);
-        self.meta.push((loc, update));
+        self.meta.push((item, update));
         if self.chunk.len() >= CHUNK {
             self.hand_over(true)?;
         }
@@ -1505,7 +1666,7 @@ impl Batch {
             let Some(meta) = self.in_flight.remove(&tag) else {
                 continue;
             };
-            for (d, (loc, update)) in done.into_iter().zip(meta) {
+            for (d, (item, update)) in done.into_iter().zip(meta) {
                 match d {
                     Ok(put) => {
                         if update || put.replaced {
@@ -1514,16 +1675,9 @@ impl Batch {
                             stats.created += 1;
                         }
                         stats.bytes += put.length;
-                        note_dumped(ctx, &loc)?;
+                        note_dumped(ctx, &item.uri)?;
                     }
-                    Err(msg) => {
-                        stats.failed += 1;
-                        warn(
-                            warnings,
-                            dropped,
-                            format!("package {url}: {loc}: {msg}: left to the lists"),
-                        );
-                    }
+                    Err(msg) => entry_failed(ctx, url, item, msg, stats, warnings, dropped)?,
                 }
             }
         }
@@ -1545,6 +1699,7 @@ impl Batch {
 
 /// Downloads, checks and applies one package. A refused package is an `Err`; entry failures are
 /// warnings.
+#[allow(clippy::too_many_arguments)]
 async fn one_package(
     ctx: &Arc<Ctx>,
     fetcher: &DocFetcher,
@@ -1552,17 +1707,21 @@ async fn one_package(
     cap: Capability,
     cursor: Option<W3cDateTime>,
     fresh: bool,
+    lists: bool,
     limits: &DumpLimits,
 ) -> Result<(DumpStats, Vec<String>, u64)> {
     ctx.obs.phase("downloading a package");
-    let file = download_package(ctx, &fetcher.dir, entry, limits).await?;
+    let file = download_package(&ctx.http, ctx.obs.as_ref(), &fetcher.dir, entry, limits).await?;
     ctx.obs.phase("unpacking");
     let (ctx2, url, scratch, limits) =
         (ctx.clone(), entry.loc.clone(), fetcher.dir.clone(), *limits);
     let max_doc = fetcher.max_bytes;
     tokio::task::spawn_blocking(move || {
         let mut pkg = open_package(&file, &url, cap, limits, &scratch, max_doc)?;
-        let mut stats = DumpStats::default();
+        let mut stats = DumpStats {
+            lists,
+            ..DumpStats::default()
+        };
         let mut warnings = Vec::new();
         let mut dropped = 0u64;
         apply_package(
@@ -1581,6 +1740,18 @@ async fn one_package(
 }
 
 fn merge(into: &mut DumpStats, s: DumpStats) {
+    into.run_failed += s.run_failed;
+    for f in s.failures {
+        push_capped(&mut into.failures, f);
+    }
+    if let Some(t) = s.last {
+        if into
+            .last
+            .is_none_or(|l| t.cmp_instant(&l) == std::cmp::Ordering::Greater)
+        {
+            into.last = Some(t);
+        }
+    }
     into.packages += s.packages;
     into.refused += s.refused;
     into.created += s.created;
@@ -1592,20 +1763,25 @@ fn merge(into: &mut DumpStats, s: DumpStats) {
 }
 
 /// Applies a list of packages in order (entries at or before the cursor skipped; `fresh`: see
-/// [`extract`]); refused packages become warnings.
+/// [`extract`]; `lists`: see [`DumpStats::lists`]). A refused package is a warning where the
+/// lists fetch its resources; otherwise a failure of the run, and for a Change Dump the end of
+/// the packages applied (the later ones wait for it: §13.1 order).
 async fn apply_all(
     ctx: &Arc<Ctx>,
     fetcher: &DocFetcher,
     packages: &[Entry],
     cap: Capability,
-    (cursor, fresh): (Option<W3cDateTime>, bool),
+    (cursor, fresh, lists): (Option<W3cDateTime>, bool, bool),
     limits: &DumpLimits,
     warnings: &mut Vec<String>,
 ) -> Result<DumpStats> {
-    let mut stats = DumpStats::default();
+    let mut stats = DumpStats {
+        lists,
+        ..DumpStats::default()
+    };
     let mut dropped = 0u64;
     for p in packages {
-        match one_package(ctx, fetcher, p, cap.clone(), cursor, fresh, limits).await {
+        match one_package(ctx, fetcher, p, cap.clone(), cursor, fresh, lists, limits).await {
             Ok((s, w, d)) => {
                 merge(&mut stats, s);
                 stats.packages += 1;
@@ -1616,13 +1792,37 @@ async fn apply_all(
             }
             // A refused package, or one that could not be fetched: its resources are left to
             // the lists. Store or state failures end the run.
-            Err(e @ (Error::Package { .. } | Error::Status { .. } | Error::Transport { .. })) => {
+            Err(e @ (Error::Package { .. } | Error::Status { .. } | Error::Transport { .. }))
+                if lists =>
+            {
                 stats.refused += 1;
                 warn(
                     warnings,
                     &mut dropped,
                     format!("{e}: package refused, its resources are fetched one by one"),
                 );
+            }
+            Err(e @ (Error::Package { .. } | Error::Status { .. } | Error::Transport { .. })) => {
+                stats.refused += 1;
+                stats.run_failed += 1;
+                let change_dump = cap == Capability::ChangeDumpManifest;
+                let error = format!(
+                    "{e}: package refused; the Source offers no list to fetch its resources from \
+                     instead: the next sync tries the package again{}",
+                    if change_dump {
+                        ", and the packages after it"
+                    } else {
+                        ""
+                    }
+                );
+                push_capped(
+                    &mut stats.failures,
+                    Failure::new(p.loc.clone(), None, error),
+                );
+                if change_dump {
+                    stats.stopped = p.md.as_ref().and_then(|m| m.from).or(cursor);
+                    break;
+                }
             }
             Err(e) => return Err(e),
         }
@@ -1634,12 +1834,14 @@ async fn apply_all(
 }
 
 /// Baseline from a Resource Dump (Z39.99-2014 §11): every package applied; the context's
-/// `dumped` set receives the URIs whose copy is in place from it. A Resource Dump that cannot be
-/// read is a warning (the Resource List does the work).
+/// `dumped` set receives the URIs whose copy is in place from it. With `lists` (a Resource List
+/// follows), a Resource Dump that cannot be read is a warning (the Resource List does the
+/// work); without, an error.
 pub(crate) async fn resource_dump(
     ctx: &Arc<Ctx>,
     fetcher: &DocFetcher,
     url: &str,
+    lists: bool,
     limits: &DumpLimits,
     warnings: &mut Vec<String>,
 ) -> Result<DumpStats> {
@@ -1648,10 +1850,10 @@ pub(crate) async fn resource_dump(
         fetcher,
         url,
         Capability::ResourceDump,
-        "baseline from the Resource List alone",
+        lists.then_some("baseline from the Resource List alone"),
         warnings,
     )
-    .await
+    .await?
     else {
         return Ok(DumpStats::default());
     };
@@ -1662,29 +1864,30 @@ pub(crate) async fn resource_dump(
         fetcher,
         &packages,
         Capability::ResourceDumpManifest,
-        (None, fresh),
+        (None, fresh, lists),
         limits,
         warnings,
     )
     .await?;
     // Z39.99-2014 §11.1: `at`, when the snapshot of the dump started (of no use when nothing
-    // was applied).
-    if stats.packages > 0 {
+    // was applied; nor, without a Resource List, when a package was refused: the next run
+    // applies the dump again rather than follow changes from a snapshot it does not have).
+    if stats.packages > 0 && (lists || stats.refused == 0) {
         stats.at = top.md.as_ref().and_then(|m| m.at);
     }
     Ok(stats)
 }
 
 /// The package entries of a Resource Dump or Change Dump (every part of an index) and the top
-/// document's header; `None` when the document cannot be read, which is a warning saying what
-/// does the work instead (`fallback`).
-async fn read_packages(
+/// document's header. A document that cannot be read is an error; or, with `fallback` (what
+/// does the work instead), a warning saying it, and `None`.
+pub(crate) async fn read_packages(
     fetcher: &DocFetcher,
     url: &str,
     cap: Capability,
-    fallback: &str,
+    fallback: Option<&str>,
     warnings: &mut Vec<String>,
-) -> Option<(Vec<Entry>, Header)> {
+) -> Result<Option<(Vec<Entry>, Header)>> {
     let sink = PackageSink {
         url: url.to_owned(),
         packages: Vec::new(),
@@ -1697,22 +1900,28 @@ async fn read_packages(
     match walk(fetcher, url, cap, sink).await {
         Ok((sink, info)) => {
             warnings.extend(info.warnings);
-            Some((sink.packages, info.top))
+            Ok(Some((sink.packages, info.top)))
         }
-        Err(e) => {
-            warnings.push(format!("{what} {url}: {e}: {fallback}"));
-            None
-        }
+        Err(e) => match fallback {
+            Some(fallback) => {
+                warnings.push(format!("{what} {url}: {e}: {fallback}"));
+                Ok(None)
+            }
+            None => Err(e),
+        },
     }
 }
 
 /// Incremental from a Change Dump (Z39.99-2014 §13): the packages whose period ends after
-/// the cursor, in forward chronological order (§13.1), their entries after the cursor.
+/// the cursor, in forward chronological order (§13.1), their entries after the cursor. With
+/// `lists` (the Change Lists follow), a Change Dump that cannot be read is a warning; without,
+/// an error.
 pub(crate) async fn change_dumps(
     ctx: &Arc<Ctx>,
     fetcher: &DocFetcher,
     url: &str,
     cursor: W3cDateTime,
+    lists: bool,
     limits: &DumpLimits,
     warnings: &mut Vec<String>,
 ) -> Result<DumpStats> {
@@ -1721,10 +1930,10 @@ pub(crate) async fn change_dumps(
         fetcher,
         url,
         Capability::ChangeDump,
-        "changes from the Change Lists alone",
+        lists.then_some("changes from the Change Lists alone"),
         warnings,
     )
-    .await
+    .await?
     else {
         return Ok(DumpStats::default());
     };
@@ -1734,7 +1943,7 @@ pub(crate) async fn change_dumps(
         fetcher,
         &packages,
         Capability::ChangeDumpManifest,
-        (Some(cursor), false),
+        (Some(cursor), false, lists),
         limits,
         warnings,
     )
@@ -1746,7 +1955,7 @@ pub(crate) async fn change_dumps(
 /// only those starting after it: a period that was open at the last sync holds both changes
 /// already applied and later ones (the entries at or before the cursor are skipped when the
 /// manifest is applied). Packages without `from` are left to the Change Lists.
-fn packages_after(packages: Vec<Entry>, cursor: &W3cDateTime) -> Vec<Entry> {
+pub(crate) fn packages_after(packages: Vec<Entry>, cursor: &W3cDateTime) -> Vec<Entry> {
     let mut selected: Vec<(W3cDateTime, Entry)> = packages
         .into_iter()
         .filter_map(|e| {
@@ -2038,21 +2247,51 @@ mod tests {
     }
 
     #[test]
-    fn unpack_package_refuses_zip_slip_and_smuggled_files() {
-        let slip = manifest(&[("http://e.org/a", "/../../x", b"a")]);
-        let (res, files) = unpack(&[("manifest.xml", slip.as_bytes()), ("../../x", b"a")]);
-        let e = res.expect_err("zip slip").to_string();
-        assert!(e.contains("dot segment"), "{e}");
-        assert_eq!(files, ["p.zip"]);
+    fn unpack_package_refuses_zip_slip_and_bombs_entry_by_entry() {
+        // A ZIP slip among safe entries: that entry refused (naming its line, its path and the
+        // rule), the others written.
+        let slip = manifest(&[
+            ("http://e.org/a", "/../../x", b"a"),
+            ("http://e.org/b", "/b", b"b"),
+        ]);
+        let (res, files) = unpack(&[
+            ("manifest.xml", slip.as_bytes()),
+            ("../../x", b"a"),
+            ("b", b"b"),
+        ]);
+        let res = res.expect("the package is used");
+        let e = res[0].1.as_ref().expect_err("zip slip").to_string();
+        assert!(
+            e.contains("line 1") && e.contains("\"/../../x\"") && e.contains("dot segment"),
+            "{e}"
+        );
+        assert_eq!(res[1].1.as_ref().expect("safe entry").as_str(), "b");
+        assert_eq!(files, ["dest/b", "p.zip"]);
+        // A ZIP entry no manifest entry names is never read.
         let ok = manifest(&[("http://e.org/a", "/a", b"a")]);
         let (res, files) = unpack(&[
             ("manifest.xml", ok.as_bytes()),
             ("a", b"a"),
             ("../evil", b"z"),
         ]);
-        let e = res.expect_err("smuggled").to_string();
-        assert!(e.contains("not listed in the manifest"), "{e}");
-        assert_eq!(files, ["p.zip"]);
+        assert!(res.expect("used")[0].1.is_ok());
+        assert_eq!(files, ["dest/a", "p.zip"]);
+        // An entry declaring a ratio past the limit, beside a safe one.
+        let zeros = vec![0u8; 4 << 20];
+        let bomb = manifest(&[
+            ("http://e.org/z", "/z", &zeros),
+            ("http://e.org/a", "/a", b"a"),
+        ]);
+        let (res, files) = unpack(&[
+            ("manifest.xml", bomb.as_bytes()),
+            ("z", &zeros),
+            ("a", b"a"),
+        ]);
+        let res = res.expect("used");
+        let e = res[0].1.as_ref().expect_err("bomb").to_string();
+        assert!(e.contains("ratio") && e.contains("zip bomb"), "{e}");
+        assert!(res[1].1.is_ok());
+        assert_eq!(files, ["dest/a", "p.zip"]);
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub enum Error {
         transient: bool,
     },
     /// A document could not be read.
-    #[error("{cause}")]
+    #[error("{cause}{}", document_hint(.cause))]
     Document {
         /// The model's error, which names the document, line and column.
         cause: resourcesync_model::Error,
@@ -66,10 +66,12 @@ pub enum Error {
     },
     /// The Change Lists do not reach back to the cursor: a baseline diff is needed
     /// (Z39.99-2014 §12.1 `from`).
-    #[error("the change history starts at {from}, after the cursor {cursor}")]
+    #[error("{}", history_gap(.url, .from.as_deref(), .cursor))]
     HistoryGap {
-        /// Where the history starts (empty when unknown).
-        from: String,
+        /// The Change List (or its index) read.
+        url: String,
+        /// Where the history starts (`None`: the document gives no `from`).
+        from: Option<String>,
         /// The cursor.
         cursor: String,
     },
@@ -95,7 +97,10 @@ pub enum Error {
     },
     /// An index nested deeper than [`crate::docs::MAX_INDEX_DEPTH`]: its parts are not read,
     /// and a list read in part is not taken for the whole (Z39.99-2014 §10.2, §12.2).
-    #[error("{url}: index nested deeper than {depth} levels: refused")]
+    #[error(
+        "{url}: index nested deeper than {depth} levels: refused (Z39.99-2014 §10.2, §12.2: an \
+         index lists lists); tell the Source's maintainer"
+    )]
     IndexTooDeep {
         /// The index found too deep.
         url: String,
@@ -170,6 +175,33 @@ pub enum Error {
     /// A worker task failed.
     #[error("internal task failed: {0}")]
     Task(String),
+}
+
+/// What to do about a document the reader refused (it names the document, the line and the rule).
+fn document_hint(cause: &resourcesync_model::Error) -> &'static str {
+    use resourcesync_model::Error as M;
+    match cause {
+        M::Malformed { .. } | M::Forbidden { .. } | M::Limit { .. } | M::NotSitemap { .. } => {
+            " (the Source's document cannot be used: tell the Source's maintainer; `resourcesync \
+             validate URL` lists its problems)"
+        }
+        _ => "",
+    }
+}
+
+/// The text of [`Error::HistoryGap`].
+fn history_gap(url: &str, from: Option<&str>, cursor: &str) -> String {
+    match from {
+        Some(from) => format!(
+            "{url}: the change history starts at {from}, after the cursor {cursor} (Z39.99-2014 \
+             §12.1 `from`): the changes in between are not known"
+        ),
+        None => format!(
+            "{url}: no `from` in its <rs:md> (Z39.99-2014 §12.1 requires one), so the change \
+             history cannot be shown to reach back to the cursor {cursor}; tell the Source's \
+             maintainer"
+        ),
+    }
 }
 
 impl Error {

@@ -1,10 +1,12 @@
 //! A ResourceSync Destination (ANSI/NISO Z39.99-2014 §5.2; Z39.99-2017).
 //!
 //! - [`discover()`]: from any URL to the Capability List to sync (§6.3, §6.2).
-//! - [`sync()`]: baseline from the Resource List, incremental from the Change Lists after a
-//!   durable cursor, baseline diff when the history does not reach the cursor; concurrent,
-//!   verified, atomic downloads; state in SQLite (see [`mod@sync`]).
-//! - [`audit()`]: coverage and accuracy of the copies against the Source's current state.
+//! - [`sync()`]: baseline from the Resource List (caught up from the Change Lists in the same
+//!   run, see [`catch_up`]), incremental from the Change Lists after a durable cursor, baseline
+//!   diff when the history does not reach the cursor; from the dumps alone for a Source that
+//!   offers no list; concurrent, verified, atomic downloads; state in SQLite (see [`mod@sync`]).
+//! - [`audit()`]: coverage and accuracy of the copies against the Source's current state (its
+//!   Resource List, else its dumps' manifests).
 //! - [`explore()`]: the tree of a Source's documents, each validated (see [`mod@explore`]).
 //! - [`watch()`]: sync, then keep following the Change Lists until stopped (see [`mod@watch`]).
 //! - [`watch_push()`]: sync, then follow the Source's Change Notifications over WebSub (see
@@ -21,11 +23,14 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+pub mod catch_up;
 mod commit;
 pub mod crashpoint;
 pub mod discover;
 pub mod docs;
 pub mod dump;
+mod dump_list;
+mod dump_sync;
 pub mod error;
 pub mod explore;
 pub mod http;

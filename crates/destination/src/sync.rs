@@ -5,7 +5,9 @@
 //! - **Baseline** (first run, §10.1, §10.2): the Resource List, every part of its index streamed
 //!   one by one, is staged on disk, then merged with the state in URI order by the diff engine
 //!   ([`resourcesync_diff::diff_sorted`]): creates and updates are fetched, deletes removed (with
-//!   `--delete`) or remembered, the rest left alone. The cursor becomes the list's `at`.
+//!   `--delete`) or remembered, the rest left alone. The same run then catches up from the
+//!   Change Lists after the list's `at` ([`crate::catch_up`]); the cursor becomes the last
+//!   change seen (else the list's `at`).
 //! - **Incremental** (§12.1, §12.2): the Change List (or its index, found through `index` links)
 //!   is read from the cursor on; closed lists ending at or before the cursor are skipped, entries
 //!   at or before it ignored; several changes of one URI collapse to the last, and the changes
@@ -23,6 +25,8 @@
 //! - A first baseline applies the Resource Dump first, and `--prefer-dumps` applies Change Dump
 //!   packages before the Change Lists ([`crate::dump`], §11, §13); an update with a JSON Patch
 //!   link is patched rather than fetched when the copy allows it ([`crate::patch`], §14.4).
+//!   A Source with dumps and no list is synced from them alone (module `dump_sync`,
+//!   Z39.99-2017 §5.2).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -134,13 +138,13 @@ impl Ctx {
 
 /// What to do with one resource.
 #[derive(Debug, Clone)]
-struct Job {
-    item: StagedItem,
-    kind: JobKind,
+pub(crate) struct Job {
+    pub(crate) item: StagedItem,
+    pub(crate) kind: JobKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JobKind {
+pub(crate) enum JobKind {
     /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
     /// state proves it current. `new`: the diff found no row of it in the state (a create of a
     /// baseline), which is then not looked up again.
@@ -176,16 +180,16 @@ enum Outcome {
 }
 
 #[derive(Debug, Default)]
-struct Tally {
+pub(crate) struct Tally {
     created: u64,
     updated: u64,
     deleted: u64,
     kept: u64,
     unchanged: u64,
     repaired: u64,
-    failed: u64,
+    pub(crate) failed: u64,
     bytes: u64,
-    failures: Vec<Failure>,
+    pub(crate) failures: Vec<Failure>,
     kept_uris: Vec<String>,
     planned: Vec<Planned>,
     packages: u64,
@@ -196,6 +200,11 @@ struct Tally {
 impl Tally {
     /// Adds what dump packages did (Z39.99-2014 §11, §13).
     fn add_dumps(&mut self, d: &DumpStats) {
+        // Failures only where no list fetches what the packages left out (crate::dump).
+        self.failed += d.run_failed;
+        for f in &d.failures {
+            push_capped(&mut self.failures, f.clone());
+        }
         self.created += d.created;
         self.updated += d.updated;
         self.deleted += d.deleted;
@@ -205,7 +214,7 @@ impl Tally {
         self.from_packages += d.created + d.updated;
     }
 
-    fn merge(&mut self, o: Tally) {
+    pub(crate) fn merge(&mut self, o: Tally) {
         self.created += o.created;
         self.updated += o.updated;
         self.deleted += o.deleted;
@@ -277,7 +286,7 @@ impl Tally {
 /// is blocked by a file or directory this run may delete (a Source that turned a file `a` into a
 /// directory holding `a/b`, or the other way round) is deferred: tried again once every other job
 /// has ended, its deletes included ([`Exec::finish`]). Blocked then too, it fails as usual.
-struct Exec {
+pub(crate) struct Exec {
     ctx: Arc<Ctx>,
     sem: Arc<Semaphore>,
     set: JoinSet<(Outcome, Option<Job>)>,
@@ -292,7 +301,7 @@ struct Exec {
 const MAX_DEFERRED: usize = 100_000;
 
 impl Exec {
-    fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
+    pub(crate) fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
         let may_defer = ctx.delete && !ctx.dry_run;
         Exec {
             ctx,
@@ -316,7 +325,7 @@ impl Exec {
         }
     }
 
-    async fn submit(&mut self, job: Job) -> Result<()> {
+    pub(crate) async fn submit(&mut self, job: Job) -> Result<()> {
         let permit = self
             .sem
             .clone()
@@ -351,7 +360,7 @@ impl Exec {
         self.tally.add(o);
     }
 
-    async fn finish(mut self) -> Tally {
+    pub(crate) async fn finish(mut self) -> Tally {
         while let Some(r) = self.set.join_next().await {
             self.collect(r);
         }
@@ -831,18 +840,20 @@ struct ChangeListSink {
     previous: Option<W3cDateTime>,
 }
 
-fn after(t: &W3cDateTime, cursor: &W3cDateTime) -> bool {
+pub(crate) fn after(t: &W3cDateTime, cursor: &W3cDateTime) -> bool {
     t.cmp_instant(cursor) == std::cmp::Ordering::Greater
 }
 
 impl ListSink for ChangeListSink {
-    fn top(&mut self, _url: &str, h: &Header) -> Result<()> {
+    fn top(&mut self, url: &str, h: &Header) -> Result<()> {
+        url.clone_into(&mut self.doc);
         // Z39.99-2014 §12.1: `from` says the document has every change since then; the history
         // reaches the cursor when it starts at or before it.
         match h.md.as_ref().and_then(|m| m.from) {
             Some(from) if !after(&from, &self.cursor) => Ok(()),
             from => Err(Error::HistoryGap {
-                from: from.map(|f| f.to_string()).unwrap_or_default(),
+                url: self.doc.clone(),
+                from: from.map(|f| f.to_string()),
                 cursor: self.cursor.to_string(),
             }),
         }
@@ -1180,12 +1191,31 @@ async fn incremental(
     cursor: W3cDateTime,
     warnings: &mut Vec<String>,
 ) -> Result<Option<W3cDateTime>> {
+    incremental_with(ctx, fetcher, exec, cl, cursor, warnings, true, &mut |_| {}).await
+}
+
+/// [`incremental`], with the pending changes of earlier runs only with `pending`; `seen` is
+/// told the URI of each change submitted (see [`crate::catch_up`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn incremental_with(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    cl: &str,
+    cursor: W3cDateTime,
+    warnings: &mut Vec<String>,
+    pending: bool,
+    seen: &mut (dyn FnMut(&str) + Send),
+) -> Result<Option<W3cDateTime>> {
     ctx.obs.phase("reading the Change Lists");
     let mut staging = Staging::create(&fetcher.dir)?;
     // Changes that failed last time go first: a later change of the same URI replaces them.
     let mut after: Option<String> = None;
     loop {
-        let page = ctx.state.pending_page(&ctx.key, after.as_deref(), 1000)?;
+        let page = match pending {
+            true => ctx.state.pending_page(&ctx.key, after.as_deref(), 1000)?,
+            false => Vec::new(),
+        };
         let Some(last) = page.last() else { break };
         after = Some(last.uri.clone());
         for p in page {
@@ -1237,6 +1267,7 @@ async fn incremental(
                     repair: false,
                 }
             };
+            seen(&item.uri);
             exec.submit(Job { item, kind }).await?;
         }
     }
@@ -1311,6 +1342,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     )
     .await?;
     drop(discovery_dir);
+    // Nothing to sync from is said before anything is created under DEST.
+    info.check_usable(opts.use_dumps, false)?;
     // Scratch space: inside DEST (same file system, cleaned on the next run), or for a dry run
     // a temporary directory elsewhere, so that a dry run writes nothing under DEST.
     let _scratch_holder;
@@ -1368,6 +1401,9 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     let key = info.key();
     let prior_cursor = state.cursor(&key)?;
     let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
+    info.check_usable(opts.use_dumps, cursor.is_none())?;
+    // Z39.99-2017 §5.2: a Source with dumps and no list (crate::dump_sync).
+    let dumps_only = info.resource_list.is_none() && info.change_list.is_none();
     // Z39.99-2014 §11: a first baseline from the Resource Dump (unless --no-dump); §13: changes
     // from the Change Dump first with --prefer-dumps.
     let resource_dump = info
@@ -1377,7 +1413,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     let change_dump = info.change_dump.clone().filter(|_| {
         cursor.is_some() && info.change_list.is_some() && opts.prefer_dumps && !opts.dry_run
     });
-    let dumped = if resource_dump.is_some() || change_dump.is_some() {
+    let dumped = if resource_dump.is_some() || change_dump.is_some() || dumps_only {
         Some(Mutex::new(Staging::create(&fetcher.dir)?))
     } else {
         None
@@ -1424,7 +1460,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     }
     let mut exec = Exec::new(ctx.clone(), opts.concurrency);
     let mut w = Vec::new();
-    let need_rl = || {
+    // A Resource List needed and not offered: `then` says why it was needed and what to do.
+    let need_rl = |then: String| {
         info.resource_list
             .clone()
             .ok_or_else(|| Error::BadDocument {
@@ -1432,27 +1469,54 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
                     .capability_list
                     .clone()
                     .unwrap_or_else(|| opts.url.clone()),
-                message: "the Source offers no Resource List".into(),
+                message: format!(
+                    "the Source offers no Resource List (it lists: {}) {then}",
+                    if info.offered.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        info.offered.join(", ")
+                    },
+                ),
             })
     };
     let mut from_dumps = Tally::default();
     // Z39.99-2014 §13: Change Dump packages first; the Change Lists then find their changes
     // applied (see crate::dump).
     if let (Some(c), Some(cd)) = (cursor, &change_dump) {
-        let d = crate::dump::change_dumps(&ctx, &fetcher, cd, c, &opts.dump_limits, &mut w).await?;
+        let d = crate::dump::change_dumps(&ctx, &fetcher, cd, c, true, &opts.dump_limits, &mut w)
+            .await?;
         from_dumps.add_dumps(&d);
     }
     let (mode, new_cursor) = match (cursor, &info.change_list) {
+        _ if dumps_only => {
+            let run = crate::dump_sync::sync_from_dumps(
+                &ctx,
+                &fetcher,
+                &mut exec,
+                &info,
+                cursor,
+                prior_cursor.is_some(),
+                &opts.dump_limits,
+                &mut w,
+            )
+            .await?;
+            from_dumps.add_dumps(&run.stats);
+            (run.mode, run.cursor.or(cursor))
+        }
         (Some(c), Some(cl)) => match incremental(&ctx, &fetcher, &mut exec, cl, c, &mut w).await {
             Ok(last) => (
                 Mode::Incremental,
                 Some(last.filter(|l| after(l, &c)).unwrap_or(c)),
             ),
             Err(e @ (Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. })) => {
-                let msg = format!("{e}: baseline diff against the Resource List");
-                obs.warning(&msg);
-                w.push(msg);
-                let at = baseline(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w).await?;
+                // Said once, with the other warnings of the run.
+                w.push(format!("{e}: baseline diff against the Resource List"));
+                let rl = need_rl(format!(
+                    "to diff the copy against, and its Change Lists do not reach back to the \
+                     cursor: to start over, sync into a new directory (or remove {})",
+                    opts.state_path().display()
+                ))?;
+                let at = baseline(&ctx, &fetcher, &mut exec, &rl, &mut w).await?;
                 (
                     Mode::BaselineDiff,
                     Some(at.filter(|a| after(a, &c)).unwrap_or(c)),
@@ -1477,8 +1541,16 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
                     .resource_list
                     .clone()
                     .map(|rl| AbortOnDrop(tokio::spawn(stage_list(fetcher.clone(), rl))));
-                let d = crate::dump::resource_dump(&ctx, &fetcher, rd, &opts.dump_limits, &mut w)
-                    .await?;
+                let lists = info.resource_list.is_some();
+                let d = crate::dump::resource_dump(
+                    &ctx,
+                    &fetcher,
+                    rd,
+                    lists,
+                    &opts.dump_limits,
+                    &mut w,
+                )
+                .await?;
                 from_dumps.add_dumps(&d);
                 dump_at = d.at;
                 if let Some(mut r) = reading {
@@ -1487,9 +1559,18 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
             }
             let at = match dump_at {
                 Some(d) => after_dump(&ctx, &fetcher, &mut exec, &info, d, &mut w, staged).await?,
+                // Without a Resource List, a Resource Dump whose packages were all refused
+                // leaves nothing more to do: its failures say why, the next run tries again.
+                None if resource_dump.is_some() && info.resource_list.is_none() => None,
                 None => {
-                    baseline_with(&ctx, &fetcher, &mut exec, &need_rl()?, &mut w, None, staged)
-                        .await?
+                    let rl = need_rl(if opts.dry_run {
+                        "for a dry run to plan from (a dry run fetches no dump package): run \
+                         without --dry-run"
+                            .into()
+                    } else {
+                        "to start a copy from: tell the Source's maintainer".into()
+                    })?;
+                    baseline_with(&ctx, &fetcher, &mut exec, &rl, &mut w, None, staged).await?
                 }
             };
             (mode, at.or(cursor))
@@ -1500,6 +1581,19 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     }
     warnings.extend(w);
     let mut tally = exec.finish().await;
+    // Z39.99-2014 §5.2, §12.1: after a baseline, the changes since the list's `at` in the same
+    // run; a resource that changed while the baseline ran is fetched again (crate::catch_up).
+    let mut w = Vec::new();
+    let baseline_at = new_cursor.filter(|_| {
+        matches!(mode, Mode::Baseline | Mode::BaselineDiff) && !opts.dry_run && !dumps_only
+    });
+    let new_cursor = match (baseline_at, &info.change_list) {
+        (Some(at), Some(cl)) => Some(
+            crate::catch_up::catch_up(&ctx, &fetcher, opts.concurrency, cl, at, &mut tally, &mut w)
+                .await?,
+        ),
+        _ => new_cursor,
+    };
     // The copies on disk against the state (crate::repair): a damaged one is fetched again.
     // Not after a first baseline: every copy the state records was written by this run.
     if !opts.dry_run && cursor.is_some() && opts.check_copies != CheckCopies::Off {
@@ -1519,6 +1613,18 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         }
         tally.merge(rex.finish().await);
     }
+    if baseline_at.is_some() {
+        crate::catch_up::explain_stale(
+            &mut tally,
+            baseline_at.as_ref(),
+            info.change_list.is_some(),
+        );
+    }
+    w.retain(|m| !warnings.contains(m));
+    for m in &w {
+        obs.warning(m);
+    }
+    warnings.extend(w);
     // Every copy downloaded is in place and recorded before the cursor moves.
     ctx.committer.close();
     // A change neither applied nor recorded as pending keeps the cursor where it is.

@@ -445,7 +445,9 @@ async fn hostile_packages_are_refused_and_nothing_wrong_is_written() {
             );
             (z, 0, false, vec![])
         }),
-        ("zip slip with dot segments", "dot segment", 2, |b| {
+        // Unsafe paths and bombs are refused entry by entry: the refused entry's resource is
+        // fetched on its own (the Resource List has it), the others come from the package.
+        ("zip slip with dot segments", "dot segment", 1, |b| {
             let z = manifest_zip(
                 b,
                 &[
@@ -456,7 +458,7 @@ async fn hostile_packages_are_refused_and_nothing_wrong_is_written() {
             );
             (z, 0, false, vec![])
         }),
-        ("absolute path", "absolute path", 2, |b| {
+        ("absolute path", "absolute path", 1, |b| {
             let z = manifest_zip(
                 b,
                 &[
@@ -467,7 +469,7 @@ async fn hostile_packages_are_refused_and_nothing_wrong_is_written() {
             );
             (z, 0, false, vec![])
         }),
-        ("backslashes", "backslash", 2, |b| {
+        ("backslashes", "backslash", 1, |b| {
             let z = manifest_zip(
                 b,
                 &[
@@ -478,10 +480,11 @@ async fn hostile_packages_are_refused_and_nothing_wrong_is_written() {
             );
             (z, 0, false, vec![])
         }),
+        // Never read (bitstreams are found by the manifest's paths): said, not refused.
         (
             "entry not in the manifest",
             "not listed in the manifest",
-            2,
+            0,
             |b| {
                 let z = manifest_zip(
                     b,
@@ -541,7 +544,7 @@ async fn hostile_packages_are_refused_and_nothing_wrong_is_written() {
             lie_about_size(&mut z, "resources/b", B.len() as u32);
             (z, 0, false, vec![])
         }),
-        ("absurd compression ratio", "ratio", 3, |b| {
+        ("absurd compression ratio", "ratio", 1, |b| {
             let zeros = vec![0u8; 8 << 20];
             let z = manifest_zip(
                 b,

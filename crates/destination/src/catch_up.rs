@@ -1,0 +1,198 @@
+//! Catching up after a baseline (Z39.99-2014 §5.2, §12.1: a Destination baselines from the
+//! Resource List, then follows the Change Lists from the list's `at`).
+//!
+//! A Resource List describes its resources as they were at its `at`. A Source whose resources
+//! change while a baseline runs (or right before: a list written before an edit, served after
+//! it) then serves a body newer than its listing: longer or shorter than the published length,
+//! another digest, or a 404 for a resource deleted since. The Source is right; the copy is just
+//! newer than the list. So, in the same run, once the baseline's downloads have ended:
+//!
+//! 1. The Change Lists are read from the Resource List's `at` (pending changes of earlier runs
+//!    left aside: the baseline has just tried them), and their changes applied as an
+//!    incremental run applies them: each resource fetched again at its listed new version, or
+//!    removed. A failure of the baseline whose resource a later change names is replaced by the
+//!    outcome of that change.
+//! 2. While failures remain and the last reading found new changes, the Change Lists are read
+//!    again from the last change seen (a resource that changed again during the first round),
+//!    at most [`MAX_ROUNDS`] readings in all.
+//!
+//! The cursor becomes the last change seen. A Change List that does not reach back to the list's
+//! `at` (its `from` is later) is left to the next run, which finds the gap and says it; one that
+//! cannot be read is a warning. A failure that remains and looks like a list older than the
+//! resource (a length or digest other than the published one, HTTP 404 or 410) says so.
+//!
+//! Failure counts are exact while the failures listed in the report are all of them (up to
+//! [`crate::report::MAX_LISTED`]); past that, a failure not listed that a change then fixes is
+//! still counted.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use resourcesync_model::W3cDateTime;
+
+use crate::docs::DocFetcher;
+use crate::error::{Error, Result};
+use crate::sync::{Ctx, Exec, Tally, after, incremental_with};
+
+/// Most readings of the Change Lists after a baseline.
+pub const MAX_ROUNDS: usize = 4;
+
+/// Catches up from the Change List `cl` after a baseline from a Resource List of `at` (see the
+/// module docs), updating the baseline's `tally`. Returns the new cursor.
+pub(crate) async fn catch_up(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    concurrency: usize,
+    cl: &str,
+    at: W3cDateTime,
+    tally: &mut Tally,
+    warnings: &mut Vec<String>,
+) -> Result<W3cDateTime> {
+    let mut cursor = at;
+    for round in 0..MAX_ROUNDS {
+        // The failures so far, which a newer listing may explain.
+        let wrong: HashSet<String> = tally.failures.iter().map(|f| f.uri.clone()).collect();
+        if round > 0 && wrong.is_empty() {
+            break;
+        }
+        let mut exec = Exec::new(ctx.clone(), concurrency);
+        let mut retried: HashSet<String> = HashSet::new();
+        let mut seen = |uri: &str| {
+            if wrong.contains(uri) {
+                retried.insert(uri.to_owned());
+            }
+        };
+        let mut w = Vec::new();
+        let read = incremental_with(
+            ctx, fetcher, &mut exec, cl, cursor, &mut w, false, &mut seen,
+        )
+        .await;
+        let more = exec.finish().await;
+        for m in w {
+            if !warnings.contains(&m) {
+                warnings.push(m);
+            }
+        }
+        let last = match read {
+            Ok(last) => last,
+            // The next run finds the gap (or the disorder), says it and diffs.
+            Err(Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. }) => {
+                tally.merge(more);
+                break;
+            }
+            Err(
+                e @ (Error::Status { .. }
+                | Error::Transport { .. }
+                | Error::Document { .. }
+                | Error::BadDocument { .. }
+                | Error::IndexTooDeep { .. }),
+            ) => {
+                warnings.push(format!(
+                    "{e}: the changes since the Resource List ({at}) are not caught up in this \
+                     run; the next sync applies them"
+                ));
+                tally.merge(more);
+                break;
+            }
+            Err(e) => return Err(e),
+        };
+        // A failure a later change named: replaced by that change's outcome. One that is fine
+        // now keeps no pending change (a copy found current leaves the row of its failure).
+        tally.failed = tally.failed.saturating_sub(retried.len() as u64);
+        tally.failures.retain(|f| !retried.contains(&f.uri));
+        let still: HashSet<&str> = more.failures.iter().map(|f| f.uri.as_str()).collect();
+        for u in retried.iter().filter(|u| !still.contains(u.as_str())) {
+            ctx.state.remove_pending(&ctx.key, u)?;
+        }
+        tally.merge(more);
+        match last.filter(|l| after(l, &cursor)) {
+            Some(l) => cursor = l,
+            // Nothing newer listed: reading again would tell nothing more.
+            None => break,
+        }
+    }
+    Ok(cursor)
+}
+
+/// What a failure's error says of the body served, when it is not the one listed: a length or
+/// digest other than the published one (the store's errors), or HTTP 404 or 410 (deleted
+/// since).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stale {
+    Changed,
+    Gone,
+}
+
+fn looks_stale(error: &str) -> Option<Stale> {
+    if error.contains("(published length): cut off") || error.contains("is not the published") {
+        Some(Stale::Changed)
+    } else if error.contains("HTTP 404") || error.contains("HTTP 410") {
+        Some(Stale::Gone)
+    } else {
+        None
+    }
+}
+
+/// Says, on each failure of a baseline that looks like a list older than the resource (see
+/// [`looks_stale`]), that this is what it most likely is, and what happens next.
+pub(crate) fn explain_stale(tally: &mut Tally, at: Option<&W3cDateTime>, change_lists: bool) {
+    let list = match at {
+        Some(at) => format!("the Resource List of {at}"),
+        None => "the Resource List".to_owned(),
+    };
+    let next = if change_lists {
+        "no change of it is listed yet in the Change Lists: the next sync catches up from them"
+    } else {
+        "the Source offers no Change List to catch up from: the next sync reads the Resource \
+         List again"
+    };
+    for f in &mut tally.failures {
+        let what = match looks_stale(&f.error) {
+            Some(Stale::Changed) => "changed after",
+            Some(Stale::Gone) => "deleted (or moved) after",
+            None => continue,
+        };
+        f.error.push_str(&format!(
+            " (the resource was most likely {what} {list} was written, and {next})"
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The errors [`looks_stale`] looks for are the store's and the client's.
+    #[test]
+    fn stale_bodies_are_recognised_by_the_errors_of_the_store_and_the_client() {
+        use resourcesync_store::Error as S;
+        let too_long = S::TooLong {
+            limit: 7,
+            what: "published length",
+        };
+        let length = S::LengthMismatch {
+            expected: 7,
+            actual: 5,
+        };
+        let digest = S::DigestMismatch {
+            alg: resourcesync_model::HashAlg::Md5,
+            expected: "a".into(),
+            actual: "b".into(),
+        };
+        let gone = |status| Error::Status {
+            url: "http://h/a".into(),
+            status,
+            retry_after: None,
+        };
+        for e in [too_long.to_string(), length.to_string(), digest.to_string()] {
+            assert_eq!(looks_stale(&e), Some(Stale::Changed), "{e}");
+        }
+        for e in [gone(404).to_string(), gone(410).to_string()] {
+            assert_eq!(looks_stale(&e), Some(Stale::Gone), "{e}");
+        }
+        // As a failure says it, without its URI.
+        assert_eq!(looks_stale("HTTP 404"), Some(Stale::Gone));
+        assert_eq!(looks_stale(&gone(500).to_string()), None);
+        assert_eq!(looks_stale("connection refused"), None);
+    }
+}

@@ -1,0 +1,285 @@
+//! Syncing from a Source that offers dumps and no list (Z39.99-2017 §5.2: a Destination may
+//! baseline from a Resource Dump alone and follow a Change Dump alone).
+//!
+//! - **Baseline** (no cursor): every package of the Resource Dump is applied ([`crate::dump`]).
+//!   With no Resource List to fetch what a package leaves out, an entry that fails (a refused
+//!   `path`, a wrong digest, a zip bomb) is a failure of the run, kept as pending; a package
+//!   refused as a whole is a failure too, and the cursor is not set, so that the next run applies
+//!   the dump again (copies in place are not extracted again). Once every package is applied,
+//!   copies of resources the dump no longer has are deletes (removed with `--delete`), as a
+//!   Resource List's baseline diff would find them; the Change Dump is then followed from the
+//!   dump's `at` in the same run.
+//! - **Incremental** (a cursor): the Change Dump's packages whose period ends after the cursor,
+//!   in forward chronological order (§13.1), their entries after the cursor; then the pending
+//!   changes of earlier runs that no package dealt with, fetched from their URIs. The cursor
+//!   becomes the latest change taken into account; it does not move when a package is refused
+//!   (the packages after it wait for it). When the Change Dump's history starts after the
+//!   cursor, or there is no Change Dump and the Resource Dump is newer than the cursor, the run
+//!   is a baseline diff from the Resource Dump. Without a Change Dump, a Resource Dump no newer
+//!   than the cursor leaves only the pending changes to try again.
+
+use std::sync::Arc;
+
+use resourcesync_model::{Change, W3cDateTime};
+
+use crate::discover::SourceInfo;
+use crate::docs::DocFetcher;
+use crate::dump::{DumpLimits, DumpStats, change_dumps, resource_dump};
+use crate::error::{Error, Result};
+use crate::report::Mode;
+use crate::staging::StagedItem;
+use crate::sync::{Ctx, Exec, Job, JobKind, after};
+
+/// What a run from dumps did: how it synchronized, the new cursor, and the packages' work.
+pub(crate) struct DumpRun {
+    pub(crate) mode: Mode,
+    pub(crate) cursor: Option<W3cDateTime>,
+    pub(crate) stats: DumpStats,
+}
+
+/// Runs a sync from dumps alone (see the module docs). `resumed`: the state has a cursor row for
+/// this Source (a baseline is then a baseline diff).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn sync_from_dumps(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    info: &SourceInfo,
+    cursor: Option<W3cDateTime>,
+    resumed: bool,
+    limits: &DumpLimits,
+    w: &mut Vec<String>,
+) -> Result<DumpRun> {
+    if ctx.dry_run {
+        return Err(Error::Config(format!(
+            "{}: the Source offers dumps and no list, and a dry run fetches no package: run \
+             without --dry-run (or `resourcesync explore` to see what it offers)",
+            info.capability_list.as_deref().unwrap_or("the Source")
+        )));
+    }
+    let Some(c) = cursor else {
+        let rd = need_resource_dump(info)?;
+        let mode = if resumed {
+            Mode::BaselineDiff
+        } else {
+            Mode::Baseline
+        };
+        let (stats, cursor) = baseline(ctx, fetcher, exec, info, rd, limits, w).await?;
+        return Ok(DumpRun {
+            mode,
+            cursor,
+            stats,
+        });
+    };
+    if let Some(cd) = &info.change_dump {
+        match incremental(ctx, fetcher, exec, cd, c, true, limits, w).await {
+            Ok((stats, cursor)) => {
+                return Ok(DumpRun {
+                    mode: Mode::Incremental,
+                    cursor: Some(cursor),
+                    stats,
+                });
+            }
+            Err(e @ Error::HistoryGap { .. }) => {
+                w.push(format!("{e}: baseline diff against the Resource Dump"));
+            }
+            Err(e) => return Err(e),
+        }
+    } else {
+        // Only a Resource Dump: a snapshot no newer than the cursor has nothing new, but the
+        // changes kept as pending are tried again.
+        let rd = need_resource_dump(info)?;
+        let doc = fetcher.document(rd).await?;
+        if doc
+            .header
+            .md
+            .as_ref()
+            .and_then(|m| m.at)
+            .is_some_and(|at| !after(&at, &c))
+        {
+            retry_pending(ctx, exec).await?;
+            return Ok(DumpRun {
+                mode: Mode::Incremental,
+                cursor: Some(c),
+                stats: DumpStats::default(),
+            });
+        }
+    }
+    // No Change Dump to follow, or one whose history starts after the cursor: the Resource Dump
+    // again (a newer snapshot, or the same one: copies in place are not extracted again).
+    let rd = need_resource_dump(info)?;
+    let (stats, at) = baseline(ctx, fetcher, exec, info, rd, limits, w).await?;
+    Ok(DumpRun {
+        mode: Mode::BaselineDiff,
+        cursor: Some(at.filter(|a| after(a, &c)).unwrap_or(c)),
+        stats,
+    })
+}
+
+fn need_resource_dump(info: &SourceInfo) -> Result<&str> {
+    info.resource_dump
+        .as_deref()
+        .ok_or_else(|| Error::BadDocument {
+            url: info.capability_list.clone().unwrap_or_default(),
+            message:
+                "the Source offers no Resource List and no Resource Dump to start a copy from \
+                  (Z39.99-2014 §5.2), only a Change Dump: tell the Source's maintainer"
+                    .into(),
+        })
+}
+
+/// Baseline from the Resource Dump, deletes of copies it no longer has, then the Change Dump
+/// from its `at`. Returns what the packages did and the new cursor (`None` when a package was
+/// refused).
+async fn baseline(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    info: &SourceInfo,
+    rd: &str,
+    limits: &DumpLimits,
+    w: &mut Vec<String>,
+) -> Result<(DumpStats, Option<W3cDateTime>)> {
+    let mut stats = resource_dump(ctx, fetcher, rd, false, limits, w).await?;
+    // Z39.99-2014 §11.1: `at` is set once every package is applied.
+    let Some(at) = stats.at else {
+        return Ok((stats, None));
+    };
+    let mut cursor = at;
+    if let Some(cd) = &info.change_dump {
+        match incremental(ctx, fetcher, exec, cd, at, false, limits, w).await {
+            Ok((more, c)) => {
+                add(&mut stats, more);
+                cursor = c;
+            }
+            // The Change Dump starts after the Resource Dump: the changes in between are not
+            // known; the next run finds the same gap and applies the next Resource Dump.
+            Err(e @ Error::HistoryGap { .. }) => {
+                w.push(format!("{e}: the Resource Dump is the baseline"));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // Every package applied: what no package dealt with is not at the Source any more.
+    deletes(ctx, exec).await?;
+    Ok((stats, Some(cursor)))
+}
+
+/// Adds what a Change Dump did after a Resource Dump.
+fn add(into: &mut DumpStats, s: DumpStats) {
+    into.packages += s.packages;
+    into.refused += s.refused;
+    into.created += s.created;
+    into.updated += s.updated;
+    into.deleted += s.deleted;
+    into.unchanged += s.unchanged;
+    into.failed += s.failed;
+    into.run_failed += s.run_failed;
+    into.bytes += s.bytes;
+    for f in s.failures {
+        crate::report::push_capped(&mut into.failures, f);
+    }
+}
+
+/// The Change Dump's packages after the cursor, then (with `retry`) the pending changes no
+/// package dealt with. Returns what the packages did and the new cursor.
+#[allow(clippy::too_many_arguments)]
+async fn incremental(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    cd: &str,
+    cursor: W3cDateTime,
+    retry: bool,
+    limits: &DumpLimits,
+    w: &mut Vec<String>,
+) -> Result<(DumpStats, W3cDateTime)> {
+    let stats = change_dumps(ctx, fetcher, cd, cursor, false, limits, w).await?;
+    if retry {
+        retry_pending(ctx, exec).await?;
+    }
+    // A refused package keeps the cursor where it was: the next run applies it, and the ones
+    // after it, again (what is in place already is not extracted again).
+    let new = match stats.stopped {
+        Some(_) => cursor,
+        None => stats.last.filter(|l| after(l, &cursor)).unwrap_or(cursor),
+    };
+    Ok((stats, new))
+}
+
+/// Fetches, from their URIs, the changes earlier runs kept as pending that no package dealt with
+/// in this run (a package entry that failed is kept as pending for the next run).
+async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
+    let mut last: Option<String> = None;
+    loop {
+        let page = ctx.state.pending_page(&ctx.key, last.as_deref(), 1000)?;
+        let Some(l) = page.last() else { break };
+        last = Some(l.uri.clone());
+        for p in page {
+            if ctx.dumped_now(&p.uri) {
+                continue;
+            }
+            ctx.obs.add_total(1);
+            let kind = if p.change == Some(Change::Deleted) {
+                JobKind::Delete
+            } else {
+                JobKind::Fetch {
+                    change: true,
+                    new: false,
+                    repair: false,
+                }
+            };
+            let item = StagedItem {
+                uri: p.uri,
+                change: p.change,
+                length: p.length,
+                hashes: p.hashes,
+                lastmod: p.lastmod,
+                duplicates: p.duplicates,
+                ..StagedItem::default()
+            };
+            exec.submit(Job { item, kind }).await?;
+        }
+    }
+    Ok(())
+}
+
+/// After every package of a Resource Dump (and the Change Dump after it) is applied: the copies
+/// of resources they do not have (rows of this Source no package dealt with) are deletes,
+/// removed with `--delete`, else kept and reported (as a Resource List's baseline diff finds
+/// them, Z39.99-2014 §10.1); pending changes of such resources are forgotten.
+async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
+    let mut last: Option<String> = None;
+    loop {
+        let page = ctx.state.pending_page(&ctx.key, last.as_deref(), 1000)?;
+        let Some(l) = page.last() else { break };
+        last = Some(l.uri.clone());
+        for p in page {
+            if !ctx.dumped_now(&p.uri) {
+                ctx.state.remove_pending(&ctx.key, &p.uri)?;
+            }
+        }
+    }
+    let mut last: Option<String> = None;
+    loop {
+        let page = ctx.state.resources_page(&ctx.key, last.as_deref(), 1000)?;
+        let Some(l) = page.last() else { break };
+        last = Some(l.uri.clone());
+        for r in page {
+            if r.gone || ctx.dumped_now(&r.uri) {
+                continue;
+            }
+            ctx.obs.add_total(1);
+            exec.submit(Job {
+                item: StagedItem {
+                    uri: r.uri,
+                    change: Some(Change::Deleted),
+                    ..StagedItem::default()
+                },
+                kind: JobKind::Delete,
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}
