@@ -837,7 +837,37 @@ struct ChangeListSink {
     other: u64,
     /// The document streamed, and the time of its entry read last (§12.1 order).
     doc: String,
-    previous: Option<W3cDateTime>,
+    previous: Order,
+}
+
+/// The order of a Change List's entries so far (Z39.99-2014 §12.1: forward chronological).
+/// Z39.99-2017 §7: `datetime` is the time of the change event and `<lastmod>` the time of the
+/// resource's last modification; the two need not agree. So entries with `datetime` are
+/// ordered among themselves by it, and entries with only `<lastmod>` by it, among themselves,
+/// and only in a document where no entry seen so far has a `datetime` (a 1.0 document); an
+/// entry with only `<lastmod>` is never compared with a neighbour's `datetime`.
+#[derive(Debug, Default, Clone, Copy)]
+struct Order {
+    datetime: Option<W3cDateTime>,
+    lastmod: Option<W3cDateTime>,
+}
+
+impl Order {
+    /// The earlier entry's time that `e` goes back before, if it does.
+    fn check(&mut self, e: &Entry) -> Option<W3cDateTime> {
+        if let Some(t) = e.md.as_ref().and_then(|m| m.datetime) {
+            let back = self.datetime.filter(|p| after(p, &t));
+            self.datetime = Some(t);
+            return back;
+        }
+        let t = e.lastmod?;
+        if self.datetime.is_some() {
+            return None;
+        }
+        let back = self.lastmod.filter(|p| after(p, &t));
+        self.lastmod = Some(t);
+        back
+    }
 }
 
 pub(crate) fn after(t: &W3cDateTime, cursor: &W3cDateTime) -> bool {
@@ -868,7 +898,7 @@ impl ListSink for ChangeListSink {
 
     fn document(&mut self, url: &str, h: &Header) -> Result<bool> {
         url.clone_into(&mut self.doc);
-        self.previous = None;
+        self.previous = Order::default();
         Ok(h.md
             .as_ref()
             .and_then(|m| m.until)
@@ -876,18 +906,24 @@ impl ListSink for ChangeListSink {
     }
 
     fn entry(&mut self, e: Entry) -> Result<()> {
-        let t = e.change_time().copied();
-        if let Some(t) = t {
-            if let Some(p) = self.previous.filter(|p| after(p, &t)) {
-                return Err(Error::ChangesOutOfOrder {
-                    url: self.doc.clone(),
-                    line: e.position.line,
-                    loc: e.loc,
-                    at: t.to_string(),
-                    previous: p.to_string(),
-                });
-            }
-            self.previous = Some(t);
+        // The time that places the entry in the history: its `datetime`; in a document without
+        // any (so far), its `<lastmod>`. An entry with only `<lastmod>` in a document that uses
+        // `datetime` has none (Z39.99-2017 §7): it is applied whatever the cursor (the state
+        // makes a change seen before cheap) and does not move the cursor.
+        let dt = e.md.as_ref().and_then(|m| m.datetime);
+        let t = if dt.is_some() || self.previous.datetime.is_some() {
+            dt
+        } else {
+            e.lastmod
+        };
+        if let (Some(p), Some(at)) = (self.previous.check(&e), e.change_time().copied()) {
+            return Err(Error::ChangesOutOfOrder {
+                url: self.doc.clone(),
+                line: e.position.line,
+                loc: e.loc,
+                at: at.to_string(),
+                previous: p.to_string(),
+            });
         }
         if t.is_some_and(|t| !after(&t, &self.cursor)) {
             return Ok(());
@@ -1238,7 +1274,7 @@ pub(crate) async fn incremental_with(
         last: None,
         other: 0,
         doc: String::new(),
-        previous: None,
+        previous: Order::default(),
     };
     let (mut sink, info) = walk(fetcher, cl, Capability::ChangeList, sink).await?;
     sink.staging.flush()?;

@@ -597,3 +597,44 @@ async fn a_slowloris_source_is_cut_by_the_timeouts() {
     assert!(matches!(e, Error::Deadline(_)), "{e:?}");
     assert!(started.elapsed() < Duration::from_secs(20));
 }
+
+/// Z39.99-2017 §7: in a 1.1 Change List, an entry with only `<lastmod>` is not ordered against
+/// its neighbours' `datetime` (the two need not agree): an early `<lastmod>` after a later
+/// `datetime` is no reason to distrust the list, and the entry is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lastmod_only_entry_among_datetimes_is_not_out_of_order() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"a"), ("b.txt", b"b")]);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    run(&o).await.expect("baseline");
+    write_tree(src.path(), &[("a.txt", b"a, changed"), ("c.txt", b"c")]);
+    std::fs::remove_file(src.path().join("b.txt")).expect("rm");
+    publish(src.path(), &server.base, None);
+    let b = &server.base;
+    let mixed = format!(
+        "<?xml version=\"1.0\"?>\n<urlset {NS}>\n<rs:md capability=\"changelist\" from=\"2000-01-01T00:00:00Z\"/>\n\
+         <url><loc>{b}a.txt</loc><rs:md change=\"updated\" datetime=\"2999-01-02T00:00:00Z\" {}/></url>\n\
+         <url><loc>{b}c.txt</loc><lastmod>2001-01-01T00:00:00Z</lastmod><rs:md change=\"created\" {}/></url>\n\
+         <url><loc>{b}b.txt</loc><rs:md change=\"deleted\" datetime=\"2999-01-03T00:00:00Z\"/></url>\n</urlset>\n",
+        md(b"a, changed"),
+        md(b"c"),
+    );
+    server.fault(
+        "/resourcesync/changelist.xml",
+        Fault::Body(mixed.into_bytes()),
+    );
+    o.delete = true;
+    let r = run(&o).await.expect("sync");
+    assert!(
+        !r.warnings.iter().any(|w| w.contains("chronological")),
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(r.mode, Mode::Incremental, "{r:?}");
+    assert_eq!((r.created, r.updated, r.deleted), (1, 1, 1), "{r:?}");
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}
