@@ -95,6 +95,14 @@ pub struct HubOptions {
     /// the [`concurrency`](Self::concurrency) slots per host, the others go on serving the
     /// other hosts.
     pub max_deliveries_per_host: usize,
+    /// A delivery whose callback has not answered after this long (default 2 s) gives its
+    /// [`concurrency`](Self::concurrency) slot back and waits in a slot of its own (at most
+    /// [`max_slow_deliveries`](Self::max_slow_deliveries) of them), so that slow callbacks on
+    /// any number of hosts cannot hold up the others.
+    pub slow_delivery_after: Duration,
+    /// Slow deliveries waiting in slots of their own (default 256); past it a slow delivery
+    /// keeps its ordinary slot.
+    pub max_slow_deliveries: usize,
     /// Bytes of the payloads waiting for delivery, in all (default 1 GiB): past it the oldest
     /// payloads are dropped (with a log line), as if their subscribers had received them; a
     /// payload larger than this is refused (503).
@@ -148,6 +156,8 @@ impl HubOptions {
             max_pending_per_subscription: 1_000,
             concurrency: 32,
             max_deliveries_per_host: 4,
+            slow_delivery_after: Duration::from_secs(1),
+            max_slow_deliveries: 256,
             max_pending_bytes: 1 << 30,
             max_body_bytes_in_flight: 64 << 20,
             body_timeout: Duration::from_secs(30),
@@ -261,6 +271,8 @@ struct Inner {
     wake: Notify,
     busy: Mutex<Busy>,
     deliveries: Arc<Semaphore>,
+    /// Slots of deliveries gone slow (`opts.max_slow_deliveries`).
+    slow: Arc<Semaphore>,
     /// Bytes of request bodies being read (`opts.max_body_bytes_in_flight`).
     body_budget: Arc<Semaphore>,
     background: Arc<Semaphore>,
@@ -381,6 +393,7 @@ impl Hub {
         let (stop, _) = tokio::sync::watch::channel(false);
         let inner = Arc::new(Inner {
             deliveries: Arc::new(Semaphore::new(opts.concurrency.max(1))),
+            slow: Arc::new(Semaphore::new(opts.max_slow_deliveries)),
             body_budget: Arc::new(Semaphore::new(
                 opts.max_body_bytes_in_flight
                     .clamp(1, Semaphore::MAX_PERMITS),

@@ -254,6 +254,10 @@ async fn request_bodies_share_a_byte_budget_and_slow_senders_time_out() {
 
 /// A callback that answers deliveries after `delay`, and verifications at once.
 async fn slow_callback(delay: Duration, posts: Arc<AtomicU64>) -> String {
+    slow_callback_at("127.0.0.1", delay, posts).await
+}
+
+async fn slow_callback_at(ip: &str, delay: Duration, posts: Arc<AtomicU64>) -> String {
     let router = Router::new().fallback(move |req: Request| {
         let posts = posts.clone();
         async move {
@@ -270,7 +274,7 @@ async fn slow_callback(delay: Duration, posts: Arc<AtomicU64>) -> String {
             StatusCode::OK.into_response()
         }
     });
-    let addr = serve(router).await;
+    let addr = serve_at(ip, router).await;
     format!("http://{addr}/slow")
 }
 
@@ -320,6 +324,58 @@ async fn slow_callbacks_on_one_host_do_not_delay_another_host() {
     }
     // The slow host never had more than its share in flight.
     assert!(posts.load(Ordering::Relaxed) <= 4, "{posts:?}");
+    h.stop().await;
+}
+
+/// Host names cost an attacker little: 48 slow callbacks on 48 hosts (127.0.1.1 to
+/// 127.0.1.48: one each, under every per-host cap, more than the 32 delivery slots), answering
+/// after 6 s, still cannot hold up a subscriber on another host: a delivery unanswered after
+/// 1 s gives its slot back (and waits in a slow slot), so the fast one gets each of two
+/// publications within 3 s.
+#[tokio::test]
+async fn slow_callbacks_on_many_hosts_do_not_delay_another_host() {
+    let mut h = start_hub(None, |o| o.request_timeout = Duration::from_secs(10)).await;
+    let posts = Arc::new(AtomicU64::new(0));
+    let topic = "http://e.org/many";
+    for i in 1..=48 {
+        let slow = slow_callback_at(
+            &format!("127.0.1.{i}"),
+            Duration::from_secs(6),
+            posts.clone(),
+        )
+        .await;
+        let callback = format!("{slow}/{i}");
+        let (status, body) = post_form(
+            &h.url,
+            &[
+                ("hub.mode", "subscribe"),
+                ("hub.topic", topic),
+                ("hub.callback", &callback),
+            ],
+        )
+        .await;
+        assert_eq!(status, 202, "{body}");
+        h.wait_for(|e| matches!(e, HubEvent::Subscribed { callback: c, .. } if *c == callback))
+            .await;
+    }
+    let mut fast = callback_at("127.0.0.2").await;
+    subscribe(&mut h, &mut fast, "/fast", topic, &[]).await;
+    for round in 0..2 {
+        let started = Instant::now();
+        let (status, body) = post_notification(&h.url, topic, &format!("<m{round}/>")).await;
+        assert_eq!(status, 200, "{body}");
+        let d = fast.delivery().await;
+        let took = started.elapsed();
+        eprintln!(
+            "round {round}: the fast subscriber got its delivery after {took:?}; slow deliveries started: {}",
+            posts.load(Ordering::Relaxed)
+        );
+        assert_eq!(d.body, format!("<m{round}/>").as_bytes());
+        assert!(
+            took < Duration::from_secs(3),
+            "round {round}: {took:?} behind the slow callbacks"
+        );
+    }
     h.stop().await;
 }
 

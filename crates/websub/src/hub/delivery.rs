@@ -2,7 +2,10 @@
 //! at most [`HubOptions::concurrency`](super::HubOptions::concurrency) in all and at most
 //! [`HubOptions::max_deliveries_per_host`](super::HubOptions::max_deliveries_per_host) per
 //! callback host, so that callbacks that answer slowly (or never, until the time limit) hold at
-//! most their host's share and every other host's deliveries go on.
+//! most their host's share and every other host's deliveries go on. A delivery still
+//! unanswered after [`HubOptions::slow_delivery_after`](super::HubOptions::slow_delivery_after)
+//! gives its slot back and waits in one of the slow slots, so that slow callbacks on many hosts
+//! (host names cost an attacker little) cannot take every slot either.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -91,8 +94,7 @@ pub(super) async fn worker(hub: Arc<Inner>) {
             }
             let h = hub.clone();
             tokio::spawn(async move {
-                deliver(&h, d).await;
-                drop(permit);
+                deliver(&h, d, permit).await;
                 h.wake.notify_one();
             });
         }
@@ -116,8 +118,31 @@ pub(super) async fn worker(hub: Arc<Inner>) {
     }
 }
 
+/// Sends a delivery holding `permit` (a delivery slot); past
+/// [`HubOptions::slow_delivery_after`](super::HubOptions::slow_delivery_after) without an
+/// answer, the slot is given back for a slow one, when one is free.
+async fn send(
+    hub: &Inner,
+    req: reqwest::RequestBuilder,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> reqwest::Result<reqwest::Response> {
+    let sending = req.send();
+    tokio::pin!(sending);
+    let mut _held = permit;
+    tokio::select! {
+        r = &mut sending => return r,
+        () = tokio::time::sleep(hub.opts.slow_delivery_after) => {}
+    }
+    if let Ok(slow) = hub.slow.clone().try_acquire_owned() {
+        // The ordinary slot goes back to the others now.
+        _held = slow;
+        hub.wake.notify_one();
+    }
+    sending.await
+}
+
 /// One content distribution request (WebSub §7, §7.1).
-async fn deliver(hub: &Inner, mut d: Due) {
+async fn deliver(hub: &Inner, mut d: Due, permit: tokio::sync::OwnedSemaphorePermit) {
     let links = link::notification_links(&d.topic, &hub.opts.public_url, None);
     let mut req = hub
         .client
@@ -139,7 +164,7 @@ async fn deliver(hub: &Inner, mut d: Due) {
     let attempts = d.attempts + 1;
     let outcome = match refused {
         Some(why) => Err(Some(why)),
-        None => match req.body(std::mem::take(&mut d.body)).send().await {
+        None => match send(hub, req.body(std::mem::take(&mut d.body)), permit).await {
             Ok(r) if r.status().is_success() => Ok(()),
             Ok(r) if r.status() == StatusCode::GONE => Err(None),
             Ok(r) => Err(Some(format!("the callback answered {}", r.status()))),
