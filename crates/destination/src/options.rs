@@ -52,6 +52,9 @@ pub struct SyncOptions {
     /// How the copies on disk are checked against the state before the run ends
     /// ([`crate::repair`]; default quick, `--checksum` hashes every copy).
     pub check_copies: crate::repair::CheckCopies,
+    /// After a baseline, read the Change Lists from the Resource List's `at` in the same run
+    /// ([`crate::catch_up`]; default `true`).
+    pub catch_up: bool,
 }
 
 impl SyncOptions {
@@ -74,6 +77,7 @@ impl SyncOptions {
             prefer_dumps: false,
             dump_limits: DumpLimits::default(),
             check_copies: crate::repair::CheckCopies::default(),
+            catch_up: true,
         }
     }
 

@@ -1621,7 +1621,10 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     // run; a resource that changed while the baseline ran is fetched again (crate::catch_up).
     let mut w = Vec::new();
     let baseline_at = new_cursor.filter(|_| {
-        matches!(mode, Mode::Baseline | Mode::BaselineDiff) && !opts.dry_run && !dumps_only
+        matches!(mode, Mode::Baseline | Mode::BaselineDiff)
+            && !opts.dry_run
+            && !dumps_only
+            && opts.catch_up
     });
     let new_cursor = match (baseline_at, &info.change_list) {
         (Some(at), Some(cl)) => Some(

@@ -317,6 +317,9 @@ async fn drive(
     // The model measures the protocol: the Destination's own check of its copies on disk
     // (crate::repair of the destination) is no part of it.
     sopts.check_copies = resourcesync_destination::repair::CheckCopies::Off;
+    // The paper's baseline strategy reads the Resource List only (no catch-up from the Change
+    // Lists after it, which is the incremental strategy's work).
+    sopts.catch_up = cfg.strategy != Strategy::Baseline;
     sopts.concurrency = cfg.network.concurrency;
     sopts.http = HttpOptions {
         retries: 1,
