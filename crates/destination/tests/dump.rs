@@ -86,6 +86,15 @@ async fn baseline_from_the_resource_dump_fetches_no_resource() {
             ("big.bin", &big),
         ],
     );
+    // Files of 2001: their <lastmod> is the copies' modification time.
+    let then = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    for f in source_files(src.path()).keys() {
+        std::fs::File::options()
+            .write(true)
+            .open(src.path().join(f))
+            .and_then(|h| h.set_modified(then))
+            .expect("touch");
+    }
     let server = Server::start(src.path()).await;
     publish_dumps(src.path(), &server.base);
     let out = tmp();
@@ -97,6 +106,10 @@ async fn baseline_from_the_resource_dump_fetches_no_resource() {
     assert_eq!((r.packages, r.from_packages), (1, 5), "{r:?}");
     assert_eq!(r.unchanged, 0, "counted once: {r:?}");
     assert_eq!(dest_files(&dest), source_files(src.path()));
+    for f in dest_files(&dest).keys() {
+        let m = std::fs::metadata(dest.join(f)).and_then(|m| m.modified());
+        assert_eq!(m.ok(), Some(then), "{f}: the <lastmod> of its dump entry");
+    }
     assert_eq!(server.resource_hits(), 0, "no resource fetched on its own");
     assert_eq!(
         server.hits("/resourcesync/dumps/resourcedump-000001-00001.zip"),
