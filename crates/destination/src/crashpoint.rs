@@ -7,7 +7,7 @@
 //! `RESOURCESYNC_TEST_CRASH_AT POINT:N reached` to standard error and stops that thread for
 //! good, so that a harness can send SIGKILL while the other downloads are still in flight; with
 //! `panic` it panics on that thread (unwinding: destructors run), so that a test can check what
-//! catches the panic. With `fail`, the `N`th and every later time [`fails`] is asked about
+//! catches the panic. With `fail`, the `N`th and every later time `fails` is asked about
 //! `POINT`, it answers `true` and the caller fails as if the disk were full (see the `pending`
 //! point). Points:
 //!

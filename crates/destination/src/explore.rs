@@ -14,7 +14,7 @@
 //!   to documents not reached otherwise.
 //!
 //! Every document is downloaded to a temporary file by the [`DocFetcher`] and streamed once: the
-//! model's [`Validator`] (what [`resourcesync_model::validate::validate`] runs) checks every entry
+//! model's [`Validator`](resourcesync_model::Validator) (what [`resourcesync_model::validate::validate`] runs) checks every entry
 //! while the links to follow are collected. A document is also checked against what its parent
 //! said it is (an entry's `capability`, an index's capability, §9, §10.2). The walk is bounded: a
 //! visited set (a document listed twice is shown once), a depth limit, and a limit on documents

@@ -114,7 +114,7 @@ pub struct AuditOptions {
     /// Time limit for the whole run.
     pub deadline: Option<Duration>,
     /// Do not read the copies: a copy whose size is its recorded length is compared by the
-    /// digests recorded when it was written (see [`crate::audit`]); one of another size is
+    /// digests recorded when it was written (see [`crate::audit()`]); one of another size is
     /// hashed when the Source publishes a digest. Default: every copy the Source publishes a
     /// digest for is hashed.
     pub fast: bool,

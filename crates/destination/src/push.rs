@@ -21,7 +21,7 @@
 //!    - entries at or before the cursor are skipped (a replay, or a payload the catch-up
 //!      covered); the rest are applied through the same fetch-verify-rename path as an
 //!      incremental sync, and the cursor moves to the payload's `until` (never into the
-//!      future: see [`safe_until`]).
+//!      future: see `safe_until`).
 //! 4. The subscription is renewed when three quarters of the granted lease have passed (§4.2:
 //!    before it expires). When no notification has arrived for [`PushOptions::poll_interval`], a
 //!    catch-up sync runs anyway (notifications may have stopped: a hub down, a lease lost).

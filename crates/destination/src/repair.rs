@@ -6,7 +6,7 @@
 //! is checked, page by page in URI order, in bounded memory:
 //!
 //! - **quick** (every `sync`): it must be there, a regular file, of the recorded length, with the
-//!   modification time the sync gave it (the Source's time: [`crate::mtime`]). A copy whose time
+//!   modification time the sync gave it (the Source's time: `crate::mtime`). A copy whose time
 //!   differs but whose length is right is hashed: the digest recorded decides (same digest: only
 //!   its time is set again; copies written by versions that did not set times are so adopted
 //!   once, by one read each).

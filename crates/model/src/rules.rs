@@ -25,7 +25,9 @@ pub struct Rule {
 macro_rules! rules {
     ($( $name:ident = ($id:literal, $sev:ident, $section:literal, $summary:literal); )*) => {
         $(
-            #[doc = concat!("`", $id, "` (", $section, "): ", $summary)]
+            // The summary as plain text: summaries name elements (`<urlset>`), which rustdoc
+            // would take for HTML.
+            #[doc = concat!("`", $id, "` (", $section, "):\n\n```text\n", $summary, "\n```")]
             pub const $name: &Rule = &Rule {
                 id: $id,
                 severity: Severity::$sev,

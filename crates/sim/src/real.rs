@@ -3,7 +3,7 @@
 //! The Source is `resourcesync-source`'s server over a temporary directory of the workload's
 //! resources; each change of the [`Workload`] is written (atomically) at its time and published
 //! at once (one scan and publish batch; the Resource List is regenerated on every batch, so that
-//! baseline sees it current). The Destination is `resourcesync-destination`'s [`sync`], run every
+//! baseline sees it current). The Destination is `resourcesync-destination`'s [`sync`](resourcesync_destination::sync()), run every
 //! `sync_interval`:
 //!
 //! - **incremental**: the ordinary run after the first, from the Change Lists after the cursor.

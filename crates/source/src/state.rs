@@ -825,7 +825,7 @@ impl Recorder<'_> {
     /// Commits everything recorded (synced: see [`State::begin`]).
     ///
     /// The commit appends the transaction to the write-ahead log; after a large one (at least
-    /// [`BACKGROUND_CHECKPOINT_ROWS`] rows changed), copying the log into the database (a
+    /// `BACKGROUND_CHECKPOINT_ROWS` rows changed), copying the log into the database (a
     /// checkpoint: a first scan of 100,000 files writes ~18 MB twice) is left to a thread with
     /// its own connection, so that the documents are published meanwhile. Until
     /// [`State::settle`] joins it, this connection does not checkpoint on its own (it would
