@@ -270,15 +270,7 @@ async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
                 continue;
             }
             ctx.obs.add_total(1);
-            exec.submit(Job {
-                item: StagedItem {
-                    uri: r.uri,
-                    change: Some(Change::Deleted),
-                    ..StagedItem::default()
-                },
-                kind: JobKind::Delete,
-            })
-            .await?;
+            exec.submit(Job::delete(r.uri)).await?;
         }
     }
     Ok(())

@@ -143,6 +143,20 @@ pub(crate) struct Job {
     pub(crate) kind: JobKind,
 }
 
+impl Job {
+    /// The removal of the copy of `uri` (the Source deleted it).
+    pub(crate) fn delete(uri: String) -> Job {
+        Job {
+            item: StagedItem {
+                uri,
+                change: Some(Change::Deleted),
+                ..StagedItem::default()
+            },
+            kind: JobKind::Delete,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum JobKind {
     /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
@@ -1172,15 +1186,7 @@ async fn baseline_with(
             }
             Action::Delete(c) => {
                 ctx.obs.add_total(1);
-                exec.submit(Job {
-                    item: StagedItem {
-                        uri: c.uri,
-                        change: Some(Change::Deleted),
-                        ..StagedItem::default()
-                    },
-                    kind: JobKind::Delete,
-                })
-                .await?;
+                exec.submit(Job::delete(c.uri)).await?;
             }
             Action::Same(o) => {
                 // A copy a dump package put in place during this run is counted already.
@@ -1481,15 +1487,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
             let Some(last) = page.last() else { break };
             after = Some(last.uri.clone());
             for r in page.into_iter().filter(|r| r.gone) {
-                pre.submit(Job {
-                    item: StagedItem {
-                        uri: r.uri,
-                        change: Some(Change::Deleted),
-                        ..StagedItem::default()
-                    },
-                    kind: JobKind::Delete,
-                })
-                .await?;
+                pre.submit(Job::delete(r.uri)).await?;
             }
         }
         earlier = pre.finish().await;
