@@ -32,7 +32,8 @@ use resourcesync_model::W3cDateTime;
 
 use crate::docs::DocFetcher;
 use crate::error::{Error, Result};
-use crate::sync::{Ctx, Exec, Tally, after, incremental_with};
+use crate::exec::{Ctx, Exec, Tally};
+use crate::sync::{after, incremental_with};
 
 /// Most readings of the Change Lists after a baseline.
 pub const MAX_ROUNDS: usize = 4;

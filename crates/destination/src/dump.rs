@@ -84,12 +84,12 @@ use zip::ZipArchive;
 use crate::commit::{Done, MAX_BATCH, Origin, Pending, Producer};
 use crate::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
 use crate::error::{Error, Result};
+use crate::exec::Ctx;
 use crate::http::{Http, body_error};
 use crate::mapping::UriMapper;
 use crate::patch::{MAX_PATCH_BYTES, PATCH_REL, PatchLink, patch_copy};
 use crate::report::{Failure, Observer, push_capped};
 use crate::staging::StagedItem;
-use crate::sync::Ctx;
 
 /// The name of the manifest inside every package (Z39.99-2014 §11.2, §13.2).
 pub const MANIFEST_NAME: &str = "manifest.xml";

@@ -26,9 +26,10 @@ use crate::discover::SourceInfo;
 use crate::docs::DocFetcher;
 use crate::dump::{DumpLimits, DumpStats, change_dumps, resource_dump};
 use crate::error::{Error, Result};
+use crate::exec::{Ctx, Exec, Job, JobKind};
 use crate::report::Mode;
 use crate::staging::StagedItem;
-use crate::sync::{Ctx, Exec, Job, JobKind, after};
+use crate::sync::after;
 
 /// What a run from dumps did: how it synchronized, the new cursor, and the packages' work.
 pub(crate) struct DumpRun {

@@ -32,6 +32,7 @@ pub mod dump;
 mod dump_list;
 mod dump_sync;
 pub mod error;
+mod exec;
 pub mod explore;
 pub mod http;
 pub mod mapping;

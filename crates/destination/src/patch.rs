@@ -29,9 +29,9 @@ use resourcesync_store::{Expect, RelPath, ResourceRecord, Store};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::exec::Ctx;
 use crate::http::{Http, body_error};
 use crate::staging::StagedItem;
-use crate::sync::Ctx;
 
 /// The relation type of a patch link (Z39.99-2014 §14.4).
 pub const PATCH_REL: &str = "http://www.openarchives.org/rs/terms/patch";

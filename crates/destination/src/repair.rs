@@ -22,9 +22,9 @@ use std::sync::Arc;
 use resourcesync_store::{RelPath, ResourceRecord, Store};
 
 use crate::error::Result;
+use crate::exec::Ctx;
 use crate::mtime::copy_time;
 use crate::staging::StagedItem;
-use crate::sync::Ctx;
 
 /// How the copies are checked against the state before a run ends.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]

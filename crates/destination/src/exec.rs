@@ -1,0 +1,790 @@
+//! The job executor of a sync: one job per resource (fetch or delete), run concurrently with a
+//! bounded number in flight. A fetch downloads (mirrors first, Z39.99-2014 §14.2) into a
+//! temporary file capped at the published length, verifies it and hands it to the committer
+//! ([`crate::commit`]); a failure is reported and kept as pending for the next run. The engine
+//! that plans the jobs is the module `sync`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use reqwest::header::{ETAG, LAST_MODIFIED};
+use resourcesync_diff::{Difference, Item, needs_update};
+use resourcesync_model::Change;
+use resourcesync_store::{
+    DirHandles, Expect, FileMeta, FsStore, PendingChange, RelPath, ResourceRecord, StateStore,
+    Store, TempFile,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::commit::{Committer, Origin, Pending};
+use crate::dump::DumpStats;
+use crate::error::{Error, Result};
+use crate::http::{Conditional, Http, body_error, header};
+use crate::mapping::UriMapper;
+use crate::report::{Failure, Observer, Planned, push_capped};
+use crate::staging::{StagedItem, Staging};
+
+/// Everything a download task needs (also used by [`crate::dump`] and [`crate::patch`]).
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub(crate) http: Arc<Http>,
+    pub(crate) store: Arc<FsStore>,
+    pub(crate) state: Arc<dyn StateStore>,
+    pub(crate) mapper: UriMapper,
+    pub(crate) key: String,
+    pub(crate) delete: bool,
+    pub(crate) dry_run: bool,
+    pub(crate) max_resource_bytes: u64,
+    pub(crate) obs: Arc<dyn Observer>,
+    /// URIs whose copy a dump package put in place during this run (Z39.99-2014 §11, §13), so
+    /// that the lists read afterwards do not count them again.
+    pub(crate) dumped: Option<Mutex<Staging>>,
+    /// Puts downloaded copies in place and records them in batches ([`crate::commit`]).
+    pub(crate) committer: Committer,
+    /// The directories opened for downloads to paths where no file is yet (unnamed temporary
+    /// files, [`FsStore::create_temp_at`]).
+    pub(crate) dirs: Mutex<NewDirs>,
+    /// The first write to the state that failed and was not the caller's to report (a failed
+    /// change recorded as pending): the cursor must then not move, and the run fails.
+    pub(crate) state_error: Mutex<Option<String>>,
+    /// Where the state is (named by errors).
+    pub(crate) state_path: PathBuf,
+}
+
+/// The directory handles of downloads to new paths, forgotten every [`NewDirs::USES`] files
+/// (a handle is kept for a batch's worth of files, not for the whole run).
+#[derive(Debug, Default)]
+pub(crate) struct NewDirs {
+    handles: DirHandles,
+    uses: usize,
+}
+
+impl NewDirs {
+    /// Files created with the same handles before they are opened again.
+    const USES: usize = 1024;
+
+    /// A temporary file for the body of the copy at `rel`, where no file is yet.
+    pub(crate) fn create(
+        &mut self,
+        store: &FsStore,
+        expect: Expect,
+        rel: &RelPath,
+    ) -> Result<TempFile> {
+        self.uses += 1;
+        if self.uses > Self::USES {
+            self.handles.clear();
+            self.uses = 1;
+        }
+        Ok(store.create_temp_at(expect, rel, &mut self.handles)?)
+    }
+}
+
+impl Ctx {
+    /// Keeps the first state write that failed (see [`Ctx::state_error`]).
+    pub(crate) fn state_failed(&self, what: String) {
+        tracing::error!("{what}");
+        let mut e = self.state_error.lock().unwrap_or_else(|p| p.into_inner());
+        e.get_or_insert(what);
+    }
+
+    /// Fails when a state write failed during the run: a change that could neither be applied
+    /// nor recorded as pending would be lost if the cursor moved past it.
+    pub(crate) fn check_state(&self) -> Result<()> {
+        let e = self.state_error.lock().unwrap_or_else(|p| p.into_inner());
+        match e.as_ref() {
+            Some(message) => Err(Error::StateWrite {
+                message: message.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a dump package put this URI's copy in place during this run.
+    pub(crate) fn dumped_now(&self, uri: &str) -> bool {
+        self.dumped.as_ref().is_some_and(|d| {
+            d.lock()
+                .ok()
+                .and_then(|s| s.get(uri).ok().flatten())
+                .is_some()
+        })
+    }
+}
+
+/// What to do with one resource.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    pub(crate) item: StagedItem,
+    pub(crate) kind: JobKind,
+}
+
+impl Job {
+    /// The removal of the copy of `uri` (the Source deleted it).
+    pub(crate) fn delete(uri: String) -> Job {
+        Job {
+            item: StagedItem {
+                uri,
+                change: Some(Change::Deleted),
+                ..StagedItem::default()
+            },
+            kind: JobKind::Delete,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobKind {
+    /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
+    /// state proves it current. `new`: the diff found no row of it in the state (a create of a
+    /// baseline), which is then not looked up again.
+    /// `repair`: the copy on disk is damaged ([`crate::repair`]): fetched whatever the state
+    /// says, unconditionally.
+    Fetch {
+        change: bool,
+        new: bool,
+        repair: bool,
+    },
+    /// The Source deleted it.
+    Delete,
+}
+
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    Created(u64),
+    Updated(u64),
+    /// A damaged copy fetched again ([`crate::repair`]).
+    Repaired(u64),
+    Unchanged,
+    Deleted,
+    Kept(String),
+    Failed(Failure),
+    Planned(Planned),
+    /// Already counted (a copy a dump package put in place this run).
+    Counted,
+    /// Updated by applying a patch (Z39.99-2014 §14.4).
+    Patched(u64),
+    /// Not tried yet: a file is where its directory goes, or a directory where it goes, which a
+    /// delete of this run may take away (see [`Exec`]).
+    Deferred,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) created: u64,
+    pub(crate) updated: u64,
+    pub(crate) deleted: u64,
+    pub(crate) kept: u64,
+    pub(crate) unchanged: u64,
+    pub(crate) repaired: u64,
+    pub(crate) failed: u64,
+    pub(crate) bytes: u64,
+    pub(crate) failures: Vec<Failure>,
+    pub(crate) kept_uris: Vec<String>,
+    pub(crate) planned: Vec<Planned>,
+    pub(crate) packages: u64,
+    pub(crate) from_packages: u64,
+    pub(crate) patched: u64,
+}
+
+impl Tally {
+    /// Adds what dump packages did (Z39.99-2014 §11, §13).
+    pub(crate) fn add_dumps(&mut self, d: &DumpStats) {
+        // Failures only where no list fetches what the packages left out (crate::dump).
+        self.failed += d.run_failed;
+        for f in &d.failures {
+            push_capped(&mut self.failures, f.clone());
+        }
+        self.created += d.created;
+        self.updated += d.updated;
+        self.deleted += d.deleted;
+        self.unchanged += d.unchanged;
+        self.bytes += d.bytes;
+        self.packages += d.packages;
+        self.from_packages += d.created + d.updated;
+    }
+
+    pub(crate) fn merge(&mut self, o: Tally) {
+        self.created += o.created;
+        self.updated += o.updated;
+        self.deleted += o.deleted;
+        self.kept += o.kept;
+        self.unchanged += o.unchanged;
+        self.repaired += o.repaired;
+        self.failed += o.failed;
+        self.bytes += o.bytes;
+        self.packages += o.packages;
+        self.from_packages += o.from_packages;
+        self.patched += o.patched;
+        for f in o.failures {
+            push_capped(&mut self.failures, f);
+        }
+        for k in o.kept_uris {
+            push_capped(&mut self.kept_uris, k);
+        }
+        for p in o.planned {
+            push_capped(&mut self.planned, p);
+        }
+    }
+
+    pub(crate) fn add(&mut self, o: Outcome) {
+        match o {
+            Outcome::Created(n) => {
+                self.created += 1;
+                self.bytes += n;
+            }
+            Outcome::Updated(n) => {
+                self.updated += 1;
+                self.bytes += n;
+            }
+            Outcome::Repaired(n) => {
+                self.repaired += 1;
+                self.bytes += n;
+            }
+            Outcome::Unchanged => self.unchanged += 1,
+            Outcome::Deleted => self.deleted += 1,
+            Outcome::Kept(uri) => {
+                self.kept += 1;
+                push_capped(&mut self.kept_uris, uri);
+            }
+            Outcome::Failed(f) => {
+                self.failed += 1;
+                push_capped(&mut self.failures, f);
+            }
+            Outcome::Planned(p) => {
+                match p.action {
+                    "create" => self.created += 1,
+                    "update" => self.updated += 1,
+                    "delete" => self.deleted += 1,
+                    _ => self.kept += 1,
+                }
+                push_capped(&mut self.planned, p);
+            }
+            Outcome::Counted | Outcome::Deferred => {}
+            Outcome::Patched(n) => {
+                self.updated += 1;
+                self.patched += 1;
+                self.bytes += n;
+            }
+        }
+    }
+}
+
+/// Runs jobs with a bounded number in flight.
+///
+/// Jobs run at once, in no set order between resources; so with `--delete`, a copy whose path
+/// is blocked by a file or directory this run may delete (a Source that turned a file `a` into a
+/// directory holding `a/b`, or the other way round) is deferred: tried again once every other job
+/// has ended, its deletes included ([`Exec::finish`]). Blocked then too, it fails as usual.
+pub(crate) struct Exec {
+    ctx: Arc<Ctx>,
+    sem: Arc<Semaphore>,
+    set: JoinSet<(Outcome, Option<Job>)>,
+    tally: Tally,
+    /// Whether a blocked copy is deferred (not on the second try, not without `--delete`).
+    may_defer: bool,
+    deferred: Vec<Job>,
+}
+
+/// Most copies deferred in one run (see [`Exec`]): past it, a blocked copy fails at once and is
+/// tried again by the next run, as any failed change.
+pub(crate) const MAX_DEFERRED: usize = 100_000;
+
+impl Exec {
+    pub(crate) fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
+        let may_defer = ctx.delete && !ctx.dry_run;
+        Exec {
+            ctx,
+            sem: Arc::new(Semaphore::new(concurrency.max(1))),
+            set: JoinSet::new(),
+            tally: Tally::default(),
+            may_defer,
+            deferred: Vec::new(),
+        }
+    }
+
+    pub(crate) fn collect(
+        &mut self,
+        r: std::result::Result<(Outcome, Option<Job>), tokio::task::JoinError>,
+    ) {
+        match r {
+            Ok((Outcome::Deferred, Some(job))) => self.deferred.push(job),
+            Ok((o, _)) => self.tally.add(o),
+            Err(e) => self.tally.add(Outcome::Failed(Failure {
+                uri: String::new(),
+                path: None,
+                error: format!("internal task failed: {e}"),
+            })),
+        }
+    }
+
+    pub(crate) async fn submit(&mut self, job: Job) -> Result<()> {
+        let permit = self
+            .sem
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| Error::Task(e.to_string()))?;
+        let ctx = self.ctx.clone();
+        let defer = self.may_defer
+            && self.deferred.len() < MAX_DEFERRED
+            && matches!(job.kind, JobKind::Fetch { .. });
+        self.set.spawn(async move {
+            let again = defer.then(|| job.clone());
+            // Handed to the job, which lets it go once its body is downloaded and verified:
+            // waiting for the batch commit does not hold a download slot.
+            let mut permit = Some(permit);
+            let o = run_job(&ctx, job, &mut permit, defer).await;
+            drop(permit);
+            if matches!(o, Outcome::Deferred) {
+                return (o, again);
+            }
+            ctx.obs.resource_done();
+            (o, None)
+        });
+        while let Some(r) = self.set.try_join_next() {
+            self.collect(r);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn done_inline(&mut self, o: Outcome) {
+        self.ctx.obs.resource_done();
+        self.tally.add(o);
+    }
+
+    pub(crate) async fn finish(mut self) -> Tally {
+        while let Some(r) = self.set.join_next().await {
+            self.collect(r);
+        }
+        // Every other job has ended, deletes included: the deferred copies once more, for good.
+        self.may_defer = false;
+        for job in std::mem::take(&mut self.deferred) {
+            let uri = job.item.uri.clone();
+            if let Err(e) = self.submit(job).await {
+                self.tally
+                    .add(Outcome::Failed(Failure::new(uri, None, e.to_string())));
+            }
+        }
+        while let Some(r) = self.set.join_next().await {
+            self.collect(r);
+        }
+        self.tally
+    }
+}
+
+/// Whether something at or above `rel` blocks a copy there: a directory at its path, or a file
+/// (or anything but a directory) where one of its directories goes. One `lstat`.
+pub(crate) fn path_blocked(store: &FsStore, rel: &RelPath) -> bool {
+    match std::fs::symlink_metadata(rel.under(store.root())) {
+        Ok(m) => m.is_dir(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotADirectory,
+    }
+}
+
+pub(crate) fn record_item(r: &ResourceRecord) -> Item {
+    Item {
+        uri: r.uri.clone(),
+        length: r.length,
+        lastmod: r.lastmod,
+        hashes: r.hashes.clone(),
+    }
+}
+
+/// Whether a change entry carries what proves a copy current when the diff engine finds no
+/// difference: a digest of an algorithm the copy has, or a `<lastmod>` both have. A length alone
+/// proves nothing (an update may keep the length).
+pub(crate) fn has_evidence(item: &StagedItem, copy: &ResourceRecord) -> bool {
+    item.hashes.agrees_with(&copy.hashes).is_some()
+        || (item.lastmod.is_some() && copy.lastmod.is_some())
+}
+
+pub(crate) enum Fetched {
+    /// Downloaded and verified, to be put in place by the committer.
+    Verified(Box<Pending>),
+    NotModified,
+}
+
+/// Runs one job; with `defer`, a copy whose path is blocked (see [`Exec`]) is
+/// [`Outcome::Deferred`] instead of tried.
+pub(crate) async fn run_job(
+    ctx: &Arc<Ctx>,
+    job: Job,
+    permit: &mut Option<OwnedSemaphorePermit>,
+    defer: bool,
+) -> Outcome {
+    let uri = job.item.uri.clone();
+    let rel = match ctx.mapper.map(&uri) {
+        Ok(r) => r,
+        Err(e) => {
+            return Outcome::Failed(Failure::new(uri, None, e.to_string()));
+        }
+    };
+    let res = match job.kind {
+        JobKind::Fetch { .. } if defer && path_blocked(&ctx.store, &rel) => {
+            return Outcome::Deferred;
+        }
+        JobKind::Fetch {
+            change,
+            new,
+            repair,
+        } => fetch(ctx, &job.item, &rel, change, new, repair, permit).await,
+        JobKind::Delete => delete(ctx, &job.item, &rel).await,
+    };
+    match res {
+        Ok(Outcome::Unchanged) if ctx.dumped_now(&uri) => Outcome::Counted,
+        Ok(o) => o,
+        Err(mut error) => {
+            // Without --delete, a copy the Source deleted stays and may block this path (a file
+            // the Source turned into a directory, or back): say what clears it.
+            if !ctx.delete
+                && matches!(job.kind, JobKind::Fetch { .. })
+                && path_blocked(&ctx.store, &rel)
+            {
+                error.push_str(
+                    " (a copy kept after the Source deleted it may be in the way: `--delete` removes kept copies)",
+                );
+            }
+            if !ctx.dry_run {
+                let p = PendingChange {
+                    source: ctx.key.clone(),
+                    uri: uri.clone(),
+                    change: job.item.change.clone().or(Some(Change::Updated)),
+                    length: job.item.length,
+                    hashes: job.item.hashes.clone(),
+                    lastmod: job.item.lastmod,
+                    duplicates: job.item.duplicates.clone(),
+                    error: error.clone(),
+                };
+                let put = if crate::crashpoint::fails("pending") {
+                    Err(resourcesync_store::Error::Io {
+                        path: ctx.state_path.clone(),
+                        cause: std::io::Error::from_raw_os_error(28),
+                    })
+                } else {
+                    ctx.state.put_pending(&p)
+                };
+                if let Err(e) = put {
+                    ctx.state_failed(format!("recording the failed change of {uri}: {e}"));
+                }
+            }
+            Outcome::Failed(Failure::new(uri, Some(rel.to_string()), error))
+        }
+    }
+}
+
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> std::result::Result<T, String> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(format!("internal task failed: {e}")),
+    }
+}
+
+/// What is at `rel`, as [`Store::stat`] says, with one `lstat` of the full path when nothing is
+/// there (most copies of a baseline): the checks of every directory on the way are made only for
+/// what exists. (Nothing found through a symbolic link on the way is no answer that matters:
+/// such a path is refused when the copy is put in place.)
+pub(crate) fn stat_quick(
+    store: &FsStore,
+    rel: &RelPath,
+) -> resourcesync_store::Result<Option<FileMeta>> {
+    match std::fs::symlink_metadata(rel.under(store.root())) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => store.stat(rel),
+    }
+}
+
+pub(crate) async fn fetch(
+    ctx: &Arc<Ctx>,
+    item: &StagedItem,
+    rel: &RelPath,
+    change: bool,
+    new: bool,
+    repair: bool,
+    permit: &mut Option<OwnedSemaphorePermit>,
+) -> std::result::Result<Outcome, String> {
+    let target = item.item();
+    // A create the diff found no row for: no lookup (at most a row kept after a delete, which
+    // tells nothing about the copy).
+    let prior = if new {
+        None
+    } else {
+        ctx.state.resource(&item.uri).map_err(|e| e.to_string())?
+    };
+    let existing = stat_quick(&ctx.store, rel).map_err(|e| e.to_string())?;
+    // A change the state already shows applied (a resumed run, or a change seen twice).
+    if change {
+        if let (Some(p), Some(m)) = (&prior, existing) {
+            if !p.gone
+                && m.is_file
+                && p.length.is_none_or(|l| l == m.length)
+                && has_evidence(item, p)
+                && needs_update(&record_item(p), &target).is_none()
+            {
+                return Ok(Outcome::Unchanged);
+            }
+        }
+    }
+    // A file already in place with the published digest (a run killed between the rename and
+    // the state row, or a destination filled by other means): adopted, not fetched again.
+    // (Not worth reading for an update whose stored digest already differs.)
+    let worth_hashing = prior
+        .as_ref()
+        .is_none_or(|p| p.gone || item.hashes.agrees_with(&p.hashes).is_none());
+    if let Some(m) = existing.filter(|_| worth_hashing) {
+        let algs = item.hashes.known_algs();
+        if m.is_file && !algs.is_empty() && item.length.is_none_or(|l| l == m.length) {
+            let store = ctx.store.clone();
+            let r = rel.clone();
+            let (len, hashes) = blocking(move || Ok(store.hash(&r, &algs)?)).await?;
+            let expect = Expect {
+                length: item.length,
+                hashes: item.hashes.clone(),
+                max_bytes: ctx.max_resource_bytes,
+                modified: None,
+            };
+            if expect.verify(len, &hashes).is_ok() {
+                if !ctx.dry_run {
+                    let rec = ResourceRecord {
+                        uri: item.uri.clone(),
+                        source: ctx.key.clone(),
+                        path: rel.to_string(),
+                        length: Some(len),
+                        hashes,
+                        lastmod: item.lastmod,
+                        etag: prior.as_ref().and_then(|p| p.etag.clone()),
+                        last_modified: prior.as_ref().and_then(|p| p.last_modified.clone()),
+                        gone: false,
+                    };
+                    ctx.state.put_resource(&rec).map_err(|e| e.to_string())?;
+                    ctx.state
+                        .remove_pending(&ctx.key, &item.uri)
+                        .map_err(|e| e.to_string())?;
+                }
+                return Ok(Outcome::Unchanged);
+            }
+        }
+    }
+    let is_update = existing.is_some() || prior.as_ref().is_some_and(|p| !p.gone);
+    if ctx.dry_run {
+        return Ok(Outcome::Planned(Planned {
+            action: if is_update { "update" } else { "create" },
+            uri: item.uri.clone(),
+            path: rel.to_string(),
+        }));
+    }
+    // Z39.99-2014 §14.4: an update with a patch link is applied to the copy the state records;
+    // on any failure (type, copy, patch, result) the resource is fetched whole.
+    if change && item.change == Some(Change::Updated) && item.patch.is_some() {
+        let copy = prior
+            .as_ref()
+            .filter(|p| !p.gone && existing.is_some_and(|m| m.is_file));
+        if let Some(p) = copy {
+            match crate::patch::try_patch(ctx, item, rel, p).await {
+                Ok(n) => return Ok(Outcome::Patched(n)),
+                Err(e) => tracing::info!("{}: {e}: fetching it whole", item.uri),
+            }
+        }
+    }
+    // A conditional GET only when the list does not already prove the copy stale (a length or
+    // digest differs): a server's second-granularity Last-Modified could otherwise answer 304.
+    // (Not for a copy being repaired: the server would answer that it is current.)
+    let cond = prior
+        .as_ref()
+        .filter(|p| !repair && !p.gone && existing.is_some())
+        .filter(|p| {
+            !matches!(
+                needs_update(&record_item(p), &target),
+                Some(Difference::Length | Difference::Digest)
+            )
+        })
+        .map(|p| Conditional {
+            etag: p.etag.clone(),
+            last_modified: p.last_modified.clone(),
+        })
+        .filter(|c| !c.is_empty());
+    // Z39.99-2014 §14.2: mirrors in `pri` order (1 first), then the resource itself.
+    let mut mirrors: Vec<&(u32, String)> = item
+        .duplicates
+        .iter()
+        .filter(|(_, h)| h.starts_with("http://") || h.starts_with("https://"))
+        .collect();
+    mirrors.sort_by_key(|(p, _)| *p);
+    let candidates: Vec<&str> = mirrors
+        .iter()
+        .map(|(_, h)| h.as_str())
+        .chain(std::iter::once(item.uri.as_str()))
+        .collect();
+    let mut errors: Vec<String> = Vec::new();
+    let new_path = existing.is_none();
+    for cand in candidates {
+        let c = if cand == item.uri {
+            cond.as_ref()
+        } else {
+            None
+        };
+        let r = ctx
+            .http
+            .with_retries(|| download(ctx, cand, item, rel, c, prior.as_ref(), new_path))
+            .await;
+        match r {
+            Ok(Fetched::Verified(p)) => {
+                let receipt = ctx.committer.enqueue(*p).await?;
+                // Queued: the next download may start while this copy waits for its batch (the
+                // queue is bounded, so downloads cannot outrun the commits).
+                drop(permit.take());
+                let n = receipt.done().await?.length;
+                return Ok(if repair {
+                    Outcome::Repaired(n)
+                } else if is_update {
+                    Outcome::Updated(n)
+                } else {
+                    Outcome::Created(n)
+                });
+            }
+            Ok(Fetched::NotModified) => return Ok(Outcome::Unchanged),
+            Err(e) => {
+                let msg = e.to_string();
+                errors.push(if msg.contains(cand) {
+                    msg
+                } else {
+                    format!("{cand}: {msg}")
+                });
+            }
+        }
+    }
+    Err(errors.join("; "))
+}
+
+pub(crate) async fn download(
+    ctx: &Arc<Ctx>,
+    url: &str,
+    item: &StagedItem,
+    rel: &RelPath,
+    cond: Option<&Conditional>,
+    prior: Option<&ResourceRecord>,
+    new_path: bool,
+) -> Result<Fetched> {
+    let mut resp = ctx.http.get_once(url, cond).await?;
+    if resp.status().as_u16() == 304 {
+        // RFC 9110 §15.4.5: the stored copy is current, if what the Source publishes agrees.
+        if let Some(p) = prior {
+            if needs_update(&record_item(p), &item.item()).is_none() {
+                let mut rec = p.clone();
+                rec.lastmod = item.lastmod.or(p.lastmod);
+                ctx.state.put_resource(&rec)?;
+                ctx.state.remove_pending(&ctx.key, &item.uri)?;
+                return Ok(Fetched::NotModified);
+            }
+        }
+        resp = ctx.http.get_once(url, None).await?;
+        if resp.status().as_u16() == 304 {
+            return Err(Error::Transport {
+                url: url.to_owned(),
+                message: "304 Not Modified to an unconditional request".into(),
+                transient: false,
+            });
+        }
+    }
+    let etag = header(&resp, ETAG);
+    let last_modified = header(&resp, LAST_MODIFIED);
+    let expect = Expect {
+        length: item.length,
+        hashes: item.hashes.clone(),
+        max_bytes: ctx.max_resource_bytes,
+        modified: crate::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
+    };
+    let (limit, what) = expect.limit();
+    if resp.content_length().is_some_and(|n| n > limit) {
+        return Err(resourcesync_store::Error::TooLong { limit, what }.into());
+    }
+    // Where no file was seen (most copies of a baseline): an unnamed file in its final
+    // directory, linked into place by the committer instead of renamed (see
+    // `FsStore::create_temp_at`; a file found there after all is replaced as usual).
+    let mut tmp = if new_path {
+        // (A panic while it was held left nothing half-done in it: the handles are usable.)
+        let mut dirs = ctx
+            .dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        dirs.create(&ctx.store, expect, rel)?
+    } else {
+        ctx.store.create_temp(expect)?
+    };
+    while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
+        tmp.write(&chunk)?;
+        crate::crashpoint::point("download");
+        ctx.obs.bytes(chunk.len() as u64);
+    }
+    drop(resp);
+    let store = ctx.store.clone();
+    crate::crashpoint::point("before-rename");
+    // Checked here (length, every published digest); synced, renamed and recorded by the
+    // committer, the row only after the file is in place (crate::commit).
+    let body = if store.verify_blocks() {
+        tokio::task::spawn_blocking(move || store.verify(tmp)).await??
+    } else {
+        // A write of what is buffered and the digests' last block: no waiting for the disk.
+        store.verify(tmp)?
+    };
+    Ok(Fetched::Verified(Box::new(Pending {
+        body,
+        rel: rel.clone(),
+        row: ResourceRecord {
+            uri: item.uri.clone(),
+            source: ctx.key.clone(),
+            path: rel.to_string(),
+            length: None,
+            hashes: Default::default(),
+            lastmod: item.lastmod,
+            etag,
+            last_modified,
+            gone: false,
+        },
+        origin: Origin::Download,
+    })))
+}
+
+pub(crate) async fn delete(
+    ctx: &Arc<Ctx>,
+    item: &StagedItem,
+    rel: &RelPath,
+) -> std::result::Result<Outcome, String> {
+    let prior = ctx.state.resource(&item.uri).map_err(|e| e.to_string())?;
+    // Only copies the Destination made (with a row) are ever removed.
+    let Some(p) = prior else {
+        if !ctx.dry_run {
+            let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+        }
+        return Ok(Outcome::Unchanged);
+    };
+    let path = RelPath::parse(&p.path).unwrap_or_else(|_| rel.clone());
+    if ctx.dry_run {
+        return Ok(Outcome::Planned(Planned {
+            action: if ctx.delete { "delete" } else { "keep" },
+            uri: item.uri.clone(),
+            path: path.to_string(),
+        }));
+    }
+    if ctx.delete {
+        let store = ctx.store.clone();
+        let state = ctx.state.clone();
+        let (uri, key) = (item.uri.clone(), ctx.key.clone());
+        blocking(move || {
+            store.remove(&path)?;
+            state.remove_resource(&uri)?;
+            state.remove_pending(&key, &uri)?;
+            Ok(())
+        })
+        .await?;
+        Ok(Outcome::Deleted)
+    } else {
+        ctx.state
+            .set_gone(&item.uri, true)
+            .map_err(|e| e.to_string())?;
+        let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+        Ok(Outcome::Kept(item.uri.clone()))
+    }
+}
