@@ -236,7 +236,7 @@ fn sync_opts(url: &str, dest: &Path) -> SyncOptions {
 }
 
 fn mode(m: Mode) -> &'static str {
-    crate::sync::mode_name(m)
+    crate::printable::mode_name(m)
 }
 
 pub(crate) fn run(a: &DemoArgs) -> anyhow::Result<u8> {

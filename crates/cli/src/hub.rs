@@ -83,7 +83,7 @@ impl PrivateAddresses {
 }
 
 pub(crate) fn run(a: &HubArgs) -> anyhow::Result<u8> {
-    crate::serve::init_logging();
+    crate::out::init_logging();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -138,6 +138,31 @@ macro_rules! say {
 }
 pub(crate) use say;
 
+/// The log filter when `RUST_LOG` sets none: `info`; warnings and errors only with `-q`; this
+/// program's own debug lines too with `-v`.
+fn default_log_filter() -> &'static str {
+    if quiet() {
+        "warn"
+    } else if verbose() {
+        "info,resourcesync_source=debug,resourcesync_websub=debug,resourcesync=debug"
+    } else {
+        "info"
+    }
+}
+
+/// Logs to standard error (`RUST_LOG` filters; default: see [`default_log_filter`]).
+pub(crate) fn init_logging() {
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_writer(crate::printable::LogWriter { ansi })
+        .with_ansi(ansi)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_filter())),
+        )
+        .try_init();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

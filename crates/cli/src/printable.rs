@@ -10,6 +10,8 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use resourcesync_destination::Mode;
+
 fn is_control(c: char) -> bool {
     c.is_control()
 }
@@ -106,6 +108,16 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
 
     fn make_writer(&'a self) -> Self::Writer {
         *self
+    }
+}
+
+/// The name of a sync mode as printed for people.
+pub(crate) fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Baseline => "baseline",
+        Mode::Incremental => "incremental",
+        Mode::BaselineDiff => "baseline diff",
+        Mode::Notification => "notification",
     }
 }
 

@@ -53,33 +53,8 @@ pub(crate) struct ServeArgs {
     hub_private_addresses: crate::hub::PrivateAddresses,
 }
 
-/// The log filter when `RUST_LOG` sets none: `info`; warnings and errors only with `-q`; this
-/// program's own debug lines too with `-v`.
-fn default_log_filter() -> &'static str {
-    if crate::out::quiet() {
-        "warn"
-    } else if crate::out::verbose() {
-        "info,resourcesync_source=debug,resourcesync_websub=debug,resourcesync=debug"
-    } else {
-        "info"
-    }
-}
-
-/// Logs to standard error (`RUST_LOG` filters; default: see [`default_log_filter`]).
-pub(crate) fn init_logging() {
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_writer(crate::printable::LogWriter { ansi })
-        .with_ansi(ansi)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_filter())),
-        )
-        .try_init();
-}
-
 pub(crate) fn run(a: &ServeArgs) -> anyhow::Result<u8> {
-    init_logging();
+    crate::out::init_logging();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

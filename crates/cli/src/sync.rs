@@ -11,7 +11,7 @@ use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use resourcesync_destination::repair::CheckCopies;
 use resourcesync_destination::{
-    AuditOptions, AuditReport, HttpOptions, Mode, Observer, SyncOptions, SyncReport,
+    AuditOptions, AuditReport, HttpOptions, Observer, SyncOptions, SyncReport,
 };
 
 use crate::printable::{printable, printable_message};
@@ -202,15 +202,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// How a round synchronized, in words (also used by `demo` and `sync --watch`).
-pub(crate) fn mode_name(m: Mode) -> &'static str {
-    match m {
-        Mode::Baseline => "baseline",
-        Mode::Incremental => "incremental",
-        Mode::BaselineDiff => "baseline diff",
-        Mode::Notification => "notification",
-    }
-}
-
 fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
     let from = r
         .source
@@ -223,7 +214,7 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
         out,
         "{}{} from {from}",
         if r.dry_run { "dry run: " } else { "" },
-        mode_name(r.mode)
+        crate::printable::mode_name(r.mode)
     )?;
     writeln!(
         out,

@@ -93,7 +93,7 @@ impl Observer for FirstRound {
     }
 }
 
-use crate::sync::mode_name;
+use crate::printable::mode_name;
 
 /// The one line of a round.
 fn round_line(r: &Round) -> String {

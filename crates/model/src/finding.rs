@@ -5,25 +5,7 @@ use std::fmt;
 
 use crate::document::Position;
 use crate::rules::Rule;
-
-/// How serious a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// A SHOULD, a recommendation, or a suspicious construct: the document stays valid.
-    Warning,
-    /// A MUST or MUST NOT broken: the document is invalid.
-    Error,
-}
-
-impl fmt::Display for Severity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        })
-    }
-}
+pub use crate::rules::Severity;
 
 /// One rule broken at one place.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! `XML`/`LIMIT` for the reader's own refusals. Ids never change once released; `ALL` lists them
 //! all (see `resourcesync validate --rules`).
 
-use crate::finding::Severity;
+use std::fmt;
 
 /// A rule documents are checked against.
 #[derive(Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -211,4 +211,23 @@ rules! {
 /// Looks a rule up by id.
 pub fn by_id(id: &str) -> Option<&'static Rule> {
     ALL.iter().copied().find(|r| r.id == id)
+}
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// A SHOULD, a recommendation, or a suspicious construct: the document stays valid.
+    Warning,
+    /// A MUST or MUST NOT broken: the document is invalid.
+    Error,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        })
+    }
 }

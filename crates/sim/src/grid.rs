@@ -8,13 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::config::{Config, Mode, Strategy};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-
-/// Resources of the paper's grid.
-pub const RESOURCES: [u64; 5] = [100, 1_000, 10_000, 25_000, 50_000];
-/// Change intervals of the paper's grid, seconds.
-pub const CHANGE_INTERVALS: [f64; 2] = [0.1, 10.0];
-/// Synchronization intervals of the paper's grid, seconds.
-pub const SYNC_INTERVALS: [f64; 2] = [10.0, 100.0];
+pub use crate::paper::{CHANGE_INTERVALS, RESOURCES, SYNC_INTERVALS};
 
 /// The configurations of the grid, from `base` (which gives the workload's mix, sizes, seed,
 /// duration and network).

@@ -29,6 +29,7 @@ pub mod error;
 pub mod grid;
 pub mod metrics;
 pub mod model;
+mod paper;
 pub mod plot;
 pub mod real;
 pub mod workload;

@@ -15,8 +15,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::grid::{CHANGE_INTERVALS, RESOURCES, SYNC_INTERVALS};
 use crate::metrics::Metrics;
+use crate::paper::{CHANGE_INTERVALS, RESOURCES, SYNC_INTERVALS};
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 static REGISTER: Once = Once::new();
