@@ -1,6 +1,8 @@
 //! The model crate's error type.
 
 use std::io;
+
+use crate::category::Category;
 use std::sync::Arc;
 
 use crate::document::Position;
@@ -145,6 +147,25 @@ impl Error {
             | Error::Limit { pos, .. }
             | Error::NotSitemap { pos, .. } => Some(*pos),
             _ => None,
+        }
+    }
+
+    /// What a caller can do about it: a document that is invalid or too large is skipped
+    /// (reported, the run goes on and ends with status 1); reading it again may help when its
+    /// stream failed; a document that cannot be written stops the run when storage is full or
+    /// read-only (see [`Category::of_io`]).
+    pub fn category(&self) -> Category {
+        match self {
+            Error::Io { source, .. } => match Category::of_io(source) {
+                Category::Stop => Category::Stop,
+                _ => Category::Retry,
+            },
+            Error::Write { source, .. } => Category::of_io(source),
+            Error::Malformed { .. }
+            | Error::Forbidden { .. }
+            | Error::Limit { .. }
+            | Error::NotSitemap { .. }
+            | Error::Unwritable { .. } => Category::Skip,
         }
     }
 

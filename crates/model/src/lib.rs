@@ -10,12 +10,15 @@
 //! - [`mod@validate`]: every rule of the specifications, with stable ids ([`rules`]).
 //! - [`discovery`]: the parsers of Source discovery (Z39.99-2014 §6.3): `Link` headers
 //!   (RFC 8288), HTML `<link>` and `robots.txt` `Sitemap:` lines.
+//! - [`category`]: [`Category`], what a caller can do about an error (retry, skip, stop),
+//!   which every crate's error type answers.
 //!
 //! Nothing here opens a socket or a file by itself: readers and writers work over
 //! [`std::io::BufRead`] and [`std::io::Write`], the discovery parsers over text.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod category;
 pub mod datetime;
 pub mod discovery;
 pub mod document;
@@ -27,6 +30,7 @@ pub mod rules;
 pub mod validate;
 pub mod writer;
 
+pub use category::Category;
 pub use datetime::{Precision, W3cDateTime};
 pub use document::{
     Capability, Change, ChangeFreq, Entry, ExtAttr, ExtElement, Header, Link, Metadata, Position,
