@@ -31,8 +31,8 @@ use resourcesync_model::{
 };
 use serde::Serialize;
 
+use crate::discover::docs::DocFetcher;
 use crate::discover::{SourceInfo, discover};
-use crate::docs::DocFetcher;
 use crate::error::{Error, Result};
 use crate::http::{Http, HttpOptions};
 use crate::options::DEFAULT_MAX_DOCUMENT_BYTES;

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use resourcesync_store::STATE_DIR;
 
-use crate::dump::DumpLimits;
 use crate::http::HttpOptions;
 
 /// Default most bytes of a resource when no `length` is published: 1 GiB.
@@ -50,10 +49,10 @@ pub struct SyncOptions {
     /// Bounds on dump packages.
     pub dump_limits: DumpLimits,
     /// How the copies on disk are checked against the state before the run ends
-    /// ([`crate::repair`]; default quick, `--checksum` hashes every copy).
-    pub check_copies: crate::repair::CheckCopies,
+    /// ([`crate::fetch::repair`]; default quick, `--checksum` hashes every copy).
+    pub check_copies: CheckCopies,
     /// After a baseline, read the Change Lists from the Resource List's `at` in the same run
-    /// ([`crate::catch_up`]; default `true`).
+    /// ([`crate::sync::catch_up`]; default `true`).
     pub catch_up: bool,
 }
 
@@ -76,7 +75,7 @@ impl SyncOptions {
             use_dumps: true,
             prefer_dumps: false,
             dump_limits: DumpLimits::default(),
-            check_copies: crate::repair::CheckCopies::default(),
+            check_copies: CheckCopies::default(),
             catch_up: true,
         }
     }
@@ -135,4 +134,50 @@ impl AuditOptions {
             fast: false,
         }
     }
+}
+
+/// Default [`DumpLimits::max_package_bytes`]: 4 GiB.
+pub const DEFAULT_MAX_PACKAGE_BYTES: u64 = 4 << 30;
+/// Default [`DumpLimits::max_unpacked_bytes`]: 16 GiB.
+pub const DEFAULT_MAX_UNPACKED_BYTES: u64 = 16 << 30;
+/// Default [`DumpLimits::max_ratio`]: 200 to 1 (text deflates 3 to 10 times, sparse data some
+/// tens of times; deflate's ceiling is about 1,032).
+pub const DEFAULT_MAX_RATIO: u64 = 200;
+/// Entries that inflate to at most this many bytes are never refused for their ratio (a small
+/// file of one repeated byte is harmless).
+pub const RATIO_EXEMPT_BYTES: u64 = 1 << 20;
+/// Bounds on packages (all input is hostile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DumpLimits {
+    /// Largest package downloaded, in bytes (also when its entry publishes no `length`).
+    pub max_package_bytes: u64,
+    /// Most bytes all entries of one package may inflate to together.
+    pub max_unpacked_bytes: u64,
+    /// Largest ratio of an entry's inflated size to its compressed size (past
+    /// [`RATIO_EXEMPT_BYTES`]).
+    pub max_ratio: u64,
+}
+
+impl Default for DumpLimits {
+    fn default() -> Self {
+        DumpLimits {
+            max_package_bytes: DEFAULT_MAX_PACKAGE_BYTES,
+            max_unpacked_bytes: DEFAULT_MAX_UNPACKED_BYTES,
+            max_ratio: DEFAULT_MAX_RATIO,
+        }
+    }
+}
+
+/// How the copies are checked against the state before a run ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum CheckCopies {
+    /// Not checked.
+    Off,
+    /// Presence, length and modification time; a copy whose time differs is hashed.
+    #[default]
+    Quick,
+    /// Every copy hashed as well (`--checksum`).
+    Checksum,
 }

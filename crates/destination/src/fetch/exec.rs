@@ -18,14 +18,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::commit::{Committer, Origin, Pending};
-use crate::dump::DumpStats;
 use crate::error::{Error, Result};
 use crate::http::{Conditional, Http, body_error, header};
 use crate::mapping::UriMapper;
-use crate::report::{Failure, Observer, Planned, push_capped};
-use crate::staging::{StagedItem, Staging};
+pub(crate) use crate::outcome::{Outcome, Tally};
+use crate::plan::staging::{StagedItem, Staging};
+use crate::report::{Failure, Observer, Planned};
 
-/// Everything a download task needs (also used by [`crate::dump`] and [`crate::patch`]).
+/// Everything a download task needs (also used by [`crate::dump`] and [`crate::fetch::patch`]).
 #[derive(Debug)]
 pub(crate) struct Ctx {
     pub(crate) http: Arc<Http>,
@@ -137,7 +137,7 @@ pub(crate) enum JobKind {
     /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
     /// state proves it current. `new`: the diff found no row of it in the state (a create of a
     /// baseline), which is then not looked up again.
-    /// `repair`: the copy on disk is damaged ([`crate::repair`]): fetched whatever the state
+    /// `repair`: the copy on disk is damaged ([`crate::fetch::repair`]): fetched whatever the state
     /// says, unconditionally.
     Fetch {
         change: bool,
@@ -146,127 +146,6 @@ pub(crate) enum JobKind {
     },
     /// The Source deleted it.
     Delete,
-}
-
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    Created(u64),
-    Updated(u64),
-    /// A damaged copy fetched again ([`crate::repair`]).
-    Repaired(u64),
-    Unchanged,
-    Deleted,
-    Kept(String),
-    Failed(Failure),
-    Planned(Planned),
-    /// Already counted (a copy a dump package put in place this run).
-    Counted,
-    /// Updated by applying a patch (Z39.99-2014 §14.4).
-    Patched(u64),
-    /// Not tried yet: a file is where its directory goes, or a directory where it goes, which a
-    /// delete of this run may take away (see [`Exec`]).
-    Deferred,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Tally {
-    pub(crate) created: u64,
-    pub(crate) updated: u64,
-    pub(crate) deleted: u64,
-    pub(crate) kept: u64,
-    pub(crate) unchanged: u64,
-    pub(crate) repaired: u64,
-    pub(crate) failed: u64,
-    pub(crate) bytes: u64,
-    pub(crate) failures: Vec<Failure>,
-    pub(crate) kept_uris: Vec<String>,
-    pub(crate) planned: Vec<Planned>,
-    pub(crate) packages: u64,
-    pub(crate) from_packages: u64,
-    pub(crate) patched: u64,
-}
-
-impl Tally {
-    /// Adds what dump packages did (Z39.99-2014 §11, §13).
-    pub(crate) fn add_dumps(&mut self, d: &DumpStats) {
-        // Failures only where no list fetches what the packages left out (crate::dump).
-        self.failed += d.run_failed;
-        for f in &d.failures {
-            push_capped(&mut self.failures, f.clone());
-        }
-        self.created += d.created;
-        self.updated += d.updated;
-        self.deleted += d.deleted;
-        self.unchanged += d.unchanged;
-        self.bytes += d.bytes;
-        self.packages += d.packages;
-        self.from_packages += d.created + d.updated;
-    }
-
-    pub(crate) fn merge(&mut self, o: Tally) {
-        self.created += o.created;
-        self.updated += o.updated;
-        self.deleted += o.deleted;
-        self.kept += o.kept;
-        self.unchanged += o.unchanged;
-        self.repaired += o.repaired;
-        self.failed += o.failed;
-        self.bytes += o.bytes;
-        self.packages += o.packages;
-        self.from_packages += o.from_packages;
-        self.patched += o.patched;
-        for f in o.failures {
-            push_capped(&mut self.failures, f);
-        }
-        for k in o.kept_uris {
-            push_capped(&mut self.kept_uris, k);
-        }
-        for p in o.planned {
-            push_capped(&mut self.planned, p);
-        }
-    }
-
-    pub(crate) fn add(&mut self, o: Outcome) {
-        match o {
-            Outcome::Created(n) => {
-                self.created += 1;
-                self.bytes += n;
-            }
-            Outcome::Updated(n) => {
-                self.updated += 1;
-                self.bytes += n;
-            }
-            Outcome::Repaired(n) => {
-                self.repaired += 1;
-                self.bytes += n;
-            }
-            Outcome::Unchanged => self.unchanged += 1,
-            Outcome::Deleted => self.deleted += 1,
-            Outcome::Kept(uri) => {
-                self.kept += 1;
-                push_capped(&mut self.kept_uris, uri);
-            }
-            Outcome::Failed(f) => {
-                self.failed += 1;
-                push_capped(&mut self.failures, f);
-            }
-            Outcome::Planned(p) => {
-                match p.action {
-                    "create" => self.created += 1,
-                    "update" => self.updated += 1,
-                    "delete" => self.deleted += 1,
-                    _ => self.kept += 1,
-                }
-                push_capped(&mut self.planned, p);
-            }
-            Outcome::Counted | Outcome::Deferred => {}
-            Outcome::Patched(n) => {
-                self.updated += 1;
-                self.patched += 1;
-                self.bytes += n;
-            }
-        }
-    }
 }
 
 /// Runs jobs with a bounded number in flight.
@@ -582,7 +461,7 @@ pub(crate) async fn fetch(
             .as_ref()
             .filter(|p| !p.gone && existing.is_some_and(|m| m.is_file));
         if let Some(p) = copy {
-            match crate::patch::try_patch(ctx, item, rel, p).await {
+            match crate::fetch::patch::try_patch(ctx, item, rel, p).await {
                 Ok(n) => return Ok(Outcome::Patched(n)),
                 Err(e) => tracing::info!("{}: {e}: fetching it whole", item.uri),
             }
@@ -694,7 +573,7 @@ pub(crate) async fn download(
         length: item.length,
         hashes: item.hashes.clone(),
         max_bytes: ctx.max_resource_bytes,
-        modified: crate::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
+        modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
     };
     let (limit, what) = expect.limit();
     if resp.content_length().is_some_and(|n| n > limit) {

@@ -2,7 +2,7 @@
 //! state, compiled from its Resource List plus the changes its Change Lists record after the
 //! list's `at` (§10.1, §12.1); for a Source without a Resource List, from its Resource Dump's
 //! manifests plus the changes of its Change Dump's manifests after the dump's `at`
-//! (Z39.99-2017 §5.2; module `dump_list`).
+//! (Z39.99-2017 §5.2; module `dump::list`).
 //!
 //! The copies are what is on disk: each is measured and hashed (with the algorithms the Source
 //! publishes for it), and compared with the Source's description by the diff engine's rule
@@ -38,15 +38,15 @@ use resourcesync_store::{
 };
 
 use crate::discover::discover;
-use crate::docs::{DocFetcher, ListSink, walk};
+use crate::discover::docs::{DocFetcher, ListSink, walk};
 use crate::dump::DumpLimits;
-use crate::dump_list::manifests;
+use crate::dump::list::manifests;
 use crate::error::{Error, Result};
 use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::{AuditOptions, default_state_path};
+use crate::plan::staging::{StagedItem, Staging};
 use crate::report::{AuditDifference, AuditReport, Observer, push_capped};
-use crate::staging::{StagedItem, Staging};
 
 /// About the most bytes of the Source's list held in memory (estimated); a larger list goes to
 /// a scratch database on disk.
@@ -979,7 +979,7 @@ async fn audit_inner(
     let info = discover(&fetcher, &opts.url, opts.set.as_deref()).await?;
     let mut warnings = info.warnings.clone();
     // The list audited against: the Resource List, else the Resource Dump's manifests
-    // (Z39.99-2017 §5.2; crate::dump_list).
+    // (Z39.99-2017 §5.2; crate::dump::list).
     let against = match (&info.resource_list, &info.resource_dump) {
         (Some(rl), _) => Against::List(rl.clone()),
         (None, Some(rd)) => Against::Dump(rd.clone()),

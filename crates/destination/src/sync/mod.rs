@@ -6,7 +6,7 @@
 //!   one by one, is staged on disk, then merged with the state in URI order by the diff engine
 //!   ([`resourcesync_diff::diff_sorted`]): creates and updates are fetched, deletes removed (with
 //!   `--delete`) or remembered, the rest left alone. The same run then catches up from the
-//!   Change Lists after the list's `at` ([`crate::catch_up`]); the cursor becomes the last
+//!   Change Lists after the list's `at` ([`crate::sync::catch_up`]); the cursor becomes the last
 //!   change seen (else the list's `at`).
 //! - **Incremental** (§12.1, §12.2): the Change List (or its index, found through `index` links)
 //!   is read from the cursor on; closed lists ending at or before the cursor are skipped, entries
@@ -24,9 +24,11 @@
 //!   `<lastmod>`) is not fetched again, so a killed run resumes where it stopped.
 //! - A first baseline applies the Resource Dump first, and `--prefer-dumps` applies Change Dump
 //!   packages before the Change Lists ([`crate::dump`], §11, §13); an update with a JSON Patch
-//!   link is patched rather than fetched when the copy allows it ([`crate::patch`], §14.4).
-//!   A Source with dumps and no list is synced from them alone (module `dump_sync`,
+//!   link is patched rather than fetched when the copy allows it ([`crate::fetch::patch`], §14.4).
+//!   A Source with dumps and no list is synced from them alone (module `dump::only`,
 //!   Z39.99-2017 §5.2).
+
+pub mod catch_up;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -34,20 +36,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use resourcesync_diff::{Action, Item};
-use resourcesync_model::{Capability, Change, Entry, Header, W3cDateTime};
+use resourcesync_model::{Capability, Change, Entry, W3cDateTime};
 use resourcesync_store::{FsStore, SourceCursor, SqliteState, StateStore, Store};
 
 use crate::commit::Committer;
+use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::discover::{SourceInfo, discover};
-use crate::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::error::{Error, Result};
-use crate::exec::{Ctx, Exec, Job, JobKind, Outcome, Tally, record_item};
+use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Outcome, Tally, record_item};
+use crate::fetch::repair::{CheckCopies, next_damaged};
 use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::SyncOptions;
-use crate::repair::{CheckCopies, next_damaged};
+use crate::plan::after;
+use crate::plan::collapse::ChangeListSink;
+use crate::plan::staging::{StagedItem, Staging};
 use crate::report::{Mode, Observer, SyncReport};
-use crate::staging::{StagedItem, Staging};
 
 /// Stages every entry of a Resource List.
 struct ResourceListSink {
@@ -82,121 +86,6 @@ async fn stage_list(fetcher: DocFetcher, rl: String) -> Result<StagedList> {
         staging: sink.staging,
         info,
     })
-}
-
-/// Stages the changes after the cursor, collapsing several changes of a URI to the last.
-struct ChangeListSink {
-    staging: Staging,
-    cursor: W3cDateTime,
-    last: Option<W3cDateTime>,
-    other: u64,
-    /// The document streamed, and the time of its entry read last (§12.1 order).
-    doc: String,
-    previous: Order,
-}
-
-/// The order of a Change List's entries so far (Z39.99-2014 §12.1: forward chronological).
-/// Z39.99-2017 §7: `datetime` is the time of the change event and `<lastmod>` the time of the
-/// resource's last modification; the two need not agree. So entries with `datetime` are
-/// ordered among themselves by it, and entries with only `<lastmod>` by it, among themselves,
-/// and only in a document where no entry seen so far has a `datetime` (a 1.0 document); an
-/// entry with only `<lastmod>` is never compared with a neighbour's `datetime`.
-#[derive(Debug, Default, Clone, Copy)]
-struct Order {
-    datetime: Option<W3cDateTime>,
-    lastmod: Option<W3cDateTime>,
-}
-
-impl Order {
-    /// The earlier entry's time that `e` goes back before, if it does.
-    fn check(&mut self, e: &Entry) -> Option<W3cDateTime> {
-        if let Some(t) = e.md.as_ref().and_then(|m| m.datetime) {
-            let back = self.datetime.filter(|p| after(p, &t));
-            self.datetime = Some(t);
-            return back;
-        }
-        let t = e.lastmod?;
-        if self.datetime.is_some() {
-            return None;
-        }
-        let back = self.lastmod.filter(|p| after(p, &t));
-        self.lastmod = Some(t);
-        back
-    }
-}
-
-pub(crate) fn after(t: &W3cDateTime, cursor: &W3cDateTime) -> bool {
-    t.cmp_instant(cursor) == std::cmp::Ordering::Greater
-}
-
-impl ListSink for ChangeListSink {
-    fn top(&mut self, url: &str, h: &Header) -> Result<()> {
-        url.clone_into(&mut self.doc);
-        // Z39.99-2014 §12.1: `from` says the document has every change since then; the history
-        // reaches the cursor when it starts at or before it.
-        match h.md.as_ref().and_then(|m| m.from) {
-            Some(from) if !after(&from, &self.cursor) => Ok(()),
-            from => Err(Error::HistoryGap {
-                url: self.doc.clone(),
-                from: from.map(|f| f.to_string()),
-                cursor: self.cursor.to_string(),
-            }),
-        }
-    }
-
-    fn want_child(&mut self, e: &Entry) -> bool {
-        // A closed Change List that ends at or before the cursor has nothing new (§12.2).
-        e.md.as_ref()
-            .and_then(|m| m.until)
-            .is_none_or(|u| after(&u, &self.cursor))
-    }
-
-    fn document(&mut self, url: &str, h: &Header) -> Result<bool> {
-        url.clone_into(&mut self.doc);
-        self.previous = Order::default();
-        Ok(h.md
-            .as_ref()
-            .and_then(|m| m.until)
-            .is_none_or(|u| after(&u, &self.cursor)))
-    }
-
-    fn entry(&mut self, e: Entry) -> Result<()> {
-        // The time that places the entry in the history: its `datetime`; in a document without
-        // any (so far), its `<lastmod>`. An entry with only `<lastmod>` in a document that uses
-        // `datetime` has none (Z39.99-2017 §7): it is applied whatever the cursor (the state
-        // makes a change seen before cheap) and does not move the cursor.
-        let dt = e.md.as_ref().and_then(|m| m.datetime);
-        let t = if dt.is_some() || self.previous.datetime.is_some() {
-            dt
-        } else {
-            e.lastmod
-        };
-        if let (Some(p), Some(at)) = (self.previous.check(&e), e.change_time().copied()) {
-            return Err(Error::ChangesOutOfOrder {
-                url: self.doc.clone(),
-                line: e.position.line,
-                loc: e.loc,
-                at: at.to_string(),
-                previous: p.to_string(),
-            });
-        }
-        if t.is_some_and(|t| !after(&t, &self.cursor)) {
-            return Ok(());
-        }
-        match e.change() {
-            Some(Change::Created | Change::Updated | Change::Deleted) => {}
-            _ => {
-                self.other += 1;
-                return Ok(());
-            }
-        }
-        if let Some(t) = t {
-            if self.last.is_none_or(|l| after(&t, &l)) {
-                self.last = Some(t);
-            }
-        }
-        self.staging.upsert(&StagedItem::from_entry(&e))
-    }
 }
 
 /// Diff items in URI order, read a page at a time: `fetch(after)` returns the items of the next
@@ -436,7 +325,7 @@ async fn baseline_with(
                     continue;
                 }
                 // The state says current; check the file is still there (a copy removed or
-                // truncated by hand is fetched again; crate::repair checks the rest later).
+                // truncated by hand is fetched again; crate::fetch::repair checks the rest later).
                 let intact = match ctx.mapper.map(&o.uri) {
                     Ok(rel) => ctx
                         .store
@@ -478,7 +367,7 @@ async fn incremental(
 }
 
 /// [`incremental`], with the pending changes of earlier runs only with `pending`; `seen` is
-/// told the URI of each change submitted (see [`crate::catch_up`]).
+/// told the URI of each change submitted (see [`crate::sync::catch_up`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn incremental_with(
     ctx: &Arc<Ctx>,
@@ -515,14 +404,7 @@ pub(crate) async fn incremental_with(
             })?;
         }
     }
-    let sink = ChangeListSink {
-        staging,
-        cursor,
-        last: None,
-        other: 0,
-        doc: String::new(),
-        previous: Order::default(),
-    };
+    let sink = ChangeListSink::new(staging, cursor);
     let (mut sink, info) = walk(fetcher, cl, Capability::ChangeList, sink).await?;
     sink.staging.flush()?;
     warnings.extend(info.warnings);
@@ -685,7 +567,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     let prior_cursor = state.cursor(&key)?;
     let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
     info.check_usable(opts.use_dumps, cursor.is_none())?;
-    // Z39.99-2017 §5.2: a Source with dumps and no list (crate::dump_sync).
+    // Z39.99-2017 §5.2: a Source with dumps and no list (crate::dump::only).
     let dumps_only = info.resource_list.is_none() && info.change_list.is_none();
     // Z39.99-2014 §11: a first baseline from the Resource Dump (unless --no-dump); §13: changes
     // from the Change Dump first with --prefer-dumps.
@@ -764,7 +646,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     }
     let (mode, new_cursor) = match (cursor, &info.change_list) {
         _ if dumps_only => {
-            let run = crate::dump_sync::sync_from_dumps(
+            let run = crate::dump::only::sync_from_dumps(
                 &ctx,
                 &fetcher,
                 &mut exec,
@@ -857,7 +739,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     warnings.extend(w);
     let mut tally = exec.finish().await;
     // Z39.99-2014 §5.2, §12.1: after a baseline, the changes since the list's `at` in the same
-    // run; a resource that changed while the baseline ran is fetched again (crate::catch_up).
+    // run; a resource that changed while the baseline ran is fetched again (crate::sync::catch_up).
     let mut w = Vec::new();
     let baseline_at = new_cursor.filter(|_| {
         matches!(mode, Mode::Baseline | Mode::BaselineDiff)
@@ -867,12 +749,20 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     });
     let new_cursor = match (baseline_at, &info.change_list) {
         (Some(at), Some(cl)) => Some(
-            crate::catch_up::catch_up(&ctx, &fetcher, opts.concurrency, cl, at, &mut tally, &mut w)
-                .await?,
+            crate::sync::catch_up::catch_up(
+                &ctx,
+                &fetcher,
+                opts.concurrency,
+                cl,
+                at,
+                &mut tally,
+                &mut w,
+            )
+            .await?,
         ),
         _ => new_cursor,
     };
-    // The copies on disk against the state (crate::repair): a damaged one is fetched again.
+    // The copies on disk against the state (crate::fetch::repair): a damaged one is fetched again.
     // Not after a first baseline: every copy the state records was written by this run.
     if !opts.dry_run && cursor.is_some() && opts.check_copies != CheckCopies::Off {
         obs.phase("checking the copies");
@@ -892,7 +782,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         tally.merge(rex.finish().await);
     }
     if baseline_at.is_some() {
-        crate::catch_up::explain_stale(
+        crate::sync::catch_up::explain_stale(
             &mut tally,
             baseline_at.as_ref(),
             info.change_list.is_some(),

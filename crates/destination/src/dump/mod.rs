@@ -28,7 +28,7 @@
 //!    name. The state row is written after that, as for a download. An entry that fails is
 //!    reported as a warning and left to the Resource List or the Change Lists, which fetch the
 //!    resource on its own; a Source with no list gets a failure of the run instead, kept as
-//!    pending (module `dump_sync`). A copy the state does not have goes to an unnamed temporary
+//!    pending (module `dump::only`). A copy the state does not have goes to an unnamed temporary
 //!    file in its directory, linked into place instead of renamed ([`FsStore::create_temp_at`]; same
 //!    order: verified, synced, linked, synced, recorded). The entries of a Resource Dump package
 //!    are extracted by one thread per core (at most 4), chunks of manifest entries at a time,
@@ -42,7 +42,7 @@
 //! change description inside the package (Z39.99-2014 §14.4). Its ZIP entry counts as listed.
 //! The whole bitstream is used when the entry has one and it verifies; otherwise the patch is
 //! read from the package (at most [`MAX_PATCH_BYTES`], checked against the link's `length` and
-//! `hash`) and applied to the copy as for a Change List's patch link ([`crate::patch`]: JSON
+//! `hash`) and applied to the copy as for a Change List's patch link ([`crate::fetch::patch`]: JSON
 //! Patch only, the copy must be the version the state records, the result must have the entry's
 //! length and digests). An entry shipped as a patch alone, without a `path` of its own, is
 //! accepted (the validator's `RS-11.2-path` finding for it does not refuse the package).
@@ -65,6 +65,9 @@
 //! packages applied is found current in the state and not fetched again, and whatever they did
 //! not cover (a newer open period, a refused package, a left-out change) is fetched.
 
+pub(crate) mod list;
+pub(crate) mod only;
+
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
@@ -82,27 +85,22 @@ use resourcesync_store::{
 use zip::ZipArchive;
 
 use crate::commit::{Done, MAX_BATCH, Origin, Pending, Producer};
-use crate::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
+use crate::discover::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
 use crate::error::{Error, Result};
-use crate::exec::Ctx;
+use crate::fetch::exec::Ctx;
+use crate::fetch::patch::{MAX_PATCH_BYTES, PATCH_REL, PatchLink, patch_copy};
 use crate::http::{Http, body_error};
 use crate::mapping::UriMapper;
-use crate::patch::{MAX_PATCH_BYTES, PATCH_REL, PatchLink, patch_copy};
+pub use crate::options::{
+    DEFAULT_MAX_PACKAGE_BYTES, DEFAULT_MAX_RATIO, DEFAULT_MAX_UNPACKED_BYTES, DumpLimits,
+    RATIO_EXEMPT_BYTES,
+};
+pub(crate) use crate::outcome::DumpStats;
+use crate::plan::staging::StagedItem;
 use crate::report::{Failure, Observer, push_capped};
-use crate::staging::StagedItem;
 
 /// The name of the manifest inside every package (Z39.99-2014 §11.2, §13.2).
 pub const MANIFEST_NAME: &str = "manifest.xml";
-/// Default [`DumpLimits::max_package_bytes`]: 4 GiB.
-pub const DEFAULT_MAX_PACKAGE_BYTES: u64 = 4 << 30;
-/// Default [`DumpLimits::max_unpacked_bytes`]: 16 GiB.
-pub const DEFAULT_MAX_UNPACKED_BYTES: u64 = 16 << 30;
-/// Default [`DumpLimits::max_ratio`]: 200 to 1 (text deflates 3 to 10 times, sparse data some
-/// tens of times; deflate's ceiling is about 1,032).
-pub const DEFAULT_MAX_RATIO: u64 = 200;
-/// Entries that inflate to at most this many bytes are never refused for their ratio (a small
-/// file of one repeated byte is harmless).
-pub const RATIO_EXEMPT_BYTES: u64 = 1 << 20;
 /// Longest `path` accepted, in bytes.
 pub const MAX_PATH_BYTES: usize = 4096;
 /// Longest path segment accepted, in bytes.
@@ -122,66 +120,6 @@ pub const TOLERATED_RULES: [&str; 4] = [
     "RS-6.2-up-mandatory",
     "RS-11.2-path-leading-slash",
 ];
-
-/// Bounds on packages (all input is hostile).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DumpLimits {
-    /// Largest package downloaded, in bytes (also when its entry publishes no `length`).
-    pub max_package_bytes: u64,
-    /// Most bytes all entries of one package may inflate to together.
-    pub max_unpacked_bytes: u64,
-    /// Largest ratio of an entry's inflated size to its compressed size (past
-    /// [`RATIO_EXEMPT_BYTES`]).
-    pub max_ratio: u64,
-}
-
-impl Default for DumpLimits {
-    fn default() -> Self {
-        DumpLimits {
-            max_package_bytes: DEFAULT_MAX_PACKAGE_BYTES,
-            max_unpacked_bytes: DEFAULT_MAX_UNPACKED_BYTES,
-            max_ratio: DEFAULT_MAX_RATIO,
-        }
-    }
-}
-
-/// What applying dumps did.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct DumpStats {
-    /// Packages applied (possibly with some entries failed).
-    pub packages: u64,
-    /// Packages refused as a whole.
-    pub refused: u64,
-    /// Copies written that did not exist.
-    pub created: u64,
-    /// Copies replaced.
-    pub updated: u64,
-    /// Copies removed (Change Dumps, `--delete`).
-    pub deleted: u64,
-    /// Entries whose copy was already in place.
-    pub unchanged: u64,
-    /// Entries that failed.
-    pub failed: u64,
-    /// Bytes written.
-    pub bytes: u64,
-    /// The Resource Dump's `at` (Z39.99-2014 §11.1).
-    pub at: Option<W3cDateTime>,
-    /// Whether the Source's lists fetch what the packages leave out (a Resource List after a
-    /// Resource Dump, the Change Lists after a Change Dump): a failed entry or a refused
-    /// package is then a warning; without them, a failure of the run ([`entry_failed`]).
-    pub lists: bool,
-    /// Entries and packages that failed the run (without lists), all counted.
-    pub run_failed: u64,
-    /// Those failures (at most [`crate::report::MAX_LISTED`]).
-    pub failures: Vec<Failure>,
-    /// The latest change time of the Change Dump entries taken into account (applied, or
-    /// failed and kept as pending).
-    pub last: Option<W3cDateTime>,
-    /// The `from` of the Change Dump package refused first, without lists: the packages after
-    /// it are not applied, and the cursor does not move past it (Z39.99-2014 §13.1: forward
-    /// chronological order).
-    pub stopped: Option<W3cDateTime>,
-}
 
 /// The ZIP entry name a manifest `path` names (Z39.99-2014 §11.2, §13.2: "relative to root of the
 /// package and ... expressed with a leading slash"; a path without it, as `resync` 2.0.1 writes,
@@ -895,7 +833,7 @@ fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> Result<Plan
         length: e.length(),
         hashes: e.hashes().cloned().unwrap_or_default(),
         max_bytes: ctx.max_resource_bytes,
-        modified: crate::mtime::copy_time(e.lastmod.as_ref(), None),
+        modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
     };
     let prior = if fresh {
         None
@@ -1105,7 +1043,7 @@ pub fn unpack_package(
                 length: e.length(),
                 hashes: e.hashes().cloned().unwrap_or_default(),
                 max_bytes: limits.max_resource_bytes,
-                modified: crate::mtime::copy_time(e.lastmod.as_ref(), None),
+                modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
             };
             unpack_entry(store, &mut pkg, name, &rel, expect, |_| {})?;
             Ok(rel)
@@ -1124,7 +1062,7 @@ fn patch_in_package(e: &Entry) -> Option<&str> {
 }
 
 /// Applies the patch a package carries for an `updated` entry to the copy (Z39.99-2014 §14.4;
-/// see [`crate::patch`]): the result must have the entry's length and digests.
+/// see [`crate::fetch::patch`]): the result must have the entry's length and digests.
 fn extract_patch(
     ctx: &Ctx,
     pkg: &mut Package,
@@ -1163,7 +1101,7 @@ fn extract_patch(
         length: e.length(),
         hashes: e.hashes().cloned().unwrap_or_default(),
         max_bytes: ctx.max_resource_bytes,
-        modified: crate::mtime::copy_time(e.lastmod.as_ref(), None),
+        modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
     };
     let body = patch_copy(
         ctx.store.as_ref(),
@@ -1361,7 +1299,7 @@ fn settle(
 /// A manifest entry that could not be applied. Where the lists fetch what the packages leave
 /// out ([`DumpStats::lists`]), a warning: the resource is fetched on its own. Otherwise a
 /// failure of the run, kept as pending (with what the manifest publishes of it) for the next
-/// run, which fetches it from its URI (or applies a newer package: see [`crate::dump_sync`]).
+/// run, which fetches it from its URI (or applies a newer package: see [`crate::dump::only`]).
 fn entry_failed(
     ctx: &Ctx,
     url: &str,

@@ -24,88 +24,20 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use resourcesync_model::{Entry, Hashes, MultiHasher};
+use resourcesync_model::MultiHasher;
 use resourcesync_store::{Expect, RelPath, ResourceRecord, Store};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::exec::Ctx;
+use crate::fetch::exec::Ctx;
 use crate::http::{Http, body_error};
-use crate::staging::StagedItem;
+use crate::plan::staging::StagedItem;
+pub use crate::plan::staging::{PATCH_REL, PatchLink};
 
-/// The relation type of a patch link (Z39.99-2014 §14.4).
-pub const PATCH_REL: &str = "http://www.openarchives.org/rs/terms/patch";
 /// Largest patch fetched, in bytes: 16 MiB.
 pub const MAX_PATCH_BYTES: u64 = 16 << 20;
 /// Largest copy patched in memory, in bytes: 64 MiB (larger ones are fetched whole).
 pub const MAX_PATCHED_BYTES: u64 = 64 << 20;
-
-/// A patch link of a change entry.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PatchLink {
-    /// Where the patch is.
-    pub href: String,
-    /// Its media type.
-    pub mime_type: Option<String>,
-    /// Its published length.
-    pub length: Option<u64>,
-    /// Its published digests.
-    pub hashes: Hashes,
-}
-
-impl PatchLink {
-    /// The first patch link of an entry, if any.
-    pub fn from_entry(e: &Entry) -> Option<PatchLink> {
-        e.links
-            .iter()
-            .find(|l| l.has_rel(PATCH_REL))
-            .map(|l| PatchLink {
-                href: l.href.clone(),
-                mime_type: l.mime_type.clone(),
-                length: l.length,
-                hashes: l.hash.clone().unwrap_or_default(),
-            })
-    }
-
-    /// Whether the media type is JSON Patch (RFC 6902 §6; the specification's Example 27 writes
-    /// `application/json-patch`).
-    pub fn is_json_patch(&self) -> bool {
-        self.mime_type.as_deref().is_some_and(|t| {
-            let essence = t.split(';').next().unwrap_or_default().trim();
-            essence.eq_ignore_ascii_case("application/json-patch+json")
-                || essence.eq_ignore_ascii_case("application/json-patch")
-        })
-    }
-
-    /// One line for the staging database.
-    pub fn encode(&self) -> String {
-        format!(
-            "{}\t{}\t{}\t{}",
-            self.href,
-            self.mime_type.as_deref().unwrap_or_default(),
-            self.length.map(|n| n.to_string()).unwrap_or_default(),
-            self.hashes
-        )
-    }
-
-    /// Reads back [`PatchLink::encode`].
-    pub fn decode(s: &str) -> Option<PatchLink> {
-        let mut f = s.split('\t');
-        let href = f.next().filter(|h| !h.is_empty())?.to_owned();
-        let mime_type = f.next().filter(|t| !t.is_empty()).map(str::to_owned);
-        let length = match f.next() {
-            Some("") | None => None,
-            Some(n) => Some(n.parse().ok()?),
-        };
-        let hashes = Hashes::parse(f.next().unwrap_or_default()).0;
-        Some(PatchLink {
-            href,
-            mime_type,
-            length,
-            hashes,
-        })
-    }
-}
 
 /// `", "` between members and elements and `": "` after keys, on one line: Python's
 /// `json.dumps` default.
@@ -301,7 +233,7 @@ pub(crate) async fn try_patch(
             length: item.length,
             hashes: item.hashes.clone(),
             max_bytes: ctx2.max_resource_bytes,
-            modified: crate::mtime::copy_time(item.lastmod.as_ref(), None),
+            modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), None),
         };
         let algs = expect.algs();
         let chosen = candidates
@@ -414,6 +346,7 @@ pub(crate) fn patch_copy(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resourcesync_model::Hashes;
 
     #[test]
     fn json_patch_keeps_member_order_and_style() {

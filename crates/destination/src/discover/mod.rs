@@ -13,61 +13,17 @@
 //!
 //! Several Capability Lists: the one chosen with `--set URL`, else an error listing them.
 
+pub mod docs;
+
 use std::collections::{BTreeMap, HashSet};
 
 use reqwest::Url;
 use resourcesync_model::Capability;
 use resourcesync_model::discovery::{html_link_targets, link_header_targets, robots_sitemaps};
-use serde::Serialize;
 
-use crate::docs::{Doc, DocFetcher};
+use crate::discover::docs::{Doc, DocFetcher};
 use crate::error::{Error, Result};
-
-/// What discovery found.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct SourceInfo {
-    /// The Source Description, if found (or named by the Capability List's `up` link).
-    pub description: Option<String>,
-    /// The Capability List of the set synced, if any.
-    pub capability_list: Option<String>,
-    /// The Resource List (or its index).
-    pub resource_list: Option<String>,
-    /// The Change List (or its index).
-    pub change_list: Option<String>,
-    /// The Resource Dump.
-    pub resource_dump: Option<String>,
-    /// The Change Dump.
-    pub change_dump: Option<String>,
-    /// The capabilities the Capability List lists, in its order (empty without one).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub offered: Vec<String>,
-    /// The Change Notification channel the Capability List advertises (Change Notification
-    /// 1.0.1 §5): its topic and hub.
-    pub change_notification: Option<NotificationChannel>,
-    /// The list is a plain Sitemap, without `<rs:md>`.
-    pub plain_sitemap: bool,
-    /// Warnings.
-    pub warnings: Vec<String>,
-}
-
-/// A WebSub topic and its hub (Change Notification 1.0.1 §5).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NotificationChannel {
-    /// The topic URI (`<loc>`).
-    pub topic: String,
-    /// The hub URI (`<rs:ln rel="hub">`).
-    pub hub: String,
-}
-
-impl SourceInfo {
-    /// The key of the Source in the state: its Capability List, else its list.
-    pub fn key(&self) -> String {
-        self.capability_list
-            .clone()
-            .or_else(|| self.resource_list.clone())
-            .unwrap_or_default()
-    }
-}
+pub use crate::report::{NotificationChannel, SourceInfo};
 
 /// Most capabilities of a Capability List named in [`SourceInfo::offered`].
 const MAX_OFFERED: usize = 20;
@@ -110,7 +66,7 @@ impl Discovery<'_> {
         // A document a link names (hops > 0) says, when it cannot be fetched, what to do.
         let doc = match self.f.document(url).await {
             Ok(d) => d,
-            Err(e) if hops > 0 => return Err(crate::docs::named(e)),
+            Err(e) if hops > 0 => return Err(crate::discover::docs::named(e)),
             Err(e) => return Err(e),
         };
         Box::pin(self.resolve_doc(doc, hops)).await
