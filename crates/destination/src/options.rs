@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use resourcesync_model::package::DumpLimits;
 use resourcesync_store::STATE_DIR;
 
 use crate::http::HttpOptions;
@@ -132,38 +133,6 @@ impl AuditOptions {
             max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES,
             deadline: None,
             fast: false,
-        }
-    }
-}
-
-/// Default [`DumpLimits::max_package_bytes`]: 4 GiB.
-pub const DEFAULT_MAX_PACKAGE_BYTES: u64 = 4 << 30;
-/// Default [`DumpLimits::max_unpacked_bytes`]: 16 GiB.
-pub const DEFAULT_MAX_UNPACKED_BYTES: u64 = 16 << 30;
-/// Default [`DumpLimits::max_ratio`]: 200 to 1 (text deflates 3 to 10 times, sparse data some
-/// tens of times; deflate's ceiling is about 1,032).
-pub const DEFAULT_MAX_RATIO: u64 = 200;
-/// Entries that inflate to at most this many bytes are never refused for their ratio (a small
-/// file of one repeated byte is harmless).
-pub const RATIO_EXEMPT_BYTES: u64 = 1 << 20;
-/// Bounds on packages (all input is hostile).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DumpLimits {
-    /// Largest package downloaded, in bytes (also when its entry publishes no `length`).
-    pub max_package_bytes: u64,
-    /// Most bytes all entries of one package may inflate to together.
-    pub max_unpacked_bytes: u64,
-    /// Largest ratio of an entry's inflated size to its compressed size (past
-    /// [`RATIO_EXEMPT_BYTES`]).
-    pub max_ratio: u64,
-}
-
-impl Default for DumpLimits {
-    fn default() -> Self {
-        DumpLimits {
-            max_package_bytes: DEFAULT_MAX_PACKAGE_BYTES,
-            max_unpacked_bytes: DEFAULT_MAX_UNPACKED_BYTES,
-            max_ratio: DEFAULT_MAX_RATIO,
         }
     }
 }

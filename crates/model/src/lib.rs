@@ -8,6 +8,9 @@
 //! - [`datetime`]: W3C Datetimes kept at their precision.
 //! - [`hash`]: the `hash` attribute and one-pass md5 / sha-1 / sha-256.
 //! - [`mod@validate`]: every rule of the specifications, with stable ids ([`rules`]).
+//! - [`package`]: the checks of a dump package that need no I/O (Z39.99-2014 §11.2, §13.2):
+//!   manifest `path`s against "ZIP slip", ZIP entries against zip bombs, manifest entries against
+//!   ZIP entries.
 //! - [`discovery`]: the parsers of Source discovery (Z39.99-2014 §6.3): `Link` headers
 //!   (RFC 8288), HTML `<link>` and `robots.txt` `Sitemap:` lines.
 //!
@@ -22,6 +25,7 @@ pub mod document;
 pub mod error;
 pub mod finding;
 pub mod hash;
+pub mod package;
 pub mod reader;
 pub mod rules;
 pub mod validate;

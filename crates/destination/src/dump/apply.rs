@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::sync::Arc;
 
+use resourcesync_model::package::{DumpLimits, patch_path};
 use resourcesync_model::{Capability, Change, DocumentReader, Entry, W3cDateTime};
 use resourcesync_store::PendingChange;
 
@@ -11,15 +12,12 @@ use crate::commit::{Done, MAX_BATCH, Pending, Producer};
 use crate::discover::docs::DocFetcher;
 use crate::error::{Error, Result};
 use crate::fetch::exec::Ctx;
-use crate::options::DumpLimits;
 use crate::outcome::DumpStats;
 use crate::plan::staging::StagedItem;
 use crate::report::{Failure, push_capped};
 
 use super::download::download_package;
-use super::extract::{
-    Applied, Plan, delete, extract, extract_job, extract_patch, patch_in_package, plan,
-};
+use super::extract::{Applied, Plan, delete, extract, extract_job, extract_patch, plan};
 use super::package::{Package, manifest_opts, open_package};
 use super::warn;
 
@@ -75,7 +73,7 @@ pub(super) fn apply_package(
             continue;
         }
         let path = e.md.as_ref().and_then(|m| m.path.clone());
-        let patch = patch_in_package(&e)
+        let patch = patch_path(&e)
             .filter(|_| change_dump && e.change() == Some(&Change::Updated))
             .map(str::to_owned);
         let res = match (change_dump, e.change(), path) {

@@ -4,12 +4,12 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use resourcesync_model::package::DumpLimits;
 use resourcesync_model::{Entry, MultiHasher};
 use resourcesync_store::Expect;
 
 use crate::error::{Error, Result};
 use crate::http::{Http, body_error};
-use crate::options::DumpLimits;
 use crate::report::Observer;
 
 pub(super) async fn download_once(

@@ -5,17 +5,16 @@
 use std::fs::File;
 use std::path::Path;
 
+use resourcesync_model::package::{DumpLimits, entry_name};
 use resourcesync_model::{Capability, Change, DocumentReader, Entry, W3cDateTime};
 use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, Store, TempFile};
 
 use crate::commit::{Origin, Pending};
 use crate::error::{Error, Result};
 use crate::fetch::exec::Ctx;
-use crate::fetch::patch::{MAX_PATCH_BYTES, PATCH_REL, PatchLink, patch_copy};
+use crate::fetch::patch::{MAX_PATCH_BYTES, PatchLink, patch_copy};
 use crate::mapping::UriMapper;
-use crate::options::DumpLimits;
 
-use super::check::entry_name;
 use super::package::{Extractor, Package, inflate, manifest_opts, open_package};
 
 /// What one manifest entry came to.
@@ -290,14 +289,6 @@ pub fn unpack_package(
         out.push((e.loc, res));
     }
     Ok(out)
-}
-
-/// The `path` of an entry's patch link (Z39.99-2014 §14.4), if it has one.
-pub(super) fn patch_in_package(e: &Entry) -> Option<&str> {
-    e.links
-        .iter()
-        .find(|l| l.has_rel(PATCH_REL))
-        .and_then(|l| l.path.as_deref())
 }
 
 /// Applies the patch a package carries for an `updated` entry to the copy (Z39.99-2014 §14.4;

@@ -66,14 +66,12 @@
 //! not cover (a newer open period, a refused package, a left-out change) is fetched.
 
 mod apply;
-mod check;
 mod download;
 mod extract;
 pub(crate) mod list;
 pub(crate) mod only;
 mod package;
 
-pub use check::entry_name;
 pub use extract::{UnpackLimits, Unpacked, unpack_package};
 
 use std::sync::Arc;
@@ -83,42 +81,21 @@ use resourcesync_model::{Capability, Entry, Header, W3cDateTime};
 use crate::discover::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
 use crate::error::{Error, Result};
 use crate::fetch::exec::Ctx;
-pub use crate::options::{
-    DEFAULT_MAX_PACKAGE_BYTES, DEFAULT_MAX_RATIO, DEFAULT_MAX_UNPACKED_BYTES, DumpLimits,
-    RATIO_EXEMPT_BYTES,
-};
 pub(crate) use crate::outcome::DumpStats;
+pub use resourcesync_model::package::{
+    DEFAULT_MAX_PACKAGE_BYTES, DEFAULT_MAX_RATIO, DEFAULT_MAX_UNPACKED_BYTES, DumpLimits,
+    MANIFEST_NAME, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, RATIO_EXEMPT_BYTES, TOLERATED_RULES,
+    entry_name,
+};
 
 use apply::apply_all;
 use download::download_package;
 use package::{manifest_opts, open_package};
 
-/// The name of the manifest inside every package (Z39.99-2014 §11.2, §13.2).
-pub const MANIFEST_NAME: &str = "manifest.xml";
-/// Longest `path` accepted, in bytes.
-pub const MAX_PATH_BYTES: usize = 4096;
-/// Longest path segment accepted, in bytes.
-pub const MAX_SEGMENT_BYTES: usize = 255;
 /// Most warnings kept per dump (the rest are counted).
 const MAX_WARNINGS: usize = 100;
-/// Validation findings quoted when a manifest is refused.
-const QUOTED_FINDINGS: usize = 3;
 /// Validation findings kept per manifest.
 const KEPT_FINDINGS: usize = 1000;
-/// Errors of a manifest that do not refuse its package, only warn: they concern what the
-/// Destination does not rely on (the manifest's own `at`/`from`, its `up` link, the leading slash
-/// of `path`), and the reference implementation (`resync` 2.0.1) writes manifests without them.
-pub const TOLERATED_RULES: [&str; 4] = [
-    "RS-A-at-mandatory",
-    "RS-A-from-mandatory",
-    "RS-6.2-up-mandatory",
-    "RS-11.2-path-leading-slash",
-];
-
-/// A ZIP entry's name as shown in a message: lossy UTF-8, at most 200 characters.
-fn shown_name(raw: &[u8]) -> String {
-    String::from_utf8_lossy(raw).chars().take(200).collect()
-}
 
 fn warn(warnings: &mut Vec<String>, dropped: &mut u64, msg: String) {
     tracing::warn!("{msg}");

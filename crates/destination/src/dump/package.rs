@@ -2,26 +2,26 @@
 //! validated, the entries it names matched with the ZIP entries (steps 2 and 3 of the module
 //! documentation of `dump`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use resourcesync_model::{
-    Capability, Change, DocumentReader, Finding, Header, ReadOptions, Severity, Validator,
+use resourcesync_model::package::DumpLimits;
+use resourcesync_model::package::{
+    ManifestCheck, QUOTED_FINDINGS, RATIO_EXEMPT_BYTES, ZipListing, judge_findings, shown_name,
 };
+use resourcesync_model::{Capability, DocumentReader, Header, ReadOptions, Validator};
 use resourcesync_store::DirHandles;
+use tempfile::TempPath;
 use zip::ZipArchive;
 
 use crate::discover::docs::MAX_INDEX_ENTRIES;
 use crate::error::{Error, Result};
-use crate::options::{DumpLimits, RATIO_EXEMPT_BYTES};
 
-use super::check::entry_name;
-use super::extract::patch_in_package;
-use super::{KEPT_FINDINGS, MANIFEST_NAME, QUOTED_FINDINGS, TOLERATED_RULES, shown_name};
+use super::{KEPT_FINDINGS, MANIFEST_NAME};
 
 /// Size of [`PackageReader`]'s buffer and of the buffer entries are inflated through.
 pub(super) const IO_BUF: usize = 64 * 1024;
@@ -170,9 +170,9 @@ pub(crate) struct Package {
     pub(super) url: String,
     /// Its bitstreams (for the thread that reads the manifest).
     pub(super) ex: Extractor,
-    pub(crate) manifest: tempfile::TempPath,
+    pub(crate) manifest: TempPath,
     pub(super) header: Header,
-    /// Warnings about the package as a whole: manifest errors tolerated ([`TOLERATED_RULES`]),
+    /// Warnings about the package as a whole: manifest errors tolerated ([`resourcesync_model::package::TOLERATED_RULES`]),
     /// ZIP entries no manifest entry names (never read).
     pub(super) notes: Vec<String>,
     /// The manifest entries refused on their own, by their position in the manifest (1 for the
@@ -265,74 +265,106 @@ pub(crate) fn open_package(
     let f = File::open(file).map_err(|e| Error::io(format!("reading {url}"), e))?;
     let mut zip = ZipArchive::new(PackageReader::new(f))
         .map_err(|e| refuse(format!("not a readable ZIP package: {e}")))?;
-    // Refused as a whole: which bytes a manifest `path` names cannot be told.
-    if zip.has_duplicate_names() {
-        return Err(refuse(
-            "two ZIP entries have the same name: which one a manifest path names cannot be told"
-                .into(),
-        ));
-    }
-    match zip.has_overlapping_entries() {
-        Ok(false) => {}
-        Ok(true) => {
-            return Err(refuse(
-                "ZIP entries share bytes (overlapping entries: a zip bomb)".into(),
-            ));
-        }
-        Err(e) => return Err(refuse(format!("not a readable ZIP package: {e}"))),
-    }
-    // Refused on their own (a manifest entry that names one fails, the others are used): the
-    // ZIP entries encrypted, or declaring a zip bomb. The declared sizes of the others, for the
-    // package's total once the manifest says which are used.
-    let mut bad: HashMap<Vec<u8>, String> = HashMap::new();
-    let mut sizes: HashMap<Vec<u8>, u64> = HashMap::new();
-    for i in 0..zip.len() {
-        let e = zip
-            .by_index_data(i)
-            .map_err(|e| refuse(format!("ZIP entry {i}: {e}")))?;
-        let raw = e.name_raw().to_vec();
-        let (size, compressed) = (e.size(), e.compressed_size());
-        let why = if e.encrypted() {
-            Some("is encrypted (a Destination has no key to read it)".to_owned())
-        } else if size > RATIO_EXEMPT_BYTES && size > compressed.saturating_mul(limits.max_ratio) {
-            Some(format!(
-                "declares {size} bytes from {compressed} compressed: a ratio over the {}:1 \
-                 allowed (a zip bomb?)",
-                limits.max_ratio
-            ))
-        } else if size > limits.max_unpacked_bytes {
-            Some(format!(
-                "declares {size} bytes, more than the {} a package may inflate to (a zip bomb?)",
-                limits.max_unpacked_bytes
-            ))
-        } else {
-            None
-        };
-        match why {
-            Some(w) => {
-                bad.insert(raw, format!("ZIP entry {:?} {w}", shown_name(e.name_raw())));
-            }
-            None => {
-                sizes.insert(raw, size);
-            }
-        }
-    }
+    let listing = list_zip(&mut zip, &limits).map_err(refuse)?;
     let budget = Arc::new(AtomicU64::new(limits.max_unpacked_bytes));
-
     // Z39.99-2014 §11.2, §13.2: "named manifest.xml and ... located at the top level".
     let Some(mi) = zip.index_for_name_raw(MANIFEST_NAME.as_bytes()) else {
         return Err(refuse(format!(
             "no {MANIFEST_NAME} at the top level of the package (Z39.99-2014 §11.2)"
         )));
     };
+    let mut buf = vec![0u8; IO_BUF];
+    let manifest = inflate_manifest(
+        &mut zip,
+        mi,
+        url,
+        &limits,
+        &budget,
+        &mut buf,
+        scratch,
+        max_document_bytes,
+    )?;
+    let (header, check, mut notes) =
+        check_manifest(&manifest, url, cap, listing, max_document_bytes)?;
+    check.declared(&limits).map_err(refuse)?;
+    notes.extend(unlisted(&mut zip, mi, url, &check).map_err(refuse)?);
+    Ok(Package {
+        url: url.to_owned(),
+        ex: Extractor {
+            url: url.to_owned(),
+            zip,
+            limits,
+            budget,
+            buf,
+            dirs: DirHandles::default(),
+        },
+        manifest,
+        header,
+        notes,
+        refused: check.into_refused(),
+        max_document_bytes,
+    })
+}
+
+/// The ZIP entries of a package as its central directory declares them; `Err` (why) refuses
+/// the package as a whole: two entries of one name or entries sharing bytes (which bytes a
+/// manifest `path` names cannot be told then).
+fn list_zip(
+    zip: &mut ZipArchive<PackageReader>,
+    limits: &DumpLimits,
+) -> std::result::Result<ZipListing, String> {
+    if zip.has_duplicate_names() {
+        return Err(
+            "two ZIP entries have the same name: which one a manifest path names cannot be told"
+                .into(),
+        );
+    }
+    match zip.has_overlapping_entries() {
+        Ok(false) => {}
+        Ok(true) => {
+            return Err("ZIP entries share bytes (overlapping entries: a zip bomb)".into());
+        }
+        Err(e) => return Err(format!("not a readable ZIP package: {e}")),
+    }
+    // Refused on their own (a manifest entry that names one fails, the others are used): the
+    // ZIP entries encrypted, or declaring a zip bomb. The declared sizes of the others, for the
+    // package's total once the manifest says which are used.
+    let mut listing = ZipListing::new();
+    for i in 0..zip.len() {
+        let e = zip
+            .by_index_data(i)
+            .map_err(|e| format!("ZIP entry {i}: {e}"))?;
+        listing.add(
+            e.name_raw(),
+            e.encrypted(),
+            e.size(),
+            e.compressed_size(),
+            limits,
+        );
+    }
+    Ok(listing)
+}
+
+/// Inflates the manifest (ZIP entry `mi`) into a temporary file of `scratch`, bounded like any
+/// document.
+#[allow(clippy::too_many_arguments)]
+fn inflate_manifest(
+    zip: &mut ZipArchive<PackageReader>,
+    mi: usize,
+    url: &str,
+    limits: &DumpLimits,
+    budget: &AtomicU64,
+    buf: &mut [u8],
+    scratch: &Path,
+    max_document_bytes: u64,
+) -> Result<TempPath> {
     let tmp = tempfile::Builder::new()
         .prefix("doc-manifest-")
         .tempfile_in(scratch)
         .map_err(|e| Error::io(format!("temporary file in {}", scratch.display()), e))?;
     let mut out = BufWriter::new(tmp);
     let mut written = 0u64;
-    let mut buf = vec![0u8; IO_BUF];
-    inflate(&mut zip, mi, &limits, &budget, &mut buf, |chunk| {
+    inflate(zip, mi, limits, budget, buf, |chunk| {
         written = written.saturating_add(chunk.len() as u64);
         if written > max_document_bytes {
             return Err(Error::BadDocument {
@@ -343,14 +375,30 @@ pub(crate) fn open_package(
         out.write_all(chunk)
             .map_err(|e| Error::io("writing a manifest", e))
     })
-    .map_err(|m| refuse(format!("{MANIFEST_NAME}: {m}")))?;
-    let manifest = out
+    .map_err(|m| Error::Package {
+        url: url.to_owned(),
+        message: format!("{MANIFEST_NAME}: {m}"),
+    })?;
+    Ok(out
         .into_inner()
         .map_err(|e| Error::io("writing a manifest", e.into_error()))?
-        .into_temp_path();
+        .into_temp_path())
+}
 
-    // First pass over the manifest: validity, and the set of paths it lists.
-    let fh = File::open(&manifest).map_err(|e| Error::io("reading a manifest", e))?;
+/// First pass over the manifest: its kind, its validity, and its entries matched with the ZIP
+/// entries (the package is refused when one of these fails); with the notes to give.
+fn check_manifest(
+    manifest: &Path,
+    url: &str,
+    cap: Capability,
+    listing: ZipListing,
+    max_document_bytes: u64,
+) -> Result<(Header, ManifestCheck, Vec<String>)> {
+    let refuse = |message: String| Error::Package {
+        url: url.to_owned(),
+        message,
+    };
+    let fh = File::open(manifest).map_err(|e| Error::io("reading a manifest", e))?;
     let mut r = DocumentReader::new(fh, manifest_opts(url, max_document_bytes))
         .map_err(|e| refuse(format!("{MANIFEST_NAME}: {e}")))?;
     let header = r.header().clone();
@@ -361,139 +409,38 @@ pub(crate) fn open_package(
         )));
     }
     let mut v = Validator::new(&header, r.header_position(), KEPT_FINDINGS);
-    // The ZIP entries the manifest names (a bitstream, or a patch, §14.4), the names of those
-    // refused for their path (not reported again as unlisted), and the entries refused.
-    let mut names: HashSet<Vec<u8>> = HashSet::new();
-    let mut unsafe_names: HashSet<Vec<u8>> = HashSet::new();
-    let mut refused: HashMap<usize, String> = HashMap::new();
-    let mut count = 0usize;
+    let mut check = ManifestCheck::new(listing, cap, MAX_INDEX_ENTRIES);
     while let Some(e) = r
         .next_entry()
         .map_err(|e| refuse(format!("{MANIFEST_NAME}: {e}")))?
     {
-        count += 1;
-        if count > MAX_INDEX_ENTRIES {
-            return Err(refuse(format!(
-                "{MANIFEST_NAME} has more than {MAX_INDEX_ENTRIES} entries"
-            )));
-        }
+        check.entry(&e).map_err(refuse)?;
         v.entry(&e);
-        let line = e.position.line;
-        // Why this entry is refused, if it is: the first reason found.
-        let mut why: Option<String> = None;
-        let mut name_of = |what: &str, p: &str, why: &mut Option<String>| match entry_name(p) {
-            Ok(n) => {
-                if let Some(b) = bad.get(n.as_bytes()) {
-                    why.get_or_insert_with(|| b.clone());
-                }
-                names.insert(n.as_bytes().to_vec());
-            }
-            Err(rule) => {
-                let raw = p.strip_prefix('/').unwrap_or(p);
-                unsafe_names.insert(raw.as_bytes().to_vec());
-                why.get_or_insert_with(|| {
-                    format!(
-                        "{what} {:?}: {rule} (Z39.99-2014 §11.2, §13.2: a path names a bitstream \
-                         inside the package, a ZIP slip otherwise)",
-                        p.chars().take(200).collect::<String>()
-                    )
-                });
-            }
-        };
-        // Z39.99-2014 §14.4: a patch link of a Change Dump Manifest entry names, with `path`,
-        // the change description inside the package.
-        let patch_path = patch_in_package(&e);
-        if let Some(p) = patch_path {
-            name_of("patch path", p, &mut why);
-        }
-        let path = e.md.as_ref().and_then(|m| m.path.as_deref());
-        match path {
-            // Z39.99-2014 §13.2: a deleted resource has no bitstream.
-            None if cap == Capability::ChangeDumpManifest
-                && e.change() == Some(&Change::Deleted) => {}
-            // An update shipped as a patch alone (§14.4): applied to the copy, or left to the
-            // lists. §13.2 asks for a `path` on every other entry; that finding is not fatal here.
-            None if cap == Capability::ChangeDumpManifest
-                && e.change() == Some(&Change::Updated)
-                && patch_path.is_some() => {}
-            None => {
-                why.get_or_insert_with(|| {
-                    "no path (Z39.99-2014 §11.2, §13.2: every manifest entry names its bitstream)"
-                        .to_owned()
-                });
-            }
-            Some(p) => name_of("path", p, &mut why),
-        }
-        if let Some(why) = why {
-            refused.insert(
-                count,
-                format!("{MANIFEST_NAME} line {line}: {}: refused: {why}", e.loc),
-            );
-        }
     }
     let name = r.name().to_owned();
     let mut findings = r.take_findings();
     findings.extend(v.finish(&name, r.bytes_read()).findings);
-    let errors: Vec<&Finding> = findings
-        .as_slice()
-        .iter()
-        .filter(|f| f.severity() == Severity::Error)
-        .collect();
-    // An entry without a `path` is refused on its own above (or is an update shipped as a
-    // patch alone): its finding does not refuse the package.
-    let (tolerated, fatal): (Vec<&Finding>, Vec<&Finding>) = errors
-        .iter()
-        .copied()
-        .partition(|f| TOLERATED_RULES.contains(&f.rule.id) || f.rule.id == "RS-11.2-path");
-    // Errors not kept cannot be told apart: they refuse the package too.
-    if !fatal.is_empty() || findings.error_count() > errors.len() as u64 {
-        let quoted: Vec<String> = fatal
-            .iter()
-            .chain(tolerated.iter())
-            .take(QUOTED_FINDINGS)
-            .map(ToString::to_string)
-            .collect();
-        return Err(refuse(format!(
-            "{MANIFEST_NAME} is not valid ({} error(s)): {}",
-            findings.error_count(),
-            quoted.join("; ")
-        )));
-    }
-    let mut notes: Vec<String> = tolerated
-        .first()
-        .map(|f| {
-            format!(
-                "package {url}: {MANIFEST_NAME} departs from the specification in what is not relied on: {f}{}",
-                match tolerated.len() {
-                    1 => String::new(),
-                    n => format!(" (and {} more)", n - 1),
-                }
-            )
-        })
-        .into_iter()
-        .collect();
-    // What the entries used declare, together (a zip bomb of many entries, each within the
-    // ratio): the package as a whole.
-    let declared = names
-        .iter()
-        .filter_map(|n| sizes.get(n))
-        .fold(0u64, |a, n| a.saturating_add(*n));
-    if declared > limits.max_unpacked_bytes {
-        return Err(refuse(format!(
-            "the entries declare {declared} bytes in all, more than the {} allowed (a zip bomb?)",
-            limits.max_unpacked_bytes
-        )));
-    }
-    // A ZIP entry no manifest entry names is never read (bitstreams are found by the manifest's
-    // paths, and written where their `<loc>` maps): said, not refused.
+    let notes = judge_findings(&findings, url).map_err(refuse)?;
+    Ok((header, check, notes.into_iter().collect()))
+}
+
+/// The notes on the ZIP entries no manifest entry names: never read (bitstreams are found by the
+/// manifest's paths, and written where their `<loc>` maps): said, not refused.
+fn unlisted(
+    zip: &mut ZipArchive<PackageReader>,
+    mi: usize,
+    url: &str,
+    check: &ManifestCheck,
+) -> std::result::Result<Vec<String>, String> {
+    let mut notes = Vec::new();
     let mut unlisted = 0usize;
     for i in 0..zip.len() {
         let e = zip
             .by_index_data(i)
-            .map_err(|e| refuse(format!("ZIP entry {i}: {e}")))?;
+            .map_err(|e| format!("ZIP entry {i}: {e}"))?;
         let raw = e.name_raw();
         let dir = raw.ends_with(b"/") && e.size() == 0;
-        if i == mi || dir || names.contains(raw) || unsafe_names.contains(raw) {
+        if i == mi || dir || check.names(raw) {
             continue;
         }
         unlisted += 1;
@@ -511,20 +458,5 @@ pub(crate) fn open_package(
             unlisted - QUOTED_FINDINGS
         ));
     }
-    Ok(Package {
-        url: url.to_owned(),
-        ex: Extractor {
-            url: url.to_owned(),
-            zip,
-            limits,
-            budget,
-            buf,
-            dirs: DirHandles::default(),
-        },
-        manifest,
-        header,
-        notes,
-        refused,
-        max_document_bytes,
-    })
+    Ok(notes)
 }
