@@ -509,11 +509,13 @@ impl Copies<'_> {
                 if algs.is_empty() {
                     return Ok(Some((w.length, Hashes::default())));
                 }
-                let full = RelPath::parse(path)?.under(&tree.root);
+                let full = RelPath::parse(path)
+                    .map_err(resourcesync_store::Error::from)?
+                    .under(&tree.root);
                 hash_file(&full, algs, buf).map_err(|e| Error::io(path.to_owned(), e))
             }
             Copies::OnDisk(store) => {
-                let rel = RelPath::parse(path)?;
+                let rel = RelPath::parse(path).map_err(resourcesync_store::Error::from)?;
                 let m = match store.stat(&rel) {
                     Ok(Some(m)) => m,
                     // A symbolic link or a file where a directory of the path should be: not
