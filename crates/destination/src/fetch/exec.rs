@@ -375,6 +375,9 @@ pub(crate) fn stat_quick(
     }
 }
 
+/// Fetches the copy of `item` at `rel` (unless the state or the file in place shows it current),
+/// puts it in place through the committer and says what was done; `Err` says why every
+/// candidate (the mirrors, then the resource) failed.
 pub(crate) async fn fetch(
     ctx: &Arc<Ctx>,
     item: &StagedItem,
@@ -394,57 +397,11 @@ pub(crate) async fn fetch(
     };
     let existing = stat_quick(&ctx.store, rel).map_err(|e| e.to_string())?;
     // A change the state already shows applied (a resumed run, or a change seen twice).
-    if change {
-        if let (Some(p), Some(m)) = (&prior, existing) {
-            if !p.gone
-                && m.is_file
-                && p.length.is_none_or(|l| l == m.length)
-                && has_evidence(item, p)
-                && needs_update(&record_item(p), &target).is_none()
-            {
-                return Ok(Outcome::Unchanged);
-            }
-        }
+    if change && applied(item, prior.as_ref(), existing, &target) {
+        return Ok(Outcome::Unchanged);
     }
-    // A file already in place with the published digest (a run killed between the rename and
-    // the state row, or a destination filled by other means): adopted, not fetched again.
-    // (Not worth reading for an update whose stored digest already differs.)
-    let worth_hashing = prior
-        .as_ref()
-        .is_none_or(|p| p.gone || item.hashes.agrees_with(&p.hashes).is_none());
-    if let Some(m) = existing.filter(|_| worth_hashing) {
-        let algs = item.hashes.known_algs();
-        if m.is_file && !algs.is_empty() && item.length.is_none_or(|l| l == m.length) {
-            let store = ctx.store.clone();
-            let r = rel.clone();
-            let (len, hashes) = blocking(move || Ok(store.hash(&r, &algs)?)).await?;
-            let expect = Expect {
-                length: item.length,
-                hashes: item.hashes.clone(),
-                max_bytes: ctx.max_resource_bytes,
-                modified: None,
-            };
-            if expect.verify(len, &hashes).is_ok() {
-                if !ctx.dry_run {
-                    let rec = ResourceRecord {
-                        uri: item.uri.clone(),
-                        source: ctx.key.clone(),
-                        path: rel.to_string(),
-                        length: Some(len),
-                        hashes,
-                        lastmod: item.lastmod,
-                        etag: prior.as_ref().and_then(|p| p.etag.clone()),
-                        last_modified: prior.as_ref().and_then(|p| p.last_modified.clone()),
-                        gone: false,
-                    };
-                    ctx.state.put_resource(&rec).map_err(|e| e.to_string())?;
-                    ctx.state
-                        .remove_pending(&ctx.key, &item.uri)
-                        .map_err(|e| e.to_string())?;
-                }
-                return Ok(Outcome::Unchanged);
-            }
-        }
+    if adopt(ctx, item, rel, prior.as_ref(), existing).await? {
+        return Ok(Outcome::Unchanged);
     }
     let is_update = existing.is_some() || prior.as_ref().is_some_and(|p| !p.gone);
     if ctx.dry_run {
@@ -467,38 +424,10 @@ pub(crate) async fn fetch(
             }
         }
     }
-    // A conditional GET only when the list does not already prove the copy stale (a length or
-    // digest differs): a server's second-granularity Last-Modified could otherwise answer 304.
-    // (Not for a copy being repaired: the server would answer that it is current.)
-    let cond = prior
-        .as_ref()
-        .filter(|p| !repair && !p.gone && existing.is_some())
-        .filter(|p| {
-            !matches!(
-                needs_update(&record_item(p), &target),
-                Some(Difference::Length | Difference::Digest)
-            )
-        })
-        .map(|p| Conditional {
-            etag: p.etag.clone(),
-            last_modified: p.last_modified.clone(),
-        })
-        .filter(|c| !c.is_empty());
-    // Z39.99-2014 §14.2: mirrors in `pri` order (1 first), then the resource itself.
-    let mut mirrors: Vec<&(u32, String)> = item
-        .duplicates
-        .iter()
-        .filter(|(_, h)| h.starts_with("http://") || h.starts_with("https://"))
-        .collect();
-    mirrors.sort_by_key(|(p, _)| *p);
-    let candidates: Vec<&str> = mirrors
-        .iter()
-        .map(|(_, h)| h.as_str())
-        .chain(std::iter::once(item.uri.as_str()))
-        .collect();
+    let cond = conditional(prior.as_ref(), existing, repair, &target);
     let mut errors: Vec<String> = Vec::new();
     let new_path = existing.is_none();
-    for cand in candidates {
+    for cand in candidates(item) {
         let c = if cand == item.uri {
             cond.as_ref()
         } else {
@@ -535,6 +464,116 @@ pub(crate) async fn fetch(
         }
     }
     Err(errors.join("; "))
+}
+
+/// Whether the state shows the change of `item` applied already, and the file in place agrees
+/// (a resumed run, or a change seen twice).
+fn applied(
+    item: &StagedItem,
+    prior: Option<&ResourceRecord>,
+    existing: Option<FileMeta>,
+    target: &Item,
+) -> bool {
+    let (Some(p), Some(m)) = (prior, existing) else {
+        return false;
+    };
+    !p.gone
+        && m.is_file
+        && p.length.is_none_or(|l| l == m.length)
+        && has_evidence(item, p)
+        && needs_update(&record_item(p), target).is_none()
+}
+
+/// A file already in place with the published digest (a run killed between the rename and the
+/// state row, or a destination filled by other means): adopted (recorded), not fetched again.
+/// (Not worth reading for an update whose stored digest already differs.)
+async fn adopt(
+    ctx: &Arc<Ctx>,
+    item: &StagedItem,
+    rel: &RelPath,
+    prior: Option<&ResourceRecord>,
+    existing: Option<FileMeta>,
+) -> std::result::Result<bool, String> {
+    let worth_hashing =
+        prior.is_none_or(|p| p.gone || item.hashes.agrees_with(&p.hashes).is_none());
+    let Some(m) = existing.filter(|_| worth_hashing) else {
+        return Ok(false);
+    };
+    let algs = item.hashes.known_algs();
+    if !m.is_file || algs.is_empty() || item.length.is_some_and(|l| l != m.length) {
+        return Ok(false);
+    }
+    let store = ctx.store.clone();
+    let r = rel.clone();
+    let (len, hashes) = blocking(move || Ok(store.hash(&r, &algs)?)).await?;
+    let expect = Expect {
+        length: item.length,
+        hashes: item.hashes.clone(),
+        max_bytes: ctx.max_resource_bytes,
+        modified: None,
+    };
+    if expect.verify(len, &hashes).is_err() {
+        return Ok(false);
+    }
+    if !ctx.dry_run {
+        let rec = ResourceRecord {
+            uri: item.uri.clone(),
+            source: ctx.key.clone(),
+            path: rel.to_string(),
+            length: Some(len),
+            hashes,
+            lastmod: item.lastmod,
+            etag: prior.and_then(|p| p.etag.clone()),
+            last_modified: prior.and_then(|p| p.last_modified.clone()),
+            gone: false,
+        };
+        ctx.state.put_resource(&rec).map_err(|e| e.to_string())?;
+        ctx.state
+            .remove_pending(&ctx.key, &item.uri)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(true)
+}
+
+/// The validators of a conditional GET, only when the list does not already prove the copy
+/// stale (a length or digest differs): a server's second-granularity Last-Modified could
+/// otherwise answer 304. (Not for a copy being repaired: the server would answer that it is
+/// current.)
+fn conditional(
+    prior: Option<&ResourceRecord>,
+    existing: Option<FileMeta>,
+    repair: bool,
+    target: &Item,
+) -> Option<Conditional> {
+    prior
+        .filter(|p| !repair && !p.gone && existing.is_some())
+        .filter(|p| {
+            !matches!(
+                needs_update(&record_item(p), target),
+                Some(Difference::Length | Difference::Digest)
+            )
+        })
+        .map(|p| Conditional {
+            etag: p.etag.clone(),
+            last_modified: p.last_modified.clone(),
+        })
+        .filter(|c| !c.is_empty())
+}
+
+/// Where to fetch `item` from: Z39.99-2014 §14.2: mirrors in `pri` order (1 first), then the
+/// resource itself.
+fn candidates(item: &StagedItem) -> Vec<&str> {
+    let mut mirrors: Vec<&(u32, String)> = item
+        .duplicates
+        .iter()
+        .filter(|(_, h)| h.starts_with("http://") || h.starts_with("https://"))
+        .collect();
+    mirrors.sort_by_key(|(p, _)| *p);
+    mirrors
+        .iter()
+        .map(|(_, h)| h.as_str())
+        .chain(std::iter::once(item.uri.as_str()))
+        .collect()
 }
 
 pub(crate) async fn download(
