@@ -92,9 +92,9 @@ impl Discovery<'_> {
         }
         let url = doc.url.clone();
         match doc.header.capability().cloned() {
-            Some(Capability::Description) => self.from_description(doc, url, hops).await,
-            Some(Capability::CapabilityList) => self.from_capability_list(doc, url).await,
-            Some(other) => self.from_other(doc, other, url, hops).await,
+            Some(Capability::Description) => self.resolve_description(doc, url, hops).await,
+            Some(Capability::CapabilityList) => self.resolve_capability_list(doc, url).await,
+            Some(other) => self.resolve_other(doc, other, url, hops).await,
             None => {
                 self.warnings.push(format!(
                     "{url}: a plain Sitemap (no <rs:md>): read as a Resource List, without \
@@ -111,7 +111,12 @@ impl Discovery<'_> {
     }
 
     /// A Source Description (Z39.99-2014 §8): the Capability List of the set chosen.
-    async fn from_description(&mut self, doc: Doc, url: String, hops: usize) -> Result<SourceInfo> {
+    async fn resolve_description(
+        &mut self,
+        doc: Doc,
+        url: String,
+        hops: usize,
+    ) -> Result<SourceInfo> {
         let entries = doc.entries().await?;
         let lists: Vec<String> = entries
             .iter()
@@ -153,7 +158,7 @@ impl Discovery<'_> {
     }
 
     /// A Capability List (Z39.99-2014 §9): what it offers, and its notification channel.
-    async fn from_capability_list(&mut self, doc: Doc, url: String) -> Result<SourceInfo> {
+    async fn resolve_capability_list(&mut self, doc: Doc, url: String) -> Result<SourceInfo> {
         let up = doc.header.link("up").map(|l| l.href.clone());
         let entries = doc.entries().await?;
         let mut caps: BTreeMap<String, String> = BTreeMap::new();
@@ -201,7 +206,7 @@ impl Discovery<'_> {
 
     /// Another document: its `up` (or `index`) link followed (Z39.99-2014 §6.2); a Resource
     /// List without one is synced on its own.
-    async fn from_other(
+    async fn resolve_other(
         &mut self,
         doc: Doc,
         other: Capability,

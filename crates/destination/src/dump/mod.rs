@@ -29,7 +29,7 @@
 //!    reported as a warning and left to the Resource List or the Change Lists, which fetch the
 //!    resource on its own; a Source with no list gets a failure of the run instead, kept as
 //!    pending (module `dump::only`). A copy the state does not have goes to an unnamed temporary
-//!    file in its directory, linked into place instead of renamed ([`FsStore::create_temp_at`]; same
+//!    file in its directory, linked into place instead of renamed ([`resourcesync_store::FsStore::create_temp_at`]; same
 //!    order: verified, synced, linked, synced, recorded). The entries of a Resource Dump package
 //!    are extracted by one thread per core (at most 4), chunks of manifest entries at a time,
 //!    while the thread reading the manifest takes their outcomes into account in manifest order;
@@ -41,7 +41,7 @@
 //! An `updated` entry of a Change Dump Manifest may carry a patch link whose `path` names the
 //! change description inside the package (Z39.99-2014 §14.4). Its ZIP entry counts as listed.
 //! The whole bitstream is used when the entry has one and it verifies; otherwise the patch is
-//! read from the package (at most [`MAX_PATCH_BYTES`], checked against the link's `length` and
+//! read from the package (at most [`crate::fetch::patch::MAX_PATCH_BYTES`], checked against the link's `length` and
 //! `hash`) and applied to the copy as for a Change List's patch link ([`crate::fetch::patch`]: JSON
 //! Patch only, the copy must be the version the state records, the result must have the entry's
 //! length and digests). An entry shipped as a patch alone, without a `path` of its own, is
