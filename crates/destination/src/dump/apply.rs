@@ -18,7 +18,7 @@ use crate::report::{Failure, push_capped};
 
 use super::download::download_package;
 use super::extract::{Applied, Plan, delete, extract, extract_job, extract_patch, plan};
-use super::package::{Package, manifest_opts, open_package};
+use super::package::{Extractor, Package, manifest_opts, open_package};
 use super::warn;
 
 /// Second pass over the manifest: applies its entries in order (entries at or before `cursor`
@@ -228,6 +228,70 @@ pub(super) fn extract_threads() -> usize {
     }
 }
 
+/// A chunk of manifest entries and what to do with each.
+type Jobs = Vec<(StagedItem, Result<Plan>)>;
+/// What came of a chunk of entries.
+type Outcomes = Vec<(StagedItem, Result<Applied>)>;
+
+/// What to do with the manifest entry `e`: its failure when refused on its own (`refused`:
+/// an unsafe path, a ZIP entry refused, no path), else [`plan`].
+fn plan_entry(
+    ctx: &Ctx,
+    refused: Option<String>,
+    url: &str,
+    e: &Entry,
+    fresh: bool,
+) -> Result<Plan> {
+    match (refused, e.md.as_ref().and_then(|m| m.path.as_deref())) {
+        (None, Some(path)) => plan(ctx, url, e, path, fresh),
+        (why, _) => Err(Error::Package {
+            url: url.to_owned(),
+            message: why.unwrap_or_else(|| format!("{}: no path", e.loc)),
+        }),
+    }
+}
+
+/// An extracting thread: takes chunks of jobs until there are none, extracts each bitstream,
+/// sends the outcomes back with their chunk's number.
+fn extract_worker(
+    ctx: &Ctx,
+    ex: &mut Extractor,
+    job_rx: &std::sync::Mutex<std::sync::mpsc::Receiver<(u64, Jobs)>>,
+    out_tx: &std::sync::mpsc::Sender<(u64, Outcomes)>,
+) {
+    loop {
+        let next = match job_rx.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        let Ok((seq, jobs)) = next else {
+            return;
+        };
+        let out = jobs
+            .into_iter()
+            .map(|(item, p)| {
+                let res = p.and_then(|p| match p {
+                    Plan::Unchanged => Ok(Applied::Unchanged),
+                    // A panic here would leave its chunk unanswered and `apply_parallel`
+                    // waiting for it: it is that entry's error instead.
+                    Plan::Extract(job) => {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            extract_job(ctx, ex, job)
+                        }))
+                        .unwrap_or_else(|_| {
+                            Err(Error::Task("extracting this entry panicked".into()))
+                        })
+                    }
+                });
+                (item, res)
+            })
+            .collect();
+        if out_tx.send((seq, out)).is_err() {
+            return;
+        }
+    }
+}
+
 /// [`apply_package`] for a Resource Dump package with `threads` extracting threads: this one
 /// reads the manifest and decides what to do with each entry ([`plan`]); the others inflate
 /// and verify the bitstreams, chunks of [`JOB_CHUNK`] entries at a time; their outcomes are
@@ -243,50 +307,16 @@ pub(super) fn apply_parallel(
     warnings: &mut Vec<String>,
     dropped: &mut u64,
 ) -> Result<()> {
-    type Outcomes = Vec<(StagedItem, Result<Applied>)>;
     let url = pkg.url.clone();
     let mut batch = Batch::new(ctx)?;
     std::thread::scope(|scope| -> Result<()> {
-        let (job_tx, job_rx) =
-            std::sync::mpsc::sync_channel::<(u64, Vec<(StagedItem, Result<Plan>)>)>(threads * 2);
+        let (job_tx, job_rx) = std::sync::mpsc::sync_channel::<(u64, Jobs)>(threads * 2);
         let job_rx = Arc::new(std::sync::Mutex::new(job_rx));
         let (out_tx, out_rx) = std::sync::mpsc::channel::<(u64, Outcomes)>();
         for _ in 0..threads {
             let mut ex = pkg.ex.fork();
             let (job_rx, out_tx) = (job_rx.clone(), out_tx.clone());
-            scope.spawn(move || {
-                loop {
-                    let next = match job_rx.lock() {
-                        Ok(rx) => rx.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok((seq, jobs)) = next else {
-                        return;
-                    };
-                    let out = jobs
-                        .into_iter()
-                        .map(|(item, p)| {
-                            let res = p.and_then(|p| match p {
-                                Plan::Unchanged => Ok(Applied::Unchanged),
-                                // A panic here would leave its chunk unanswered and this
-                                // function waiting for it: it is that entry's error instead.
-                                Plan::Extract(job) => {
-                                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                        extract_job(ctx, &mut ex, job)
-                                    }))
-                                    .unwrap_or_else(|_| {
-                                        Err(Error::Task("extracting this entry panicked".into()))
-                                    })
-                                }
-                            });
-                            (item, res)
-                        })
-                        .collect();
-                    if out_tx.send((seq, out)).is_err() {
-                        return;
-                    }
-                }
-            });
+            scope.spawn(move || extract_worker(ctx, &mut ex, &job_rx, &out_tx));
         }
         drop(out_tx);
         // Chunks sent, and outcomes taken into account (in order), counted in chunks.
@@ -327,18 +357,8 @@ pub(super) fn apply_parallel(
                 Some(e) => {
                     nth += 1;
                     ctx.obs.add_total(1);
-                    let item = StagedItem::from_entry(&e);
-                    // Refused on its own (an unsafe path, a ZIP entry refused, no path):
-                    // that entry's failure.
-                    let refused = pkg.refused.get(&nth).cloned();
-                    let p = match (refused, e.md.as_ref().and_then(|m| m.path.as_deref())) {
-                        (None, Some(path)) => plan(ctx, &url, &e, path, fresh),
-                        (why, _) => Err(Error::Package {
-                            url: url.clone(),
-                            message: why.unwrap_or_else(|| format!("{}: no path", e.loc)),
-                        }),
-                    };
-                    chunk.push((item, p));
+                    let p = plan_entry(ctx, pkg.refused.get(&nth).cloned(), &url, &e, fresh);
+                    chunk.push((StagedItem::from_entry(&e), p));
                     if chunk.len() < JOB_CHUNK {
                         continue;
                     }

@@ -197,15 +197,7 @@ pub(super) async fn baseline_with(
         None => stage_list(fetcher.clone(), rl.to_owned()).await?,
     };
     let at = info.top.md.as_ref().and_then(|m| m.at);
-    // Z39.99-2014 §10.1, §11.1: both `at`s say when their snapshot started.
-    if let (Some(dump_at), Some(at)) = (not_before, at) {
-        if after(&dump_at, &at) {
-            return Err(Error::ListOlderThanDump {
-                at: at.to_string(),
-                dump_at: dump_at.to_string(),
-            });
-        }
-    }
+    not_older(at, not_before)?;
     warnings.extend(info.warnings);
     let staging = Mutex::new(staging);
     let total = staging
@@ -269,15 +261,7 @@ pub(super) async fn baseline_with(
                     lastmod: o.lastmod,
                     ..StagedItem::default()
                 });
-                exec.submit(Job {
-                    item,
-                    kind: JobKind::Fetch {
-                        change: false,
-                        new,
-                        repair: false,
-                    },
-                })
-                .await?;
+                exec.submit(fetch_job(item, new, false)).await?;
             }
             Action::Delete(c) => {
                 ctx.obs.add_total(1);
@@ -289,34 +273,57 @@ pub(super) async fn baseline_with(
                     exec.done_inline(Outcome::Counted);
                     continue;
                 }
-                // The state says current; check the file is still there (a copy removed or
-                // truncated by hand is fetched again; crate::fetch::repair checks the rest later).
-                let intact = match ctx.mapper.map(&o.uri) {
-                    Ok(rel) => ctx
-                        .store
-                        .stat(&rel)?
-                        .is_some_and(|m| m.is_file && o.length.is_none_or(|l| l == m.length)),
-                    Err(_) => true,
-                };
-                if intact {
+                // The state says current; check the file is still there.
+                if intact(ctx, &o)? {
                     exec.done_inline(Outcome::Unchanged);
                 } else {
                     let item = entry(&o.uri)?.unwrap_or_default();
-                    exec.submit(Job {
-                        item,
-                        kind: JobKind::Fetch {
-                            change: false,
-                            new: false,
-                            repair: true,
-                        },
-                    })
-                    .await?;
+                    exec.submit(fetch_job(item, false, true)).await?;
                 }
             }
         }
     }
     take_err(&err)?;
     Ok(at)
+}
+
+/// Refuses a Resource List whose `at` is before `not_before` (the Resource Dump's): Z39.99-2014
+/// §10.1, §11.1: both `at`s say when their snapshot started.
+fn not_older(at: Option<W3cDateTime>, not_before: Option<W3cDateTime>) -> Result<()> {
+    if let (Some(dump_at), Some(at)) = (not_before, at) {
+        if after(&dump_at, &at) {
+            return Err(Error::ListOlderThanDump {
+                at: at.to_string(),
+                dump_at: dump_at.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The job that fetches the copy of a listed resource (not a change).
+fn fetch_job(item: StagedItem, new: bool, repair: bool) -> Job {
+    Job {
+        item,
+        kind: JobKind::Fetch {
+            change: false,
+            new,
+            repair,
+        },
+    }
+}
+
+/// Whether the copy the state says current is still in place: a file of the listed length (a
+/// copy removed or truncated by hand is fetched again; crate::fetch::repair checks the rest
+/// later). A URI with no path counts as intact.
+fn intact(ctx: &Ctx, o: &Item) -> Result<bool> {
+    Ok(match ctx.mapper.map(&o.uri) {
+        Ok(rel) => ctx
+            .store
+            .stat(&rel)?
+            .is_some_and(|m| m.is_file && o.length.is_none_or(|l| l == m.length)),
+        Err(_) => true,
+    })
 }
 
 /// After a Resource Dump of `dump_at` was applied (Z39.99-2014 §11; see [`crate::dump`]): the

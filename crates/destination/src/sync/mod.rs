@@ -79,17 +79,7 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     for w in &warnings {
         obs.warning(w);
     }
-    let list_url = info
-        .resource_list
-        .clone()
-        .unwrap_or_else(|| opts.url.clone());
-    let base = base_url(
-        opts.base_url.as_deref(),
-        info.description.as_deref(),
-        info.capability_list.as_deref(),
-        &list_url,
-    );
-    let mapper = UriMapper::new(&base)?;
+    let (base, mapper) = mapping(opts, &info)?;
     let key = info.key();
     let prior_cursor = state.cursor(&key)?;
     let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
@@ -190,6 +180,23 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         new_cursor,
         warnings,
     ))
+}
+
+/// The Source's base URL (`--base-url`, else the rule of [`crate::mapping`]) and the mapper of
+/// its URIs to paths under DEST.
+fn mapping(opts: &SyncOptions, info: &SourceInfo) -> Result<(String, UriMapper)> {
+    let list_url = info
+        .resource_list
+        .clone()
+        .unwrap_or_else(|| opts.url.clone());
+    let base = base_url(
+        opts.base_url.as_deref(),
+        info.description.as_deref(),
+        info.capability_list.as_deref(),
+        &list_url,
+    );
+    let mapper = UriMapper::new(&base)?;
+    Ok((base, mapper))
 }
 
 /// Discovery, its documents in a temporary directory outside DEST: nothing is created under

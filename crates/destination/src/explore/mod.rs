@@ -791,36 +791,4 @@ async fn explore_inner(opts: &ExploreOptions, obs: Arc<dyn Observer>) -> Result<
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kinds_from_capabilities() {
-        assert_eq!(kind_of(&Capability::ChangeList), "Change List");
-        assert_eq!(
-            kind_of(&Capability::ResourceDumpManifest),
-            "Resource Dump Manifest"
-        );
-    }
-
-    #[test]
-    fn what_is_followed() {
-        let h = Header::new(
-            resourcesync_model::Root::SitemapIndex,
-            resourcesync_model::Metadata::with_capability(Capability::ChangeList),
-        );
-        assert_eq!(
-            follow(&h),
-            Follow::Documents {
-                via: "part",
-                expected: Some(Capability::ChangeList),
-                bounded: true
-            }
-        );
-        let h = Header::new(
-            resourcesync_model::Root::UrlSet,
-            resourcesync_model::Metadata::with_capability(Capability::ResourceList),
-        );
-        assert_eq!(follow(&h), Follow::Nothing);
-    }
-}
+mod tests;
