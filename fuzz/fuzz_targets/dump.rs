@@ -1,41 +1,47 @@
 //! Resource Dump and Change Dump packages (Z39.99-2014 §11, §13) as hostile input: the bytes
 //! are the ZIP file (first byte even), or describe a package built from them (first byte odd: a
 //! manifest with fuzzed `<loc>`s, `path`s, lengths and digests, and ZIP entries that may or may
-//! not match it), which `resourcesync_destination::dump::unpack_package` opens, checks and
-//! extracts into a fresh destination directory with small limits.
+//! not match it), whose ZIP entries and manifest are checked by `resourcesync_model::package`
+//! (the checks of a package that need no I/O) with small limits.
 //!
 //! Must never panic, hang or allocate without bound, and:
-//! - nothing is written outside the destination directory: the work directory holds exactly
-//!   the package, the (empty) scratch directory and DEST afterwards;
-//! - DEST holds no symbolic link, no temporary file left over, and no file that is not the
-//!   path of an entry reported written;
-//! - a package is refused when a ZIP entry is not listed in its manifest or a listed `path` is
-//!   unsafe (structured inputs, where what the ZIP holds is known).
+//! - every manifest entry used names its bitstream (and its patch) by a path that
+//!   `entry_name` accepts and that stays inside the package when joined to a root;
+//! - a ZIP entry is taken as named exactly when a manifest `path` names it (the others are
+//!   never read);
+//! - the entries used never declare more than the package's budget;
+//! - an entry whose `path` names a smuggled ZIP entry by an unsafe name is refused (structured
+//!   inputs, where what the ZIP holds is known).
+//!
+//! The extraction into a destination directory (the store, the state) is the Destination's
+//! I/O and is not fuzzed here: `crates/destination/tests/hostile.rs` and the unit tests of
+//! `destination::dump` cover it (`unpack_package`).
 #![no_main]
 
-use std::collections::{BTreeSet, HashSet};
-use std::fs;
-use std::io::{Cursor, Write};
-use std::path::Path;
+use std::collections::HashSet;
+use std::io::{Cursor, Read, Write};
+use std::path::{Component, Path};
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use resourcesync_destination::UriMapper;
-use resourcesync_destination::dump::{DumpLimits, UnpackLimits, entry_name, unpack_package};
-use resourcesync_model::{Capability, HashAlg, MultiHasher};
-use resourcesync_store::{FsStore, RelPath, STATE_DIR};
+use resourcesync_model::package::{
+    DumpLimits, MANIFEST_NAME, MAX_PATH_BYTES, ManifestCheck, ZipListing, entry_name, patch_path,
+};
+use resourcesync_model::{Capability, DocumentReader, HashAlg, MultiHasher, ReadOptions};
+use zip::ZipArchive;
 
 const BASE: &str = "http://example.org/data/";
 
-fn limits() -> UnpackLimits {
-    UnpackLimits {
-        dump: DumpLimits {
-            max_package_bytes: 1 << 20,
-            max_unpacked_bytes: 2 << 20,
-            max_ratio: 50,
-        },
-        max_document_bytes: 64 * 1024,
-        max_resource_bytes: 256 * 1024,
+/// Most bytes of a manifest read.
+const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+/// Most manifest entries.
+const MAX_ENTRIES: usize = 1000;
+
+fn limits() -> DumpLimits {
+    DumpLimits {
+        max_package_bytes: 1 << 20,
+        max_unpacked_bytes: 2 << 20,
+        max_ratio: 50,
     }
 }
 
@@ -182,118 +188,110 @@ fn build(b: &Built) -> (Vec<u8>, Vec<String>) {
     (w.finish().expect("finish").into_inner(), names)
 }
 
-/// Every file and directory under `dir`, relative, with `/`; panics on a symbolic link.
-fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, bool)>) {
-    for e in fs::read_dir(dir).expect("read_dir") {
-        let e = e.expect("entry");
-        let name = e.file_name().into_string().expect("UTF-8 name");
-        let rel = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let ft = e.file_type().expect("file type");
-        assert!(!ft.is_symlink(), "symbolic link written: {rel}");
-        if ft.is_dir() {
-            out.push((rel.clone(), true));
-            walk(&e.path(), &rel, out);
-        } else {
-            out.push((rel, false));
-        }
-    }
-}
-
-fn work_dir() -> tempfile::TempDir {
-    // tmpfs when there is one: the store syncs every file it commits.
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        tempfile::tempdir_in(shm).expect("tempdir")
-    } else {
-        tempfile::tempdir().expect("tempdir")
-    }
+/// Whether `name` (accepted by [`entry_name`]) stays inside the package when joined to a root.
+fn check_name(name: &str) {
+    assert!(!name.is_empty() && name.len() <= MAX_PATH_BYTES, "{name:?}");
+    assert!(!name.starts_with('/'), "absolute: {name:?}");
+    assert!(!name.contains(['\\', '\0']), "{name:?}");
+    assert!(!name.chars().any(char::is_control), "{name:?}");
+    assert_ne!(name, MANIFEST_NAME);
+    let root = Path::new("/package/root");
+    let joined = root.join(name);
+    let rest = joined.strip_prefix(root).expect("under the root");
+    assert!(
+        rest.components().all(|c| matches!(c, Component::Normal(_))),
+        "{name:?} joins as {rest:?}"
+    );
 }
 
 fn run(zip: &[u8], cap: Capability, smuggled: Option<&[String]>) {
-    let work = work_dir();
-    let file = work.path().join("package.zip");
-    fs::write(&file, zip).expect("write package");
-    let scratch = work.path().join("scratch");
-    fs::create_dir(&scratch).expect("scratch");
-    let dest = work.path().join("dest");
-    let store = FsStore::open(&dest).expect("store");
-    let mapper = UriMapper::new(BASE).expect("mapper");
-
-    let res = unpack_package(&file, cap, limits(), &scratch, &mapper, &store);
-
-    // Nothing outside DEST: the work directory is as it was.
-    let top: BTreeSet<String> = fs::read_dir(work.path())
-        .expect("work")
-        .map(|e| e.expect("entry").file_name().into_string().expect("name"))
-        .collect();
-    assert_eq!(
-        top,
-        ["dest", "package.zip", "scratch"]
-            .map(String::from)
-            .into_iter()
-            .collect(),
-        "something written next to DEST"
-    );
-    assert_eq!(
-        fs::read_dir(&scratch).expect("scratch").count(),
-        0,
-        "inflated manifest left in the scratch directory"
-    );
-    assert_eq!(fs::read(&file).expect("package"), zip, "package changed");
-
-    let written: HashSet<String> = match &res {
-        Ok(entries) => entries
-            .iter()
-            .filter_map(|(_, r)| r.as_ref().ok())
-            .map(|r| r.as_str().to_owned())
-            .collect(),
-        Err(_) => HashSet::new(),
+    let limits = limits();
+    let Ok(mut zip) = ZipArchive::new(Cursor::new(zip)) else {
+        return;
     };
-    let mut found = Vec::new();
-    walk(&dest, "", &mut found);
-    for (rel, dir) in &found {
-        if rel == STATE_DIR || rel == &format!("{STATE_DIR}/tmp") {
-            assert!(dir, "{rel} is not a directory");
+    let mut listing = ZipListing::new();
+    let mut zip_names = Vec::new();
+    for i in 0..zip.len() {
+        let Ok(e) = zip.by_index_raw(i) else {
+            return;
+        };
+        listing.add(
+            e.name_raw(),
+            e.encrypted(),
+            e.size(),
+            e.compressed_size(),
+            &limits,
+        );
+        zip_names.push(e.name_raw().to_vec());
+    }
+    let Some(mi) = zip.index_for_name(MANIFEST_NAME) else {
+        return;
+    };
+    let mut manifest = Vec::new();
+    {
+        let Ok(f) = zip.by_index(mi) else {
+            return;
+        };
+        if f.take(MAX_MANIFEST_BYTES).read_to_end(&mut manifest).is_err() {
+            return;
+        }
+    }
+    let Ok(mut r) = DocumentReader::new(&manifest[..], ReadOptions::named(MANIFEST_NAME)) else {
+        return;
+    };
+    let mut check = ManifestCheck::new(listing, cap, MAX_ENTRIES);
+    let mut entries = Vec::new();
+    loop {
+        match r.next_entry() {
+            Ok(Some(e)) => {
+                if check.entry(&e).is_err() {
+                    assert!(entries.len() >= MAX_ENTRIES, "refused before {MAX_ENTRIES} entries");
+                    return;
+                }
+                entries.push(e);
+            }
+            Ok(None) => break,
+            Err(_) => return,
+        }
+    }
+    if let Ok(total) = check.declared(&limits) {
+        assert!(total <= limits.max_unpacked_bytes);
+    }
+    // A ZIP entry no manifest `path` names is never read (it is reported as unlisted).
+    let named: HashSet<Vec<u8>> = entries
+        .iter()
+        .flat_map(|e| {
+            let path = e.md.as_ref().and_then(|m| m.path.as_deref());
+            path.into_iter().chain(patch_path(e))
+        })
+        .map(|p| p.strip_prefix('/').unwrap_or(p).as_bytes().to_vec())
+        .collect();
+    for n in &zip_names {
+        assert_eq!(check.names(n), named.contains(n), "{:?}", String::from_utf8_lossy(n));
+    }
+    let refused = check.into_refused();
+    assert!(refused.keys().all(|k| (1..=entries.len()).contains(k)));
+    // Every entry used names its bitstream by a safe path.
+    for (i, e) in entries.iter().enumerate() {
+        if refused.contains_key(&(i + 1)) {
             continue;
         }
-        assert!(
-            !rel.starts_with(&format!("{STATE_DIR}/")),
-            "left in the state folder: {rel}"
-        );
-        let p = RelPath::parse(rel).expect("every file under DEST has a safe relative path");
-        if *dir {
-            assert!(
-                written.iter().any(|w| w.starts_with(&format!("{rel}/"))),
-                "directory {rel} made for no file written"
-            );
-        } else {
-            assert!(
-                written.contains(p.as_str()),
-                "file {rel} is not the path of an entry written"
-            );
+        for p in e.md.as_ref().and_then(|m| m.path.as_deref()).into_iter().chain(patch_path(e)) {
+            let n = entry_name(p).expect("an entry used has a safe path");
+            check_name(n);
         }
     }
-    for w in &written {
-        let p = RelPath::parse(w).expect("written path");
-        assert!(
-            p.under(&dest).is_file(),
-            "entry reported written but {w} is not a file"
-        );
-    }
-
-    // What the ZIP holds is known: a package that smuggles a file, or lists an unsafe path,
-    // is refused.
-    if let (Ok(_), Some(names)) = (&res, smuggled) {
-        for n in names {
-            let is_dir = n.ends_with('/');
-            assert!(
-                is_dir || n == "manifest.xml" || entry_name(&format!("/{n}")).is_ok(),
-                "package with ZIP entry {n:?} accepted"
-            );
+    // What the ZIP holds is known: an entry naming a smuggled file with an unsafe name is
+    // refused.
+    if let Some(names) = smuggled {
+        for (i, e) in entries.iter().enumerate() {
+            let Some(p) = e.md.as_ref().and_then(|m| m.path.as_deref()) else {
+                continue;
+            };
+            let raw = p.strip_prefix('/').unwrap_or(p);
+            if names.iter().any(|n| n == raw) && entry_name(p).is_err() {
+                assert!(refused.contains_key(&(i + 1)), "entry with path {p:?} used");
+            }
         }
     }
 }

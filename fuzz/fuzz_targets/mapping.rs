@@ -1,5 +1,6 @@
-//! The URI → path rule of the Destination (`resourcesync_destination::mapping`) and the checked
-//! relative path every file under DEST is named by (`resourcesync_store::RelPath`).
+//! The URI → path rule of the Destination (`resourcesync_model::mapping`) and the checked
+//! relative path every file under DEST is named by (`resourcesync_model::path::RelPath`,
+//! re-exported by `resourcesync_store`).
 //!
 //! By the first byte: a `RelPath` parsed from the rest; a resource URI mapped under a fixed
 //! base; a base URL (first line) and a URI (the rest); the base-URL rule on four lines. Every
@@ -13,10 +14,8 @@ use std::path::{Component, Path};
 
 use libfuzzer_sys::fuzz_target;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use resourcesync_destination::UriMapper;
-use resourcesync_destination::mapping::{base_url, parse_uri};
-use resourcesync_store::RelPath;
-use resourcesync_store::path::{MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES};
+use resourcesync_model::mapping::{UriMapper, base_url, parse_uri};
+use resourcesync_model::path::{MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, RelPath};
 
 /// Everything but RFC 3986 unreserved characters.
 const ENCODE: &AsciiSet = &NON_ALPHANUMERIC

@@ -95,7 +95,7 @@ pub enum Error {
         /// The later time of an entry before it.
         previous: String,
     },
-    /// An index nested deeper than [`crate::docs::MAX_INDEX_DEPTH`]: its parts are not read,
+    /// An index nested deeper than [`crate::discover::docs::MAX_INDEX_DEPTH`]: its parts are not read,
     /// and a list read in part is not taken for the whole (Z39.99-2014 §10.2, §12.2).
     #[error(
         "{url}: index nested deeper than {depth} levels: refused (Z39.99-2014 §10.2, §12.2: an \

@@ -22,29 +22,33 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod audit;
-pub mod catch_up;
-mod commit;
+// The bottom layer: types every stage shares; none of these imports a stage.
 pub mod crashpoint;
-pub mod discover;
-pub mod docs;
-pub mod dump;
-mod dump_list;
-mod dump_sync;
 pub mod error;
-mod exec;
-pub mod explore;
 pub mod http;
 pub mod mapping;
-mod mtime;
 pub mod options;
-pub mod patch;
-pub mod push;
-pub mod repair;
+mod outcome;
 pub mod report;
-pub mod staging;
+
+// The stages, in the order data flows through them; each imports only the stages before it.
+pub mod audit;
+mod commit;
+pub mod discover;
+pub mod dump;
+mod fetch;
+mod plan;
+
+// The entry points.
+pub mod explore;
+pub mod push;
 pub mod sync;
 pub mod watch;
+
+pub use discover::docs;
+pub use fetch::{patch, repair};
+pub use plan::staging;
+pub use sync::catch_up;
 
 pub use audit::audit;
 pub use discover::{SourceInfo, discover};

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use resourcesync_model::package::DumpLimits;
 use resourcesync_store::STATE_DIR;
 
-use crate::dump::DumpLimits;
 use crate::http::HttpOptions;
 
 /// Default most bytes of a resource when no `length` is published: 1 GiB.
@@ -50,10 +50,10 @@ pub struct SyncOptions {
     /// Bounds on dump packages.
     pub dump_limits: DumpLimits,
     /// How the copies on disk are checked against the state before the run ends
-    /// ([`crate::repair`]; default quick, `--checksum` hashes every copy).
-    pub check_copies: crate::repair::CheckCopies,
+    /// ([`crate::fetch::repair`]; default quick, `--checksum` hashes every copy).
+    pub check_copies: CheckCopies,
     /// After a baseline, read the Change Lists from the Resource List's `at` in the same run
-    /// ([`crate::catch_up`]; default `true`).
+    /// ([`crate::sync::catch_up`]; default `true`).
     pub catch_up: bool,
 }
 
@@ -76,7 +76,7 @@ impl SyncOptions {
             use_dumps: true,
             prefer_dumps: false,
             dump_limits: DumpLimits::default(),
-            check_copies: crate::repair::CheckCopies::default(),
+            check_copies: CheckCopies::default(),
             catch_up: true,
         }
     }
@@ -135,4 +135,18 @@ impl AuditOptions {
             fast: false,
         }
     }
+}
+
+/// How the copies are checked against the state before a run ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum CheckCopies {
+    /// Not checked.
+    Off,
+    /// Presence, length and modification time; a copy whose time differs is hashed.
+    #[default]
+    Quick,
+    /// Every copy hashed as well (`--checksum`).
+    Checksum,
 }

@@ -262,6 +262,134 @@ fn safe_until(p: &Payload) -> Option<W3cDateTime> {
     }
 }
 
+/// Adds the outcome of a round (a sync, or a payload applied) to the totals; the round to
+/// report.
+fn record(
+    total: &mut WatchReport,
+    n: &mut u64,
+    r: std::result::Result<SyncReport, String>,
+) -> Round {
+    *n += 1;
+    match r {
+        Ok(rep) => {
+            total.rounds += 1;
+            total.created += rep.created;
+            total.updated += rep.updated;
+            total.deleted += rep.deleted;
+            total.kept += rep.kept;
+            total.failed += rep.failed;
+            total.bytes += rep.bytes;
+            if rep.cursor.is_some() {
+                total.cursor.clone_from(&rep.cursor);
+            }
+            Round {
+                round: *n,
+                started: W3cDateTime::now(false),
+                report: Some(rep),
+                error: None,
+            }
+        }
+        Err(e) => {
+            total.failed_rounds += 1;
+            Round {
+                round: *n,
+                started: W3cDateTime::now(false),
+                report: None,
+                error: Some(e),
+            }
+        }
+    }
+}
+
+/// The callback server (WebSub §5.3, §7), listening; stopped by [`Callback::stop`].
+struct Callback {
+    shared: Arc<Shared>,
+    /// The callback URL given to the hub.
+    url: String,
+    secret: String,
+    /// The lease of the last verification.
+    lease: channel::Receiver<Option<u64>>,
+    /// The payloads delivered.
+    payloads: mpsc::Receiver<Bytes>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Callback {
+    /// Binds the callback server and starts serving.
+    async fn start(popts: &PushOptions, stats: &Arc<PushStats>, topic: &str) -> Result<Callback> {
+        let listener = tokio::net::TcpListener::bind(&popts.callback_listen)
+            .await
+            .map_err(|e| Error::io(format!("listening on {}", popts.callback_listen), e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::io("callback listener", e))?;
+        let _ = stats.callback_addr.set(addr);
+        let listener =
+            resourcesync_websub::listener::IdleListener::new(listener, popts.idle_timeout);
+        let mut cb_base = popts
+            .callback_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}/"));
+        if !cb_base.ends_with('/') {
+            cb_base.push('/');
+        }
+        let rand =
+            |n| resourcesync_websub::random_token(n).map_err(|e| Error::Config(e.to_string()));
+        let token = rand(16)?;
+        let secret = rand(32)?;
+        let url = format!("{cb_base}{token}");
+        let (lease_tx, lease) = channel::channel::<Option<u64>>(None);
+        let (tx, payloads) = mpsc::channel::<Bytes>(popts.max_queue.max(1));
+        let shared = Arc::new(Shared {
+            token,
+            secret: secret.clone(),
+            topic: topic.to_owned(),
+            want: std::sync::atomic::AtomicBool::new(true),
+            lease: lease_tx,
+            unsubscribed: tokio::sync::Notify::new(),
+            tx,
+            max_payload: popts.max_payload_bytes,
+            stats: stats.clone(),
+        });
+        let router = Router::new().fallback(callback).with_state(shared.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            // HTTP/1.1 only (a callback has no use for HTTP/2, whose streams a client could pin).
+            resourcesync_websub::server::serve_http1(listener, router, async {
+                let _ = stopped.await;
+            })
+            .await;
+        });
+        Ok(Callback {
+            shared,
+            url,
+            secret,
+            lease,
+            payloads,
+            stop,
+            server,
+        })
+    }
+
+    /// Unsubscribes, best effort, bounded; then stops the server.
+    async fn stop(self, client: &reqwest::Client, sub: Option<&Subscription>) {
+        self.shared.want.store(false, Ordering::SeqCst);
+        if let Some(s) = sub {
+            // The hub verifies the unsubscription with a GET to the callback: keep answering
+            // until it came (bounded).
+            let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                if subscriber::unsubscribe(client, s).await.is_ok() {
+                    self.shared.unsubscribed.notified().await;
+                }
+            })
+            .await;
+        }
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
+    }
+}
+
 /// Syncs, subscribes to the Source's Change Notification channel, and applies what is pushed
 /// until stopped (see the module docs). `on_round` is called after every sync and every
 /// payload applied. Returns the totals; `stats` (if given) is updated as it goes.
@@ -287,174 +415,51 @@ where
     let mut total = WatchReport::default();
     let mut n = 0u64;
     let mut o = opts.clone();
-    let record = |total: &mut WatchReport,
-                  n: &mut u64,
-                  r: std::result::Result<SyncReport, String>|
-     -> Round {
-        *n += 1;
-        match r {
-            Ok(rep) => {
-                total.rounds += 1;
-                total.created += rep.created;
-                total.updated += rep.updated;
-                total.deleted += rep.deleted;
-                total.kept += rep.kept;
-                total.failed += rep.failed;
-                total.bytes += rep.bytes;
-                if rep.cursor.is_some() {
-                    total.cursor.clone_from(&rep.cursor);
-                }
-                Round {
-                    round: *n,
-                    started: W3cDateTime::now(false),
-                    report: Some(rep),
-                    error: None,
-                }
-            }
-            Err(e) => {
-                total.failed_rounds += 1;
-                Round {
-                    round: *n,
-                    started: W3cDateTime::now(false),
-                    report: None,
-                    error: Some(e),
-                }
-            }
-        }
-    };
 
     // 1. First sync: the copy, and the channel.
-    let first = tokio::select! {
-        r = sync(&o, obs.clone()) => r?,
-        () = stop.reached_now() => {
-            total.interrupted = true;
-            return Ok(total);
-        }
+    let Some(first) = first_sync(&mut o, &obs, stop).await? else {
+        total.interrupted = true;
+        return Ok(total);
     };
     let info = first.source.clone();
     let base = first.base_url.clone();
-    if let Some(cl) = &info.capability_list {
-        o.url.clone_from(cl);
-    }
-    o.base_url = Some(base.clone());
     let channel = info.change_notification.clone();
     let round = record(&mut total, &mut n, Ok(first));
     on_round(&round);
     let Some(NotificationChannel { topic, hub }) = channel else {
-        obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
-        let mut wo = *wopts;
-        wo.max_rounds = None;
-        let rest = crate::watch::watch(&o, &wo, obs, stop, on_round).await?;
-        total.rounds += rest.rounds;
-        total.created += rest.created;
-        total.updated += rest.updated;
-        total.deleted += rest.deleted;
-        total.failed += rest.failed;
+        let rest = poll_instead(&o, wopts, obs, stop, on_round).await?;
+        add_polled(&mut total, &rest);
         total.seconds = started.elapsed().as_secs_f64();
         return Ok(total);
     };
     let applier = Applier::open(&o, obs.clone(), info, base)?;
     let client = resourcesync_websub::hub::http_client(Duration::from_secs(10))
         .map_err(|e| Error::Config(e.to_string()))?;
-    // WebSub §4: the topic's own Link headers, when it has them.
-    let (topic, hub) = match subscriber::discover(&client, &topic).await {
-        Ok(d) => (
-            d.topic.unwrap_or(topic),
-            d.hubs.into_iter().next().unwrap_or(hub),
-        ),
-        Err(e) => {
-            tracing::info!("discovery at the topic: {e}; using the Capability List's hub");
-            (topic, hub)
-        }
-    };
+    let (topic, hub) = topic_and_hub(&client, topic, hub).await;
 
     // 2. The callback server.
-    let listener = tokio::net::TcpListener::bind(&popts.callback_listen)
-        .await
-        .map_err(|e| Error::io(format!("listening on {}", popts.callback_listen), e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::io("callback listener", e))?;
-    let _ = stats.callback_addr.set(addr);
-    let listener = resourcesync_websub::listener::IdleListener::new(listener, popts.idle_timeout);
-    let mut cb_base = popts
-        .callback_url
-        .clone()
-        .unwrap_or_else(|| format!("http://{addr}/"));
-    if !cb_base.ends_with('/') {
-        cb_base.push('/');
-    }
-    let rand = |n| resourcesync_websub::random_token(n).map_err(|e| Error::Config(e.to_string()));
-    let token = rand(16)?;
-    let secret = rand(32)?;
-    let callback_url = format!("{cb_base}{token}");
-    let (lease_tx, mut lease_rx) = channel::channel::<Option<u64>>(None);
-    let (tx, mut rx) = mpsc::channel::<Bytes>(popts.max_queue.max(1));
-    let shared = Arc::new(Shared {
-        token,
-        secret: secret.clone(),
-        topic: topic.clone(),
-        want: std::sync::atomic::AtomicBool::new(true),
-        lease: lease_tx,
-        unsubscribed: tokio::sync::Notify::new(),
-        tx,
-        max_payload: popts.max_payload_bytes,
-        stats: stats.clone(),
-    });
-    let router = Router::new().fallback(callback).with_state(shared.clone());
-    let (server_stop, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        // HTTP/1.1 only (a callback has no use for HTTP/2, whose streams a client could pin).
-        resourcesync_websub::server::serve_http1(listener, router, async {
-            let _ = server_stopped.await;
-        })
-        .await;
-    });
+    let mut cb = Callback::start(popts, &stats, &topic).await?;
 
     // Subscribes and waits for the verification; the lease granted, if verified.
     let subscribe = |hub: String| {
-        let (client, topic, callback_url, secret) = (
+        subscribe_to(
             client.clone(),
+            hub,
             topic.clone(),
-            callback_url.clone(),
-            secret.clone(),
-        );
-        async move {
-            subscriber::subscribe(
-                &client,
-                &hub,
-                &topic,
-                &callback_url,
-                Some(&secret),
-                popts.lease_seconds,
-            )
-            .await
-        }
+            cb.url.clone(),
+            cb.secret.clone(),
+            popts.lease_seconds,
+        )
     };
-    let mut sub: Option<Subscription> = None;
-    let mut renew_at: Option<tokio::time::Instant> = None;
-    let _ = lease_rx.borrow_and_update();
-    match subscribe(hub.clone()).await {
-        Ok(s) => {
-            let verified = tokio::time::timeout(popts.verify_timeout, lease_rx.changed()).await;
-            let lease = *lease_rx.borrow_and_update();
-            match (verified, lease) {
-                (Ok(Ok(())), Some(l)) => {
-                    renew_at = Some(renewal(l));
-                    tracing::info!(hub = %s.hub, topic = %topic, lease = l, "subscribed");
-                }
-                _ => obs.warning(&format!(
-                    "the hub {} did not verify the subscription: catching up from the Change List every {:?}",
-                    s.hub, popts.poll_interval
-                )),
-            }
-            sub = Some(s);
-        }
-        Err(e) => obs.warning(&format!(
-            "subscribing at {hub}: {e}: catching up from the Change List every {:?}",
-            popts.poll_interval
-        )),
-    }
+    let (mut sub, mut renew_at) = subscribe_first(
+        subscribe(hub.clone()),
+        &mut cb.lease,
+        popts,
+        obs.as_ref(),
+        &hub,
+        &topic,
+    )
+    .await;
 
     // 3. Catch up what changed before the subscription, then follow the pushes.
     let catch_up = |o: &SyncOptions, obs: Arc<dyn Observer>, stats: Arc<PushStats>| {
@@ -476,7 +481,7 @@ where
         tokio::select! {
             biased;
             () = stop.reached_stop() => break,
-            Some(body) = rx.recv() => {
+            Some(body) = cb.payloads.recv() => {
                 last_activity = tokio::time::Instant::now();
                 let rounds = apply_payload(&applier, &o, obs.clone(), &stats, &body, popts.max_payload_bytes, catch_up).await;
                 for r in rounds {
@@ -484,26 +489,16 @@ where
                     on_round(&round);
                 }
             }
-            r = lease_rx.changed() => {
+            r = cb.lease.changed() => {
                 if r.is_ok() {
-                    if let Some(l) = *lease_rx.borrow_and_update() {
+                    if let Some(l) = *cb.lease.borrow_and_update() {
                         renew_at = Some(renewal(l));
                     }
                 }
             }
             () = sleep_until_opt(renew_at) => {
                 let hub_now = sub.as_ref().map_or(hub.clone(), |s| s.hub.clone());
-                match subscribe(hub_now).await {
-                    Ok(s) => {
-                        sub = Some(s);
-                        // Until the verification arrives, try again in a minute.
-                        renew_at = Some(tokio::time::Instant::now() + Duration::from_secs(60));
-                    }
-                    Err(e) => {
-                        obs.warning(&format!("renewing the subscription: {e}"));
-                        renew_at = Some(tokio::time::Instant::now() + Duration::from_secs(60));
-                    }
-                }
+                renew_at = Some(renew(subscribe(hub_now), &mut sub, obs.as_ref()).await);
             }
             () = tokio::time::sleep_until(poll_at) => {
                 last_activity = tokio::time::Instant::now();
@@ -514,22 +509,141 @@ where
         }
     }
 
-    // 5. Unsubscribe, best effort, bounded.
-    shared.want.store(false, Ordering::SeqCst);
-    if let Some(s) = &sub {
-        // The hub verifies the unsubscription with a GET to the callback: keep answering until
-        // it came (bounded).
-        let _ = tokio::time::timeout(Duration::from_secs(5), async {
-            if subscriber::unsubscribe(&client, s).await.is_ok() {
-                shared.unsubscribed.notified().await;
-            }
-        })
-        .await;
-    }
-    let _ = server_stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    // 4. Unsubscribe, best effort, bounded.
+    cb.stop(&client, sub.as_ref()).await;
     total.seconds = started.elapsed().as_secs_f64();
     Ok(total)
+}
+
+/// WebSub §4: the topic's own Link headers name the topic and its hub, when it has them;
+/// otherwise those the Capability List advertises.
+async fn topic_and_hub(client: &reqwest::Client, topic: String, hub: String) -> (String, String) {
+    match subscriber::discover(client, &topic).await {
+        Ok(d) => (
+            d.topic.unwrap_or(topic),
+            d.hubs.into_iter().next().unwrap_or(hub),
+        ),
+        Err(e) => {
+            tracing::info!("discovery at the topic: {e}; using the Capability List's hub");
+            (topic, hub)
+        }
+    }
+}
+
+/// The first subscription and its verification (bounded by `popts.verify_timeout`): the
+/// subscription, and when to renew it (none when not verified: the Change List is polled).
+async fn subscribe_first(
+    subscribing: impl std::future::Future<Output = resourcesync_websub::Result<Subscription>>,
+    lease: &mut channel::Receiver<Option<u64>>,
+    popts: &PushOptions,
+    obs: &dyn Observer,
+    hub: &str,
+    topic: &str,
+) -> (Option<Subscription>, Option<tokio::time::Instant>) {
+    let _ = lease.borrow_and_update();
+    match subscribing.await {
+        Ok(s) => {
+            let verified = tokio::time::timeout(popts.verify_timeout, lease.changed()).await;
+            let granted = *lease.borrow_and_update();
+            let mut renew_at = None;
+            match (verified, granted) {
+                (Ok(Ok(())), Some(l)) => {
+                    renew_at = Some(renewal(l));
+                    tracing::info!(hub = %s.hub, topic = %topic, lease = l, "subscribed");
+                }
+                _ => obs.warning(&format!(
+                    "the hub {} did not verify the subscription: catching up from the Change List every {:?}",
+                    s.hub, popts.poll_interval
+                )),
+            }
+            (Some(s), renew_at)
+        }
+        Err(e) => {
+            obs.warning(&format!(
+                "subscribing at {hub}: {e}: catching up from the Change List every {:?}",
+                popts.poll_interval
+            ));
+            (None, None)
+        }
+    }
+}
+
+/// Sends a subscription request for `topic` to `hub` (WebSub §5.1).
+async fn subscribe_to(
+    client: reqwest::Client,
+    hub: String,
+    topic: String,
+    callback_url: String,
+    secret: String,
+    lease_seconds: Option<u64>,
+) -> resourcesync_websub::Result<Subscription> {
+    subscriber::subscribe(
+        &client,
+        &hub,
+        &topic,
+        &callback_url,
+        Some(&secret),
+        lease_seconds,
+    )
+    .await
+}
+
+/// Renews the subscription (WebSub §5.1: a new request before the lease ends); returns when to
+/// try again if the verification does not arrive (in a minute).
+async fn renew(
+    subscribing: impl std::future::Future<Output = resourcesync_websub::Result<Subscription>>,
+    sub: &mut Option<Subscription>,
+    obs: &dyn Observer,
+) -> tokio::time::Instant {
+    match subscribing.await {
+        Ok(s) => *sub = Some(s),
+        Err(e) => obs.warning(&format!("renewing the subscription: {e}")),
+    }
+    tokio::time::Instant::now() + Duration::from_secs(60)
+}
+
+/// The first sync, unless stopped during it (`None`); the next ones sync the Capability List
+/// it found, with the base URL it used.
+async fn first_sync(
+    o: &mut SyncOptions,
+    obs: &Arc<dyn Observer>,
+    stop: &StopHandle,
+) -> Result<Option<SyncReport>> {
+    let first = tokio::select! {
+        r = sync(o, obs.clone()) => r?,
+        () = stop.reached_now() => return Ok(None),
+    };
+    if let Some(cl) = &first.source.capability_list {
+        o.url.clone_from(cl);
+    }
+    o.base_url = Some(first.base_url.clone());
+    Ok(Some(first))
+}
+
+/// Without a channel to follow: the Change Lists polled, as `watch` does, until stopped.
+async fn poll_instead<F>(
+    o: &SyncOptions,
+    wopts: &WatchOptions,
+    obs: Arc<dyn Observer>,
+    stop: &StopHandle,
+    on_round: F,
+) -> Result<WatchReport>
+where
+    F: FnMut(&Round),
+{
+    obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
+    let mut wo = *wopts;
+    wo.max_rounds = None;
+    crate::watch::watch(o, &wo, obs, stop, on_round).await
+}
+
+/// Adds the rounds of a watch that polled instead of following pushes.
+fn add_polled(total: &mut WatchReport, rest: &WatchReport) {
+    total.rounds += rest.rounds;
+    total.created += rest.created;
+    total.updated += rest.updated;
+    total.deleted += rest.deleted;
+    total.failed += rest.failed;
 }
 
 /// When to renew a lease of `l` seconds: after three quarters of it.

@@ -2,8 +2,6 @@
 
 use serde::Serialize;
 
-use crate::discover::SourceInfo;
-
 /// Most items listed in a report per list (the rest are counted).
 pub const MAX_LISTED: usize = 10_000;
 
@@ -111,7 +109,7 @@ pub struct SyncReport {
     /// Resources already up to date.
     pub unchanged: u64,
     /// Copies found damaged on disk (missing, another length, other content) and fetched
-    /// again ([`crate::repair`]; not counted in `created` or `updated`).
+    /// again ([`crate::fetch::repair`]; not counted in `created` or `updated`).
     pub repaired: u64,
     /// Resources that failed.
     pub failed: u64,
@@ -182,5 +180,51 @@ pub struct AuditReport {
 pub(crate) fn push_capped<T>(v: &mut Vec<T>, item: T) {
     if v.len() < MAX_LISTED {
         v.push(item);
+    }
+}
+
+/// What discovery found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SourceInfo {
+    /// The Source Description, if found (or named by the Capability List's `up` link).
+    pub description: Option<String>,
+    /// The Capability List of the set synced, if any.
+    pub capability_list: Option<String>,
+    /// The Resource List (or its index).
+    pub resource_list: Option<String>,
+    /// The Change List (or its index).
+    pub change_list: Option<String>,
+    /// The Resource Dump.
+    pub resource_dump: Option<String>,
+    /// The Change Dump.
+    pub change_dump: Option<String>,
+    /// The capabilities the Capability List lists, in its order (empty without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub offered: Vec<String>,
+    /// The Change Notification channel the Capability List advertises (Change Notification
+    /// 1.0.1 §5): its topic and hub.
+    pub change_notification: Option<NotificationChannel>,
+    /// The list is a plain Sitemap, without `<rs:md>`.
+    pub plain_sitemap: bool,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+/// A WebSub topic and its hub (Change Notification 1.0.1 §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotificationChannel {
+    /// The topic URI (`<loc>`).
+    pub topic: String,
+    /// The hub URI (`<rs:ln rel="hub">`).
+    pub hub: String,
+}
+
+impl SourceInfo {
+    /// The key of the Source in the state: its Capability List, else its list.
+    pub fn key(&self) -> String {
+        self.capability_list
+            .clone()
+            .or_else(|| self.resource_list.clone())
+            .unwrap_or_default()
     }
 }

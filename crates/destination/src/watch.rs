@@ -27,7 +27,7 @@ use tokio::sync::watch as channel;
 use resourcesync_model::{Capability, Entry, W3cDateTime};
 
 use crate::discover::discover;
-use crate::docs::{DocFetcher, ListSink, walk};
+use crate::discover::docs::{DocFetcher, ListSink, walk};
 use crate::error::{Error, Result};
 use crate::http::{Http, HttpOptions};
 use crate::options::{DEFAULT_MAX_DOCUMENT_BYTES, SyncOptions};
@@ -213,7 +213,7 @@ where
             }
             Some(Ok(report)) => {
                 // The copies on disk are checked by the first round; later rounds apply changes.
-                o.check_copies = crate::repair::CheckCopies::Off;
+                o.check_copies = crate::fetch::repair::CheckCopies::Off;
                 total.rounds += 1;
                 total.created += report.created;
                 total.updated += report.updated;

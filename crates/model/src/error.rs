@@ -124,6 +124,23 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// A path that could leave the destination directory, or that no file system accepts
+    /// ([`crate::path::RelPath`]).
+    #[error("unsafe path {path:?}: {reason}")]
+    UnsafePath {
+        /// The path (or segment) refused, cut to 80 characters.
+        path: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// A URI that cannot be mapped to a path under the destination ([`crate::mapping`]).
+    #[error("refused {uri}: {reason}")]
+    Unmappable {
+        /// The URI, cut to 200 characters.
+        uri: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -136,6 +153,7 @@ impl Error {
             Error::NotSitemap { rule, .. } => rule,
             Error::Io { .. } | Error::Write { .. } => "IO",
             Error::Unwritable { .. } => "WRITE",
+            Error::UnsafePath { .. } | Error::Unmappable { .. } => "PATH",
         }
     }
 

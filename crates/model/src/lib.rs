@@ -8,6 +8,11 @@
 //! - [`datetime`]: W3C Datetimes kept at their precision.
 //! - [`hash`]: the `hash` attribute and one-pass md5 / sha-1 / sha-256.
 //! - [`mod@validate`]: every rule of the specifications, with stable ids ([`rules`]).
+//! - [`path`]: [`RelPath`](path::RelPath), a checked relative path under a destination
+//!   directory; [`mapping`]: the rule from resource URIs to such paths (a Destination's layout).
+//! - [`package`]: the checks of a dump package that need no I/O (Z39.99-2014 §11.2, §13.2):
+//!   manifest `path`s against "ZIP slip", ZIP entries against zip bombs, manifest entries against
+//!   ZIP entries.
 //! - [`discovery`]: the parsers of Source discovery (Z39.99-2014 §6.3): `Link` headers
 //!   (RFC 8288), HTML `<link>` and `robots.txt` `Sitemap:` lines.
 //! - [`category`]: [`Category`], what a caller can do about an error (retry, skip, stop),
@@ -25,6 +30,9 @@ pub mod document;
 pub mod error;
 pub mod finding;
 pub mod hash;
+pub mod mapping;
+pub mod package;
+pub mod path;
 pub mod reader;
 pub mod rules;
 pub mod validate;

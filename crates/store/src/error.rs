@@ -107,3 +107,19 @@ impl Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// [`RelPath`](crate::RelPath)'s refusals (defined in the model) as this crate's
+/// [`Error::UnsafePath`].
+impl From<resourcesync_model::Error> for Error {
+    fn from(e: resourcesync_model::Error) -> Self {
+        match e {
+            resourcesync_model::Error::UnsafePath { path, reason } => {
+                Error::UnsafePath { path, reason }
+            }
+            other => Error::Io {
+                path: PathBuf::new(),
+                cause: std::io::Error::other(other.to_string()),
+            },
+        }
+    }
+}

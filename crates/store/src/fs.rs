@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::path::RelPath;
 
 /// The Destination's own folder under DEST: state database and temporary files.
-pub const STATE_DIR: &str = ".resourcesync";
+pub use resourcesync_model::path::STATE_DIR;
 
 /// The relative path of `name` found in the directory at `prefix` ("" for the destination
 /// itself) during a walk of a destination; `None` for the state directory at the top, which
@@ -907,7 +907,7 @@ impl Store for FsStore {
                 let meta = e.metadata().ok();
                 let len = meta.as_ref().map_or(0, |m| m.len());
                 let modified = meta.and_then(|m| m.modified().ok());
-                let item = RelPath::parse(&rel).map(|p| {
+                let item = RelPath::parse(&rel).map_err(Error::from).map(|p| {
                     (
                         p,
                         FileMeta {

@@ -1,9 +1,13 @@
 //! Unit tests of `audit`.
 
+use std::path::{Path, PathBuf};
+
+use resourcesync_model::{DocumentReader, HashAlg, Hashes, MultiHasher, ReadOptions, W3cDateTime};
+use resourcesync_store::{ResourceRecord, STATE_DIR};
+
 use super::*;
+use crate::discover::docs::ListSink;
 use crate::report::Quiet;
-use resourcesync_model::{DocumentReader, ReadOptions};
-use resourcesync_store::STATE_DIR;
 
 const BASE: &str = "http://h/";
 const SOURCE: &str = "http://h/capabilitylist.xml";

@@ -1,7 +1,15 @@
 //! Unit tests of `dump`.
 
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use resourcesync_store::{FsStore, STATE_DIR};
+use zip::ZipArchive;
+
+use super::package::{IO_BUF, PackageReader, inflate};
 use super::*;
-use resourcesync_store::STATE_DIR;
+use crate::mapping::UriMapper;
 
 #[test]
 fn packages_are_chosen_by_the_end_of_their_period() {

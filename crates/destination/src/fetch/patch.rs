@@ -24,88 +24,20 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use resourcesync_model::{Entry, Hashes, MultiHasher};
+use resourcesync_model::MultiHasher;
 use resourcesync_store::{Expect, RelPath, ResourceRecord, Store};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::exec::Ctx;
+use crate::fetch::exec::Ctx;
 use crate::http::{Http, body_error};
-use crate::staging::StagedItem;
+use crate::plan::staging::StagedItem;
+pub use crate::plan::staging::{PATCH_REL, PatchLink};
 
-/// The relation type of a patch link (Z39.99-2014 §14.4).
-pub const PATCH_REL: &str = "http://www.openarchives.org/rs/terms/patch";
 /// Largest patch fetched, in bytes: 16 MiB.
 pub const MAX_PATCH_BYTES: u64 = 16 << 20;
 /// Largest copy patched in memory, in bytes: 64 MiB (larger ones are fetched whole).
 pub const MAX_PATCHED_BYTES: u64 = 64 << 20;
-
-/// A patch link of a change entry.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PatchLink {
-    /// Where the patch is.
-    pub href: String,
-    /// Its media type.
-    pub mime_type: Option<String>,
-    /// Its published length.
-    pub length: Option<u64>,
-    /// Its published digests.
-    pub hashes: Hashes,
-}
-
-impl PatchLink {
-    /// The first patch link of an entry, if any.
-    pub fn from_entry(e: &Entry) -> Option<PatchLink> {
-        e.links
-            .iter()
-            .find(|l| l.has_rel(PATCH_REL))
-            .map(|l| PatchLink {
-                href: l.href.clone(),
-                mime_type: l.mime_type.clone(),
-                length: l.length,
-                hashes: l.hash.clone().unwrap_or_default(),
-            })
-    }
-
-    /// Whether the media type is JSON Patch (RFC 6902 §6; the specification's Example 27 writes
-    /// `application/json-patch`).
-    pub fn is_json_patch(&self) -> bool {
-        self.mime_type.as_deref().is_some_and(|t| {
-            let essence = t.split(';').next().unwrap_or_default().trim();
-            essence.eq_ignore_ascii_case("application/json-patch+json")
-                || essence.eq_ignore_ascii_case("application/json-patch")
-        })
-    }
-
-    /// One line for the staging database.
-    pub fn encode(&self) -> String {
-        format!(
-            "{}\t{}\t{}\t{}",
-            self.href,
-            self.mime_type.as_deref().unwrap_or_default(),
-            self.length.map(|n| n.to_string()).unwrap_or_default(),
-            self.hashes
-        )
-    }
-
-    /// Reads back [`PatchLink::encode`].
-    pub fn decode(s: &str) -> Option<PatchLink> {
-        let mut f = s.split('\t');
-        let href = f.next().filter(|h| !h.is_empty())?.to_owned();
-        let mime_type = f.next().filter(|t| !t.is_empty()).map(str::to_owned);
-        let length = match f.next() {
-            Some("") | None => None,
-            Some(n) => Some(n.parse().ok()?),
-        };
-        let hashes = Hashes::parse(f.next().unwrap_or_default()).0;
-        Some(PatchLink {
-            href,
-            mime_type,
-            length,
-            hashes,
-        })
-    }
-}
 
 /// `", "` between members and elements and `": "` after keys, on one line: Python's
 /// `json.dumps` default.
@@ -223,9 +155,25 @@ pub(crate) async fn try_patch(
             message: "no patch link".into(),
         });
     };
-    let url = link.href.clone();
+    check_copy(ctx, item, rel, prior, &link).await?;
+    let body = fetch_patch(ctx, &link).await?;
+    let ctx = ctx.clone();
+    let rel = rel.clone();
+    let item = item.clone();
+    tokio::task::spawn_blocking(move || patch_and_commit(&ctx, &item, &rel, &link, &body)).await?
+}
+
+/// Whether the patch can be applied: JSON Patch, a digest to verify the result by, and the
+/// copy in place the version the state records (the patch applies to the previous version).
+async fn check_copy(
+    ctx: &Arc<Ctx>,
+    item: &StagedItem,
+    rel: &RelPath,
+    prior: &ResourceRecord,
+    link: &PatchLink,
+) -> Result<()> {
     let fail = |message: String| Error::Patch {
-        url: url.clone(),
+        url: link.href.clone(),
         message,
     };
     if !link.is_json_patch() {
@@ -262,6 +210,17 @@ pub(crate) async fn try_patch(
     recorded
         .verify(len, &hashes)
         .map_err(|e| fail(format!("the copy is not the version recorded: {e}")))?;
+    Ok(())
+}
+
+/// The patch, fetched (at most [`MAX_PATCH_BYTES`], or its published `length`) and verified
+/// against the link's `length` and `hash`.
+async fn fetch_patch(ctx: &Arc<Ctx>, link: &PatchLink) -> Result<Vec<u8>> {
+    let url = link.href.clone();
+    let fail = |message: String| Error::Patch {
+        url: url.clone(),
+        message,
+    };
     if let Some(n) = link.length.filter(|n| *n > MAX_PATCH_BYTES) {
         return Err(fail(format!("length {n} is over {MAX_PATCH_BYTES} bytes")));
     }
@@ -282,60 +241,66 @@ pub(crate) async fn try_patch(
     .map_err(|e| fail(e.to_string()))?;
     ctx.obs.bytes(body.len() as u64);
 
-    let ctx2 = ctx.clone();
-    let rel = rel.clone();
-    let item = item.clone();
-    tokio::task::spawn_blocking(move || -> Result<u64> {
-        let fail = |message: String| Error::Patch {
-            url: link.href.clone(),
-            message,
-        };
-        let mut original = Vec::new();
-        ctx2.store
-            .open(&rel)?
-            .take(MAX_PATCHED_BYTES + 1)
-            .read_to_end(&mut original)
-            .map_err(|e| Error::io(format!("reading {rel}"), e))?;
-        let candidates = apply_json_patch(&original, &body).map_err(fail)?;
-        let expect = Expect {
-            length: item.length,
-            hashes: item.hashes.clone(),
-            max_bytes: ctx2.max_resource_bytes,
-            modified: crate::mtime::copy_time(item.lastmod.as_ref(), None),
-        };
-        let algs = expect.algs();
-        let chosen = candidates
-            .into_iter()
-            .filter(|c| item.length.is_none_or(|l| l == c.len() as u64))
-            .find(|c| {
-                let mut h = MultiHasher::new(&algs);
-                h.update(c);
-                expect.verify(c.len() as u64, &h.finish()).is_ok()
-            })
-            .ok_or_else(|| {
-                fail("the patched copy does not have the published length and digests".into())
-            })?;
-        // Through the store like a download: temporary file, verified again, renamed.
-        let mut tmp = ctx2.store.create_temp(expect)?;
-        tmp.write(&chosen)?;
-        let c = ctx2.store.commit(tmp, &rel)?;
-        let rec = ResourceRecord {
-            uri: item.uri.clone(),
-            source: ctx2.key.clone(),
-            path: rel.to_string(),
-            length: Some(c.length),
-            hashes: c.hashes,
-            lastmod: item.lastmod,
-            // The server's validators were for the old representation.
-            etag: None,
-            last_modified: None,
-            gone: false,
-        };
-        ctx2.state.put_resource(&rec)?;
-        ctx2.state.remove_pending(&ctx2.key, &item.uri)?;
-        Ok(c.length)
-    })
-    .await?
+    Ok(body)
+}
+
+/// Applies the patch to the copy; the first serialization of the result with the change's
+/// length and digests is put in place through the store, like a download, and recorded.
+fn patch_and_commit(
+    ctx: &Ctx,
+    item: &StagedItem,
+    rel: &RelPath,
+    link: &PatchLink,
+    body: &[u8],
+) -> Result<u64> {
+    let fail = |message: String| Error::Patch {
+        url: link.href.clone(),
+        message,
+    };
+    let mut original = Vec::new();
+    ctx.store
+        .open(rel)?
+        .take(MAX_PATCHED_BYTES + 1)
+        .read_to_end(&mut original)
+        .map_err(|e| Error::io(format!("reading {rel}"), e))?;
+    let candidates = apply_json_patch(&original, body).map_err(fail)?;
+    let expect = Expect {
+        length: item.length,
+        hashes: item.hashes.clone(),
+        max_bytes: ctx.max_resource_bytes,
+        modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), None),
+    };
+    let algs = expect.algs();
+    let chosen = candidates
+        .into_iter()
+        .filter(|c| item.length.is_none_or(|l| l == c.len() as u64))
+        .find(|c| {
+            let mut h = MultiHasher::new(&algs);
+            h.update(c);
+            expect.verify(c.len() as u64, &h.finish()).is_ok()
+        })
+        .ok_or_else(|| {
+            fail("the patched copy does not have the published length and digests".into())
+        })?;
+    // Through the store like a download: temporary file, verified again, renamed.
+    let mut tmp = ctx.store.create_temp(expect)?;
+    tmp.write(&chosen)?;
+    let c = ctx.store.commit(tmp, rel)?;
+    let rec = ResourceRecord {
+        uri: item.uri.clone(),
+        source: ctx.key.clone(),
+        path: rel.to_string(),
+        length: Some(c.length),
+        hashes: c.hashes,
+        lastmod: item.lastmod,
+        // The server's validators were for the old representation.
+        etag: None,
+        last_modified: None,
+        gone: false,
+    };
+    ctx.state.put_resource(&rec)?;
+    ctx.state.remove_pending(&ctx.key, &item.uri)?;
+    Ok(c.length)
 }
 
 /// The copy at `rel` with a JSON Patch applied, for a patch that came in a Change Dump package
@@ -414,6 +379,7 @@ pub(crate) fn patch_copy(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resourcesync_model::Hashes;
 
     #[test]
     fn json_patch_keeps_member_order_and_style() {

@@ -30,10 +30,11 @@ use std::sync::Arc;
 
 use resourcesync_model::W3cDateTime;
 
-use crate::docs::DocFetcher;
+use crate::discover::docs::DocFetcher;
 use crate::error::{Error, Result};
-use crate::exec::{Ctx, Exec, Tally};
-use crate::sync::{after, incremental_with};
+use crate::fetch::exec::{Ctx, Exec, Tally};
+use crate::plan::after;
+use crate::sync::incremental_with;
 
 /// Most readings of the Change Lists after a baseline.
 pub const MAX_ROUNDS: usize = 4;

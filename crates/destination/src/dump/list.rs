@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use resourcesync_model::{Capability, DocumentReader, W3cDateTime};
 
-use crate::docs::{DocFetcher, ListSink};
+use crate::discover::docs::{DocFetcher, ListSink};
 use crate::dump::{
     DumpLimits, download_package, manifest_opts, open_package, packages_after, read_packages,
 };

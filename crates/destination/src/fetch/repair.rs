@@ -6,7 +6,7 @@
 //! is checked, page by page in URI order, in bounded memory:
 //!
 //! - **quick** (every `sync`): it must be there, a regular file, of the recorded length, with the
-//!   modification time the sync gave it (the Source's time: `crate::mtime`). A copy whose time
+//!   modification time the sync gave it (the Source's time: `crate::fetch::mtime`). A copy whose time
 //!   differs but whose length is right is hashed: the digest recorded decides (same digest: only
 //!   its time is set again; copies written by versions that did not set times are so adopted
 //!   once, by one read each).
@@ -22,23 +22,10 @@ use std::sync::Arc;
 use resourcesync_store::{RelPath, ResourceRecord, Store};
 
 use crate::error::Result;
-use crate::exec::Ctx;
-use crate::mtime::copy_time;
-use crate::staging::StagedItem;
-
-/// How the copies are checked against the state before a run ends.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum CheckCopies {
-    /// Not checked.
-    Off,
-    /// Presence, length and modification time; a copy whose time differs is hashed.
-    #[default]
-    Quick,
-    /// Every copy hashed as well (`--checksum`).
-    Checksum,
-}
+use crate::fetch::exec::Ctx;
+use crate::fetch::mtime::copy_time;
+pub use crate::options::CheckCopies;
+use crate::plan::staging::StagedItem;
 
 /// Rows checked per page (one blocking task each).
 const PAGE: usize = 1000;

@@ -18,14 +18,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::commit::{Committer, Origin, Pending};
-use crate::dump::DumpStats;
 use crate::error::{Error, Result};
 use crate::http::{Conditional, Http, body_error, header};
 use crate::mapping::UriMapper;
-use crate::report::{Failure, Observer, Planned, push_capped};
-use crate::staging::{StagedItem, Staging};
+pub(crate) use crate::outcome::{Outcome, Tally};
+use crate::plan::staging::{StagedItem, Staging};
+use crate::report::{Failure, Observer, Planned};
 
-/// Everything a download task needs (also used by [`crate::dump`] and [`crate::patch`]).
+/// Everything a download task needs (also used by [`crate::dump`] and [`crate::fetch::patch`]).
 #[derive(Debug)]
 pub(crate) struct Ctx {
     pub(crate) http: Arc<Http>,
@@ -137,7 +137,7 @@ pub(crate) enum JobKind {
     /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
     /// state proves it current. `new`: the diff found no row of it in the state (a create of a
     /// baseline), which is then not looked up again.
-    /// `repair`: the copy on disk is damaged ([`crate::repair`]): fetched whatever the state
+    /// `repair`: the copy on disk is damaged ([`crate::fetch::repair`]): fetched whatever the state
     /// says, unconditionally.
     Fetch {
         change: bool,
@@ -146,127 +146,6 @@ pub(crate) enum JobKind {
     },
     /// The Source deleted it.
     Delete,
-}
-
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    Created(u64),
-    Updated(u64),
-    /// A damaged copy fetched again ([`crate::repair`]).
-    Repaired(u64),
-    Unchanged,
-    Deleted,
-    Kept(String),
-    Failed(Failure),
-    Planned(Planned),
-    /// Already counted (a copy a dump package put in place this run).
-    Counted,
-    /// Updated by applying a patch (Z39.99-2014 §14.4).
-    Patched(u64),
-    /// Not tried yet: a file is where its directory goes, or a directory where it goes, which a
-    /// delete of this run may take away (see [`Exec`]).
-    Deferred,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Tally {
-    pub(crate) created: u64,
-    pub(crate) updated: u64,
-    pub(crate) deleted: u64,
-    pub(crate) kept: u64,
-    pub(crate) unchanged: u64,
-    pub(crate) repaired: u64,
-    pub(crate) failed: u64,
-    pub(crate) bytes: u64,
-    pub(crate) failures: Vec<Failure>,
-    pub(crate) kept_uris: Vec<String>,
-    pub(crate) planned: Vec<Planned>,
-    pub(crate) packages: u64,
-    pub(crate) from_packages: u64,
-    pub(crate) patched: u64,
-}
-
-impl Tally {
-    /// Adds what dump packages did (Z39.99-2014 §11, §13).
-    pub(crate) fn add_dumps(&mut self, d: &DumpStats) {
-        // Failures only where no list fetches what the packages left out (crate::dump).
-        self.failed += d.run_failed;
-        for f in &d.failures {
-            push_capped(&mut self.failures, f.clone());
-        }
-        self.created += d.created;
-        self.updated += d.updated;
-        self.deleted += d.deleted;
-        self.unchanged += d.unchanged;
-        self.bytes += d.bytes;
-        self.packages += d.packages;
-        self.from_packages += d.created + d.updated;
-    }
-
-    pub(crate) fn merge(&mut self, o: Tally) {
-        self.created += o.created;
-        self.updated += o.updated;
-        self.deleted += o.deleted;
-        self.kept += o.kept;
-        self.unchanged += o.unchanged;
-        self.repaired += o.repaired;
-        self.failed += o.failed;
-        self.bytes += o.bytes;
-        self.packages += o.packages;
-        self.from_packages += o.from_packages;
-        self.patched += o.patched;
-        for f in o.failures {
-            push_capped(&mut self.failures, f);
-        }
-        for k in o.kept_uris {
-            push_capped(&mut self.kept_uris, k);
-        }
-        for p in o.planned {
-            push_capped(&mut self.planned, p);
-        }
-    }
-
-    pub(crate) fn add(&mut self, o: Outcome) {
-        match o {
-            Outcome::Created(n) => {
-                self.created += 1;
-                self.bytes += n;
-            }
-            Outcome::Updated(n) => {
-                self.updated += 1;
-                self.bytes += n;
-            }
-            Outcome::Repaired(n) => {
-                self.repaired += 1;
-                self.bytes += n;
-            }
-            Outcome::Unchanged => self.unchanged += 1,
-            Outcome::Deleted => self.deleted += 1,
-            Outcome::Kept(uri) => {
-                self.kept += 1;
-                push_capped(&mut self.kept_uris, uri);
-            }
-            Outcome::Failed(f) => {
-                self.failed += 1;
-                push_capped(&mut self.failures, f);
-            }
-            Outcome::Planned(p) => {
-                match p.action {
-                    "create" => self.created += 1,
-                    "update" => self.updated += 1,
-                    "delete" => self.deleted += 1,
-                    _ => self.kept += 1,
-                }
-                push_capped(&mut self.planned, p);
-            }
-            Outcome::Counted | Outcome::Deferred => {}
-            Outcome::Patched(n) => {
-                self.updated += 1;
-                self.patched += 1;
-                self.bytes += n;
-            }
-        }
-    }
 }
 
 /// Runs jobs with a bounded number in flight.
@@ -496,6 +375,9 @@ pub(crate) fn stat_quick(
     }
 }
 
+/// Fetches the copy of `item` at `rel` (unless the state or the file in place shows it current),
+/// puts it in place through the committer and says what was done; `Err` says why every
+/// candidate (the mirrors, then the resource) failed.
 pub(crate) async fn fetch(
     ctx: &Arc<Ctx>,
     item: &StagedItem,
@@ -515,57 +397,11 @@ pub(crate) async fn fetch(
     };
     let existing = stat_quick(&ctx.store, rel).map_err(|e| e.to_string())?;
     // A change the state already shows applied (a resumed run, or a change seen twice).
-    if change {
-        if let (Some(p), Some(m)) = (&prior, existing) {
-            if !p.gone
-                && m.is_file
-                && p.length.is_none_or(|l| l == m.length)
-                && has_evidence(item, p)
-                && needs_update(&record_item(p), &target).is_none()
-            {
-                return Ok(Outcome::Unchanged);
-            }
-        }
+    if change && applied(item, prior.as_ref(), existing, &target) {
+        return Ok(Outcome::Unchanged);
     }
-    // A file already in place with the published digest (a run killed between the rename and
-    // the state row, or a destination filled by other means): adopted, not fetched again.
-    // (Not worth reading for an update whose stored digest already differs.)
-    let worth_hashing = prior
-        .as_ref()
-        .is_none_or(|p| p.gone || item.hashes.agrees_with(&p.hashes).is_none());
-    if let Some(m) = existing.filter(|_| worth_hashing) {
-        let algs = item.hashes.known_algs();
-        if m.is_file && !algs.is_empty() && item.length.is_none_or(|l| l == m.length) {
-            let store = ctx.store.clone();
-            let r = rel.clone();
-            let (len, hashes) = blocking(move || Ok(store.hash(&r, &algs)?)).await?;
-            let expect = Expect {
-                length: item.length,
-                hashes: item.hashes.clone(),
-                max_bytes: ctx.max_resource_bytes,
-                modified: None,
-            };
-            if expect.verify(len, &hashes).is_ok() {
-                if !ctx.dry_run {
-                    let rec = ResourceRecord {
-                        uri: item.uri.clone(),
-                        source: ctx.key.clone(),
-                        path: rel.to_string(),
-                        length: Some(len),
-                        hashes,
-                        lastmod: item.lastmod,
-                        etag: prior.as_ref().and_then(|p| p.etag.clone()),
-                        last_modified: prior.as_ref().and_then(|p| p.last_modified.clone()),
-                        gone: false,
-                    };
-                    ctx.state.put_resource(&rec).map_err(|e| e.to_string())?;
-                    ctx.state
-                        .remove_pending(&ctx.key, &item.uri)
-                        .map_err(|e| e.to_string())?;
-                }
-                return Ok(Outcome::Unchanged);
-            }
-        }
+    if adopt(ctx, item, rel, prior.as_ref(), existing).await? {
+        return Ok(Outcome::Unchanged);
     }
     let is_update = existing.is_some() || prior.as_ref().is_some_and(|p| !p.gone);
     if ctx.dry_run {
@@ -582,44 +418,16 @@ pub(crate) async fn fetch(
             .as_ref()
             .filter(|p| !p.gone && existing.is_some_and(|m| m.is_file));
         if let Some(p) = copy {
-            match crate::patch::try_patch(ctx, item, rel, p).await {
+            match crate::fetch::patch::try_patch(ctx, item, rel, p).await {
                 Ok(n) => return Ok(Outcome::Patched(n)),
                 Err(e) => tracing::info!("{}: {e}: fetching it whole", item.uri),
             }
         }
     }
-    // A conditional GET only when the list does not already prove the copy stale (a length or
-    // digest differs): a server's second-granularity Last-Modified could otherwise answer 304.
-    // (Not for a copy being repaired: the server would answer that it is current.)
-    let cond = prior
-        .as_ref()
-        .filter(|p| !repair && !p.gone && existing.is_some())
-        .filter(|p| {
-            !matches!(
-                needs_update(&record_item(p), &target),
-                Some(Difference::Length | Difference::Digest)
-            )
-        })
-        .map(|p| Conditional {
-            etag: p.etag.clone(),
-            last_modified: p.last_modified.clone(),
-        })
-        .filter(|c| !c.is_empty());
-    // Z39.99-2014 §14.2: mirrors in `pri` order (1 first), then the resource itself.
-    let mut mirrors: Vec<&(u32, String)> = item
-        .duplicates
-        .iter()
-        .filter(|(_, h)| h.starts_with("http://") || h.starts_with("https://"))
-        .collect();
-    mirrors.sort_by_key(|(p, _)| *p);
-    let candidates: Vec<&str> = mirrors
-        .iter()
-        .map(|(_, h)| h.as_str())
-        .chain(std::iter::once(item.uri.as_str()))
-        .collect();
+    let cond = conditional(prior.as_ref(), existing, repair, &target);
     let mut errors: Vec<String> = Vec::new();
     let new_path = existing.is_none();
-    for cand in candidates {
+    for cand in candidates(item) {
         let c = if cand == item.uri {
             cond.as_ref()
         } else {
@@ -658,6 +466,116 @@ pub(crate) async fn fetch(
     Err(errors.join("; "))
 }
 
+/// Whether the state shows the change of `item` applied already, and the file in place agrees
+/// (a resumed run, or a change seen twice).
+fn applied(
+    item: &StagedItem,
+    prior: Option<&ResourceRecord>,
+    existing: Option<FileMeta>,
+    target: &Item,
+) -> bool {
+    let (Some(p), Some(m)) = (prior, existing) else {
+        return false;
+    };
+    !p.gone
+        && m.is_file
+        && p.length.is_none_or(|l| l == m.length)
+        && has_evidence(item, p)
+        && needs_update(&record_item(p), target).is_none()
+}
+
+/// A file already in place with the published digest (a run killed between the rename and the
+/// state row, or a destination filled by other means): adopted (recorded), not fetched again.
+/// (Not worth reading for an update whose stored digest already differs.)
+async fn adopt(
+    ctx: &Arc<Ctx>,
+    item: &StagedItem,
+    rel: &RelPath,
+    prior: Option<&ResourceRecord>,
+    existing: Option<FileMeta>,
+) -> std::result::Result<bool, String> {
+    let worth_hashing =
+        prior.is_none_or(|p| p.gone || item.hashes.agrees_with(&p.hashes).is_none());
+    let Some(m) = existing.filter(|_| worth_hashing) else {
+        return Ok(false);
+    };
+    let algs = item.hashes.known_algs();
+    if !m.is_file || algs.is_empty() || item.length.is_some_and(|l| l != m.length) {
+        return Ok(false);
+    }
+    let store = ctx.store.clone();
+    let r = rel.clone();
+    let (len, hashes) = blocking(move || Ok(store.hash(&r, &algs)?)).await?;
+    let expect = Expect {
+        length: item.length,
+        hashes: item.hashes.clone(),
+        max_bytes: ctx.max_resource_bytes,
+        modified: None,
+    };
+    if expect.verify(len, &hashes).is_err() {
+        return Ok(false);
+    }
+    if !ctx.dry_run {
+        let rec = ResourceRecord {
+            uri: item.uri.clone(),
+            source: ctx.key.clone(),
+            path: rel.to_string(),
+            length: Some(len),
+            hashes,
+            lastmod: item.lastmod,
+            etag: prior.and_then(|p| p.etag.clone()),
+            last_modified: prior.and_then(|p| p.last_modified.clone()),
+            gone: false,
+        };
+        ctx.state.put_resource(&rec).map_err(|e| e.to_string())?;
+        ctx.state
+            .remove_pending(&ctx.key, &item.uri)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(true)
+}
+
+/// The validators of a conditional GET, only when the list does not already prove the copy
+/// stale (a length or digest differs): a server's second-granularity Last-Modified could
+/// otherwise answer 304. (Not for a copy being repaired: the server would answer that it is
+/// current.)
+fn conditional(
+    prior: Option<&ResourceRecord>,
+    existing: Option<FileMeta>,
+    repair: bool,
+    target: &Item,
+) -> Option<Conditional> {
+    prior
+        .filter(|p| !repair && !p.gone && existing.is_some())
+        .filter(|p| {
+            !matches!(
+                needs_update(&record_item(p), target),
+                Some(Difference::Length | Difference::Digest)
+            )
+        })
+        .map(|p| Conditional {
+            etag: p.etag.clone(),
+            last_modified: p.last_modified.clone(),
+        })
+        .filter(|c| !c.is_empty())
+}
+
+/// Where to fetch `item` from: Z39.99-2014 §14.2: mirrors in `pri` order (1 first), then the
+/// resource itself.
+fn candidates(item: &StagedItem) -> Vec<&str> {
+    let mut mirrors: Vec<&(u32, String)> = item
+        .duplicates
+        .iter()
+        .filter(|(_, h)| h.starts_with("http://") || h.starts_with("https://"))
+        .collect();
+    mirrors.sort_by_key(|(p, _)| *p);
+    mirrors
+        .iter()
+        .map(|(_, h)| h.as_str())
+        .chain(std::iter::once(item.uri.as_str()))
+        .collect()
+}
+
 pub(crate) async fn download(
     ctx: &Arc<Ctx>,
     url: &str,
@@ -694,7 +612,7 @@ pub(crate) async fn download(
         length: item.length,
         hashes: item.hashes.clone(),
         max_bytes: ctx.max_resource_bytes,
-        modified: crate::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
+        modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
     };
     let (limit, what) = expect.limit();
     if resp.content_length().is_some_and(|n| n > limit) {

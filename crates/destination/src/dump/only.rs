@@ -23,13 +23,13 @@ use std::sync::Arc;
 use resourcesync_model::{Change, W3cDateTime};
 
 use crate::discover::SourceInfo;
-use crate::docs::DocFetcher;
+use crate::discover::docs::DocFetcher;
 use crate::dump::{DumpLimits, DumpStats, change_dumps, resource_dump};
 use crate::error::{Error, Result};
-use crate::exec::{Ctx, Exec, Job, JobKind};
+use crate::fetch::exec::{Ctx, Exec, Job, JobKind};
+use crate::plan::after;
+use crate::plan::staging::StagedItem;
 use crate::report::Mode;
-use crate::staging::StagedItem;
-use crate::sync::after;
 
 /// What a run from dumps did: how it synchronized, the new cursor, and the packages' work.
 pub(crate) struct DumpRun {

@@ -31,8 +31,8 @@ use resourcesync_model::{
 };
 use serde::Serialize;
 
+use crate::discover::docs::DocFetcher;
 use crate::discover::{SourceInfo, discover};
-use crate::docs::DocFetcher;
 use crate::error::{Error, Result};
 use crate::http::{Http, HttpOptions};
 use crate::options::DEFAULT_MAX_DOCUMENT_BYTES;
@@ -791,36 +791,4 @@ async fn explore_inner(opts: &ExploreOptions, obs: Arc<dyn Observer>) -> Result<
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kinds_from_capabilities() {
-        assert_eq!(kind_of(&Capability::ChangeList), "Change List");
-        assert_eq!(
-            kind_of(&Capability::ResourceDumpManifest),
-            "Resource Dump Manifest"
-        );
-    }
-
-    #[test]
-    fn what_is_followed() {
-        let h = Header::new(
-            resourcesync_model::Root::SitemapIndex,
-            resourcesync_model::Metadata::with_capability(Capability::ChangeList),
-        );
-        assert_eq!(
-            follow(&h),
-            Follow::Documents {
-                via: "part",
-                expected: Some(Capability::ChangeList),
-                bounded: true
-            }
-        );
-        let h = Header::new(
-            resourcesync_model::Root::UrlSet,
-            resourcesync_model::Metadata::with_capability(Capability::ResourceList),
-        );
-        assert_eq!(follow(&h), Follow::Nothing);
-    }
-}
+mod tests;

@@ -13,61 +13,17 @@
 //!
 //! Several Capability Lists: the one chosen with `--set URL`, else an error listing them.
 
+pub mod docs;
+
 use std::collections::{BTreeMap, HashSet};
 
 use reqwest::Url;
 use resourcesync_model::Capability;
 use resourcesync_model::discovery::{html_link_targets, link_header_targets, robots_sitemaps};
-use serde::Serialize;
 
-use crate::docs::{Doc, DocFetcher};
+use crate::discover::docs::{Doc, DocFetcher};
 use crate::error::{Error, Result};
-
-/// What discovery found.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct SourceInfo {
-    /// The Source Description, if found (or named by the Capability List's `up` link).
-    pub description: Option<String>,
-    /// The Capability List of the set synced, if any.
-    pub capability_list: Option<String>,
-    /// The Resource List (or its index).
-    pub resource_list: Option<String>,
-    /// The Change List (or its index).
-    pub change_list: Option<String>,
-    /// The Resource Dump.
-    pub resource_dump: Option<String>,
-    /// The Change Dump.
-    pub change_dump: Option<String>,
-    /// The capabilities the Capability List lists, in its order (empty without one).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub offered: Vec<String>,
-    /// The Change Notification channel the Capability List advertises (Change Notification
-    /// 1.0.1 §5): its topic and hub.
-    pub change_notification: Option<NotificationChannel>,
-    /// The list is a plain Sitemap, without `<rs:md>`.
-    pub plain_sitemap: bool,
-    /// Warnings.
-    pub warnings: Vec<String>,
-}
-
-/// A WebSub topic and its hub (Change Notification 1.0.1 §5).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NotificationChannel {
-    /// The topic URI (`<loc>`).
-    pub topic: String,
-    /// The hub URI (`<rs:ln rel="hub">`).
-    pub hub: String,
-}
-
-impl SourceInfo {
-    /// The key of the Source in the state: its Capability List, else its list.
-    pub fn key(&self) -> String {
-        self.capability_list
-            .clone()
-            .or_else(|| self.resource_list.clone())
-            .unwrap_or_default()
-    }
-}
+pub use crate::report::{NotificationChannel, SourceInfo};
 
 /// Most capabilities of a Capability List named in [`SourceInfo::offered`].
 const MAX_OFFERED: usize = 20;
@@ -110,7 +66,7 @@ impl Discovery<'_> {
         // A document a link names (hops > 0) says, when it cannot be fetched, what to do.
         let doc = match self.f.document(url).await {
             Ok(d) => d,
-            Err(e) if hops > 0 => return Err(crate::docs::named(e)),
+            Err(e) if hops > 0 => return Err(crate::discover::docs::named(e)),
             Err(e) => return Err(e),
         };
         Box::pin(self.resolve_doc(doc, hops)).await
@@ -136,124 +92,9 @@ impl Discovery<'_> {
         }
         let url = doc.url.clone();
         match doc.header.capability().cloned() {
-            Some(Capability::Description) => {
-                let entries = doc.entries().await?;
-                let lists: Vec<String> = entries
-                    .iter()
-                    .filter(|e| {
-                        e.md.as_ref()
-                            .and_then(|m| m.capability.as_ref())
-                            .is_none_or(|c| *c == Capability::CapabilityList)
-                    })
-                    .map(|e| e.loc.clone())
-                    .collect();
-                let chosen = match (self.set, lists.as_slice()) {
-                    (Some(s), _) if lists.iter().any(|l| l == s) => s.to_owned(),
-                    (Some(s), _) => {
-                        return Err(Error::Discovery {
-                            url,
-                            message: format!(
-                                "--set {s} is not among its Capability Lists:\n  {}",
-                                lists.join("\n  ")
-                            ),
-                        });
-                    }
-                    (None, [one]) => one.clone(),
-                    (None, []) => {
-                        return Err(Error::BadDocument {
-                            url,
-                            message: "the Source Description lists no Capability List \
-                                      (Z39.99-2014 §8): give the URL of a Capability List, or \
-                                      tell the Source's maintainer"
-                                .into(),
-                        });
-                    }
-                    (None, _) => return Err(Error::SeveralSets { url, found: lists }),
-                };
-                let mut info = Box::pin(self.resolve_url(&chosen, hops + 1)).await?;
-                if info.capability_list.as_deref() == Some(chosen.as_str()) {
-                    info.description = Some(url);
-                }
-                Ok(info)
-            }
-            Some(Capability::CapabilityList) => {
-                let up = doc.header.link("up").map(|l| l.href.clone());
-                let entries = doc.entries().await?;
-                let mut caps: BTreeMap<String, String> = BTreeMap::new();
-                let mut offered: Vec<String> = Vec::new();
-                let mut change_notification = None;
-                for e in &entries {
-                    // Change Notification 1.0.1 §5: the topic in <loc>, the hub in
-                    // <rs:ln rel="hub">.
-                    let is_cn = e
-                        .md
-                        .as_ref()
-                        .and_then(|m| m.capability.as_ref())
-                        .is_some_and(|c| {
-                            matches!(
-                                c,
-                                Capability::ChangeNotification | Capability::ChangeListNotification
-                            )
-                        });
-                    if let (true, None, Some(h)) = (is_cn, &change_notification, e.link("hub")) {
-                        change_notification = Some(NotificationChannel {
-                            topic: e.loc.clone(),
-                            hub: h.href.clone(),
-                        });
-                    }
-                    if let Some(c) = e.md.as_ref().and_then(|m| m.capability.as_ref()) {
-                        if !caps.contains_key(c.as_str()) && offered.len() < MAX_OFFERED {
-                            offered.push(c.as_str().chars().take(100).collect());
-                        }
-                        caps.entry(c.as_str().to_owned())
-                            .or_insert_with(|| e.loc.clone());
-                    }
-                }
-                Ok(SourceInfo {
-                    description: up,
-                    capability_list: Some(url),
-                    resource_list: caps.get("resourcelist").cloned(),
-                    change_list: caps.get("changelist").cloned(),
-                    resource_dump: caps.get("resourcedump").cloned(),
-                    change_dump: caps.get("changedump").cloned(),
-                    change_notification,
-                    offered,
-                    plain_sitemap: false,
-                    warnings: std::mem::take(&mut self.warnings),
-                })
-            }
-            Some(other) => {
-                // Z39.99-2014 §6.2: `up` leads to the Capability List; `index` to the index,
-                // whose `up` does.
-                let next = doc
-                    .header
-                    .link("up")
-                    .or_else(|| doc.header.link("index"))
-                    .map(|l| l.href.clone());
-                match next {
-                    Some(n) => Box::pin(self.resolve_url(&n, hops + 1)).await,
-                    None if other == Capability::ResourceList => {
-                        // A Resource List on its own: synced without a Capability List.
-                        self.warnings.push(format!(
-                            "{url}: a Resource List without an up link to a Capability List \
-                             (Z39.99-2014 §6.2): synced on its own, without Change Lists (each \
-                             sync diffs against it)"
-                        ));
-                        Ok(SourceInfo {
-                            resource_list: Some(url),
-                            warnings: std::mem::take(&mut self.warnings),
-                            ..SourceInfo::default()
-                        })
-                    }
-                    None => Err(Error::BadDocument {
-                        url,
-                        message: format!(
-                            "a {other} document without an up link to its Capability List \
-                             (Z39.99-2014 §6.2): give the URL of the Capability List"
-                        ),
-                    }),
-                }
-            }
+            Some(Capability::Description) => self.resolve_description(doc, url, hops).await,
+            Some(Capability::CapabilityList) => self.resolve_capability_list(doc, url).await,
+            Some(other) => self.resolve_other(doc, other, url, hops).await,
             None => {
                 self.warnings.push(format!(
                     "{url}: a plain Sitemap (no <rs:md>): read as a Resource List, without \
@@ -266,6 +107,141 @@ impl Discovery<'_> {
                     ..SourceInfo::default()
                 })
             }
+        }
+    }
+
+    /// A Source Description (Z39.99-2014 §8): the Capability List of the set chosen.
+    async fn resolve_description(
+        &mut self,
+        doc: Doc,
+        url: String,
+        hops: usize,
+    ) -> Result<SourceInfo> {
+        let entries = doc.entries().await?;
+        let lists: Vec<String> = entries
+            .iter()
+            .filter(|e| {
+                e.md.as_ref()
+                    .and_then(|m| m.capability.as_ref())
+                    .is_none_or(|c| *c == Capability::CapabilityList)
+            })
+            .map(|e| e.loc.clone())
+            .collect();
+        let chosen = match (self.set, lists.as_slice()) {
+            (Some(s), _) if lists.iter().any(|l| l == s) => s.to_owned(),
+            (Some(s), _) => {
+                return Err(Error::Discovery {
+                    url,
+                    message: format!(
+                        "--set {s} is not among its Capability Lists:\n  {}",
+                        lists.join("\n  ")
+                    ),
+                });
+            }
+            (None, [one]) => one.clone(),
+            (None, []) => {
+                return Err(Error::BadDocument {
+                    url,
+                    message: "the Source Description lists no Capability List \
+                              (Z39.99-2014 §8): give the URL of a Capability List, or \
+                              tell the Source's maintainer"
+                        .into(),
+                });
+            }
+            (None, _) => return Err(Error::SeveralSets { url, found: lists }),
+        };
+        let mut info = Box::pin(self.resolve_url(&chosen, hops + 1)).await?;
+        if info.capability_list.as_deref() == Some(chosen.as_str()) {
+            info.description = Some(url);
+        }
+        Ok(info)
+    }
+
+    /// A Capability List (Z39.99-2014 §9): what it offers, and its notification channel.
+    async fn resolve_capability_list(&mut self, doc: Doc, url: String) -> Result<SourceInfo> {
+        let up = doc.header.link("up").map(|l| l.href.clone());
+        let entries = doc.entries().await?;
+        let mut caps: BTreeMap<String, String> = BTreeMap::new();
+        let mut offered: Vec<String> = Vec::new();
+        let mut change_notification = None;
+        for e in &entries {
+            // Change Notification 1.0.1 §5: the topic in <loc>, the hub in
+            // <rs:ln rel="hub">.
+            let is_cn =
+                e.md.as_ref()
+                    .and_then(|m| m.capability.as_ref())
+                    .is_some_and(|c| {
+                        matches!(
+                            c,
+                            Capability::ChangeNotification | Capability::ChangeListNotification
+                        )
+                    });
+            if let (true, None, Some(h)) = (is_cn, &change_notification, e.link("hub")) {
+                change_notification = Some(NotificationChannel {
+                    topic: e.loc.clone(),
+                    hub: h.href.clone(),
+                });
+            }
+            if let Some(c) = e.md.as_ref().and_then(|m| m.capability.as_ref()) {
+                if !caps.contains_key(c.as_str()) && offered.len() < MAX_OFFERED {
+                    offered.push(c.as_str().chars().take(100).collect());
+                }
+                caps.entry(c.as_str().to_owned())
+                    .or_insert_with(|| e.loc.clone());
+            }
+        }
+        Ok(SourceInfo {
+            description: up,
+            capability_list: Some(url),
+            resource_list: caps.get("resourcelist").cloned(),
+            change_list: caps.get("changelist").cloned(),
+            resource_dump: caps.get("resourcedump").cloned(),
+            change_dump: caps.get("changedump").cloned(),
+            change_notification,
+            offered,
+            plain_sitemap: false,
+            warnings: std::mem::take(&mut self.warnings),
+        })
+    }
+
+    /// Another document: its `up` (or `index`) link followed (Z39.99-2014 §6.2); a Resource
+    /// List without one is synced on its own.
+    async fn resolve_other(
+        &mut self,
+        doc: Doc,
+        other: Capability,
+        url: String,
+        hops: usize,
+    ) -> Result<SourceInfo> {
+        // Z39.99-2014 §6.2: `up` leads to the Capability List; `index` to the index,
+        // whose `up` does.
+        let next = doc
+            .header
+            .link("up")
+            .or_else(|| doc.header.link("index"))
+            .map(|l| l.href.clone());
+        match next {
+            Some(n) => Box::pin(self.resolve_url(&n, hops + 1)).await,
+            None if other == Capability::ResourceList => {
+                // A Resource List on its own: synced without a Capability List.
+                self.warnings.push(format!(
+                    "{url}: a Resource List without an up link to a Capability List \
+                     (Z39.99-2014 §6.2): synced on its own, without Change Lists (each \
+                     sync diffs against it)"
+                ));
+                Ok(SourceInfo {
+                    resource_list: Some(url),
+                    warnings: std::mem::take(&mut self.warnings),
+                    ..SourceInfo::default()
+                })
+            }
+            None => Err(Error::BadDocument {
+                url,
+                message: format!(
+                    "a {other} document without an up link to its Capability List \
+                     (Z39.99-2014 §6.2): give the URL of the Capability List"
+                ),
+            }),
         }
     }
 

@@ -11,7 +11,6 @@ use resourcesync_model::{Change, Entry, Hashes, W3cDateTime};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
-use crate::patch::PatchLink;
 
 /// One entry of a list, as staged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -308,6 +307,76 @@ impl Staging {
 fn page_by_uri_sql(first: bool) -> String {
     let op = if first { ">=" } else { ">" };
     format!("SELECT {COLS} FROM items WHERE uri {op} ?1 ORDER BY uri LIMIT ?2")
+}
+
+/// The relation type of a patch link (Z39.99-2014 §14.4).
+pub const PATCH_REL: &str = "http://www.openarchives.org/rs/terms/patch";
+
+/// A patch link of a change entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PatchLink {
+    /// Where the patch is.
+    pub href: String,
+    /// Its media type.
+    pub mime_type: Option<String>,
+    /// Its published length.
+    pub length: Option<u64>,
+    /// Its published digests.
+    pub hashes: Hashes,
+}
+
+impl PatchLink {
+    /// The first patch link of an entry, if any.
+    pub fn from_entry(e: &Entry) -> Option<PatchLink> {
+        e.links
+            .iter()
+            .find(|l| l.has_rel(PATCH_REL))
+            .map(|l| PatchLink {
+                href: l.href.clone(),
+                mime_type: l.mime_type.clone(),
+                length: l.length,
+                hashes: l.hash.clone().unwrap_or_default(),
+            })
+    }
+
+    /// Whether the media type is JSON Patch (RFC 6902 §6; the specification's Example 27 writes
+    /// `application/json-patch`).
+    pub fn is_json_patch(&self) -> bool {
+        self.mime_type.as_deref().is_some_and(|t| {
+            let essence = t.split(';').next().unwrap_or_default().trim();
+            essence.eq_ignore_ascii_case("application/json-patch+json")
+                || essence.eq_ignore_ascii_case("application/json-patch")
+        })
+    }
+
+    /// One line for the staging database.
+    pub fn encode(&self) -> String {
+        format!(
+            "{}\t{}\t{}\t{}",
+            self.href,
+            self.mime_type.as_deref().unwrap_or_default(),
+            self.length.map(|n| n.to_string()).unwrap_or_default(),
+            self.hashes
+        )
+    }
+
+    /// Reads back [`PatchLink::encode`].
+    pub fn decode(s: &str) -> Option<PatchLink> {
+        let mut f = s.split('\t');
+        let href = f.next().filter(|h| !h.is_empty())?.to_owned();
+        let mime_type = f.next().filter(|t| !t.is_empty()).map(str::to_owned);
+        let length = match f.next() {
+            Some("") | None => None,
+            Some(n) => Some(n.parse().ok()?),
+        };
+        let hashes = Hashes::parse(f.next().unwrap_or_default()).0;
+        Some(PatchLink {
+            href,
+            mime_type,
+            length,
+            hashes,
+        })
+    }
 }
 
 #[cfg(test)]

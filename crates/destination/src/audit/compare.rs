@@ -1,0 +1,395 @@
+//! The comparison: the state's rows and the published list merged in URI order, each copy
+//! measured and decided (in sync, missing, different), then the files nothing maps to.
+
+use std::sync::Arc;
+
+use resourcesync_diff::{Difference, Item, needs_update};
+use resourcesync_model::Hashes;
+use resourcesync_store::{RelPath, ResourceRecord, StateStore, Store};
+
+use crate::error::{Error, Result};
+use crate::report::{AuditDifference, Observer, push_capped};
+
+use super::copies::{Copies, Step, measure_all};
+use super::list::{List, Published};
+use super::{CHUNK, PAGE};
+
+pub(super) fn why(d: Difference) -> &'static str {
+    match d {
+        Difference::Length => "length",
+        Difference::Digest => "digest",
+        Difference::Lastmod => "lastmod",
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Found {
+    pub(super) in_sync: u64,
+    pub(super) missing: Vec<AuditDifference>,
+    pub(super) extra: Vec<AuditDifference>,
+    pub(super) different: Vec<AuditDifference>,
+    pub(super) missing_count: u64,
+    pub(super) extra_count: u64,
+    pub(super) different_count: u64,
+}
+
+impl Found {
+    fn missing(&mut self, d: AuditDifference) {
+        self.missing_count += 1;
+        push_capped(&mut self.missing, d);
+    }
+    fn extra(&mut self, d: AuditDifference) {
+        self.extra_count += 1;
+        push_capped(&mut self.extra, d);
+    }
+    fn different(&mut self, d: AuditDifference) {
+        self.different_count += 1;
+        push_capped(&mut self.different, d);
+    }
+}
+
+/// Pages of a sorted source, one item at a time.
+pub(super) struct Paged<T, F: FnMut(Option<&str>) -> Result<Vec<T>>> {
+    pub(super) fetch: F,
+    pub(super) buf: std::collections::VecDeque<T>,
+    pub(super) after: Option<String>,
+    pub(super) done: bool,
+    pub(super) key: fn(&T) -> &str,
+}
+
+impl<T, F: FnMut(Option<&str>) -> Result<Vec<T>>> Paged<T, F> {
+    pub(super) fn new(fetch: F, key: fn(&T) -> &str) -> Self {
+        Paged {
+            fetch,
+            buf: Default::default(),
+            after: None,
+            done: false,
+            key,
+        }
+    }
+
+    fn peek(&mut self) -> Result<Option<&T>> {
+        if self.buf.is_empty() && !self.done {
+            let page = (self.fetch)(self.after.as_deref())?;
+            self.done = page.is_empty();
+            self.after = page.last().map(|t| (self.key)(t).to_owned());
+            self.buf.extend(page);
+        }
+        Ok(self.buf.front())
+    }
+
+    fn next(&mut self) -> Result<Option<T>> {
+        self.peek()?;
+        Ok(self.buf.pop_front())
+    }
+}
+
+/// Pages of rows read ahead of the merge.
+pub(super) const ROW_PAGES_AHEAD: usize = 8;
+
+/// Reads the state's rows of a Source, a page at a time in URI order, on a thread of its own,
+/// up to [`ROW_PAGES_AHEAD`] pages ahead of the reader (while the Source's list is still being
+/// read, then during the merge). The last page is empty; an error ends the pages.
+pub(super) fn rows_ahead(
+    state: Arc<dyn StateStore>,
+    key: String,
+) -> std::sync::mpsc::Receiver<Result<Vec<ResourceRecord>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(ROW_PAGES_AHEAD);
+    // A plain thread: it may block on a full channel, which a pool's thread should not.
+    let spawned = std::thread::Builder::new()
+        .name("audit-rows".into())
+        .spawn(move || {
+            let mut after: Option<String> = None;
+            loop {
+                let page = state.resources_page(&key, after.as_deref(), PAGE);
+                let last = match &page {
+                    Ok(p) => p.last().map(|r| r.uri.clone()),
+                    Err(_) => None,
+                };
+                // Stops when the reader is gone (the audit ended) or after the last page.
+                if tx.send(page.map_err(Error::from)).is_err() || last.is_none() {
+                    return;
+                }
+                after = last;
+            }
+        });
+    if let Err(e) = spawned {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let _ = tx.send(Err(Error::io("starting a thread", e)));
+        return rx;
+    }
+    rx
+}
+
+/// What is compared with what, and how.
+pub(super) struct Compare<'a> {
+    pub(super) state: &'a dyn StateStore,
+    pub(super) obs: &'a dyn Observer,
+    pub(super) fast: bool,
+    pub(super) threads: usize,
+}
+
+impl Compare<'_> {
+    /// Plans the measurement of a step.
+    fn plan(&self, s: &mut Step) {
+        match (&s.row, &s.published) {
+            // A row the Source no longer lists: is its copy there?
+            (Some(r), None) => s.at = Some(r.path.clone()),
+            // Fast: the size only, the recorded digests stand for the content.
+            (Some(r), Some(p)) => {
+                s.at = Some(r.path.clone());
+                if !self.fast {
+                    s.algs = p.hashes.known_algs();
+                }
+            }
+            // No row: a file may be in place all the same (copied by other means, or a run
+            // killed between the rename and the row): measure it.
+            (None, Some(p)) => {
+                s.at = p.path.clone();
+                s.algs = p.hashes.known_algs();
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Decides a measured step.
+    fn decide(&self, copies: &Copies<'_>, s: Step, found: &mut Found) -> Result<()> {
+        let measured = match s.measured {
+            Some(m) => m?,
+            None => None,
+        };
+        let Some(p) = s.published else {
+            if measured.is_some() {
+                self.obs.resource_done();
+                found.extra(AuditDifference {
+                    uri: s.uri,
+                    path: s.row.map(|r| r.path),
+                    why: "not at the Source".into(),
+                });
+            }
+            return Ok(());
+        };
+        self.obs.resource_done();
+        let original = p.item(&s.uri);
+        let mut buf = Vec::new();
+        let copy = match (s.row, measured) {
+            (Some(r), Some((length, hashes))) => {
+                let hashes = if !self.fast {
+                    hashes
+                } else if r.length == Some(length) {
+                    r.hashes
+                } else {
+                    // Fast, but the size is not the one recorded: the recorded digests do not
+                    // describe this file, which is read (when a digest could tell).
+                    let algs = p.hashes.known_algs();
+                    if algs.is_empty() {
+                        hashes
+                    } else {
+                        match copies.measure(&r.path, &algs, &mut buf)? {
+                            Some((_, h)) => h,
+                            None => Hashes::default(),
+                        }
+                    }
+                };
+                Some(Item {
+                    uri: s.uri.clone(),
+                    length: Some(length),
+                    lastmod: r.lastmod,
+                    hashes,
+                })
+            }
+            // No row, or the row's file is not there: the file at the entry's path, if any.
+            (row, m) => {
+                let Some(path) = &p.path else {
+                    found.missing(AuditDifference {
+                        uri: s.uri,
+                        path: None,
+                        why: "no safe path under the destination".into(),
+                    });
+                    return Ok(());
+                };
+                let m = match row {
+                    Some(r) if &r.path != path => {
+                        copies.measure(path, &p.hashes.known_algs(), &mut buf)?
+                    }
+                    _ => m,
+                };
+                m.map(|(length, hashes)| Item {
+                    uri: s.uri.clone(),
+                    length: Some(length),
+                    lastmod: None,
+                    hashes,
+                })
+            }
+        };
+        let Some(copy) = copy else {
+            found.missing(AuditDifference {
+                uri: s.uri,
+                path: p.path,
+                why: "no copy".into(),
+            });
+            return Ok(());
+        };
+        match needs_update(&copy, &original) {
+            None => found.in_sync += 1,
+            Some(w) => found.different(AuditDifference {
+                uri: s.uri,
+                path: p.path,
+                why: why(w).into(),
+            }),
+        }
+        Ok(())
+    }
+
+    /// Merges the state's rows of the Source with the list, in URI order, and measures the
+    /// copies; then reports the files nothing maps to.
+    /// `rows` gives the pages of the state's rows of the Source, in URI order, after a URI (an
+    /// empty page at the end).
+    pub(super) fn run(
+        &self,
+        list: &mut List,
+        copies: Copies<'_>,
+        rows: impl FnMut(Option<&str>) -> Result<Vec<ResourceRecord>>,
+    ) -> Result<Found> {
+        let mut found = Found::default();
+        let mut copies = copies;
+        self.merge(list, &mut copies, rows, &mut found)?;
+        self.extras(list, copies, &mut found)?;
+        Ok(found)
+    }
+
+    /// The merge of the rows with the list, in URI order, chunks of steps measured together.
+    fn merge(
+        &self,
+        list: &List,
+        copies: &mut Copies<'_>,
+        mut rows: impl FnMut(Option<&str>) -> Result<Vec<ResourceRecord>>,
+        found: &mut Found,
+    ) -> Result<()> {
+        let mut rows = Paged::new(
+            |after| {
+                let mut page = rows(after)?;
+                // A row whose path is not a safe one is no copy of ours (and never read).
+                page.retain(|r| RelPath::parse(&r.path).is_ok());
+                Ok(page)
+            },
+            |r: &ResourceRecord| r.uri.as_str(),
+        );
+        let mut pubs = Paged::new(
+            |after| list.page(after, PAGE),
+            |e: &(String, Published)| e.0.as_str(),
+        );
+        let mut chunk: Vec<Step> = Vec::with_capacity(CHUNK);
+        loop {
+            let order = match (rows.peek()?, pubs.peek()?) {
+                (None, None) => None,
+                (Some(_), None) => Some(std::cmp::Ordering::Less),
+                (None, Some(_)) => Some(std::cmp::Ordering::Greater),
+                (Some(r), Some(p)) => Some(r.uri.as_bytes().cmp(p.0.as_bytes())),
+            };
+            if let Some(order) = order {
+                let row = if order.is_le() { rows.next()? } else { None };
+                let published = if order.is_ge() { pubs.next()? } else { None };
+                let (uri, published) = match (row.as_ref(), published) {
+                    (_, Some((u, p))) => (u, Some(p)),
+                    (Some(r), None) => (r.uri.clone(), None),
+                    (None, None) => continue,
+                };
+                if let Some(r) = &row {
+                    copies.claim(&r.path);
+                }
+                if let Some(path) = published.as_ref().and_then(|p| p.path.as_deref()) {
+                    copies.claim(path);
+                }
+                let mut s = Step {
+                    uri,
+                    row,
+                    published,
+                    at: None,
+                    algs: Vec::new(),
+                    measured: None,
+                };
+                self.plan(&mut s);
+                chunk.push(s);
+            }
+            if chunk.len() >= CHUNK || (order.is_none() && !chunk.is_empty()) {
+                measure_all(copies, &mut chunk, self.threads);
+                for s in chunk.drain(..) {
+                    self.decide(copies, s, found)?;
+                }
+            }
+            if order.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reports the files no resource maps to (the walked ones left unclaimed, or every file
+    /// on disk neither listed nor recorded).
+    fn extras(&self, list: &mut List, copies: Copies<'_>, found: &mut Found) -> Result<()> {
+        match copies {
+            Copies::Walked(tree) => {
+                let mut left: Vec<String> = tree
+                    .files
+                    .into_iter()
+                    .filter(|(_, w)| !w.claimed)
+                    .map(|(p, _)| p)
+                    .collect();
+                left.sort_unstable();
+                for path in left {
+                    // A copy of another Source synced into the same DEST.
+                    if !self.state.has_path(&path)? {
+                        found.extra(AuditDifference {
+                            uri: String::new(),
+                            path: Some(path),
+                            why: "no resource maps to this file".into(),
+                        });
+                    }
+                }
+                for e in tree.errors {
+                    found.extra(AuditDifference {
+                        uri: String::new(),
+                        path: None,
+                        why: e,
+                    });
+                }
+            }
+            Copies::OnDisk(store) => {
+                if store.root().is_dir() {
+                    let mut list_err: Option<Error> = None;
+                    store.list(&mut |r| {
+                        match r {
+                            Ok((rel, _)) => {
+                                let listed = match list.has_path(rel.as_str()) {
+                                    Ok(b) => b,
+                                    Err(e) => {
+                                        list_err.get_or_insert(e);
+                                        true
+                                    }
+                                };
+                                if !listed && !self.state.has_path(rel.as_str())? {
+                                    found.extra(AuditDifference {
+                                        uri: String::new(),
+                                        path: Some(rel.to_string()),
+                                        why: "no resource maps to this file".into(),
+                                    });
+                                }
+                            }
+                            Err(e) => found.extra(AuditDifference {
+                                uri: String::new(),
+                                path: None,
+                                why: e.to_string(),
+                            }),
+                        }
+                        Ok(())
+                    })?;
+                    if let Some(e) = list_err {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,13 @@
+//! Fetching: the job executor and what it runs.
+//!
+//! - [`exec`](self::exec): jobs (fetch, delete) run with a bounded number in flight, each copy
+//!   downloaded, verified and handed to the committer.
+//! - [`patch`]: JSON Patch links of changes (Z39.99-2014 §14.4), applied to a copy instead of a
+//!   download when the copy allows it.
+//! - [`repair`]: the copies on disk checked against the state; a damaged one is fetched again.
+//! - [`mtime`](self::mtime): the modification time a copy is given.
+
+pub(crate) mod exec;
+pub(crate) mod mtime;
+pub mod patch;
+pub mod repair;

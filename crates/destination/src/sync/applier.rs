@@ -1,0 +1,175 @@
+//! Pushed changes (Change Notification 1.0.1 §3) applied through the same path as an
+//! incremental sync ([`Applier`], one [`Session`] per payload).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use resourcesync_model::{Change, Entry, W3cDateTime};
+use resourcesync_store::{FsStore, SourceCursor, SqliteState, StateStore};
+
+use crate::commit::Committer;
+use crate::discover::SourceInfo;
+use crate::error::Result;
+use crate::fetch::exec::{Ctx, Exec, Job, JobKind};
+use crate::http::Http;
+use crate::mapping::UriMapper;
+use crate::options::SyncOptions;
+use crate::plan::after;
+use crate::plan::staging::StagedItem;
+use crate::report::{Mode, Observer, SyncReport};
+
+/// Applies pushed changes (Change Notification 1.0.1 §3) through the same path as an
+/// incremental sync: each change is fetched (or removed), verified against its published length
+/// and digest, renamed into place and only then recorded; a change that fails is kept as
+/// pending for the next sync. The HTTP client and the store are kept for the whole push
+/// session; the state is opened per payload ([`Applier::session`]), because it is locked by
+/// one user at a time and a catch-up [`sync()`] needs it in between.
+#[derive(Debug)]
+pub(crate) struct Applier {
+    http: Arc<Http>,
+    store: Arc<FsStore>,
+    state_path: PathBuf,
+    mapper: UriMapper,
+    delete: bool,
+    max_resource_bytes: u64,
+    obs: Arc<dyn Observer>,
+    concurrency: usize,
+    info: SourceInfo,
+    base: String,
+}
+
+/// The state opened for one payload.
+#[derive(Debug)]
+pub(crate) struct Session(Arc<Ctx>);
+
+impl Applier {
+    /// An applier for the Source a sync found (`info`, mapped under `base`).
+    pub(crate) fn open(
+        opts: &SyncOptions,
+        obs: Arc<dyn Observer>,
+        info: SourceInfo,
+        base: String,
+    ) -> Result<Self> {
+        Ok(Applier {
+            http: Arc::new(Http::new(opts.http.clone())?),
+            store: Arc::new(FsStore::open(&opts.dest)?),
+            state_path: opts.state_path(),
+            mapper: UriMapper::new(&base)?,
+            delete: opts.delete,
+            max_resource_bytes: opts.max_resource_bytes,
+            obs,
+            concurrency: opts.concurrency,
+            info,
+            base,
+        })
+    }
+
+    /// Opens the state (until the session is dropped).
+    pub(crate) fn session(&self) -> Result<Session> {
+        let state: Arc<dyn StateStore> = Arc::new(SqliteState::open(&self.state_path)?);
+        Ok(Session(Arc::new(Ctx {
+            http: self.http.clone(),
+            store: self.store.clone(),
+            committer: Committer::start(self.store.clone(), state.clone())?,
+            dirs: Mutex::default(),
+            state_error: Mutex::default(),
+            state_path: self.state_path.clone(),
+            state,
+            mapper: self.mapper.clone(),
+            key: self.info.key(),
+            delete: self.delete,
+            dry_run: false,
+            max_resource_bytes: self.max_resource_bytes,
+            obs: self.obs.clone(),
+            dumped: None,
+        })))
+    }
+
+    /// The cursor of the Source: the time up to which every change is applied.
+    pub(crate) fn cursor(&self, s: &Session) -> Result<Option<W3cDateTime>> {
+        Ok(s.0.state.cursor(&s.0.key)?.and_then(|c| c.cursor))
+    }
+
+    /// Moves the cursor forward to `to` (never back).
+    pub(crate) fn advance(&self, s: &Session, to: W3cDateTime) -> Result<Option<W3cDateTime>> {
+        let cur = self.cursor(s)?;
+        let new = match cur {
+            Some(c) if !after(&to, &c) => c,
+            _ => to,
+        };
+        s.0.state.set_cursor(&SourceCursor {
+            source: s.0.key.clone(),
+            cursor: Some(new),
+            synced_at: Some(W3cDateTime::now(false)),
+        })?;
+        Ok(Some(new))
+    }
+
+    /// Applies the changes among `entries` (several changes of one URI collapse to the last,
+    /// applied in the order of their last occurrence, as in [`incremental`]).
+    pub(crate) async fn apply(&self, s: &Session, entries: Vec<Entry>) -> Result<SyncReport> {
+        let started = Instant::now();
+        let mut last: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let mut items: Vec<Option<StagedItem>> = Vec::with_capacity(entries.len());
+        let mut other = 0u64;
+        for e in &entries {
+            match e.change() {
+                Some(Change::Created | Change::Updated | Change::Deleted) => {}
+                _ => {
+                    other += 1;
+                    continue;
+                }
+            }
+            if let Some(i) = last.insert(e.loc.clone(), items.len()) {
+                items[i] = None;
+            }
+            items.push(Some(StagedItem::from_entry(e)));
+        }
+        let mut exec = Exec::new(s.0.clone(), self.concurrency);
+        for item in items.into_iter().flatten() {
+            let kind = if item.change == Some(Change::Deleted) {
+                JobKind::Delete
+            } else {
+                JobKind::Fetch {
+                    change: true,
+                    new: false,
+                    repair: false,
+                }
+            };
+            exec.submit(Job { item, kind }).await?;
+        }
+        let tally = exec.finish().await;
+        // A change neither applied nor recorded as pending: the caller must not move the cursor.
+        s.0.check_state()?;
+        let mut warnings = Vec::new();
+        if other > 0 {
+            warnings.push(format!(
+                "{other} change(s) of an unknown kind ignored (Change Notification 1.0.1 §3: created, updated, deleted)"
+            ));
+        }
+        Ok(SyncReport {
+            source: self.info.clone(),
+            base_url: self.base.clone(),
+            mode: Mode::Notification,
+            dry_run: false,
+            created: tally.created,
+            updated: tally.updated,
+            deleted: tally.deleted,
+            kept: tally.kept,
+            unchanged: tally.unchanged,
+            repaired: tally.repaired,
+            failed: tally.failed,
+            bytes: tally.bytes,
+            packages: 0,
+            from_packages: 0,
+            patched: tally.patched,
+            seconds: started.elapsed().as_secs_f64(),
+            cursor: None,
+            failures: tally.failures,
+            kept_uris: tally.kept_uris,
+            planned: Vec::new(),
+            warnings,
+        })
+    }
+}

@@ -1,0 +1,365 @@
+//! Baseline (Z39.99-2014 §10.1, §10.2): the Resource List staged on disk, then merged with the
+//! state in URI order by the diff engine; what differs becomes jobs for the executor. After a
+//! Resource Dump (§11), the list is diffed unless it is older than the dump.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use resourcesync_diff::{Action, Item};
+use resourcesync_model::{Capability, Entry, W3cDateTime};
+use resourcesync_store::Store;
+
+use crate::discover::SourceInfo;
+use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
+use crate::error::{Error, Result};
+use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Outcome, record_item};
+use crate::plan::after;
+use crate::plan::staging::{StagedItem, Staging};
+
+use super::incremental::incremental;
+
+/// Stages every entry of a Resource List.
+pub(super) struct ResourceListSink {
+    staging: Staging,
+}
+
+impl ListSink for ResourceListSink {
+    fn entry(&mut self, e: Entry) -> Result<()> {
+        self.staging.upsert(&StagedItem::from_entry(&e))
+    }
+}
+
+/// A Resource List read whole into a staging database, and what its walk found.
+#[derive(Debug)]
+pub(crate) struct StagedList {
+    staging: Staging,
+    info: WalkInfo,
+}
+
+/// Reads a Resource List (every part of its index) into a new staging database.
+pub(super) async fn stage_list(fetcher: DocFetcher, rl: String) -> Result<StagedList> {
+    let staging = Staging::create(&fetcher.dir)?;
+    let (mut sink, info) = walk(
+        &fetcher,
+        &rl,
+        Capability::ResourceList,
+        ResourceListSink { staging },
+    )
+    .await?;
+    sink.staging.flush()?;
+    Ok(StagedList {
+        staging: sink.staging,
+        info,
+    })
+}
+
+/// Diff items in URI order, read a page at a time: `fetch(after)` returns the items of the next
+/// page and the last URI of that page (`None` at the end). A read error ends the iteration and
+/// is kept in `err`, for the caller to check before acting on what was read.
+pub(super) struct Paged<'a, F> {
+    fetch: F,
+    after: Option<String>,
+    buf: VecDeque<Item>,
+    done: bool,
+    err: &'a Mutex<Option<Error>>,
+}
+
+impl<'a, F> Paged<'a, F>
+where
+    F: FnMut(Option<&str>) -> Result<(Vec<Item>, Option<String>)>,
+{
+    fn new(err: &'a Mutex<Option<Error>>, fetch: F) -> Self {
+        Paged {
+            fetch,
+            after: None,
+            buf: VecDeque::new(),
+            done: false,
+            err,
+        }
+    }
+}
+
+impl<F> Iterator for Paged<'_, F>
+where
+    F: FnMut(Option<&str>) -> Result<(Vec<Item>, Option<String>)>,
+{
+    type Item = Item;
+    fn next(&mut self) -> Option<Item> {
+        loop {
+            if let Some(i) = self.buf.pop_front() {
+                return Some(i);
+            }
+            if self.done {
+                return None;
+            }
+            match (self.fetch)(self.after.as_deref()) {
+                Ok((items, last)) => {
+                    self.done = last.is_none();
+                    self.after = last;
+                    self.buf.extend(items);
+                }
+                Err(e) => {
+                    if let Ok(mut g) = self.err.lock() {
+                        *g = Some(e);
+                    }
+                    self.done = true;
+                }
+            }
+        }
+    }
+}
+
+/// A task aborted when its handle is dropped (a run ending early leaves nothing behind).
+pub(super) struct AbortOnDrop<T>(pub(super) tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Whether a URI is among those a dump package put in place during this run, asked in
+/// ascending URI order: read along in the same order, a page at a time, instead of one lookup
+/// per URI.
+pub(super) struct DumpedSet<'a> {
+    uris: Option<std::iter::Peekable<Paged<'a, PageFetch<'a>>>>,
+}
+
+pub(super) type PageResult = Result<(Vec<Item>, Option<String>)>;
+pub(super) type PageFetch<'a> = Box<dyn FnMut(Option<&str>) -> PageResult + Send + 'a>;
+
+impl<'a> DumpedSet<'a> {
+    fn new(staging: Option<&'a Mutex<Staging>>, err: &'a Mutex<Option<Error>>) -> Self {
+        let uris = staging.map(|s| {
+            let fetch: PageFetch<'a> = Box::new(move |after| {
+                let page = s
+                    .lock()
+                    .map_err(|_| Error::Task("staging lock poisoned".into()))?
+                    .page_by_uri(after, 1000)?;
+                let last = page.last().map(|r| r.uri.clone());
+                Ok((page.iter().map(StagedItem::item).collect(), last))
+            });
+            Paged::new(err, fetch).peekable()
+        });
+        DumpedSet { uris }
+    }
+
+    /// Whether `uri` is in the set; every URI asked must be greater than the one before.
+    fn contains(&mut self, uri: &str) -> bool {
+        let Some(it) = self.uris.as_mut() else {
+            return false;
+        };
+        while it.next_if(|i| i.uri.as_str() < uri).is_some() {}
+        it.peek().is_some_and(|i| i.uri == uri)
+    }
+}
+
+pub(super) fn take_err(cell: &Mutex<Option<Error>>) -> Result<()> {
+    match cell.lock().ok().and_then(|mut g| g.take()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+pub(super) fn staged(staging: &Mutex<Staging>, uri: &str) -> Result<Option<StagedItem>> {
+    staging
+        .lock()
+        .map_err(|_| Error::Task("staging lock poisoned".into()))?
+        .get(uri)
+}
+
+/// Baseline (or baseline diff): returns the Resource List's `at`.
+pub(super) async fn baseline(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    rl: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Option<W3cDateTime>> {
+    baseline_with(ctx, fetcher, exec, rl, warnings, None, None).await
+}
+
+/// Baseline (or baseline diff) from the Resource List `rl`, or from `read`, the result of
+/// reading it already; refused with [`Error::ListOlderThanDump`] before anything is done when
+/// the list's `at` is before `not_before`. Returns the Resource List's `at`.
+pub(super) async fn baseline_with(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    rl: &str,
+    warnings: &mut Vec<String>,
+    not_before: Option<W3cDateTime>,
+    read: Option<Result<StagedList>>,
+) -> Result<Option<W3cDateTime>> {
+    ctx.obs.phase("reading the Resource List");
+    let StagedList { staging, info } = match read {
+        Some(s) => s?,
+        None => stage_list(fetcher.clone(), rl.to_owned()).await?,
+    };
+    let at = info.top.md.as_ref().and_then(|m| m.at);
+    not_older(at, not_before)?;
+    warnings.extend(info.warnings);
+    let staging = Mutex::new(staging);
+    let total = staging
+        .lock()
+        .map_err(|_| Error::Task("staging lock poisoned".into()))?
+        .count()?;
+    ctx.obs.add_total(total);
+    ctx.obs.phase("syncing");
+    let err = Mutex::new(None);
+    // The copy: state rows, skipping copies kept after a delete.
+    let copy = Paged::new(&err, |after| {
+        let page = ctx.state.resources_page(&ctx.key, after, 1000)?;
+        let last = page.last().map(|r| r.uri.clone());
+        Ok((
+            page.iter().filter(|r| !r.gone).map(record_item).collect(),
+            last,
+        ))
+    });
+    // The original: the staged Resource List. The staged entries read are kept (in `read`)
+    // until the diff has passed them, for the jobs: no second lookup per entry.
+    let read: Mutex<VecDeque<StagedItem>> = Mutex::new(VecDeque::new());
+    let original = Paged::new(&err, |after| {
+        let page = staging
+            .lock()
+            .map_err(|_| Error::Task("staging lock poisoned".into()))?
+            .page_by_uri(after, 1000)?;
+        let last = page.last().map(|r| r.uri.clone());
+        let items = page.iter().map(StagedItem::item).collect();
+        read.lock()
+            .map_err(|_| Error::Task("staging lock poisoned".into()))?
+            .extend(page);
+        Ok((items, last))
+    });
+    // The staged entry of a URI of the diff (asked in ascending order).
+    let entry = |uri: &str| -> Result<Option<StagedItem>> {
+        let mut q = read
+            .lock()
+            .map_err(|_| Error::Task("staging lock poisoned".into()))?;
+        while q.front().is_some_and(|i| i.uri.as_str() < uri) {
+            q.pop_front();
+        }
+        if q.front().is_some_and(|i| i.uri == uri) {
+            return Ok(q.pop_front());
+        }
+        drop(q);
+        staged(&staging, uri)
+    };
+    // The URIs dump packages put in place during this run, in the same order as the diff's.
+    let mut dumped = DumpedSet::new(ctx.dumped.as_ref(), &err);
+    for action in resourcesync_diff::diff_sorted(copy, original) {
+        // A list or state read that failed ends its iterator early: stop before acting on a
+        // plan built from half an inventory.
+        take_err(&err)?;
+        let new = matches!(action, Action::Create(_));
+        match action {
+            Action::Create(o) | Action::Update { original: o, .. } => {
+                let item = entry(&o.uri)?.unwrap_or_else(|| StagedItem {
+                    uri: o.uri.clone(),
+                    length: o.length,
+                    hashes: o.hashes.clone(),
+                    lastmod: o.lastmod,
+                    ..StagedItem::default()
+                });
+                exec.submit(fetch_job(item, new, false)).await?;
+            }
+            Action::Delete(c) => {
+                ctx.obs.add_total(1);
+                exec.submit(Job::delete(c.uri)).await?;
+            }
+            Action::Same(o) => {
+                // A copy a dump package put in place during this run is counted already.
+                if dumped.contains(&o.uri) {
+                    exec.done_inline(Outcome::Counted);
+                    continue;
+                }
+                // The state says current; check the file is still there.
+                if intact(ctx, &o)? {
+                    exec.done_inline(Outcome::Unchanged);
+                } else {
+                    let item = entry(&o.uri)?.unwrap_or_default();
+                    exec.submit(fetch_job(item, false, true)).await?;
+                }
+            }
+        }
+    }
+    take_err(&err)?;
+    Ok(at)
+}
+
+/// Refuses a Resource List whose `at` is before `not_before` (the Resource Dump's): Z39.99-2014
+/// §10.1, §11.1: both `at`s say when their snapshot started.
+fn not_older(at: Option<W3cDateTime>, not_before: Option<W3cDateTime>) -> Result<()> {
+    if let (Some(dump_at), Some(at)) = (not_before, at) {
+        if after(&dump_at, &at) {
+            return Err(Error::ListOlderThanDump {
+                at: at.to_string(),
+                dump_at: dump_at.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The job that fetches the copy of a listed resource (not a change).
+fn fetch_job(item: StagedItem, new: bool, repair: bool) -> Job {
+    Job {
+        item,
+        kind: JobKind::Fetch {
+            change: false,
+            new,
+            repair,
+        },
+    }
+}
+
+/// Whether the copy the state says current is still in place: a file of the listed length (a
+/// copy removed or truncated by hand is fetched again; crate::fetch::repair checks the rest
+/// later). A URI with no path counts as intact.
+fn intact(ctx: &Ctx, o: &Item) -> Result<bool> {
+    Ok(match ctx.mapper.map(&o.uri) {
+        Ok(rel) => ctx
+            .store
+            .stat(&rel)?
+            .is_some_and(|m| m.is_file && o.length.is_none_or(|l| l == m.length)),
+        Err(_) => true,
+    })
+}
+
+/// After a Resource Dump of `dump_at` was applied (Z39.99-2014 §11; see [`crate::dump`]): the
+/// Resource List is diffed unless it is older than the dump, in which case the Change Lists are
+/// read from the dump's `at`. Returns the new cursor.
+pub(super) async fn after_dump(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    info: &SourceInfo,
+    dump_at: W3cDateTime,
+    w: &mut Vec<String>,
+    staged: Option<Result<StagedList>>,
+) -> Result<Option<W3cDateTime>> {
+    // A Source with a Resource Dump and no Resource List: the dump is the baseline.
+    let Some(rl) = &info.resource_list else {
+        return Ok(Some(dump_at));
+    };
+    match baseline_with(ctx, fetcher, exec, rl, w, Some(dump_at), staged).await {
+        Ok(at) => return Ok(at.or(Some(dump_at))),
+        Err(Error::ListOlderThanDump { at, .. }) => w.push(format!(
+            "the Resource List ({at}) is older than the Resource Dump ({dump_at}): not diffed; changes since the dump from the Change Lists"
+        )),
+        Err(e) => return Err(e),
+    }
+    let Some(cl) = &info.change_list else {
+        return Ok(Some(dump_at));
+    };
+    match incremental(ctx, fetcher, exec, cl, dump_at, w).await {
+        Ok(last) => Ok(Some(last.filter(|l| after(l, &dump_at)).unwrap_or(dump_at))),
+        // Diffing against the older list would undo what the dump brought: a later run diffs
+        // against a newer one.
+        Err(e @ Error::HistoryGap { .. }) => {
+            w.push(format!("{e}: the Resource Dump is the baseline"));
+            Ok(Some(dump_at))
+        }
+        Err(e) => Err(e),
+    }
+}

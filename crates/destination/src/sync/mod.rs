@@ -1,0 +1,526 @@
+//! The sync engine (Z39.99-2014 §5.2): baseline from the Resource List, incremental from the
+//! Change Lists after the cursor, and a baseline diff when the change history does not reach back
+//! to the cursor.
+//!
+//! - **Baseline** (first run, §10.1, §10.2): the Resource List, every part of its index streamed
+//!   one by one, is staged on disk, then merged with the state in URI order by the diff engine
+//!   ([`resourcesync_diff::diff_sorted`]): creates and updates are fetched, deletes removed (with
+//!   `--delete`) or remembered, the rest left alone. The same run then catches up from the
+//!   Change Lists after the list's `at` ([`crate::sync::catch_up`]); the cursor becomes the last
+//!   change seen (else the list's `at`).
+//! - **Incremental** (§12.1, §12.2): the Change List (or its index, found through `index` links)
+//!   is read from the cursor on; closed lists ending at or before the cursor are skipped, entries
+//!   at or before it ignored; several changes of one URI collapse to the last, and the changes
+//!   are applied in the order of their last occurrence. The cursor becomes the time of the last
+//!   change seen. When the history starts after the cursor (its `from` is later), or there is no
+//!   Change List, the run is a baseline diff instead.
+//! - Each resource is downloaded (mirrors from `duplicate` links first, §14.2) into a temporary
+//!   file capped at its published length and verified (where no file is at its path yet, an
+//!   unnamed one in its final directory, linked rather than renamed into place:
+//!   [`FsStore::create_temp_at`]); it is then synced, renamed into place
+//!   and recorded in the state with a batch of others (module `commit`), the row only after
+//!   the file. A resource that fails is reported and kept as pending for the next run, which
+//!   retries it. A change whose copy the state already shows as current (same digest, or same
+//!   `<lastmod>`) is not fetched again, so a killed run resumes where it stopped.
+//! - A first baseline applies the Resource Dump first, and `--prefer-dumps` applies Change Dump
+//!   packages before the Change Lists ([`crate::dump`], §11, §13); an update with a JSON Patch
+//!   link is patched rather than fetched when the copy allows it ([`crate::fetch::patch`], §14.4).
+//!   A Source with dumps and no list is synced from them alone (module `dump::only`,
+//!   Z39.99-2017 §5.2).
+
+mod applier;
+mod baseline;
+pub mod catch_up;
+mod incremental;
+
+pub(crate) use applier::Applier;
+pub(crate) use incremental::incremental_with;
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use resourcesync_model::W3cDateTime;
+use resourcesync_store::{FsStore, SourceCursor, SqliteState, StateStore};
+
+use crate::commit::Committer;
+use crate::discover::docs::DocFetcher;
+use crate::discover::{SourceInfo, discover};
+use crate::error::{Error, Result};
+use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Tally};
+use crate::fetch::repair::{CheckCopies, next_damaged};
+use crate::http::Http;
+use crate::mapping::{UriMapper, base_url};
+use crate::options::SyncOptions;
+use crate::plan::after;
+use crate::plan::staging::Staging;
+use crate::report::{Mode, Observer, SyncReport};
+
+use baseline::{AbortOnDrop, after_dump, baseline, baseline_with, stage_list};
+use incremental::incremental;
+
+/// Synchronizes a destination directory with a Source (see the module docs).
+pub async fn sync(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
+    match opts.deadline {
+        Some(d) => tokio::time::timeout(d, sync_inner(opts, obs))
+            .await
+            .map_err(|_| Error::Deadline(d))?,
+        None => sync_inner(opts, obs).await,
+    }
+}
+
+async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
+    let started = Instant::now();
+    let http = Arc::new(Http::new(opts.http.clone())?);
+    let info = find_source(opts, &http, obs.as_ref()).await?;
+    let (store, fetcher, _scratch) = open_dest(opts, &http)?;
+    let state_path = opts.state_path();
+    let state = open_state(opts, &state_path)?;
+    let mut warnings = info.warnings.clone();
+    for w in &warnings {
+        obs.warning(w);
+    }
+    let (base, mapper) = mapping(opts, &info)?;
+    let key = info.key();
+    let prior_cursor = state.cursor(&key)?;
+    let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
+    info.check_usable(opts.use_dumps, cursor.is_none())?;
+    let plan = RunPlan::new(opts, &info, cursor, prior_cursor.is_some());
+    let dumped = if plan.resource_dump.is_some() || plan.change_dump.is_some() || plan.dumps_only {
+        Some(Mutex::new(Staging::create(&fetcher.dir)?))
+    } else {
+        None
+    };
+    let store = Arc::new(store);
+    let ctx = Arc::new(Ctx {
+        http,
+        store: store.clone(),
+        state: state.clone(),
+        mapper,
+        key: key.clone(),
+        delete: opts.delete,
+        dry_run: opts.dry_run,
+        max_resource_bytes: opts.max_resource_bytes,
+        obs: obs.clone(),
+        dumped,
+        committer: Committer::start(store.clone(), state.clone())?,
+        dirs: Mutex::default(),
+        state_error: Mutex::default(),
+        state_path,
+    });
+    let earlier = delete_gone(&ctx, opts).await?;
+    let mut exec = Exec::new(ctx.clone(), opts.concurrency);
+    let mut w = Vec::new();
+    let mut from_dumps = Tally::default();
+    let (mode, new_cursor) = run_lists(
+        &ctx,
+        &fetcher,
+        &mut exec,
+        opts,
+        &info,
+        &plan,
+        &mut from_dumps,
+        &mut w,
+    )
+    .await?;
+    for m in &w {
+        obs.warning(m);
+    }
+    warnings.extend(w);
+    let mut tally = exec.finish().await;
+    // Z39.99-2014 §5.2, §12.1: after a baseline, the changes since the list's `at` in the same
+    // run; a resource that changed while the baseline ran is fetched again (crate::sync::catch_up).
+    let mut w = Vec::new();
+    let baseline_at = new_cursor.filter(|_| {
+        matches!(mode, Mode::Baseline | Mode::BaselineDiff)
+            && !opts.dry_run
+            && !plan.dumps_only
+            && opts.catch_up
+    });
+    let new_cursor = match (baseline_at, &info.change_list) {
+        (Some(at), Some(cl)) => Some(
+            catch_up::catch_up(&ctx, &fetcher, opts.concurrency, cl, at, &mut tally, &mut w)
+                .await?,
+        ),
+        _ => new_cursor,
+    };
+    // Not after a first baseline: every copy the state records was written by this run.
+    if !opts.dry_run && cursor.is_some() && opts.check_copies != CheckCopies::Off {
+        tally.merge(repair(&ctx, opts).await?);
+    }
+    if baseline_at.is_some() {
+        catch_up::explain_stale(&mut tally, baseline_at.as_ref(), info.change_list.is_some());
+    }
+    w.retain(|m| !warnings.contains(m));
+    for m in &w {
+        obs.warning(m);
+    }
+    warnings.extend(w);
+    // Every copy downloaded is in place and recorded before the cursor moves.
+    ctx.committer.close();
+    // A change neither applied nor recorded as pending keeps the cursor where it is.
+    ctx.check_state()?;
+    tally.merge(earlier);
+    tally.merge(from_dumps);
+    if !opts.dry_run {
+        crate::crashpoint::point("cursor");
+        // The cursor moves once every change up to it has been applied or recorded as pending.
+        state.set_cursor(&SourceCursor {
+            source: key,
+            cursor: new_cursor,
+            synced_at: Some(W3cDateTime::now(false)),
+        })?;
+    }
+    Ok(report(
+        info,
+        base,
+        mode,
+        opts.dry_run,
+        tally,
+        started,
+        new_cursor,
+        warnings,
+    ))
+}
+
+/// The Source's base URL (`--base-url`, else the rule of [`crate::mapping`]) and the mapper of
+/// its URIs to paths under DEST.
+fn mapping(opts: &SyncOptions, info: &SourceInfo) -> Result<(String, UriMapper)> {
+    let list_url = info
+        .resource_list
+        .clone()
+        .unwrap_or_else(|| opts.url.clone());
+    let base = base_url(
+        opts.base_url.as_deref(),
+        info.description.as_deref(),
+        info.capability_list.as_deref(),
+        &list_url,
+    );
+    let mapper = UriMapper::new(&base)?;
+    Ok((base, mapper))
+}
+
+/// Discovery, its documents in a temporary directory outside DEST: nothing is created under
+/// DEST (no state, no scratch folder) before the Source is found, so a URL that does not answer
+/// leaves an existing empty DEST empty and creates no DEST at all. Nothing to sync from is said
+/// before anything is created under DEST either.
+async fn find_source(
+    opts: &SyncOptions,
+    http: &Arc<Http>,
+    obs: &dyn Observer,
+) -> Result<SourceInfo> {
+    let discovery_dir =
+        tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?;
+    obs.phase("discovery");
+    let info: SourceInfo = discover(
+        &DocFetcher {
+            http: http.clone(),
+            dir: discovery_dir.path().to_path_buf(),
+            max_bytes: opts.max_document_bytes,
+        },
+        &opts.url,
+        opts.set.as_deref(),
+    )
+    .await?;
+    drop(discovery_dir);
+    info.check_usable(opts.use_dumps, false)?;
+    Ok(info)
+}
+
+/// The store of DEST and the fetcher of the run's documents, with their scratch space: inside
+/// DEST (same file system, cleaned on the next run), or for a dry run a temporary directory
+/// elsewhere (returned, to be kept for the run), so that a dry run writes nothing under DEST.
+fn open_dest(
+    opts: &SyncOptions,
+    http: &Arc<Http>,
+) -> Result<(FsStore, DocFetcher, Option<tempfile::TempDir>)> {
+    let (store, scratch, holder) = if opts.dry_run {
+        let holder =
+            tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?;
+        let dir = holder.path().to_path_buf();
+        (FsStore::existing(&opts.dest), dir, Some(holder))
+    } else {
+        let s = FsStore::open(&opts.dest)?;
+        s.clean_tmp()?;
+        let dir = opts.dest.join(resourcesync_store::STATE_DIR).join("tmp");
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("staging-") || name.starts_with("doc-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        (s, dir, None)
+    };
+    let fetcher = DocFetcher {
+        http: http.clone(),
+        dir: scratch,
+        max_bytes: opts.max_document_bytes,
+    };
+    Ok((store, fetcher, holder))
+}
+
+/// The state database: read only for a dry run (in memory when there is none yet).
+fn open_state(opts: &SyncOptions, state_path: &std::path::Path) -> Result<Arc<dyn StateStore>> {
+    Ok(if opts.dry_run {
+        match SqliteState::open_read_only(state_path)? {
+            Some(s) => Arc::new(s),
+            None => Arc::new(SqliteState::in_memory()?),
+        }
+    } else {
+        Arc::new(SqliteState::open(state_path)?)
+    })
+}
+
+/// What a run reads, decided from what the Source offers and the cursor.
+struct RunPlan {
+    /// The cursor of the previous run, if any.
+    cursor: Option<W3cDateTime>,
+    /// Whether the state had a row for the Source (a cursor, possibly empty).
+    prior: bool,
+    /// Z39.99-2017 §5.2: a Source with dumps and no list (crate::dump::only).
+    dumps_only: bool,
+    /// Z39.99-2014 §11: a first baseline from the Resource Dump (unless --no-dump).
+    resource_dump: Option<String>,
+    /// Z39.99-2014 §13: changes from the Change Dump first with --prefer-dumps.
+    change_dump: Option<String>,
+}
+
+impl RunPlan {
+    fn new(
+        opts: &SyncOptions,
+        info: &SourceInfo,
+        cursor: Option<W3cDateTime>,
+        prior: bool,
+    ) -> Self {
+        RunPlan {
+            cursor,
+            prior,
+            dumps_only: info.resource_list.is_none() && info.change_list.is_none(),
+            resource_dump: info
+                .resource_dump
+                .clone()
+                .filter(|_| cursor.is_none() && opts.use_dumps && !opts.dry_run),
+            change_dump: info.change_dump.clone().filter(|_| {
+                cursor.is_some() && info.change_list.is_some() && opts.prefer_dumps && !opts.dry_run
+            }),
+        }
+    }
+}
+
+/// Copies kept after earlier deletes (runs without --delete) go now that --delete is given.
+async fn delete_gone(ctx: &Arc<Ctx>, opts: &SyncOptions) -> Result<Tally> {
+    if !opts.delete || opts.dry_run {
+        return Ok(Tally::default());
+    }
+    let mut pre = Exec::new(ctx.clone(), opts.concurrency);
+    let mut after: Option<String> = None;
+    loop {
+        let page = ctx.state.resources_page(&ctx.key, after.as_deref(), 1000)?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.uri.clone());
+        for r in page.into_iter().filter(|r| r.gone) {
+            pre.submit(Job::delete(r.uri)).await?;
+        }
+    }
+    Ok(pre.finish().await)
+}
+
+/// A Resource List needed and not offered: `then` says why it was needed and what to do.
+fn need_rl(opts: &SyncOptions, info: &SourceInfo, then: String) -> Result<String> {
+    info.resource_list
+        .clone()
+        .ok_or_else(|| Error::BadDocument {
+            url: info
+                .capability_list
+                .clone()
+                .unwrap_or_else(|| opts.url.clone()),
+            message: format!(
+                "the Source offers no Resource List (it lists: {}) {then}",
+                if info.offered.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    info.offered.join(", ")
+                },
+            ),
+        })
+}
+
+/// The run proper, from the dumps and the lists: returns its mode and the new cursor.
+#[allow(clippy::too_many_arguments)]
+async fn run_lists(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    opts: &SyncOptions,
+    info: &SourceInfo,
+    plan: &RunPlan,
+    from_dumps: &mut Tally,
+    w: &mut Vec<String>,
+) -> Result<(Mode, Option<W3cDateTime>)> {
+    let cursor = plan.cursor;
+    // Z39.99-2014 §13: Change Dump packages first; the Change Lists then find their changes
+    // applied (see crate::dump).
+    if let (Some(c), Some(cd)) = (cursor, &plan.change_dump) {
+        let d = crate::dump::change_dumps(ctx, fetcher, cd, c, true, &opts.dump_limits, w).await?;
+        from_dumps.add_dumps(&d);
+    }
+    Ok(match (cursor, &info.change_list) {
+        _ if plan.dumps_only => {
+            let run = crate::dump::only::sync_from_dumps(
+                ctx,
+                fetcher,
+                exec,
+                info,
+                cursor,
+                plan.prior,
+                &opts.dump_limits,
+                w,
+            )
+            .await?;
+            from_dumps.add_dumps(&run.stats);
+            (run.mode, run.cursor.or(cursor))
+        }
+        (Some(c), Some(cl)) => match incremental(ctx, fetcher, exec, cl, c, w).await {
+            Ok(last) => (
+                Mode::Incremental,
+                Some(last.filter(|l| after(l, &c)).unwrap_or(c)),
+            ),
+            Err(e @ (Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. })) => {
+                // Said once, with the other warnings of the run.
+                w.push(format!("{e}: baseline diff against the Resource List"));
+                let rl = need_rl(
+                    opts,
+                    info,
+                    format!(
+                        "to diff the copy against, and its Change Lists do not reach back to the \
+                         cursor: to start over, sync into a new directory (or remove {})",
+                        opts.state_path().display()
+                    ),
+                )?;
+                let at = baseline(ctx, fetcher, exec, &rl, w).await?;
+                (
+                    Mode::BaselineDiff,
+                    Some(at.filter(|a| after(a, &c)).unwrap_or(c)),
+                )
+            }
+            Err(e) => return Err(e),
+        },
+        _ => {
+            let mode = if plan.prior {
+                Mode::BaselineDiff
+            } else {
+                Mode::Baseline
+            };
+            let at = from_baseline(ctx, fetcher, exec, opts, info, plan, from_dumps, w).await?;
+            (mode, at.or(cursor))
+        }
+    })
+}
+
+/// A baseline (or baseline diff): Z39.99-2014 §11: the dump first; then the Resource List,
+/// unless it is older than the dump (see crate::dump). Returns the new cursor, if any.
+#[allow(clippy::too_many_arguments)]
+async fn from_baseline(
+    ctx: &Arc<Ctx>,
+    fetcher: &DocFetcher,
+    exec: &mut Exec,
+    opts: &SyncOptions,
+    info: &SourceInfo,
+    plan: &RunPlan,
+    from_dumps: &mut Tally,
+    w: &mut Vec<String>,
+) -> Result<Option<W3cDateTime>> {
+    let mut dump_at = None;
+    let mut staged = None;
+    if let Some(rd) = &plan.resource_dump {
+        // The Resource List is read while the packages are applied: the two meet only in the
+        // diff, once the dump is in place.
+        let reading = info
+            .resource_list
+            .clone()
+            .map(|rl| AbortOnDrop(tokio::spawn(stage_list(fetcher.clone(), rl))));
+        let lists = info.resource_list.is_some();
+        let d = crate::dump::resource_dump(ctx, fetcher, rd, lists, &opts.dump_limits, w).await?;
+        from_dumps.add_dumps(&d);
+        dump_at = d.at;
+        if let Some(mut r) = reading {
+            staged = Some((&mut r.0).await.map_err(Error::from).and_then(|s| s));
+        }
+    }
+    Ok(match dump_at {
+        Some(d) => after_dump(ctx, fetcher, exec, info, d, w, staged).await?,
+        // Without a Resource List, a Resource Dump whose packages were all refused leaves
+        // nothing more to do: its failures say why, the next run tries again.
+        None if plan.resource_dump.is_some() && info.resource_list.is_none() => None,
+        None => {
+            let rl = need_rl(
+                opts,
+                info,
+                if opts.dry_run {
+                    "for a dry run to plan from (a dry run fetches no dump package): run \
+                     without --dry-run"
+                        .into()
+                } else {
+                    "to start a copy from: tell the Source's maintainer".into()
+                },
+            )?;
+            baseline_with(ctx, fetcher, exec, &rl, w, None, staged).await?
+        }
+    })
+}
+
+/// The copies on disk against the state (crate::fetch::repair): a damaged one is fetched again.
+async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions) -> Result<Tally> {
+    ctx.obs.phase("checking the copies");
+    let mut rex = Exec::new(ctx.clone(), opts.concurrency);
+    let mut after = None;
+    while let Some(damaged) = next_damaged(ctx, opts.check_copies, &mut after).await? {
+        for (item, why) in damaged {
+            tracing::info!("{}: {why}: fetched again", item.uri);
+            let kind = JobKind::Fetch {
+                change: false,
+                new: false,
+                repair: true,
+            };
+            rex.submit(Job { item, kind }).await?;
+        }
+    }
+    Ok(rex.finish().await)
+}
+
+/// The report of a run.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    source: SourceInfo,
+    base_url: String,
+    mode: Mode,
+    dry_run: bool,
+    tally: Tally,
+    started: Instant,
+    cursor: Option<W3cDateTime>,
+    warnings: Vec<String>,
+) -> SyncReport {
+    SyncReport {
+        source,
+        base_url,
+        mode,
+        dry_run,
+        created: tally.created,
+        updated: tally.updated,
+        deleted: tally.deleted,
+        kept: tally.kept,
+        unchanged: tally.unchanged,
+        repaired: tally.repaired,
+        failed: tally.failed,
+        bytes: tally.bytes,
+        packages: tally.packages,
+        from_packages: tally.from_packages,
+        patched: tally.patched,
+        seconds: started.elapsed().as_secs_f64(),
+        cursor: cursor.map(|c| c.to_string()),
+        failures: tally.failures,
+        kept_uris: tally.kept_uris,
+        planned: tally.planned,
+        warnings,
+    }
+}
