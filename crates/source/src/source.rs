@@ -4,18 +4,17 @@ use std::path::{Path, PathBuf};
 
 use resourcesync_model::HashAlg;
 
-use crate::dump::{DumpOptions, write_change_dumps, write_resource_dump};
 use crate::error::{Error, Result};
 use crate::inventory::DirInventory;
-use crate::layout::{DOCS_DIR, Layout};
-use crate::own::OwnPaths;
+use crate::inventory::own::OwnPaths;
+use crate::publish::dump::{DumpOptions, write_change_dumps, write_resource_dump};
+use crate::publish::layout::{DOCS_DIR, Layout};
 use crate::publish::{PublishOptions, PublishReport, publish};
 use crate::scan::{ScanOptions, ScanReport, scan};
 use crate::state::{Moved, State};
 use crate::uri::normalize_base;
 
-/// The name of the state folder inside the Source directory (when `--state` is not given).
-pub const STATE_DIR: &str = ".resourcesync";
+pub use crate::inventory::own::STATE_DIR;
 
 /// How a directory is published.
 #[derive(Debug, Clone)]
@@ -264,7 +263,7 @@ impl Source {
     /// The embedded hub's database (`hub.sqlite` beside the state's), used with
     /// `serve --hub embedded`.
     pub fn hub_state_path(&self) -> PathBuf {
-        crate::own::hub_state_path(&self.state_path)
+        crate::inventory::own::hub_state_path(&self.state_path)
     }
 
     /// What this Source writes itself, and never publishes nor serves.
@@ -284,7 +283,7 @@ impl Source {
 
     /// Advertises notification channels in the Capability List from the next publish on
     /// (Change Notification 1.0.1 §5), or stops advertising them.
-    pub fn set_notification_channels(&mut self, c: Option<crate::notify::Channels>) {
+    pub fn set_notification_channels(&mut self, c: Option<crate::publish::channels::Channels>) {
         self.cfg.publish.notifications = c;
     }
 }

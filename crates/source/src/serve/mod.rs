@@ -1,5 +1,5 @@
 //! The HTTP server of a live Source: one process serving the resources of a directory and every
-//! capability document, kept current by [`crate::watch`].
+//! capability document, kept current by [`crate::serve::watch`].
 //!
 //! What is served (paths relative to the base URL's path, which is usually `/`):
 //!
@@ -41,7 +41,11 @@
 //! that makes no read or write progress for [`ServeOptions::idle_timeout`] is closed (this bounds
 //! slow or stalled clients, including ones that never finish their request head). HTTP/2
 //! (h2c) connections are bounded in streams, buffered response data and windows: see
-//! [`crate::accept`].
+//! [`crate::serve::accept`].
+
+pub mod accept;
+pub(crate) mod served;
+pub mod watch;
 
 use std::io;
 use std::net::SocketAddr;
@@ -66,16 +70,16 @@ use tower_http::compression::CompressionLayer;
 pub use resourcesync_websub::listener::{IdleIo, IdleListener};
 
 use crate::error::{Error, Result};
+use crate::inventory::own::OwnPaths;
 use crate::inventory::{DirInventory, opened_path};
-use crate::layout::Layout;
-use crate::own::OwnPaths;
+use crate::publish::layout::Layout;
 use crate::publish::published_resource_list;
 use crate::scan::mime_type;
-use crate::served::Served;
+use crate::serve::served::Served;
+use crate::serve::watch::{Publisher, WatchOptions, watch};
 use crate::source::{STATE_DIR, Source, SourceConfig};
 use crate::state::State;
-use crate::uri::{UnsafePath, decode_path};
-use crate::watch::{Publisher, WatchOptions, watch};
+use crate::uri::{UnsafePath, decode_path, path_bytes as key};
 
 /// The media type of every XML document (Z39.99-2014 §7: documents are Sitemaps).
 const XML: &str = "application/xml";
@@ -139,10 +143,10 @@ pub fn prepare_config(cfg: &mut SourceConfig) {
             cfg.excludes.push(g.to_owned());
         }
     }
-    if cfg.dir.join(crate::layout::DOCS_DIR).exists() {
+    if cfg.dir.join(crate::publish::layout::DOCS_DIR).exists() {
         tracing::warn!(
             "{} is not served: its URLs are the documents'",
-            cfg.dir.join(crate::layout::DOCS_DIR).display()
+            cfg.dir.join(crate::publish::layout::DOCS_DIR).display()
         );
     }
 }
@@ -169,12 +173,12 @@ pub struct Running {
     task: JoinHandle<Result<()>>,
     publisher: Publisher,
     hub: Option<resourcesync_websub::Hub>,
-    first: crate::watch::BatchReport,
+    first: crate::serve::watch::BatchReport,
 }
 
 impl Running {
     /// The first scan and publish, made before the server answered.
-    pub fn first_batch(&self) -> &crate::watch::BatchReport {
+    pub fn first_batch(&self) -> &crate::serve::watch::BatchReport {
         &self.first
     }
 
@@ -365,7 +369,7 @@ pub async fn start_with(
         let path = format!(
             "{}{}/{}",
             base_path(&base),
-            crate::layout::DOCS_DIR,
+            crate::publish::layout::DOCS_DIR,
             crate::notify::HUB_PATH
         );
         router = Router::new().nest_service(&path, h.router()).merge(router);
@@ -377,7 +381,7 @@ pub async fn start_with(
     let task = tokio::spawn(async move {
         let watcher = tokio::spawn(watching);
         let stop = token.clone();
-        let mut server = tokio::spawn(crate::accept::serve(listener, router, stop));
+        let mut server = tokio::spawn(crate::serve::accept::serve(listener, router, stop));
         let early = tokio::select! {
             r = &mut server => Some(r),
             () = token.cancelled() => None,
@@ -695,7 +699,7 @@ struct Opened {
 /// Files up to this size are read whole when opened; larger ones are streamed, 64 KiB at a
 /// time as the client takes them. This bounds what a response the client does not read holds
 /// (an HTTP/2 stream whose window stays shut, a connection that stopped reading): at most
-/// 64 KiB and an open file, see [`crate::accept`]. Resources up to this size are also opened
+/// 64 KiB and an open file, see [`crate::serve::accept`]. Resources up to this size are also opened
 /// and read on the runtime's worker thread, in a few system calls (as a web server without
 /// asynchronous file I/O does); larger ones, and every document, go through the blocking
 /// thread pool.
@@ -905,19 +909,6 @@ fn resolve_resource(app: &App, url_path: &str) -> std::result::Result<Resolved, 
         recorded,
         opened,
     })
-}
-
-/// The bytes of a relative path, as the state stores them.
-fn key(p: &Path) -> std::borrow::Cow<'_, [u8]> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        std::borrow::Cow::Borrowed(p.as_os_str().as_bytes())
-    }
-    #[cfg(not(unix))]
-    {
-        std::borrow::Cow::Owned(p.to_string_lossy().into_owned().into_bytes())
-    }
 }
 
 async fn robots(app: Arc<App>, head: bool) -> Response {
@@ -1254,59 +1245,4 @@ async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Respon
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranges() {
-        assert_eq!(parse_range("bytes=0-4", 10), Range::Part(0, 4));
-        assert_eq!(parse_range("bytes=5-", 10), Range::Part(5, 9));
-        assert_eq!(parse_range("bytes=-3", 10), Range::Part(7, 9));
-        assert_eq!(parse_range("bytes=-30", 10), Range::Part(0, 9));
-        assert_eq!(parse_range("bytes=2-100", 10), Range::Part(2, 9));
-        assert_eq!(parse_range("BYTES=1-1", 10), Range::Part(1, 1));
-        assert_eq!(parse_range("bytes=10-", 10), Range::Unsatisfiable);
-        assert_eq!(parse_range("bytes=-0", 10), Range::Unsatisfiable);
-        assert_eq!(parse_range("bytes=0-", 0), Range::Unsatisfiable);
-        assert_eq!(parse_range("bytes=0-1,3-4", 10), Range::Whole);
-        assert_eq!(parse_range("bytes=5-2", 10), Range::Whole);
-        assert_eq!(parse_range("bytes=+1-2", 10), Range::Whole);
-        assert_eq!(parse_range("items=0-1", 10), Range::Whole);
-        assert_eq!(parse_range("bytes", 10), Range::Whole);
-    }
-
-    #[test]
-    fn entity_tags() {
-        let t = "\"md5-abc\"";
-        let v = |s: &'static str| HeaderValue::from_static(s);
-        assert!(tag_list_matches(&v("\"md5-abc\""), t, true));
-        assert!(tag_list_matches(&v("W/\"md5-abc\""), t, true));
-        assert!(!tag_list_matches(&v("W/\"md5-abc\""), t, false));
-        assert!(tag_list_matches(&v("\"x\", \"md5-abc-gzip\""), t, true));
-        assert!(tag_list_matches(&v("*"), t, false));
-        assert!(!tag_list_matches(&v("\"md5-abd\""), t, true));
-    }
-
-    #[test]
-    fn dates_and_codings() {
-        let d = http_date(784_111_777).expect("date");
-        assert_eq!(d, "Sun, 06 Nov 1994 08:49:37 GMT");
-        assert_eq!(
-            parse_http_date(&HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT")),
-            Some(784_111_777)
-        );
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::ACCEPT_ENCODING,
-            HeaderValue::from_static("br, gzip;q=0.5"),
-        );
-        assert!(accepts_gzip(&h));
-        h.insert(
-            header::ACCEPT_ENCODING,
-            HeaderValue::from_static("gzip;q=0, br"),
-        );
-        assert!(!accepts_gzip(&h));
-        assert_eq!(base_path("http://h:1/"), "/");
-        assert_eq!(base_path("https://h/data/"), "/data/");
-    }
-}
+mod tests;

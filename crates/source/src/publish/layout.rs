@@ -26,8 +26,7 @@ use resourcesync_model::writer::{PartSink, Target};
 
 use crate::error::{Error, Result};
 
-/// The folder of documents under the output directory (and under the base URL).
-pub const DOCS_DIR: &str = "resourcesync";
+pub use crate::inventory::own::DOCS_DIR;
 
 /// Paths and URLs of a Source's documents.
 #[derive(Debug, Clone, PartialEq, Eq)]

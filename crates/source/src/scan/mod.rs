@@ -6,7 +6,7 @@
 //! content it no longer has; a file that cannot be read is reported and skipped, keeping its
 //! previous state if it had one, so an unreadable file is not mistaken for a deleted one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use jiff::Timestamp;
@@ -16,7 +16,9 @@ use resourcesync_model::{Change, Entry, HashAlg, Hashes, MultiHasher, Root, W3cD
 
 use crate::error::Result;
 use crate::inventory::{Inventory, Listed, Skipped};
-use crate::state::{Known, Resource, Rotation, State, now_us};
+pub use crate::state::rel_path;
+use crate::state::{Known, Rendered, Resource, Rotation, State, now_us};
+use crate::uri::path_bytes as key;
 use crate::uri::path_to_uri;
 
 /// How to scan.
@@ -108,19 +110,6 @@ impl ScanReport {
     }
 }
 
-/// The bytes of a relative path, as the state stores and orders them (borrowed on Unix).
-pub(crate) fn key(p: &Path) -> std::borrow::Cow<'_, [u8]> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        std::borrow::Cow::Borrowed(p.as_os_str().as_bytes())
-    }
-    #[cfg(not(unix))]
-    {
-        std::borrow::Cow::Owned(p.to_string_lossy().into_owned().into_bytes())
-    }
-}
-
 /// The media type published for a path (from its extension).
 pub fn mime_type(p: &Path) -> String {
     mime_guess::from_path(p)
@@ -184,26 +173,6 @@ struct Chunk {
     outcomes: Vec<Outcome>,
     text: String,
     ends: Vec<usize>,
-}
-
-/// The Resource List entries rendered along with a scan: the lines end to end, and where each
-/// ends (see [`State::stash_rendered`]).
-#[derive(Debug, Default)]
-pub(crate) struct Rendered {
-    pub(crate) text: String,
-    pub(crate) ends: Vec<usize>,
-}
-
-impl Rendered {
-    /// The lines in order.
-    pub(crate) fn lines(&self) -> impl Iterator<Item = &str> {
-        let mut start = 0;
-        self.ends.iter().map(move |&end| {
-            let line = &self.text[start..end];
-            start = end;
-            line
-        })
-    }
 }
 
 /// The most bytes of Resource List entries rendered along with a scan and kept for the publish
@@ -591,17 +560,4 @@ pub fn scan(
     report.at = Some(at);
     report.completed = Some(completed);
     Ok(report)
-}
-
-/// Relative path of a resource row.
-pub fn rel_path(r: &Resource) -> PathBuf {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        PathBuf::from(std::ffi::OsStr::from_bytes(&r.path))
-    }
-    #[cfg(not(unix))]
-    {
-        PathBuf::from(String::from_utf8_lossy(&r.path).into_owned())
-    }
 }

@@ -6,6 +6,11 @@
 //! cannot have changed (closed Change Lists, the Resource List of an unchanged snapshot) are not
 //! written again.
 
+pub mod channels;
+pub mod dump;
+pub mod layout;
+pub mod page;
+
 use std::path::PathBuf;
 
 use resourcesync_model::writer::{SplitLimits, SplitSummary, SplitWriter};
@@ -14,7 +19,7 @@ use resourcesync_model::{
 };
 
 use crate::error::{Error, Result};
-use crate::layout::{FsSink, Layout, write_file};
+use crate::publish::layout::{FsSink, Layout, write_file};
 use crate::state::{ChangeRecord, Period, Resource, State};
 
 /// How to publish.
@@ -24,11 +29,11 @@ pub struct PublishOptions {
     pub split: SplitLimits,
     /// Earlier Resource Lists kept and listed in the Resource List Archive.
     pub keep_resource_lists: usize,
-    /// Whether a Resource Dump and Change Dumps are offered (written by [`crate::dump`]).
+    /// Whether a Resource Dump and Change Dumps are offered (written by [`crate::publish::dump`]).
     pub dumps: bool,
     /// Notification channels advertised in the Capability List (Change Notification 1.0.1 §5,
     /// Framework Notification 1.0.1 §5).
-    pub notifications: Option<crate::notify::Channels>,
+    pub notifications: Option<channels::Channels>,
 }
 
 impl Default for PublishOptions {
@@ -578,7 +583,7 @@ fn write_capability_list_and_page(
         ),
     ];
     documents.extend(offered.into_iter().map(|(t, u, _)| (t.to_owned(), u)));
-    let page = crate::page::render(&crate::page::PageInfo {
+    let page = crate::publish::page::render(&crate::publish::page::PageInfo {
         base: layout.base.clone(),
         resources,
         snapshot_at,

@@ -104,7 +104,7 @@ pub struct State {
     /// The newest snapshot's Resource List entries, serialized in path order by the scan that
     /// recorded it (see [`crate::scan::scan`]), for the publish that follows: (snapshot id,
     /// entries).
-    rendered: std::cell::RefCell<Option<(i64, crate::scan::Rendered)>>,
+    rendered: std::cell::RefCell<Option<(i64, Rendered)>>,
     /// A checkpoint of the write-ahead log running on its own connection after a large commit
     /// (see [`Recorder::commit`]); joined before the next scan and when the state is closed.
     checkpoint: std::cell::RefCell<Option<std::thread::JoinHandle<()>>>,
@@ -298,7 +298,7 @@ impl State {
     }
 
     /// Keeps the serialized Resource List entries of snapshot `id` for the next publish.
-    pub(crate) fn stash_rendered(&self, id: i64, lines: crate::scan::Rendered) {
+    pub(crate) fn stash_rendered(&self, id: i64, lines: Rendered) {
         *self.rendered.borrow_mut() = Some((id, lines));
     }
 
@@ -309,7 +309,7 @@ impl State {
 
     /// The serialized Resource List entries of snapshot `id`, if the scan that recorded it kept
     /// them (taken: a second publish reads the state).
-    pub(crate) fn take_rendered(&self, id: i64) -> Option<crate::scan::Rendered> {
+    pub(crate) fn take_rendered(&self, id: i64) -> Option<Rendered> {
         let mut r = self.rendered.borrow_mut();
         match r.take() {
             Some((i, lines)) if i == id => Some(lines),
@@ -405,7 +405,7 @@ impl State {
             .and_then(|b| uri.strip_prefix(b))
             .and_then(|rest| crate::uri::decode_path(rest).ok());
         if let Some(path) = path {
-            let key = crate::scan::key(&path);
+            let key = crate::uri::path_bytes(&path);
             return Ok(self.resource_by_path(&key)?.filter(|r| r.uri == uri));
         }
         self.conn
@@ -877,5 +877,38 @@ impl Recorder<'_> {
                 .map_err(err)?,
         }
         Ok(())
+    }
+}
+
+/// The Resource List entries rendered along with a scan: the lines end to end, and where each
+/// ends (see [`State::stash_rendered`]).
+#[derive(Debug, Default)]
+pub(crate) struct Rendered {
+    pub(crate) text: String,
+    pub(crate) ends: Vec<usize>,
+}
+
+impl Rendered {
+    /// The lines in order.
+    pub(crate) fn lines(&self) -> impl Iterator<Item = &str> {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let line = &self.text[start..end];
+            start = end;
+            line
+        })
+    }
+}
+
+/// Relative path of a resource row.
+pub fn rel_path(r: &Resource) -> PathBuf {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        PathBuf::from(std::ffi::OsStr::from_bytes(&r.path))
+    }
+    #[cfg(not(unix))]
+    {
+        PathBuf::from(String::from_utf8_lossy(&r.path).into_owned())
     }
 }
