@@ -1,7 +1,21 @@
 //! Unit tests of the module.
 
 use super::*;
+use crate::inventory::conformance::{self, Harness};
+use crate::inventory::{Listed, Skipped};
 use std::os::unix::fs::symlink;
+
+/// A whole listing, collected.
+fn all(l: Result<Listing<'_>>) -> (Vec<Listed>, Vec<Skipped>) {
+    let (mut listed, mut skipped) = (Vec::new(), Vec::new());
+    for e in l.expect("listing") {
+        match e {
+            Ok(l) => listed.push(l),
+            Err(s) => skipped.push(s),
+        }
+    }
+    (listed, skipped)
+}
 
 /// `top/tree` (the inventory's root) and `top/outside/secret.txt` beside it.
 struct Fixture {
@@ -231,7 +245,7 @@ fn links_to_files_left_out_are_not_listed() {
     symlink("a.txt", t.join("ok-link")).expect("symlink");
     let inv = DirInventory::new(t, vec!["*.log".into()], false, vec![t.join("state.sqlite")])
         .expect("inventory");
-    for (listed, _) in [inv.list().expect("list"), inv.list_names().expect("names")] {
+    for (listed, _) in [all(inv.list()), all(inv.list_names())] {
         let mut got: Vec<String> = listed
             .iter()
             .map(|l| l.rel.to_string_lossy().into_owned())
@@ -288,7 +302,7 @@ fn the_walk_lists_what_it_should_in_parallel() {
         vec![t.join("state"), t.join("skipped-file")],
     )
     .expect("inventory");
-    let (listed, skipped) = inv.list().expect("list");
+    let (listed, skipped) = all(inv.list());
     let mut got: Vec<String> = listed
         .iter()
         .map(|l| l.rel.to_string_lossy().into_owned())
@@ -309,7 +323,7 @@ fn the_walk_lists_what_it_should_in_parallel() {
     assert_eq!(skipped[0].path, Path::new("leak"));
     // Without a stat per file: the same files (a link still followed only inside), the
     // same skipped link; regular files with no size or time.
-    let (names, skipped_names) = inv.list_names().expect("list names");
+    let (names, skipped_names) = all(inv.list_names());
     let mut got_names: Vec<String> = names
         .iter()
         .map(|l| l.rel.to_string_lossy().into_owned())
@@ -325,10 +339,107 @@ fn the_walk_lists_what_it_should_in_parallel() {
     // Dotfiles on request (the state and the excluded log still left out).
     let inv =
         DirInventory::new(t, vec!["*.log".into()], true, vec![t.join("state")]).expect("inventory");
-    let (listed, _) = inv.list().expect("list");
+    let (listed, _) = all(inv.list());
     for rel in [".hidden", ".dot/x", "skipped-file"] {
         assert!(listed.iter().any(|l| l.rel == Path::new(rel)), "{rel}");
     }
     assert!(!listed.iter().any(|l| l.rel.starts_with("state")));
     assert!(!listed.iter().any(|l| l.rel.ends_with("c.log")));
+}
+
+/// The directory inventory under the conformance suite: the fixture written to a directory,
+/// the broken resource a dangling link; with `openat2` and with the checked fallback.
+struct Dir {
+    top: tempfile::TempDir,
+    openat2: bool,
+}
+
+impl Harness for Dir {
+    fn build(&mut self, files: &[(&str, &[u8])], broken: Option<&str>) -> Box<dyn Inventory> {
+        self.top = tempfile::tempdir().expect("tempdir");
+        for (rel, bytes) in files {
+            self.put(rel, bytes);
+        }
+        let root = self.top.path();
+        if let Some(b) = broken {
+            symlink("nowhere", root.join(b)).expect("symlink");
+        }
+        let inv = DirInventory::new(root, vec![], false, vec![]).expect("inventory");
+        Box::new(inv.with_openat2(self.openat2))
+    }
+
+    fn put(&mut self, rel: &str, bytes: &[u8]) {
+        let p = self.top.path().join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, bytes).expect("write");
+    }
+
+    fn remove(&mut self, rel: &str) {
+        std::fs::remove_file(self.top.path().join(rel)).expect("remove");
+    }
+}
+
+#[test]
+fn the_directory_inventory_passes_the_conformance_suite() {
+    for openat2 in [true, false] {
+        let top = tempfile::tempdir().expect("tempdir");
+        conformance::run(&mut Dir { top, openat2 });
+    }
+}
+
+/// The walk holds the entries of the directories on its way down, not the tree: 40
+/// directories of 100 files, and never more than one directory's entries (plus the
+/// directories still to walk) held at once.
+#[test]
+fn the_walk_holds_one_directory_at_a_time() {
+    let f = fixture();
+    for d in 0..40 {
+        let dir = f.tree.join(format!("d{d:02}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for i in 0..100 {
+            std::fs::write(dir.join(format!("f{i:03}")), "x").expect("write");
+        }
+    }
+    let inv = DirInventory::new(&f.tree, vec![], false, vec![]).expect("inventory");
+    for stat in [true, false] {
+        let mut walk = inv.walk(stat);
+        let n = walk.by_ref().filter(|e| e.is_ok()).count();
+        assert_eq!(n, 40 * 100 + 2, "every file");
+        assert!(
+            walk.peak() <= 100 + 44,
+            "held {} entries at once: more than one directory's",
+            walk.peak()
+        );
+    }
+}
+
+/// Entries come in the order of whole paths' bytes, not of names sorted per directory.
+#[test]
+fn the_walk_orders_by_whole_paths() {
+    let f = fixture();
+    let t = &f.tree;
+    for rel in ["a-b", "a.txt", "a/x", "a0", "sub/c", "sub-d", "sub.e"] {
+        let p = t.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, "x").expect("write");
+    }
+    let inv = DirInventory::new(t, vec![], false, vec![]).expect("inventory");
+    let (listed, _) = all(inv.list());
+    let got: Vec<String> = listed
+        .iter()
+        .map(|l| l.rel.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "a-b",
+            "a.txt",
+            "a/x",
+            "a0",
+            "sub-d",
+            "sub.e",
+            "sub/b.txt",
+            "sub/c"
+        ]
+    );
 }
