@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::inventory::own::OwnPaths;
-use crate::publish::{PublishReport, publish_changes};
+use crate::publish::PublishReport;
 use crate::scan::ScanReport;
 use crate::serve::served::ServedIndex;
 use crate::source::Source;
@@ -166,7 +166,7 @@ impl Publisher {
             sched.deferred = false;
             Some(r)
         } else if scan.new_snapshot() || rotated {
-            let r = publish_changes(src.layout(), src.state(), &src.config().publish)?;
+            let r = src.publish_changes()?;
             // The scan recorded a new snapshot whose Resource List is not written yet.
             sched.deferred |= scan.new_snapshot();
             Some(r)

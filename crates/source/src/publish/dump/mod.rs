@@ -88,7 +88,8 @@ use zip::{CompressionMethod, ZipWriter};
 
 use crate::error::{Error, Result};
 use crate::inventory::{Inventory, Skipped};
-use crate::publish::layout::{AtomicFile, FsSink, Layout, write_file};
+use crate::publish::layout::{AtomicFile, Layout, write_file};
+use crate::publish::sink::{DirSink, DocSink, SinkParts};
 use crate::publish::{change_entry, resource_entry};
 use crate::state::rel_path;
 use crate::state::{Period, State};
@@ -676,13 +677,20 @@ fn write_dump_document(
     header: Header,
     entries: impl IntoIterator<Item = Entry>,
 ) -> Result<Vec<PathBuf>> {
-    let sink = FsSink::new(layout, name);
-    let mut w = SplitWriter::new(sink, name, header, SplitLimits::default())?;
+    // Through the one document sink, as every other document (the packages themselves are
+    // ZIP files written in place: a ZIP writer seeks).
+    let sink = DirSink::new(&layout.out);
+    let parts = SinkParts::new(&sink, layout, name);
+    let mut w = SplitWriter::new(parts, name, header, SplitLimits::default())?;
     for e in entries {
         w.write_entry(&e)?;
     }
-    let (sink, _) = w.finish()?;
-    Ok(sink.written)
+    let (parts, _) = w.finish()?;
+    Ok(parts
+        .written
+        .iter()
+        .filter_map(|k| sink.local_path(k))
+        .collect())
 }
 
 /// Removes the files in `dir` whose names start with `prefix` and are not in `keep`.
