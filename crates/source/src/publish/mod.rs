@@ -456,16 +456,8 @@ pub fn publish_to(
 
     publish_change_lists(sink, layout, state, &periods, &mut report)?;
 
-    write_capability_list_and_page(
-        sink,
-        layout,
-        state,
-        opts,
-        &rl_url,
-        snapshot.1,
-        report.resources,
-        &mut report,
-    )?;
+    let listed = (rl_url.as_str(), snapshot.1, report.resources);
+    write_capability_list_and_page(sink, layout, state, opts, listed, &mut report)?;
 
     // Source Description (§8), at the well-known URI (§6.3.2).
     let mut header = Header::new(
@@ -552,31 +544,22 @@ pub fn publish_changes_to(
     let periods = state.periods()?;
     publish_change_lists(sink, layout, state, &periods, &mut report)?;
 
-    write_capability_list_and_page(
-        sink,
-        layout,
-        state,
-        opts,
-        &rl_url,
-        snapshot_at,
-        count,
-        &mut report,
-    )?;
+    let listed = (rl_url.as_str(), snapshot_at, count);
+    write_capability_list_and_page(sink, layout, state, opts, listed, &mut report)?;
     Ok(report)
 }
 
 /// Writes the Capability List (§9) and the page for people, for the published Resource List
-/// `rl_url` (snapshot at `snapshot_at`, `resources` entries).
+/// `listed`: (URL, snapshot `at`, entries).
 fn write_capability_list_and_page(
     sink: &dyn DocSink,
     layout: &Layout,
     state: &State,
     opts: &PublishOptions,
-    rl_url: &str,
-    snapshot_at: W3cDateTime,
-    resources: u64,
+    listed: (&str, W3cDateTime, u64),
     report: &mut PublishReport,
 ) -> Result<()> {
+    let (rl_url, snapshot_at, resources) = listed;
     let mut header = Header::new(
         Root::UrlSet,
         Metadata::with_capability(Capability::CapabilityList),
