@@ -6,7 +6,7 @@
 //! content it no longer has; a file that cannot be read is reported and skipped, keeping its
 //! previous state if it had one, so an unreadable file is not mistaken for a deleted one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use jiff::Timestamp;
@@ -192,20 +192,20 @@ const CHUNK: usize = 64;
 fn prepare(
     inv: &dyn Inventory,
     base: &str,
-    l: &Listed,
+    rel: &Path,
     algs: &[HashAlg],
     render: Option<&mut String>,
     buf: &mut Vec<u8>,
 ) -> Outcome {
-    let uri = path_to_uri(base, &l.rel).ok_or_else(|| "no URI for this path".to_owned())?;
-    let (length, mtime_ns, hashes) = hash_stable(inv, &l.rel, algs, buf)?;
+    let uri = path_to_uri(base, rel).ok_or_else(|| "no URI for this path".to_owned())?;
+    let (length, mtime_ns, hashes) = hash_stable(inv, rel, algs, buf)?;
     let mut resource = Resource {
-        path: key(&l.rel).into_owned(),
+        path: key(rel).into_owned(),
         uri,
         length,
         mtime_ns,
         lastmod: lastmod_of(mtime_ns),
-        mime_type: Some(mime_type(&l.rel)),
+        mime_type: Some(mime_type(rel)),
         hashes,
     };
     let mut rendered = false;
@@ -328,7 +328,7 @@ fn stream_listing(
 
 /// What the merge of the listing with the previous snapshot gives: the files to hash (with
 /// whether they were known), the count and bytes of those unchanged, the paths gone.
-type MergeOutcome = (Vec<(Listed, bool)>, u64, u64, Vec<Vec<u8>>);
+type MergeOutcome = (Vec<(PathBuf, bool)>, u64, u64, Vec<Vec<u8>>);
 
 /// Merges the listing with the previous snapshot in path order through the diff engine's
 /// merge ([`merge_by`]): a file known with the same size, time and digests (`want`) is
@@ -336,7 +336,7 @@ type MergeOutcome = (Vec<(Listed, bool)>, u64, u64, Vec<Vec<u8>>);
 /// gone. Only the size, time and digests present are compared here; full rows are read for
 /// changed and deleted files only, and [`needs_update`] decides after hashing.
 fn merge(known: &KnownRows, listed: impl Iterator<Item = Listed>, want: u8) -> MergeOutcome {
-    let mut jobs: Vec<(Listed, bool)> = Vec::new();
+    let mut jobs: Vec<(PathBuf, bool)> = Vec::new();
     let (mut kept, mut kept_bytes) = (0u64, 0u64);
     let mut deleted_paths: Vec<Vec<u8>> = Vec::new();
     for step in merge_by(known.iter(), listed, |k, l| {
@@ -344,13 +344,13 @@ fn merge(known: &KnownRows, listed: impl Iterator<Item = Listed>, want: u8) -> M
     }) {
         match step {
             Merged::Left(k) => deleted_paths.push(k.path.to_vec()),
-            Merged::Right(l) => jobs.push((l, false)),
+            Merged::Right(l) => jobs.push((l.rel, false)),
             Merged::Both(k, l) => {
                 if k.length == l.len && k.mtime_ns == l.mtime_ns && k.algs & want == want {
                     kept += 1;
                     kept_bytes += k.length;
                 } else {
-                    jobs.push((l, true));
+                    jobs.push((l.rel, true));
                 }
             }
         }
@@ -430,9 +430,9 @@ pub fn scan(
     }
     // The previous state of files that changed or went away.
     let mut old: Vec<Option<Resource>> = Vec::with_capacity(jobs.len());
-    for (l, known) in &jobs {
+    for (rel, known) in &jobs {
         old.push(if *known {
-            state.resource_by_path(&key(&l.rel))?
+            state.resource_by_path(&key(rel))?
         } else {
             None
         });
@@ -491,11 +491,11 @@ pub fn scan(
                     let mut ends = Vec::with_capacity(if render { CHUNK } else { 0 });
                     let outcomes = chunk
                         .iter()
-                        .map(|(l, _)| {
+                        .map(|(rel, _)| {
                             let out = prepare(
                                 inv,
                                 base,
-                                l,
+                                rel,
                                 &opts.algs,
                                 render.then_some(&mut text),
                                 &mut buf,
@@ -579,7 +579,7 @@ pub fn scan(
                                 unread_bytes += old[i].as_ref().map_or(0, |o| o.length);
                             }
                             skipped.push(Skipped {
-                                path: jobs[i].0.rel.clone(),
+                                path: jobs[i].0.clone(),
                                 reason,
                             });
                         }
