@@ -8,9 +8,11 @@
 #![deny(missing_docs)]
 
 use std::cmp::Ordering;
-use std::iter::Peekable;
 
 use resourcesync_model::{Hashes, W3cDateTime};
+
+pub mod merge;
+pub use merge::{MergeBy, Merged, merge_by};
 
 /// What is known of one resource: at the Source (from a Resource List or a scan) or at the
 /// Destination (from its state).
@@ -92,44 +94,37 @@ where
     O: IntoIterator<Item = Item>,
 {
     DiffIter {
-        copy: copy.into_iter().peekable(),
-        original: original.into_iter().peekable(),
+        merge: merge_by(copy, original, by_uri),
     }
 }
 
 /// The iterator of [`diff_sorted`].
 #[derive(Debug)]
 pub struct DiffIter<C: Iterator<Item = Item>, O: Iterator<Item = Item>> {
-    copy: Peekable<C>,
-    original: Peekable<O>,
+    merge: MergeBy<C, O, fn(&Item, &Item) -> Ordering>,
+}
+
+/// URIs in byte order.
+fn by_uri(c: &Item, o: &Item) -> Ordering {
+    c.uri.as_bytes().cmp(o.uri.as_bytes())
 }
 
 impl<C: Iterator<Item = Item>, O: Iterator<Item = Item>> Iterator for DiffIter<C, O> {
     type Item = Action;
 
     fn next(&mut self) -> Option<Action> {
-        let order = match (self.copy.peek(), self.original.peek()) {
-            (None, None) => return None,
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (Some(c), Some(o)) => c.uri.as_bytes().cmp(o.uri.as_bytes()),
-        };
-        match order {
-            Ordering::Less => self.copy.next().map(Action::Delete),
-            Ordering::Greater => self.original.next().map(Action::Create),
-            Ordering::Equal => {
-                let c = self.copy.next()?;
-                let o = self.original.next()?;
-                Some(match needs_update(&c, &o) {
-                    Some(why) => Action::Update {
-                        copy: c,
-                        original: o,
-                        why,
-                    },
-                    None => Action::Same(o),
-                })
-            }
-        }
+        Some(match self.merge.next()? {
+            Merged::Left(c) => Action::Delete(c),
+            Merged::Right(o) => Action::Create(o),
+            Merged::Both(c, o) => match needs_update(&c, &o) {
+                Some(why) => Action::Update {
+                    copy: c,
+                    original: o,
+                    why,
+                },
+                None => Action::Same(o),
+            },
+        })
     }
 }
 

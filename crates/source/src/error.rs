@@ -47,6 +47,10 @@ pub enum Error {
         /// The I/O error (said in the message, not exposed as `source()`).
         cause: io::Error,
     },
+    /// An inventory that could not list, or listed against its contract (see
+    /// [`crate::inventory`]): nothing is recorded from such a listing.
+    #[error("inventory: {0}")]
+    Inventory(String),
     /// A background task (scan, publish, server) failed or was cancelled.
     #[error("task: {0}")]
     Task(String),

@@ -37,11 +37,23 @@ use resourcesync_model::{
 };
 use resourcesync_websub::Hub;
 
+pub use crate::publish::channels::{CHANGE_TOPIC, Channels, FRAMEWORK_TOPIC};
+
 use crate::error::{Error, Result};
-use crate::layout::{Layout, write_file};
+use crate::publish::PublishReport;
 use crate::publish::change_entry;
+use crate::publish::layout::{Layout, write_file};
+use crate::source::Source;
 use crate::state::{State, now_us};
-use crate::watch::{BatchReport, Publisher};
+
+/// The Source a notifier reads its changes from, shared with the scans (the server's
+/// publisher holds it).
+pub type Shared = std::sync::Arc<Mutex<Source>>;
+
+fn lock(s: &Shared) -> Result<std::sync::MutexGuard<'_, Source>> {
+    s.lock()
+        .map_err(|_| Error::Task("a scan panicked while holding the Source".into()))
+}
 
 /// Most entries in one change notification payload.
 pub const MAX_ENTRIES: usize = 1000;
@@ -49,32 +61,6 @@ pub const MAX_ENTRIES: usize = 1000;
 /// The media type of payloads and topics (Change Notification §4.1).
 pub const XML: &str = "application/xml";
 
-/// The notification channels a Capability List advertises (Change Notification §5).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Channels {
-    /// The hub URL.
-    pub hub: String,
-    /// The Change Notification topic.
-    pub change_topic: String,
-    /// The Framework Notification topic.
-    pub framework_topic: String,
-}
-
-impl Channels {
-    /// The channels of a Source published at `layout`, through `hub`.
-    pub fn of(layout: &Layout, hub: &str) -> Self {
-        Channels {
-            hub: hub.to_owned(),
-            change_topic: layout.doc_url(CHANGE_TOPIC),
-            framework_topic: layout.doc_url(FRAMEWORK_TOPIC),
-        }
-    }
-}
-
-/// The Change Notification topic's name under the documents folder.
-pub const CHANGE_TOPIC: &str = "change-notification";
-/// The Framework Notification topic's name under the documents folder.
-pub const FRAMEWORK_TOPIC: &str = "framework-notification";
 /// The embedded hub's name under the documents folder.
 pub const HUB_PATH: &str = "hub";
 
@@ -286,22 +272,22 @@ impl Notifier {
     /// Sends what a batch produced: change notifications for new changes, then a framework
     /// notification for capability documents whose content changed. Failures are logged; the
     /// changes not sent go with the next batch.
-    pub async fn after_batch(&self, publisher: &Publisher, report: &BatchReport) {
+    pub async fn after_batch(&self, source: &Shared, published: Option<&PublishReport>) {
         let _one = self.sending.lock().await;
-        if let Err(e) = self.send_changes(publisher).await {
+        if let Err(e) = self.send_changes(source).await {
             tracing::warn!("change notification: {e}; retried with the next batch");
         }
-        if let Some(p) = &report.publish {
+        if let Some(p) = published {
             if let Err(e) = self.send_framework(&p.written).await {
                 tracing::warn!("framework notification: {e}");
             }
         }
     }
 
-    async fn send_changes(&self, publisher: &Publisher) -> Result<()> {
-        let (p, layout) = (publisher.clone(), self.layout.clone());
+    async fn send_changes(&self, source: &Shared) -> Result<()> {
+        let (p, layout) = (source.clone(), self.layout.clone());
         let payloads = tokio::task::spawn_blocking(move || {
-            let src = p.lock()?;
+            let src = lock(&p)?;
             pending_payloads(src.state(), &layout)
         })
         .await
@@ -313,9 +299,9 @@ impl Notifier {
                 .await
                 .map_err(|e| Error::Task(e.to_string()))??;
             self.submit(&self.channels.change_topic, pl.body).await?;
-            let p = publisher.clone();
+            let p = source.clone();
             tokio::task::spawn_blocking(move || -> Result<()> {
-                let src = p.lock()?;
+                let src = lock(&p)?;
                 src.state()
                     .set_meta("notify:seq", &pl.last_seq.to_string())?;
                 src.state().set_meta("notify:until", &pl.until.to_string())

@@ -4,18 +4,18 @@ use std::path::{Path, PathBuf};
 
 use resourcesync_model::HashAlg;
 
-use crate::dump::{DumpOptions, write_change_dumps, write_resource_dump};
 use crate::error::{Error, Result};
 use crate::inventory::DirInventory;
-use crate::layout::{DOCS_DIR, Layout};
-use crate::own::OwnPaths;
-use crate::publish::{PublishOptions, PublishReport, publish};
+use crate::inventory::own::OwnPaths;
+use crate::publish::dump::{DumpOptions, write_change_dumps, write_resource_dump};
+use crate::publish::layout::{DOCS_DIR, Layout};
+use crate::publish::sink::{DirSink, DocSink};
+use crate::publish::{PublishOptions, PublishReport, publish_changes_to, publish_to};
 use crate::scan::{ScanOptions, ScanReport, scan};
 use crate::state::{Moved, State};
 use crate::uri::normalize_base;
 
-/// The name of the state folder inside the Source directory (when `--state` is not given).
-pub const STATE_DIR: &str = ".resourcesync";
+pub use crate::inventory::own::STATE_DIR;
 
 /// How a directory is published.
 #[derive(Debug, Clone)]
@@ -101,6 +101,8 @@ impl SourceConfig {
 pub struct Source {
     cfg: SourceConfig,
     layout: Layout,
+    /// Where documents are published (the output directory, as files).
+    sink: std::sync::Arc<dyn DocSink>,
     inventory: DirInventory,
     state: State,
     state_path: PathBuf,
@@ -183,12 +185,7 @@ impl Source {
                 state.set_meta(BASE_ORIGIN_KEY, origin.as_str())?;
                 // The Resource Lists written under the old URL (the archive starts afresh:
                 // earlier snapshots' lists cannot be written again).
-                match std::fs::remove_dir_all(out.join(DOCS_DIR).join("resourcelists")) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(Error::io(out.join(DOCS_DIR).join("resourcelists"), e));
-                    }
-                    _ => {}
-                }
+                DirSink::new(&out).delete_prefix(&format!("{DOCS_DIR}/resourcelists/"))?;
             }
         }
         std::fs::create_dir_all(out.join(DOCS_DIR)).map_err(|e| Error::io(&out, e))?;
@@ -199,6 +196,7 @@ impl Source {
         let skip = own.paths().map(Path::to_owned).collect();
         let inventory = DirInventory::new(dir, cfg.excludes.clone(), cfg.include_hidden, skip)?;
         Ok(Source {
+            sink: std::sync::Arc::new(DirSink::new(&out)),
             layout: Layout::new(out, &base),
             inventory,
             state,
@@ -236,9 +234,19 @@ impl Source {
             let c = write_change_dumps(&self.layout, &self.state, &self.inventory, &self.cfg.dump)?;
             dumped.extend(c.written);
         }
-        let mut report = publish(&self.layout, &self.state, &self.cfg.publish)?;
+        let mut report = publish_to(&*self.sink, &self.layout, &self.state, &self.cfg.publish)?;
         report.written.extend(dumped);
         Ok(report)
+    }
+
+    /// Writes what changes between Resource Lists (see [`crate::publish::publish_changes`]).
+    pub fn publish_changes(&self) -> Result<PublishReport> {
+        publish_changes_to(&*self.sink, &self.layout, &self.state, &self.cfg.publish)
+    }
+
+    /// Where documents are published.
+    pub fn sink(&self) -> &dyn DocSink {
+        &*self.sink
     }
 
     /// The document layout.
@@ -264,7 +272,7 @@ impl Source {
     /// The embedded hub's database (`hub.sqlite` beside the state's), used with
     /// `serve --hub embedded`.
     pub fn hub_state_path(&self) -> PathBuf {
-        crate::own::hub_state_path(&self.state_path)
+        crate::inventory::own::hub_state_path(&self.state_path)
     }
 
     /// What this Source writes itself, and never publishes nor serves.
@@ -284,7 +292,7 @@ impl Source {
 
     /// Advertises notification channels in the Capability List from the next publish on
     /// (Change Notification 1.0.1 §5), or stops advertising them.
-    pub fn set_notification_channels(&mut self, c: Option<crate::notify::Channels>) {
+    pub fn set_notification_channels(&mut self, c: Option<crate::publish::channels::Channels>) {
         self.cfg.publish.notifications = c;
     }
 }

@@ -129,6 +129,19 @@ pub fn uri_to_path(base: &str, uri: &str) -> Option<Result<PathBuf, UnsafePath>>
     Some(decode_path(rest))
 }
 
+/// The bytes of a path (its text, lossily, off Unix).
+pub(crate) fn path_bytes(p: &Path) -> std::borrow::Cow<'_, [u8]> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        std::borrow::Cow::Borrowed(p.as_os_str().as_bytes())
+    }
+    #[cfg(not(unix))]
+    {
+        std::borrow::Cow::Owned(p.to_string_lossy().into_owned().into_bytes())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -289,12 +289,7 @@ struct Flaky {
 }
 
 impl resourcesync_source::inventory::Inventory for Flaky {
-    fn list(
-        &self,
-    ) -> resourcesync_source::Result<(
-        Vec<resourcesync_source::inventory::Listed>,
-        Vec<resourcesync_source::inventory::Skipped>,
-    )> {
+    fn list(&self) -> resourcesync_source::Result<resourcesync_source::inventory::Listing<'_>> {
         self.inner.list()
     }
     fn open(&self, rel: &Path) -> std::io::Result<Box<dyn std::io::Read + Send>> {
@@ -472,12 +467,7 @@ struct Failing {
 }
 
 impl resourcesync_source::inventory::Inventory for Failing {
-    fn list(
-        &self,
-    ) -> resourcesync_source::Result<(
-        Vec<resourcesync_source::inventory::Listed>,
-        Vec<resourcesync_source::inventory::Skipped>,
-    )> {
+    fn list(&self) -> resourcesync_source::Result<resourcesync_source::inventory::Listing<'_>> {
         self.inner.list()
     }
     fn open(&self, rel: &Path) -> std::io::Result<Box<dyn std::io::Read + Send>> {

@@ -4,7 +4,7 @@
 //! as ready header values.
 //!
 //! The index is rebuilt from the state after every scan that changed something (see
-//! [`crate::watch::Publisher`]) and swapped in whole, so readers never wait for a scan. Memory is
+//! [`crate::serve::watch::Publisher`]) and swapped in whole, so readers never wait for a scan. Memory is
 //! about 250 bytes per resource.
 
 use std::collections::HashMap;
@@ -65,7 +65,7 @@ impl ServedIndex {
             });
             let etag = digest_etag(&r).and_then(|t| HeaderValue::from_str(&t).ok());
             let last_modified =
-                crate::server::http_date_value(r.mtime_ns.div_euclid(1_000_000_000) as i64);
+                crate::serve::http_date_value(r.mtime_ns.div_euclid(1_000_000_000) as i64);
             by_path.insert(
                 r.path.into_boxed_slice(),
                 Served {

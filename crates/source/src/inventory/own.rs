@@ -24,6 +24,12 @@ use std::path::{Path, PathBuf};
 
 use crate::inventory::{path_bytes, under};
 
+/// The folder of documents under the output directory (and under the base URL).
+pub const DOCS_DIR: &str = "resourcesync";
+
+/// The name of the state folder inside the Source directory (when `--state` is not given).
+pub const STATE_DIR: &str = ".resourcesync";
+
 /// The companions SQLite writes beside a database `NAME`: `NAME` itself, its write-ahead log,
 /// its shared-memory index and its rollback journal.
 pub const SQLITE_FILES: [&str; 4] = ["", "-wal", "-shm", "-journal"];
@@ -87,9 +93,9 @@ impl OwnPaths {
     pub(crate) fn new(root: &Path, out: &Path, state: &Path) -> Self {
         let mut own = OwnPaths::default();
         for d in [
-            out.join(crate::layout::DOCS_DIR),
+            out.join(DOCS_DIR),
             out.join(".well-known"),
-            root.join(crate::source::STATE_DIR),
+            root.join(STATE_DIR),
         ] {
             own.dirs.extend(both_forms(&d));
         }

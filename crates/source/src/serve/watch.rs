@@ -21,10 +21,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::own::OwnPaths;
-use crate::publish::{PublishReport, publish_changes};
+use crate::inventory::own::OwnPaths;
+use crate::publish::PublishReport;
 use crate::scan::ScanReport;
-use crate::served::ServedIndex;
+use crate::serve::served::ServedIndex;
 use crate::source::Source;
 
 /// How a served Source notices changes.
@@ -166,7 +166,7 @@ impl Publisher {
             sched.deferred = false;
             Some(r)
         } else if scan.new_snapshot() || rotated {
-            let r = publish_changes(src.layout(), src.state(), &src.config().publish)?;
+            let r = src.publish_changes()?;
             // The scan recorded a new snapshot whose Resource List is not written yet.
             sched.deferred |= scan.new_snapshot();
             Some(r)
@@ -188,7 +188,7 @@ impl Publisher {
             .await
             .map_err(|e| Error::Task(format!("scan task: {e}")))??;
         if let Some(n) = &self.notifier {
-            n.after_batch(self, &report).await;
+            n.after_batch(&self.source, report.publish.as_ref()).await;
         }
         Ok(report)
     }
@@ -376,7 +376,7 @@ mod tests {
         let root = dir.path().canonicalize().expect("canonical");
         let mut cfg = SourceConfig::new(&root, "http://127.0.0.1:1/");
         cfg.state = Some(root.join("state.sqlite"));
-        crate::server::prepare_config(&mut cfg);
+        crate::serve::prepare_config(&mut cfg);
         let src = Source::open(cfg).expect("open");
         let filter = EventFilter::of(&src).expect("filter");
         for own in [

@@ -10,13 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use jiff::Timestamp;
-use resourcesync_diff::{Item, needs_update};
+use resourcesync_diff::{Item, Merged, merge_by, needs_update};
 use resourcesync_model::writer::entry_xml;
 use resourcesync_model::{Change, Entry, HashAlg, Hashes, MultiHasher, Root, W3cDateTime};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inventory::{Inventory, Listed, Skipped};
-use crate::state::{Known, Resource, Rotation, State, now_us};
+pub use crate::state::rel_path;
+use crate::state::{Known, Rendered, Resource, Rotation, State, now_us};
+use crate::uri::path_bytes as key;
 use crate::uri::path_to_uri;
 
 /// How to scan.
@@ -108,19 +110,6 @@ impl ScanReport {
     }
 }
 
-/// The bytes of a relative path, as the state stores and orders them (borrowed on Unix).
-pub(crate) fn key(p: &Path) -> std::borrow::Cow<'_, [u8]> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        std::borrow::Cow::Borrowed(p.as_os_str().as_bytes())
-    }
-    #[cfg(not(unix))]
-    {
-        std::borrow::Cow::Owned(p.to_string_lossy().into_owned().into_bytes())
-    }
-}
-
 /// The media type published for a path (from its extension).
 pub fn mime_type(p: &Path) -> String {
     mime_guess::from_path(p)
@@ -186,26 +175,6 @@ struct Chunk {
     ends: Vec<usize>,
 }
 
-/// The Resource List entries rendered along with a scan: the lines end to end, and where each
-/// ends (see [`State::stash_rendered`]).
-#[derive(Debug, Default)]
-pub(crate) struct Rendered {
-    pub(crate) text: String,
-    pub(crate) ends: Vec<usize>,
-}
-
-impl Rendered {
-    /// The lines in order.
-    pub(crate) fn lines(&self) -> impl Iterator<Item = &str> {
-        let mut start = 0;
-        self.ends.iter().map(move |&end| {
-            let line = &self.text[start..end];
-            start = end;
-            line
-        })
-    }
-}
-
 /// The most bytes of Resource List entries rendered along with a scan and kept for the publish
 /// that follows; past it the publish reads the state instead (memory stays bounded for huge
 /// trees).
@@ -223,20 +192,20 @@ const CHUNK: usize = 64;
 fn prepare(
     inv: &dyn Inventory,
     base: &str,
-    l: &Listed,
+    rel: &Path,
     algs: &[HashAlg],
     render: Option<&mut String>,
     buf: &mut Vec<u8>,
 ) -> Outcome {
-    let uri = path_to_uri(base, &l.rel).ok_or_else(|| "no URI for this path".to_owned())?;
-    let (length, mtime_ns, hashes) = hash_stable(inv, &l.rel, algs, buf)?;
+    let uri = path_to_uri(base, rel).ok_or_else(|| "no URI for this path".to_owned())?;
+    let (length, mtime_ns, hashes) = hash_stable(inv, rel, algs, buf)?;
     let mut resource = Resource {
-        path: key(&l.rel).into_owned(),
+        path: key(rel).into_owned(),
         uri,
         length,
         mtime_ns,
         lastmod: lastmod_of(mtime_ns),
-        mime_type: Some(mime_type(&l.rel)),
+        mime_type: Some(mime_type(rel)),
         hashes,
     };
     let mut rendered = false;
@@ -266,13 +235,6 @@ fn prepare(
         }
     }
     Ok(Prepared { resource, rendered })
-}
-
-/// A listing sorted by path bytes (the order of the state and of the Resource List).
-fn sorted(listing: Result<(Vec<Listed>, Vec<Skipped>)>) -> Result<(Vec<Listed>, Vec<Skipped>)> {
-    let (mut listed, skipped) = listing?;
-    listed.sort_unstable_by(|a, b| key(&a.rel).cmp(&key(&b.rel)));
-    Ok((listed, skipped))
 }
 
 /// The previous snapshot as the merge needs it (see [`State::for_each_known`]), read into
@@ -312,6 +274,90 @@ impl KnownRows {
     }
 }
 
+/// Listed entries sent at a time from the listing's thread to the merge.
+const LISTING_CHUNK: usize = 1024;
+
+/// Chunks the listing may run ahead of the merge (bounded memory: at most this many chunks
+/// are held, however large the inventory).
+const LISTING_CHUNKS_AHEAD: usize = 16;
+
+/// Sends a listing's entries in chunks, returning the problems it reported. An entry out of
+/// order (not after the previous one: a bug of the backend) is an error: merged with the
+/// previous snapshot, such a listing would make every file after it look deleted, so nothing
+/// is recorded from it. Stops when the receiver is gone.
+fn stream_listing(
+    listing: crate::inventory::Listing<'_>,
+    tx: &std::sync::mpsc::SyncSender<Vec<Listed>>,
+) -> Result<Vec<Skipped>> {
+    let mut skipped = Vec::new();
+    let mut chunk = Vec::with_capacity(LISTING_CHUNK);
+    let mut last: Vec<u8> = Vec::new();
+    let mut first = true;
+    for e in listing {
+        let l = match e {
+            Ok(l) => l,
+            Err(s) => {
+                skipped.push(s);
+                continue;
+            }
+        };
+        let k = key(&l.rel);
+        if !first && k.as_ref() <= last.as_slice() {
+            return Err(Error::Inventory(format!(
+                "{} listed after {}: not in path order (nothing recorded)",
+                l.rel.display(),
+                String::from_utf8_lossy(&last)
+            )));
+        }
+        first = false;
+        last.clear();
+        last.extend_from_slice(&k);
+        chunk.push(l);
+        if chunk.len() == LISTING_CHUNK {
+            let full = std::mem::replace(&mut chunk, Vec::with_capacity(LISTING_CHUNK));
+            if tx.send(full).is_err() {
+                return Ok(skipped);
+            }
+        }
+    }
+    if !chunk.is_empty() {
+        let _ = tx.send(chunk);
+    }
+    Ok(skipped)
+}
+
+/// What the merge of the listing with the previous snapshot gives: the files to hash (with
+/// whether they were known), the count and bytes of those unchanged, the paths gone.
+type MergeOutcome = (Vec<(PathBuf, bool)>, u64, u64, Vec<Vec<u8>>);
+
+/// Merges the listing with the previous snapshot in path order through the diff engine's
+/// merge ([`merge_by`]): a file known with the same size, time and digests (`want`) is
+/// unchanged (not read again); any other listed file is to hash; a known file not listed is
+/// gone. Only the size, time and digests present are compared here; full rows are read for
+/// changed and deleted files only, and [`needs_update`] decides after hashing.
+fn merge(known: &KnownRows, listed: impl Iterator<Item = Listed>, want: u8) -> MergeOutcome {
+    let mut jobs: Vec<(PathBuf, bool)> = Vec::new();
+    let (mut kept, mut kept_bytes) = (0u64, 0u64);
+    let mut deleted_paths: Vec<Vec<u8>> = Vec::new();
+    for step in merge_by(known.iter(), listed, |k, l| {
+        k.path.cmp(key(&l.rel).as_ref())
+    }) {
+        match step {
+            Merged::Left(k) => deleted_paths.push(k.path.to_vec()),
+            Merged::Right(l) => jobs.push((l.rel, false)),
+            Merged::Both(k, l) => {
+                if k.length == l.len && k.mtime_ns == l.mtime_ns && k.algs & want == want {
+                    kept += 1;
+                    kept_bytes += k.length;
+                } else {
+                    jobs.push((l.rel, true));
+                }
+            }
+        }
+    }
+    (jobs, kept, kept_bytes, deleted_paths)
+}
+
 /// Scans `inv`, records the snapshot and its changes in `state`, and reports.
 ///
 /// The first snapshot (no snapshot recorded before) is the baseline and records no change: its
@@ -343,61 +389,50 @@ pub fn scan(
     let at =
         W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
     // With no resource recorded, every file listed is read and hashed (which gives its size
-    // and time): the listing need not find them (no `stat` per file). Else the previous
-    // snapshot is read (this thread) while the tree is listed and sorted (the inventory's).
-    let (listing, known) = if state.has_resources()? {
-        let state = &*state;
-        std::thread::scope(|s| {
-            let listing = s.spawn(|| sorted(inv.list()));
-            let known = KnownRows::read(state);
-            let listing = listing
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (listing, known)
-        })
+    // and time): the listing need not find them (no `stat` per file).
+    let has_resources = state.has_resources()?;
+    let listing = if has_resources {
+        inv.list()?
     } else {
-        (sorted(inv.list_names()), Ok(KnownRows::default()))
+        inv.list_names()?
     };
-    let (listed, mut skipped) = listing?;
-    let known = known?;
-
-    // Merge the sorted listing with the previous snapshot in path order (only the size, time
-    // and digests present; full rows are read for changed and deleted files only). Files to
-    // hash, with whether they were known; the rest are unchanged.
-    let mut jobs: Vec<(Listed, bool)> = Vec::new();
-    let mut kept = 0u64;
-    let mut kept_bytes = 0u64;
-    let mut deleted_paths: Vec<Vec<u8>> = Vec::new();
     let want = crate::state::alg_mask(&opts.algs);
-    {
-        let mut next = listed.into_iter().peekable();
-        for k in known.iter() {
-            while let Some(l) = next.next_if(|l| key(&l.rel).as_ref() < k.path) {
-                jobs.push((l, false));
-            }
-            match next.next_if(|l| key(&l.rel).as_ref() == k.path) {
-                Some(l) => {
-                    if k.length == l.len && k.mtime_ns == l.mtime_ns && k.algs & want == want {
-                        kept += 1;
-                        kept_bytes += k.length;
-                    } else {
-                        jobs.push((l, true));
-                    }
+    let (jobs, kept, kept_bytes, deleted_paths, mut skipped) = {
+        let state = &*state;
+        std::thread::scope(|s| -> Result<_> {
+            // The listing streams on a thread of its own, a bounded number of chunks ahead,
+            // while this one reads the previous snapshot, then merges the two.
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Listed>>(LISTING_CHUNKS_AHEAD);
+            let lister = s.spawn(move || stream_listing(listing, &tx));
+            let known = if has_resources {
+                KnownRows::read(state)
+            } else {
+                Ok(KnownRows::default())
+            };
+            let merged = match known {
+                Ok(known) => Ok(merge(&known, rx.into_iter().flatten(), want)),
+                Err(e) => {
+                    // A lister still sending stops.
+                    drop(rx);
+                    Err(e)
                 }
-                None => deleted_paths.push(k.path.to_vec()),
-            }
-        }
-        jobs.extend(next.map(|l| (l, false)));
-    }
+            };
+            let skipped = lister
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            let (jobs, kept, kept_bytes, deleted_paths) = merged?;
+            Ok((jobs, kept, kept_bytes, deleted_paths, skipped))
+        })?
+    };
     if let Some(p) = progress {
         p.to_read.store(jobs.len() as u64, Ordering::Relaxed);
         p.listed.store(true, Ordering::Relaxed);
     }
     // The previous state of files that changed or went away.
     let mut old: Vec<Option<Resource>> = Vec::with_capacity(jobs.len());
-    for (l, known) in &jobs {
+    for (rel, known) in &jobs {
         old.push(if *known {
-            state.resource_by_path(&key(&l.rel))?
+            state.resource_by_path(&key(rel))?
         } else {
             None
         });
@@ -456,11 +491,11 @@ pub fn scan(
                     let mut ends = Vec::with_capacity(if render { CHUNK } else { 0 });
                     let outcomes = chunk
                         .iter()
-                        .map(|(l, _)| {
+                        .map(|(rel, _)| {
                             let out = prepare(
                                 inv,
                                 base,
-                                l,
+                                rel,
                                 &opts.algs,
                                 render.then_some(&mut text),
                                 &mut buf,
@@ -544,7 +579,7 @@ pub fn scan(
                                 unread_bytes += old[i].as_ref().map_or(0, |o| o.length);
                             }
                             skipped.push(Skipped {
-                                path: jobs[i].0.rel.clone(),
+                                path: jobs[i].0.clone(),
                                 reason,
                             });
                         }
@@ -593,15 +628,5 @@ pub fn scan(
     Ok(report)
 }
 
-/// Relative path of a resource row.
-pub fn rel_path(r: &Resource) -> PathBuf {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        PathBuf::from(std::ffi::OsStr::from_bytes(&r.path))
-    }
-    #[cfg(not(unix))]
-    {
-        PathBuf::from(String::from_utf8_lossy(&r.path).into_owned())
-    }
-}
+#[cfg(test)]
+mod tests;

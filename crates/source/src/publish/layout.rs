@@ -19,15 +19,16 @@
 //! ```
 
 use std::fs::File;
-use std::io::{self, BufWriter, Seek, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-
-use resourcesync_model::writer::{PartSink, Target};
 
 use crate::error::{Error, Result};
 
-/// The folder of documents under the output directory (and under the base URL).
-pub const DOCS_DIR: &str = "resourcesync";
+pub use crate::inventory::own::DOCS_DIR;
+
+/// The Source Description's key in a [`crate::publish::sink::DocSink`] (Z39.99-2014
+/// §6.3.2: at the well-known URI under the base).
+pub const WELL_KNOWN_KEY: &str = ".well-known/resourcesync";
 
 /// Paths and URLs of a Source's documents.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +51,12 @@ impl Layout {
     /// The file of a document (name relative to the documents folder).
     pub fn doc_path(&self, name: &str) -> PathBuf {
         self.out.join(DOCS_DIR).join(name)
+    }
+
+    /// The key of a document in a [`crate::publish::sink::DocSink`] (name relative to the
+    /// documents folder): its path under the output directory, `/`-separated.
+    pub fn doc_key(&self, name: &str) -> String {
+        format!("{DOCS_DIR}/{name}")
     }
 
     /// The URL of a document.
@@ -139,108 +146,4 @@ pub fn write_file(target: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = AtomicFile::create(target)?;
     f.write_all(bytes).map_err(|e| Error::io(target, e))?;
     f.commit()
-}
-
-/// A [`PartSink`] writing a (possibly split) document into the documents folder: the single
-/// document or the index at `NAME.xml`, parts at `NAME-NNNNN.xml`, each through an
-/// [`AtomicFile`].
-#[derive(Debug)]
-pub struct FsSink {
-    layout: Layout,
-    name: String,
-    /// Files written, for cleaning up stale parts.
-    pub written: Vec<PathBuf>,
-    /// Parts being synced and renamed into place in the background (their syncs overlap the
-    /// writing of the next part and each other); all are in place before the index is.
-    pending: std::collections::VecDeque<std::thread::JoinHandle<Result<PathBuf>>>,
-}
-
-/// Parts of one document synced at once (see [`FsSink`]).
-const PARTS_IN_FLIGHT: usize = 4;
-
-impl FsSink {
-    /// A sink for the document `NAME.xml` (name relative to the documents folder, without
-    /// `.xml`).
-    pub fn new(layout: &Layout, name: &str) -> Self {
-        FsSink {
-            layout: layout.clone(),
-            name: name.to_owned(),
-            written: Vec::new(),
-            pending: Default::default(),
-        }
-    }
-
-    /// Waits for the oldest part in flight.
-    fn join_one(&mut self) -> io::Result<()> {
-        if let Some(h) = self.pending.pop_front() {
-            let path = h
-                .join()
-                .map_err(|_| io::Error::other("syncing a document part panicked"))?
-                .map_err(|e| io::Error::other(e.to_string()))?;
-            self.written.push(path);
-        }
-        Ok(())
-    }
-
-    fn file_name(&self, target: Target) -> String {
-        match target {
-            Target::Single | Target::Index => format!("{}.xml", self.name),
-            Target::Part(n) => format!("{}-{n:05}.xml", self.name),
-        }
-    }
-}
-
-/// A buffered [`AtomicFile`].
-#[derive(Debug)]
-pub struct SinkFile(BufWriter<AtomicFile>);
-
-impl Write for SinkFile {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
-    }
-}
-
-impl PartSink for FsSink {
-    type Out = SinkFile;
-    type Spool = File;
-
-    fn open(&mut self, target: Target) -> io::Result<SinkFile> {
-        let path = self.layout.doc_path(&self.file_name(target));
-        let f = AtomicFile::create(&path).map_err(|e| io::Error::other(e.to_string()))?;
-        Ok(SinkFile(BufWriter::with_capacity(256 * 1024, f)))
-    }
-
-    fn close(&mut self, target: Target, out: SinkFile) -> io::Result<()> {
-        let f = out.0.into_inner().map_err(|e| e.into_error())?;
-        let path = self.layout.doc_path(&self.file_name(target));
-        if let Target::Part(_) = target {
-            if self.pending.len() >= PARTS_IN_FLIGHT {
-                self.join_one()?;
-            }
-            self.pending
-                .push_back(std::thread::spawn(move || f.commit().map(|()| path)));
-            return Ok(());
-        }
-        // The index names the parts: they are in place before it is.
-        while !self.pending.is_empty() {
-            self.join_one()?;
-        }
-        f.commit().map_err(|e| io::Error::other(e.to_string()))?;
-        self.written.push(path);
-        Ok(())
-    }
-
-    fn spool(&mut self) -> io::Result<File> {
-        let mut f =
-            tempfile::tempfile_in(self.layout.docs_dir()).or_else(|_| tempfile::tempfile())?;
-        f.rewind()?;
-        Ok(f)
-    }
-
-    fn url(&self, target: Target) -> String {
-        self.layout.doc_url(&self.file_name(target))
-    }
 }

@@ -6,6 +6,12 @@
 //! cannot have changed (closed Change Lists, the Resource List of an unchanged snapshot) are not
 //! written again.
 
+pub mod channels;
+pub mod dump;
+pub mod layout;
+pub mod page;
+pub mod sink;
+
 use std::path::PathBuf;
 
 use resourcesync_model::writer::{SplitLimits, SplitSummary, SplitWriter};
@@ -14,7 +20,8 @@ use resourcesync_model::{
 };
 
 use crate::error::{Error, Result};
-use crate::layout::{FsSink, Layout, write_file};
+use crate::publish::layout::{Layout, WELL_KNOWN_KEY};
+use crate::publish::sink::{DirSink, DocSink, SinkParts};
 use crate::state::{ChangeRecord, Period, Resource, State};
 
 /// How to publish.
@@ -24,11 +31,11 @@ pub struct PublishOptions {
     pub split: SplitLimits,
     /// Earlier Resource Lists kept and listed in the Resource List Archive.
     pub keep_resource_lists: usize,
-    /// Whether a Resource Dump and Change Dumps are offered (written by [`crate::dump`]).
+    /// Whether a Resource Dump and Change Dumps are offered (written by [`crate::publish::dump`]).
     pub dumps: bool,
     /// Notification channels advertised in the Capability List (Change Notification 1.0.1 §5,
     /// Framework Notification 1.0.1 §5).
-    pub notifications: Option<crate::notify::Channels>,
+    pub notifications: Option<channels::Channels>,
 }
 
 impl Default for PublishOptions {
@@ -69,19 +76,30 @@ fn up(layout: &Layout) -> Link {
     Link::new("up", layout.doc_url("capabilitylist.xml"))
 }
 
-fn write_doc(layout: &Layout, name: &str, header: &Header, entries: &[Entry]) -> Result<PathBuf> {
+/// What is reported as written for a key: the file, where the sink has files.
+fn written(sink: &dyn DocSink, key: &str) -> PathBuf {
+    sink.local_path(key).unwrap_or_else(|| PathBuf::from(key))
+}
+
+fn write_doc(
+    sink: &dyn DocSink,
+    layout: &Layout,
+    name: &str,
+    header: &Header,
+    entries: &[Entry],
+) -> Result<PathBuf> {
     let mut w = DocumentWriter::new(Vec::new(), name, header)?;
     for e in entries {
         w.write_entry(e)?;
     }
     let bytes = w.finish()?;
-    let path = if name == ".well-known/resourcesync" {
-        layout.well_known_path()
+    let key = if name == WELL_KNOWN_KEY {
+        WELL_KNOWN_KEY.to_owned()
     } else {
-        layout.doc_path(name)
+        layout.doc_key(name)
     };
-    write_file(&path, &bytes)?;
-    Ok(path)
+    sink.put(&key, &bytes)?;
+    Ok(written(sink, &key))
 }
 
 /// An entry of the Resource List for a resource.
@@ -114,6 +132,7 @@ pub fn change_entry(c: &ChangeRecord) -> Entry {
 
 /// Writes the Resource List of the newest snapshot, unless it exists already.
 fn publish_resource_list(
+    sink: &dyn DocSink,
     layout: &Layout,
     state: &State,
     opts: &PublishOptions,
@@ -124,7 +143,7 @@ fn publish_resource_list(
     let name = resource_list_name(id);
     let done_key = format!("resourcelist:{id}");
     if let Some(url) = state.meta(&done_key)? {
-        if resource_list_in_layout(layout, state, id, &url)? {
+        if resource_list_in_layout(sink, layout, state, id, &url)? {
             report.resources = state.resource_count()?;
             report.resource_list_parts = state
                 .meta(&format!("{done_key}:parts"))?
@@ -145,10 +164,8 @@ fn publish_resource_list(
         "archives",
         layout.doc_url("resourcelist-archive.xml"),
     ));
-    std::fs::create_dir_all(layout.doc_path(&name).parent().unwrap_or(&layout.out))
-        .map_err(|e| Error::io(&layout.out, e))?;
-    let sink = FsSink::new(layout, &name);
-    let mut w = SplitWriter::new(sink, name.clone(), header, opts.split)?;
+    let parts = SinkParts::new(sink, layout, &name);
+    let mut w = SplitWriter::new(parts, name.clone(), header, opts.split)?;
     // Entries in path order (Z39.99-2017 §10.1 sets none): serialized by the scan that
     // recorded this snapshot when it kept them, else read from the state.
     let mut n = 0u64;
@@ -163,8 +180,10 @@ fn publish_resource_list(
             w.write_entry(&resource_entry(&r)).map_err(Error::from)
         })?;
     }
-    let (sink, summary): (FsSink, SplitSummary) = w.finish()?;
-    report.written.extend(sink.written);
+    let (parts, summary): (SinkParts<'_>, SplitSummary) = w.finish()?;
+    report
+        .written
+        .extend(parts.written.iter().map(|k| written(sink, k)));
     report.resources = n;
     report.resource_list_parts = summary.parts;
     let url = layout.doc_url(&format!("{name}.xml"));
@@ -180,25 +199,37 @@ fn publish_resource_list(
 /// writes under the state folder) may share one state, and a Source may move to another base
 /// URL. A document recorded by one of them is taken as published by another only where it is
 /// (conformance issue, item 4: every document a Capability List names is served).
-fn resource_list_in_layout(layout: &Layout, state: &State, id: i64, url: &str) -> Result<bool> {
+fn resource_list_in_layout(
+    sink: &dyn DocSink,
+    layout: &Layout,
+    state: &State,
+    id: i64,
+    url: &str,
+) -> Result<bool> {
     let name = resource_list_name(id);
     if url.is_empty() || url != layout.doc_url(&format!("{name}.xml")) {
         return Ok(false);
     }
-    if !layout.doc_path(&format!("{name}.xml")).is_file() {
+    if !sink.exists(&layout.doc_key(&format!("{name}.xml")))? {
         return Ok(false);
     }
     let parts: usize = state
         .meta(&format!("resourcelist:{id}:parts"))?
         .and_then(|p| p.parse().ok())
         .unwrap_or(1);
-    Ok(parts <= 1 || (1..=parts).all(|n| layout.doc_path(&format!("{name}-{n:05}.xml")).is_file()))
+    for n in 1..=parts {
+        if parts > 1 && !sink.exists(&layout.doc_key(&format!("{name}-{n:05}.xml")))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Removes Resource Lists of snapshots older than the kept ones, returning the kept earlier
 /// ones (for the archive) as (id, at, completed, url): those in this layout (see
 /// [`resource_list_in_layout`]).
 fn prune_resource_lists(
+    sink: &dyn DocSink,
     layout: &Layout,
     state: &State,
     keep: usize,
@@ -215,15 +246,15 @@ fn prune_resource_lists(
     }
     let cut = published.len().saturating_sub(keep);
     for (id, ..) in published.drain(..cut) {
-        let dir = layout.doc_path(&resource_list_name(id));
-        if let Some(parent) = dir.parent() {
-            let _ = std::fs::remove_dir_all(parent);
-        }
+        // The snapshot's folder, `resourcelists/NNNNNN/`, whole.
+        let name = resource_list_name(id);
+        let folder = &name[..name.rfind('/').map_or(0, |i| i + 1)];
+        let _ = sink.delete_prefix(&layout.doc_key(folder));
         state.set_meta(&format!("resourcelist:{id}"), "")?;
     }
     let mut kept = Vec::with_capacity(published.len());
     for (id, at, completed, url) in published {
-        if resource_list_in_layout(layout, state, id, &url)? {
+        if resource_list_in_layout(sink, layout, state, id, &url)? {
             kept.push((id, at, completed, url));
         }
     }
@@ -231,6 +262,7 @@ fn prune_resource_lists(
 }
 
 fn publish_change_lists(
+    sink: &dyn DocSink,
     layout: &Layout,
     state: &State,
     periods: &[Period],
@@ -265,7 +297,7 @@ fn publish_change_lists(
             // its URL; see `resource_list_in_layout`).
             if p.until.is_some()
                 && state.meta(&closed_key)?.as_deref() == Some(url.as_str())
-                && layout.doc_path(&format!("{name}.xml")).is_file()
+                && sink.exists(&layout.doc_key(&format!("{name}.xml")))?
             {
                 continue;
             }
@@ -280,7 +312,8 @@ fn publish_change_lists(
                 entries.push(change_entry(&c));
                 Ok(())
             })?;
-            let h = s.spawn(move || write_doc(layout, &format!("{name}.xml"), &header, &entries));
+            let h =
+                s.spawn(move || write_doc(sink, layout, &format!("{name}.xml"), &header, &entries));
             in_flight.push_back((p.until.is_some().then_some((closed_key, url)), h));
             if in_flight.len() >= WRITERS {
                 if let Some(job) = in_flight.pop_front() {
@@ -312,9 +345,13 @@ fn publish_change_lists(
             e
         })
         .collect();
-    report
-        .written
-        .push(write_doc(layout, "changelist.xml", &header, &entries)?);
+    report.written.push(write_doc(
+        sink,
+        layout,
+        "changelist.xml",
+        &header,
+        &entries,
+    )?);
     // The archive of closed Change Lists (Archives §5).
     let mut md = Metadata::with_capability(Capability::ChangeListArchive);
     md.from = None;
@@ -332,6 +369,7 @@ fn publish_change_lists(
         })
         .collect();
     report.written.push(write_doc(
+        sink,
         layout,
         "changelist-archive.xml",
         &header,
@@ -341,8 +379,20 @@ fn publish_change_lists(
     Ok(())
 }
 
-/// Publishes every document for the newest snapshot in `state`.
+/// Publishes every document for the newest snapshot in `state`, as files under `layout.out`
+/// (see [`publish_to`]).
 pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<PublishReport> {
+    publish_to(&DirSink::new(&layout.out), layout, state, opts)
+}
+
+/// Publishes every document for the newest snapshot in `state` through `sink`, named and
+/// linked as `layout` says. `publish` and `serve` both publish this way.
+pub fn publish_to(
+    sink: &dyn DocSink,
+    layout: &Layout,
+    state: &State,
+    opts: &PublishOptions,
+) -> Result<PublishReport> {
     let mut report = PublishReport::default();
     let snapshot = state
         .last_snapshot()?
@@ -366,8 +416,8 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
     );
     let published = state.meta(PUBLISHED_KEY)?;
     if published.as_deref() == Some(fingerprint.as_str())
-        && layout.doc_path("capabilitylist.xml").is_file()
-        && layout.well_known_path().is_file()
+        && sink.exists(&layout.doc_key("capabilitylist.xml"))?
+        && sink.exists(WELL_KNOWN_KEY)?
     {
         report.resources = snapshot.3;
         report.resource_list_parts = state
@@ -377,8 +427,8 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
         report.change_lists = periods.len();
         return Ok(report);
     }
-    let rl_url = publish_resource_list(layout, state, opts, snapshot, &mut report)?;
-    let earlier = prune_resource_lists(layout, state, opts.keep_resource_lists, current)?;
+    let rl_url = publish_resource_list(sink, layout, state, opts, snapshot, &mut report)?;
+    let earlier = prune_resource_lists(sink, layout, state, opts.keep_resource_lists, current)?;
 
     // Resource List Archive (Archives §3).
     let mut header = Header::new(
@@ -397,23 +447,17 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
         })
         .collect();
     report.written.push(write_doc(
+        sink,
         layout,
         "resourcelist-archive.xml",
         &header,
         &entries,
     )?);
 
-    publish_change_lists(layout, state, &periods, &mut report)?;
+    publish_change_lists(sink, layout, state, &periods, &mut report)?;
 
-    write_capability_list_and_page(
-        layout,
-        state,
-        opts,
-        &rl_url,
-        snapshot.1,
-        report.resources,
-        &mut report,
-    )?;
+    let listed = (rl_url.as_str(), snapshot.1, report.resources);
+    write_capability_list_and_page(sink, layout, state, opts, listed, &mut report)?;
 
     // Source Description (§8), at the well-known URI (§6.3.2).
     let mut header = Header::new(
@@ -425,12 +469,9 @@ pub fn publish(layout: &Layout, state: &State, opts: &PublishOptions) -> Result<
         .push(Link::new("describedby", layout.doc_url("index.html")));
     let mut e = Entry::new(layout.doc_url("capabilitylist.xml"));
     e.md = Some(Metadata::with_capability(Capability::CapabilityList));
-    report.written.push(write_doc(
-        layout,
-        ".well-known/resourcesync",
-        &header,
-        &[e],
-    )?);
+    report
+        .written
+        .push(write_doc(sink, layout, WELL_KNOWN_KEY, &header, &[e])?);
     state.set_meta(PUBLISHED_KEY, &fingerprint)?;
     Ok(report)
 }
@@ -445,9 +486,18 @@ pub fn published_resource_list(
     layout: &Layout,
     state: &State,
 ) -> Result<Option<(i64, W3cDateTime, u64, String)>> {
+    published_resource_list_in(&DirSink::new(&layout.out), layout, state)
+}
+
+/// [`published_resource_list`] in `sink`.
+pub fn published_resource_list_in(
+    sink: &dyn DocSink,
+    layout: &Layout,
+    state: &State,
+) -> Result<Option<(i64, W3cDateTime, u64, String)>> {
     for (id, at, _, count) in state.snapshots()?.into_iter().rev() {
         match state.meta(&format!("resourcelist:{id}"))? {
-            Some(url) if resource_list_in_layout(layout, state, id, &url)? => {
+            Some(url) if resource_list_in_layout(sink, layout, state, id, &url)? => {
                 return Ok(Some((id, at, count, url)));
             }
             _ => {}
@@ -470,8 +520,19 @@ pub fn publish_changes(
     state: &State,
     opts: &PublishOptions,
 ) -> Result<PublishReport> {
-    let Some((_, snapshot_at, count, rl_url)) = published_resource_list(layout, state)? else {
-        return publish(layout, state, opts);
+    publish_changes_to(&DirSink::new(&layout.out), layout, state, opts)
+}
+
+/// [`publish_changes`] through `sink`.
+pub fn publish_changes_to(
+    sink: &dyn DocSink,
+    layout: &Layout,
+    state: &State,
+    opts: &PublishOptions,
+) -> Result<PublishReport> {
+    let Some((_, snapshot_at, count, rl_url)) = published_resource_list_in(sink, layout, state)?
+    else {
+        return publish_to(sink, layout, state, opts);
     };
     let mut report = PublishReport {
         resources: count,
@@ -481,31 +542,24 @@ pub fn publish_changes(
     // What is written now no longer matches a full publish's fingerprint.
     state.set_meta(PUBLISHED_KEY, "")?;
     let periods = state.periods()?;
-    publish_change_lists(layout, state, &periods, &mut report)?;
+    publish_change_lists(sink, layout, state, &periods, &mut report)?;
 
-    write_capability_list_and_page(
-        layout,
-        state,
-        opts,
-        &rl_url,
-        snapshot_at,
-        count,
-        &mut report,
-    )?;
+    let listed = (rl_url.as_str(), snapshot_at, count);
+    write_capability_list_and_page(sink, layout, state, opts, listed, &mut report)?;
     Ok(report)
 }
 
 /// Writes the Capability List (§9) and the page for people, for the published Resource List
-/// `rl_url` (snapshot at `snapshot_at`, `resources` entries).
+/// `listed`: (URL, snapshot `at`, entries).
 fn write_capability_list_and_page(
+    sink: &dyn DocSink,
     layout: &Layout,
     state: &State,
     opts: &PublishOptions,
-    rl_url: &str,
-    snapshot_at: W3cDateTime,
-    resources: u64,
+    listed: (&str, W3cDateTime, u64),
     report: &mut PublishReport,
 ) -> Result<()> {
+    let (rl_url, snapshot_at, resources) = listed;
     let mut header = Header::new(
         Root::UrlSet,
         Metadata::with_capability(Capability::CapabilityList),
@@ -567,9 +621,13 @@ fn write_capability_list_and_page(
             entries.push(e);
         }
     }
-    report
-        .written
-        .push(write_doc(layout, "capabilitylist.xml", &header, &entries)?);
+    report.written.push(write_doc(
+        sink,
+        layout,
+        "capabilitylist.xml",
+        &header,
+        &entries,
+    )?);
     let mut documents: Vec<(String, String)> = vec![
         ("Source Description".into(), layout.well_known_url()),
         (
@@ -578,7 +636,7 @@ fn write_capability_list_and_page(
         ),
     ];
     documents.extend(offered.into_iter().map(|(t, u, _)| (t.to_owned(), u)));
-    let page = crate::page::render(&crate::page::PageInfo {
+    let page = crate::publish::page::render(&crate::publish::page::PageInfo {
         base: layout.base.clone(),
         resources,
         snapshot_at,
@@ -586,8 +644,8 @@ fn write_capability_list_and_page(
         change_lists: report.change_lists,
         documents,
     });
-    let page_path = layout.doc_path("index.html");
-    write_file(&page_path, page.as_bytes())?;
-    report.written.push(page_path);
+    let page_key = layout.doc_key("index.html");
+    sink.put(&page_key, page.as_bytes())?;
+    report.written.push(written(sink, &page_key));
     Ok(())
 }

@@ -1,0 +1,232 @@
+//! Inventories: what resources a Source has right now, as a port other kinds of Sources plug
+//! into (a database table, an object-store bucket, OAI-PMH).
+//!
+//! The contract of [`Inventory`], which [`conformance`] checks for any implementation:
+//!
+//! - [`Inventory::list`] streams every resource as a [`Listed`] record (relative path, which
+//!   maps to its URI through [`crate::uri::path_to_uri`]; length; modification time; the
+//!   digests the backend knows), in strictly increasing order of the path's bytes (the order
+//!   of the state and of the Resource List), in memory bounded by the backend's shape (for a
+//!   directory: the entries of the directories on the way down), never the whole inventory.
+//!   A problem with one entry is an `Err(Skipped)` item: the listing goes on.
+//! - [`Inventory::open`] and [`Inventory::read_stable`] give a resource's bytes.
+//! - [`Inventory::change_feed`] is an optional capability: a backend that records its changes
+//!   (a database table with a sequence, an S3 event queue, OAI-PMH `from`) offers them as a
+//!   [`ChangeFeed`]; the directory does not.
+//!
+//! Implementations: [`DirInventory`] (a directory tree, `dir.rs` and `dir/walk.rs`) and
+//! [`MemInventory`] (in memory, `mem.rs`: for tests, and the template for a new backend).
+
+pub mod conformance;
+mod dir;
+mod mem;
+pub mod own;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use resourcesync_model::Hashes;
+
+use crate::error::Result;
+pub(crate) use crate::uri::path_bytes;
+
+pub use dir::DirInventory;
+pub(crate) use dir::opened_path;
+pub use mem::MemInventory;
+
+/// One resource as listed by an inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Path relative to the inventory's root (the URI relative to the base URL, decoded).
+    pub rel: PathBuf,
+    /// Size in bytes (0 when not asked: see [`Inventory::list_names`]).
+    pub len: u64,
+    /// Modification time, nanoseconds since the epoch (0 when not asked).
+    pub mtime_ns: i128,
+    /// The digests the backend knows of the current bytes without reading them (a stored
+    /// checksum, an object store's content MD5); empty when it knows none.
+    pub hashes: Hashes,
+}
+
+impl Listed {
+    /// A record with no digests.
+    pub fn new(rel: PathBuf, len: u64, mtime_ns: i128) -> Self {
+        Listed {
+            rel,
+            len,
+            mtime_ns,
+            hashes: Hashes::default(),
+        }
+    }
+}
+
+/// A resource that could not be listed or read, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The path (relative when known).
+    pub path: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+/// A listing: every resource in order, a problem with one of them an `Err` item.
+pub type Listing<'a> = Box<dyn Iterator<Item = std::result::Result<Listed, Skipped>> + Send + 'a>;
+
+/// What a Source publishes.
+pub trait Inventory: Send + Sync {
+    /// Lists every resource, in strictly increasing order of the path's bytes, as a stream
+    /// (see the module's contract). Problems with single entries are `Err` items, not fatal;
+    /// `Err` from the call itself means no listing at all (the backend is unreachable).
+    fn list(&self) -> Result<Listing<'_>>;
+
+    /// Lists every resource like [`Inventory::list`], for a caller that reads every one of
+    /// them anyway ([`Inventory::read_stable`] gives each one's size and modification time as
+    /// read): `len` and `mtime_ns` may then be left at 0 where finding them would cost a
+    /// lookup of their own. The default is [`Inventory::list`].
+    fn list_names(&self) -> Result<Listing<'_>> {
+        self.list()
+    }
+
+    /// Opens a resource for reading.
+    fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>>;
+
+    /// Size and modification time of a resource now (to detect a change during hashing).
+    fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)>;
+
+    /// Reads a resource whole, feeding its bytes to `sink` (through `buf`, reused across
+    /// calls), and returns its size and modification time when they were the same before and
+    /// after the read and the bytes fed match that size; `None` when it changed meanwhile (the
+    /// caller may try again).
+    ///
+    /// The default asks [`Inventory::stat`], then [`Inventory::open`], then `stat` again; an
+    /// inventory that can ask the opened resource itself should (one lookup instead of three).
+    fn read_stable(
+        &self,
+        rel: &Path,
+        buf: &mut Vec<u8>,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> std::io::Result<Option<(u64, i128)>> {
+        let before = self.stat(rel)?;
+        let mut f = self.open(rel)?;
+        let n = feed_known(&mut f, buf, before.0, sink)?;
+        let after = self.stat(rel)?;
+        Ok((before == after && n == before.0).then_some(after))
+    }
+
+    /// The backend's own record of its changes, when it keeps one (an optional capability;
+    /// `None`, the default, means a caller finds changes by listing everything and comparing).
+    fn change_feed(&self) -> Option<&dyn ChangeFeed> {
+        None
+    }
+}
+
+/// What changed of one resource after a cursor: there now (with its record), or gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changed {
+    /// Created or updated: the record as it is now.
+    Present(Listed),
+    /// Deleted.
+    Gone(PathBuf),
+}
+
+impl Changed {
+    /// The resource's path.
+    pub fn rel(&self) -> &Path {
+        match self {
+            Changed::Present(l) => &l.rel,
+            Changed::Gone(p) => p,
+        }
+    }
+}
+
+/// The changes after a cursor: each resource changed once (its state now), in the order of
+/// [`Inventory::list`], and the cursor to ask from next time.
+pub struct Feed<'a> {
+    /// The changes, a problem with one of them an `Err` item.
+    pub changes: Box<dyn Iterator<Item = std::result::Result<Changed, Skipped>> + Send + 'a>,
+    /// Where the next [`ChangeFeed::changes_since`] starts (covers every change given here).
+    pub cursor: String,
+}
+
+impl std::fmt::Debug for Feed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed")
+            .field("cursor", &self.cursor)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The optional change-feed capability of an [`Inventory`] (see [`Inventory::change_feed`]).
+pub trait ChangeFeed: Send + Sync {
+    /// The position now: [`ChangeFeed::changes_since`] it gives what changes from now on.
+    fn cursor(&self) -> Result<String>;
+    /// Every resource changed after `cursor` (from [`ChangeFeed::cursor`] or an earlier
+    /// [`Feed::cursor`]). A cursor the backend no longer knows (expired, or not one of its own)
+    /// is an error: the caller lists everything instead.
+    fn changes_since(&self, cursor: &str) -> Result<Feed<'_>>;
+}
+
+/// The largest read buffer used for hashing (per hashing thread).
+pub(crate) const READ_BUF: usize = 256 * 1024;
+
+/// Whether `p` is `d` or lies inside it. Both must be normalized (absolute or both relative, no
+/// `.` or `..`, no repeated or trailing separator: canonical paths and paths joined from
+/// them are): then comparing bytes gives what `Path::starts_with` gives, without parsing both
+/// into components.
+pub(crate) fn under(p: &Path, d: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        let (p, d) = (path_bytes(p), path_bytes(d));
+        p.starts_with(&d) && (p.len() == d.len() || p[d.len()] == b'/' || d.ends_with(b"/"))
+    }
+    #[cfg(not(unix))]
+    {
+        p.starts_with(d)
+    }
+}
+
+/// Whether a relative path has a segment starting with `.` (a dotfile or dot-directory).
+pub(crate) fn hidden(rel: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        let b = path_bytes(rel);
+        b.first() == Some(&b'.') || b.windows(2).any(|w| w == b"/.")
+    }
+    #[cfg(not(unix))]
+    {
+        rel.components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+    }
+}
+
+/// Reads `r` into `sink` through `buf` until `len` bytes came (or the end, or more than
+/// `len`: the file changed). Every read asks one byte more than is left: for a file of `len`
+/// bytes the read that brings the last of them is short, which is the end of a regular file
+/// (for other readers, a resource that grew past `len` without its size changing is not seen:
+/// `read_stable` compares sizes before and after). Returns the bytes read.
+pub(crate) fn feed_known(
+    r: &mut dyn Read,
+    buf: &mut Vec<u8>,
+    len: u64,
+    sink: &mut dyn FnMut(&[u8]),
+) -> std::io::Result<u64> {
+    let mut total = 0u64;
+    loop {
+        let left = len.saturating_sub(total).saturating_add(1);
+        let want = usize::try_from(left).unwrap_or(usize::MAX).min(READ_BUF);
+        if buf.len() < want {
+            buf.resize(want, 0);
+        }
+        let n = match r.read(&mut buf[..want]) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        sink(&buf[..n]);
+        total += n as u64;
+        if total >= len && n < want {
+            return Ok(total);
+        }
+    }
+}

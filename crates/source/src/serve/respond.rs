@@ -1,0 +1,401 @@
+//! Answering a request: routing (documents, topics, `robots.txt`, the page, resources),
+//! resolving a path to a document or a resource of the tree (never outside it), and the
+//! response bodies.
+
+use super::*;
+/// Marks a response the compression layer may gzip (documents only, never resources).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Compressible;
+
+/// Responses being gzip-compressed at once, over every connection: each holds a compressor of
+/// about 330 KiB until its body is sent or dropped, and a client that does not read (an HTTP/2
+/// stream whose window stays shut) can hold it for as long as its connection lives. Past this,
+/// documents are sent uncompressed.
+pub const GZIP_AT_ONCE: usize = 32;
+
+/// Bytes read from a file per chunk of a streamed body.
+pub(super) const CHUNK: usize = 64 * 1024;
+
+/// A reader that holds a permit for as long as it lives.
+pub(super) struct Held<R> {
+    pub(super) inner: R,
+    pub(super) _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Held<R> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+/// A body streamed from `r` that holds `permit` until it is sent or dropped (the compressor
+/// wrapping it is dropped with it).
+pub(super) fn held_body<R>(r: R, permit: tokio::sync::OwnedSemaphorePermit) -> Body
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+{
+    Body::from_stream(ReaderStream::with_capacity(
+        Held {
+            inner: r,
+            _permit: permit,
+        },
+        CHUNK,
+    ))
+}
+
+pub(super) fn router(app: Arc<App>) -> Router {
+    let compression = CompressionLayer::new().compress_when(
+        |status: StatusCode,
+         _: axum::http::Version,
+         _: &HeaderMap,
+         ext: &axum::http::Extensions| {
+            status == StatusCode::OK && ext.get::<Compressible>().is_some()
+        },
+    );
+    Router::new()
+        .fallback(handle)
+        .with_state(app)
+        .layer(compression)
+        .layer(axum::middleware::map_response(finish))
+}
+
+/// Applied to every response after compression: a gzip body is another representation, so it
+/// gets its own strong ETag (RFC 9110 §8.8.3), `-gzip` appended; and no type sniffing.
+pub(super) async fn finish(mut res: Response) -> Response {
+    let gz = res
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    if gz {
+        let tagged = res
+            .headers()
+            .get(header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|t| t.strip_suffix('"'))
+            .filter(|t| !t.ends_with("-gzip"))
+            .and_then(|t| HeaderValue::from_str(&format!("{t}-gzip\"")).ok());
+        if let Some(v) = tagged {
+            res.headers_mut().insert(header::ETAG, v);
+        }
+    }
+    res.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    res
+}
+
+pub(super) fn plain(status: StatusCode, msg: &str) -> Response {
+    let mut r = Response::new(Body::from(format!("{msg}\n")));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+pub(super) fn not_found() -> Response {
+    plain(StatusCode::NOT_FOUND, "not found")
+}
+
+/// Why a path is not served.
+#[derive(Debug)]
+pub(super) enum Refusal {
+    /// 404: nothing (servable) there.
+    NotFound,
+    /// 400: a path that could leave the directory.
+    BadPath(UnsafePath),
+}
+
+impl Refusal {
+    fn response(&self) -> Response {
+        match self {
+            // `/dir/` and `//`: nothing there.
+            Refusal::BadPath(UnsafePath::Segment(s)) if s.is_empty() => not_found(),
+            Refusal::BadPath(e) => plain(StatusCode::BAD_REQUEST, &format!("bad path: {e}")),
+            Refusal::NotFound => not_found(),
+        }
+    }
+}
+
+pub(super) async fn handle(AxState(app): AxState<Arc<App>>, req: Request) -> Response {
+    // The body is not needed (GET and HEAD only): dropped at once, so that a client sending
+    // one anyway (HTTP/2 allows it) holds no buffered request data while its answer is made.
+    let (parts, _) = req.into_parts();
+    let timeout = app.request_timeout;
+    match tokio::time::timeout(
+        timeout,
+        route(app, &parts.method, parts.uri.path(), &parts.headers),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => plain(StatusCode::SERVICE_UNAVAILABLE, "timed out"),
+    }
+}
+
+/// What kind of file is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// A capability document: `application/xml`, compressible, revalidated by caches.
+    Document,
+    /// Another file among the documents (the page, dump packages).
+    Other,
+    /// The page for people: carries the `Link` header too.
+    Page,
+    /// A resource of the directory.
+    Resource,
+}
+
+/// A file to send, resolved and checked.
+#[derive(Debug)]
+pub(super) struct Resolved {
+    pub(super) path: PathBuf,
+    pub(super) kind: Kind,
+    pub(super) content_type: HeaderValue,
+    /// The recorded state of a resource, for its digest.
+    pub(super) recorded: Option<Served>,
+    /// The file opened, its metadata, and its content when small, all done on the blocking
+    /// thread that resolved the path (one hand-off per request instead of one per step).
+    pub(super) opened: Option<Opened>,
+}
+
+/// A file opened on a blocking thread.
+#[derive(Debug)]
+pub(super) struct Opened {
+    pub(super) file: std::fs::File,
+    pub(super) md: std::fs::Metadata,
+    /// The whole content, for files up to [`INLINE_FILE`] bytes.
+    pub(super) content: Option<Vec<u8>>,
+}
+
+/// Files up to this size are read whole when opened; larger ones are streamed, 64 KiB at a
+/// time as the client takes them. This bounds what a response the client does not read holds
+/// (an HTTP/2 stream whose window stays shut, a connection that stopped reading): at most
+/// 64 KiB and an open file, see [`crate::serve::accept`]. Resources up to this size are also opened
+/// and read on the runtime's worker thread, in a few system calls (as a web server without
+/// asynchronous file I/O does); larger ones, and every document, go through the blocking
+/// thread pool.
+pub(super) const INLINE_FILE: u64 = 64 * 1024;
+
+/// Opens a file for reading without blocking on special files (a FIFO would wait for a
+/// writer); only regular files are served, which `O_NONBLOCK` does not affect.
+pub(super) fn open_nonblocking(path: &Path) -> io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    o.open(path)
+}
+
+pub(super) fn open_resolved(mut r: Resolved) -> Resolved {
+    use std::io::Read as _;
+    if let Ok(mut file) = std::fs::File::open(&r.path) {
+        if let Ok(md) = file.metadata() {
+            let content = (md.is_file() && md.len() <= INLINE_FILE).then(|| {
+                let mut buf = Vec::with_capacity(md.len() as usize);
+                file.read_to_end(&mut buf).ok().map(|_| buf)
+            });
+            r.opened = Some(Opened {
+                file,
+                md,
+                content: content.flatten(),
+            });
+        }
+    }
+    r
+}
+
+pub(super) async fn route(
+    app: Arc<App>,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Response {
+    let head = *method == Method::HEAD;
+    if *method != Method::GET && !head {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    if path == "/robots.txt" {
+        return robots(app, head).await;
+    }
+    let well_known = || Resolved {
+        path: app.well_known.clone(),
+        kind: Kind::Document,
+        content_type: HeaderValue::from_static(XML),
+        recorded: None,
+        opened: None,
+    };
+    // Z39.99-2014 §6.3.2: the Source Description at the well-known URI of the host.
+    if path == "/.well-known/resourcesync" {
+        return send(&app, head, headers, well_known()).await;
+    }
+    let Some(rest) = path.strip_prefix(app.prefix.as_str()) else {
+        return not_found();
+    };
+    if rest == ".well-known/resourcesync" {
+        return send(&app, head, headers, well_known()).await;
+    }
+    if rest.is_empty() {
+        let page = Resolved {
+            path: app.docs.join("index.html"),
+            kind: Kind::Page,
+            content_type: HeaderValue::from_static(HTML),
+            recorded: None,
+            opened: None,
+        };
+        return send(&app, head, headers, page).await;
+    }
+    if let Some(r) = topic(&app, rest, head).await {
+        return r;
+    }
+    if !rest.starts_with("resourcesync/") {
+        // A resource: resolved, opened and checked here; read here too when small.
+        return match resolve_resource(&app, rest) {
+            Ok(r) => send(&app, head, headers, r).await,
+            Err(refusal) => refusal.response(),
+        };
+    }
+    let rest = rest.to_owned();
+    let a = app.clone();
+    let resolved = tokio::task::spawn_blocking(move || {
+        resolve_document(&a, rest.strip_prefix("resourcesync/").unwrap_or(&rest)).map(open_resolved)
+    })
+    .await;
+    match resolved {
+        Ok(Ok(r)) => send(&app, head, headers, r).await,
+        Ok(Err(refusal)) => refusal.response(),
+        Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+pub(super) fn hidden(rel: &Path) -> bool {
+    rel.components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+}
+
+/// A document under the documents folder (no dotfiles: temporary files are never served).
+pub(super) fn resolve_document(
+    app: &App,
+    url_path: &str,
+) -> std::result::Result<Resolved, Refusal> {
+    let rel = decode_path(url_path).map_err(Refusal::BadPath)?;
+    if hidden(&rel) {
+        return Err(Refusal::NotFound);
+    }
+    let path = app
+        .docs
+        .join(&rel)
+        .canonicalize()
+        .map_err(|_| Refusal::NotFound)?;
+    if !path.starts_with(&app.docs) || !path.is_file() {
+        return Err(Refusal::NotFound);
+    }
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let (kind, content_type) = match ext.as_deref() {
+        Some("xml") => (Kind::Document, HeaderValue::from_static(XML)),
+        Some("html") => (Kind::Other, HeaderValue::from_static(HTML)),
+        _ => (Kind::Other, type_header(&mime_type(&path))),
+    };
+    Ok(Resolved {
+        path,
+        kind,
+        content_type,
+        recorded: None,
+        opened: None,
+    })
+}
+
+/// A media type as a header value (`application/octet-stream` if it cannot be one).
+pub(super) fn type_header(t: &str) -> HeaderValue {
+    HeaderValue::from_str(t).unwrap_or(HeaderValue::from_static("application/octet-stream"))
+}
+
+/// A resource of the directory, never outside it, never in the state or output directories:
+/// opened (the file actually opened is checked, so no link can lead out of the tree between a
+/// check and the open), and read whole when small.
+pub(super) fn resolve_resource(
+    app: &App,
+    url_path: &str,
+) -> std::result::Result<Resolved, Refusal> {
+    let rel = decode_path(url_path).map_err(Refusal::BadPath)?;
+    let in_state_dir = rel
+        .components()
+        .next()
+        .is_some_and(|c| c.as_os_str() == STATE_DIR);
+    if in_state_dir || !app.inventory.admits(&rel) {
+        return Err(Refusal::NotFound);
+    }
+    let full = app.root.join(&rel);
+    // Opened beneath the root with no link on the way: the file is the one at `full`.
+    // Otherwise (a link, no `openat2`): opened by path, then asked where it went.
+    let (mut file, path) = match app.inventory.open_direct(&rel) {
+        Ok(Some(file)) => (file, full.clone()),
+        Ok(None) => {
+            let file = open_nonblocking(&full).map_err(|_| Refusal::NotFound)?;
+            let path = opened_path(&file)
+                .map_or_else(|| full.canonicalize(), Ok)
+                .map_err(|_| Refusal::NotFound)?;
+            (file, path)
+        }
+        Err(_) => return Err(Refusal::NotFound),
+    };
+    if path != full {
+        // Through a symbolic link: the target must be inside the tree and admitted too.
+        let Ok(target_rel) = path.strip_prefix(&app.root) else {
+            return Err(Refusal::NotFound);
+        };
+        if target_rel.as_os_str().is_empty() || !app.inventory.admits(target_rel) {
+            return Err(Refusal::NotFound);
+        }
+    }
+    if app.own.contains(&path) {
+        return Err(Refusal::NotFound);
+    }
+    let md = file.metadata().map_err(|_| Refusal::NotFound)?;
+    if !md.is_file() {
+        return Err(Refusal::NotFound);
+    }
+    let recorded = app.publisher.served().get(&key(&rel)).cloned();
+    let content_type = match recorded.as_ref().and_then(|r| r.content_type.clone()) {
+        Some(t) => t,
+        None => type_header(&mime_type(&rel)),
+    };
+    // Small: read here, the size fstat gave (no read to find the end: a file growing meanwhile
+    // is sent as it was when opened, as Content-Length says). One that shrank meanwhile is
+    // streamed instead, from its start.
+    let content = if md.len() <= INLINE_FILE {
+        use std::io::{Read as _, Seek as _};
+        let mut buf = vec![0u8; md.len() as usize];
+        match file.read_exact(&mut buf) {
+            Ok(()) => Some(buf),
+            Err(_) => {
+                file.rewind().map_err(|_| Refusal::NotFound)?;
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let opened = Some(Opened { file, md, content });
+    Ok(Resolved {
+        path,
+        kind: Kind::Resource,
+        content_type,
+        recorded,
+        opened,
+    })
+}
