@@ -2,18 +2,9 @@
 
 use std::time::Duration;
 
-/// What a loop does about an error (issue 23 item 5): try the same request again, skip this
-/// resource (report it and go on), or stop the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Category {
-    /// Trying the same request again may succeed: connection errors, timeouts, cut bodies, 429
-    /// and 5xx (RFC 9110 §15.5.30, §15.6; `Retry-After` §10.2.3).
-    Retry,
-    /// This resource cannot be had now; others may: 4xx, a refused redirect, a body too large.
-    Skip,
-    /// Nothing will work until the configuration changes.
-    Stop,
-}
+/// What a caller does about an error: the project's one answer (retry, skip, stop), from
+/// [`resourcesync_model::Category`].
+pub use resourcesync_model::Category;
 
 /// Everything that can go wrong in an HTTP exchange. Each error says its cause in its message
 /// and exposes no `source()`, so that a chain printed in full says each cause once.
