@@ -60,6 +60,7 @@ impl ExploreArgs {
             read_timeout: Duration::from_secs(self.timeout.max(1)),
             retries: self.retries,
             token: self.token.clone(),
+            proxy: resourcesync_destination::http::Proxy::FromEnvironment,
             ..HttpOptions::default()
         };
         o.max_parts = self.max_parts;

@@ -71,6 +71,9 @@ impl RemoteArgs {
             rate: self.rate,
             token: self.token.clone(),
             http2_prior_knowledge: self.http2_prior_knowledge,
+            // The command line honours HTTP_PROXY and the others, as curl does; the library
+            // reads them only when asked.
+            proxy: resourcesync_destination::http::Proxy::FromEnvironment,
             ..HttpOptions::default()
         }
     }

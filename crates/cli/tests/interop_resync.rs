@@ -310,33 +310,7 @@ fn percent_decode(s: &str) -> String {
 /// Every file under `dir`, by relative path (`/`-separated), with its content; `skip` names
 /// top-level entries left out.
 fn files(dir: &Path, skip: &[&str]) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).expect("read_dir") {
-            let e = e.expect("dir entry");
-            let p = e.path();
-            let rel = p
-                .strip_prefix(root)
-                .expect("under root")
-                .to_str()
-                .expect("UTF-8 name")
-                .to_owned();
-            if dir == root && skip.contains(&rel.as_str()) {
-                continue;
-            }
-            let t = e.file_type().expect("file type");
-            if t.is_dir() {
-                walk(root, &p, skip, out);
-            } else {
-                assert!(t.is_file(), "not a regular file: {}", p.display());
-                out.insert(rel, std::fs::read(&p).expect("read"));
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    if dir.exists() {
-        walk(dir, dir, skip, &mut out);
-    }
-    out
+    resourcesync_testkit::tree::files(dir, skip)
 }
 
 /// The Source's files (its state directory left out).

@@ -260,28 +260,9 @@ fn payload(id: &str, length: usize) -> Vec<u8> {
 
 /// Every file under `dir` but the state directory, relative, sorted.
 fn files(dir: &Path) -> Vec<String> {
-    fn walk(root: &Path, d: &Path, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(d).expect("read_dir").flatten() {
-            let p = e.path();
-            let rel = p
-                .strip_prefix(root)
-                .expect("under root")
-                .to_string_lossy()
-                .into_owned();
-            if rel == ".resourcesync" {
-                continue;
-            }
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                out.push(rel);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
+    resourcesync_testkit::tree::files(dir, &[".resourcesync"])
+        .into_keys()
+        .collect()
 }
 
 /// The copy is exactly the simulator's current Resource List: same paths, right bytes.

@@ -1,7 +1,6 @@
 //! `resourcesync validate` and `inspect`, run as a user would.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -129,23 +128,20 @@ fn stdin_is_read_with_dash() {
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 }
 
-/// Serves one HTTP response with `body` on 127.0.0.1 and returns the URL.
+/// Serves `body` with `status` as `/resourcelist.xml` on 127.0.0.1 (the test kit's Source
+/// server) and returns the URL.
 fn serve_once(body: Vec<u8>, status: &'static str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    std::thread::spawn(move || {
-        if let Ok((mut s, _)) = listener.accept() {
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = s.write_all(head.as_bytes());
-            let _ = s.write_all(&body);
-        }
-    });
-    format!("http://{addr}/resourcelist.xml")
+    let code = status
+        .split(' ')
+        .next()
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    let server = resourcesync_testkit::Server::empty_in_thread();
+    server.route(
+        "/resourcelist.xml",
+        resourcesync_testkit::Reply::xml(body).with_status(code),
+    );
+    server.url("resourcelist.xml")
 }
 
 #[test]

@@ -237,6 +237,53 @@ impl From<resourcesync_model::Error> for Error {
     }
 }
 
+impl From<resourcesync_http::Error> for Error {
+    fn from(e: resourcesync_http::Error) -> Self {
+        use resourcesync_http::Error as H;
+        match e {
+            H::Status {
+                url,
+                status,
+                retry_after,
+            } => Error::Status {
+                url,
+                status,
+                retry_after,
+            },
+            H::Transport {
+                url,
+                message,
+                transient,
+            } => Error::Transport {
+                url,
+                message,
+                transient,
+            },
+            H::TooLarge { url, limit } => Error::Transport {
+                url,
+                message: format!("the body is longer than {limit} bytes"),
+                transient: false,
+            },
+            H::Config(message) => Error::Config(message),
+            // A kind this crate does not know yet: said whole, retried if it says so.
+            other => Error::Transport {
+                url: String::new(),
+                transient: other.is_transient(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+impl resourcesync_http::Retry for Error {
+    fn is_transient(&self) -> bool {
+        Error::is_transient(self)
+    }
+    fn retry_after(&self) -> Option<Duration> {
+        Error::retry_after(self)
+    }
+}
+
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         Error::Staging(e)

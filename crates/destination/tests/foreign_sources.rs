@@ -166,15 +166,8 @@ async fn live_handler(
 
 /// Starts a [`Live`] Source on 127.0.0.1 (ephemeral port); its base URL.
 async fn start_live(live: Arc<Live>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
     let app = axum::Router::new().fallback(live_handler).with_state(live);
-    tokio::spawn(async move {
-        axum::serve(listener, app).await.expect("serve");
-    });
-    format!("http://{addr}/")
+    format!("http://{}/", resourcesync_testkit::serve(app).await)
 }
 
 const T0: &str = "2024-03-01T00:00:00Z";

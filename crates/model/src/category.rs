@@ -27,10 +27,9 @@ impl Category {
     pub fn of_io(e: &io::Error) -> Category {
         use io::ErrorKind as K;
         match e.kind() {
-            K::StorageFull
-            | K::ReadOnlyFilesystem
-            | K::PermissionDenied
-            | K::OutOfMemory => Category::Stop,
+            K::StorageFull | K::ReadOnlyFilesystem | K::PermissionDenied | K::OutOfMemory => {
+                Category::Stop
+            }
             K::Interrupted
             | K::TimedOut
             | K::WouldBlock

@@ -44,11 +44,7 @@ async fn callback_server() -> (String, mpsc::UnboundedReceiver<(HeaderMap, Bytes
             },
         )
         .with_state(tx);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
+    let addr = resourcesync_testkit::serve(app).await;
     (format!("http://{addr}/cb"), rx)
 }
 
@@ -229,11 +225,7 @@ async fn a_hub_that_500s_gets_everything_later() {
             },
         )
         .with_state((failing.clone(), tx));
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hub_url = format!("http://{}/hub", l.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(l, hub_app).await;
-    });
+    let hub_url = format!("http://{}/hub", resourcesync_testkit::serve(hub_app).await);
 
     let dir = tempfile::tempdir().unwrap();
     let listener = server::bind("127.0.0.1:0").await.unwrap();

@@ -47,11 +47,7 @@ async fn callback_server() -> (String, mpsc::UnboundedReceiver<Bytes>) {
             },
         )
         .with_state(tx);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
+    let addr = resourcesync_testkit::serve(app).await;
     (format!("http://{addr}/cb"), rx)
 }
 

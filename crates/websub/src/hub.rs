@@ -50,6 +50,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use resourcesync_http::{Proxy, chain};
 use tokio::sync::{Notify, Semaphore, broadcast};
 use url::Url;
 
@@ -294,42 +295,22 @@ pub struct Hub {
     inner: Arc<Inner>,
 }
 
-static TLS: std::sync::Once = std::sync::Once::new();
-
 /// The HTTP client of hubs and subscribers: no redirects (WebSub §5.3.1 and §7 count 3xx as
-/// failure), bounded time.
+/// failure), bounded time, the proxy of the environment (`HTTP_PROXY` and the others).
 pub fn http_client(timeout: Duration) -> Result<reqwest::Client> {
-    client_builder(timeout)
+    client_builder(timeout, &Proxy::FromEnvironment)?
         .build()
         .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
 }
 
-fn client_builder(timeout: Duration) -> reqwest::ClientBuilder {
-    TLS.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-    reqwest::Client::builder()
-        .user_agent(concat!("resourcesync-websub/", env!("CARGO_PKG_VERSION")))
-        .redirect(reqwest::redirect::Policy::none())
+fn client_builder(timeout: Duration, proxy: &Proxy) -> Result<reqwest::ClientBuilder> {
+    let ua = concat!("resourcesync-websub/", env!("CARGO_PKG_VERSION"));
+    Ok(resourcesync_http::client_builder(ua, 0, proxy)
+        .map_err(|e| Error::Config(e.to_string()))?
         .connect_timeout(timeout)
         .timeout(timeout)
         .pool_idle_timeout(Duration::from_secs(90))
-        .tcp_nodelay(true)
-}
-
-/// An error with its causes (reqwest's own message leaves out why a connection failed).
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        cur = c.source();
-    }
-    s
+        .tcp_nodelay(true))
 }
 
 /// An http(s) URL of bounded length, or why not.
@@ -378,13 +359,16 @@ impl Hub {
             Some(p) => Store::open(p)?,
             None => Store::in_memory()?,
         };
-        let mut builder = client_builder(opts.request_timeout);
+        // A proxy named by HTTP_PROXY, HTTPS_PROXY or ALL_PROXY would resolve and reach the
+        // callback or topic for the hub, past the resolver that keeps private addresses out.
+        let proxy = if opts.private_addresses {
+            Proxy::FromEnvironment
+        } else {
+            Proxy::None
+        };
+        let mut builder = client_builder(opts.request_timeout, &proxy)?;
         if !opts.private_addresses {
-            // A proxy named by HTTP_PROXY, HTTPS_PROXY or ALL_PROXY would resolve and reach the
-            // callback or topic for the hub, past the resolver that keeps private addresses out.
-            builder = builder
-                .dns_resolver(Arc::new(crate::reach::PublicResolver))
-                .no_proxy();
+            builder = builder.dns_resolver(Arc::new(crate::reach::PublicResolver));
         }
         let client = builder
             .build()

@@ -10,7 +10,8 @@
 //! - [`subscriber`]: a subscription request (following 307/308 to another hub, §5.1.2), the
 //!   answer to a verification request (§5.3.1), and signature checking (§7.1.2) in constant
 //!   time.
-//! - [`link`]: `Link` header parsing and writing (RFC 8288), for discovery (WebSub §4).
+//! - [`link`]: `Link` header parsing and writing (RFC 8288), for discovery (WebSub §4): the
+//!   project's HTTP layer's ([`resourcesync_http::link`]), re-exported.
 //! - [`signature`]: HMAC signatures (WebSub §7.1).
 //! - [`reach`]: which addresses the hub may send requests to (no private ones by default).
 //! - [`listener`]: a listener whose idle connections close (every server of the project uses it).
@@ -20,7 +21,6 @@
 #![deny(missing_docs)]
 
 pub mod hub;
-pub mod link;
 pub mod listener;
 pub mod prefix;
 pub mod reach;
@@ -30,6 +30,7 @@ pub mod store;
 pub mod subscriber;
 
 pub use hub::{Hub, HubOptions};
+pub use resourcesync_http::link;
 pub use subscriber::{Subscription, subscribe, unsubscribe};
 
 /// What can go wrong. Each error says its cause in its message and exposes no `source()`, so

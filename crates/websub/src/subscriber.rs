@@ -130,15 +130,13 @@ async fn request(client: &reqwest::Client, hub: &str, form: &[(&str, &str)]) -> 
         if status == StatusCode::ACCEPTED || status.is_success() {
             return Ok(hub);
         }
-        let text = resp.text().await.unwrap_or_default();
-        let mut end = text.len().min(500);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
+        // At most 500 bytes are read (a hostile hub does not choose how much is kept).
+        let head = resourcesync_http::read_prefix(resp, 500).await;
+        let text = String::from_utf8_lossy(&head);
         return Err(Error::Refused {
             hub,
             status: status.as_u16(),
-            body: text[..end].trim().to_owned(),
+            body: text.trim().to_owned(),
         });
     }
     Err(Error::Http {

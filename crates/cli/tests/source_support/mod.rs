@@ -268,25 +268,10 @@ pub(crate) fn run(args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-/// The files under `root` (not its state folder) and their bytes.
+/// The files under `root` (not its state folder, nor other top-level dot entries) and their
+/// bytes.
 pub(crate) fn files(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
-    let mut m = std::collections::BTreeMap::new();
-    let mut todo = vec![root.to_owned()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let path = e.path();
-            let rel = path.strip_prefix(root).expect("under").to_string_lossy();
-            if rel.starts_with('.') {
-                continue;
-            }
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                m.insert(rel.into_owned(), std::fs::read(&path).expect("read"));
-            }
-        }
-    }
-    m
+    resourcesync_testkit::tree::files_where(root, |rel| !rel.starts_with('.'))
 }
 
 /// A Destination follows: `sync URL DEST --delete` exits 0, and `audit` finds it in sync with

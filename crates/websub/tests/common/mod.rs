@@ -2,7 +2,6 @@
 //! synchronisation is by channels with a deadline, never by sleeping.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,19 +17,9 @@ use tokio::sync::{broadcast, mpsc};
 
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
-pub async fn serve(router: Router) -> SocketAddr {
-    serve_at("127.0.0.1", router).await
-}
+pub use resourcesync_testkit::serve;
 
-/// Serves `router` on `ip` (a loopback address), port 0.
-pub async fn serve_at(ip: &str, router: Router) -> SocketAddr {
-    let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, router).await;
-    });
-    addr
-}
+pub use resourcesync_testkit::serve_at;
 
 /// A hub listening on loopback.
 #[derive(Debug)]

@@ -1,13 +1,15 @@
-//! `Link` headers (RFC 8288): what WebSub discovery reads (WebSub §4: rel=hub and rel=self) and
-//! what the publisher and the hub write (Change Notification 1.0.1 §4.1, §4.3).
+//! `Link` headers (RFC 8288): what discovery reads (Z39.99-2014 §6.3.3 rel=resourcesync;
+//! WebSub §4 rel=hub and rel=self) and what the publisher and the hub write (Change
+//! Notification 1.0.1 §4.1, §4.3).
 //!
 //! Read with the project's one `Link` parser, [`resourcesync_model::discovery::link_header_links`]
-//! (RFC 8288 §3: quoted parameter values, the first `rel` of a link only).
+//! (RFC 8288 §3: quoted parameter values, the first `rel` of a link only), over at most
+//! [`MAX_LINK_HEADER`] bytes of each value.
 
 use resourcesync_model::discovery::link_header_links;
 
 /// Most bytes of a `Link` header value considered.
-const MAX_LINK_HEADER: usize = 16 * 1024;
+pub const MAX_LINK_HEADER: usize = 16 * 1024;
 
 /// The targets of every link whose relation types include `rel` (case-insensitive), in order,
 /// across all the given header values.

@@ -1,0 +1,326 @@
+//! The client: a pooled keep-alive connection pool (HTTP/2 when the server offers it over
+//! TLS), retries with exponential backoff and jitter on connection errors, timeouts, 429 and 5xx
+//! honouring `Retry-After`, a request rate per host, conditional GETs, a bearer token for the
+//! Source's own origin, safe redirects and an explicit proxy.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+use reqwest::header::{
+    AUTHORIZATION, HeaderMap, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LOCATION, RETRY_AFTER,
+};
+use reqwest::{Response, StatusCode, Url};
+use tokio::time::Instant;
+
+use crate::error::{Error, Result, Retry, transport};
+use crate::options::{Conditional, HttpOptions, Proxy};
+
+/// The user agent sent with every request of [`Http`].
+pub const USER_AGENT: &str = concat!("resourcesync/", env!("CARGO_PKG_VERSION"));
+
+static TLS: Once = Once::new();
+
+/// Installs the process-wide rustls provider (ring) once; a provider installed by the
+/// application first is kept.
+pub fn install_tls_provider() {
+    TLS.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A reqwest client builder with the project's settings made explicit: the user agent, the
+/// redirect policy of [`crate::redirect::policy`] (`max_redirects` 0: none followed), the
+/// proxy (none unless asked), TLS with rustls. Callers add timeouts, pools and resolvers.
+pub fn client_builder(
+    user_agent: &str,
+    max_redirects: usize,
+    proxy: &Proxy,
+) -> Result<reqwest::ClientBuilder> {
+    install_tls_provider();
+    let builder = reqwest::Client::builder()
+        .user_agent(user_agent)
+        .redirect(crate::redirect::policy(max_redirects));
+    Ok(match proxy {
+        Proxy::None => builder.no_proxy(),
+        // reqwest reads the environment unless told otherwise.
+        Proxy::FromEnvironment => builder,
+        Proxy::Url(u) => builder.proxy(
+            reqwest::Proxy::all(u.as_str())
+                .map_err(|e| Error::Config(format!("proxy {u:?}: {e}")))?,
+        ),
+    })
+}
+
+/// The client.
+#[derive(Debug)]
+pub struct Http {
+    client: reqwest::Client,
+    opts: HttpOptions,
+    token_host: Mutex<Option<String>>,
+    next_slot: Mutex<HashMap<String, Instant>>,
+}
+
+fn host_key(url: &Url) -> String {
+    format!(
+        "{}:{}",
+        url.host_str().unwrap_or_default().to_ascii_lowercase(),
+        url.port_or_known_default().unwrap_or(0)
+    )
+}
+
+/// The origin (scheme, host, port) the bearer token is sent to: the scheme counts, so a token
+/// given for `https://host` never goes in clear text to `http://host:443`.
+fn origin_key(url: &Url) -> String {
+    format!("{}://{}", url.scheme(), host_key(url))
+}
+
+/// Reads a `Retry-After` value: seconds or an HTTP date (RFC 9110 §10.2.3).
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+impl Http {
+    /// Builds the client.
+    pub fn new(opts: HttpOptions) -> Result<Self> {
+        let mut builder = client_builder(USER_AGENT, opts.max_redirects, &opts.proxy)?
+            .connect_timeout(opts.connect_timeout)
+            .read_timeout(opts.read_timeout)
+            .timeout(opts.request_timeout)
+            .pool_max_idle_per_host(opts.pool_per_host)
+            .pool_idle_timeout(Duration::from_secs(90))
+            // Bodies are hashed as served: no transparent decompression (Z39.99-2014 §7
+            // `hash` is of the representation; `encoding` names a content coding).
+            .no_gzip();
+        if opts.http2_prior_knowledge {
+            builder = builder.http2_prior_knowledge();
+        }
+        let client = builder
+            .build()
+            .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))?;
+        Ok(Http {
+            client,
+            opts,
+            token_host: Mutex::new(None),
+            next_slot: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &HttpOptions {
+        &self.opts
+    }
+
+    /// Sends the bearer token (if any) to this URL's origin (scheme, host, port) from now on.
+    pub fn trust_host_of(&self, url: &str) {
+        if let Ok(u) = Url::parse(url) {
+            if let Ok(mut g) = self.token_host.lock() {
+                *g = Some(origin_key(&u));
+            }
+        }
+    }
+
+    async fn pace(&self, url: &Url) {
+        let Some(rate) = self.opts.rate.filter(|r| *r > 0.0) else {
+            return;
+        };
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let at = {
+            let Ok(mut m) = self.next_slot.lock() else {
+                return;
+            };
+            let now = Instant::now();
+            let slot = m.entry(host_key(url)).or_insert(now);
+            let at = (*slot).max(now);
+            *slot = at + interval;
+            at
+        };
+        tokio::time::sleep_until(at).await;
+    }
+
+    /// Sends one GET (no retry). Returns responses with a 2xx or 304 status; other statuses
+    /// are errors ([`Error::Status`], with `Retry-After` when sent).
+    pub async fn get_once(&self, url: &str, cond: Option<&Conditional>) -> Result<Response> {
+        let parsed = Url::parse(url).map_err(|e| Error::Transport {
+            url: url.to_owned(),
+            message: format!("not a URL: {e}"),
+            transient: false,
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(Error::Transport {
+                url: url.to_owned(),
+                message: "only http and https are fetched".into(),
+                transient: false,
+            });
+        }
+        self.pace(&parsed).await;
+        let mut headers = HeaderMap::new();
+        if let Some(c) = cond {
+            if let Some(v) = c
+                .etag
+                .as_deref()
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                headers.insert(IF_NONE_MATCH, v);
+            }
+            if let Some(v) = c
+                .last_modified
+                .as_deref()
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                headers.insert(IF_MODIFIED_SINCE, v);
+            }
+        }
+        if let Some(token) = &self.opts.token {
+            let trusted = self
+                .token_host
+                .lock()
+                .ok()
+                .and_then(|g| g.clone())
+                .is_some_and(|h| h == origin_key(&parsed));
+            if trusted {
+                if let Ok(v) = HeaderValue::from_str(&format!("Bearer {token}")) {
+                    headers.insert(AUTHORIZATION, v);
+                }
+            }
+        }
+        let resp = self
+            .client
+            .get(parsed)
+            .headers(headers)
+            .send()
+            .await
+            .map_err(|e| transport(url, &e))?;
+        let status = resp.status();
+        if status.is_success() || status == StatusCode::NOT_MODIFIED {
+            return Ok(resp);
+        }
+        // A redirect still here was not followed: its target is not http(s).
+        if status.is_redirection() {
+            let to = resp
+                .headers()
+                .get(LOCATION)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default();
+            return Err(Error::Transport {
+                url: url.to_owned(),
+                message: format!(
+                    "HTTP {} redirect to {to:?} not followed (only http and https are fetched)",
+                    status.as_u16()
+                ),
+                transient: false,
+            });
+        }
+        let retry_after = resp
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        Err(Error::Status {
+            url: url.to_owned(),
+            status: status.as_u16(),
+            retry_after,
+        })
+    }
+
+    /// The delay before attempt `attempt + 1`: exponential from the base, capped, with full
+    /// jitter in its upper half; a `Retry-After` (capped) wins when longer.
+    pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let base = self.opts.backoff_base.as_secs_f64();
+        let max = self.opts.backoff_max.as_secs_f64();
+        let exp = (base * 2f64.powi(i32::try_from(attempt.min(30)).unwrap_or(30))).min(max);
+        let jittered = exp * (0.5 + fastrand::f64() * 0.5);
+        let d = Duration::from_secs_f64(jittered);
+        match retry_after {
+            Some(r) => r.min(self.opts.backoff_max).max(d),
+            None => d,
+        }
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or the retries are spent.
+    pub async fn with_retries<T, E, F, Fut>(&self, mut attempt: F) -> Result<T, E>
+    where
+        E: Retry + std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let mut n = 0u32;
+        loop {
+            match attempt().await {
+                Ok(v) => return Ok(v),
+                Err(e) if e.is_transient() && n < self.opts.retries => {
+                    let d = self.backoff(n, e.retry_after());
+                    tracing::debug!("retrying in {d:?} after: {e}");
+                    tokio::time::sleep(d).await;
+                    n += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_origin_includes_the_scheme() {
+        let key = |u: &str| origin_key(&Url::parse(u).expect("url"));
+        assert_eq!(
+            key("https://Example.org/a"),
+            key("https://example.org:443/b")
+        );
+        assert_ne!(key("https://example.org/"), key("http://example.org:443/"));
+        assert_ne!(
+            key("https://example.org/"),
+            key("https://example.org:8443/")
+        );
+    }
+
+    #[test]
+    fn retry_after_in_seconds_and_dates() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let h = Http::new(HttpOptions {
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(1),
+            ..HttpOptions::default()
+        })
+        .expect("client");
+        let d0 = h.backoff(0, None);
+        assert!(d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(100));
+        assert!(h.backoff(20, None) <= Duration::from_secs(1));
+        assert_eq!(
+            h.backoff(0, Some(Duration::from_secs(3600))),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn a_bad_proxy_url_is_a_configuration_error() {
+        let e = Http::new(HttpOptions {
+            proxy: Proxy::Url("::not a url".into()),
+            ..HttpOptions::default()
+        })
+        .expect_err("refused");
+        assert_eq!(e.category(), crate::Category::Stop);
+    }
+}

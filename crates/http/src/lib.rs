@@ -1,0 +1,28 @@
+//! The HTTP layer of resourcesync, shared by the Destination, the WebSub hub and subscriber,
+//! and the coming aggregator.
+//!
+//! - [`Http`] ([`client`]): a pooled client; retries with exponential backoff and jitter on
+//!   connection errors, timeouts, 429 and 5xx honouring `Retry-After` (RFC 9110 §10.2.3); a
+//!   request rate per host; conditional GETs (RFC 9110 §13.1); a bearer token sent to one
+//!   origin only; the user agent `resourcesync/VERSION`.
+//! - [`client_builder`]: the settings every client of the project starts from: redirects
+//!   limited and never from `https` to `http` ([`redirect`]), a proxy only when asked
+//!   ([`Proxy`]), rustls.
+//! - [`body`]: header values, bodies read under a limit.
+//! - [`link`]: `Link` headers (RFC 8288) read with the one parser of
+//!   [`resourcesync_model::discovery`], and written.
+//! - [`Error`], with [`Error::category`]: retry, skip this resource, or stop.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod body;
+pub mod client;
+pub mod error;
+pub mod link;
+pub mod options;
+pub mod redirect;
+
+pub use body::{body_error, header, header_values, read_limited, read_prefix};
+pub use client::{Http, USER_AGENT, client_builder, install_tls_provider, parse_retry_after};
+pub use error::{Category, Error, Result, Retry, chain};
+pub use options::{Conditional, HttpOptions, Proxy};

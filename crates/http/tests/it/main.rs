@@ -1,0 +1,3 @@
+//! The integration tests of resourcesync-http, one binary.
+
+mod client;

@@ -1,0 +1,40 @@
+//! The test kit of resourcesync (a dev-dependency only, never published): what integration
+//! tests of every crate serve, break and compare.
+//!
+//! - [`server`]: a hand-written Source server on 127.0.0.1:0: a directory and in-memory
+//!   documents ([`server::Reply`]: status, headers, delay), injected faults, request counts.
+//! - [`serve()`] / [`serve_at`]: any axum router on a loopback address, port 0.
+//! - [`fault_proxy`]: a fault-injecting HTTP/1.1 proxy (drops, resets, truncations, 429/5xx,
+//!   delays, reordering), reproducible from a seed.
+//! - [`wan`]: a WAN delay proxy: one-way delay per direction, a bandwidth cap, order kept per
+//!   connection; checked against itself.
+//! - [`tree`]: the files under a directory, and a readable difference between two trees.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod fault_proxy;
+pub mod server;
+pub mod tree;
+pub mod wan;
+
+pub use fault_proxy::FaultProxy;
+pub use server::{Fault, Reply, Server};
+pub use wan::{Link, Wan, WanProxy};
+
+use std::net::SocketAddr;
+
+/// Serves `router` on 127.0.0.1, port 0, in the current Tokio runtime; its address.
+pub async fn serve(router: axum::Router) -> SocketAddr {
+    serve_at("127.0.0.1", router).await
+}
+
+/// Serves `router` on `ip` (a loopback address), port 0, in the current Tokio runtime.
+pub async fn serve_at(ip: &str, router: axum::Router) -> SocketAddr {
+    let l = tokio::net::TcpListener::bind((ip, 0)).await.expect("bind");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(l, router).await;
+    });
+    addr
+}
