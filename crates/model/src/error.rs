@@ -183,7 +183,9 @@ impl Error {
             | Error::Forbidden { .. }
             | Error::Limit { .. }
             | Error::NotSitemap { .. }
-            | Error::Unwritable { .. } => Category::Skip,
+            | Error::Unwritable { .. }
+            | Error::UnsafePath { .. }
+            | Error::Unmappable { .. } => Category::Skip,
         }
     }
 
