@@ -213,6 +213,48 @@ fn a_failed_state_write_keeps_the_cursor_and_the_next_sync_has_everything() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
+/// Errors callers can act on (reshape issue, item 5): a full disk while copies are written
+/// (injected with `RESOURCESYNC_TEST_CRASH_AT=download:3:fail`, an ENOSPC from the third write
+/// of a body and every later one) fails every copy alike, so the run stops there with exit 2
+/// and the cursor unmoved, instead of trying each of the other resources and ending with exit 1
+/// and a failure per resource; the next `sync` has everything.
+#[test]
+fn a_full_disk_while_copying_stops_the_run_instead_of_failing_every_resource() {
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..40)
+        .map(|i| (format!("r{i:02}.txt"), format!("body {i}").into_bytes()))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = bin()
+        .args(["sync", &server.base, p(&dest), "--concurrency", "1"])
+        .env("RESOURCESYNC_TEST_CRASH_AT", "download:3:fail")
+        .output()
+        .expect("run resourcesync");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("No space left on device"), "{t}");
+    assert!(t.contains("the cursor was not moved"), "{t}");
+    let fetched = (0..40)
+        .filter(|i| server.hits(&format!("/r{i:02}.txt")) > 0)
+        .count();
+    assert!(
+        fetched < 10,
+        "the run went on after the disk was full: {fetched} fetched\n{t}"
+    );
+
+    let o = run(&["sync", &server.base, p(&dest), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}
+
 /// Runs `resourcesync ARGS` with `dir` mounted read-only (a bind mount in a mount namespace of
 /// its own, made by `unshare`: nothing outside the child sees it, and it goes with the child).
 #[cfg(target_os = "linux")]

@@ -14,7 +14,7 @@
 //! | point | where |
 //! | --- | --- |
 //! | `list-entry` | an entry of a list document was just read (list streaming) |
-//! | `download` | the first bytes of a resource were written to its temporary file |
+//! | `download` | the first bytes of a resource were written to its temporary file (with `fail`: the write fails, as on a full disk) |
 //! | `before-rename` | a resource's temporary file is complete, not yet verified and queued for its batch |
 //! | `after-rename` | a resource of a batch is at its final path, the batch's state rows not yet written |
 //! | `state` | a batch's state rows are written (with the removal of their pending rows, one transaction), once per row, the downloads not yet answered |

@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+use resourcesync_model::Category;
+
+use crate::report::{Failed, FailureKind};
+
 /// Everything that can go wrong on the Destination side. Each error says its cause in its
 /// message and exposes no `source()` (a store error is the store's, transparently), so that a
 /// chain printed in full says each cause once. Errors returned by [`crate::sync()`]
@@ -205,6 +209,61 @@ fn history_gap(url: &str, from: Option<&str>, cursor: &str) -> String {
 }
 
 impl Error {
+    /// What a caller can do about it ([`Category`]): the client's errors by theirs (a network
+    /// failure, 429 or 5xx is retried; another status concerns that resource), the store's by
+    /// its (a body other than the published one is skipped; a full disk stops); a document
+    /// that cannot be read or is wrong, a URI that maps to no path, a package or patch refused
+    /// concern that item; discovery, configuration, state and staging failures, a history
+    /// that cannot be followed and a deadline stop the run.
+    pub fn category(&self) -> Category {
+        match self {
+            Error::Status { status, .. } => {
+                if *status == 429 || (500..600).contains(status) {
+                    Category::Retry
+                } else {
+                    Category::Skip
+                }
+            }
+            Error::Transport { transient, .. } => {
+                if *transient {
+                    Category::Retry
+                } else {
+                    Category::Skip
+                }
+            }
+            Error::Document { cause } => cause.category(),
+            Error::Store(e) => e.category(),
+            Error::Io { cause, .. } => Category::of_io(cause),
+            Error::BadDocument { .. }
+            | Error::Unmappable { .. }
+            | Error::Package { .. }
+            | Error::Patch { .. } => Category::Skip,
+            Error::Discovery { .. }
+            | Error::SeveralSets { .. }
+            | Error::HistoryGap { .. }
+            | Error::ChangesOutOfOrder { .. }
+            | Error::IndexTooDeep { .. }
+            | Error::ListOlderThanDump { .. }
+            | Error::StateWrite { .. }
+            | Error::Staging(_)
+            | Error::Deadline(_)
+            | Error::Config(_)
+            | Error::Task(_) => Category::Stop,
+        }
+    }
+
+    /// What a failure with this error says of the body the Source serves now: other than the
+    /// one listed (a length or digest other than the published one), or gone (404, 410).
+    pub fn failure_kind(&self) -> FailureKind {
+        match self {
+            Error::Store(e) if e.is_verification() => FailureKind::Changed,
+            Error::Status {
+                status: 404 | 410, ..
+            } => FailureKind::Gone,
+            _ => FailureKind::Other,
+        }
+    }
+
     /// Whether trying the same request again may succeed: connection errors, timeouts, cut
     /// bodies, 429 and 5xx.
     pub fn is_transient(&self) -> bool {
@@ -228,6 +287,22 @@ impl Error {
             what: what.into(),
             cause,
         }
+    }
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Failed {
+        Failed {
+            category: e.category(),
+            kind: e.failure_kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<resourcesync_store::Error> for Failed {
+    fn from(e: resourcesync_store::Error) -> Failed {
+        Failed::from(Error::Store(e))
     }
 }
 

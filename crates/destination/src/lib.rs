@@ -59,7 +59,8 @@ pub use mapping::UriMapper;
 pub use options::{AuditOptions, SyncOptions};
 pub use push::{PushOptions, PushStats, watch_push};
 pub use report::{
-    AuditDifference, AuditReport, Failure, Mode, Observer, Planned, Quiet, SyncReport,
+    AuditDifference, AuditReport, Failed, Failure, FailureKind, Mode, Observer, Planned, Quiet,
+    SyncReport,
 };
 pub use sync::sync;
 pub use watch::{ChangeSeen, Round, StopHandle, WatchOptions, WatchReport, changes_since, watch};

@@ -1,5 +1,6 @@
 //! Reports and progress.
 
+use resourcesync_model::Category;
 use serde::Serialize;
 
 /// Most items listed in a report per list (the rest are counted).
@@ -40,12 +41,69 @@ pub struct Failure {
     pub path: Option<String>,
     /// What went wrong.
     pub error: String,
+    /// What the run did about it: `skip` (reported; the change is retried by the next run) or
+    /// `retry` (still failing after this run's own retries).
+    pub category: Category,
+    /// What the failure says of the body the Source serves now.
+    pub kind: FailureKind,
+}
+
+/// What a failed resource's error says of the body the Source serves now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureKind {
+    /// A length or digest other than the published one: most likely changed since it was
+    /// listed.
+    Changed,
+    /// HTTP 404 or 410: most likely deleted (or moved) since it was listed.
+    Gone,
+    /// Anything else.
+    Other,
+}
+
+/// Why a job failed, with what a caller can do about it: the error's message, its
+/// [`Category`] and [`FailureKind`], kept apart so that no one matches on the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    /// The message, as reported.
+    pub message: String,
+    /// What a caller can do about it.
+    pub category: Category,
+    /// What it says of the body served.
+    pub kind: FailureKind,
+}
+
+impl Failed {
+    /// A failure known only by its message: it concerns this one item.
+    pub fn other(message: impl Into<String>) -> Failed {
+        Failed {
+            message: message.into(),
+            category: Category::Skip,
+            kind: FailureKind::Other,
+        }
+    }
+}
+
+impl From<String> for Failed {
+    fn from(message: String) -> Failed {
+        Failed::other(message)
+    }
 }
 
 impl Failure {
     /// A failure of `uri`; an `error` that starts by naming the URI (`URI: HTTP 404`,
     /// `refused URI: …`) does not name it again, since the failure does.
     pub(crate) fn new(uri: String, path: Option<String>, error: String) -> Failure {
+        Failure::of(uri, path, Failed::other(error))
+    }
+
+    /// A failure of `uri` with its error's category and kind (see [`Failure::new`]).
+    pub(crate) fn of(uri: String, path: Option<String>, failed: Failed) -> Failure {
+        let Failed {
+            message: error,
+            category,
+            kind,
+        } = failed;
         let error = match error.strip_prefix(uri.as_str()) {
             Some(rest) if !uri.is_empty() && rest.starts_with(": ") => rest[2..].to_owned(),
             _ => match error
@@ -58,7 +116,13 @@ impl Failure {
                 _ => error,
             },
         };
-        Failure { uri, path, error }
+        Failure {
+            uri,
+            path,
+            error,
+            category,
+            kind,
+        }
     }
 }
 

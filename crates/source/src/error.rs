@@ -1,6 +1,8 @@
 //! The source crate's error type.
 
 use std::io;
+
+use resourcesync_model::Category;
 use std::path::PathBuf;
 
 /// Everything that can go wrong publishing or serving a Source. Each error says its cause in
@@ -57,6 +59,24 @@ pub enum Error {
 }
 
 impl Error {
+    /// What a caller can do about it ([`Category`]): an unreadable file is skipped (the scan
+    /// reports it and goes on; a file that vanished or changed is read again by the next scan),
+    /// a full or read-only disk stops; a document refused by the model concerns that document;
+    /// the state database, the configuration, a socket that cannot be bound, an inventory that
+    /// breaks its contract and a failed task stop.
+    pub fn category(&self) -> Category {
+        match self {
+            Error::Io { cause, .. } => Category::of_io(cause),
+            Error::Document(e) => e.category(),
+            Error::Zip { .. } => Category::Skip,
+            Error::State { .. }
+            | Error::Config(_)
+            | Error::Net { .. }
+            | Error::Inventory(_)
+            | Error::Task(_) => Category::Stop,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, cause: io::Error) -> Self {
         Error::Io {
             path: path.into(),

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use resourcesync_model::HashAlg;
+use resourcesync_model::{Category, HashAlg};
 
 /// Everything that can go wrong storing copies or state. Each error says its cause in its
 /// message and exposes no `source()`, so that a chain printed in full says each cause once.
@@ -88,6 +88,23 @@ pub enum Error {
 }
 
 impl Error {
+    /// What a caller can do about it ([`Category`]): a body that is not the published one, a
+    /// path that is unsafe or taken, concern one resource (skipped, reported; the Source may have
+    /// changed it since it was listed); full, read-only or forbidden storage and a state
+    /// database that is corrupt, unreadable or held by another process stop the run; an I/O
+    /// error otherwise by its kind ([`Category::of_io`]).
+    pub fn category(&self) -> Category {
+        match self {
+            Error::UnsafePath { .. }
+            | Error::Conflict { .. }
+            | Error::TooLong { .. }
+            | Error::LengthMismatch { .. }
+            | Error::DigestMismatch { .. } => Category::Skip,
+            Error::Io { cause, .. } => Category::of_io(cause),
+            Error::Sqlite { .. } | Error::Locked { .. } | Error::Corrupt { .. } => Category::Stop,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

@@ -30,6 +30,7 @@ pub mod store;
 pub mod subscriber;
 
 pub use hub::{Hub, HubOptions};
+use resourcesync_http::Category;
 pub use resourcesync_http::link;
 pub use subscriber::{Subscription, subscribe, unsubscribe};
 
@@ -83,6 +84,22 @@ pub enum Error {
     /// A background task failed.
     #[error("task: {0}")]
     Task(String),
+}
+
+impl Error {
+    /// What a caller can do about it ([`Category`]): an HTTP exchange that failed and a hub
+    /// with no room yet are retried (deliveries back off, WebSub §7); a bad request, a refusal
+    /// and a bad signature concern that one request; the state, the configuration, the
+    /// operating system's randomness and a failed task stop.
+    pub fn category(&self) -> Category {
+        match self {
+            Error::Http { .. } | Error::Full(_) => Category::Retry,
+            Error::BadRequest(_) | Error::Refused { .. } | Error::Signature(_) => Category::Skip,
+            Error::State { .. } | Error::Config(_) | Error::Random(_) | Error::Task(_) => {
+                Category::Stop
+            }
+        }
+    }
 }
 
 /// Result of this crate.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use reqwest::header::{ETAG, LAST_MODIFIED};
 use resourcesync_diff::{Difference, Item, needs_update};
-use resourcesync_model::Change;
+use resourcesync_model::{Category, Change};
 use resourcesync_store::{
     DirHandles, Expect, FileMeta, FsStore, PendingChange, RelPath, ResourceRecord, StateStore,
     Store, TempFile,
@@ -23,7 +23,7 @@ use crate::http::{Conditional, Http, body_error, header};
 use crate::mapping::UriMapper;
 pub(crate) use crate::outcome::{Outcome, Tally};
 use crate::plan::staging::{StagedItem, Staging};
-use crate::report::{Failure, Observer, Planned};
+use crate::report::{Failed, Failure, Observer, Planned};
 
 /// Everything a download task needs (also used by [`crate::dump`] and [`crate::fetch::patch`]).
 #[derive(Debug)]
@@ -188,15 +188,17 @@ impl Exec {
         match r {
             Ok((Outcome::Deferred, Some(job))) => self.deferred.push(job),
             Ok((o, _)) => self.tally.add(o),
-            Err(e) => self.tally.add(Outcome::Failed(Failure {
-                uri: String::new(),
-                path: None,
-                error: format!("internal task failed: {e}"),
-            })),
+            Err(e) => self.tally.add(Outcome::Failed(Failure::of(
+                String::new(),
+                None,
+                Failed::from(Error::Task(format!("internal task failed: {e}"))),
+            ))),
         }
     }
 
     pub(crate) async fn submit(&mut self, job: Job) -> Result<()> {
+        // A job failed in a way that stops the run (a full disk, a state write): no more.
+        self.ctx.check_state()?;
         let permit = self
             .sem
             .clone()
@@ -319,7 +321,7 @@ pub(crate) async fn run_job(
                 && matches!(job.kind, JobKind::Fetch { .. })
                 && path_blocked(&ctx.store, &rel)
             {
-                error.push_str(
+                error.message.push_str(
                     " (a copy kept after the Source deleted it may be in the way: `--delete` removes kept copies)",
                 );
             }
@@ -332,7 +334,7 @@ pub(crate) async fn run_job(
                     hashes: job.item.hashes.clone(),
                     lastmod: job.item.lastmod,
                     duplicates: job.item.duplicates.clone(),
-                    error: error.clone(),
+                    error: error.message.clone(),
                 };
                 let put = if crate::crashpoint::fails("pending") {
                     Err(resourcesync_store::Error::Io {
@@ -346,18 +348,25 @@ pub(crate) async fn run_job(
                     ctx.state_failed(format!("recording the failed change of {uri}: {e}"));
                 }
             }
-            Outcome::Failed(Failure::new(uri, Some(rel.to_string()), error))
+            // A full, read-only or forbidden disk fails every copy after this one alike: the
+            // run stops (exit status 2) instead of trying them all; its cursor stays.
+            if error.category == Category::Stop {
+                ctx.state_failed(format!("{uri}: {}", error.message));
+            }
+            Outcome::Failed(Failure::of(uri, Some(rel.to_string()), error))
         }
     }
 }
 
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> std::result::Result<T, String> {
+) -> std::result::Result<T, Failed> {
     match tokio::task::spawn_blocking(f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(e) => Err(format!("internal task failed: {e}")),
+        Ok(Err(e)) => Err(Failed::from(e)),
+        Err(e) => Err(Failed::from(Error::Task(format!(
+            "internal task failed: {e}"
+        )))),
     }
 }
 
@@ -386,16 +395,16 @@ pub(crate) async fn fetch(
     new: bool,
     repair: bool,
     permit: &mut Option<OwnedSemaphorePermit>,
-) -> std::result::Result<Outcome, String> {
+) -> std::result::Result<Outcome, Failed> {
     let target = item.item();
     // A create the diff found no row for: no lookup (at most a row kept after a delete, which
     // tells nothing about the copy).
     let prior = if new {
         None
     } else {
-        ctx.state.resource(&item.uri).map_err(|e| e.to_string())?
+        ctx.state.resource(&item.uri)?
     };
-    let existing = stat_quick(&ctx.store, rel).map_err(|e| e.to_string())?;
+    let existing = stat_quick(&ctx.store, rel)?;
     // A change the state already shows applied (a resumed run, or a change seen twice).
     if change && applied(item, prior.as_ref(), existing, &target) {
         return Ok(Outcome::Unchanged);
@@ -426,6 +435,8 @@ pub(crate) async fn fetch(
     }
     let cond = conditional(prior.as_ref(), existing, repair, &target);
     let mut errors: Vec<String> = Vec::new();
+    // The category and kind are the first candidate's (the resource's own URI).
+    let mut first: Option<Failed> = None;
     let new_path = existing.is_none();
     for cand in candidates(item) {
         let c = if cand == item.uri {
@@ -455,6 +466,7 @@ pub(crate) async fn fetch(
             Ok(Fetched::NotModified) => return Ok(Outcome::Unchanged),
             Err(e) => {
                 let msg = e.to_string();
+                first.get_or_insert_with(|| Failed::from(e));
                 errors.push(if msg.contains(cand) {
                     msg
                 } else {
@@ -463,7 +475,11 @@ pub(crate) async fn fetch(
             }
         }
     }
-    Err(errors.join("; "))
+    let message = errors.join("; ");
+    Err(match first {
+        Some(f) => Failed { message, ..f },
+        None => Failed::other(message),
+    })
 }
 
 /// Whether the state shows the change of `item` applied already, and the file in place agrees
@@ -493,7 +509,7 @@ async fn adopt(
     rel: &RelPath,
     prior: Option<&ResourceRecord>,
     existing: Option<FileMeta>,
-) -> std::result::Result<bool, String> {
+) -> std::result::Result<bool, Failed> {
     let worth_hashing =
         prior.is_none_or(|p| p.gone || item.hashes.agrees_with(&p.hashes).is_none());
     let Some(m) = existing.filter(|_| worth_hashing) else {
@@ -527,10 +543,8 @@ async fn adopt(
             last_modified: prior.and_then(|p| p.last_modified.clone()),
             gone: false,
         };
-        ctx.state.put_resource(&rec).map_err(|e| e.to_string())?;
-        ctx.state
-            .remove_pending(&ctx.key, &item.uri)
-            .map_err(|e| e.to_string())?;
+        ctx.state.put_resource(&rec)?;
+        ctx.state.remove_pending(&ctx.key, &item.uri)?;
     }
     Ok(true)
 }
@@ -632,6 +646,12 @@ pub(crate) async fn download(
         ctx.store.create_temp(expect)?
     };
     while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
+        if crate::crashpoint::fails("download") {
+            return Err(Error::Store(resourcesync_store::Error::Io {
+                path: PathBuf::from(rel.as_str()),
+                cause: std::io::Error::from_raw_os_error(28),
+            }));
+        }
         tmp.write(&chunk)?;
         crate::crashpoint::point("download");
         ctx.obs.bytes(chunk.len() as u64);
@@ -669,8 +689,8 @@ pub(crate) async fn delete(
     ctx: &Arc<Ctx>,
     item: &StagedItem,
     rel: &RelPath,
-) -> std::result::Result<Outcome, String> {
-    let prior = ctx.state.resource(&item.uri).map_err(|e| e.to_string())?;
+) -> std::result::Result<Outcome, Failed> {
+    let prior = ctx.state.resource(&item.uri)?;
     // Only copies the Destination made (with a row) are ever removed.
     let Some(p) = prior else {
         if !ctx.dry_run {
@@ -699,9 +719,7 @@ pub(crate) async fn delete(
         .await?;
         Ok(Outcome::Deleted)
     } else {
-        ctx.state
-            .set_gone(&item.uri, true)
-            .map_err(|e| e.to_string())?;
+        ctx.state.set_gone(&item.uri, true)?;
         let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
         Ok(Outcome::Kept(item.uri.clone()))
     }

@@ -34,6 +34,7 @@ use crate::discover::docs::DocFetcher;
 use crate::error::{Error, Result};
 use crate::fetch::exec::{Ctx, Exec, Tally};
 use crate::plan::after;
+use crate::report::FailureKind;
 use crate::sync::incremental_with;
 
 /// Most readings of the Change Lists after a baseline.
@@ -116,27 +117,8 @@ pub(crate) async fn catch_up(
     Ok(cursor)
 }
 
-/// What a failure's error says of the body served, when it is not the one listed: a length or
-/// digest other than the published one (the store's errors), or HTTP 404 or 410 (deleted
-/// since).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stale {
-    Changed,
-    Gone,
-}
-
-fn looks_stale(error: &str) -> Option<Stale> {
-    if error.contains("(published length): cut off") || error.contains("is not the published") {
-        Some(Stale::Changed)
-    } else if error.contains("HTTP 404") || error.contains("HTTP 410") {
-        Some(Stale::Gone)
-    } else {
-        None
-    }
-}
-
 /// Says, on each failure of a baseline that looks like a list older than the resource (see
-/// [`looks_stale`]), that this is what it most likely is, and what happens next.
+/// [`FailureKind`]), that this is what it most likely is, and what happens next.
 pub(crate) fn explain_stale(tally: &mut Tally, at: Option<&W3cDateTime>, change_lists: bool) {
     let list = match at {
         Some(at) => format!("the Resource List of {at}"),
@@ -149,10 +131,10 @@ pub(crate) fn explain_stale(tally: &mut Tally, at: Option<&W3cDateTime>, change_
          List again"
     };
     for f in &mut tally.failures {
-        let what = match looks_stale(&f.error) {
-            Some(Stale::Changed) => "changed after",
-            Some(Stale::Gone) => "deleted (or moved) after",
-            None => continue,
+        let what = match f.kind {
+            FailureKind::Changed => "changed after",
+            FailureKind::Gone => "deleted (or moved) after",
+            FailureKind::Other => continue,
         };
         f.error.push_str(&format!(
             " (the resource was most likely {what} {list} was written, and {next})"
@@ -164,7 +146,8 @@ pub(crate) fn explain_stale(tally: &mut Tally, at: Option<&W3cDateTime>, change_
 mod tests {
     use super::*;
 
-    /// The errors [`looks_stale`] looks for are the store's and the client's.
+    /// The kinds [`explain_stale`] looks at come from the errors of the store and the client,
+    /// by their variants, not their messages.
     #[test]
     fn stale_bodies_are_recognised_by_the_errors_of_the_store_and_the_client() {
         use resourcesync_store::Error as S;
@@ -181,20 +164,27 @@ mod tests {
             expected: "a".into(),
             actual: "b".into(),
         };
-        let gone = |status| Error::Status {
+        let status = |status| Error::Status {
             url: "http://h/a".into(),
             status,
             retry_after: None,
         };
-        for e in [too_long.to_string(), length.to_string(), digest.to_string()] {
-            assert_eq!(looks_stale(&e), Some(Stale::Changed), "{e}");
+        for e in [too_long, length, digest] {
+            assert_eq!(Error::Store(e).failure_kind(), FailureKind::Changed);
         }
-        for e in [gone(404).to_string(), gone(410).to_string()] {
-            assert_eq!(looks_stale(&e), Some(Stale::Gone), "{e}");
+        for s in [404, 410] {
+            assert_eq!(status(s).failure_kind(), FailureKind::Gone);
         }
-        // As a failure says it, without its URI.
-        assert_eq!(looks_stale("HTTP 404"), Some(Stale::Gone));
-        assert_eq!(looks_stale(&gone(500).to_string()), None);
-        assert_eq!(looks_stale("connection refused"), None);
+        assert_eq!(status(500).failure_kind(), FailureKind::Other);
+        assert_eq!(status(500).category(), resourcesync_model::Category::Retry);
+        assert_eq!(status(404).category(), resourcesync_model::Category::Skip);
+        let full = S::Io {
+            path: "x".into(),
+            cause: std::io::Error::from_raw_os_error(28),
+        };
+        assert_eq!(
+            Error::Store(full).category(),
+            resourcesync_model::Category::Stop
+        );
     }
 }
