@@ -37,6 +37,9 @@ use resourcesync_model::{HashAlg, Hashes, MultiHasher};
 use crate::error::{Error, Result};
 use crate::path::RelPath;
 
+#[cfg(target_os = "linux")]
+mod anon;
+
 /// The Destination's own folder under DEST: state database and temporary files.
 pub use resourcesync_model::path::STATE_DIR;
 
@@ -123,7 +126,7 @@ impl Expect {
 enum Sink {
     Named(tempfile::NamedTempFile),
     #[cfg(target_os = "linux")]
-    Anon(crate::anon::AnonFile),
+    Anon(self::anon::AnonFile),
 }
 
 impl Sink {
@@ -223,7 +226,7 @@ enum Held {
     Named(tempfile::TempPath),
     /// An unnamed one, open until it is linked into place (closing it frees it).
     #[cfg(target_os = "linux")]
-    Anon(crate::anon::AnonFile),
+    Anon(self::anon::AnonFile),
 }
 
 impl Verified {
@@ -264,7 +267,7 @@ impl DirCache {
 #[derive(Debug, Default)]
 pub struct DirHandles {
     #[cfg(target_os = "linux")]
-    pub(crate) dirs: std::collections::HashMap<String, std::sync::Arc<crate::anon::Dir>>,
+    pub(crate) dirs: std::collections::HashMap<String, std::sync::Arc<self::anon::Dir>>,
     /// The store's count of directories removed when these were opened (see the `anon`
     /// module): they are opened again after another removal.
     #[cfg(target_os = "linux")]
@@ -346,7 +349,7 @@ pub struct FsStore {
     tmp: PathBuf,
     /// Unnamed temporary files ([`FsStore::create_temp_at`]), unless turned off.
     #[cfg(target_os = "linux")]
-    anon: Option<std::sync::Arc<crate::anon::Anon>>,
+    anon: Option<std::sync::Arc<self::anon::Anon>>,
 }
 
 impl FsStore {
@@ -370,7 +373,7 @@ impl FsStore {
             root,
             tmp,
             #[cfg(target_os = "linux")]
-            anon: Some(std::sync::Arc::new(crate::anon::Anon::new())),
+            anon: Some(std::sync::Arc::new(self::anon::Anon::new())),
         }
     }
 
@@ -381,7 +384,7 @@ impl FsStore {
     pub fn with_unnamed_temps(mut self, on: bool) -> Self {
         #[cfg(target_os = "linux")]
         {
-            self.anon = on.then(|| std::sync::Arc::new(crate::anon::Anon::new()));
+            self.anon = on.then(|| std::sync::Arc::new(self::anon::Anon::new()));
         }
         #[cfg(not(target_os = "linux"))]
         let _ = on;
@@ -490,7 +493,7 @@ impl FsStore {
 #[cfg(target_os = "linux")]
 impl FsStore {
     /// Links an unnamed body into place; whether it replaced a file.
-    fn place_anon(&self, f: crate::anon::AnonFile) -> Result<bool> {
+    fn place_anon(&self, f: self::anon::AnonFile) -> Result<bool> {
         match &self.anon {
             Some(a) => a.place(f, &self.tmp),
             // Not reached: unnamed files are created only by a store that has them.

@@ -2,7 +2,7 @@
 //!
 //! - [`path`]: [`RelPath`], the only way to name a file under the destination directory; every
 //!   segment is checked (no `..`, no absolute path, no NUL or backslash, at most 255 bytes).
-//! - [`fs`]: the [`Store`] trait and [`FsStore`]: files are written to a temporary file inside
+//! - [`fs`]: the [`Store`] trait and [`FsStore`] (its Linux fast path of unnamed files in `fs/anon.rs`): files are written to a temporary file inside
 //!   `DEST/.resourcesync/tmp` (same file system), verified against the published length and
 //!   every published digest, synced, renamed into place, and synced again; one file at a time
 //!   ([`Store::commit`]) or a batch at a time ([`Store::verify`], [`Store::sync`],
@@ -13,8 +13,6 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-#[cfg(target_os = "linux")]
-mod anon;
 pub mod error;
 pub mod fs;
 pub mod path;
