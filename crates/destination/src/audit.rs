@@ -33,9 +33,7 @@ use std::time::Instant;
 
 use resourcesync_diff::{Difference, Item, needs_update};
 use resourcesync_model::{Capability, Change, Entry, HashAlg, Hashes, MultiHasher, W3cDateTime};
-use resourcesync_store::{
-    FsStore, RelPath, ResourceRecord, SqliteState, StateStore, Store, child_rel,
-};
+use resourcesync_store::{FsStore, RelPath, ResourceRecord, SqliteState, StateStore, child_rel};
 
 use crate::discover::discover;
 use crate::docs::{DocFetcher, ListSink, walk};

@@ -77,7 +77,7 @@ use resourcesync_model::{
     Validator, W3cDateTime,
 };
 use resourcesync_store::{
-    Committed, DirHandles, Expect, FsStore, PendingChange, RelPath, ResourceRecord, Store, TempFile,
+    Committed, DirHandles, Expect, FsStore, PendingChange, RelPath, ResourceRecord, TempFile,
 };
 use zip::ZipArchive;
 

@@ -292,7 +292,7 @@ pub(crate) async fn try_patch(
         };
         let mut original = Vec::new();
         ctx2.store
-            .open(&rel)?
+            .get(&rel)?
             .take(MAX_PATCHED_BYTES + 1)
             .read_to_end(&mut original)
             .map_err(|e| Error::io(format!("reading {rel}"), e))?;
@@ -384,7 +384,7 @@ pub(crate) fn patch_copy(
     .map_err(|e| format!("the patch: {e}"))?;
     let mut original = Vec::new();
     store
-        .open(rel)
+        .get(rel)
         .map_err(|e| e.to_string())?
         .take(MAX_PATCHED_BYTES + 1)
         .read_to_end(&mut original)

@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use resourcesync_diff::{Action, Item};
 use resourcesync_model::{Capability, Change, Entry, Header, W3cDateTime};
-use resourcesync_store::{FsStore, SourceCursor, SqliteState, StateStore, Store};
+use resourcesync_store::{FsStore, SourceCursor, SqliteState, StateStore};
 
 use crate::commit::Committer;
 use crate::discover::{SourceInfo, discover};

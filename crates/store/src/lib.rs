@@ -13,19 +13,22 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-#[cfg(target_os = "linux")]
-mod anon;
+pub mod conformance;
 pub mod error;
 pub mod fs;
+pub mod mem;
+pub mod object;
 pub mod path;
 pub mod state;
 
 pub use error::{Error, Result};
-pub use fs::{
-    Committed, DirCache, DirHandles, Expect, FileMeta, FsStore, Placed, STATE_DIR, Store, TempFile,
-    Verified, child_rel,
+pub use fs::{DirCache, DirHandles, FileMeta, FsStore, TempFile, Verified, child_rel};
+pub use mem::MemStore;
+pub use object::{
+    Committed, Expect, Finished, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload,
 };
-pub use path::RelPath;
+pub use path::{RelPath, STATE_DIR};
 pub use state::{
-    PendingChange, ResourceRecord, SourceCursor, SqliteState, StateStore, for_each_resource,
+    Batch, Claim, Lease, MemState, Op, PendingChange, ResourceRecord, SourceCursor, SqliteState,
+    StateStore, WorkItem, for_each_resource,
 };

@@ -13,7 +13,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::fs::STATE_DIR;
+
+/// The Destination's own folder under DEST: state database and temporary files; no key may
+/// start with it.
+pub const STATE_DIR: &str = ".resourcesync";
 
 /// Longest segment, in bytes (the `NAME_MAX` of common file systems).
 pub const MAX_SEGMENT_BYTES: usize = 255;
