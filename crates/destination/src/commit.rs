@@ -29,7 +29,7 @@
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
-use resourcesync_store::{DirCache, FsStore, RelPath, ResourceRecord, StateStore, Store, Verified};
+use resourcesync_store::{DirCache, FsStore, RelPath, ResourceRecord, StateStore, Verified};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
@@ -88,7 +88,7 @@ struct Placed {
 }
 
 /// Step 2: renames each copy of the batch into place, each directory checked once.
-fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
+fn place_batch(store: &FsStore, batch: Vec<Pending>) -> Placed {
     let n = batch.len();
     let mut p = Placed {
         out: Vec::with_capacity(n),
@@ -160,7 +160,7 @@ fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Str
 /// per copy, in order.
 #[cfg(test)]
 pub(crate) fn commit_batch(
-    store: &dyn Store,
+    store: &FsStore,
     state: &dyn StateStore,
     batch: Vec<Pending>,
 ) -> Vec<Done> {

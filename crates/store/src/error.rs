@@ -77,6 +77,15 @@ pub enum Error {
         /// The database file.
         path: PathBuf,
     },
+    /// A write fenced by a lease, or the completion of a claimed work item, came after the
+    /// lease or claim expired or changed hands: nothing of its batch was written.
+    #[error("the lease on {name:?} is no longer held by {holder:?}: nothing written")]
+    LeaseLost {
+        /// What the lease was on (a Source, or a work item's key).
+        name: String,
+        /// The worker that held it.
+        holder: String,
+    },
     /// A value in the state database cannot be read back.
     #[error("state database {}: {message}", .path.display())]
     Corrupt {
@@ -101,7 +110,11 @@ impl Error {
             | Error::LengthMismatch { .. }
             | Error::DigestMismatch { .. } => Category::Skip,
             Error::Io { cause, .. } => Category::of_io(cause),
-            Error::Sqlite { .. } | Error::Locked { .. } | Error::Corrupt { .. } => Category::Stop,
+            // A lease lost: this worker's share of the work is someone else's now.
+            Error::Sqlite { .. }
+            | Error::Locked { .. }
+            | Error::Corrupt { .. }
+            | Error::LeaseLost { .. } => Category::Stop,
         }
     }
 

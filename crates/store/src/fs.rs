@@ -1,15 +1,17 @@
-//! The Destination's copies: the [`Store`] trait and its file-system implementation.
+//! The Destination's copies in a directory: [`FsStore`]. It implements the [`crate::Store`]
+//! port (in `fs/object.rs`) on the file-system operations below, which stay public for the
+//! engine's fast paths and their tests.
 //!
 //! A copy is written in three steps (Z39.99-2014 §5.2 Baseline and Incremental
 //! Synchronization; §7 `length` and `hash` are what the copy is verified against):
 //!
-//! 1. [`Store::create_temp`]: a temporary file inside `DEST/.resourcesync/tmp`, on the same file
+//! 1. [`FsStore::create_temp`]: a temporary file inside `DEST/.resourcesync/tmp`, on the same file
 //!    system as the copies, that counts and hashes what is written, and refuses to grow past the
 //!    published length (or the maximum size when none is published);
-//! 2. [`Store::commit`]: flush, check the length and every published digest of a known
-//!    algorithm ([`Store::verify`]), sync the data ([`Store::sync`]), create missing parent
-//!    directories (never through a symbolic link) and rename into place ([`Store::place`]), sync
-//!    the rename ([`Store::sync`]);
+//! 2. [`FsStore::commit`]: flush, check the length and every published digest of a known
+//!    algorithm ([`FsStore::verify`]), sync the data ([`FsStore::sync`]), create missing parent
+//!    directories (never through a symbolic link) and rename into place ([`FsStore::place`]), sync
+//!    the rename ([`FsStore::sync`]);
 //! 3. the caller records the copy in the state only after that.
 //!
 //! The steps of 2 are public so that a caller can run them for a batch of files, with one sync
@@ -19,7 +21,7 @@
 //!
 //! A copy expected to be new can instead be written to an unnamed temporary file in its own
 //! directory ([`FsStore::create_temp_at`]: Linux `O_TMPFILE`, given its name by one `linkat(2)`
-//! in [`Store::place_in`]; see the `anon` module), with the same order of steps and no
+//! in [`FsStore::place_in`]; see the `anon` module), with the same order of steps and no
 //! temporary name to clean up.
 //!
 //! A temporary file dropped without being committed is removed. After a crash, leftovers in the
@@ -35,10 +37,12 @@ use std::time::SystemTime;
 use resourcesync_model::{HashAlg, Hashes, MultiHasher};
 
 use crate::error::{Error, Result};
+pub use crate::object::{Committed, Expect, Placed};
 use crate::path::RelPath;
 
 #[cfg(target_os = "linux")]
 mod anon;
+mod object;
 
 /// The Destination's own folder under DEST: state database and temporary files.
 pub use resourcesync_model::path::STATE_DIR;
@@ -54,79 +58,13 @@ pub fn child_rel(prefix: &str, name: &str) -> Option<String> {
     }
 }
 
-/// What a body must be: its published length and digests, and the most bytes accepted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Expect {
-    /// The published `length`, if any: a hard cap, and checked exactly at commit.
-    pub length: Option<u64>,
-    /// The published digests: every one of a known algorithm is checked at commit.
-    pub hashes: Hashes,
-    /// The most bytes accepted when no length is published.
-    pub max_bytes: u64,
-    /// The modification time the copy gets (the resource's `<lastmod>`, or its
-    /// `Last-Modified`), set once the body is complete, before it is put in place: tools that
-    /// compare files by time (rsync, make, backups) see the Source's times. `None`: the time
-    /// it was written.
-    pub modified: Option<SystemTime>,
-}
-
-impl Expect {
-    /// The limit on the body: the published length, else the maximum size.
-    pub fn limit(&self) -> (u64, &'static str) {
-        match self.length {
-            Some(n) => (n, "published length"),
-            None => (self.max_bytes, "maximum resource size"),
-        }
-    }
-
-    /// The algorithms computed while writing: the published known ones, else sha-256 (so the
-    /// state always has a digest of the copy).
-    pub fn algs(&self) -> Vec<HashAlg> {
-        let known = self.hashes.known_algs();
-        if known.is_empty() {
-            vec![HashAlg::Sha256]
-        } else {
-            known
-        }
-    }
-
-    /// Checks a length and computed digests against the expectation.
-    pub fn verify(&self, length: u64, computed: &Hashes) -> Result<()> {
-        if let Some(expected) = self.length {
-            if expected != length {
-                return Err(Error::LengthMismatch {
-                    expected,
-                    actual: length,
-                });
-            }
-        }
-        for d in &self.hashes.0 {
-            if !d.alg.is_known() {
-                continue;
-            }
-            let actual = computed.get(&d.alg).map(|c| c.value.clone());
-            match actual {
-                Some(a) if a.eq_ignore_ascii_case(&d.value) => {}
-                other => {
-                    return Err(Error::DigestMismatch {
-                        alg: d.alg.clone(),
-                        expected: d.value.clone(),
-                        actual: other.unwrap_or_else(|| "(not computed)".into()),
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 /// Where a body is written: a named temporary file in `DEST/.resourcesync/tmp`, or (Linux) an
 /// unnamed one in the directory its copy goes to ([`FsStore::create_temp_at`]).
 #[derive(Debug)]
 enum Sink {
     Named(tempfile::NamedTempFile),
     #[cfg(target_os = "linux")]
-    Anon(self::anon::AnonFile),
+    Anon(anon::AnonFile),
 }
 
 impl Sink {
@@ -201,17 +139,8 @@ impl TempFile {
     }
 }
 
-/// A copy put in place.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Committed {
-    /// Its length.
-    pub length: u64,
-    /// Its digests (the published algorithms, else sha-256).
-    pub hashes: Hashes,
-}
-
-/// A body received and verified but not yet in place: the first half of [`Store::commit`], for
-/// commits in batches (see [`Store::place`] and [`Store::sync`]). Dropped without being placed,
+/// A body received and verified but not yet in place: the first half of [`FsStore::commit`], for
+/// commits in batches (see [`FsStore::place`] and [`FsStore::sync`]). Dropped without being placed,
 /// its temporary file is removed.
 #[derive(Debug)]
 pub struct Verified {
@@ -226,7 +155,7 @@ enum Held {
     Named(tempfile::TempPath),
     /// An unnamed one, open until it is linked into place (closing it frees it).
     #[cfg(target_os = "linux")]
-    Anon(self::anon::AnonFile),
+    Anon(anon::AnonFile),
 }
 
 impl Verified {
@@ -236,16 +165,7 @@ impl Verified {
     }
 }
 
-/// A copy put in place by [`Store::place_in`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placed {
-    /// Its length and digests.
-    pub committed: Committed,
-    /// Whether a file was at its path before (and was replaced).
-    pub replaced: bool,
-}
-
-/// The directories of a batch already checked by [`Store::place_in`] (each a real directory
+/// The directories of a batch already checked by [`FsStore::place_in`] (each a real directory
 /// under the destination, not a symbolic link), so that a batch of many files in few
 /// directories checks each directory once. Keep one for a batch only: a directory checked long
 /// ago may have been replaced since.
@@ -267,7 +187,7 @@ impl DirCache {
 #[derive(Debug, Default)]
 pub struct DirHandles {
     #[cfg(target_os = "linux")]
-    pub(crate) dirs: std::collections::HashMap<String, std::sync::Arc<self::anon::Dir>>,
+    pub(crate) dirs: std::collections::HashMap<String, std::sync::Arc<anon::Dir>>,
     /// The store's count of directories removed when these were opened (see the `anon`
     /// module): they are opened again after another removal.
     #[cfg(target_os = "linux")]
@@ -294,54 +214,6 @@ pub struct FileMeta {
     pub is_file: bool,
 }
 
-/// Where a Destination keeps its copies.
-pub trait Store: Send + Sync + Debug {
-    /// Starts receiving a body.
-    fn create_temp(&self, expect: Expect) -> Result<TempFile>;
-    /// Verifies a received body and puts it at `rel` atomically and durably (the file and its
-    /// directory synced): [`Store::verify`], [`Store::sync`], [`Store::place`], [`Store::sync`].
-    fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed>;
-    /// Flushes a received body and checks it against its length and digests, without waiting
-    /// for the disk or putting it in place.
-    fn verify(&self, tmp: TempFile) -> Result<Verified>;
-    /// Puts a verified body at `rel` (a rename), without waiting for the disk. Call
-    /// [`Store::sync`] before, so that the data is on disk before the name, and after, before
-    /// recording the copy anywhere.
-    fn place(&self, v: Verified, rel: &RelPath) -> Result<Committed>;
-    /// [`Store::place`] for one copy of a batch: the directories `dirs` holds are not checked
-    /// again (those checked here are added), and the result says whether a file was replaced.
-    fn place_in(&self, v: Verified, rel: &RelPath, dirs: &mut DirCache) -> Result<Placed> {
-        let _ = dirs;
-        let replaced = self.stat(rel)?.is_some();
-        Ok(Placed {
-            committed: self.place(v, rel)?,
-            replaced,
-        })
-    }
-    /// Makes what was written and renamed through this store so far durable. `placed` are the
-    /// paths placed since the last call (their directories need syncing where the whole file
-    /// system cannot be synced at once). See [`FsStore`] for how.
-    fn sync(&self, placed: &[RelPath]) -> Result<()>;
-    /// Removes the copy at `rel` (and the directories it leaves empty); whether there was one.
-    fn remove(&self, rel: &RelPath) -> Result<bool>;
-    /// Opens the copy at `rel` for reading.
-    fn open(&self, rel: &RelPath) -> Result<Box<dyn Read + Send>>;
-    /// What is at `rel`, if anything (directories count as nothing).
-    fn stat(&self, rel: &RelPath) -> Result<Option<FileMeta>>;
-    /// Every copy, in no particular order (the Destination's own folder left out). Names that
-    /// are not valid [`RelPath`]s are passed as errors.
-    fn list(&self, f: &mut dyn FnMut(Result<(RelPath, FileMeta)>) -> Result<()>) -> Result<()>;
-    /// Gives the copy at `rel` the modification time `t` (see [`Expect::modified`]).
-    fn set_modified(&self, rel: &RelPath, t: SystemTime) -> Result<()>;
-    /// Hashes the copy at `rel`: its length and digests of `algs`.
-    fn hash(&self, rel: &RelPath, algs: &[HashAlg]) -> Result<(u64, Hashes)> {
-        let r = self.open(rel)?;
-        MultiHasher::new(algs)
-            .hash_reader(r)
-            .map_err(|e| Error::io(rel.as_str(), e))
-    }
-}
-
 /// Copies in a directory on the local file system.
 #[derive(Debug, Clone)]
 pub struct FsStore {
@@ -349,12 +221,14 @@ pub struct FsStore {
     tmp: PathBuf,
     /// Unnamed temporary files ([`FsStore::create_temp_at`]), unless turned off.
     #[cfg(target_os = "linux")]
-    anon: Option<std::sync::Arc<self::anon::Anon>>,
+    anon: Option<std::sync::Arc<anon::Anon>>,
+    /// What the [`crate::Store`] port keeps between calls (see `fs/object.rs`).
+    port: std::sync::Arc<object::PortState>,
 }
 
 impl FsStore {
-    /// Whether [`Store::verify`] waits for the disk (it `fsync`s each file where the file system
-    /// cannot be synced as a whole; see [`Store::sync`]): callers on an async runtime then run it
+    /// Whether [`FsStore::verify`] waits for the disk (it `fsync`s each file where the file system
+    /// cannot be synced as a whole; see [`FsStore::sync`]): callers on an async runtime then run it
     /// on a blocking thread.
     pub fn verify_blocks(&self) -> bool {
         !SYNC_WHOLE_FS
@@ -373,18 +247,19 @@ impl FsStore {
             root,
             tmp,
             #[cfg(target_os = "linux")]
-            anon: Some(std::sync::Arc::new(self::anon::Anon::new())),
+            anon: Some(std::sync::Arc::new(anon::Anon::new())),
+            port: std::sync::Arc::default(),
         }
     }
 
     /// Whether [`FsStore::create_temp_at`] may create unnamed temporary files (Linux
     /// `O_TMPFILE`; on by default where supported): off, it always creates a named one, as
-    /// [`Store::create_temp`] does. For tests of the fallback, and for file systems where
+    /// [`FsStore::create_temp`] does. For tests of the fallback, and for file systems where
     /// unnamed files misbehave.
     pub fn with_unnamed_temps(mut self, on: bool) -> Self {
         #[cfg(target_os = "linux")]
         {
-            self.anon = on.then(|| std::sync::Arc::new(self::anon::Anon::new()));
+            self.anon = on.then(|| std::sync::Arc::new(anon::Anon::new()));
         }
         #[cfg(not(target_os = "linux"))]
         let _ = on;
@@ -404,10 +279,10 @@ impl FsStore {
 
     /// Starts receiving the body of the copy at `rel`, which is expected to be new (no file at
     /// `rel`): on Linux, an unnamed temporary file (`O_TMPFILE`) in the directory of `rel`
-    /// (created as needed, never through a symbolic link), named by [`Store::place_in`] with one
+    /// (created as needed, never through a symbolic link), named by [`FsStore::place_in`] with one
     /// `linkat(2)` (see the `anon` module); elsewhere, when unnamed files are not supported or
     /// too many are open, or with [`FsStore::with_unnamed_temps`]`(false)`, a named temporary
-    /// file as [`Store::create_temp`]. A file found at `rel` after all is replaced as usual.
+    /// file as [`FsStore::create_temp`]. A file found at `rel` after all is replaced as usual.
     /// `dirs` keeps the directories opened: keep one for a package or a batch. Dropped without
     /// being placed (a refused body), the file takes away the directories created for it that
     /// are empty and in which no other unnamed file is in flight (never one that was there
@@ -493,7 +368,7 @@ impl FsStore {
 #[cfg(target_os = "linux")]
 impl FsStore {
     /// Links an unnamed body into place; whether it replaced a file.
-    fn place_anon(&self, f: self::anon::AnonFile) -> Result<bool> {
+    fn place_anon(&self, f: anon::AnonFile) -> Result<bool> {
         match &self.anon {
             Some(a) => a.place(f, &self.tmp),
             // Not reached: unnamed files are created only by a store that has them.
@@ -586,7 +461,7 @@ fn to_is_dir(p: &Path) -> bool {
     fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
 }
 
-/// Whether [`Store::verify`] leaves the syncing of data to [`Store::sync`] (one `syncfs` of the
+/// Whether [`FsStore::verify`] leaves the syncing of data to [`FsStore::sync`] (one `syncfs` of the
 /// whole file system on Linux) rather than `fsync`ing each file.
 const SYNC_WHOLE_FS: bool = cfg!(target_os = "linux");
 
@@ -634,26 +509,67 @@ fn open_nofollow(p: &Path) -> io::Result<File> {
 /// A [`TempFile`] writing to `sink`.
 fn temp_file(sink: Sink, expect: Expect) -> TempFile {
     let algs = expect.algs();
-    // A buffer the size of the body when it is small (most are), 64 KiB at most.
-    let cap = expect.length.map_or(64 * 1024, |n| n.clamp(512, 64 * 1024));
     TempFile {
-        out: BufWriter::with_capacity(usize::try_from(cap).unwrap_or(64 * 1024), sink),
+        out: buffered(sink, &expect),
         hasher: MultiHasher::new(&algs),
         expect,
         written: 0,
     }
 }
 
-impl Store for FsStore {
-    fn create_temp(&self, expect: Expect) -> Result<TempFile> {
+/// The buffer in front of a body's file: the size of the body when it is small (most are),
+/// 64 KiB at most.
+fn buffered(sink: Sink, expect: &Expect) -> BufWriter<Sink> {
+    let cap = expect.length.map_or(64 * 1024, |n| n.clamp(512, 64 * 1024));
+    BufWriter::with_capacity(usize::try_from(cap).unwrap_or(64 * 1024), sink)
+}
+
+/// Flushes a complete body, gives it its modification time, and syncs it where the whole file
+/// system is not synced at once: what is left to verify and place.
+fn seal(out: BufWriter<Sink>, modified: Option<SystemTime>) -> Result<Held> {
+    let sink = out.into_inner().map_err(|e| {
+        let (err, w) = e.into_parts();
+        Error::io(w.get_ref().path(), err)
+    })?;
+    // After the last write (which sets the time), before the data is synced.
+    if let Some(t) = modified {
+        sink.file()
+            .set_modified(t)
+            .map_err(|e| Error::io(sink.path(), e))?;
+    }
+    if !SYNC_WHOLE_FS {
+        sink.file()
+            .sync_all()
+            .map_err(|e| Error::io(sink.path(), e))?;
+    }
+    Ok(match sink {
+        // The descriptor is closed: a batch of thousands holds no named file open.
+        Sink::Named(f) => Held::Named(f.into_temp_path()),
+        #[cfg(target_os = "linux")]
+        Sink::Anon(f) => Held::Anon(f),
+    })
+}
+
+/// The file-system operations (the engine's fast paths, see the module documentation); the
+/// [`crate::Store`] port is built on them.
+impl FsStore {
+    /// Starts receiving a body.
+    pub fn create_temp(&self, expect: Expect) -> Result<TempFile> {
+        Ok(temp_file(self.named_sink()?, expect))
+    }
+
+    /// A named temporary file in `DEST/.resourcesync/tmp`.
+    fn named_sink(&self) -> Result<Sink> {
         let tmp = tempfile::Builder::new()
             .prefix("dl-")
             .tempfile_in(&self.tmp)
             .map_err(|e| Error::io(&self.tmp, e))?;
-        Ok(temp_file(Sink::Named(tmp), expect))
+        Ok(Sink::Named(tmp))
     }
 
-    fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed> {
+    /// Verifies a received body and puts it at `rel` atomically and durably (the file and its
+    /// directory synced): [`FsStore::verify`], [`FsStore::sync`], [`FsStore::place`], [`FsStore::sync`].
+    pub fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed> {
         let v = self.verify(tmp)?;
         let rels = std::slice::from_ref(rel);
         self.sync(&[])?;
@@ -662,37 +578,19 @@ impl Store for FsStore {
         Ok(c)
     }
 
-    fn verify(&self, tmp: TempFile) -> Result<Verified> {
+    /// Flushes a received body and checks it against its length and digests, without waiting
+    /// for the disk or putting it in place.
+    pub fn verify(&self, tmp: TempFile) -> Result<Verified> {
         let TempFile {
             out,
             hasher,
             expect,
             written,
         } = tmp;
-        let sink = out.into_inner().map_err(|e| {
-            let (err, w) = e.into_parts();
-            Error::io(w.get_ref().path(), err)
-        })?;
-        // After the last write (which sets the time), before the data is synced.
-        if let Some(t) = expect.modified {
-            sink.file()
-                .set_modified(t)
-                .map_err(|e| Error::io(sink.path(), e))?;
-        }
-        if !SYNC_WHOLE_FS {
-            sink.file()
-                .sync_all()
-                .map_err(|e| Error::io(sink.path(), e))?;
-        }
+        let held = seal(out, expect.modified)?;
         let hashes = hasher.finish();
         // Z39.99-2014 §7: `length` and every `hash` value describe the representation.
         expect.verify(written, &hashes)?;
-        let held = match sink {
-            // The descriptor is closed: a batch of thousands holds no named file open.
-            Sink::Named(f) => Held::Named(f.into_temp_path()),
-            #[cfg(target_os = "linux")]
-            Sink::Anon(f) => Held::Anon(f),
-        };
         Ok(Verified {
             held,
             committed: Committed {
@@ -702,7 +600,10 @@ impl Store for FsStore {
         })
     }
 
-    fn place(&self, v: Verified, rel: &RelPath) -> Result<Committed> {
+    /// Puts a verified body at `rel` (a rename), without waiting for the disk. Call
+    /// [`FsStore::sync`] before, so that the data is on disk before the name, and after, before
+    /// recording the copy anywhere.
+    pub fn place(&self, v: Verified, rel: &RelPath) -> Result<Committed> {
         let path = match v.held {
             Held::Named(p) => p,
             #[cfg(target_os = "linux")]
@@ -736,7 +637,9 @@ impl Store for FsStore {
         Ok(v.committed)
     }
 
-    fn place_in(&self, v: Verified, rel: &RelPath, dirs: &mut DirCache) -> Result<Placed> {
+    /// [`FsStore::place`] for one copy of a batch: the directories `dirs` holds are not checked
+    /// again (those checked here are added), and the result says whether a file was replaced.
+    pub fn place_in(&self, v: Verified, rel: &RelPath, dirs: &mut DirCache) -> Result<Placed> {
         let Verified { held, committed } = v;
         let path = match held {
             Held::Named(p) => p,
@@ -772,7 +675,10 @@ impl Store for FsStore {
         })
     }
 
-    fn sync(&self, placed: &[RelPath]) -> Result<()> {
+    /// Makes what was written and renamed through this store so far durable. `placed` are the
+    /// paths placed since the last call (their directories need syncing where the whole file
+    /// system cannot be synced at once). See [`FsStore`] for how.
+    pub fn sync(&self, placed: &[RelPath]) -> Result<()> {
         if SYNC_WHOLE_FS {
             // One syncfs(2) writes back every dirty page and inode of the file system: the
             // bodies verified since the last call and the directories they were renamed into,
@@ -792,7 +698,8 @@ impl Store for FsStore {
         Ok(())
     }
 
-    fn remove(&self, rel: &RelPath) -> Result<bool> {
+    /// Removes the copy at `rel` (and the directories it leaves empty); whether there was one.
+    pub fn remove(&self, rel: &RelPath) -> Result<bool> {
         if !self.parents(rel, false)? {
             return Ok(false);
         }
@@ -834,7 +741,8 @@ impl Store for FsStore {
         Ok(true)
     }
 
-    fn open(&self, rel: &RelPath) -> Result<Box<dyn Read + Send>> {
+    /// Opens the copy at `rel` for reading.
+    pub(crate) fn open_copy(&self, rel: &RelPath) -> Result<Box<dyn Read + Send>> {
         let target = rel.under(&self.root);
         if !self.parents(rel, false)? {
             return Err(Error::io(
@@ -853,7 +761,8 @@ impl Store for FsStore {
         Ok(Box::new(f))
     }
 
-    fn set_modified(&self, rel: &RelPath, t: SystemTime) -> Result<()> {
+    /// Gives the copy at `rel` the modification time `t` (see [`Expect::modified`]).
+    pub fn set_modified(&self, rel: &RelPath, t: SystemTime) -> Result<()> {
         if !self.parents(rel, false)? {
             return Err(Error::io(
                 rel.under(&self.root),
@@ -866,7 +775,8 @@ impl Store for FsStore {
         f.set_modified(t).map_err(|e| Error::io(&target, e))
     }
 
-    fn stat(&self, rel: &RelPath) -> Result<Option<FileMeta>> {
+    /// What is at `rel`, if anything (directories count as nothing).
+    pub fn stat(&self, rel: &RelPath) -> Result<Option<FileMeta>> {
         if !self.parents(rel, false)? {
             return Ok(None);
         }
@@ -883,7 +793,9 @@ impl Store for FsStore {
         }
     }
 
-    fn list(&self, f: &mut dyn FnMut(Result<(RelPath, FileMeta)>) -> Result<()>) -> Result<()> {
+    /// Every copy, in no particular order (the Destination's own folder left out). Names that
+    /// are not valid [`RelPath`]s are passed as errors.
+    pub fn list(&self, f: &mut dyn FnMut(Result<(RelPath, FileMeta)>) -> Result<()>) -> Result<()> {
         // Depth-first, without following symbolic links; one directory handle open at a time
         // per level.
         let mut stack: Vec<(PathBuf, String)> = vec![(self.root.clone(), String::new())];
@@ -924,6 +836,13 @@ impl Store for FsStore {
             }
         }
         Ok(())
+    }
+    /// Hashes the copy at `rel`: its length and digests of `algs`.
+    pub fn hash(&self, rel: &RelPath, algs: &[HashAlg]) -> Result<(u64, Hashes)> {
+        let r = self.open_copy(rel)?;
+        MultiHasher::new(algs)
+            .hash_reader(r)
+            .map_err(|e| Error::io(rel.as_str(), e))
     }
 }
 

@@ -1,29 +1,39 @@
-//! A ResourceSync Destination's storage: its copies of resources and what it knows about them.
+//! A ResourceSync Destination's storage: its copies of resources and what it knows about them,
+//! as two ports with their implementations and one conformance suite each.
 //!
-//! - [`path`]: [`RelPath`], the only way to name a file under the destination directory; every
-//!   segment is checked (no `..`, no absolute path, no NUL or backslash, at most 255 bytes).
-//! - [`fs`]: the [`Store`] trait and [`FsStore`] (its Linux fast path of unnamed files in `fs/anon.rs`): files are written to a temporary file inside
-//!   `DEST/.resourcesync/tmp` (same file system), verified against the published length and
-//!   every published digest, synced, renamed into place, and synced again; one file at a time
-//!   ([`Store::commit`]) or a batch at a time ([`Store::verify`], [`Store::sync`],
-//!   [`Store::place`]). A file at its final path is therefore never partial or wrong.
-//! - [`state`]: the [`StateStore`] trait and [`SqliteState`]: per resource its URI, path,
-//!   length, digests, lastmod, ETag and Last-Modified; per Source its cursor; changes to retry.
-//!   Rows are written only after the file they describe is in place.
+//! - [`object`]: the [`Store`] port, objects under checked keys ([`RelPath`]): begin an
+//!   [`Upload`], write, finish (length and every published digest verified), then place a batch
+//!   visibly and atomically and sync it; get, head, delete, list in key order. Implementations:
+//!   [`FsStore`] ([`fs`]: temporary files in `DEST/.resourcesync/tmp`, or on Linux unnamed
+//!   files linked into place, `fs/anon.rs`; one `syncfs` per batch) and [`MemStore`] ([`mem`]).
+//! - [`state`]: the [`StateStore`] port, batched ([`Batch`] of [`Op`]s, all or nothing) and fit
+//!   for several workers ([`Lease`]s on Sources, [`WorkItem`]s claimed and completed, taken over
+//!   when a lease expires): per resource its URI, path, length, digests, lastmod, ETag and
+//!   Last-Modified; per Source its cursor; changes to retry. Implementations: [`SqliteState`]
+//!   and [`MemState`]. Rows are written only after the file they describe is in place.
+//! - [`conformance`]: the suites every implementation runs (`tests/conformance.rs` runs them
+//!   for the four here, and kills a child process at each step of a put for [`FsStore`]).
+//! - [`path`]: [`RelPath`] (defined in `resourcesync_model::path`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod conformance;
 pub mod error;
 pub mod fs;
+pub mod mem;
+pub mod object;
 pub mod path;
 pub mod state;
 
 pub use error::{Error, Result};
-pub use fs::{
-    Committed, DirCache, DirHandles, Expect, FileMeta, FsStore, Placed, STATE_DIR, Store, TempFile,
-    Verified, child_rel,
+pub use fs::STATE_DIR;
+pub use fs::{DirCache, DirHandles, FileMeta, FsStore, TempFile, Verified, child_rel};
+pub use mem::MemStore;
+pub use object::{
+    Committed, Expect, Finished, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload,
 };
 pub use path::RelPath;
 pub use state::{
-    PendingChange, ResourceRecord, SourceCursor, SqliteState, StateStore, for_each_resource,
+    Batch, Claim, Lease, MemState, Op, PendingChange, ResourceRecord, SourceCursor, SqliteState,
+    StateStore, WorkItem, for_each_resource,
 };

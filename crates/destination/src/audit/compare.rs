@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use resourcesync_diff::{Difference, Item, needs_update};
 use resourcesync_model::Hashes;
-use resourcesync_store::{RelPath, ResourceRecord, StateStore, Store};
+use resourcesync_store::{RelPath, ResourceRecord, StateStore};
 
 use crate::error::{Error, Result};
 use crate::report::{AuditDifference, Observer, push_capped};

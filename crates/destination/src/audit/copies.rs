@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use resourcesync_model::{HashAlg, Hashes, MultiHasher};
-use resourcesync_store::{FsStore, RelPath, ResourceRecord, Store, child_rel};
+use resourcesync_store::{FsStore, RelPath, ResourceRecord, child_rel};
 
 use crate::error::{Error, Result};
 

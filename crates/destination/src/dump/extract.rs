@@ -7,7 +7,7 @@ use std::path::Path;
 
 use resourcesync_model::package::{DumpLimits, entry_name};
 use resourcesync_model::{Capability, Change, DocumentReader, Entry, W3cDateTime};
-use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, Store, TempFile};
+use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, TempFile};
 
 use crate::commit::{Origin, Pending};
 use crate::error::{Error, Result};

@@ -12,7 +12,7 @@ use resourcesync_diff::{Difference, Item, needs_update};
 use resourcesync_model::{Category, Change};
 use resourcesync_store::{
     DirHandles, Expect, FileMeta, FsStore, PendingChange, RelPath, ResourceRecord, StateStore,
-    Store, TempFile,
+    TempFile,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;

@@ -259,7 +259,7 @@ fn patch_and_commit(
     };
     let mut original = Vec::new();
     ctx.store
-        .open(rel)?
+        .get(rel)?
         .take(MAX_PATCHED_BYTES + 1)
         .read_to_end(&mut original)
         .map_err(|e| Error::io(format!("reading {rel}"), e))?;
@@ -349,7 +349,7 @@ pub(crate) fn patch_copy(
     .map_err(|e| format!("the patch: {e}"))?;
     let mut original = Vec::new();
     store
-        .open(rel)
+        .get(rel)
         .map_err(|e| e.to_string())?
         .take(MAX_PATCHED_BYTES + 1)
         .read_to_end(&mut original)

@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use resourcesync_store::{RelPath, ResourceRecord, Store};
+use resourcesync_store::{RelPath, ResourceRecord};
 
 use crate::error::Result;
 use crate::fetch::exec::Ctx;

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 
 use resourcesync_diff::{Action, Item};
 use resourcesync_model::{Capability, Entry, W3cDateTime};
-use resourcesync_store::Store;
 
 use crate::discover::SourceInfo;
 use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};

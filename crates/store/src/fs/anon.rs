@@ -53,8 +53,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+use super::DirHandles;
 use crate::error::{Error, Result};
-use crate::fs::DirHandles;
 use crate::path::RelPath;
 
 /// Descriptors left to the rest of the process (sockets, the state database, named temporary

@@ -1,0 +1,411 @@
+//! The [`StateStore`] contract (see [`crate::state`]), checked on a new, empty state per check.
+//!
+//! A lease or claim taken for a time-to-live of zero has expired as soon as it is taken: the
+//! checks of expiry need no clock and no sleep.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use resourcesync_model::{Change, Hashes, W3cDateTime};
+
+use super::{Check, Outcome, ensure, ok, run_checks};
+use crate::error::Error;
+use crate::state::{
+    Batch, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem, for_each_resource,
+};
+
+/// Every check, by name.
+pub const CHECKS: &[Check<dyn StateStore>] = &[
+    ("records_page_in_uri_order", records_page_in_uri_order),
+    ("pending_changes_and_cursors", pending_changes_and_cursors),
+    (
+        "put_resources_forgets_pending",
+        put_resources_forgets_pending,
+    ),
+    ("a_batch_is_all_or_nothing", a_batch_is_all_or_nothing),
+    ("one_holder_per_lease", one_holder_per_lease),
+    (
+        "an_expired_lease_is_taken_over",
+        an_expired_lease_is_taken_over,
+    ),
+    ("work_is_claimed_once", work_is_claimed_once),
+    (
+        "an_expired_claim_is_taken_over",
+        an_expired_claim_is_taken_over,
+    ),
+];
+
+/// Runs every check, each on a new, empty state from `make`.
+pub fn run(mut make: impl FnMut() -> Box<dyn StateStore>) -> Outcome {
+    run_checks(CHECKS, &mut make)
+}
+
+const LONG: Duration = Duration::from_secs(3600);
+const EXPIRED: Duration = Duration::ZERO;
+
+fn record(source: &str, uri: &str, path: &str) -> ResourceRecord {
+    ResourceRecord {
+        uri: uri.into(),
+        source: source.into(),
+        path: path.into(),
+        length: Some(3),
+        hashes: Hashes::parse("md5:900150983cd24fb0d6963f7d28e17f72").0,
+        lastmod: W3cDateTime::parse("2013-01-02T13:00:00Z").ok(),
+        etag: Some("\"e\"".into()),
+        last_modified: None,
+        gone: false,
+    }
+}
+
+fn uris(s: &dyn StateStore, source: &str) -> std::result::Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    ok(
+        "for_each_resource",
+        for_each_resource(s, source, |r| {
+            out.push(r.uri);
+            Ok(())
+        }),
+    )?;
+    Ok(out)
+}
+
+fn records_page_in_uri_order(s: &dyn StateStore) -> Outcome {
+    // "" sorts first; another Source's rows interleave.
+    let mine = ["", "http://h/a", "http://h/b", "http://h/b/c", "http://h/é"];
+    for (i, u) in mine.iter().enumerate().rev() {
+        ok("put", s.put_resource(&record("cap", u, &format!("p{i}"))))?;
+        ok(
+            "put",
+            s.put_resource(&record("other", &format!("{u}x"), "o")),
+        )?;
+    }
+    let r = ok("get", s.resource("http://h/a"))?.ok_or("row missing")?;
+    ensure!(r == record("cap", "http://h/a", "p1"), "round trip: {r:?}");
+    let page = ok("page", s.resources_page("cap", None, 2))?;
+    let got: Vec<&str> = page.iter().map(|r| r.uri.as_str()).collect();
+    ensure!(got == mine[..2], "first page {got:?}");
+    let page = ok("page", s.resources_page("cap", Some("http://h/a"), 2))?;
+    let got: Vec<&str> = page.iter().map(|r| r.uri.as_str()).collect();
+    ensure!(got == mine[2..4], "second page {got:?}");
+    ensure!(uris(s, "cap")? == mine, "all rows: {:?}", uris(s, "cap")?);
+    ensure!(ok("has_path", s.has_path("p3"))?, "has_path");
+    ok("gone", s.set_gone("http://h/b", true))?;
+    ensure!(
+        ok("get", s.resource("http://h/b"))?.is_some_and(|r| r.gone),
+        "set_gone"
+    );
+    // Replaced under another path: the old path is free.
+    ok("put", s.put_resource(&record("cap", "http://h/b", "moved")))?;
+    ensure!(!ok("has_path", s.has_path("p2"))?, "an old path kept");
+    ok("remove", s.remove_resource("http://h/b"))?;
+    ensure!(ok("get", s.resource("http://h/b"))?.is_none(), "removed");
+    ensure!(!ok("has_path", s.has_path("moved"))?, "a removed path kept");
+    ensure!(uris(s, "other")?.len() == mine.len(), "the other Source");
+    Ok(())
+}
+
+fn pending_changes_and_cursors(s: &dyn StateStore) -> Outcome {
+    ensure!(
+        ok("cursor", s.cursor("cap"))?.is_none(),
+        "a cursor of nothing"
+    );
+    let c = SourceCursor {
+        source: "cap".into(),
+        cursor: W3cDateTime::parse("2013-01-03T00:00:00.5Z").ok(),
+        synced_at: W3cDateTime::parse("2013-01-04T00:00:00Z").ok(),
+    };
+    ok("set cursor", s.set_cursor(&c))?;
+    ensure!(ok("cursor", s.cursor("cap"))? == Some(c.clone()), "cursor");
+    let p = PendingChange {
+        source: "cap".into(),
+        uri: "http://h/z".into(),
+        change: Some(Change::Updated),
+        length: Some(9),
+        hashes: Hashes::parse("md5:900150983cd24fb0d6963f7d28e17f72").0,
+        lastmod: W3cDateTime::parse("2013-01-02T13:00:00Z").ok(),
+        duplicates: vec![(1, "http://m/z".into())],
+        error: "HTTP 500".into(),
+    };
+    ok("pending", s.put_pending(&p))?;
+    ok(
+        "pending",
+        s.put_pending(&PendingChange {
+            uri: "http://h/y".into(),
+            ..p.clone()
+        }),
+    )?;
+    let got = ok("pending page", s.pending_page("cap", None, 10))?;
+    ensure!(got.len() == 2 && got[1] == p, "pending {got:?}");
+    let got = ok(
+        "pending page",
+        s.pending_page("cap", Some("http://h/y"), 10),
+    )?;
+    ensure!(got == [p.clone()], "pending after: {got:?}");
+    ok("remove pending", s.remove_pending("cap", "http://h/z"))?;
+    ensure!(
+        ok("pending page", s.pending_page("cap", None, 10))?.len() == 1,
+        "removed"
+    );
+    Ok(())
+}
+
+fn put_resources_forgets_pending(s: &dyn StateStore) -> Outcome {
+    for u in ["http://h/a", "http://h/b"] {
+        ok(
+            "pending",
+            s.put_pending(&PendingChange {
+                source: "cap".into(),
+                uri: u.into(),
+                ..PendingChange::default()
+            }),
+        )?;
+    }
+    ok(
+        "put_resources",
+        s.put_resources(&[record("cap", "http://h/a", "a")]),
+    )?;
+    let left = ok("pending", s.pending_page("cap", None, 10))?;
+    ensure!(
+        left.len() == 1 && left[0].uri == "http://h/b",
+        "left {left:?}"
+    );
+    Ok(())
+}
+
+fn a_batch_is_all_or_nothing(s: &dyn StateStore) -> Outcome {
+    let held = ok("lease", s.lease_source("cap", "w1", LONG))?.ok_or("no lease")?;
+    let stale = ok("lease", s.lease_source("old", "w1", EXPIRED))?.ok_or("no lease")?;
+    let (a, b) = (
+        record("cap", "http://h/a", "a"),
+        record("cap", "http://h/b", "b"),
+    );
+    let c = SourceCursor {
+        source: "cap".into(),
+        cursor: W3cDateTime::parse("2020-01-01T00:00:00Z").ok(),
+        synced_at: None,
+    };
+    // A fence that fails last: the writes before it are undone.
+    let mut batch = Batch::new();
+    batch
+        .put_resource(&a)
+        .push(Op::SetCursor(&c))
+        .push(Op::RemoveResource("http://h/none"))
+        .put_resource(&b)
+        .fence(&stale);
+    match s.apply(&batch) {
+        Err(Error::LeaseLost { .. }) => {}
+        other => return Err(format!("a batch fenced by an expired lease: {other:?}")),
+    }
+    ensure!(
+        uris(s, "cap")?.is_empty(),
+        "rows of a failed batch: {:?}",
+        uris(s, "cap")?
+    );
+    ensure!(
+        ok("cursor", s.cursor("cap"))?.is_none(),
+        "cursor of a failed batch"
+    );
+    // The same batch fenced by a lease held.
+    let mut batch = Batch::new();
+    batch
+        .fence(&held)
+        .put_resource(&a)
+        .push(Op::SetCursor(&c))
+        .put_resource(&b);
+    ok("apply", s.apply(&batch))?;
+    ensure!(uris(s, "cap")? == ["http://h/a", "http://h/b"], "rows");
+    ensure!(ok("cursor", s.cursor("cap"))? == Some(c), "cursor");
+    ok("empty batch", s.apply(&Batch::new()))?;
+    Ok(())
+}
+
+fn one_holder_per_lease(s: &dyn StateStore) -> Outcome {
+    let got: Vec<_> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..8)
+            .map(|i| sc.spawn(move || s.lease_source("cap", &format!("w{i}"), LONG)))
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Ok(None)))
+            .collect()
+    });
+    let held: Vec<_> = got
+        .into_iter()
+        .collect::<crate::Result<Vec<_>>>()
+        .map_err(|e| format!("lease: {e}"))?
+        .into_iter()
+        .flatten()
+        .collect();
+    ensure!(
+        held.len() == 1,
+        "{} workers hold the lease at once",
+        held.len()
+    );
+    let l = &held[0];
+    let again = ok("renew", s.lease_source("cap", &l.holder, LONG))?.ok_or("renewal refused")?;
+    ensure!(again.token == l.token, "a renewal changed the token");
+    let other = if l.holder == "w0" { "w1" } else { "w0" };
+    ensure!(
+        ok("lease", s.lease_source("cap", other, LONG))?.is_none(),
+        "a second holder"
+    );
+    // Another Source is free.
+    ensure!(
+        ok("lease", s.lease_source("cap2", other, LONG))?.is_some(),
+        "another Source refused"
+    );
+    ensure!(ok("release", s.release_source(l))?, "release refused");
+    ensure!(!ok("release", s.release_source(l))?, "released twice");
+    let next = ok("lease", s.lease_source("cap", other, LONG))?.ok_or("not free after release")?;
+    ensure!(
+        next.token > l.token,
+        "the token did not grow: {} then {}",
+        l.token,
+        next.token
+    );
+    Ok(())
+}
+
+fn an_expired_lease_is_taken_over(s: &dyn StateStore) -> Outcome {
+    let old = ok("lease", s.lease_source("cap", "w1", EXPIRED))?.ok_or("no lease")?;
+    let new = ok("lease", s.lease_source("cap", "w2", LONG))?.ok_or("not taken over")?;
+    ensure!(new.token > old.token, "the token did not grow");
+    ensure!(
+        ok("lease", s.lease_source("cap", "w1", LONG))?.is_none(),
+        "the old holder took it back"
+    );
+    ensure!(
+        !ok("release", s.release_source(&old))?,
+        "released by the old holder"
+    );
+    let r = record("cap", "http://h/a", "a");
+    let mut b = Batch::new();
+    b.fence(&old).put_resource(&r);
+    ensure!(
+        matches!(s.apply(&b), Err(Error::LeaseLost { .. })),
+        "the old holder wrote"
+    );
+    let mut b = Batch::new();
+    b.fence(&new).put_resource(&r);
+    ok("apply", s.apply(&b))?;
+    Ok(())
+}
+
+fn item(k: &str) -> WorkItem {
+    WorkItem {
+        key: k.into(),
+        source: "cap".into(),
+        payload: format!("fetch {k}"),
+    }
+}
+
+fn work_is_claimed_once(s: &dyn StateStore) -> Outcome {
+    let items: Vec<WorkItem> = (0..40).map(|i| item(&format!("k{i:02}"))).collect();
+    ensure!(ok("add", s.add_work(&items))? == 40, "add");
+    ensure!(
+        ok("add", s.add_work(&items[..3]))? == 0,
+        "a key queued twice"
+    );
+    let first = ok("claim", s.claim_work("w0", 2, LONG))?;
+    let keys: Vec<&str> = first.iter().map(|c| c.item.key.as_str()).collect();
+    ensure!(keys == ["k00", "k01"], "claimed first {keys:?}");
+    ensure!(
+        first[0].item == items[0] && first[0].attempts == 1,
+        "{:?}",
+        first[0]
+    );
+    // Workers claiming at once never get the same item.
+    let got: Vec<_> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (1..5)
+            .map(|i| {
+                sc.spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        match s.claim_work(&format!("w{i}"), 3, LONG) {
+                            Ok(c) if c.is_empty() => return Ok(mine),
+                            Ok(c) => mine.extend(c),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
+            .collect()
+    });
+    let mut seen = HashSet::new();
+    let mut claims = Vec::new();
+    for g in got {
+        for c in g.map_err(|e| format!("claim: {e}"))? {
+            ensure!(
+                seen.insert(c.item.key.clone()),
+                "{} claimed twice",
+                c.item.key
+            );
+            claims.push(c);
+        }
+    }
+    ensure!(
+        seen.len() == 38,
+        "{} items claimed by the others",
+        seen.len()
+    );
+    ensure!(
+        ok("claim", s.claim_work("w9", 5, LONG))?.is_empty(),
+        "claimed a held item"
+    );
+    ensure!(ok("complete", s.complete(&first))? == 2, "complete");
+    ensure!(ok("complete", s.complete(&first))? == 0, "completed twice");
+    let back = &claims[..1];
+    ensure!(ok("release", s.release(back))? == 1, "release");
+    let again = ok("claim", s.claim_work("w9", 5, LONG))?;
+    ensure!(
+        again.len() == 1 && again[0].item == back[0].item && again[0].attempts == 2,
+        "claimed after release: {again:?}"
+    );
+    // Completed with what it wrote, in one batch.
+    let r = record("cap", "http://h/a", "a");
+    let mut b = Batch::new();
+    b.push(Op::CompleteWork(&again[0])).put_resource(&r);
+    ok("apply", s.apply(&b))?;
+    ensure!(ok("complete", s.complete(&again))? == 0, "completed twice");
+    Ok(())
+}
+
+fn an_expired_claim_is_taken_over(s: &dyn StateStore) -> Outcome {
+    ok("add", s.add_work(&[item("a"), item("b")]))?;
+    let old = ok("claim", s.claim_work("w1", 1, EXPIRED))?;
+    ensure!(old.len() == 1 && old[0].item.key == "a", "{old:?}");
+    let new = ok("claim", s.claim_work("w2", 1, LONG))?;
+    ensure!(
+        new.len() == 1 && new[0].item.key == "a" && new[0].attempts == 2,
+        "not taken over: {new:?}"
+    );
+    ensure!(new[0].token > old[0].token, "the token did not grow");
+    ensure!(
+        ok("complete", s.complete(&old))? == 0,
+        "completed by the old holder"
+    );
+    ensure!(
+        ok("release", s.release(&old))? == 0,
+        "released by the old holder"
+    );
+    let r = record("cap", "http://h/a", "a");
+    let mut b = Batch::new();
+    b.put_resource(&r).push(Op::CompleteWork(&old[0]));
+    ensure!(
+        matches!(s.apply(&b), Err(Error::LeaseLost { .. })),
+        "a batch completing a lost claim was applied"
+    );
+    ensure!(
+        ok("get", s.resource("http://h/a"))?.is_none(),
+        "its row was written"
+    );
+    ensure!(
+        ok("complete", s.complete(&new))? == 1,
+        "complete by the new holder"
+    );
+    let rest = ok("claim", s.claim_work("w3", 5, LONG))?;
+    ensure!(rest.len() == 1 && rest[0].item.key == "b", "left {rest:?}");
+    Ok(())
+}

@@ -1,0 +1,718 @@
+//! [`SqliteState`]: the state in an SQLite database, its schema and its migrations.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use super::{
+    Batch, Claim, Lease, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
+    expiry, from_millis, millis,
+};
+use crate::error::{Error, Result};
+
+/// The state in an SQLite database (WAL, one writer at a time).
+#[derive(Debug)]
+pub struct SqliteState {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS resources(
+    uri TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    path TEXT NOT NULL,
+    length INTEGER,
+    md5 TEXT,
+    sha1 TEXT,
+    sha256 TEXT,
+    lastmod TEXT,
+    etag TEXT,
+    last_modified TEXT,
+    gone INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS resources_source_uri ON resources(source, uri);
+CREATE INDEX IF NOT EXISTS resources_path ON resources(path);
+CREATE TABLE IF NOT EXISTS sources(
+    source TEXT PRIMARY KEY,
+    cursor TEXT,
+    synced_at TEXT
+);
+CREATE TABLE IF NOT EXISTS pending(
+    source TEXT NOT NULL,
+    uri TEXT NOT NULL,
+    change TEXT,
+    length INTEGER,
+    hashes TEXT,
+    lastmod TEXT,
+    duplicates TEXT,
+    error TEXT,
+    PRIMARY KEY(source, uri)
+);
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema', '1');
+";
+
+/// The schema version this program writes.
+const VERSION: i64 = 2;
+
+/// The migrations, from version 1: `MIGRATIONS[i]` takes a database from version `i + 1` to
+/// `i + 2`, in one transaction with the new version number.
+const MIGRATIONS: &[&str] = &[
+    // 2: leases on Sources and work items, for several workers.
+    "CREATE TABLE leases(
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        token INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL
+    );
+    CREATE TABLE work(
+        key TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        holder TEXT,
+        token INTEGER NOT NULL DEFAULT 0,
+        expires_ms INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX work_seq ON work(seq);",
+];
+
+/// Creates the schema of version 1 where there is none, then migrates to [`VERSION`]. A
+/// database of a newer version is refused, untouched.
+pub(super) fn migrate(c: &mut Connection, path: &Path) -> Result<()> {
+    let e = |e| sql(path, e);
+    c.execute_batch(SCHEMA).map_err(e)?;
+    let v: String = c
+        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+            r.get(0)
+        })
+        .map_err(e)?;
+    let v: i64 = v.parse().map_err(|_| Error::Corrupt {
+        path: path.to_owned(),
+        message: format!("schema version {v:?} is not a number"),
+    })?;
+    if !(1..=VERSION).contains(&v) {
+        return Err(Error::Corrupt {
+            path: path.to_owned(),
+            message: format!("schema version {v}, this program knows 1 to {VERSION}"),
+        });
+    }
+    for (from, step) in
+        (v..VERSION).zip(MIGRATIONS.iter().skip(usize::try_from(v - 1).unwrap_or(0)))
+    {
+        let tx = c.transaction().map_err(e)?;
+        tx.execute_batch(step).map_err(e)?;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'schema'",
+            [(from + 1).to_string()],
+        )
+        .map_err(e)?;
+        tx.commit().map_err(e)?;
+    }
+    Ok(())
+}
+
+/// A page of a Source's rows after `?2` (or from `''` with `first`: every text is `>= ''`), in
+/// URI order. A condition such as `(?2 IS NULL OR uri > ?2)` would keep SQLite from seeking in
+/// the index on (source, uri): each page would scan from the Source's first row, and reading
+/// all rows a page at a time would take time quadratic in their number.
+fn resources_page_sql(first: bool) -> String {
+    let op = if first { ">=" } else { ">" };
+    format!(
+        "SELECT {RESOURCE_COLS} FROM resources \
+         WHERE source = ?1 AND uri {op} ?2 ORDER BY uri LIMIT ?3"
+    )
+}
+
+/// As [`resources_page_sql`], for the pending changes.
+fn pending_page_sql(first: bool) -> String {
+    let op = if first { ">=" } else { ">" };
+    format!(
+        "SELECT source, uri, change, length, hashes, lastmod, duplicates, error \
+         FROM pending WHERE source = ?1 AND uri {op} ?2 ORDER BY uri LIMIT ?3"
+    )
+}
+
+fn opt_u64(v: Option<i64>) -> Option<u64> {
+    v.and_then(|n| u64::try_from(n).ok())
+}
+
+fn to_i64(v: Option<u64>) -> Option<i64> {
+    v.and_then(|n| i64::try_from(n).ok())
+}
+
+fn parse_dt(s: Option<String>) -> Option<W3cDateTime> {
+    s.and_then(|s| W3cDateTime::parse(&s).ok())
+}
+
+fn encode_dups(d: &[(u32, String)]) -> String {
+    d.iter()
+        .map(|(p, h)| format!("{p} {h}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn decode_dups(s: Option<String>) -> Vec<(u32, String)> {
+    s.unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (p, h) = l.split_once(' ')?;
+            Some((p.parse().ok()?, h.to_owned()))
+        })
+        .collect()
+}
+
+fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
+    h.value_of(&alg)
+}
+
+const RESOURCE_COLS: &str =
+    "uri, source, path, length, md5, sha1, sha256, lastmod, etag, last_modified, gone";
+
+fn put_row(c: &Connection, r: &ResourceRecord) -> rusqlite::Result<()> {
+    let mut st = c.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO resources({RESOURCE_COLS}) \
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    ))?;
+    st.execute(params![
+        r.uri,
+        r.source,
+        r.path,
+        to_i64(r.length),
+        digest_of(&r.hashes, HashAlg::Md5),
+        digest_of(&r.hashes, HashAlg::Sha1),
+        digest_of(&r.hashes, HashAlg::Sha256),
+        r.lastmod.map(|d| d.to_string()),
+        r.etag,
+        r.last_modified,
+        i64::from(r.gone),
+    ])
+    .map(drop)
+}
+
+fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<ResourceRecord> {
+    Ok(ResourceRecord {
+        uri: row.get(0)?,
+        source: row.get(1)?,
+        path: row.get(2)?,
+        length: opt_u64(row.get(3)?),
+        hashes: Hashes::from_known(row.get(4)?, row.get(5)?, row.get(6)?),
+        lastmod: parse_dt(row.get(7)?),
+        etag: row.get(8)?,
+        last_modified: row.get(9)?,
+        gone: row.get::<_, i64>(10)? != 0,
+    })
+}
+
+fn row_to_pending(row: &rusqlite::Row<'_>) -> rusqlite::Result<PendingChange> {
+    let hashes: Option<String> = row.get(4)?;
+    Ok(PendingChange {
+        source: row.get(0)?,
+        uri: row.get(1)?,
+        change: row.get::<_, Option<String>>(2)?.map(|c| Change::parse(&c)),
+        length: opt_u64(row.get(3)?),
+        hashes: hashes.map(|h| Hashes::parse(&h).0).unwrap_or_default(),
+        lastmod: parse_dt(row.get(5)?),
+        duplicates: decode_dups(row.get(6)?),
+        error: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
+    })
+}
+
+impl SqliteState {
+    /// Opens (creating) the state database for a sync, and holds it exclusively until dropped:
+    /// a second process gets [`Error::Locked`].
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        let conn = Connection::open(path).map_err(|e| sql(path, e))?;
+        let s = SqliteState {
+            conn: Mutex::new(conn),
+            path: path.to_owned(),
+        };
+        {
+            let c = s.lock();
+            c.busy_timeout(std::time::Duration::from_millis(250))
+                .map_err(|e| s.err(e))?;
+            // Exclusive locking mode: the lock taken by the first write is kept until the
+            // connection closes, so two syncs cannot interleave; WAL then needs no shared memory.
+            c.execute_batch("PRAGMA locking_mode=EXCLUSIVE;")
+                .map_err(|e| s.err(e))?;
+            match c.execute_batch("BEGIN EXCLUSIVE; COMMIT;") {
+                Ok(()) => {}
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if f.code == rusqlite::ErrorCode::DatabaseBusy
+                        || f.code == rusqlite::ErrorCode::DatabaseLocked =>
+                {
+                    return Err(Error::Locked {
+                        path: path.to_owned(),
+                    });
+                }
+                Err(e) => return Err(s.err(e)),
+            }
+            // WAL with synchronous=NORMAL survives a killed process (the case that matters: a
+            // row lost to a power cut only costs re-hashing the file, see the module docs).
+            c.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+                .map_err(|e| s.err(e))?;
+        }
+        migrate(&mut s.lock(), path)?;
+        Ok(s)
+    }
+
+    /// Opens an existing state database (for audits and dry runs, which write no row); `None`
+    /// when there is none.
+    pub fn open_existing(path: &Path) -> Result<Option<Self>> {
+        if !path.is_file() {
+            return Ok(None);
+        }
+        SqliteState::open(path).map(Some)
+    }
+
+    /// Opens an existing state database for reading only (audits, explorations and dry runs,
+    /// which write no row), so that a copy on a read-only file system or a database the user
+    /// may not write can be audited; `None` when there is none. Every write then fails.
+    ///
+    /// A sync holding the database gives [`Error::Locked`]. On a read-only file system, where
+    /// the write-ahead log's shared-memory index cannot be created, the database is opened as
+    /// immutable (SQLite's `immutable=1`): nothing can write it there.
+    pub fn open_read_only(path: &Path) -> Result<Option<Self>> {
+        use rusqlite::OpenFlags;
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let attempt = |immutable: bool| -> rusqlite::Result<Connection> {
+            let mut uri = String::from("file:");
+            uri.push_str(&uri_path(path));
+            if immutable {
+                uri.push_str("?immutable=1");
+            }
+            let c = Connection::open_with_flags(&uri, flags)?;
+            c.busy_timeout(std::time::Duration::from_millis(250))?;
+            // A read that sees the schema proves the database can be read.
+            c.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok(c)
+        };
+        let conn = match attempt(false) {
+            Ok(c) => c,
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if f.code == rusqlite::ErrorCode::DatabaseBusy
+                    || f.code == rusqlite::ErrorCode::DatabaseLocked =>
+            {
+                return Err(Error::Locked {
+                    path: path.to_owned(),
+                });
+            }
+            Err(_) if read_only_fs(path) => attempt(true).map_err(|e| sql(path, e))?,
+            Err(e) => return Err(sql(path, e)),
+        };
+        Ok(Some(SqliteState {
+            conn: Mutex::new(conn),
+            path: path.to_owned(),
+        }))
+    }
+
+    /// An empty state in memory (dry runs without a state database).
+    pub fn in_memory() -> Result<Self> {
+        let path = PathBuf::from(":memory:");
+        let mut conn = Connection::open_in_memory().map_err(|e| sql(&path, e))?;
+        migrate(&mut conn, &path)?;
+        Ok(SqliteState {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    /// Where the database is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves the connection usable: SQLite rolls back an
+        // unfinished statement itself.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn err(&self, e: rusqlite::Error) -> Error {
+        sql(&self.path, e)
+    }
+}
+
+/// `path` as the path of an SQLite `file:` URI (RFC 8089), every byte but unreserved ones and
+/// `/` percent-encoded (SQLite decodes them).
+fn uri_path(path: &Path) -> String {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    #[cfg(unix)]
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(abs.as_os_str()).to_vec();
+    #[cfg(not(unix))]
+    let bytes = abs.to_string_lossy().replace('\\', "/").into_bytes();
+    let mut out = String::with_capacity(bytes.len());
+    for b in bytes {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Whether the file system holding `path` is mounted read-only.
+fn read_only_fs(path: &Path) -> bool {
+    rustix::fs::statvfs(path)
+        .is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+}
+
+fn sql(path: &Path, cause: rusqlite::Error) -> Error {
+    Error::Sqlite {
+        path: path.to_owned(),
+        cause,
+    }
+}
+
+impl StateStore for SqliteState {
+    fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached(&format!(
+                "SELECT {RESOURCE_COLS} FROM resources WHERE uri = ?1"
+            ))
+            .map_err(|e| self.err(e))?;
+        st.query_row([uri], row_to_record)
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    fn resources_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached(&resources_page_sql(after.is_none()))
+            .map_err(|e| self.err(e))?;
+        let after = after.unwrap_or("");
+        let rows = st
+            .query_map(
+                params![source, after, i64::try_from(limit).unwrap_or(i64::MAX)],
+                row_to_record,
+            )
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
+    fn has_path(&self, path: &str) -> Result<bool> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached("SELECT EXISTS(SELECT 1 FROM resources WHERE path = ?1)")
+            .map_err(|e| self.err(e))?;
+        st.query_row([path], |r| r.get::<_, i64>(0))
+            .map(|n| n != 0)
+            .map_err(|e| self.err(e))
+    }
+
+    fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
+        self.lock()
+            .query_row(
+                "SELECT source, cursor, synced_at FROM sources WHERE source = ?1",
+                [source],
+                |r| {
+                    Ok(SourceCursor {
+                        source: r.get(0)?,
+                        cursor: parse_dt(r.get(1)?),
+                        synced_at: parse_dt(r.get(2)?),
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    fn pending_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PendingChange>> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached(&pending_page_sql(after.is_none()))
+            .map_err(|e| self.err(e))?;
+        let after = after.unwrap_or("");
+        let rows = st
+            .query_map(
+                params![source, after, i64::try_from(limit).unwrap_or(i64::MAX)],
+                row_to_pending,
+            )
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
+    fn apply(&self, batch: &Batch<'_>) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut c = self.lock();
+        let tx = c.transaction().map_err(|e| self.err(e))?;
+        let now = millis(SystemTime::now());
+        for op in batch.ops() {
+            // Dropped on an error: the transaction rolls back, nothing of the batch is written.
+            apply_op(&tx, op, now).map_err(|e| match e {
+                Failed::Sql(e) => self.err(e),
+                Failed::Lost(e) => e,
+            })?;
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
+        let mut c = self.lock();
+        let tx = c.transaction().map_err(|e| self.err(e))?;
+        let now = millis(SystemTime::now());
+        let held: Option<(String, i64, i64)> = tx
+            .query_row(
+                "SELECT holder, token, expires_ms FROM leases WHERE name = ?1",
+                [source],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let token = match held {
+            // Renewed by its holder: same token.
+            Some((h, t, exp)) if h == worker && exp > now => t,
+            // Held by another worker.
+            Some((_, _, exp)) if exp > now => return Ok(None),
+            // Expired: taken over.
+            Some((_, t, _)) => t.saturating_add(1),
+            None => 1,
+        };
+        let expires = expiry(now, ttl);
+        tx.execute(
+            "INSERT OR REPLACE INTO leases(name, holder, token, expires_ms) VALUES(?1, ?2, ?3, ?4)",
+            params![source, worker, token, expires],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(Some(Lease {
+            name: source.to_owned(),
+            holder: worker.to_owned(),
+            token: u64::try_from(token).unwrap_or(0),
+            expires: from_millis(expires),
+        }))
+    }
+
+    fn release_source(&self, lease: &Lease) -> Result<bool> {
+        self.lock()
+            // Kept, expired, so that the token goes on growing.
+            .execute(
+                "UPDATE leases SET expires_ms = 0 \
+                 WHERE name = ?1 AND holder = ?2 AND token = ?3 AND expires_ms > 0",
+                params![lease.name, lease.holder, to_i64(Some(lease.token))],
+            )
+            .map(|n| n > 0)
+            .map_err(|e| self.err(e))
+    }
+
+    fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
+        let mut c = self.lock();
+        let tx = c.transaction().map_err(|e| self.err(e))?;
+        let mut added = 0;
+        {
+            let mut st = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO work(key, seq, source, payload) \
+                     VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM work), ?2, ?3)",
+                )
+                .map_err(|e| self.err(e))?;
+            for i in items {
+                added += st
+                    .execute(params![i.key, i.source, i.payload])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(added)
+    }
+
+    fn claim_work(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
+        let mut c = self.lock();
+        let tx = c.transaction().map_err(|e| self.err(e))?;
+        let now = millis(SystemTime::now());
+        let expires = expiry(now, ttl);
+        // One connection under a lock: nothing else claims meanwhile (PostgreSQL would use
+        // `FOR UPDATE SKIP LOCKED` here).
+        let free: Vec<(String, String, String, i64, i64)> = {
+            let mut st = tx
+                .prepare_cached(
+                    "SELECT key, source, payload, token, attempts FROM work \
+                     WHERE holder IS NULL OR expires_ms <= ?1 ORDER BY seq LIMIT ?2",
+                )
+                .map_err(|e| self.err(e))?;
+            st.query_map(params![now, i64::try_from(n).unwrap_or(i64::MAX)], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))?
+        };
+        let mut out = Vec::with_capacity(free.len());
+        for (key, source, payload, token, attempts) in free {
+            let (token, attempts) = (token.saturating_add(1), attempts.saturating_add(1));
+            tx.execute(
+                "UPDATE work SET holder = ?2, token = ?3, expires_ms = ?4, attempts = ?5 \
+                 WHERE key = ?1",
+                params![key, worker, token, expires, attempts],
+            )
+            .map_err(|e| self.err(e))?;
+            out.push(Claim {
+                item: WorkItem {
+                    key,
+                    source,
+                    payload,
+                },
+                holder: worker.to_owned(),
+                token: u64::try_from(token).unwrap_or(0),
+                expires: from_millis(expires),
+                attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            });
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(out)
+    }
+
+    fn complete(&self, claims: &[Claim]) -> Result<usize> {
+        self.settle(claims, "DELETE FROM work")
+    }
+
+    fn release(&self, claims: &[Claim]) -> Result<usize> {
+        self.settle(claims, "UPDATE work SET holder = NULL, expires_ms = NULL")
+    }
+}
+
+impl SqliteState {
+    /// Runs `what` (a DELETE or an UPDATE) on the items of the claims still held; how many.
+    fn settle(&self, claims: &[Claim], what: &str) -> Result<usize> {
+        let mut c = self.lock();
+        let tx = c.transaction().map_err(|e| self.err(e))?;
+        let now = millis(SystemTime::now());
+        let mut n = 0;
+        {
+            let mut st = tx
+                .prepare_cached(&format!(
+                    "{what} WHERE key = ?1 AND holder = ?2 AND token = ?3 AND expires_ms > ?4"
+                ))
+                .map_err(|e| self.err(e))?;
+            for cl in claims {
+                n += st
+                    .execute(params![cl.item.key, cl.holder, to_i64(Some(cl.token)), now])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(n)
+    }
+}
+
+/// Why a write of a batch failed.
+enum Failed {
+    Sql(rusqlite::Error),
+    Lost(Error),
+}
+
+impl From<rusqlite::Error> for Failed {
+    fn from(e: rusqlite::Error) -> Self {
+        Failed::Sql(e)
+    }
+}
+
+/// One write of a batch, inside its transaction.
+fn apply_op(tx: &Transaction<'_>, op: &Op<'_>, now: i64) -> std::result::Result<(), Failed> {
+    match *op {
+        Op::PutResource(r) => put_row(tx, r)?,
+        Op::RemoveResource(uri) => {
+            tx.prepare_cached("DELETE FROM resources WHERE uri = ?1")?
+                .execute([uri])?;
+        }
+        Op::SetGone(uri, gone) => {
+            tx.prepare_cached("UPDATE resources SET gone = ?2 WHERE uri = ?1")?
+                .execute(params![uri, i64::from(gone)])?;
+        }
+        Op::PutPending(p) => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO pending(source, uri, change, length, hashes, lastmod, \
+                 duplicates, error) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                p.source,
+                p.uri,
+                p.change.as_ref().map(|c| c.as_str().to_owned()),
+                to_i64(p.length),
+                (!p.hashes.is_empty()).then(|| p.hashes.to_string()),
+                p.lastmod.map(|d| d.to_string()),
+                encode_dups(&p.duplicates),
+                p.error,
+            ])?;
+        }
+        Op::RemovePending(source, uri) => {
+            tx.prepare_cached("DELETE FROM pending WHERE source = ?1 AND uri = ?2")?
+                .execute([source, uri])?;
+        }
+        Op::SetCursor(c) => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO sources(source, cursor, synced_at) VALUES(?1, ?2, ?3)",
+            )?
+            .execute(params![
+                c.source,
+                c.cursor.map(|d| d.to_string()),
+                c.synced_at.map(|d| d.to_string())
+            ])?;
+        }
+        Op::Fence(l) => {
+            let held = tx
+                .prepare_cached(
+                    "SELECT EXISTS(SELECT 1 FROM leases WHERE name = ?1 AND holder = ?2 \
+                     AND token = ?3 AND expires_ms > ?4)",
+                )?
+                .query_row(params![l.name, l.holder, to_i64(Some(l.token)), now], |r| {
+                    r.get::<_, i64>(0)
+                })?;
+            if held == 0 {
+                return Err(Failed::Lost(Error::LeaseLost {
+                    name: l.name.clone(),
+                    holder: l.holder.clone(),
+                }));
+            }
+        }
+        Op::CompleteWork(cl) => {
+            let n = tx
+                .prepare_cached(
+                    "DELETE FROM work WHERE key = ?1 AND holder = ?2 AND token = ?3 \
+                     AND expires_ms > ?4",
+                )?
+                .execute(params![cl.item.key, cl.holder, to_i64(Some(cl.token)), now])?;
+            if n == 0 {
+                return Err(Failed::Lost(Error::LeaseLost {
+                    name: cl.item.key.clone(),
+                    holder: cl.holder.clone(),
+                }));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
