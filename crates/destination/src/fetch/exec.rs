@@ -191,7 +191,7 @@ impl Exec {
             Err(e) => self.tally.add(Outcome::Failed(Failure::of(
                 String::new(),
                 None,
-                Failed::from(Error::Task(format!("internal task failed: {e}"))),
+                Failed::other(format!("internal task failed: {e}")),
             ))),
         }
     }
@@ -364,9 +364,9 @@ pub(crate) async fn blocking<T: Send + 'static>(
     match tokio::task::spawn_blocking(f).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(Failed::from(e)),
-        Err(e) => Err(Failed::from(Error::Task(format!(
-            "internal task failed: {e}"
-        )))),
+        // A task that panicked concerns this one resource (reported, retried by the next
+        // run), as before: it does not stop the run.
+        Err(e) => Err(Failed::other(format!("internal task failed: {e}"))),
     }
 }
 
