@@ -41,8 +41,9 @@ pub struct Failure {
     pub path: Option<String>,
     /// What went wrong.
     pub error: String,
-    /// What the run did about it: `skip` (reported; the change is retried by the next run) or
-    /// `retry` (still failing after this run's own retries).
+    /// What kind of failure it is: `skip` (this resource only: reported, the change retried
+    /// by the next run), `retry` (still failing after this run's own retries: a network
+    /// failure, 429, 5xx) or `stop` (the run stopped there: a full or read-only disk).
     pub category: Category,
     /// What the failure says of the body the Source serves now.
     pub kind: FailureKind,
