@@ -1,14 +1,15 @@
 //! Group commit: copies are put in place and recorded in batches.
 //!
-//! Downloads run concurrently; each one streams its body into a temporary file and verifies its
-//! length and every published digest there ([`Store::verify`]); dump packages do the same for
-//! each bitstream they hold. The verified files then go to one committer thread, which takes
-//! whatever has arrived (at most [`MAX_BATCH`] copies) and, for the whole batch:
+//! Downloads run concurrently; each one streams its body into an [`Upload`] of the store and
+//! verifies its length and every published digest there ([`Upload::finish`]); dump packages do
+//! the same for each bitstream they hold. The verified bodies then go to one committer thread,
+//! which takes whatever has arrived (at most [`MAX_BATCH`] copies) and, for the whole batch:
 //!
-//! 1. makes the bodies durable ([`Store::sync`]: one `syncfs` of the file system on Linux,
-//!    elsewhere each file was `fsync`ed by `verify`);
-//! 2. renames each into place ([`Store::place_in`], each directory checked once per batch);
-//! 3. makes the renames durable ([`Store::sync`] again: `syncfs`, or each directory `fsync`ed);
+//! 1. makes the bodies durable ([`Store::sync`]: for a directory one `syncfs` of the file
+//!    system on Linux, elsewhere each file was `fsync`ed by `finish`);
+//! 2. puts each in place ([`Store::place`]: for a directory a rename, each directory checked
+//!    once per batch);
+//! 3. makes that durable ([`Store::sync`] again: `syncfs`, or each directory `fsync`ed);
 //! 4. records every copy of the batch in the state in one transaction
 //!    ([`StateStore::put_resources`]), and only then tells each producer its outcome.
 //!
@@ -29,7 +30,7 @@
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
-use resourcesync_store::{DirCache, FsStore, RelPath, ResourceRecord, StateStore, Verified};
+use resourcesync_store::{Finished, ResourceRecord, StateStore, Store};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
@@ -44,10 +45,8 @@ const MIN_WAITED: usize = 1024;
 /// One verified copy waiting to be put in place and recorded.
 #[derive(Debug)]
 pub(crate) struct Pending {
-    /// The verified body.
-    pub(crate) body: Verified,
-    /// Where it goes.
-    pub(crate) rel: RelPath,
+    /// The verified body, and the key it goes to.
+    pub(crate) body: Finished,
     /// Its row (length and digests are taken from the body).
     pub(crate) row: ResourceRecord,
     /// Which test crash point its rename passes.
@@ -83,28 +82,33 @@ struct Placed {
     /// The rows of the copies placed, and their index in `out`.
     rows: Vec<ResourceRecord>,
     slots: Vec<usize>,
-    /// Their paths (for [`Store::sync`] where a whole file system cannot be synced).
-    placed: Vec<RelPath>,
 }
 
-/// Step 2: renames each copy of the batch into place, each directory checked once.
-fn place_batch(store: &FsStore, batch: Vec<Pending>) -> Placed {
+/// Step 2: puts each copy of the batch in place ([`Store::place`]).
+fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
     let n = batch.len();
     let mut p = Placed {
         out: Vec::with_capacity(n),
         rows: Vec::with_capacity(n),
         slots: Vec::with_capacity(n),
-        placed: Vec::with_capacity(n),
     };
-    let mut dirs = DirCache::default();
-    for Pending {
-        body,
-        rel,
-        mut row,
-        origin,
-    } in batch
-    {
-        match store.place_in(body, &rel, &mut dirs) {
+    let mut bodies = Vec::with_capacity(n);
+    let mut rest = Vec::with_capacity(n);
+    for Pending { body, row, origin } in batch {
+        bodies.push(body);
+        rest.push((row, origin));
+    }
+    let placed = store.place(bodies);
+    // A store that answers for fewer bodies than it was given: the others failed.
+    let missing = rest.len().saturating_sub(placed.len());
+    let placed = placed.into_iter().chain((0..missing).map(|_| {
+        Err(resourcesync_store::Error::Conflict {
+            path: "(batch)".into(),
+            reason: "the store gave no outcome for this copy",
+        })
+    }));
+    for (r, (mut row, origin)) in placed.zip(rest) {
+        match r {
             Ok(c) => {
                 crate::crashpoint::point(match origin {
                     Origin::Download => "after-rename",
@@ -118,7 +122,6 @@ fn place_batch(store: &FsStore, batch: Vec<Pending>) -> Placed {
                     replaced: c.replaced,
                 }));
                 p.rows.push(row);
-                p.placed.push(rel);
             }
             Err(e) => p.out.push(Err(e.to_string())),
         }
@@ -160,15 +163,15 @@ fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Str
 /// per copy, in order.
 #[cfg(test)]
 pub(crate) fn commit_batch(
-    store: &FsStore,
+    store: &dyn Store,
     state: &dyn StateStore,
     batch: Vec<Pending>,
 ) -> Vec<Done> {
-    if let Err(e) = store.sync(&[]) {
+    if let Err(e) = store.sync() {
         return batch.iter().map(|_| Err(e.to_string())).collect();
     }
     let p = place_batch(store, batch);
-    let synced = store.sync(&p.placed).map_err(|e| e.to_string());
+    let synced = store.sync().map_err(|e| e.to_string());
     record(state, p, synced)
 }
 
@@ -240,7 +243,7 @@ impl Taken {
 }
 
 /// The committer thread's loop (see the module documentation).
-fn run(store: &FsStore, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
+fn run(store: &dyn Store, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
     // The batch renamed but not yet recorded, and who waits for it.
     let mut prev: Option<(Placed, Vec<(Reply, usize)>)> = None;
     let mut closed = false;
@@ -276,8 +279,7 @@ fn run(store: &FsStore, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
         }
         // One sync: the renames of the batch before and the bodies of this one (verified, so
         // written, before they were queued).
-        let placed_before: &[RelPath] = prev.as_ref().map_or(&[], |(p, _)| &p.placed);
-        let synced = store.sync(placed_before).map_err(|e| e.to_string());
+        let synced = store.sync().map_err(|e| e.to_string());
         let before = prev.take();
         if taken.jobs.is_empty() {
             if let Some((p, replies)) = before {
@@ -329,7 +331,7 @@ pub(crate) struct Committer {
 impl Committer {
     /// Starts the committer thread for a store and a state.
     pub(crate) fn start(
-        store: std::sync::Arc<FsStore>,
+        store: std::sync::Arc<dyn Store>,
         state: std::sync::Arc<dyn StateStore>,
     ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(MAX_BATCH * 2);
@@ -464,24 +466,23 @@ impl Drop for Committer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use resourcesync_store::{Expect, SqliteState};
+    use resourcesync_store::{Expect, FsStore, RelPath, SqliteState};
 
-    fn verified(store: &FsStore, body: &[u8]) -> Verified {
-        let mut t = store
-            .create_temp(Expect {
+    fn pending(store: &FsStore, uri: &str, path: &str, body: &[u8]) -> Pending {
+        let key = RelPath::parse(path).expect("rel");
+        let mut up = Store::begin(
+            store,
+            &key,
+            Expect {
                 length: Some(body.len() as u64),
                 max_bytes: 1 << 20,
                 ..Expect::default()
-            })
-            .expect("temp");
-        t.write(body).expect("write");
-        store.verify(t).expect("verify")
-    }
-
-    fn pending(store: &FsStore, uri: &str, path: &str, body: &[u8]) -> Pending {
+            },
+        )
+        .expect("begin");
+        up.write(body).expect("write");
         Pending {
-            body: verified(store, body),
-            rel: RelPath::parse(path).expect("rel"),
+            body: up.finish().expect("finish"),
             row: ResourceRecord {
                 uri: uri.into(),
                 source: "cap".into(),

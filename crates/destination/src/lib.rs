@@ -29,6 +29,7 @@ pub mod http;
 pub mod mapping;
 pub mod options;
 mod outcome;
+pub mod ports;
 pub mod report;
 
 // The stages, in the order data flows through them; each imports only the stages before it.
@@ -57,10 +58,11 @@ pub use explore::{ExploreNode, ExploreOptions, ExploreReport, NodeStatus, explor
 pub use http::{HttpOptions, USER_AGENT};
 pub use mapping::UriMapper;
 pub use options::{AuditOptions, SyncOptions};
+pub use ports::Ports;
 pub use push::{PushOptions, PushStats, watch_push};
 pub use report::{
     AuditDifference, AuditReport, Failed, Failure, FailureKind, Mode, Observer, Planned, Quiet,
     SyncReport,
 };
-pub use sync::sync;
+pub use sync::{Destination, sync};
 pub use watch::{ChangeSeen, Round, StopHandle, WatchOptions, WatchReport, changes_since, watch};

@@ -757,7 +757,19 @@ impl FsStore {
                 reason: "not a regular file",
             });
         }
-        let f = File::open(&target).map_err(|e| Error::io(&target, e))?;
+        // Not through a link put there since, not blocking on a FIFO: a regular file or
+        // nothing.
+        let f = open_nofollow(&target).map_err(|e| {
+            // ELOOP: a symbolic link now.
+            if e.kind() == io::ErrorKind::Other || e.raw_os_error() == Some(40) {
+                Error::Conflict {
+                    path: target.clone(),
+                    reason: "not a regular file",
+                }
+            } else {
+                Error::io(&target, e)
+            }
+        })?;
         Ok(Box::new(f))
     }
 

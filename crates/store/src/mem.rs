@@ -96,6 +96,10 @@ fn not_found(key: &RelPath) -> Error {
 const LIST_CHUNK: usize = 256;
 
 impl Store for MemStore {
+    fn finish_blocks(&self) -> bool {
+        false
+    }
+
     fn begin(&self, key: &RelPath, expect: Expect) -> Result<Upload> {
         Ok(Upload::new(
             key.clone(),

@@ -171,7 +171,6 @@ impl Compare<'_> {
         };
         self.obs.resource_done();
         let original = p.item(&s.uri);
-        let mut buf = Vec::new();
         let copy = match (s.row, measured) {
             (Some(r), Some((length, hashes))) => {
                 let hashes = if !self.fast {
@@ -185,7 +184,7 @@ impl Compare<'_> {
                     if algs.is_empty() {
                         hashes
                     } else {
-                        match copies.measure(&r.path, &algs, &mut buf)? {
+                        match copies.measure(&r.path, &algs)? {
                             Some((_, h)) => h,
                             None => Hashes::default(),
                         }
@@ -209,9 +208,7 @@ impl Compare<'_> {
                     return Ok(());
                 };
                 let m = match row {
-                    Some(r) if &r.path != path => {
-                        copies.measure(path, &p.hashes.known_algs(), &mut buf)?
-                    }
+                    Some(r) if &r.path != path => copies.measure(path, &p.hashes.known_algs())?,
                     _ => m,
                 };
                 m.map(|(length, hashes)| Item {
@@ -329,7 +326,7 @@ impl Compare<'_> {
     /// on disk neither listed nor recorded).
     fn extras(&self, list: &mut List, copies: Copies<'_>, found: &mut Found) -> Result<()> {
         match copies {
-            Copies::Walked(tree) => {
+            Copies::Walked(tree, _) => {
                 let mut left: Vec<String> = tree
                     .files
                     .into_iter()
@@ -356,37 +353,38 @@ impl Compare<'_> {
                 }
             }
             Copies::OnDisk(store) => {
-                if store.root().is_dir() {
-                    let mut list_err: Option<Error> = None;
-                    store.list(&mut |r| {
-                        match r {
-                            Ok((rel, _)) => {
-                                let listed = match list.has_path(rel.as_str()) {
-                                    Ok(b) => b,
-                                    Err(e) => {
-                                        list_err.get_or_insert(e);
-                                        true
-                                    }
-                                };
-                                if !listed && !self.state.has_path(rel.as_str())? {
-                                    found.extra(AuditDifference {
-                                        uri: String::new(),
-                                        path: Some(rel.to_string()),
-                                        why: "no resource maps to this file".into(),
-                                    });
+                let mut list_err: Option<Error> = None;
+                store.list(None, &mut |r| {
+                    match r {
+                        Ok((rel, _)) => {
+                            let listed = match list.has_path(rel.as_str()) {
+                                Ok(b) => b,
+                                Err(e) => {
+                                    list_err.get_or_insert(e);
+                                    true
                                 }
+                            };
+                            if !listed && !self.state.has_path(rel.as_str())? {
+                                found.extra(AuditDifference {
+                                    uri: String::new(),
+                                    path: Some(rel.to_string()),
+                                    why: "no resource maps to this file".into(),
+                                });
                             }
-                            Err(e) => found.extra(AuditDifference {
-                                uri: String::new(),
-                                path: None,
-                                why: e.to_string(),
-                            }),
                         }
-                        Ok(())
-                    })?;
-                    if let Some(e) = list_err {
-                        return Err(e);
+                        // A copy that went while it was listed.
+                        Err(resourcesync_store::Error::Io { cause, .. })
+                            if cause.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => found.extra(AuditDifference {
+                            uri: String::new(),
+                            path: None,
+                            why: e.to_string(),
+                        }),
                     }
+                    Ok(std::ops::ControlFlow::Continue(()))
+                })?;
+                if let Some(e) = list_err {
+                    return Err(e);
                 }
             }
         }

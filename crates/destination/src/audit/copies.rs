@@ -1,20 +1,19 @@
-//! The copies under DEST: walked once (up to a bound) or looked up on disk by path, measured
-//! (length, digests) without following symbolic links, on several threads.
+//! The copies in the store: listed once (up to a bound) or looked up one by one by key,
+//! measured (length, digests) through the store (a directory's: never through a symbolic
+//! link), on several threads.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use resourcesync_model::{HashAlg, Hashes, MultiHasher};
-use resourcesync_store::{FsStore, RelPath, ResourceRecord, child_rel};
+use resourcesync_model::{HashAlg, Hashes};
+use resourcesync_store::{RelPath, ResourceRecord, Store};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 use super::list::Published;
 
-/// A file found by the walk.
+/// A copy found by the listing.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Walked {
     pub(super) length: u64,
@@ -23,206 +22,107 @@ pub(super) struct Walked {
     pub(super) claimed: bool,
 }
 
-/// Everything under DEST but the Destination's own folder: path → what is there (symbolic links
-/// and other non-directories are files that are not regular; directories are walked into,
-/// never through a link). Names that are not valid paths are kept as errors.
+/// Everything in the store (a directory's own folder left out): key → what is there
+/// (symbolic links and other non-directories are objects that are not regular). Names that are
+/// not valid keys are kept as errors.
 #[derive(Debug, Default)]
 pub(super) struct Tree {
-    pub(super) root: PathBuf,
     pub(super) files: HashMap<String, Walked>,
     pub(super) errors: Vec<String>,
 }
 
-/// Walks DEST; `None` when it holds more than `max_files` files (or the walk was cancelled).
+/// Lists the store ([`Store::list`]); `None` when it holds more than `max_files` objects (or
+/// the listing was cancelled).
 pub(super) fn walk_tree(
-    root: &Path,
+    store: &dyn Store,
     max_files: usize,
     cancel: &AtomicBool,
 ) -> Result<Option<Tree>> {
-    let mut tree = Tree {
-        root: root.to_path_buf(),
-        ..Tree::default()
-    };
-    if !root.is_dir() {
-        return Ok(Some(tree));
-    }
-    let mut stack: Vec<(PathBuf, String)> = vec![(root.to_path_buf(), String::new())];
-    while let Some((dir, prefix)) = stack.pop() {
-        if cancel.load(Ordering::Relaxed) {
-            return Ok(None);
+    let mut tree = Tree::default();
+    let mut over = false;
+    store.list(None, &mut |item| {
+        // Names refused count too: the listing's memory is bounded by `max_files` entries.
+        if tree.files.len() + tree.errors.len() >= max_files
+            || (tree.files.len() % 4096 == 0 && cancel.load(Ordering::Relaxed))
+        {
+            over = true;
+            return Ok(ControlFlow::Break(()));
         }
-        let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
-        for e in rd {
-            let e = e.map_err(|e| Error::io(dir.display().to_string(), e))?;
-            // Names refused count too: the walk's memory is bounded by `max_files` entries.
-            if tree.files.len() + tree.errors.len() >= max_files
-                || (tree.files.len() % 4096 == 0 && cancel.load(Ordering::Relaxed))
-            {
-                return Ok(None);
-            }
-            let name = e.file_name();
-            let Some(name) = name.to_str() else {
-                tree.errors.push(
-                    resourcesync_store::Error::UnsafePath {
-                        path: e.path().display().to_string(),
-                        reason: "file name is not UTF-8",
-                    }
-                    .to_string(),
+        match item {
+            Ok((key, m)) => {
+                tree.files.insert(
+                    key.to_string(),
+                    Walked {
+                        length: m.length,
+                        is_file: m.regular,
+                        claimed: false,
+                    },
                 );
-                continue;
-            };
-            let Some(rel) = child_rel(&prefix, name) else {
-                continue;
-            };
-            let ft = e.file_type().map_err(|err| Error::io(rel.clone(), err))?;
-            if ft.is_dir() {
-                stack.push((e.path(), rel));
-                continue;
             }
-            if let Err(err) = RelPath::parse(&rel) {
-                tree.errors.push(err.to_string());
-                continue;
-            }
-            // statx(2) relative to the directory, not following a link.
-            let m = match e.metadata() {
-                Ok(m) => m,
-                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
-                Err(err) => return Err(Error::io(rel, err)),
-            };
-            if m.is_dir() {
-                // Replaced by a directory since it was listed: walk it.
-                stack.push((e.path(), rel));
-                continue;
-            }
-            tree.files.insert(
-                rel,
-                Walked {
-                    length: m.len(),
-                    is_file: m.is_file(),
-                    claimed: false,
-                },
-            );
+            // A name that is not a valid key, or a copy that went while it was listed.
+            Err(resourcesync_store::Error::Io { cause, .. })
+                if cause.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tree.errors.push(e.to_string()),
         }
-    }
-    Ok(Some(tree))
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok((!over && !cancel.load(Ordering::Relaxed)).then_some(tree))
 }
 
-/// How copies are found: in the walk, or on disk one by one (a DEST too large to walk into
-/// memory).
+/// How copies are found: in the listing, or in the store one by one (a store too large to
+/// list into memory).
 pub(super) enum Copies<'a> {
-    Walked(Tree),
-    OnDisk(&'a FsStore),
+    Walked(Tree, &'a dyn Store),
+    OnDisk(&'a dyn Store),
 }
 
 /// A copy measured: its length and its digests of the algorithms asked for.
 pub(super) type Measured = Option<(u64, Hashes)>;
 
-/// Opens a file for reading, not through a symbolic link at its last segment (the walk saw a
-/// regular file; it could have been replaced since) and not blocking on a FIFO; `None` when it
-/// is gone or is a link now.
-#[cfg(unix)]
-pub(super) fn open_nofollow(path: &Path) -> io::Result<Option<File>> {
-    use rustix::fs::{Mode, OFlags};
-    match rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => Ok(Some(File::from(fd))),
-        Err(e) if e == rustix::io::Errno::NOENT || e == rustix::io::Errno::LOOP => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-#[cfg(not(unix))]
-pub(super) fn open_nofollow(path: &Path) -> io::Result<Option<File>> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_file() => {}
-        Ok(_) => return Ok(None),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    }
-    match File::open(path) {
-        Ok(f) => Ok(Some(f)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Reads and hashes a regular file (see [`open_nofollow`]): its length and digests; `None` when
-/// it is no longer a regular file.
-pub(super) fn hash_file(path: &Path, algs: &[HashAlg], buf: &mut Vec<u8>) -> io::Result<Measured> {
-    let Some(mut f) = open_nofollow(path)? else {
-        return Ok(None);
-    };
-    if !f.metadata()?.is_file() {
-        return Ok(None);
-    }
-    if buf.is_empty() {
-        buf.resize(64 * 1024, 0);
-    }
-    let mut h = MultiHasher::new(algs);
-    let mut n = 0u64;
-    loop {
-        match f.read(buf) {
-            Ok(0) => break,
-            Ok(k) => {
-                h.update(&buf[..k]);
-                n += k as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Some((n, h.finish())))
-}
-
 impl Copies<'_> {
     /// The copy at `path`: its length, and its digests when `algs` is not empty.
-    pub(super) fn measure(
-        &self,
-        path: &str,
-        algs: &[HashAlg],
-        buf: &mut Vec<u8>,
-    ) -> Result<Measured> {
-        match self {
-            Copies::Walked(tree) => {
-                let Some(w) = tree.files.get(path) else {
-                    return Ok(None);
-                };
-                if !w.is_file {
-                    return Ok(None);
-                }
-                if algs.is_empty() {
-                    return Ok(Some((w.length, Hashes::default())));
-                }
-                let full = RelPath::parse(path)
-                    .map_err(resourcesync_store::Error::from)?
-                    .under(&tree.root);
-                hash_file(&full, algs, buf).map_err(|e| Error::io(path.to_owned(), e))
+    pub(super) fn measure(&self, path: &str, algs: &[HashAlg]) -> Result<Measured> {
+        let (store, listed) = match self {
+            Copies::Walked(tree, store) => match tree.files.get(path) {
+                Some(w) if w.is_file => (*store, Some((w.length, Hashes::default()))),
+                _ => return Ok(None),
+            },
+            Copies::OnDisk(store) => (*store, None),
+        };
+        if let (Some(m), true) = (&listed, algs.is_empty()) {
+            return Ok(Some(m.clone()));
+        }
+        let rel = RelPath::parse(path).map_err(resourcesync_store::Error::from)?;
+        if listed.is_none() {
+            let m = match store.head(&rel) {
+                Ok(Some(m)) => m,
+                // A symbolic link or a file where a directory of the path should be: not
+                // followed, so no copy (as in the listing).
+                Ok(None) | Err(resourcesync_store::Error::Conflict { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            if !m.regular {
+                return Ok(None);
             }
-            Copies::OnDisk(store) => {
-                let rel = RelPath::parse(path).map_err(resourcesync_store::Error::from)?;
-                let m = match store.stat(&rel) {
-                    Ok(Some(m)) => m,
-                    // A symbolic link or a file where a directory of the path should be: not
-                    // followed, so no copy (as in the walk).
-                    Ok(None) | Err(resourcesync_store::Error::Conflict { .. }) => return Ok(None),
-                    Err(e) => return Err(e.into()),
-                };
-                if !m.is_file {
-                    return Ok(None);
-                }
-                if algs.is_empty() {
-                    return Ok(Some((m.length, Hashes::default())));
-                }
-                Ok(Some(store.hash(&rel, algs)?))
+            if algs.is_empty() {
+                return Ok(Some((m.length, Hashes::default())));
             }
+        }
+        match store.hash(&rel, algs) {
+            Ok(m) => Ok(Some(m)),
+            // Gone, or no longer a regular file, since it was listed.
+            Err(resourcesync_store::Error::Conflict { .. }) => Ok(None),
+            Err(resourcesync_store::Error::Io { cause, .. })
+                if cause.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
     pub(super) fn claim(&mut self, path: &str) {
-        if let Copies::Walked(tree) = self {
+        if let Copies::Walked(tree, _) = self {
             if let Some(w) = tree.files.get_mut(path) {
                 w.claimed = true;
             }
@@ -255,10 +155,9 @@ pub(super) fn measure_all(copies: &Copies<'_>, steps: &mut [Step], threads: usiz
         .filter(|s| s.at.is_some() && copies.reads(&s.algs))
         .count();
     let run = |part: &mut [Step]| {
-        let mut buf = Vec::new();
         for s in part {
             if let Some(at) = &s.at {
-                s.measured = Some(copies.measure(at, &s.algs, &mut buf));
+                s.measured = Some(copies.measure(at, &s.algs));
             }
         }
     };

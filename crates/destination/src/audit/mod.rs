@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use resourcesync_model::Capability;
-use resourcesync_store::{FsStore, SqliteState, StateStore};
 
 use crate::discover::docs::{DocFetcher, walk};
 use crate::discover::{SourceInfo, discover};
@@ -38,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::{AuditOptions, default_state_path};
+use crate::ports::Ports;
 use crate::report::{AuditReport, Observer};
 
 mod compare;
@@ -102,7 +102,6 @@ async fn audit_inner(
     obs: Arc<dyn Observer>,
     limits: Limits,
 ) -> Result<AuditReport> {
-    let started = Instant::now();
     if !opts.dest.is_dir() {
         return Err(Error::Config(format!(
             "{} is not a directory: nothing to audit (sync into it first, or give the directory \
@@ -110,19 +109,32 @@ async fn audit_inner(
             opts.dest.display()
         )));
     }
-    // The walk of DEST needs nothing from the Source: it runs while the documents are fetched
-    // and read.
+    let (ports, no_state) = open_ports(opts)?;
+    audit_with(&ports, no_state, opts, obs, limits).await
+}
+
+/// The audit of the copies in `ports` (see the module docs). `no_state`: the warning to give
+/// when the state was not found.
+async fn audit_with(
+    ports: &Ports,
+    no_state: Option<String>,
+    opts: &AuditOptions,
+    obs: Arc<dyn Observer>,
+    limits: Limits,
+) -> Result<AuditReport> {
+    let started = Instant::now();
+    // The listing of the copies needs nothing from the Source: it runs while the documents
+    // are fetched and read.
     let cancel = Arc::new(AtomicBool::new(false));
     let _cancel = CancelOnDrop(cancel.clone());
-    let walk_root = opts.dest.clone();
+    let store = ports.store.clone();
     let walking =
-        tokio::task::spawn_blocking(move || walk_tree(&walk_root, limits.walk_files, &cancel));
+        tokio::task::spawn_blocking(move || walk_tree(store.as_ref(), limits.walk_files, &cancel));
     let http = Arc::new(Http::new(opts.http.clone())?);
-    let scratch =
-        tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?;
+    let scratch = &ports.scratch;
     let fetcher = DocFetcher {
         http,
-        dir: scratch.path().to_path_buf(),
+        dir: scratch.clone(),
         max_bytes: opts.max_document_bytes,
     };
     obs.phase("discovery");
@@ -139,11 +151,11 @@ async fn audit_inner(
     );
     let mapper = UriMapper::new(&base)?;
     // The state's rows of this Source are read while the list is.
-    let (state, no_state) = open_state(opts)?;
+    let state = ports.state.clone();
     let rows = rows_ahead(state.clone(), info.key());
     let sink = Sink {
         list: List::new(),
-        scratch: scratch.path().to_path_buf(),
+        scratch: scratch.clone(),
         max_bytes: limits.list_bytes,
         mapper,
         since: None,
@@ -155,14 +167,14 @@ async fn audit_inner(
     obs.add_total(resources);
     obs.phase("comparing");
     let tree = walking.await??;
-    let store = FsStore::existing(&opts.dest);
+    let store = ports.store.clone();
     let obs2 = obs.clone();
     let fast = opts.fast;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let found = tokio::task::spawn_blocking(move || {
         let copies = match tree {
-            Some(t) => Copies::Walked(t),
-            None => Copies::OnDisk(&store),
+            Some(t) => Copies::Walked(t, store.as_ref()),
+            None => Copies::OnDisk(store.as_ref()),
         };
         let compare = Compare {
             state: state.as_ref(),
@@ -224,22 +236,21 @@ fn against(opts: &AuditOptions, info: &SourceInfo) -> Result<Against> {
     }
 }
 
-/// The state database, read only; without one, an empty one and the warning that says so.
-fn open_state(opts: &AuditOptions) -> Result<(Arc<dyn StateStore>, Option<String>)> {
+/// The copies in DEST and the state database, read only; without one, an empty one and the
+/// warning that says so.
+fn open_ports(opts: &AuditOptions) -> Result<(Ports, Option<String>)> {
     let state_path = opts
         .state
         .clone()
         .unwrap_or_else(|| default_state_path(&opts.dest));
-    Ok(match SqliteState::open_read_only(&state_path)? {
-        Some(s) => (Arc::new(s), None),
-        None => (
-            Arc::new(SqliteState::in_memory()?),
-            Some(format!(
-                "no state database at {}: every copy is measured as found",
-                state_path.display()
-            )),
-        ),
-    })
+    let (ports, found) = Ports::directory_read_only(&opts.dest, &state_path)?;
+    let warning = (!found).then(|| {
+        format!(
+            "no state database at {}: every copy is measured as found",
+            state_path.display()
+        )
+    });
+    Ok((ports, warning))
 }
 
 /// What the Source publishes: the list audited against, then the later changes (Z39.99-2014

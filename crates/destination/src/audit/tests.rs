@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use resourcesync_model::{DocumentReader, HashAlg, Hashes, MultiHasher, ReadOptions, W3cDateTime};
-use resourcesync_store::{ResourceRecord, STATE_DIR};
+use resourcesync_store::{FsStore, ResourceRecord, STATE_DIR, SqliteState, StateStore};
 
 use super::*;
 use crate::discover::docs::ListSink;
@@ -278,10 +278,10 @@ fn run(f: &Fixture, limits: Limits, fast: bool) -> (u64, Vec<(String, String, St
         "the list is on disk past its memory bound"
     );
     let store = FsStore::existing(&f.dest);
-    let tree = walk_tree(&f.dest, limits.walk_files, &AtomicBool::new(false)).expect("walk");
+    let tree = walk_tree(&store, limits.walk_files, &AtomicBool::new(false)).expect("walk");
     assert_eq!(tree.is_none(), limits.walk_files == 0);
     let copies = match tree {
-        Some(t) => Copies::Walked(t),
+        Some(t) => Copies::Walked(t, &store),
         None => Copies::OnDisk(&store),
     };
     let compare = Compare {
@@ -436,8 +436,9 @@ fn every_kind_of_finding_in_memory_and_on_disk_alike() {
 fn a_walk_past_its_bound_gives_up() {
     let f = fixture();
     let cancel = AtomicBool::new(false);
-    assert!(walk_tree(&f.dest, 3, &cancel).expect("walk").is_none());
-    let all = walk_tree(&f.dest, 1000, &cancel)
+    let store = FsStore::existing(&f.dest);
+    assert!(walk_tree(&store, 3, &cancel).expect("walk").is_none());
+    let all = walk_tree(&store, 1000, &cancel)
         .expect("walk")
         .expect("tree");
     assert!(
@@ -447,11 +448,11 @@ fn a_walk_past_its_bound_gives_up() {
     assert!(all.files.contains_key("d/digest.txt"));
     cancel.store(true, Ordering::Relaxed);
     assert!(
-        walk_tree(&f.dest, 1000, &cancel).expect("walk").is_none(),
+        walk_tree(&store, 1000, &cancel).expect("walk").is_none(),
         "cancelled"
     );
     let missing = f.dest.join("nowhere");
-    let empty = walk_tree(&missing, 0, &AtomicBool::new(false))
+    let empty = walk_tree(&FsStore::existing(&missing), 0, &AtomicBool::new(false))
         .expect("walk")
         .expect("tree");
     assert!(empty.files.is_empty());

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use resourcesync_model::package::{DumpLimits, entry_name};
 use resourcesync_model::{Capability, Change, DocumentReader, Entry, W3cDateTime};
-use resourcesync_store::{Committed, Expect, FsStore, RelPath, ResourceRecord, TempFile};
+use resourcesync_store::{Committed, Expect, RelPath, ResourceRecord, Store, Upload};
 
 use crate::commit::{Origin, Pending};
 use crate::error::{Error, Result};
@@ -74,8 +74,8 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
     };
     // Already in place (a resumed run, or an earlier package): the state proves it current.
     if let Some(p) = &prior {
-        if let Some(m) = ctx.store.stat(&rel)? {
-            if m.is_file
+        if let Some(m) = ctx.store.head(&rel)? {
+            if m.regular
                 && p.length == Some(m.length)
                 && expect.length.is_none_or(|l| l == m.length)
                 && expect.hashes.agrees_with(&p.hashes) == Some(true)
@@ -105,13 +105,15 @@ pub(super) fn extract_job(ctx: &Ctx, ex: &mut Extractor, job: Job) -> Result<App
         update,
     } = job;
     let obs = ctx.obs.clone();
-    // A new copy goes to an unnamed file in its directory, linked into place (no temporary
-    // name, no rename); one the state has, to a named temporary file renamed over it.
-    let at = (!update).then_some(&rel);
-    let tmp = inflate_entry(&ctx.store, ex, &name, expect, at, |n| obs.bytes(n))?;
-    // Verified (length, every digest of the manifest entry) now; synced, renamed into place
-    // and recorded with its batch (crate::commit).
-    let body = ctx.store.verify(tmp)?;
+    // A new copy takes the store's path for new objects (a directory: an unnamed file in its
+    // directory, linked into place, no temporary name, no rename); one the state has, the
+    // usual one (a named temporary file renamed over it).
+    let tmp = inflate_entry(ctx.store.as_ref(), ex, &name, &rel, expect, !update, |n| {
+        obs.bytes(n)
+    })?;
+    // Verified (length, every digest of the manifest entry) now; synced, put in place and
+    // recorded with its batch (crate::commit).
+    let body = tmp.finish()?;
     let row = ResourceRecord {
         path: rel.to_string(),
         uri,
@@ -126,7 +128,6 @@ pub(super) fn extract_job(ctx: &Ctx, ex: &mut Extractor, job: Job) -> Result<App
     Ok(Applied::Verified {
         pending: Box::new(Pending {
             body,
-            rel,
             row,
             origin: Origin::Package,
         }),
@@ -148,41 +149,47 @@ pub(super) fn extract(
     }
 }
 
-/// Inflates the ZIP entry `name` of `pkg` into a temporary file of `store` (bounded by
-/// `expect` and the package's limits), verifies it against `expect` and renames it to `rel`.
+/// Inflates the ZIP entry `name` of `pkg` into an upload to `rel` (bounded by `expect` and the
+/// package's limits), verifies it against `expect` and puts it in place.
 pub(super) fn unpack_entry(
-    store: &FsStore,
+    store: &dyn Store,
     pkg: &mut Package,
     name: &str,
     rel: &RelPath,
     expect: Expect,
     progress: impl FnMut(u64),
 ) -> Result<Committed> {
-    let tmp = inflate_entry(store, &mut pkg.ex, name, expect, Some(rel), progress)?;
-    // Verified (length, every digest of the manifest entry), then renamed into place.
-    Ok(store.commit(tmp, rel)?)
+    let tmp = inflate_entry(store, &mut pkg.ex, name, rel, expect, true, progress)?;
+    // Verified (length, every digest of the manifest entry), then put in place.
+    let mut placed = store.publish(vec![tmp.finish()?])?;
+    match placed.pop() {
+        Some(p) => Ok(p?.committed),
+        None => Err(resourcesync_store::object::foreign_upload(rel).into()),
+    }
 }
 
-/// Inflates one bitstream of a package into a temporary file of the store, bounded as the
-/// module documentation says; not yet verified. `at`: the path of a copy expected to be new
-/// (see [`FsStore::create_temp_at`]).
+/// Inflates one bitstream of a package into an upload to `rel`, bounded as the module
+/// documentation says; not yet verified. `new`: no copy is expected at `rel` (see
+/// [`Store::begin_new`]).
 pub(super) fn inflate_entry(
-    store: &FsStore,
+    store: &dyn Store,
     ex: &mut Extractor,
     name: &str,
+    rel: &RelPath,
     expect: Expect,
-    at: Option<&RelPath>,
+    new: bool,
     mut progress: impl FnMut(u64),
-) -> Result<TempFile> {
+) -> Result<Upload> {
     let Some(index) = ex.zip.index_for_name_raw(name.as_bytes()) else {
         return Err(Error::Package {
             url: ex.url.clone(),
             message: format!("no ZIP entry {name:?}, which the manifest lists"),
         });
     };
-    let mut tmp = match at {
-        Some(rel) => store.create_temp_at(expect, rel, &mut ex.dirs)?,
-        None => store.create_temp(expect)?,
+    let mut tmp = if new {
+        store.begin_new(rel, expect)?
+    } else {
+        store.begin(rel, expect)?
     };
     let Extractor {
         zip,
@@ -241,7 +248,7 @@ pub fn unpack_package(
     limits: UnpackLimits,
     scratch: &Path,
     mapper: &UriMapper,
-    store: &FsStore,
+    store: &dyn Store,
 ) -> Result<Unpacked> {
     let url = file.display().to_string();
     let mut pkg = open_package(
@@ -341,10 +348,10 @@ pub(super) fn extract_patch(
         &patch,
         &expect,
     )?;
-    // Through the store like any copy: temporary file, verified again, then the batch.
-    let mut tmp = ctx.store.create_temp(expect).map_err(|e| e.to_string())?;
+    // Through the store like any copy: an upload, verified again, then the batch.
+    let mut tmp = ctx.store.begin(&rel, expect).map_err(|e| e.to_string())?;
     tmp.write(&body).map_err(|e| e.to_string())?;
-    let body = ctx.store.verify(tmp).map_err(|e| e.to_string())?;
+    let body = tmp.finish().map_err(|e| e.to_string())?;
     let row = ResourceRecord {
         uri: e.loc.clone(),
         source: ctx.key.clone(),
@@ -359,7 +366,6 @@ pub(super) fn extract_patch(
     Ok(Applied::Verified {
         pending: Box::new(Pending {
             body,
-            rel,
             row,
             origin: Origin::Package,
         }),
@@ -380,7 +386,7 @@ pub(super) fn delete(ctx: &Ctx, uri: &str) -> Result<Applied> {
         Ok(r) => r,
         Err(_) => ctx.mapper.map(uri)?,
     };
-    ctx.store.remove(&rel)?;
+    ctx.store.delete(&rel)?;
     ctx.state.remove_resource(uri)?;
     ctx.state.remove_pending(&ctx.key, uri)?;
     Ok(Applied::Deleted)

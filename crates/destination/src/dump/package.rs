@@ -14,7 +14,6 @@ use resourcesync_model::package::{
     ManifestCheck, QUOTED_FINDINGS, RATIO_EXEMPT_BYTES, ZipListing, judge_findings, shown_name,
 };
 use resourcesync_model::{Capability, DocumentReader, Header, ReadOptions, Validator};
-use resourcesync_store::DirHandles;
 use tempfile::TempPath;
 use zip::ZipArchive;
 
@@ -146,9 +145,6 @@ pub(super) struct Extractor {
     pub(super) budget: Arc<AtomicU64>,
     /// The buffer entries are inflated through.
     pub(super) buf: Vec<u8>,
-    /// The directories opened for the unnamed temporary files of new copies
-    /// ([`FsStore::create_temp_at`]).
-    pub(super) dirs: DirHandles,
 }
 
 impl Extractor {
@@ -160,7 +156,6 @@ impl Extractor {
             limits: self.limits,
             budget: self.budget.clone(),
             buf: vec![0u8; IO_BUF],
-            dirs: DirHandles::default(),
         }
     }
 }
@@ -296,7 +291,6 @@ pub(crate) fn open_package(
             limits,
             budget,
             buf,
-            dirs: DirHandles::default(),
         },
         manifest,
         header,

@@ -11,8 +11,7 @@ use reqwest::header::{ETAG, LAST_MODIFIED};
 use resourcesync_diff::{Difference, Item, needs_update};
 use resourcesync_model::{Category, Change};
 use resourcesync_store::{
-    DirHandles, Expect, FileMeta, FsStore, PendingChange, RelPath, ResourceRecord, StateStore,
-    TempFile,
+    Expect, ObjectMeta, PendingChange, RelPath, ResourceRecord, StateStore, Store,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -29,7 +28,7 @@ use crate::report::{Failed, Failure, Observer, Planned};
 #[derive(Debug)]
 pub(crate) struct Ctx {
     pub(crate) http: Arc<Http>,
-    pub(crate) store: Arc<FsStore>,
+    pub(crate) store: Arc<dyn Store>,
     pub(crate) state: Arc<dyn StateStore>,
     pub(crate) mapper: UriMapper,
     pub(crate) key: String,
@@ -42,42 +41,11 @@ pub(crate) struct Ctx {
     pub(crate) dumped: Option<Mutex<Staging>>,
     /// Puts downloaded copies in place and records them in batches ([`crate::commit`]).
     pub(crate) committer: Committer,
-    /// The directories opened for downloads to paths where no file is yet (unnamed temporary
-    /// files, [`FsStore::create_temp_at`]).
-    pub(crate) dirs: Mutex<NewDirs>,
     /// The first write to the state that failed and was not the caller's to report (a failed
     /// change recorded as pending): the cursor must then not move, and the run fails.
     pub(crate) state_error: Mutex<Option<String>>,
     /// Where the state is (named by errors).
     pub(crate) state_path: PathBuf,
-}
-
-/// The directory handles of downloads to new paths, forgotten every [`NewDirs::USES`] files
-/// (a handle is kept for a batch's worth of files, not for the whole run).
-#[derive(Debug, Default)]
-pub(crate) struct NewDirs {
-    handles: DirHandles,
-    uses: usize,
-}
-
-impl NewDirs {
-    /// Files created with the same handles before they are opened again.
-    const USES: usize = 1024;
-
-    /// A temporary file for the body of the copy at `rel`, where no file is yet.
-    pub(crate) fn create(
-        &mut self,
-        store: &FsStore,
-        expect: Expect,
-        rel: &RelPath,
-    ) -> Result<TempFile> {
-        self.uses += 1;
-        if self.uses > Self::USES {
-            self.handles.clear();
-            self.uses = 1;
-        }
-        Ok(store.create_temp_at(expect, rel, &mut self.handles)?)
-    }
 }
 
 impl Ctx {
@@ -253,13 +221,10 @@ impl Exec {
     }
 }
 
-/// Whether something at or above `rel` blocks a copy there: a directory at its path, or a file
-/// (or anything but a directory) where one of its directories goes. One `lstat`.
-pub(crate) fn path_blocked(store: &FsStore, rel: &RelPath) -> bool {
-    match std::fs::symlink_metadata(rel.under(store.root())) {
-        Ok(m) => m.is_dir(),
-        Err(e) => e.kind() == std::io::ErrorKind::NotADirectory,
-    }
+/// Whether something at or above `rel` blocks a copy there ([`Store::blocked`]: a directory at
+/// its path, or a file where one of its directories goes).
+pub(crate) fn path_blocked(store: &dyn Store, rel: &RelPath) -> bool {
+    store.blocked(rel).unwrap_or(false)
 }
 
 pub(crate) fn record_item(r: &ResourceRecord) -> Item {
@@ -301,7 +266,7 @@ pub(crate) async fn run_job(
         }
     };
     let res = match job.kind {
-        JobKind::Fetch { .. } if defer && path_blocked(&ctx.store, &rel) => {
+        JobKind::Fetch { .. } if defer && path_blocked(ctx.store.as_ref(), &rel) => {
             return Outcome::Deferred;
         }
         JobKind::Fetch {
@@ -319,7 +284,7 @@ pub(crate) async fn run_job(
             // the Source turned into a directory, or back): say what clears it.
             if !ctx.delete
                 && matches!(job.kind, JobKind::Fetch { .. })
-                && path_blocked(&ctx.store, &rel)
+                && path_blocked(ctx.store.as_ref(), &rel)
             {
                 error.message.push_str(
                     " (a copy kept after the Source deleted it may be in the way: `--delete` removes kept copies)",
@@ -370,20 +335,6 @@ pub(crate) async fn blocking<T: Send + 'static>(
     }
 }
 
-/// What is at `rel`, as [`Store::stat`] says, with one `lstat` of the full path when nothing is
-/// there (most copies of a baseline): the checks of every directory on the way are made only for
-/// what exists. (Nothing found through a symbolic link on the way is no answer that matters:
-/// such a path is refused when the copy is put in place.)
-pub(crate) fn stat_quick(
-    store: &FsStore,
-    rel: &RelPath,
-) -> resourcesync_store::Result<Option<FileMeta>> {
-    match std::fs::symlink_metadata(rel.under(store.root())) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        _ => store.stat(rel),
-    }
-}
-
 /// Fetches the copy of `item` at `rel` (unless the state or the file in place shows it current),
 /// puts it in place through the committer and says what was done; `Err` says why every
 /// candidate (the mirrors, then the resource) failed.
@@ -404,7 +355,8 @@ pub(crate) async fn fetch(
     } else {
         ctx.state.resource(&item.uri)?
     };
-    let existing = stat_quick(&ctx.store, rel)?;
+    let existing = ctx.store.head(rel)?;
+    let existing = existing.as_ref();
     // A change the state already shows applied (a resumed run, or a change seen twice).
     if change && applied(item, prior.as_ref(), existing, &target) {
         return Ok(Outcome::Unchanged);
@@ -425,7 +377,7 @@ pub(crate) async fn fetch(
     if change && item.change == Some(Change::Updated) && item.patch.is_some() {
         let copy = prior
             .as_ref()
-            .filter(|p| !p.gone && existing.is_some_and(|m| m.is_file));
+            .filter(|p| !p.gone && existing.is_some_and(|m| m.regular));
         if let Some(p) = copy {
             match crate::fetch::patch::try_patch(ctx, item, rel, p).await {
                 Ok(n) => return Ok(Outcome::Patched(n)),
@@ -487,14 +439,14 @@ pub(crate) async fn fetch(
 fn applied(
     item: &StagedItem,
     prior: Option<&ResourceRecord>,
-    existing: Option<FileMeta>,
+    existing: Option<&ObjectMeta>,
     target: &Item,
 ) -> bool {
     let (Some(p), Some(m)) = (prior, existing) else {
         return false;
     };
     !p.gone
-        && m.is_file
+        && m.regular
         && p.length.is_none_or(|l| l == m.length)
         && has_evidence(item, p)
         && needs_update(&record_item(p), target).is_none()
@@ -508,7 +460,7 @@ async fn adopt(
     item: &StagedItem,
     rel: &RelPath,
     prior: Option<&ResourceRecord>,
-    existing: Option<FileMeta>,
+    existing: Option<&ObjectMeta>,
 ) -> std::result::Result<bool, Failed> {
     let worth_hashing =
         prior.is_none_or(|p| p.gone || item.hashes.agrees_with(&p.hashes).is_none());
@@ -516,7 +468,7 @@ async fn adopt(
         return Ok(false);
     };
     let algs = item.hashes.known_algs();
-    if !m.is_file || algs.is_empty() || item.length.is_some_and(|l| l != m.length) {
+    if !m.regular || algs.is_empty() || item.length.is_some_and(|l| l != m.length) {
         return Ok(false);
     }
     let store = ctx.store.clone();
@@ -555,7 +507,7 @@ async fn adopt(
 /// current.)
 fn conditional(
     prior: Option<&ResourceRecord>,
-    existing: Option<FileMeta>,
+    existing: Option<&ObjectMeta>,
     repair: bool,
     target: &Item,
 ) -> Option<Conditional> {
@@ -632,18 +584,13 @@ pub(crate) async fn download(
     if resp.content_length().is_some_and(|n| n > limit) {
         return Err(resourcesync_store::Error::TooLong { limit, what }.into());
     }
-    // Where no file was seen (most copies of a baseline): an unnamed file in its final
-    // directory, linked into place by the committer instead of renamed (see
-    // `FsStore::create_temp_at`; a file found there after all is replaced as usual).
+    // Where nothing was seen (most copies of a baseline), the store may take its faster path
+    // for new objects (a directory: an unnamed file in its final directory, linked into place
+    // by the committer instead of renamed; see `Store::begin_new`).
     let mut tmp = if new_path {
-        // (A panic while it was held left nothing half-done in it: the handles are usable.)
-        let mut dirs = ctx
-            .dirs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        dirs.create(&ctx.store, expect, rel)?
+        ctx.store.begin_new(rel, expect)?
     } else {
-        ctx.store.create_temp(expect)?
+        ctx.store.begin(rel, expect)?
     };
     while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
         if crate::crashpoint::fails("download") {
@@ -657,19 +604,17 @@ pub(crate) async fn download(
         ctx.obs.bytes(chunk.len() as u64);
     }
     drop(resp);
-    let store = ctx.store.clone();
     crate::crashpoint::point("before-rename");
     // Checked here (length, every published digest); synced, renamed and recorded by the
     // committer, the row only after the file is in place (crate::commit).
-    let body = if store.verify_blocks() {
-        tokio::task::spawn_blocking(move || store.verify(tmp)).await??
+    let body = if ctx.store.finish_blocks() {
+        tokio::task::spawn_blocking(move || tmp.finish()).await??
     } else {
         // A write of what is buffered and the digests' last block: no waiting for the disk.
-        store.verify(tmp)?
+        tmp.finish()?
     };
     Ok(Fetched::Verified(Box::new(Pending {
         body,
-        rel: rel.clone(),
         row: ResourceRecord {
             uri: item.uri.clone(),
             source: ctx.key.clone(),
@@ -711,7 +656,7 @@ pub(crate) async fn delete(
         let state = ctx.state.clone();
         let (uri, key) = (item.uri.clone(), ctx.key.clone());
         blocking(move || {
-            store.remove(&path)?;
+            store.delete(&path)?;
             state.remove_resource(&uri)?;
             state.remove_pending(&key, &uri)?;
             Ok(())

@@ -282,10 +282,11 @@ fn patch_and_commit(
         .ok_or_else(|| {
             fail("the patched copy does not have the published length and digests".into())
         })?;
-    // Through the store like a download: temporary file, verified again, renamed.
-    let mut tmp = ctx.store.create_temp(expect)?;
-    tmp.write(&chosen)?;
-    let c = ctx.store.commit(tmp, rel)?;
+    // Through the store like a download: an upload, verified again, put in place.
+    let c = ctx
+        .store
+        .put(rel, expect, &mut chosen.as_slice())?
+        .committed;
     let rec = ResourceRecord {
         uri: item.uri.clone(),
         source: ctx.key.clone(),

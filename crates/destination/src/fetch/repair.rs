@@ -60,8 +60,8 @@ pub(crate) fn check_page(
 
 /// Why the copy of `r` is not what the state records, if it is not.
 fn damage(ctx: &Ctx, r: &ResourceRecord, rel: &RelPath, how: CheckCopies) -> Option<String> {
-    let m = match ctx.store.stat(rel) {
-        Ok(Some(m)) if m.is_file => m,
+    let m = match ctx.store.head(rel) {
+        Ok(Some(m)) if m.regular => m,
         Ok(_) => return Some("missing".into()),
         Err(e) => return Some(e.to_string()),
     };

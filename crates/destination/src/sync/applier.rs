@@ -3,10 +3,11 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+
 use std::time::Instant;
 
 use resourcesync_model::{Change, Entry, W3cDateTime};
-use resourcesync_store::{FsStore, SourceCursor, SqliteState, StateStore};
+use resourcesync_store::{SourceCursor, Store};
 
 use crate::commit::Committer;
 use crate::discover::SourceInfo;
@@ -17,6 +18,7 @@ use crate::mapping::UriMapper;
 use crate::options::SyncOptions;
 use crate::plan::after;
 use crate::plan::staging::StagedItem;
+use crate::ports::{OpenState, directory_store, state_opener};
 use crate::report::{Mode, Observer, SyncReport};
 
 /// Applies pushed changes (Change Notification 1.0.1 §3) through the same path as an
@@ -28,7 +30,8 @@ use crate::report::{Mode, Observer, SyncReport};
 #[derive(Debug)]
 pub(crate) struct Applier {
     http: Arc<Http>,
-    store: Arc<FsStore>,
+    store: Arc<dyn Store>,
+    open_state: OpenState,
     state_path: PathBuf,
     mapper: UriMapper,
     delete: bool,
@@ -53,7 +56,8 @@ impl Applier {
     ) -> Result<Self> {
         Ok(Applier {
             http: Arc::new(Http::new(opts.http.clone())?),
-            store: Arc::new(FsStore::open(&opts.dest)?),
+            store: directory_store(&opts.dest)?,
+            open_state: state_opener(opts.state_path()),
             state_path: opts.state_path(),
             mapper: UriMapper::new(&base)?,
             delete: opts.delete,
@@ -67,12 +71,11 @@ impl Applier {
 
     /// Opens the state (until the session is dropped).
     pub(crate) fn session(&self) -> Result<Session> {
-        let state: Arc<dyn StateStore> = Arc::new(SqliteState::open(&self.state_path)?);
+        let state = self.open_state.open()?;
         Ok(Session(Arc::new(Ctx {
             http: self.http.clone(),
             store: self.store.clone(),
             committer: Committer::start(self.store.clone(), state.clone())?,
-            dirs: Mutex::default(),
             state_error: Mutex::default(),
             state_path: self.state_path.clone(),
             state,

@@ -319,8 +319,8 @@ fn intact(ctx: &Ctx, o: &Item) -> Result<bool> {
     Ok(match ctx.mapper.map(&o.uri) {
         Ok(rel) => ctx
             .store
-            .stat(&rel)?
-            .is_some_and(|m| m.is_file && o.length.is_none_or(|l| l == m.length)),
+            .head(&rel)?
+            .is_some_and(|m| m.regular && o.length.is_none_or(|l| l == m.length)),
         Err(_) => true,
     })
 }

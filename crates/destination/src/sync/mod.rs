@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use resourcesync_model::W3cDateTime;
-use resourcesync_store::{FsStore, SourceCursor, SqliteState, StateStore};
+use resourcesync_store::SourceCursor;
 
 use crate::commit::Committer;
 use crate::discover::docs::DocFetcher;
@@ -53,28 +53,105 @@ use crate::mapping::{UriMapper, base_url};
 use crate::options::SyncOptions;
 use crate::plan::after;
 use crate::plan::staging::Staging;
+use crate::ports::Ports;
 use crate::report::{Mode, Observer, SyncReport};
 
 use baseline::{AbortOnDrop, after_dump, baseline, baseline_with, stage_list};
 use incremental::incremental;
 
-/// Synchronizes a destination directory with a Source (see the module docs).
+/// Synchronizes a destination directory with a Source (see the module docs): the copies in
+/// `opts.dest`, the state in SQLite ([`Ports::directory`]; read only for a dry run). A program
+/// that keeps its copies or its state elsewhere builds a [`Destination`] from its own ports.
 pub async fn sync(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
+    with_deadline(opts, async {
+        let started = Instant::now();
+        let http = Arc::new(Http::new(opts.http.clone())?);
+        let info = find_source(opts, &http, obs.as_ref()).await?;
+        // Nothing is created under DEST before the Source is found.
+        let ports = open_ports(opts)?;
+        run(&ports, http, info, opts, obs, started).await
+    })
+    .await
+}
+
+async fn with_deadline<T>(
+    opts: &SyncOptions,
+    f: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
     match opts.deadline {
-        Some(d) => tokio::time::timeout(d, sync_inner(opts, obs))
+        Some(d) => tokio::time::timeout(d, f)
             .await
             .map_err(|_| Error::Deadline(d))?,
-        None => sync_inner(opts, obs).await,
+        None => f.await,
     }
 }
 
-async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
-    let started = Instant::now();
-    let http = Arc::new(Http::new(opts.http.clone())?);
-    let info = find_source(opts, &http, obs.as_ref()).await?;
-    let (store, fetcher, _scratch) = open_dest(opts, &http)?;
-    let state_path = opts.state_path();
-    let state = open_state(opts, &state_path)?;
+/// The ports of `opts.dest`: read only for a dry run (nothing written under DEST).
+fn open_ports(opts: &SyncOptions) -> Result<Ports> {
+    let state = opts.state_path();
+    if opts.dry_run {
+        Ok(Ports::directory_read_only(&opts.dest, &state)?.0)
+    } else {
+        Ports::directory(&opts.dest, &state)
+    }
+}
+
+/// A Destination of one Source: its URL, the [`Ports`] its copies and state go to, and the
+/// HTTP client that fetches them. The engine behind [`sync()`], for programs that inject their
+/// own store and state (any that pass `resourcesync_store::conformance`).
+#[derive(Debug)]
+pub struct Destination {
+    url: String,
+    ports: Ports,
+    http: Arc<Http>,
+}
+
+impl Destination {
+    /// A Destination of the Source at `url` (any URL discovery starts from, Z39.99-2014
+    /// §6.3), keeping its copies and state in `ports`, fetching with `http`.
+    pub fn new(url: impl Into<String>, ports: Ports, http: Http) -> Self {
+        Destination {
+            url: url.into(),
+            ports,
+            http: Arc::new(http),
+        }
+    }
+
+    /// Its ports.
+    pub fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    /// One sync run (see the module docs), with the options of `opts` but its URL, its
+    /// destination directory and its state path, which are the Destination's.
+    pub async fn sync(&self, opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
+        let mut opts = opts.clone();
+        opts.url.clone_from(&self.url);
+        let opts = &opts;
+        with_deadline(opts, async {
+            let started = Instant::now();
+            let info = find_source(opts, &self.http, obs.as_ref()).await?;
+            run(&self.ports, self.http.clone(), info, opts, obs, started).await
+        })
+        .await
+    }
+}
+
+/// A run, once the Source is found: the ports are written to only from here on.
+async fn run(
+    ports: &Ports,
+    http: Arc<Http>,
+    info: SourceInfo,
+    opts: &SyncOptions,
+    obs: Arc<dyn Observer>,
+    started: Instant,
+) -> Result<SyncReport> {
+    let fetcher = DocFetcher {
+        http: http.clone(),
+        dir: ports.scratch.clone(),
+        max_bytes: opts.max_document_bytes,
+    };
+    let (store, state) = (ports.store.clone(), ports.state.clone());
     let mut warnings = info.warnings.clone();
     for w in &warnings {
         obs.warning(w);
@@ -90,7 +167,6 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
     } else {
         None
     };
-    let store = Arc::new(store);
     let ctx = Arc::new(Ctx {
         http,
         store: store.clone(),
@@ -103,9 +179,8 @@ async fn sync_inner(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncRe
         obs: obs.clone(),
         dumped,
         committer: Committer::start(store.clone(), state.clone())?,
-        dirs: Mutex::default(),
         state_error: Mutex::default(),
-        state_path,
+        state_path: ports.state_name.clone(),
     });
     let earlier = delete_gone(&ctx, opts).await?;
     let mut exec = Exec::new(ctx.clone(), opts.concurrency);
@@ -224,51 +299,6 @@ async fn find_source(
     drop(discovery_dir);
     info.check_usable(opts.use_dumps, false)?;
     Ok(info)
-}
-
-/// The store of DEST and the fetcher of the run's documents, with their scratch space: inside
-/// DEST (same file system, cleaned on the next run), or for a dry run a temporary directory
-/// elsewhere (returned, to be kept for the run), so that a dry run writes nothing under DEST.
-fn open_dest(
-    opts: &SyncOptions,
-    http: &Arc<Http>,
-) -> Result<(FsStore, DocFetcher, Option<tempfile::TempDir>)> {
-    let (store, scratch, holder) = if opts.dry_run {
-        let holder =
-            tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))?;
-        let dir = holder.path().to_path_buf();
-        (FsStore::existing(&opts.dest), dir, Some(holder))
-    } else {
-        let s = FsStore::open(&opts.dest)?;
-        s.clean_tmp()?;
-        let dir = opts.dest.join(resourcesync_store::STATE_DIR).join("tmp");
-        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with("staging-") || name.starts_with("doc-") {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-        (s, dir, None)
-    };
-    let fetcher = DocFetcher {
-        http: http.clone(),
-        dir: scratch,
-        max_bytes: opts.max_document_bytes,
-    };
-    Ok((store, fetcher, holder))
-}
-
-/// The state database: read only for a dry run (in memory when there is none yet).
-fn open_state(opts: &SyncOptions, state_path: &std::path::Path) -> Result<Arc<dyn StateStore>> {
-    Ok(if opts.dry_run {
-        match SqliteState::open_read_only(state_path)? {
-            Some(s) => Arc::new(s),
-            None => Arc::new(SqliteState::in_memory()?),
-        }
-    } else {
-        Arc::new(SqliteState::open(state_path)?)
-    })
 }
 
 /// What a run reads, decided from what the Source offers and the cursor.
@@ -394,7 +424,7 @@ async fn run_lists(
                     format!(
                         "to diff the copy against, and its Change Lists do not reach back to the \
                          cursor: to start over, sync into a new directory (or remove {})",
-                        opts.state_path().display()
+                        ctx.state_path.display()
                     ),
                 )?;
                 let at = baseline(ctx, fetcher, exec, &rl, w).await?;

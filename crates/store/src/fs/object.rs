@@ -190,6 +190,15 @@ impl Store for FsStore {
     }
 
     fn head(&self, key: &RelPath) -> Result<Option<ObjectMeta>> {
+        // One `lstat` of the full path when nothing is there (most keys of a baseline): the
+        // checks of every directory on the way are made only for what exists. (Nothing found
+        // through a symbolic link on the way is no answer that matters: such a path is refused
+        // when a body is placed.)
+        let target = key.under(&self.root);
+        if matches!(fs::symlink_metadata(&target), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        {
+            return Ok(None);
+        }
         if !self.parents(key, false)? {
             return Ok(None);
         }
@@ -212,6 +221,11 @@ impl Store for FsStore {
         f: &mut dyn FnMut(Result<(RelPath, ObjectMeta)>) -> Result<ControlFlow<()>>,
     ) -> Result<()> {
         let after = after.map(RelPath::as_str);
+        // A directory that is not there holds nothing (a store over a DEST not created yet).
+        if matches!(fs::symlink_metadata(&self.root), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        {
+            return Ok(());
+        }
         // One level per directory being walked: its path, its key prefix and its entries left.
         let Some(top) = self.sorted_entries(&self.root, "", f)? else {
             return Ok(());
@@ -255,6 +269,22 @@ impl Store for FsStore {
 
     fn set_modified(&self, key: &RelPath, t: SystemTime) -> Result<bool> {
         FsStore::set_modified(self, key, t).map(|()| true)
+    }
+
+    fn blocked(&self, key: &RelPath) -> Result<bool> {
+        // One `lstat`: a directory at the key, or a non-directory on the way.
+        match fs::symlink_metadata(key.under(&self.root)) {
+            Ok(m) => Ok(m.is_dir()),
+            Err(e) => Ok(e.kind() == std::io::ErrorKind::NotADirectory),
+        }
+    }
+
+    fn finish_blocks(&self) -> bool {
+        self.verify_blocks()
+    }
+
+    fn clean_interrupted(&self) -> Result<u64> {
+        self.clean_tmp()
     }
 
     fn crash_safe(&self) -> bool {

@@ -1,0 +1,148 @@
+//! What a Destination reads and writes, injected by its caller: the [`Store`] its copies go to,
+//! the [`StateStore`] that remembers them (cursors, rows, pending changes), and a local scratch
+//! directory for the documents of a run (never the copies). The engine (`sync`, `audit`, `push`)
+//! only ever uses these: no engine code opens SQLite or the destination directory by itself.
+//!
+//! [`Ports::directory`] and [`Ports::directory_read_only`] are today's layout: the copies in a
+//! directory (`FsStore`), the state in SQLite inside it (`.resourcesync/state.sqlite`, or
+//! `--state`). An embedding program (an aggregator) builds its own: any store and state that
+//! pass the conformance suites of `resourcesync_store::conformance`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use resourcesync_store::{FsStore, SqliteState, StateStore, Store};
+
+use crate::error::{Error, Result};
+
+/// The store, the state and the scratch space of a Destination.
+#[derive(Debug, Clone)]
+pub struct Ports {
+    /// Where the copies go.
+    pub store: Arc<dyn Store>,
+    /// What the Destination remembers between runs.
+    pub state: Arc<dyn StateStore>,
+    /// A local directory for the documents and staging files of a run (names starting with
+    /// `doc-` and `staging-`, removed at the start of the next run that writes).
+    pub scratch: PathBuf,
+    /// How messages name the state (its file, or a description).
+    pub state_name: PathBuf,
+    /// Keeps a temporary scratch directory alive as long as the ports.
+    _held: Option<Arc<tempfile::TempDir>>,
+}
+
+impl Ports {
+    /// Ports from a store, a state and a scratch directory (which must exist).
+    pub fn new(
+        store: Arc<dyn Store>,
+        state: Arc<dyn StateStore>,
+        scratch: impl Into<PathBuf>,
+        state_name: impl Into<PathBuf>,
+    ) -> Self {
+        Ports {
+            store,
+            state,
+            scratch: scratch.into(),
+            state_name: state_name.into(),
+            _held: None,
+        }
+    }
+
+    /// Ports whose scratch directory is a new temporary one, removed with the last clone.
+    pub fn with_temp_scratch(
+        store: Arc<dyn Store>,
+        state: Arc<dyn StateStore>,
+        state_name: impl Into<PathBuf>,
+    ) -> Result<Self> {
+        let held = temp_dir()?;
+        Ok(Ports {
+            store,
+            state,
+            scratch: held.path().to_path_buf(),
+            state_name: state_name.into(),
+            _held: Some(Arc::new(held)),
+        })
+    }
+
+    /// The copies in `dest` (created as needed, with its `.resourcesync/tmp` folder, which is
+    /// also the scratch space: same file system), the state in SQLite at `state` (created as
+    /// needed). Files left there by an interrupted run are removed.
+    pub fn directory(dest: &Path, state: &Path) -> Result<Self> {
+        let store = FsStore::open(dest)?;
+        store.clean_tmp()?;
+        let scratch = dest.join(resourcesync_store::STATE_DIR).join("tmp");
+        for e in std::fs::read_dir(&scratch).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("staging-") || name.starts_with("doc-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let sqlite = SqliteState::open(state)?;
+        Ok(Ports::new(
+            Arc::new(store),
+            Arc::new(sqlite),
+            scratch,
+            state,
+        ))
+    }
+
+    /// The copies in `dest` and the state at `state`, for reading only (an audit, a dry run):
+    /// nothing is created or written under `dest`, which need not exist; the scratch space is a
+    /// temporary directory elsewhere. Without a state database, an empty one in memory (and
+    /// `false`).
+    pub fn directory_read_only(dest: &Path, state: &Path) -> Result<(Self, bool)> {
+        let store: Arc<dyn Store> = Arc::new(FsStore::existing(dest));
+        let (sqlite, found) = match SqliteState::open_read_only(state)? {
+            Some(s) => (s, true),
+            None => (SqliteState::in_memory()?, false),
+        };
+        Ok((
+            Ports::with_temp_scratch(store, Arc::new(sqlite), state)?,
+            found,
+        ))
+    }
+}
+
+/// Opens the state for a while: for users that hold it only while they work (the push
+/// applier, per payload), since a SQLite state is locked by one user at a time and a catch-up
+/// sync opens it in between.
+#[derive(Clone)]
+pub struct OpenState(Arc<dyn Fn() -> Result<Arc<dyn StateStore>> + Send + Sync>);
+
+impl OpenState {
+    /// Opens the state each time with `f`.
+    pub fn new(f: impl Fn() -> Result<Arc<dyn StateStore>> + Send + Sync + 'static) -> Self {
+        OpenState(Arc::new(f))
+    }
+
+    /// The same state every time (one that several users may hold at once).
+    pub fn shared(state: Arc<dyn StateStore>) -> Self {
+        OpenState::new(move || Ok(state.clone()))
+    }
+
+    /// Opens it.
+    pub fn open(&self) -> Result<Arc<dyn StateStore>> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for OpenState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OpenState")
+    }
+}
+
+/// Opens the SQLite state at `path` each time (see [`OpenState`]).
+pub fn state_opener(path: PathBuf) -> OpenState {
+    OpenState::new(move || Ok(Arc::new(SqliteState::open(&path)?) as Arc<dyn StateStore>))
+}
+
+/// The store of the copies in `dest` (created as needed).
+pub fn directory_store(dest: &Path) -> Result<Arc<dyn Store>> {
+    Ok(Arc::new(FsStore::open(dest)?))
+}
+
+fn temp_dir() -> Result<tempfile::TempDir> {
+    tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))
+}
