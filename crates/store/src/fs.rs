@@ -34,7 +34,8 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use resourcesync_model::{HashAlg, Hashes, MultiHasher};
+#[cfg(test)]
+use resourcesync_model::MultiHasher;
 
 use crate::error::{Error, Result};
 pub use crate::object::{Committed, Expect, Placed};
@@ -103,18 +104,20 @@ impl Write for Sink {
     }
 }
 
+#[cfg(test)]
 /// A body being received: a temporary file that counts, hashes and caps what is written.
 #[derive(Debug)]
-pub struct TempFile {
+pub(crate) struct TempFile {
     out: BufWriter<Sink>,
     hasher: MultiHasher,
     expect: Expect,
     written: u64,
 }
 
+#[cfg(test)]
 impl TempFile {
     /// Appends bytes. Fails, keeping nothing, once the body would pass its limit.
-    pub fn write(&mut self, buf: &[u8]) -> Result<()> {
+    pub(crate) fn write(&mut self, buf: &[u8]) -> Result<()> {
         let (limit, what) = self.expect.limit();
         let total = self.written.saturating_add(buf.len() as u64);
         if total > limit {
@@ -127,23 +130,13 @@ impl TempFile {
         self.written = total;
         Ok(())
     }
-
-    /// Bytes written so far.
-    pub fn written(&self) -> u64 {
-        self.written
-    }
-
-    /// What the body must be.
-    pub fn expect(&self) -> &Expect {
-        &self.expect
-    }
 }
 
 /// A body received and verified but not yet in place: the first half of [`FsStore::commit`], for
 /// commits in batches (see [`FsStore::place`] and [`FsStore::sync`]). Dropped without being placed,
 /// its temporary file is removed.
 #[derive(Debug)]
-pub struct Verified {
+pub(crate) struct Verified {
     held: Held,
     committed: Committed,
 }
@@ -158,34 +151,30 @@ enum Held {
     Anon(anon::AnonFile),
 }
 
-impl Verified {
-    /// Its length and digests.
-    pub fn committed(&self) -> &Committed {
-        &self.committed
-    }
-}
+impl Verified {}
 
 /// The directories of a batch already checked by [`FsStore::place_in`] (each a real directory
 /// under the destination, not a symbolic link), so that a batch of many files in few
 /// directories checks each directory once. Keep one for a batch only: a directory checked long
 /// ago may have been replaced since.
 #[derive(Debug, Default)]
-pub struct DirCache {
+pub(crate) struct DirCache {
     dirs: std::collections::HashSet<String>,
 }
 
 impl DirCache {
+    #[cfg(test)]
     /// Forgets every directory checked.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.dirs.clear();
     }
 }
 
-/// The directories opened for unnamed temporary files (see [`FsStore::create_temp_at`]), so
+/// The directories opened for unnamed temporary files (see [`Store::begin_new`](crate::Store::begin_new)), so
 /// that many files in few directories open each directory once. Keep one for a package or a
 /// batch, not longer: a directory opened long ago may have been moved since.
 #[derive(Debug, Default)]
-pub struct DirHandles {
+pub(crate) struct DirHandles {
     #[cfg(target_os = "linux")]
     pub(crate) dirs: std::collections::HashMap<String, std::sync::Arc<anon::Dir>>,
     /// The store's count of directories removed when these were opened (see the `anon`
@@ -196,15 +185,16 @@ pub struct DirHandles {
 
 impl DirHandles {
     /// Forgets (closes) every directory handle.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         #[cfg(target_os = "linux")]
         self.dirs.clear();
     }
 }
 
+#[cfg(test)]
 /// What is at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileMeta {
+pub(crate) struct FileMeta {
     /// Size in bytes.
     pub length: u64,
     /// Its modification time, where the file system gives one.
@@ -230,7 +220,7 @@ impl FsStore {
     /// Whether [`FsStore::verify`] waits for the disk (it `fsync`s each file where the file system
     /// cannot be synced as a whole; see [`FsStore::sync`]): callers on an async runtime then run it
     /// on a blocking thread.
-    pub fn verify_blocks(&self) -> bool {
+    pub(crate) fn verify_blocks(&self) -> bool {
         !SYNC_WHOLE_FS
     }
 
@@ -277,6 +267,7 @@ impl FsStore {
         0
     }
 
+    #[cfg(test)]
     /// Starts receiving the body of the copy at `rel`, which is expected to be new (no file at
     /// `rel`): on Linux, an unnamed temporary file (`O_TMPFILE`) in the directory of `rel`
     /// (created as needed, never through a symbolic link), named by [`FsStore::place_in`] with one
@@ -287,7 +278,7 @@ impl FsStore {
     /// being placed (a refused body), the file takes away the directories created for it that
     /// are empty and in which no other unnamed file is in flight (never one that was there
     /// before or into which a copy was placed).
-    pub fn create_temp_at(
+    pub(crate) fn create_temp_at(
         &self,
         expect: Expect,
         rel: &RelPath,
@@ -506,6 +497,7 @@ fn open_nofollow(p: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+#[cfg(test)]
 /// A [`TempFile`] writing to `sink`.
 fn temp_file(sink: Sink, expect: Expect) -> TempFile {
     let algs = expect.algs();
@@ -553,8 +545,9 @@ fn seal(out: BufWriter<Sink>, modified: Option<SystemTime>) -> Result<Held> {
 /// The file-system operations (the engine's fast paths, see the module documentation); the
 /// [`crate::Store`] port is built on them.
 impl FsStore {
+    #[cfg(test)]
     /// Starts receiving a body.
-    pub fn create_temp(&self, expect: Expect) -> Result<TempFile> {
+    pub(crate) fn create_temp(&self, expect: Expect) -> Result<TempFile> {
         Ok(temp_file(self.named_sink()?, expect))
     }
 
@@ -567,9 +560,10 @@ impl FsStore {
         Ok(Sink::Named(tmp))
     }
 
+    #[cfg(test)]
     /// Verifies a received body and puts it at `rel` atomically and durably (the file and its
     /// directory synced): [`FsStore::verify`], [`FsStore::sync`], [`FsStore::place`], [`FsStore::sync`].
-    pub fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed> {
+    pub(crate) fn commit(&self, tmp: TempFile, rel: &RelPath) -> Result<Committed> {
         let v = self.verify(tmp)?;
         let rels = std::slice::from_ref(rel);
         self.sync(&[])?;
@@ -578,9 +572,10 @@ impl FsStore {
         Ok(c)
     }
 
+    #[cfg(test)]
     /// Flushes a received body and checks it against its length and digests, without waiting
     /// for the disk or putting it in place.
-    pub fn verify(&self, tmp: TempFile) -> Result<Verified> {
+    pub(crate) fn verify(&self, tmp: TempFile) -> Result<Verified> {
         let TempFile {
             out,
             hasher,
@@ -600,10 +595,11 @@ impl FsStore {
         })
     }
 
+    #[cfg(test)]
     /// Puts a verified body at `rel` (a rename), without waiting for the disk. Call
     /// [`FsStore::sync`] before, so that the data is on disk before the name, and after, before
     /// recording the copy anywhere.
-    pub fn place(&self, v: Verified, rel: &RelPath) -> Result<Committed> {
+    pub(crate) fn place(&self, v: Verified, rel: &RelPath) -> Result<Committed> {
         let path = match v.held {
             Held::Named(p) => p,
             #[cfg(target_os = "linux")]
@@ -639,7 +635,12 @@ impl FsStore {
 
     /// [`FsStore::place`] for one copy of a batch: the directories `dirs` holds are not checked
     /// again (those checked here are added), and the result says whether a file was replaced.
-    pub fn place_in(&self, v: Verified, rel: &RelPath, dirs: &mut DirCache) -> Result<Placed> {
+    pub(crate) fn place_in(
+        &self,
+        v: Verified,
+        rel: &RelPath,
+        dirs: &mut DirCache,
+    ) -> Result<Placed> {
         let Verified { held, committed } = v;
         let path = match held {
             Held::Named(p) => p,
@@ -678,7 +679,7 @@ impl FsStore {
     /// Makes what was written and renamed through this store so far durable. `placed` are the
     /// paths placed since the last call (their directories need syncing where the whole file
     /// system cannot be synced at once). See [`FsStore`] for how.
-    pub fn sync(&self, placed: &[RelPath]) -> Result<()> {
+    pub(crate) fn sync(&self, placed: &[RelPath]) -> Result<()> {
         if SYNC_WHOLE_FS {
             // One syncfs(2) writes back every dirty page and inode of the file system: the
             // bodies verified since the last call and the directories they were renamed into,
@@ -699,7 +700,7 @@ impl FsStore {
     }
 
     /// Removes the copy at `rel` (and the directories it leaves empty); whether there was one.
-    pub fn remove(&self, rel: &RelPath) -> Result<bool> {
+    pub(crate) fn remove(&self, rel: &RelPath) -> Result<bool> {
         if !self.parents(rel, false)? {
             return Ok(false);
         }
@@ -774,7 +775,7 @@ impl FsStore {
     }
 
     /// Gives the copy at `rel` the modification time `t` (see [`Expect::modified`]).
-    pub fn set_modified(&self, rel: &RelPath, t: SystemTime) -> Result<()> {
+    pub(crate) fn set_modified(&self, rel: &RelPath, t: SystemTime) -> Result<()> {
         if !self.parents(rel, false)? {
             return Err(Error::io(
                 rel.under(&self.root),
@@ -787,8 +788,9 @@ impl FsStore {
         f.set_modified(t).map_err(|e| Error::io(&target, e))
     }
 
+    #[cfg(test)]
     /// What is at `rel`, if anything (directories count as nothing).
-    pub fn stat(&self, rel: &RelPath) -> Result<Option<FileMeta>> {
+    pub(crate) fn stat(&self, rel: &RelPath) -> Result<Option<FileMeta>> {
         if !self.parents(rel, false)? {
             return Ok(None);
         }
@@ -805,9 +807,13 @@ impl FsStore {
         }
     }
 
+    #[cfg(test)]
     /// Every copy, in no particular order (the Destination's own folder left out). Names that
     /// are not valid [`RelPath`]s are passed as errors.
-    pub fn list(&self, f: &mut dyn FnMut(Result<(RelPath, FileMeta)>) -> Result<()>) -> Result<()> {
+    pub(crate) fn list(
+        &self,
+        f: &mut dyn FnMut(Result<(RelPath, FileMeta)>) -> Result<()>,
+    ) -> Result<()> {
         // Depth-first, without following symbolic links; one directory handle open at a time
         // per level.
         let mut stack: Vec<(PathBuf, String)> = vec![(self.root.clone(), String::new())];
@@ -848,13 +854,6 @@ impl FsStore {
             }
         }
         Ok(())
-    }
-    /// Hashes the copy at `rel`: its length and digests of `algs`.
-    pub fn hash(&self, rel: &RelPath, algs: &[HashAlg]) -> Result<(u64, Hashes)> {
-        let r = self.open_copy(rel)?;
-        MultiHasher::new(algs)
-            .hash_reader(r)
-            .map_err(|e| Error::io(rel.as_str(), e))
     }
 }
 

@@ -27,7 +27,7 @@ pub mod state;
 
 pub use error::{Error, Result};
 pub use fs::STATE_DIR;
-pub use fs::{DirCache, DirHandles, FileMeta, FsStore, TempFile, Verified, child_rel};
+pub use fs::{FsStore, child_rel};
 pub use mem::MemStore;
 pub use object::{
     Committed, Expect, Finished, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload,

@@ -1,6 +1,7 @@
 //! Unit tests of `fs`.
 
 use super::*;
+use resourcesync_model::Hashes;
 
 fn expect_abc(length: Option<u64>, hash: &str) -> Expect {
     Expect {
