@@ -3,7 +3,8 @@
 //! [`needs_update`] is the single rule that decides whether a copy differs from its original
 //! (Z39.99-2014 §5.2 leaves the comparison to the Destination): lengths first, when both are
 //! known; then a digest of an algorithm both sides have; then `<lastmod>`. [`diff_sorted`] merges
-//! two inventories sorted by URI in one pass and constant memory.
+//! two inventories sorted by URI in one pass and constant memory. [`last_per_key`] is the rule
+//! "several changes of one URI collapse to the last" (§12.1).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -11,7 +12,9 @@ use std::cmp::Ordering;
 
 use resourcesync_model::{Hashes, W3cDateTime};
 
+pub mod collapse;
 pub mod merge;
+pub use collapse::last_per_key;
 pub use merge::{MergeBy, Merged, merge_by};
 
 /// What is known of one resource: at the Source (from a Resource List or a scan) or at the

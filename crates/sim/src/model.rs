@@ -30,7 +30,7 @@
 //! still not in sync, so that their latency is measured.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BinaryHeap, HashSet};
 use std::time::Instant;
 
 use resourcesync_diff::{Action, Item, diff_sorted, needs_update};
@@ -419,16 +419,10 @@ impl<'a> Sim<'a> {
                 }
                 // Changes after the cursor, the last of each URI, in order of last occurrence.
                 let first = self.log.partition_point(|&(_, _, at)| at <= self.cursor);
-                let mut last: HashMap<u64, usize> = HashMap::new();
-                for (pos, &(j, _, _)) in self.log[first..].iter().enumerate() {
-                    last.insert(self.changes[j].state.id, pos);
-                }
-                it.changes = self.log[first..]
-                    .iter()
-                    .enumerate()
-                    .filter(|(pos, (j, _, _))| last.get(&self.changes[*j].state.id) == Some(pos))
-                    .map(|(_, &(j, _, _))| j)
-                    .collect();
+                it.changes = resourcesync_diff::last_per_key(
+                    self.log[first..].iter().map(|&(j, _, _)| j),
+                    |&j| self.changes[j].state.id,
+                );
                 self.cursor = s;
             }
             Strategy::Push => return,

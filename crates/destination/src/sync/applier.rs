@@ -113,24 +113,19 @@ impl Applier {
     /// applied in the order of their last occurrence, as in [`incremental`]).
     pub(crate) async fn apply(&self, s: &Session, entries: Vec<Entry>) -> Result<SyncReport> {
         let started = Instant::now();
-        let mut last: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        let mut items: Vec<Option<StagedItem>> = Vec::with_capacity(entries.len());
-        let mut other = 0u64;
-        for e in &entries {
-            match e.change() {
-                Some(Change::Created | Change::Updated | Change::Deleted) => {}
-                _ => {
-                    other += 1;
-                    continue;
-                }
-            }
-            if let Some(i) = last.insert(e.loc.clone(), items.len()) {
-                items[i] = None;
-            }
-            items.push(Some(StagedItem::from_entry(e)));
-        }
+        let known = |e: &&Entry| {
+            matches!(
+                e.change(),
+                Some(Change::Created | Change::Updated | Change::Deleted)
+            )
+        };
+        let other = entries.iter().filter(|e| !known(e)).count() as u64;
+        let items = resourcesync_diff::last_per_key(
+            entries.iter().filter(known).map(StagedItem::from_entry),
+            |it| it.uri.clone(),
+        );
         let mut exec = Exec::new(s.0.clone(), self.concurrency);
-        for item in items.into_iter().flatten() {
+        for item in items {
             let kind = if item.change == Some(Change::Deleted) {
                 JobKind::Delete
             } else {
