@@ -190,23 +190,21 @@ impl Store for FsStore {
     }
 
     fn head(&self, key: &RelPath) -> Result<Option<ObjectMeta>> {
-        // One `lstat` of the full path when nothing is there (most keys of a baseline): the
-        // checks of every directory on the way are made only for what exists. (Nothing found
-        // through a symbolic link on the way is no answer that matters: such a path is refused
-        // when a body is placed.)
+        // One `lstat` of the full path: when nothing is there (most keys of a baseline) that is
+        // the answer, and the directories on the way are checked only for what exists. (Nothing
+        // found through a symbolic link on the way is no answer that matters: such a path is
+        // refused when a body is placed.)
         let target = key.under(&self.root);
-        if matches!(fs::symlink_metadata(&target), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-        {
-            return Ok(None);
-        }
+        let m = match fs::symlink_metadata(&target) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            r => r,
+        };
         if !self.parents(key, false)? {
             return Ok(None);
         }
-        let target = key.under(&self.root);
-        match fs::symlink_metadata(&target) {
+        match m {
             Ok(m) if m.is_dir() => Ok(None),
             Ok(m) => Ok(Some(meta_of(&m))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(&target, e)),
         }
     }
