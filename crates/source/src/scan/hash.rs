@@ -245,4 +245,3 @@ fn prepare(
     }
     Ok(Prepared { resource, rendered })
 }
-

@@ -211,7 +211,10 @@ impl Iterator for KnownPages<'_, '_> {
             return None;
         }
         let mut rows = Vec::with_capacity(KNOWN_PAGE);
-        if let Err(e) = self.rec.known_page(self.last.as_deref(), KNOWN_PAGE, &mut rows) {
+        if let Err(e) = self
+            .rec
+            .known_page(self.last.as_deref(), KNOWN_PAGE, &mut rows)
+        {
             *self.error.borrow_mut() = Some(e);
             self.done = true;
             return None;
@@ -277,6 +280,7 @@ impl Recording<'_, '_> {
         while let Some(chunk) = self.early.remove(&self.turn) {
             self.turn += 1;
             self.record(chunk)?;
+            crate::crashpoint::point("scan-batch");
         }
         Ok(())
     }
@@ -481,7 +485,10 @@ pub fn scan(
                     }
                 }
                 if batch.len() == BATCH {
-                    send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)), &mut r)?;
+                    send(
+                        std::mem::replace(&mut batch, Vec::with_capacity(BATCH)),
+                        &mut r,
+                    )?;
                 }
                 if known_error.borrow().is_some() {
                     break;
