@@ -34,7 +34,7 @@ fn tricky_names() -> Vec<String> {
         "é/x".into(),
         "e/x".into(),
     ];
-    for i in 0..5000 {
+    for i in 0..7000 {
         v.push(format!("d{}/f{i:05}.txt", i % 7));
         if i % 500 == 0 {
             v.push(format!("d{}-{i}/g.txt", i % 7));

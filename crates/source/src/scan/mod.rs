@@ -53,9 +53,10 @@ impl Default for ScanOptions {
 /// for people, not synchronization).
 #[derive(Debug, Default)]
 pub struct ScanProgress {
-    /// Whether the tree has been listed (until then `to_read` is not known).
+    /// Whether the tree has been listed (until then `to_read` counts the files found so far:
+    /// they are read while the listing goes on).
     pub listed: AtomicBool,
-    /// Files to read and hash (new or changed since the previous snapshot).
+    /// Files to read and hash (new or changed since the previous snapshot), found so far.
     pub to_read: AtomicU64,
     /// Files read and hashed (or skipped) so far.
     pub read: AtomicU64,
