@@ -501,7 +501,6 @@ pub fn scan(
             if !batch.is_empty() {
                 send(batch, &mut r)?;
             }
-            drop(send);
             if let Some(p) = progress {
                 p.listed.store(true, Ordering::Relaxed);
             }

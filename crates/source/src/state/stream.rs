@@ -88,8 +88,18 @@ impl Recorder<'_> {
     }
 
     /// Empties the queue of changes (a scan starts; it is empty unless a scan failed and its
-    /// transaction was not rolled back).
+    /// transaction was not rolled back). Nothing is written when it is empty (a scan that
+    /// finds nothing new commits no page, and syncs nothing).
     pub fn clear_queued(&self) -> Result<()> {
+        let any: bool = self
+            .tx
+            .prepare_cached("SELECT EXISTS(SELECT 1 FROM scan_changes)")
+            .map_err(|e| self.err(e))?
+            .query_row([], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        if !any {
+            return Ok(());
+        }
         self.tx
             .execute("DELETE FROM scan_changes", [])
             .map(|_| ())
