@@ -90,7 +90,16 @@ impl Drop for ScanDisplay {
 /// The line for the scan's counters.
 fn line(p: &ScanProgress) -> String {
     if !p.listed.load(Ordering::Relaxed) {
-        return "listing the files".into();
+        // The scan reads files while the listing goes on (the total is not known yet).
+        let read = p.read.load(Ordering::Relaxed);
+        if read == 0 {
+            return "listing the files".into();
+        }
+        return format!(
+            "listing the files; {read} {} read so far ({})",
+            noun(read, "file", "files"),
+            bytes(p.bytes_read.load(Ordering::Relaxed))
+        );
     }
     let (read, total) = (
         p.read.load(Ordering::Relaxed),

@@ -3,7 +3,7 @@
 //!
 //! The modules, from the bottom up (no module uses one above it):
 //!
-//! - [`error`], [`uri`]: the error type; paths ↔ URIs.
+//! - [`error`], [`uri`]: the error type; paths ↔ URIs; [`crashpoint`], a test hook.
 //! - [`inventory`]: what a Source has (the [`inventory::Inventory`] port, the directory and
 //!   in-memory implementations, their conformance suite).
 //! - [`state`]: the recorded snapshots and changes (SQLite).
@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod crashpoint;
 pub mod error;
 pub mod inventory;
 pub mod notify;

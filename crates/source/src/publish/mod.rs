@@ -170,10 +170,10 @@ fn publish_resource_list(
     // recorded this snapshot when it kept them, else read from the state.
     let mut n = 0u64;
     if let Some(lines) = state.take_rendered(id) {
-        for line in lines.lines() {
+        lines.for_each_line(|line| {
             n += 1;
-            w.write_serialized(line, None)?;
-        }
+            w.write_serialized(line, None).map_err(Error::from)
+        })?;
     } else {
         state.for_each_resource(|r| {
             n += 1;

@@ -6,20 +6,22 @@
 //! content it no longer has; a file that cannot be read is reported and skipped, keeping its
 //! previous state if it had one, so an unreadable file is not mistaken for a deleted one.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use jiff::Timestamp;
 use resourcesync_diff::{Item, Merged, merge_by, needs_update};
-use resourcesync_model::writer::entry_xml;
-use resourcesync_model::{Change, Entry, HashAlg, Hashes, MultiHasher, Root, W3cDateTime};
+use resourcesync_model::{Change, HashAlg, W3cDateTime};
 
 use crate::error::{Error, Result};
 use crate::inventory::{Inventory, Listed, Skipped};
 pub use crate::state::rel_path;
-use crate::state::{Known, Rendered, Resource, Rotation, State, now_us};
+use crate::state::{KnownRow, Recorder, Rendered, Resource, Rotation, State, now_us};
 use crate::uri::path_bytes as key;
-use crate::uri::path_to_uri;
+
+mod hash;
+pub use hash::hash_stable;
+use hash::{Chunk, Hashers, Job};
 
 /// How to scan.
 #[derive(Debug, Clone)]
@@ -51,9 +53,10 @@ impl Default for ScanOptions {
 /// for people, not synchronization).
 #[derive(Debug, Default)]
 pub struct ScanProgress {
-    /// Whether the tree has been listed (until then `to_read` is not known).
+    /// Whether the tree has been listed (until then `to_read` counts the files found so far:
+    /// they are read while the listing goes on).
     pub listed: AtomicBool,
-    /// Files to read and hash (new or changed since the previous snapshot).
+    /// Files to read and hash (new or changed since the previous snapshot), found so far.
     pub to_read: AtomicU64,
     /// Files read and hashed (or skipped) so far.
     pub read: AtomicU64,
@@ -124,153 +127,12 @@ pub fn lastmod_of(mtime_ns: i128) -> W3cDateTime {
     W3cDateTime::from_timestamp(Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
-/// Hashes a file, re-reading it when it changed meanwhile (three tries). `buf` is a read buffer
-/// reused across calls. `Err` carries the reason to skip it.
-pub fn hash_stable(
-    inv: &dyn Inventory,
-    rel: &Path,
-    algs: &[HashAlg],
-    buf: &mut Vec<u8>,
-) -> std::result::Result<(u64, i128, Hashes), String> {
-    for _ in 0..3 {
-        let mut h = MultiHasher::new(algs);
-        let stable = inv
-            .read_stable(rel, buf, &mut |d| h.update(d))
-            .map_err(|e| e.to_string())?;
-        if let Some((len, mtime)) = stable {
-            if h.length() == len {
-                return Ok((len, mtime, h.finish()));
-            }
-        }
-    }
-    Err("changed while being read, three times; skipped until it settles".into())
-}
-
 fn item(r: &Resource) -> Item {
     Item {
         uri: r.uri.clone(),
         length: Some(r.length),
         lastmod: Some(r.lastmod),
         hashes: r.hashes.clone(),
-    }
-}
-
-/// One file as a hashing thread prepared it: its row and, when the Resource List is rendered
-/// along (see [`scan`]), whether its entry was serialized (appended to its chunk's text).
-struct Prepared {
-    resource: Resource,
-    rendered: bool,
-}
-
-/// What became of one file given to the hashing threads: prepared, or why it was skipped.
-type Outcome = std::result::Result<Prepared, String>;
-
-/// A chunk of files as a hashing thread hands it over: its number, each file's outcome, and
-/// the serialized entries of those rendered, end to end (one buffer per chunk, not one per
-/// file), with where each ends.
-struct Chunk {
-    index: usize,
-    outcomes: Vec<Outcome>,
-    text: String,
-    ends: Vec<usize>,
-}
-
-/// The most bytes of Resource List entries rendered along with a scan and kept for the publish
-/// that follows; past it the publish reads the state instead (memory stays bounded for huge
-/// trees).
-const MAX_RENDERED_BYTES: usize = 256 << 20;
-
-/// Bytes reserved per entry rendered along (most are shorter; a longer one grows the buffer).
-const LINE_ESTIMATE: usize = 256;
-
-/// Files a hashing thread takes at a time, and hands over in one message (one wake-up of the
-/// recording thread per chunk, not per file).
-const CHUNK: usize = 64;
-
-/// Hashes one listed file and prepares its row; when `render`, appends its entry to `text`
-/// (nothing when it cannot be written: left to the publish, which reports it).
-fn prepare(
-    inv: &dyn Inventory,
-    base: &str,
-    rel: &Path,
-    algs: &[HashAlg],
-    render: Option<&mut String>,
-    buf: &mut Vec<u8>,
-) -> Outcome {
-    let uri = path_to_uri(base, rel).ok_or_else(|| "no URI for this path".to_owned())?;
-    let (length, mtime_ns, hashes) = hash_stable(inv, rel, algs, buf)?;
-    let mut resource = Resource {
-        path: key(rel).into_owned(),
-        uri,
-        length,
-        mtime_ns,
-        lastmod: lastmod_of(mtime_ns),
-        mime_type: Some(mime_type(rel)),
-        hashes,
-    };
-    let mut rendered = false;
-    if let Some(text) = render {
-        // The entry `resource_entry` builds, with the row's strings moved in and back out
-        // (not cloned per file).
-        let mut e = Entry::new(std::mem::take(&mut resource.uri));
-        e.lastmod = Some(resource.lastmod);
-        let md = e.md_mut();
-        if !resource.hashes.is_empty() {
-            md.hash = Some(std::mem::take(&mut resource.hashes));
-        }
-        md.length = Some(resource.length);
-        md.mime_type = resource.mime_type.take();
-        let start = text.len();
-        // The Resource List's root and (no) extra namespaces, as `publish` writes it.
-        rendered = entry_xml(text, "resourcelist", Root::UrlSet, &[], &e).is_ok();
-        if !rendered {
-            text.truncate(start);
-        }
-        resource.uri = std::mem::take(&mut e.loc);
-        if let Some(md) = e.md.as_mut() {
-            if let Some(h) = md.hash.take() {
-                resource.hashes = h;
-            }
-            resource.mime_type = md.mime_type.take();
-        }
-    }
-    Ok(Prepared { resource, rendered })
-}
-
-/// The previous snapshot as the merge needs it (see [`State::for_each_known`]), read into
-/// memory while the tree is listed: the paths end to end in one buffer, a fixed-size row
-/// per resource.
-#[derive(Default)]
-struct KnownRows {
-    paths: Vec<u8>,
-    /// (end of the path in `paths`, length, modification time, digests present).
-    rows: Vec<(usize, u64, i128, u8)>,
-}
-
-impl KnownRows {
-    fn read(state: &State) -> Result<Self> {
-        let mut k = KnownRows::default();
-        state.for_each_known(|r| {
-            k.paths.extend_from_slice(r.path);
-            k.rows.push((k.paths.len(), r.length, r.mtime_ns, r.algs));
-            Ok(())
-        })?;
-        Ok(k)
-    }
-
-    /// The rows in path order.
-    fn iter(&self) -> impl Iterator<Item = Known<'_>> {
-        let mut start = 0;
-        self.rows.iter().map(move |&(end, length, mtime_ns, algs)| {
-            let path = &self.paths[start..end];
-            start = end;
-            Known {
-                path,
-                length,
-                mtime_ns,
-                algs,
-            }
-        })
     }
 }
 
@@ -326,36 +188,176 @@ fn stream_listing(
     Ok(skipped)
 }
 
-/// What the merge of the listing with the previous snapshot gives: the files to hash (with
-/// whether they were known), the count and bytes of those unchanged, the paths gone.
-type MergeOutcome = (Vec<(PathBuf, bool)>, u64, u64, Vec<Vec<u8>>);
+/// Rows of the previous snapshot read at a time (one query each, in path order).
+const KNOWN_PAGE: usize = 4096;
 
-/// Merges the listing with the previous snapshot in path order through the diff engine's
-/// merge ([`merge_by`]): a file known with the same size, time and digests (`want`) is
-/// unchanged (not read again); any other listed file is to hash; a known file not listed is
-/// gone. Only the size, time and digests present are compared here; full rows are read for
-/// changed and deleted files only, and [`needs_update`] decides after hashing.
-fn merge(known: &KnownRows, listed: impl Iterator<Item = Listed>, want: u8) -> MergeOutcome {
-    let mut jobs: Vec<(PathBuf, bool)> = Vec::new();
-    let (mut kept, mut kept_bytes) = (0u64, 0u64);
-    let mut deleted_paths: Vec<Vec<u8>> = Vec::new();
-    for step in merge_by(known.iter(), listed, |k, l| {
-        k.path.cmp(key(&l.rel).as_ref())
-    }) {
-        match step {
-            Merged::Left(k) => deleted_paths.push(k.path.to_vec()),
-            Merged::Right(l) => jobs.push((l.rel, false)),
-            Merged::Both(k, l) => {
-                if k.length == l.len && k.mtime_ns == l.mtime_ns && k.algs & want == want {
-                    kept += 1;
-                    kept_bytes += k.length;
-                } else {
-                    jobs.push((l.rel, true));
+/// The previous snapshot in path order, a page at a time from the scan's transaction (see
+/// [`Recorder::known_page`]). An error ends it and is kept in `error` (the scan then stops).
+struct KnownPages<'r, 'c> {
+    rec: &'r Recorder<'c>,
+    page: std::vec::IntoIter<KnownRow>,
+    last: Option<Vec<u8>>,
+    done: bool,
+    error: &'r std::cell::RefCell<Option<Error>>,
+}
+
+impl Iterator for KnownPages<'_, '_> {
+    type Item = KnownRow;
+
+    fn next(&mut self) -> Option<KnownRow> {
+        if let Some(k) = self.page.next() {
+            return Some(k);
+        }
+        if self.done {
+            return None;
+        }
+        let mut rows = Vec::with_capacity(KNOWN_PAGE);
+        if let Err(e) = self
+            .rec
+            .known_page(self.last.as_deref(), KNOWN_PAGE, &mut rows)
+        {
+            *self.error.borrow_mut() = Some(e);
+            self.done = true;
+            return None;
+        }
+        self.done = rows.len() < KNOWN_PAGE;
+        self.last = rows.last().map(|k| k.path.clone());
+        self.page = rows.into_iter();
+        self.page.next()
+    }
+}
+
+/// Files a hashing thread takes at a time, and hands back in one message (one wake-up of the
+/// recording thread per batch, not per file).
+const BATCH: usize = 64;
+
+/// Batches in flight per hashing thread (sent and not yet recorded): the most files the scan
+/// holds is this times [`BATCH`] times the threads, however large the inventory.
+const BATCHES_PER_THREAD: usize = 4;
+
+/// The most bytes of Resource List entries rendered along with a scan and spooled for the
+/// publish that follows (on disk beside the state; past it the publish reads the state).
+const MAX_RENDERED_BYTES: u64 = 1 << 30;
+
+/// What the recording thread keeps while a scan streams: counts, the entries rendered along,
+/// the batches done early.
+struct Recording<'r, 'c> {
+    rec: &'r Recorder<'c>,
+    baseline: bool,
+    progress: Option<&'r ScanProgress>,
+    report: ScanReport,
+    /// Rows written, unchanged files kept, known files that could not be read (their
+    /// previous rows stay), and the bytes of the last two.
+    puts: u64,
+    kept: u64,
+    kept_bytes: u64,
+    unread: u64,
+    unread_bytes: u64,
+    /// Deletions queued.
+    deleted: u64,
+    /// Whether every resource of the new snapshot so far passed through the hashing threads
+    /// and had its entry rendered (then `lines` holds them, once there is one).
+    rendering: bool,
+    lines: Option<Rendered>,
+    spool_dir: &'r Path,
+    /// Batches done before their turn (at most the batches in flight), and whose turn it is.
+    early: std::collections::BTreeMap<usize, Chunk>,
+    turn: usize,
+}
+
+impl Recording<'_, '_> {
+    /// No entries rendered along for this snapshot: the publish reads the state.
+    fn stop_rendering(&mut self) {
+        self.rendering = false;
+        self.lines = None;
+    }
+
+    /// Takes a batch done by a hashing thread; records those whose turn has come, in order.
+    fn accept(&mut self, chunk: Chunk) -> Result<()> {
+        if chunk.panicked {
+            return Err(Error::Task("a hashing thread panicked".into()));
+        }
+        self.early.insert(chunk.index, chunk);
+        while let Some(chunk) = self.early.remove(&self.turn) {
+            self.turn += 1;
+            self.record(chunk)?;
+            crate::crashpoint::point("scan-batch");
+        }
+        Ok(())
+    }
+
+    /// Records a batch: each file's row and the change it is, its entry when rendered.
+    fn record(&mut self, chunk: Chunk) -> Result<()> {
+        // The batch's entries, each ending where `ends` says (one per file rendered).
+        let mut ends = chunk.ends.iter();
+        let mut start = 0usize;
+        for (job, out) in chunk.items {
+            if let Some(pr) = self.progress {
+                pr.read.fetch_add(1, Ordering::Relaxed);
+                if let Ok(p) = &out {
+                    pr.bytes_read
+                        .fetch_add(p.resource.length, Ordering::Relaxed);
                 }
             }
+            let p = match out {
+                Ok(p) => p,
+                // Unreadable or unstable: skipped; a previous state, if any, is kept as it
+                // was (and so is not in the rendered entries: render from the state).
+                Err(reason) => {
+                    if let Some(length) = job.known {
+                        self.stop_rendering();
+                        self.unread += 1;
+                        self.unread_bytes += length;
+                    }
+                    self.report.skipped.push(Skipped {
+                        path: job.rel,
+                        reason,
+                    });
+                    continue;
+                }
+            };
+            self.report.hashed += 1;
+            self.report.bytes_hashed += p.resource.length;
+            let change = match job.known {
+                None if self.baseline => None,
+                None => Some(Change::Created),
+                // Read before the new row replaces it.
+                Some(_) => match self.rec.resource_by_path(&p.resource.path)? {
+                    None if self.baseline => None,
+                    None => Some(Change::Created),
+                    Some(o) => needs_update(&item(&o), &item(&p.resource)).map(|_| Change::Updated),
+                },
+            };
+            self.rec.put(&p.resource)?;
+            self.puts += 1;
+            if let Some(c) = change {
+                self.rec.queue_change(&p.resource.path, &c)?;
+            }
+            let line = p.rendered.then(|| ends.next()).flatten().and_then(|&end| {
+                let line = chunk.text.get(start..end);
+                start = end;
+                line
+            });
+            if !self.rendering {
+                continue;
+            }
+            let Some(line) = line else {
+                self.stop_rendering();
+                continue;
+            };
+            if self.lines.is_none() {
+                self.lines = Some(Rendered::new_in(self.spool_dir)?);
+            }
+            let pushed = match &mut self.lines {
+                Some(r) if r.bytes() + line.len() as u64 <= MAX_RENDERED_BYTES => r.push(line)?,
+                _ => false,
+            };
+            if !pushed {
+                self.stop_rendering();
+            }
         }
+        Ok(())
     }
-    (jobs, kept, kept_bytes, deleted_paths)
 }
 
 /// Scans `inv`, records the snapshot and its changes in `state`, and reports.
@@ -368,12 +370,18 @@ fn merge(known: &KnownRows, listed: impl Iterator<Item = Listed>, want: u8) -> M
 /// `at` and stays empty until something changes; listing every resource as `created` there
 /// would repeat the Resource List, not describe a change.
 ///
-/// The phases overlap: hashing threads take the files in path order and prepare each one's
-/// row (and, when every resource of the new snapshot passes through them, its Resource List
-/// entry); this thread records the rows in path order as they come, in the one transaction
-/// that also records the snapshot and its changes (so a crash leaves the previous state or the
-/// new one). Entries rendered along are kept in `state` for the [`crate::publish::publish`]
-/// that follows, which then need not read the snapshot back.
+/// Memory does not grow with the inventory: the listing streams from a thread of its own; the
+/// previous snapshot is read a page at a time in path order; the two are merged through the
+/// diff engine's merge ([`merge_by`]) as they come: a file known with the same size, time and
+/// digests is unchanged (not read again), any other listed file goes to the hashing threads
+/// in batches (a bounded number in flight), a known file not listed is gone. This thread
+/// records the hashed files' rows in path order as their batches come back ([`needs_update`]
+/// deciding updates), queueing the changes in the state, and at the end records the snapshot
+/// and the changes (creations and updates in path order, then deletions in path order, all at
+/// the scan's end), all in the one transaction (so a crash leaves the previous state or the
+/// new one). When every resource of the new snapshot passes through the hashing threads, their
+/// Resource List entries are serialized along and spooled to a file, kept in `state` for the
+/// [`crate::publish::publish`] that follows, which then need not read the snapshot back.
 pub fn scan(
     inv: &dyn Inventory,
     state: &mut State,
@@ -397,205 +405,131 @@ pub fn scan(
         inv.list_names()?
     };
     let want = crate::state::alg_mask(&opts.algs);
-    let (jobs, kept, kept_bytes, deleted_paths, mut skipped) = {
-        let state = &*state;
-        std::thread::scope(|s| -> Result<_> {
-            // The listing streams on a thread of its own, a bounded number of chunks ahead,
-            // while this one reads the previous snapshot, then merges the two.
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Listed>>(LISTING_CHUNKS_AHEAD);
-            let lister = s.spawn(move || stream_listing(listing, &tx));
-            let known = if has_resources {
-                KnownRows::read(state)
-            } else {
-                Ok(KnownRows::default())
-            };
-            let merged = match known {
-                Ok(known) => Ok(merge(&known, rx.into_iter().flatten(), want)),
-                Err(e) => {
-                    // A lister still sending stops.
-                    drop(rx);
-                    Err(e)
-                }
-            };
-            let skipped = lister
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-            let (jobs, kept, kept_bytes, deleted_paths) = merged?;
-            Ok((jobs, kept, kept_bytes, deleted_paths, skipped))
-        })?
-    };
-    if let Some(p) = progress {
-        p.to_read.store(jobs.len() as u64, Ordering::Relaxed);
-        p.listed.store(true, Ordering::Relaxed);
-    }
-    // The previous state of files that changed or went away.
-    let mut old: Vec<Option<Resource>> = Vec::with_capacity(jobs.len());
-    for (rel, known) in &jobs {
-        old.push(if *known {
-            state.resource_by_path(&key(rel))?
-        } else {
-            None
-        });
-    }
-    let mut deleted = Vec::with_capacity(deleted_paths.len());
-    for p in &deleted_paths {
-        if let Some(r) = state.resource_by_path(p)? {
-            deleted.push(r);
-        }
-    }
     let baseline = state.last_snapshot()?.is_none();
-    // The Resource List can be rendered along when every resource of the new snapshot passes
-    // through the hashing threads (nothing kept unchanged from the previous snapshot).
-    let render = kept == 0;
-
-    let mut report = ScanReport {
-        baseline,
-        ..ScanReport::default()
-    };
+    let spool_dir = state.dir().to_owned();
+    let threads = opts.threads.max(1);
     let rec = state.begin()?;
-    let mut puts = 0u64;
-    // Known files that could not be read: their previous rows stay in the snapshot.
-    let mut unread = 0u64;
-    let mut unread_bytes = 0u64;
-    let mut changes: Vec<(Change, Resource)> = Vec::new();
-    // Sized up front (address space only: pages are touched as the text grows), so that the
-    // text is not copied as it grows.
-    let mut lines: Option<Rendered> = render.then(|| Rendered {
-        text: String::with_capacity(
-            jobs.len()
-                .saturating_mul(LINE_ESTIMATE)
-                .min(MAX_RENDERED_BYTES),
-        ),
-        ends: Vec::with_capacity(jobs.len()),
-    });
-    let next_chunk = AtomicUsize::new(0);
-    let (tx, rx) = std::sync::mpsc::channel::<Chunk>();
-    std::thread::scope(|s| -> Result<()> {
-        let rx = rx;
-        for _ in 0..opts.threads.max(1) {
-            let tx = tx.clone();
-            let (jobs, next_chunk) = (&jobs, &next_chunk);
-            s.spawn(move || {
-                let mut buf = Vec::new();
-                loop {
-                    let c = next_chunk.fetch_add(1, Ordering::Relaxed);
-                    let start = c.saturating_mul(CHUNK);
-                    let Some(chunk) = jobs.get(start..jobs.len().min(start + CHUNK)) else {
-                        break;
-                    };
-                    if chunk.is_empty() {
-                        break;
+    rec.clear_queued()?;
+    let mut r = Recording {
+        rec: &rec,
+        baseline,
+        progress,
+        report: ScanReport {
+            baseline,
+            ..ScanReport::default()
+        },
+        puts: 0,
+        kept: 0,
+        kept_bytes: 0,
+        unread: 0,
+        unread_bytes: 0,
+        deleted: 0,
+        rendering: true,
+        lines: None,
+        spool_dir: &spool_dir,
+        early: Default::default(),
+        turn: 0,
+    };
+    let listing_skipped = std::thread::scope(|s| -> Result<Vec<Skipped>> {
+        // The listing streams on a thread of its own, a bounded number of chunks ahead.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Listed>>(LISTING_CHUNKS_AHEAD);
+        let lister = s.spawn(move || stream_listing(listing, &tx));
+        let mut hashers = Hashers::start(s, inv, base, &opts.algs, threads);
+        let known_error = std::cell::RefCell::new(None);
+        let known = KnownPages {
+            rec: &rec,
+            page: Vec::new().into_iter(),
+            last: None,
+            done: !has_resources,
+            error: &known_error,
+        };
+        let merged = (|| -> Result<()> {
+            let mut in_flight = 0usize;
+            let mut batch: Vec<Job> = Vec::with_capacity(BATCH);
+            let mut send = |batch: Vec<Job>, r: &mut Recording<'_, '_>| -> Result<()> {
+                if let Some(p) = progress {
+                    p.to_read.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                }
+                hashers.send(batch, r.rendering);
+                in_flight += 1;
+                while in_flight >= threads * BATCHES_PER_THREAD {
+                    let chunk = hashers.recv().ok_or_else(hashers_gone)?;
+                    in_flight -= 1;
+                    r.accept(chunk)?;
+                }
+                Ok(())
+            };
+            let listed = rx.into_iter().flatten();
+            for step in merge_by(known, listed, |k, l| {
+                k.path.as_slice().cmp(key(&l.rel).as_ref())
+            }) {
+                match step {
+                    Merged::Left(k) => {
+                        rec.queue_change(&k.path, &Change::Deleted)?;
+                        r.deleted += 1;
                     }
-                    let mut text =
-                        String::with_capacity(if render { CHUNK * LINE_ESTIMATE } else { 0 });
-                    let mut ends = Vec::with_capacity(if render { CHUNK } else { 0 });
-                    let outcomes = chunk
-                        .iter()
-                        .map(|(rel, _)| {
-                            let out = prepare(
-                                inv,
-                                base,
-                                rel,
-                                &opts.algs,
-                                render.then_some(&mut text),
-                                &mut buf,
-                            );
-                            if matches!(out, Ok(Prepared { rendered: true, .. })) {
-                                ends.push(text.len());
-                            }
-                            out
-                        })
-                        .collect();
-                    let chunk = Chunk {
-                        index: c,
-                        outcomes,
-                        text,
-                        ends,
-                    };
-                    // The receiver is gone when recording failed: stop.
-                    if tx.send(chunk).is_err() {
-                        break;
+                    Merged::Right(l) => batch.push(Job {
+                        rel: l.rel,
+                        known: None,
+                    }),
+                    Merged::Both(k, l) => {
+                        if k.length == l.len && k.mtime_ns == l.mtime_ns && k.algs & want == want {
+                            r.kept += 1;
+                            r.kept_bytes += k.length;
+                            r.stop_rendering();
+                        } else {
+                            batch.push(Job {
+                                rel: l.rel,
+                                known: Some(k.length),
+                            });
+                        }
                     }
                 }
-            });
-        }
-        drop(tx);
-        // Chunks arrive nearly in order (the threads take them in order): the few early ones
-        // wait here until their turn.
-        let mut early: std::collections::BTreeMap<usize, Chunk> = Default::default();
-        let mut turn = 0usize;
-        for chunk in rx {
-            early.insert(chunk.index, chunk);
-            while let Some(chunk) = early.remove(&turn) {
-                let first = turn * CHUNK;
-                turn += 1;
-                // This chunk's entries, each ending where `ends` says (one per file rendered).
-                let mut ends = chunk.ends.iter();
-                let mut start = 0usize;
-                for (i, out) in (first..).zip(chunk.outcomes) {
-                    if let Some(pr) = progress {
-                        pr.read.fetch_add(1, Ordering::Relaxed);
-                        if let Ok(p) = &out {
-                            pr.bytes_read
-                                .fetch_add(p.resource.length, Ordering::Relaxed);
-                        }
-                    }
-                    match out {
-                        Ok(p) => {
-                            report.hashed += 1;
-                            report.bytes_hashed += p.resource.length;
-                            rec.put(&p.resource)?;
-                            puts += 1;
-                            let line = p.rendered.then(|| ends.next()).flatten().and_then(|&end| {
-                                let line = chunk.text.get(start..end);
-                                start = end;
-                                line
-                            });
-                            match (&mut lines, line) {
-                                (Some(r), Some(line))
-                                    if r.text.len() + line.len() <= MAX_RENDERED_BYTES =>
-                                {
-                                    r.text.push_str(line);
-                                    r.ends.push(r.text.len());
-                                }
-                                _ => lines = None,
-                            }
-                            let change = match &old[i] {
-                                None if baseline => None,
-                                None => Some(Change::Created),
-                                Some(o) => needs_update(&item(o), &item(&p.resource))
-                                    .map(|_| Change::Updated),
-                            };
-                            if let Some(c) = change {
-                                changes.push((c, p.resource));
-                            }
-                        }
-                        // Unreadable or unstable: skipped; a previous state, if any, is kept as it
-                        // was (and so is not in the rendered entries: render from the state).
-                        Err(reason) => {
-                            if jobs[i].1 {
-                                lines = None;
-                                unread += 1;
-                                unread_bytes += old[i].as_ref().map_or(0, |o| o.length);
-                            }
-                            skipped.push(Skipped {
-                                path: jobs[i].0.clone(),
-                                reason,
-                            });
-                        }
-                    }
+                if batch.len() == BATCH {
+                    send(
+                        std::mem::replace(&mut batch, Vec::with_capacity(BATCH)),
+                        &mut r,
+                    )?;
+                }
+                if known_error.borrow().is_some() {
+                    break;
                 }
             }
-        }
-        Ok(())
+            if let Some(e) = known_error.borrow_mut().take() {
+                return Err(e);
+            }
+            if !batch.is_empty() {
+                send(batch, &mut r)?;
+            }
+            if let Some(p) = progress {
+                p.listed.store(true, Ordering::Relaxed);
+            }
+            hashers.close();
+            for _ in 0..in_flight {
+                let chunk = hashers.recv().ok_or_else(hashers_gone)?;
+                r.accept(chunk)?;
+            }
+            Ok(())
+        })();
+        // Whatever happened, the threads stop: the hashers once their queue is closed, the
+        // lister once its receiver is gone (dropped with the merge).
+        hashers.close();
+        drop(hashers);
+        let skipped = lister
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        merged?;
+        Ok(skipped)
     })?;
+    let mut skipped = listing_skipped;
+    skipped.append(&mut r.report.skipped);
 
     let completed_ts = now_us();
     let completed = W3cDateTime::from_timestamp(
         Timestamp::from_second(completed_ts.as_second()).unwrap_or(completed_ts),
     );
-    let count = kept + puts + unread;
-    let nothing_new = puts == 0 && deleted.is_empty() && !baseline;
+    let count = r.kept + r.puts + r.unread;
+    let nothing_new = r.puts == 0 && r.deleted == 0 && !baseline;
     // An unchanged tree keeps its snapshot (and so its published Resource List): its `at` still
     // guarantees every resource state up to then, and nothing changed since.
     let snapshot = if nothing_new {
@@ -604,20 +538,24 @@ pub fn scan(
         Some(rec.snapshot(&at, &completed, count)?)
     };
     rec.ensure_period(completed_ts, opts.rotation)?;
-    for (c, r) in &changes {
-        rec.record_change(c.clone(), r, completed_ts, opts.rotation)?;
+    let mut report = std::mem::take(&mut r.report);
+    rec.record_queued(|res, c| {
         match c {
             Change::Created => report.created += 1,
+            Change::Deleted => {
+                rec.remove(&res.path)?;
+                report.deleted += 1;
+            }
             _ => report.updated += 1,
         }
-    }
-    for d in &deleted {
-        rec.remove(&d.path)?;
-        rec.record_change(Change::Deleted, d, completed_ts, opts.rotation)?;
-        report.deleted += 1;
-    }
+        rec.record_change(c, &res, completed_ts, opts.rotation)
+            .map(|_| ())
+    })?;
+    let (lines, rendering) = (r.lines.take(), r.rendering);
+    let (kept_bytes, unread_bytes) = (r.kept_bytes, r.unread_bytes);
+    drop(r);
     rec.commit()?;
-    if let (Some(id), Some(lines)) = (snapshot, lines) {
+    if let (Some(id), Some(lines), true) = (snapshot, lines, rendering) {
         state.stash_rendered(id, lines);
     }
     report.resources = count;
@@ -626,6 +564,12 @@ pub fn scan(
     report.at = Some(at);
     report.completed = Some(completed);
     Ok(report)
+}
+
+/// The error when the hashing threads ended with batches still out (one panicked and the
+/// others stopped: not expected).
+fn hashers_gone() -> Error {
+    Error::Task("the hashing threads stopped".into())
 }
 
 #[cfg(test)]

@@ -14,8 +14,12 @@ use crate::error::{Error, Result};
 
 mod rebase;
 mod record;
+mod rendered;
+mod stream;
 pub use rebase::Moved;
 pub use record::{Recorder, Rotation};
+pub(crate) use rendered::Rendered;
+pub use stream::KnownRow;
 
 /// What the Source knows of one resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +147,13 @@ CREATE TABLE IF NOT EXISTS changes(
     period INTEGER NOT NULL REFERENCES periods(id)
 );
 CREATE INDEX IF NOT EXISTS changes_period ON changes(period, seq);
+-- The changes a scan found, in the order found, until it records them at its end (emptied in
+-- the same transaction: see stream.rs).
+CREATE TABLE IF NOT EXISTS scan_changes(
+    seq INTEGER PRIMARY KEY,
+    change TEXT NOT NULL,
+    path BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS snapshots(
     id INTEGER PRIMARY KEY,
     at TEXT NOT NULL,
@@ -213,14 +224,17 @@ impl State {
             .execute_batch(
                 // WAL, and no sync per commit for what can be rebuilt (settings, published
                 // markers); the transaction recording a scan (the change log) is synced, see
-                // `begin`. The page cache grows up to 64 MiB for large scans. (`synchronous`
+                // `begin`. The page cache is 8 MiB: a scan reads the snapshot once in path order
+                // and writes rows in that order (a large transaction spills its pages to the
+                // log as it goes), so a cache that grew with the database would only make the
+                // memory of a large publish grow with its resources. (`synchronous`
                 // first: switching a new database to WAL is a commit of its own.) A new database
                 // takes 16 KiB pages: a first scan of 100,000 files commits ~18 MB, written to
                 // the WAL and checkpointed one page per write: a quarter as many writes as with
                 // 4 KiB pages, a commit about a quarter shorter (an existing database keeps its
                 // page size).
                 "PRAGMA page_size=16384; PRAGMA synchronous=NORMAL; PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON;
-                 PRAGMA cache_size=-65536;",
+                 PRAGMA cache_size=-8192;",
             )
             .map_err(|e| s.err(e))?;
         // One transaction (one commit) for the whole schema.
@@ -241,6 +255,14 @@ impl State {
         self.conn
             .pragma_update(None, "wal_autocheckpoint", 1000)
             .map_err(|e| self.err(e))
+    }
+
+    /// The folder of the database (where scratch files go).
+    pub(crate) fn dir(&self) -> &Path {
+        match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        }
     }
 
     pub(crate) fn err(&self, cause: rusqlite::Error) -> Error {
@@ -577,26 +599,6 @@ fn row_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChangeRecord> {
         hashes: Hashes::from_known(r.get(7)?, r.get(8)?, r.get(9)?),
         period: r.get(10)?,
     })
-}
-
-/// The Resource List entries rendered along with a scan: the lines end to end, and where each
-/// ends (see [`State::stash_rendered`]).
-#[derive(Debug, Default)]
-pub(crate) struct Rendered {
-    pub(crate) text: String,
-    pub(crate) ends: Vec<usize>,
-}
-
-impl Rendered {
-    /// The lines in order.
-    pub(crate) fn lines(&self) -> impl Iterator<Item = &str> {
-        let mut start = 0;
-        self.ends.iter().map(move |&end| {
-            let line = &self.text[start..end];
-            start = end;
-            line
-        })
-    }
 }
 
 /// Relative path of a resource row.

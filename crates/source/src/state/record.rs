@@ -46,7 +46,7 @@ impl Default for Rotation {
 }
 
 impl Recorder<'_> {
-    fn err(&self, cause: rusqlite::Error) -> Error {
+    pub(super) fn err(&self, cause: rusqlite::Error) -> Error {
         Error::State {
             path: self.path.clone(),
             cause,
