@@ -104,9 +104,15 @@ fn fs_store_survives_a_kill_at_each_step_of_a_put() {
                 crash::prepare(&store_at(d.path(), unnamed)).unwrap_or_else(|e| panic!("{e}"));
             }
             let mut cmd = Command::new(&exe);
-            cmd.args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-                .env(CHILD_DIR, d.path())
-                .env(CHILD_UNNAMED, if unnamed { "1" } else { "0" });
+            // The child is this test binary, run for this one test (named by its module path).
+            cmd.args([
+                "--exact",
+                "conformance::crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DIR, d.path())
+            .env(CHILD_UNNAMED, if unnamed { "1" } else { "0" });
             crash::kill_at(&mut cmd, step).unwrap_or_else(|e| panic!("{step}: {e}"));
             let s = store_at(d.path(), unnamed);
             s.clean_tmp().expect("clean");
