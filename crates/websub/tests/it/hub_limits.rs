@@ -5,7 +5,7 @@
 //! disk budget of pending deliveries.
 #![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //! 300–302) on what our hub actually sends.
 #![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! subscribers and restarts (WebSub §5, §6, §7).
 #![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
