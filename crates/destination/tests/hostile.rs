@@ -7,7 +7,7 @@
 //! | zip slip (`/../../x`, absolute, backslashes), zip bombs (ratio, lying sizes) | `dump.rs`: `hostile_packages_are_refused_and_nothing_wrong_is_written` |
 //! | zip bomb past the total unpacked size | `dump.rs`: `a_package_past_the_unpacked_budget_is_refused` |
 //! | `<loc>` with `..`, encoded traversal, NUL, backslashes, other hosts, 10,000-char names | `locs_with_traversal_nul_other_hosts_and_long_names` |
-//! | billion laughs, external entities | `entity_tricks_in_a_list_stop_the_sync` (the reader's own cases: `model/tests/hostile.rs`) |
+//! | billion laughs, external entities | `entity_tricks_in_a_list_stop_the_sync` (the reader's own cases: `model/tests/it/hostile.rs`) |
 //! | an index that includes itself | `sync.rs`: `an_index_that_lists_itself_ends` |
 //! | an index recursing 1,000 deep | `an_index_recursing_1000_deep_is_refused` |
 //! | a 1 GB document | `a_1_gb_document_is_refused_unread`, `a_1_gb_chunked_document_is_cut_at_the_limit` (1 MiB) and `..._at_the_default_limit` (256 MiB) |

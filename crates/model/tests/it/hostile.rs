@@ -4,23 +4,15 @@
 
 use std::io::{self, BufReader, Read, Write};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
+use crate::common::heavy;
 use resourcesync_model::{
     DocumentReader, DocumentWriter, Entry, Error, Header, LimitKind, Position, ReadOptions,
 };
 
 const SM: &str = "http://www.sitemaps.org/schemas/sitemap/0.9";
 const RS: &str = "http://www.openarchives.org/rs/terms/";
-
-/// Tests that read a lot or measure memory run one at a time, so that the peak RSS one of them
-/// measures is its own.
-static HEAVY: Mutex<()> = Mutex::new(());
-
-fn heavy() -> MutexGuard<'static, ()> {
-    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn urlset_open() -> String {
     format!("<urlset xmlns=\"{SM}\" xmlns:rs=\"{RS}\">")

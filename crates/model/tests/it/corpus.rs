@@ -1,7 +1,7 @@
 //! Every XML document under `tests/fixtures` is validated and its verdict and rule ids compared
 //! with the table `tests/fixtures/VERDICTS.tsv`, so that a change to a rule shows which
 //! documents it moves. After an intended change, rewrite the table with
-//! `RESOURCESYNC_BLESS=1 cargo test -p resourcesync-model --test corpus` and review its diff.
+//! `RESOURCESYNC_BLESS=1 cargo test -p resourcesync-model --test it corpus::` and review its diff.
 //!
 //! The documents of `tests/fixtures/validator` each show one fault the validator once got
 //! wrong, or a control that must keep its verdict; the table's note says which.

@@ -1,7 +1,7 @@
 //! Every XML example of the specification texts is read and round-tripped
 //! (read → write → read gives equal values).
 
-mod common;
+use crate::common;
 
 use common::{fixtures, read_all, spec_dir};
 use resourcesync_model::DocumentWriter;

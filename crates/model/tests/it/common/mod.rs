@@ -2,8 +2,19 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
 
 use resourcesync_model::{DocumentReader, Entry, Header, Position, ReadOptions};
+
+/// Tests that allocate a lot (tens of MB) or measure the process's peak RSS hold this lock, one
+/// at a time, so that the peak RSS one of them measures is its own: every module of this test
+/// binary runs in one process.
+static HEAVY: Mutex<()> = Mutex::new(());
+
+/// Takes [`HEAVY`] (also after a test holding it failed).
+pub fn heavy() -> MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The spec fixtures folder.
 pub fn spec_dir() -> PathBuf {
