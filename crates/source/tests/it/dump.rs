@@ -812,7 +812,7 @@ fn zip_with_more_than_65535_entries_opens() {
 }
 
 /// A bitstream of more than 4 GiB (a sparse file) goes into a ZIP64 entry and reads back.
-/// Slow (it writes 4 GiB): `cargo test --release -p resourcesync-source --test dump -- --ignored`.
+/// Slow (it writes 4 GiB): `cargo test --release -p resourcesync-source --test it dump:: -- --ignored`.
 #[test]
 #[ignore = "writes a 4 GiB package"]
 fn a_bitstream_over_4_gib_gets_a_zip64_entry() {
