@@ -12,7 +12,7 @@
 
 #![cfg(unix)]
 
-#[path = "../../destination/tests/common/mod.rs"]
+#[path = "../../destination/tests/it/common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,7 +6,7 @@
 
 #![cfg(target_os = "linux")]
 
-#[path = "../../destination/tests/common/mod.rs"]
+#[path = "../../destination/tests/it/common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,8 +1,8 @@
 //! Explore: the tree of a Source's documents, each validated, against an in-process Source on
 //! 127.0.0.1 (live, or a published tree with injected faults).
 
-mod common;
-mod live;
+use crate::common;
+use crate::live;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -3,10 +3,8 @@
 //! from the Change Dump, audit against the manifests; packages with unsafe entries among safe
 //! ones, refused entry by entry; a Capability List with nothing to sync from.
 
-mod common;
-// Not in `common`, which the command line's tests include too (without `zip`).
-#[path = "common/hand.rs"]
-mod hand;
+use crate::common;
+use crate::hand;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! Hand-built hostile dump packages (Z39.99-2014 §11, §13) served on loopback: every one is
 //! refused, and nothing wrong is written under DEST.
 
-mod common;
-mod dump_support;
+use crate::common;
+use crate::dump_support;
 
 use common::*;
 use dump_support::*;

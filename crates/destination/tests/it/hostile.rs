@@ -18,7 +18,7 @@
 //! | a Change List going back in time | `a_change_list_going_back_in_time_falls_back_to_the_resource_list` |
 //! | a slowloris Source | `a_slowloris_source_is_cut_by_the_timeouts` |
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The Destination against an in-process Source (loopback only): discovery, baseline,
 //! incremental, deletes, audit, hostile documents and resumption.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

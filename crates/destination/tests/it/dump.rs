@@ -1,8 +1,8 @@
 //! Resource Dumps, Change Dumps and patch links on the Destination side (Z39.99-2014 §11, §13,
 //! §14.4), against an in-process Source served on loopback. Hostile packages: `dump_hostile.rs`.
 
-mod common;
-mod dump_support;
+use crate::common;
+use crate::dump_support;
 
 use std::path::Path;
 

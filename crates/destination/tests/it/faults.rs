@@ -3,7 +3,7 @@
 //! without `Retry-After`, delays, reordering), repeated runs end with `audit` clean, and after
 //! every run every file at its final path is a version the Source published.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

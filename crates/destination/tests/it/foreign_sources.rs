@@ -8,10 +8,8 @@
 //!
 //! (Sources that offer only dumps: `foreign_dumps.rs`.)
 
-mod common;
-// Not in `common`, which the command line's tests include too (without `zip`).
-#[path = "common/hand.rs"]
-mod hand;
+use crate::common;
+use crate::hand;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

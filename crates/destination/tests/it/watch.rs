@@ -1,8 +1,8 @@
 //! `sync --watch`: a Destination following a live in-process Source on 127.0.0.1. No sleeps as
 //! synchronisation: the test waits for rounds (reported on a channel) with deadlines.
 
-mod common;
-mod live;
+use crate::common;
+use crate::live;
 
 use std::sync::Arc;
 use std::time::Duration;
