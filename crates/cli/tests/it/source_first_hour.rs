@@ -3,7 +3,7 @@
 
 #![cfg(unix)]
 
-mod source_support;
+use crate::source_support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -1,8 +1,7 @@
 //! `resourcesync explore URL`, run as a user would, against a Source on 127.0.0.1: the tree, its
 //! JSON form, and the exit status (0 valid, 1 invalid or unreadable documents, 2 nothing found).
 
-#[path = "../../destination/tests/it/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

@@ -6,8 +6,7 @@
 
 #![cfg(target_os = "linux")]
 
-#[path = "../../destination/tests/it/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};

@@ -12,8 +12,7 @@
 
 #![cfg(unix)]
 
-#[path = "../../destination/tests/it/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};

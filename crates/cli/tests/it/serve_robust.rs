@@ -12,7 +12,7 @@
 
 #![cfg(target_os = "linux")]
 
-mod robust_support;
+use crate::robust_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;

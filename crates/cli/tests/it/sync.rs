@@ -1,8 +1,7 @@
 //! `resourcesync sync` and `resourcesync audit`, run as a user would, against an in-process
 //! Source on 127.0.0.1.
 
-#[path = "../../destination/tests/it/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

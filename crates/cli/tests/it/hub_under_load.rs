@@ -7,7 +7,7 @@
 
 #![cfg(target_os = "linux")]
 
-mod robust_support;
+use crate::robust_support;
 
 use std::io::{BufReader, Write};
 use std::net::TcpStream;

@@ -29,7 +29,13 @@ fn http_get(addr: &str, path: &str) -> (u16, String) {
 
 /// `resourcesync serve DIR --listen 127.0.0.1:0`, and its standard output line by line.
 fn spawn_serve(dir: &std::path::Path) -> (std::process::Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
+    spawn(Command::new(env!("CARGO_BIN_EXE_resourcesync")), dir)
+}
+
+/// `cmd serve DIR --listen 127.0.0.1:0` (`cmd` the binary, or a shell that runs it), and its
+/// standard output line by line.
+fn spawn(mut cmd: Command, dir: &std::path::Path) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = cmd
         .args(["serve", dir.to_str().expect("path")])
         .args(["--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
@@ -102,6 +108,12 @@ fn serve_prints_its_url_answers_and_stops_on_sigterm() {
 #[cfg(target_os = "linux")]
 fn open_files_limits(pid: u32) -> (String, String) {
     let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");
+    open_files_limits_in(&text)
+}
+
+/// The soft and hard open-files limits in the text of a `/proc/PID/limits`.
+#[cfg(target_os = "linux")]
+fn open_files_limits_in(text: &str) -> (String, String) {
     let line = text
         .lines()
         .find(|l| l.starts_with("Max open files"))
@@ -118,28 +130,34 @@ fn open_files_limits(pid: u32) -> (String, String) {
 #[cfg(target_os = "linux")]
 #[test]
 fn the_binary_raises_its_open_files_limit_to_the_hard_one() {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    // A soft limit below the hard one, inherited by the child.
+    use rustix::process::{Resource, getrlimit};
     let lim = getrlimit(Resource::Nofile);
     let Some(hard) = lim.maximum else {
         eprintln!("no hard limit on open files: nothing to raise to");
         return;
     };
-    let soft = lim.current.unwrap_or(hard).min(hard - 1);
-    setrlimit(
-        Resource::Nofile,
-        Rlimit {
-            current: Some(soft),
-            maximum: Some(hard),
-        },
-    )
-    .expect("lower the soft limit");
+    // A soft limit below the hard one, set by a shell for the child only (not for this process,
+    // whose limit the other tests of this binary share), which then execs the binary.
+    let soft = lim.current.unwrap_or(hard).min(hard - 1).to_string();
+    let under_soft_limit = |program: &str| {
+        let mut c = Command::new("sh");
+        c.args(["-c", r#"ulimit -S -n "$1" && shift && exec "$@""#, "sh"])
+            .args([soft.as_str(), program]);
+        c
+    };
+    // The shell does set it: a program it runs starts with that soft limit.
+    let mut cat = under_soft_limit("cat");
+    let out = cat.arg("/proc/self/limits").output().expect("sh");
+    assert!(out.status.success(), "{out:?}");
     assert_eq!(
-        open_files_limits(std::process::id()),
-        (soft.to_string(), hard.to_string())
+        open_files_limits_in(&String::from_utf8_lossy(&out.stdout)),
+        (soft.clone(), hard.to_string())
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let (mut child, rx) = spawn_serve(dir.path());
+    let (mut child, rx) = spawn(
+        under_soft_limit(env!("CARGO_BIN_EXE_resourcesync")),
+        dir.path(),
+    );
     let line = rx.recv_timeout(Duration::from_secs(60));
     let limits = open_files_limits(child.id());
     let _ = child.kill();

@@ -3,8 +3,7 @@
 
 #![cfg(unix)]
 
-#[path = "../../destination/tests/it/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
