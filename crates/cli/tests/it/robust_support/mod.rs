@@ -2,7 +2,6 @@
 //! started on a free port, a load generator that checks every answer, huge request heads, idle
 //! connections with the server's memory measured, WebSub forms and a subscriber that records
 //! what it is sent, and polling for a condition.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

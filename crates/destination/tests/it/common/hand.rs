@@ -1,6 +1,6 @@
 //! Documents and packages written by hand, as other implementations write them, for the tests
 //! of Sources that are not ours; and an observer that records warnings.
-#![allow(dead_code, unreachable_pub)]
+#![allow(unreachable_pub)]
 
 use std::io::Write;
 use std::sync::Mutex;

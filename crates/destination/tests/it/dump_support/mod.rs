@@ -1,6 +1,5 @@
 //! What `dump.rs` and `dump_hostile.rs` share: a sync run, digests, incompressible bytes,
 //! warnings, ZIP packages and two bodies.
-#![allow(dead_code)]
 
 use std::io::Write;
 use std::sync::Arc;

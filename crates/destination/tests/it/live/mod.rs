@@ -1,6 +1,6 @@
 //! A live Source served in-process on 127.0.0.1:0 (`resourcesync_source::server`), with the
 //! file-system watcher off so that tests decide when a batch runs.
-#![allow(dead_code, unreachable_pub)]
+#![allow(unreachable_pub)]
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Test helpers: a hub on loopback, a scriptable subscriber callback, a topic server. All
 //! synchronisation is by channels with a deadline, never by sleeping.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+#![allow(unreachable_pub, clippy::unwrap_used)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
