@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs what the tests need (the pinned Python reference
 # peers, in .venv-peers/; the WebSub peer flask-websub, in .venv-websub/), then runs every test
-# of the workspace.
+# of the workspace. Each crate links one integration test binary, `it` (tests/it/main.rs): the
+# tests of one file `tests/it/NAME.rs` run with `cargo test -p CRATE --test it NAME::`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RESOURCESYNC_PEERS_VENV="$(scripts/python-peers.sh)"

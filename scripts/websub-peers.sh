@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the third-party WebSub peer (flask-websub, a hub, publisher and subscriber on Flask)
-# into <repo>/.venv-websub, idempotently, for the interop tests of crates/cli/tests/interop_websub.rs.
+# into <repo>/.venv-websub, idempotently, for the interop tests of crates/cli/tests/it/interop_websub.rs.
 #
 # Usage: scripts/websub-peers.sh
 #   stdout: the venv path (one line) on success, nothing else

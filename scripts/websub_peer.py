@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""flask-websub 0.4.1 as a peer for the interop tests (crates/cli/tests/interop_websub.rs).
+"""flask-websub 0.4.1 as a peer for the interop tests (crates/cli/tests/it/interop_websub.rs).
 
     websub_peer.py hub
         Runs flask-websub's hub on 127.0.0.1 (a free port), publishing enabled; prints

@@ -14,7 +14,7 @@
 //!   inputs, where what the ZIP holds is known).
 //!
 //! The extraction into a destination directory (the store, the state) is the Destination's
-//! I/O and is not fuzzed here: `crates/destination/tests/hostile.rs` and the unit tests of
+//! I/O and is not fuzzed here: `crates/destination/tests/it/hostile.rs` and the unit tests of
 //! `destination::dump` cover it (`unpack_package`).
 #![no_main]
 

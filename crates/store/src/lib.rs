@@ -11,7 +11,7 @@
 //!   when a lease expires): per resource its URI, path, length, digests, lastmod, ETag and
 //!   Last-Modified; per Source its cursor; changes to retry. Implementations: [`SqliteState`]
 //!   and [`MemState`]. Rows are written only after the file they describe is in place.
-//! - [`conformance`]: the suites every implementation runs (`tests/conformance.rs` runs them
+//! - [`conformance`]: the suites every implementation runs (`tests/it/conformance.rs` runs them
 //!   for the four here, and kills a child process at each step of a put for [`FsStore`]).
 //! - [`path`]: [`RelPath`] (defined in `resourcesync_model::path`).
 #![forbid(unsafe_code)]

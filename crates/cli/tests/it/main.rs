@@ -1,0 +1,28 @@
+//! The integration tests of this crate, in one test binary (linked once): each former
+//! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
+
+// The Destination's test support: a published Source on 127.0.0.1, trees compared.
+#[path = "../../../destination/tests/it/common/mod.rs"]
+mod common;
+#[cfg(target_os = "linux")]
+mod robust_support;
+#[cfg(unix)]
+mod source_support;
+
+mod crash;
+mod demo;
+mod explore;
+mod faults_serve;
+mod first_hour;
+mod hub_robust;
+mod hub_under_load;
+mod interop_resync;
+mod interop_simulator;
+mod interop_websub;
+mod push;
+mod serve;
+mod serve_robust;
+mod simulate;
+mod source_first_hour;
+mod sync;
+mod validate;

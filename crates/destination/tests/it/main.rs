@@ -1,0 +1,19 @@
+//! The integration tests of this crate, in one test binary (linked once): each former
+//! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
+
+mod common;
+// Not in `common`, which the command line's tests include too (without `zip`).
+mod dump_support;
+#[path = "common/hand.rs"]
+mod hand;
+mod live;
+
+mod dump;
+mod dump_hostile;
+mod explore;
+mod faults;
+mod foreign_dumps;
+mod foreign_sources;
+mod hostile;
+mod sync;
+mod watch;

@@ -1,0 +1,10 @@
+//! The integration tests of this crate, in one test binary (linked once): each former
+//! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
+
+mod common;
+
+mod corpus;
+mod hostile;
+mod proptest_roundtrip;
+mod rules;
+mod spec_examples;

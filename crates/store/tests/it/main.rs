@@ -1,0 +1,4 @@
+//! The integration tests of this crate, in one test binary (linked once): each former
+//! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
+
+mod conformance;

@@ -1,0 +1,8 @@
+//! The integration tests of this crate, in one test binary (linked once): each former
+//! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
+
+mod common;
+
+mod hub;
+mod hub_limits;
+mod subscriber;
