@@ -15,7 +15,7 @@ use resourcesync_model::{Hashes, W3cDateTime};
 pub mod collapse;
 pub mod merge;
 pub use collapse::last_per_key;
-pub use merge::{MergeBy, Merged, merge_by};
+pub use merge::{MergeBy, Merged, Page, Pages, TryMergeBy, merge_by, pages, try_merge_by};
 
 /// What is known of one resource: at the Source (from a Resource List or a scan) or at the
 /// Destination (from its state).
@@ -116,18 +116,33 @@ impl<C: Iterator<Item = Item>, O: Iterator<Item = Item>> Iterator for DiffIter<C
     type Item = Action;
 
     fn next(&mut self) -> Option<Action> {
-        Some(match self.merge.next()? {
-            Merged::Left(c) => Action::Delete(c),
-            Merged::Right(o) => Action::Create(o),
-            Merged::Both(c, o) => match needs_update(&c, &o) {
-                Some(why) => Action::Update {
-                    copy: c,
-                    original: o,
-                    why,
-                },
-                None => Action::Same(o),
+        self.merge.next().map(action)
+    }
+}
+
+/// [`diff_sorted`] of two fallible inventories (rows read from the state, entries from a
+/// staged list): the first error is yielded in its place and ends the plan.
+pub fn try_diff_sorted<C, O, E>(copy: C, original: O) -> impl Iterator<Item = Result<Action, E>>
+where
+    C: IntoIterator<Item = Result<Item, E>>,
+    O: IntoIterator<Item = Result<Item, E>>,
+{
+    try_merge_by(copy, original, by_uri).map(|m| m.map(action))
+}
+
+/// The action of one merge step (the one rule, [`needs_update`], where both sides have it).
+fn action(m: Merged<Item, Item>) -> Action {
+    match m {
+        Merged::Left(c) => Action::Delete(c),
+        Merged::Right(o) => Action::Create(o),
+        Merged::Both(c, o) => match needs_update(&c, &o) {
+            Some(why) => Action::Update {
+                copy: c,
+                original: o,
+                why,
             },
-        })
+            None => Action::Same(o),
+        },
     }
 }
 

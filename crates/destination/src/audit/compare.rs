@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use resourcesync_diff::{Difference, Item, needs_update};
+use resourcesync_diff::{Difference, Item, Merged, Page, needs_update, pages, try_merge_by};
 use resourcesync_model::Hashes;
 use resourcesync_store::{RelPath, ResourceRecord, StateStore};
 
@@ -45,42 +45,6 @@ impl Found {
     fn different(&mut self, d: AuditDifference) {
         self.different_count += 1;
         push_capped(&mut self.different, d);
-    }
-}
-
-/// Pages of a sorted source, one item at a time.
-pub(super) struct Paged<T, F: FnMut(Option<&str>) -> Result<Vec<T>>> {
-    pub(super) fetch: F,
-    pub(super) buf: std::collections::VecDeque<T>,
-    pub(super) after: Option<String>,
-    pub(super) done: bool,
-    pub(super) key: fn(&T) -> &str,
-}
-
-impl<T, F: FnMut(Option<&str>) -> Result<Vec<T>>> Paged<T, F> {
-    pub(super) fn new(fetch: F, key: fn(&T) -> &str) -> Self {
-        Paged {
-            fetch,
-            buf: Default::default(),
-            after: None,
-            done: false,
-            key,
-        }
-    }
-
-    fn peek(&mut self) -> Result<Option<&T>> {
-        if self.buf.is_empty() && !self.done {
-            let page = (self.fetch)(self.after.as_deref())?;
-            self.done = page.is_empty();
-            self.after = page.last().map(|t| (self.key)(t).to_owned());
-            self.buf.extend(page);
-        }
-        Ok(self.buf.front())
-    }
-
-    fn next(&mut self) -> Result<Option<T>> {
-        self.peek()?;
-        Ok(self.buf.pop_front())
     }
 }
 
@@ -263,30 +227,39 @@ impl Compare<'_> {
         mut rows: impl FnMut(Option<&str>) -> Result<Vec<ResourceRecord>>,
         found: &mut Found,
     ) -> Result<()> {
-        let mut rows = Paged::new(
-            |after| {
-                let mut page = rows(after)?;
+        let rows = pages(|after| {
+            let page = rows(after)?;
+            Ok::<_, Error>(Page {
+                last: page.last().map(|r| r.uri.clone()),
                 // A row whose path is not a safe one is no copy of ours (and never read).
-                page.retain(|r| RelPath::parse(&r.path).is_ok());
-                Ok(page)
-            },
-            |r: &ResourceRecord| r.uri.as_str(),
-        );
-        let mut pubs = Paged::new(
-            |after| list.page(after, PAGE),
-            |e: &(String, Published)| e.0.as_str(),
-        );
+                items: page
+                    .into_iter()
+                    .filter(|r| RelPath::parse(&r.path).is_ok())
+                    .collect(),
+            })
+        });
+        let pubs = pages(|after| {
+            let page = list.page(after, PAGE)?;
+            Ok::<_, Error>(Page {
+                last: page.last().map(|e| e.0.clone()),
+                items: page,
+            })
+        });
+        // The one merge (resourcesync_diff): rows and entries in URI order, a failed read ends
+        // it with its error.
+        let mut steps = try_merge_by(rows, pubs, |r: &ResourceRecord, p: &(String, Published)| {
+            r.uri.as_bytes().cmp(p.0.as_bytes())
+        });
         let mut chunk: Vec<Step> = Vec::with_capacity(CHUNK);
         loop {
-            let order = match (rows.peek()?, pubs.peek()?) {
-                (None, None) => None,
-                (Some(_), None) => Some(std::cmp::Ordering::Less),
-                (None, Some(_)) => Some(std::cmp::Ordering::Greater),
-                (Some(r), Some(p)) => Some(r.uri.as_bytes().cmp(p.0.as_bytes())),
-            };
-            if let Some(order) = order {
-                let row = if order.is_le() { rows.next()? } else { None };
-                let published = if order.is_ge() { pubs.next()? } else { None };
+            let next = steps.next().transpose()?;
+            let end = next.is_none();
+            if let Some(m) = next {
+                let (row, published) = match m {
+                    Merged::Left(r) => (Some(r), None),
+                    Merged::Right(p) => (None, Some(p)),
+                    Merged::Both(r, p) => (Some(r), Some(p)),
+                };
                 let (uri, published) = match (row.as_ref(), published) {
                     (_, Some((u, p))) => (u, Some(p)),
                     (Some(r), None) => (r.uri.clone(), None),
@@ -309,13 +282,13 @@ impl Compare<'_> {
                 self.plan(&mut s);
                 chunk.push(s);
             }
-            if chunk.len() >= CHUNK || (order.is_none() && !chunk.is_empty()) {
+            if chunk.len() >= CHUNK || (end && !chunk.is_empty()) {
                 measure_all(copies, &mut chunk, self.threads);
                 for s in chunk.drain(..) {
                     self.decide(copies, s, found)?;
                 }
             }
-            if order.is_none() {
+            if end {
                 break;
             }
         }

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use resourcesync_diff::{Action, Item};
+use resourcesync_diff::{Action, Item, Page, pages, try_diff_sorted};
 use resourcesync_model::{Capability, Entry, W3cDateTime};
 
 use crate::discover::SourceInfo;
@@ -52,62 +52,6 @@ pub(super) async fn stage_list(fetcher: DocFetcher, rl: String) -> Result<Staged
     })
 }
 
-/// Diff items in URI order, read a page at a time: `fetch(after)` returns the items of the next
-/// page and the last URI of that page (`None` at the end). A read error ends the iteration and
-/// is kept in `err`, for the caller to check before acting on what was read.
-pub(super) struct Paged<'a, F> {
-    fetch: F,
-    after: Option<String>,
-    buf: VecDeque<Item>,
-    done: bool,
-    err: &'a Mutex<Option<Error>>,
-}
-
-impl<'a, F> Paged<'a, F>
-where
-    F: FnMut(Option<&str>) -> Result<(Vec<Item>, Option<String>)>,
-{
-    fn new(err: &'a Mutex<Option<Error>>, fetch: F) -> Self {
-        Paged {
-            fetch,
-            after: None,
-            buf: VecDeque::new(),
-            done: false,
-            err,
-        }
-    }
-}
-
-impl<F> Iterator for Paged<'_, F>
-where
-    F: FnMut(Option<&str>) -> Result<(Vec<Item>, Option<String>)>,
-{
-    type Item = Item;
-    fn next(&mut self) -> Option<Item> {
-        loop {
-            if let Some(i) = self.buf.pop_front() {
-                return Some(i);
-            }
-            if self.done {
-                return None;
-            }
-            match (self.fetch)(self.after.as_deref()) {
-                Ok((items, last)) => {
-                    self.done = last.is_none();
-                    self.after = last;
-                    self.buf.extend(items);
-                }
-                Err(e) => {
-                    if let Ok(mut g) = self.err.lock() {
-                        *g = Some(e);
-                    }
-                    self.done = true;
-                }
-            }
-        }
-    }
-}
-
 /// A task aborted when its handle is dropped (a run ending early leaves nothing behind).
 pub(super) struct AbortOnDrop<T>(pub(super) tokio::task::JoinHandle<T>);
 
@@ -119,44 +63,47 @@ impl<T> Drop for AbortOnDrop<T> {
 
 /// Whether a URI is among those a dump package put in place during this run, asked in
 /// ascending URI order: read along in the same order, a page at a time, instead of one lookup
-/// per URI.
+/// per URI. A read that fails is the answer to the next question.
 pub(super) struct DumpedSet<'a> {
-    uris: Option<std::iter::Peekable<Paged<'a, PageFetch<'a>>>>,
+    uris: Option<std::iter::Peekable<Box<dyn Iterator<Item = Result<Item>> + Send + 'a>>>,
 }
 
-pub(super) type PageResult = Result<(Vec<Item>, Option<String>)>;
-pub(super) type PageFetch<'a> = Box<dyn FnMut(Option<&str>) -> PageResult + Send + 'a>;
-
 impl<'a> DumpedSet<'a> {
-    fn new(staging: Option<&'a Mutex<Staging>>, err: &'a Mutex<Option<Error>>) -> Self {
+    fn new(staging: Option<&'a Mutex<Staging>>) -> Self {
         let uris = staging.map(|s| {
-            let fetch: PageFetch<'a> = Box::new(move |after| {
-                let page = s
-                    .lock()
-                    .map_err(|_| Error::Task("staging lock poisoned".into()))?
-                    .page_by_uri(after, 1000)?;
-                let last = page.last().map(|r| r.uri.clone());
-                Ok((page.iter().map(StagedItem::item).collect(), last))
-            });
-            Paged::new(err, fetch).peekable()
+            let it: Box<dyn Iterator<Item = Result<Item>> + Send + 'a> =
+                Box::new(pages(move |after| {
+                    let page = s
+                        .lock()
+                        .map_err(|_| Error::Task("staging lock poisoned".into()))?
+                        .page_by_uri(after, 1000)?;
+                    Ok::<_, Error>(Page {
+                        last: page.last().map(|r| r.uri.clone()),
+                        items: page.iter().map(StagedItem::item).collect(),
+                    })
+                }));
+            it.peekable()
         });
         DumpedSet { uris }
     }
 
     /// Whether `uri` is in the set; every URI asked must be greater than the one before.
-    fn contains(&mut self, uri: &str) -> bool {
+    fn contains(&mut self, uri: &str) -> Result<bool> {
         let Some(it) = self.uris.as_mut() else {
-            return false;
+            return Ok(false);
         };
-        while it.next_if(|i| i.uri.as_str() < uri).is_some() {}
-        it.peek().is_some_and(|i| i.uri == uri)
-    }
-}
-
-pub(super) fn take_err(cell: &Mutex<Option<Error>>) -> Result<()> {
-    match cell.lock().ok().and_then(|mut g| g.take()) {
-        Some(e) => Err(e),
-        None => Ok(()),
+        while it
+            .next_if(|i| i.as_ref().is_ok_and(|i| i.uri.as_str() < uri))
+            .is_some()
+        {}
+        match it.peek() {
+            Some(Ok(i)) => Ok(i.uri == uri),
+            Some(Err(_)) => match it.next() {
+                Some(Err(e)) => Err(e),
+                _ => Ok(false),
+            },
+            None => Ok(false),
+        }
     }
 }
 
@@ -205,20 +152,18 @@ pub(super) async fn baseline_with(
         .count()?;
     ctx.obs.add_total(total);
     ctx.obs.phase("syncing");
-    let err = Mutex::new(None);
     // The copy: state rows, skipping copies kept after a delete.
-    let copy = Paged::new(&err, |after| {
+    let copy = pages(|after| {
         let page = ctx.state.resources_page(&ctx.key, after, 1000)?;
-        let last = page.last().map(|r| r.uri.clone());
-        Ok((
-            page.iter().filter(|r| !r.gone).map(record_item).collect(),
-            last,
-        ))
+        Ok::<_, Error>(Page {
+            last: page.last().map(|r| r.uri.clone()),
+            items: page.iter().filter(|r| !r.gone).map(record_item).collect(),
+        })
     });
     // The original: the staged Resource List. The staged entries read are kept (in `read`)
     // until the diff has passed them, for the jobs: no second lookup per entry.
     let read: Mutex<VecDeque<StagedItem>> = Mutex::new(VecDeque::new());
-    let original = Paged::new(&err, |after| {
+    let original = pages(|after| {
         let page = staging
             .lock()
             .map_err(|_| Error::Task("staging lock poisoned".into()))?
@@ -228,7 +173,7 @@ pub(super) async fn baseline_with(
         read.lock()
             .map_err(|_| Error::Task("staging lock poisoned".into()))?
             .extend(page);
-        Ok((items, last))
+        Ok::<_, Error>(Page { items, last })
     });
     // The staged entry of a URI of the diff (asked in ascending order).
     let entry = |uri: &str| -> Result<Option<StagedItem>> {
@@ -245,11 +190,11 @@ pub(super) async fn baseline_with(
         staged(&staging, uri)
     };
     // The URIs dump packages put in place during this run, in the same order as the diff's.
-    let mut dumped = DumpedSet::new(ctx.dumped.as_ref(), &err);
-    for action in resourcesync_diff::diff_sorted(copy, original) {
-        // A list or state read that failed ends its iterator early: stop before acting on a
-        // plan built from half an inventory.
-        take_err(&err)?;
+    let mut dumped = DumpedSet::new(ctx.dumped.as_ref());
+    for action in try_diff_sorted(copy, original) {
+        // A list or state read that failed ends the plan: stop before acting on a plan built
+        // from half an inventory.
+        let action = action?;
         let new = matches!(action, Action::Create(_));
         match action {
             Action::Create(o) | Action::Update { original: o, .. } => {
@@ -268,7 +213,7 @@ pub(super) async fn baseline_with(
             }
             Action::Same(o) => {
                 // A copy a dump package put in place during this run is counted already.
-                if dumped.contains(&o.uri) {
+                if dumped.contains(&o.uri)? {
                     exec.done_inline(Outcome::Counted);
                     continue;
                 }
@@ -282,7 +227,6 @@ pub(super) async fn baseline_with(
             }
         }
     }
-    take_err(&err)?;
     Ok(at)
 }
 
