@@ -370,14 +370,7 @@ impl State {
 
     /// The resource at a path (relative, as bytes).
     pub fn resource_by_path(&self, path: &[u8]) -> Result<Option<Resource>> {
-        self.conn
-            .prepare_cached(
-                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources WHERE path=?1",
-            )
-            .map_err(|e| self.err(e))?
-            .query_row([path], row_resource)
-            .optional()
-            .map_err(|e| self.err(e))
+        query_resource_by_path(&self.conn, path).map_err(|e| self.err(e))
     }
 
     /// Calls `f` for every resource in URI order (streamed; sorted by the query, URIs are not
@@ -612,4 +605,17 @@ pub fn rel_path(r: &Resource) -> PathBuf {
     {
         PathBuf::from(String::from_utf8_lossy(&r.path).into_owned())
     }
+}
+
+/// The row at a path (relative, as bytes), read through `c` (the state's connection, or a
+/// transaction of it: it sees what that transaction wrote).
+pub(crate) fn query_resource_by_path(
+    c: &rusqlite::Connection,
+    path: &[u8],
+) -> rusqlite::Result<Option<Resource>> {
+    c.prepare_cached(
+        "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources WHERE path=?1",
+    )?
+    .query_row([path], row_resource)
+    .optional()
 }

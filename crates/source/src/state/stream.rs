@@ -66,14 +66,7 @@ impl Recorder<'_> {
 
     /// The row at a path, as this transaction sees it.
     pub fn resource_by_path(&self, path: &[u8]) -> Result<Option<Resource>> {
-        self.tx
-            .prepare_cached(
-                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources WHERE path=?1",
-            )
-            .map_err(|e| self.err(e))?
-            .query_row([path], row_resource)
-            .optional()
-            .map_err(|e| self.err(e))
+        super::query_resource_by_path(&self.tx, path).map_err(|e| self.err(e))
     }
 
     /// Queues a change found at `path` (created or updated: its row is written; deleted: its
