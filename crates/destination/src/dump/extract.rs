@@ -14,6 +14,8 @@ use crate::error::{Error, Result};
 use crate::fetch::exec::Ctx;
 use crate::fetch::patch::{MAX_PATCH_BYTES, PatchLink, patch_copy};
 use crate::mapping::UriMapper;
+use crate::plan::current::change_applied;
+use crate::plan::staging::StagedItem;
 
 use super::package::{Extractor, Package, inflate, manifest_opts, open_package};
 
@@ -72,16 +74,12 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
     } else {
         ctx.state.resource(uri)?.filter(|p| !p.gone)
     };
-    // Already in place (a resumed run, or an earlier package): the state proves it current.
+    // Already in place (a resumed run, or an earlier package): the state proves it current
+    // (crate::plan::current, the rule of every change).
     if let Some(p) = &prior {
-        if let Some(m) = ctx.store.head(&rel)? {
-            if m.regular
-                && p.length == Some(m.length)
-                && expect.length.is_none_or(|l| l == m.length)
-                && expect.hashes.agrees_with(&p.hashes) == Some(true)
-            {
-                return Ok(Plan::Unchanged);
-            }
+        let m = ctx.store.head(&rel)?;
+        if change_applied(&StagedItem::from_entry(e), Some(p), m.as_ref()) {
+            return Ok(Plan::Unchanged);
         }
     }
     Ok(Plan::Extract(Job {

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::http::{Conditional, Http, body_error, header};
 use crate::mapping::UriMapper;
 pub(crate) use crate::outcome::{Outcome, Tally};
+use crate::plan::current::{change_applied, record_item};
 use crate::plan::staging::{StagedItem, Staging};
 use crate::report::{Failed, Failure, Observer, Planned};
 
@@ -227,23 +228,6 @@ pub(crate) fn path_blocked(store: &dyn Store, rel: &RelPath) -> bool {
     store.blocked(rel).unwrap_or(false)
 }
 
-pub(crate) fn record_item(r: &ResourceRecord) -> Item {
-    Item {
-        uri: r.uri.clone(),
-        length: r.length,
-        lastmod: r.lastmod,
-        hashes: r.hashes.clone(),
-    }
-}
-
-/// Whether a change entry carries what proves a copy current when the diff engine finds no
-/// difference: a digest of an algorithm the copy has, or a `<lastmod>` both have. A length alone
-/// proves nothing (an update may keep the length).
-pub(crate) fn has_evidence(item: &StagedItem, copy: &ResourceRecord) -> bool {
-    item.hashes.agrees_with(&copy.hashes).is_some()
-        || (item.lastmod.is_some() && copy.lastmod.is_some())
-}
-
 pub(crate) enum Fetched {
     /// Downloaded and verified, to be put in place by the committer.
     Verified(Box<Pending>),
@@ -358,7 +342,7 @@ pub(crate) async fn fetch(
     let existing = ctx.store.head(rel)?;
     let existing = existing.as_ref();
     // A change the state already shows applied (a resumed run, or a change seen twice).
-    if change && applied(item, prior.as_ref(), existing, &target) {
+    if change && change_applied(item, prior.as_ref(), existing) {
         return Ok(Outcome::Unchanged);
     }
     if adopt(ctx, item, rel, prior.as_ref(), existing).await? {
@@ -432,24 +416,6 @@ pub(crate) async fn fetch(
         Some(f) => Failed { message, ..f },
         None => Failed::other(message),
     })
-}
-
-/// Whether the state shows the change of `item` applied already, and the file in place agrees
-/// (a resumed run, or a change seen twice).
-fn applied(
-    item: &StagedItem,
-    prior: Option<&ResourceRecord>,
-    existing: Option<&ObjectMeta>,
-    target: &Item,
-) -> bool {
-    let (Some(p), Some(m)) = (prior, existing) else {
-        return false;
-    };
-    !p.gone
-        && m.regular
-        && p.length.is_none_or(|l| l == m.length)
-        && has_evidence(item, p)
-        && needs_update(&record_item(p), target).is_none()
 }
 
 /// A file already in place with the published digest (a run killed between the rename and the

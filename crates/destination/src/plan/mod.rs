@@ -5,8 +5,11 @@
 //!   state.
 //! - [`collapse`]: Change List entries after a cursor, several changes of one URI collapsed to
 //!   the last (Z39.99-2014 §12.1, §12.2).
+//! - [`current`]: whether a copy is current (the one rule, on the diff engine's
+//!   `needs_update`).
 
 pub(crate) mod collapse;
+pub(crate) mod current;
 pub mod staging;
 
 pub(crate) use collapse::after;

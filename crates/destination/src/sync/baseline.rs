@@ -11,8 +11,9 @@ use resourcesync_model::{Capability, Entry, W3cDateTime};
 use crate::discover::SourceInfo;
 use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Outcome, record_item};
+use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Outcome};
 use crate::plan::after;
+use crate::plan::current::record_item;
 use crate::plan::staging::{StagedItem, Staging};
 
 use super::incremental::incremental;
