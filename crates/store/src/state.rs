@@ -211,6 +211,25 @@ pub(crate) fn expiry(now: i64, ttl: Duration) -> i64 {
 }
 
 /// The Destination's state. Implementations must be usable from several threads (and, for a
+/// The text form of `duplicate` links (Z39.99-2014 §14.2: `pri` and `href`) kept in a state or
+/// staging database: one `PRI HREF` per line.
+pub fn encode_duplicates(d: &[(u32, String)]) -> String {
+    d.iter()
+        .map(|(p, h)| format!("{p} {h}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `duplicate` links of [`encode_duplicates`]' text; lines that do not parse are skipped.
+pub fn decode_duplicates(s: &str) -> Vec<(u32, String)> {
+    s.lines()
+        .filter_map(|l| {
+            let (p, h) = l.split_once(' ')?;
+            Some((p.parse().ok()?, h.to_owned()))
+        })
+        .collect()
+}
+
 /// shared database, from several processes), and pass [`crate::conformance::state`].
 pub trait StateStore: Send + Sync + Debug {
     /// The row of a resource.

@@ -86,22 +86,11 @@ fn dt(s: Option<String>) -> Option<W3cDateTime> {
 }
 
 fn encode_dups(d: &[(u32, String)]) -> Option<String> {
-    (!d.is_empty()).then(|| {
-        d.iter()
-            .map(|(p, h)| format!("{p} {h}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    })
+    (!d.is_empty()).then(|| resourcesync_store::state::encode_duplicates(d))
 }
 
 fn decode_dups(s: Option<String>) -> Vec<(u32, String)> {
-    s.unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (p, h) = l.split_once(' ')?;
-            Some((p.parse().ok()?, h.to_owned()))
-        })
-        .collect()
+    resourcesync_store::state::decode_duplicates(s.as_deref().unwrap_or_default())
 }
 
 const COLS: &str = "uri, change, length, hashes, lastmod, ctime, dups, path, seq, patch";

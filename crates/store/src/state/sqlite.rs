@@ -151,20 +151,11 @@ fn parse_dt(s: Option<String>) -> Option<W3cDateTime> {
 }
 
 fn encode_dups(d: &[(u32, String)]) -> String {
-    d.iter()
-        .map(|(p, h)| format!("{p} {h}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::state::encode_duplicates(d)
 }
 
 fn decode_dups(s: Option<String>) -> Vec<(u32, String)> {
-    s.unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (p, h) = l.split_once(' ')?;
-            Some((p.parse().ok()?, h.to_owned()))
-        })
-        .collect()
+    crate::state::decode_duplicates(s.as_deref().unwrap_or_default())
 }
 
 fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
