@@ -97,6 +97,21 @@ pub async fn audit(opts: &AuditOptions, obs: Arc<dyn Observer>) -> Result<AuditR
     }
 }
 
+/// Audits the copies in `ports` against a Source (see the module docs): the engine of
+/// [`audit()`], on the ports a caller gives ([`crate::Destination::audit`]).
+pub(crate) async fn audit_ports(
+    ports: &Ports,
+    opts: &AuditOptions,
+    obs: Arc<dyn Observer>,
+) -> Result<AuditReport> {
+    match opts.deadline {
+        Some(d) => tokio::time::timeout(d, audit_with(ports, None, opts, obs, LIMITS))
+            .await
+            .map_err(|_| Error::Deadline(d))?,
+        None => audit_with(ports, None, opts, obs, LIMITS).await,
+    }
+}
+
 async fn audit_inner(
     opts: &AuditOptions,
     obs: Arc<dyn Observer>,

@@ -122,6 +122,19 @@ impl Destination {
         &self.ports
     }
 
+    /// An audit of its copies against the Source (see [`crate::audit()`]), with the options of
+    /// `opts` but its URL, its destination directory and its state path, which are the
+    /// Destination's. Counts, fetches nothing, writes nothing.
+    pub async fn audit(
+        &self,
+        opts: &crate::options::AuditOptions,
+        obs: Arc<dyn Observer>,
+    ) -> Result<crate::report::AuditReport> {
+        let mut opts = opts.clone();
+        opts.url.clone_from(&self.url);
+        crate::audit::audit_ports(&self.ports, &opts, obs).await
+    }
+
     /// One sync run (see the module docs), with the options of `opts` but its URL, its
     /// destination directory and its state path, which are the Destination's.
     pub async fn sync(&self, opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
