@@ -29,13 +29,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use resourcesync_destination::{
-    HttpOptions, PushOptions, PushStats, Quiet, Round, StopHandle, SyncOptions, WatchOptions, sync,
-    watch_push,
+    Destination, HttpOptions, Ports, PushOptions, PushStats, Quiet, Round, StopHandle, SyncOptions,
+    WatchOptions, http::Http, sync, watch_push,
 };
 use resourcesync_source::server::{self, ServeOptions};
 use resourcesync_source::watch::WatchOptions as SourceWatchOptions;
 use resourcesync_source::{Source, SourceConfig};
-use resourcesync_store::{SourceCursor, SqliteState, StateStore};
+use resourcesync_store::SourceCursor;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -352,7 +352,13 @@ async fn drive(
     let (changes, publishing) = spawn_source(w, running, shared, src, tmp, clock, false);
     let mut k = 1u64;
     let mut drained = 0u32;
-    let state_path = sopts.state_path();
+    // One Destination for the run, on the directory's ports: a baseline run starts from its
+    // state with the cursor cleared.
+    let dest = Destination::new(
+        sopts.url.clone(),
+        Ports::directory(&sopts.dest, &sopts.state_path())?,
+        Http::new(sopts.http.clone()).map_err(resourcesync_destination::Error::from)?,
+    );
     let outcome: Result<()> = async {
         loop {
             let due = k as f64 * cfg.sync_interval;
@@ -370,8 +376,7 @@ async fn drive(
             // A run due while the previous one ran starts at once.
             tokio::time::sleep_until(clock.instant_of(due).into()).await;
             if cfg.strategy == Strategy::Baseline {
-                let st = SqliteState::open(&state_path)?;
-                st.set_cursor(&SourceCursor {
+                dest.ports().state.set_cursor(&SourceCursor {
                     source: key.clone(),
                     cursor: None,
                     synced_at: None,
@@ -385,7 +390,7 @@ async fn drive(
                     ..Meter::default()
                 };
             }
-            sync(&sopts, Arc::new(Quiet)).await?;
+            dest.sync(&sopts, Arc::new(Quiet)).await?;
             let t = clock.now();
             let (transfer, arrived) = {
                 let mut m = lock(&shared.meter);
