@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Mirroring a site: ours (`resourcesync sync --delete`) against what users run instead, rclone
+# (HTTP backend: default settings, and tuned with --transfers 32 --checkers 32) and
+# `wget --mirror`, from one nginx serving the same tree and our published documents, on
+# loopback and through the kit's WAN delay proxy (default 50 ms round trips): a baseline into
+# an empty directory, then an incremental after 1% of the files changed (half updated, a
+# quarter added, a quarter deleted). Every result is checked: the copy equals the tree (wget
+# never deletes: its check leaves deletions out, and says so).
+#
+# Usage: bench/mirror-vs-peers.sh [N] [RTT_MS]      (default 5000 files, 50 ms)
+#
+# 1. installs nginx and rclone when missing (Debian packages; policy-rc.d keeps a system nginx
+#    from starting), builds our release binary and the kit's wan_proxy example
+# 2. a tree of N files of 200-4,000 random bytes in 100 folders (python3, seeded)
+# 3. per network (loopback: the proxy with no delay; wan: RTT_MS): nginx (autoindex on: rclone
+#    and wget read its listings) on 127.0.0.1, the proxy in front, the tree published by ours
+#    at the proxy's URL (state outside the tree)
+# 4. times each tool's baseline and incremental, and prints the table and the ratios ours/peer
+#    (ours / the faster rclone setting: goals of issue 24 are <= 0.5 baseline, <= 0.25
+#    incremental, through 50 ms round trips)
+#
+# Environment: BENCH_WGET=auto|1|0 (auto: wget on loopback always, through the delay only when
+# N <= 1000: it makes one request per file per round trip, 5,000 files take minutes),
+# BENCH_NO_INSTALL=1 (never apt-get), BENCH_BIN (our binary).
+# Exit: 0 measured (whatever the ratios), 1 failure (a tool missing, a server down, a copy
+# that differs from the tree).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+. "$ROOT/bench/common.sh"
+N="${1:-5000}"
+RTT="${2:-50}"
+die() { echo "error: $*" >&2; exit 1; }
+
+# ------------------------------------------------------------------ tools
+NGINX="$(command -v nginx || true)"
+[ -n "$NGINX" ] || { [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx; } || true
+if [ -z "$NGINX" ] || ! command -v rclone >/dev/null 2>&1; then
+    [ "${BENCH_NO_INSTALL:-0}" = 1 ] && die "nginx or rclone missing and BENCH_NO_INSTALL=1"
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO=sudo
+    created=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+        $SUDO chmod 755 /usr/sbin/policy-rc.d
+        created=1
+    fi
+    log "apt-get install -y nginx rclone"
+    $SUDO apt-get update -qq >&2 || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nginx rclone >&2 \
+        || die "apt-get install nginx rclone failed"
+    [ -n "$created" ] && $SUDO rm -f /usr/sbin/policy-rc.d
+    NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+fi
+[ -x "$NGINX" ] || die "nginx not found"
+command -v rclone >/dev/null || die "rclone not found"
+command -v wget >/dev/null || die "wget not found"
+command -v curl >/dev/null || die "curl not found"
+our_binary
+log "cargo build --release -p resourcesync-testkit --example wan_proxy"
+cargo build -q --release -p resourcesync-testkit --example wan_proxy >&2 || die "wan_proxy build failed"
+PROXY="${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/wan_proxy"
+case "$PROXY" in /*) ;; *) PROXY="$ROOT/$PROXY" ;; esac
+
+W="$(mktemp -d "${TMPDIR:-/tmp}/mirror-vs-peers.XXXXXX")"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$W"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# ------------------------------------------------------------------ the tree
+python3 - "$W/seed" "$N" <<'EOF'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rnd = random.Random(7)
+for i in range(n):
+    d = os.path.join(root, "d%03d" % (i % 100))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%06d.bin" % i), "wb") as f:
+        f.write(rnd.randbytes(rnd.randint(200, 4000)))
+EOF
+change_tree() {  # $1 tree: 1% changed: half updated, a quarter added, a quarter deleted
+    python3 - "$1" "$N" <<'EOF'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rnd = random.Random(11)
+k = max(4, n // 100)
+files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(root) for f in fs
+               if not dp.startswith(os.path.join(root, "resourcesync"))
+               and ".well-known" not in dp and f.endswith(".bin"))
+picked = rnd.sample(files, k // 2 + k // 4)
+for p in picked[: k // 2]:
+    with open(p, "wb") as f:
+        f.write(rnd.randbytes(rnd.randint(200, 4000)))
+for p in picked[k // 2 :]:
+    os.remove(p)
+for i in range(k // 4):
+    with open(os.path.join(root, "d%03d" % (i % 100), "new%06d.bin" % i), "wb") as f:
+        f.write(rnd.randbytes(rnd.randint(200, 4000)))
+EOF
+}
+same_tree() {  # $1 tree, $2 copy, $3 "nodelete": extra files in the copy are allowed
+    local out
+    out="$(diff -r -q -x resourcesync -x .well-known -x .resourcesync -x robots.txt "$1" "$2" || true)"
+    [ "${3:-}" = nodelete ] && out="$(printf '%s\n' "$out" | grep -v "^Only in $2" || true)"
+    [ -z "$out" ] || { printf '%s\n' "$out" | head -5 >&2; return 1; }
+}
+
+secs() {  # runs "$@" quietly, prints wall seconds
+    local s e
+    s=$(date +%s%N)
+    "$@" >"$W/last.out" 2>&1 || { tail -5 "$W/last.out" >&2; die "failed: $*"; }
+    e=$(date +%s%N)
+    python3 -c "print('%.2f' % (($e - $s) / 1e9))"
+}
+
+declare -A T
+run_net() {  # $1 name, $2 rtt ms
+    local net="$1" rtt="$2" tree="$W/tree-$1" port pport url
+    cp -a "$W/seed" "$tree"
+    port="$(free_port)"
+    mkdir -p "$W/nginx-$net/tmp"
+    local user=""
+    [ "$(id -u)" = 0 ] && user="user root root;"
+    cat >"$W/nginx-$net/nginx.conf" <<EOF
+$user
+worker_processes 2;
+daemon off;
+pid $W/nginx-$net/nginx.pid;
+error_log $W/nginx-$net/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nodelay on;
+    keepalive_requests 1000000;
+    default_type application/octet-stream;
+    types { application/xml xml; }
+    client_body_temp_path $W/nginx-$net/tmp/body;
+    proxy_temp_path $W/nginx-$net/tmp/proxy;
+    fastcgi_temp_path $W/nginx-$net/tmp/fastcgi;
+    uwsgi_temp_path $W/nginx-$net/tmp/uwsgi;
+    scgi_temp_path $W/nginx-$net/tmp/scgi;
+    server { listen 127.0.0.1:$port; root $tree; autoindex on; }
+}
+EOF
+    "$NGINX" -p "$W/nginx-$net" -c "$W/nginx-$net/nginx.conf" -e "$W/nginx-$net/error.log" >/dev/null 2>&1 &
+    PIDS+=($!)
+    "$PROXY" "127.0.0.1:$port" "$rtt" >"$W/proxy-$net.out" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 100); do grep -q listening "$W/proxy-$net.out" && break; sleep 0.05; done
+    url="$(sed -n 's/^listening //p' "$W/proxy-$net.out")"
+    [ -n "$url" ] || die "wan_proxy did not start"
+    for _ in $(seq 100); do curl -sf -o /dev/null "$url" && break; sleep 0.05; done
+    "$BIN" publish "$tree" --base-url "$url" --state "$W/state-$net.sqlite" -q >/dev/null
+    log "$net: $N files at $url (round trip ${rtt} ms; load $(load))"
+    local rc_ex=(--exclude "/resourcesync/**" --exclude "/.well-known/**" --exclude "/robots.txt")
+    local wget_on=0
+    case "${BENCH_WGET:-auto}" in 1) wget_on=1 ;; 0) wget_on=0 ;; *) [ "$rtt" = 0 ] || [ "$N" -le 1000 ] && wget_on=1 ;; esac
+    local tools=(ours rclone rclone-tuned)
+    [ "$wget_on" = 1 ] && tools+=(wget)
+    for phase in baseline incremental; do
+        if [ "$phase" = incremental ]; then
+            change_tree "$tree"
+            "$BIN" publish "$tree" --base-url "$url" --state "$W/state-$net.sqlite" -q >/dev/null
+        fi
+        for t in "${tools[@]}"; do
+            local d="$W/copy-$net-$t"
+            case "$t" in
+                ours) T[$net/$phase/$t]="$(secs "$BIN" sync "$url" "$d" --delete -q)" ;;
+                rclone) T[$net/$phase/$t]="$(secs rclone sync --http-url "$url" :http: "$d" "${rc_ex[@]}")" ;;
+                rclone-tuned) T[$net/$phase/$t]="$(secs rclone sync --http-url "$url" :http: "$d" "${rc_ex[@]}" --transfers 32 --checkers 32)" ;;
+                wget) T[$net/$phase/$t]="$(secs wget -m -np -nH -q -e robots=off -X /resourcesync,/.well-known -P "$d" "$url")" ;;
+            esac
+            local nodelete=""
+            [ "$t" = wget ] && nodelete=nodelete
+            same_tree "$tree" "$d" $nodelete || die "$net $phase $t: the copy differs from the tree"
+            printf '%-9s %-12s %-13s %8s s\n' "$net" "$phase" "$t" "${T[$net/$phase/$t]}"
+        done
+    done
+    NETS+=("$net")
+    TOOLS_OF[$net]="${tools[*]}"
+}
+
+NETS=()
+declare -A TOOLS_OF
+run_net loopback 0
+run_net wan "$RTT"
+
+echo
+printf '%-9s %-12s %8s %8s %8s %8s   %s\n' network phase ours rclone tuned wget "ours / faster rclone"
+for net in "${NETS[@]}"; do
+    for phase in baseline incremental; do
+        o="${T[$net/$phase/ours]}"; r="${T[$net/$phase/rclone]}"; t="${T[$net/$phase/rclone-tuned]}"
+        g="${T[$net/$phase/wget]:--}"
+        ratio="$(python3 -c "print('%.2f' % ($o / min($r, $t)))")"
+        printf '%-9s %-12s %8s %8s %8s %8s   %s\n' "$net" "$phase" "$o" "$r" "$t" "$g" "$ratio"
+    done
+done
+echo "(seconds; $N files; wan = ${RTT} ms round trips through the kit's proxy; wget never deletes)"
