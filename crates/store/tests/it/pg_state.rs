@@ -242,3 +242,122 @@ fn pg_unreachable_server_is_retried() {
     let e = PgState::connect("postgres://u@127.0.0.1:notaport/db").expect_err("a bad URL");
     assert_eq!(e.category(), Category::Stop, "{e}");
 }
+
+/// The variable that makes [`pg_worker_child`] the child of [`pg_a_killed_worker_loses_nothing`]:
+/// the schema to work in.
+const CHILD_SCHEMA: &str = "RESOURCESYNC_STORE_PG_CHILD_SCHEMA";
+/// How long the child's claims last.
+const CHILD_TTL: Duration = Duration::from_millis(500);
+
+/// The child of [`pg_a_killed_worker_loses_nothing`]: does 20 items (saying each on stdout),
+/// claims 3 more, says so, and waits to be killed. Does nothing in an ordinary test run.
+#[test]
+fn pg_worker_child() {
+    use std::io::Write;
+    let Ok(schema) = std::env::var(CHILD_SCHEMA) else {
+        return;
+    };
+    let w = PgState::connect_schema(&url(), &schema).expect("child worker");
+    let mut out = std::io::stdout().lock();
+    // The test harness has written "test NAME ... " without a newline.
+    writeln!(out).expect("stdout");
+    let mut done = 0;
+    while done < 20 {
+        let claims = w.claim_work("child", 4, CHILD_TTL).expect("claim");
+        assert_eq!(w.complete(&claims).expect("complete"), claims.len());
+        for c in &claims {
+            writeln!(out, "done {}", c.item.key).expect("stdout");
+        }
+        done += claims.len();
+    }
+    let held = w.claim_work("child", 3, CHILD_TTL).expect("claim");
+    let keys: Vec<&str> = held.iter().map(|c| c.item.key.as_str()).collect();
+    writeln!(out, "holding {}", keys.join(" ")).expect("stdout");
+    out.flush().expect("stdout");
+    // Killed here.
+    let _ = std::io::stdin().read_line(&mut String::new());
+}
+
+/// A worker process killed with SIGKILL while holding claims: the other worker takes them over
+/// once they expire (by the server's clock), and in the end every item was done exactly once.
+#[test]
+fn pg_a_killed_worker_loses_nothing() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut schemas = Schemas::new();
+    let w = schemas.state();
+    let all: Vec<String> = (0..60).map(|i| format!("k{i:02}")).collect();
+    w.add_work(&all.iter().map(|k| item(k)).collect::<Vec<_>>())
+        .expect("add");
+    let mut child = Command::new(std::env::current_exe().expect("exe"))
+        .args([
+            "--exact",
+            "pg_state::pg_worker_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_SCHEMA, w.schema())
+        .env(URL_VAR, &schemas.url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("child");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut by_child = HashSet::new();
+    let mut held = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.expect("child output");
+        if let Some(k) = line.strip_prefix("done ") {
+            assert!(by_child.insert(k.to_owned()), "{k} done twice by the child");
+        } else if let Some(ks) = line.strip_prefix("holding ") {
+            held = ks.split(' ').map(str::to_owned).collect::<Vec<_>>();
+            child.kill().expect("SIGKILL");
+            break;
+        }
+    }
+    let status = child.wait().expect("wait");
+    assert!(!status.success(), "the child was not killed: {status}");
+    assert_eq!(held.len(), 3, "the child held {held:?}");
+    assert!(by_child.len() >= 20, "{by_child:?}");
+    // The survivor works until every item is done; the killed worker's claims come back
+    // after their time-to-live.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut by_me = HashSet::new();
+    let mut retried = Vec::new();
+    while by_child.len() + by_me.len() < all.len() {
+        let claims = w.claim_work("survivor", 8, LONG).expect("claim");
+        if claims.is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?} never came back",
+                held
+            );
+            // Polling until the killed worker's claims expire.
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        assert_eq!(w.complete(&claims).expect("complete"), claims.len());
+        for c in claims {
+            if c.attempts > 1 {
+                retried.push(c.item.key.clone());
+            }
+            assert!(
+                !by_child.contains(&c.item.key),
+                "{} done by both",
+                c.item.key
+            );
+            assert!(
+                by_me.insert(c.item.key.clone()),
+                "{} done twice",
+                c.item.key
+            );
+        }
+    }
+    retried.sort();
+    assert_eq!(retried, held, "taken over");
+    assert!(
+        w.claim_work("survivor", 8, Duration::ZERO)
+            .expect("claim")
+            .is_empty()
+    );
+}
