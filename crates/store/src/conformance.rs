@@ -18,7 +18,8 @@
 //!   The test re-executes itself as the child ([`crash::kill_at`], [`crash::child`]).
 //! - [`state`]: the [`crate::StateStore`] contract: records, pages in URI order, pending
 //!   changes, cursors, batches all or nothing, leases on Sources and work items (two workers
-//!   never hold the same lease at once, an expired lease is taken over).
+//!   never hold the same lease at once, an expired lease is taken over, workers racing for work
+//!   do each item once).
 //!
 //! Each check returns `Err` with what went wrong rather than panicking; `run` runs them all and
 //! names every failure.

@@ -86,6 +86,23 @@ pub enum Error {
         /// The worker that held it.
         holder: String,
     },
+    /// The PostgreSQL state database failed (`PgState`).
+    #[cfg(feature = "postgres")]
+    #[error("state database {target}: {}", pg_message(cause))]
+    Postgres {
+        /// The server, database and schema (no user nor password).
+        target: String,
+        /// The client's error (said in the message, not exposed as `source()`).
+        cause: postgres::Error,
+    },
+    /// A setting is not one this crate can use (a PostgreSQL schema name).
+    #[error("{what}: {reason}")]
+    Config {
+        /// What is set.
+        what: String,
+        /// Why it is refused.
+        reason: String,
+    },
     /// A value in the state database cannot be read back.
     #[error("state database {}: {message}", .path.display())]
     Corrupt {
@@ -114,7 +131,10 @@ impl Error {
             Error::Sqlite { .. }
             | Error::Locked { .. }
             | Error::Corrupt { .. }
-            | Error::LeaseLost { .. } => Category::Stop,
+            | Error::LeaseLost { .. }
+            | Error::Config { .. } => Category::Stop,
+            #[cfg(feature = "postgres")]
+            Error::Postgres { cause, .. } => pg_category(cause),
         }
     }
 
@@ -132,6 +152,52 @@ impl Error {
             self,
             Error::TooLong { .. } | Error::LengthMismatch { .. } | Error::DigestMismatch { .. }
         )
+    }
+}
+
+/// A PostgreSQL error in full: the client's word for it ("db error") says nothing, the
+/// server's message (or the I/O error) does.
+#[cfg(feature = "postgres")]
+fn pg_message(e: &postgres::Error) -> String {
+    use std::error::Error as _;
+    match e.source() {
+        Some(s) => format!("{e}: {s}"),
+        None => e.to_string(),
+    }
+}
+
+/// What a caller can do about a PostgreSQL error: a connection lost or refused, a server
+/// shutting down or out of connections, a serialization failure or a deadlock may pass
+/// (SQLSTATE classes 08, 40, 57P, 53300); a value the server refuses (class 22, data exception;
+/// 54000, e.g. a URI too long for an index) concerns the one row; anything else (a refused
+/// login, a missing privilege, a broken schema) stops the run.
+#[cfg(feature = "postgres")]
+fn pg_category(e: &postgres::Error) -> Category {
+    use std::error::Error as _;
+    if e.is_closed() {
+        return Category::Retry;
+    }
+    if let Some(code) = e.code() {
+        let c = code.code();
+        return if c.starts_with("08")
+            || c.starts_with("40")
+            || c.starts_with("57P")
+            || matches!(c, "53300" | "55P03" | "57014")
+        {
+            Category::Retry
+        } else if c.starts_with("22") || c == "54000" {
+            Category::Skip
+        } else {
+            Category::Stop
+        };
+    }
+    // No SQLSTATE: the connection failed (an I/O error, a timeout) or the client refused
+    // something (the URL, a value it cannot convert).
+    match e.source().and_then(|s| s.downcast_ref::<std::io::Error>()) {
+        Some(io) if Category::of_io(io) == Category::Stop => Category::Stop,
+        Some(_) => Category::Retry,
+        None if e.to_string().starts_with("timeout") => Category::Retry,
+        None => Category::Stop,
     }
 }
 

@@ -9,8 +9,9 @@
 //! - [`state`]: the [`StateStore`] port, batched ([`Batch`] of [`Op`]s, all or nothing) and fit
 //!   for several workers ([`Lease`]s on Sources, [`WorkItem`]s claimed and completed, taken over
 //!   when a lease expires): per resource its URI, path, length, digests, lastmod, ETag and
-//!   Last-Modified; per Source its cursor; changes to retry. Implementations: [`SqliteState`]
-//!   and [`MemState`]. Rows are written only after the file they describe is in place.
+//!   Last-Modified; per Source its cursor; changes to retry. Implementations: [`SqliteState`],
+//!   [`MemState`] and (feature `postgres`, on by default) `PgState`, shared by several
+//!   processes. Rows are written only after the file they describe is in place.
 //! - [`conformance`]: the suites every implementation runs (`tests/it/conformance.rs` runs them
 //!   for the four here, and kills a child process at each step of a put for [`FsStore`]).
 //! - [`path`]: [`RelPath`] (defined in `resourcesync_model::path`).
@@ -33,6 +34,8 @@ pub use object::{
     Committed, Expect, Finished, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload,
 };
 pub use path::RelPath;
+#[cfg(feature = "postgres")]
+pub use state::PgState;
 pub use state::{
     Batch, Claim, Lease, MemState, Op, PendingChange, ResourceRecord, SourceCursor, SqliteState,
     StateStore, WorkItem, for_each_resource,

@@ -17,8 +17,9 @@
 //! ([`StateStore::claim_work`]), each for a time: a lease not renewed expires and is taken over,
 //! and a batch fenced by a lease ([`Batch::fence`]) fails once the lease is lost, so that a
 //! worker that stalled past its lease never writes over its successor. Implementations:
-//! [`SqliteState`] (`state/sqlite.rs`) and [`MemState`] (`state/mem.rs`); both pass
-//! [`crate::conformance::state`].
+//! [`SqliteState`] (`state/sqlite.rs`), [`MemState`] (`state/mem.rs`) and, with the `postgres`
+//! feature (on by default), `PgState` (`state/postgres.rs`: the state shared by several
+//! processes); all pass [`crate::conformance::state`].
 
 use std::fmt::Debug;
 use std::time::{Duration, SystemTime};
@@ -28,9 +29,13 @@ use resourcesync_model::{Change, Hashes, W3cDateTime};
 use crate::error::Result;
 
 mod mem;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod sqlite;
 
 pub use mem::MemState;
+#[cfg(feature = "postgres")]
+pub use postgres::PgState;
 pub use sqlite::SqliteState;
 
 /// What the Destination knows of one copy.

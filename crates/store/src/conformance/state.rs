@@ -33,6 +33,10 @@ pub const CHECKS: &[Check<dyn StateStore>] = &[
         "an_expired_claim_is_taken_over",
         an_expired_claim_is_taken_over,
     ),
+    (
+        "racing_workers_do_each_item_once",
+        racing_workers_do_each_item_once,
+    ),
 ];
 
 /// Runs every check, each on a new, empty state from `make`.
@@ -407,5 +411,50 @@ fn an_expired_claim_is_taken_over(s: &dyn StateStore) -> Outcome {
     );
     let rest = ok("claim", s.claim_work("w3", 5, LONG))?;
     ensure!(rest.len() == 1 && rest[0].item.key == "b", "left {rest:?}");
+    Ok(())
+}
+
+/// Workers claiming and completing at once, as an aggregator's do: every item is completed
+/// exactly once (none done twice, none lost), and the queue ends empty.
+fn racing_workers_do_each_item_once(s: &dyn StateStore) -> Outcome {
+    let items: Vec<WorkItem> = (0..60).map(|i| item(&format!("r{i:02}"))).collect();
+    ensure!(ok("add", s.add_work(&items))? == 60, "add");
+    let got: Vec<_> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..4)
+            .map(|i| {
+                sc.spawn(move || -> std::result::Result<Vec<String>, String> {
+                    let worker = format!("w{i}");
+                    let mut done = Vec::new();
+                    loop {
+                        let claims = ok("claim", s.claim_work(&worker, 3, LONG))?;
+                        if claims.is_empty() {
+                            return Ok(done);
+                        }
+                        let n = ok("complete", s.complete(&claims))?;
+                        ensure!(
+                            n == claims.len(),
+                            "{worker} completed {n} of its {} claims",
+                            claims.len()
+                        );
+                        done.extend(claims.into_iter().map(|c| c.item.key));
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a worker panicked".into())))
+            .collect()
+    });
+    let mut seen = HashSet::new();
+    for g in got {
+        for k in g? {
+            ensure!(seen.insert(k.clone()), "{k} done twice");
+        }
+    }
+    ensure!(seen.len() == 60, "{} of 60 items done", seen.len());
+    ensure!(
+        ok("claim", s.claim_work("w9", 5, EXPIRED))?.is_empty(),
+        "items left in the queue"
+    );
     Ok(())
 }

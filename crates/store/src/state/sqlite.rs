@@ -138,23 +138,23 @@ fn pending_page_sql(first: bool) -> String {
     )
 }
 
-fn opt_u64(v: Option<i64>) -> Option<u64> {
+pub(super) fn opt_u64(v: Option<i64>) -> Option<u64> {
     v.and_then(|n| u64::try_from(n).ok())
 }
 
-fn to_i64(v: Option<u64>) -> Option<i64> {
+pub(super) fn to_i64(v: Option<u64>) -> Option<i64> {
     v.and_then(|n| i64::try_from(n).ok())
 }
 
-fn parse_dt(s: Option<String>) -> Option<W3cDateTime> {
+pub(super) fn parse_dt(s: Option<String>) -> Option<W3cDateTime> {
     s.and_then(|s| W3cDateTime::parse(&s).ok())
 }
 
-fn encode_dups(d: &[(u32, String)]) -> String {
+pub(super) fn encode_dups(d: &[(u32, String)]) -> String {
     crate::state::encode_duplicates(d)
 }
 
-fn decode_dups(s: Option<String>) -> Vec<(u32, String)> {
+pub(super) fn decode_dups(s: Option<String>) -> Vec<(u32, String)> {
     crate::state::decode_duplicates(s.as_deref().unwrap_or_default())
 }
 

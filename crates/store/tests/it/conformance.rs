@@ -59,6 +59,15 @@ fn sqlite_state_in_memory_passes_the_state_suite() {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The suite against a real PostgreSQL server (`RESOURCESYNC_TEST_POSTGRES`, from
+/// `scripts/postgres.sh`; failing without it), a new schema per check.
+#[cfg(feature = "postgres")]
+#[test]
+fn pg_state_passes_the_state_suite() {
+    let mut schemas = crate::pg_state::Schemas::new();
+    conformance::state::run(|| Box::new(schemas.state())).unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// The variable that makes [`crash_child`] the child of [`fs_store_survives_a_kill_at_each_step_of_a_put`].
 const CHILD_DIR: &str = "RESOURCESYNC_STORE_CRASH_CHILD_DIR";
 /// Whether the child's store uses unnamed temporary files.

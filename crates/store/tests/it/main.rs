@@ -2,3 +2,5 @@
 //! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
 
 mod conformance;
+#[cfg(feature = "postgres")]
+mod pg_state;

@@ -1,0 +1,663 @@
+//! [`PgState`]: the state in PostgreSQL, shared by several workers (processes, on one machine
+//! or many), its schema and its migrations.
+//!
+//! Every table lives in one schema (`resourcesync` unless [`PgState::connect_schema`] names
+//! another), so that one database can hold several states (a test makes a new schema per
+//! check). The schema is created or migrated at connect, under an advisory lock, in one
+//! transaction: workers starting at once never migrate twice.
+//!
+//! Leases and claims expire by the server's clock (`now()`, the start of the transaction), so
+//! that workers on machines whose clocks differ agree. A lease taken over bumps its token; a
+//! batch fenced by a lease locks the lease's row (`FOR SHARE`) so that a takeover waits for it
+//! to commit. Work items are claimed with `SELECT … FOR UPDATE SKIP LOCKED`: workers claiming at
+//! once skip each other's rows instead of waiting or taking the same one.
+//!
+//! The client is the synchronous `postgres` crate: its calls block, and must not be made from
+//! an async task (use `spawn_blocking`). Connections come from a small pool ([`POOL_SIZE`],
+//! opened on demand; one closed by the server is dropped and opened again on next use), so that
+//! the threads of one worker run their statements at once, as separate workers would. No TLS:
+//! the server is expected on a trusted network (`sslmode=require` fails to connect).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use postgres::types::ToSql;
+use postgres::{Client, Config, NoTls, Row, Statement, Transaction};
+use resourcesync_model::{Change, HashAlg, Hashes};
+
+use super::sqlite::{decode_dups, encode_dups, opt_u64, parse_dt, to_i64};
+use super::{
+    Batch, Claim, Lease, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
+    from_millis,
+};
+use crate::error::{Error, Result};
+
+mod sql;
+
+use sql::{
+    CLAIM, COMPLETE, FENCE, LEASE, MIGRATIONS, PENDING_AFTER, PENDING_FROM, PUT_PENDING,
+    PUT_RESOURCE, RELEASE, RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
+};
+
+/// How many connections one [`PgState`] opens at most.
+pub const POOL_SIZE: usize = 4;
+
+/// The schema used by [`PgState::connect`].
+pub const DEFAULT_SCHEMA: &str = "resourcesync";
+
+/// The longest time-to-live of a lease or claim (a longer one is cut to it): a hundred years.
+const MAX_TTL_MS: i64 = 100 * 366 * 24 * 3600 * 1000;
+
+/// The state in PostgreSQL, shared by every worker connected to the same database and schema.
+pub struct PgState {
+    config: Config,
+    schema: String,
+    /// The server, database and schema, for messages (no password).
+    target: String,
+    pool: Mutex<Idle>,
+    freed: Condvar,
+}
+
+/// The idle connections, and how many are open in all.
+struct Idle {
+    conns: Vec<Conn>,
+    open: usize,
+}
+
+/// A connection and the statements prepared on it.
+struct Conn {
+    client: Client,
+    stmts: HashMap<&'static str, Statement>,
+}
+
+impl fmt::Debug for PgState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgState")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connection taken from the pool, given back when dropped (unless the server closed it).
+struct Pooled<'a> {
+    state: &'a PgState,
+    conn: Option<Conn>,
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        let mut idle = self.state.idle();
+        match self.conn.take() {
+            Some(c) if !c.client.is_closed() => idle.conns.push(c),
+            _ => idle.open = idle.open.saturating_sub(1),
+        }
+        self.state.freed.notify_one();
+    }
+}
+
+impl Pooled<'_> {
+    fn get(&mut self) -> &mut Conn {
+        // Set from creation to drop.
+        self.conn
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("a pooled connection is taken only when dropped"))
+    }
+}
+
+/// A statement prepared once per connection, whether outside or inside a transaction.
+fn prepared(
+    stmts: &mut HashMap<&'static str, Statement>,
+    sql: &'static str,
+    prepare: impl FnOnce(&str) -> std::result::Result<Statement, postgres::Error>,
+) -> std::result::Result<Statement, postgres::Error> {
+    if let Some(s) = stmts.get(sql) {
+        return Ok(s.clone());
+    }
+    let s = prepare(sql)?;
+    stmts.insert(sql, s.clone());
+    Ok(s)
+}
+
+/// Whether `s` is a plain schema name (lower-case letters, digits, `_`; not starting with a
+/// digit nor `pg_`; at most 63 bytes, PostgreSQL's limit).
+fn valid_schema(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && !s.starts_with("pg_")
+        && s.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The server(s) and database of a configuration, without user nor password.
+fn describe(c: &Config, schema: &str) -> String {
+    let hosts: Vec<String> = c
+        .get_hosts()
+        .iter()
+        .zip(c.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .map(|(h, p)| match h {
+            postgres::config::Host::Tcp(h) => format!("{h}:{p}"),
+            #[cfg(unix)]
+            postgres::config::Host::Unix(d) => format!("{}:{p}", d.display()),
+        })
+        .collect();
+    format!(
+        "postgres://{}/{} (schema {schema})",
+        hosts.join(","),
+        c.get_dbname().unwrap_or("")
+    )
+}
+
+impl PgState {
+    /// Connects to the database at `url` (`postgres://USER@HOST:PORT/DB`, or any connection
+    /// string the `postgres` crate takes), in the schema `resourcesync`, creating or migrating
+    /// it.
+    pub fn connect(url: &str) -> Result<Self> {
+        PgState::connect_schema(url, DEFAULT_SCHEMA)
+    }
+
+    /// As [`PgState::connect`], in the schema `schema` (created if missing): lower-case
+    /// letters, digits and `_`, at most 63 bytes.
+    pub fn connect_schema(url: &str, schema: &str) -> Result<Self> {
+        if !valid_schema(schema) {
+            return Err(Error::Config {
+                what: format!("PostgreSQL schema {:?}", cut(schema)),
+                reason: "a schema is 1 to 63 lower-case letters, digits and `_`, not starting \
+                         with a digit nor `pg_`"
+                    .into(),
+            });
+        }
+        let mut config = Config::from_str(url).map_err(|e| Error::Postgres {
+            target: "the PostgreSQL URL".into(),
+            cause: e,
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        let target = describe(&config, schema);
+        let s = PgState {
+            config,
+            schema: schema.to_owned(),
+            target,
+            pool: Mutex::new(Idle {
+                conns: Vec::new(),
+                open: 0,
+            }),
+            freed: Condvar::new(),
+        };
+        s.migrate()?;
+        Ok(s)
+    }
+
+    /// The server, database and schema (no user nor password).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// The schema the tables are in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    fn err(&self, cause: postgres::Error) -> Error {
+        Error::Postgres {
+            target: self.target.clone(),
+            cause,
+        }
+    }
+
+    fn idle(&self) -> MutexGuard<'_, Idle> {
+        // Nothing in the pool is left half-changed by a panic.
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A connection: an idle one, a new one while fewer than [`POOL_SIZE`] are open, or the
+    /// next one given back.
+    fn conn(&self) -> Result<Pooled<'_>> {
+        let mut idle = self.idle();
+        loop {
+            if let Some(c) = idle.conns.pop() {
+                return Ok(Pooled {
+                    state: self,
+                    conn: Some(c),
+                });
+            }
+            if idle.open < POOL_SIZE {
+                idle.open += 1;
+                drop(idle);
+                return match self.open() {
+                    Ok(c) => Ok(Pooled {
+                        state: self,
+                        conn: Some(c),
+                    }),
+                    Err(e) => {
+                        self.idle().open -= 1;
+                        self.freed.notify_one();
+                        Err(e)
+                    }
+                };
+            }
+            idle = self.freed.wait(idle).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Opens a connection whose statements name the tables of the schema.
+    fn open(&self) -> Result<Conn> {
+        let mut client = self.config.connect(NoTls).map_err(|e| self.err(e))?;
+        client
+            .batch_execute(&format!(
+                "SET search_path TO \"{}\"; SET TIME ZONE 'UTC'",
+                self.schema
+            ))
+            .map_err(|e| self.err(e))?;
+        Ok(Conn {
+            client,
+            stmts: HashMap::new(),
+        })
+    }
+
+    /// Creates the schema where there is none, then migrates it to [`VERSION`], in one
+    /// transaction under an advisory lock (workers starting at once wait for each other). A
+    /// schema of a newer version is refused, untouched.
+    fn migrate(&self) -> Result<()> {
+        let mut p = self.conn()?;
+        let e = |e| self.err(e);
+        let mut tx = p.get().client.transaction().map_err(e)?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('resourcesync schema ' || $1))",
+            &[&self.schema],
+        )
+        .map_err(e)?;
+        tx.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{0}\";
+             CREATE TABLE IF NOT EXISTS \"{0}\".meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+            self.schema
+        ))
+        .map_err(e)?;
+        let v: i64 = match tx
+            .query_opt("SELECT value FROM meta WHERE key = 'schema'", &[])
+            .map_err(e)?
+        {
+            None => 0,
+            Some(row) => {
+                let v: String = row.try_get(0).map_err(e)?;
+                v.parse()
+                    .map_err(|_| self.corrupt(format!("schema version {v:?} is not a number")))?
+            }
+        };
+        if !(0..=VERSION).contains(&v) {
+            return Err(self.corrupt(format!(
+                "schema version {v}, this program knows 1 to {VERSION}"
+            )));
+        }
+        for step in MIGRATIONS.iter().skip(usize::try_from(v).unwrap_or(0)) {
+            tx.batch_execute(step).map_err(e)?;
+        }
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES('schema', $1) \
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            &[&VERSION.to_string()],
+        )
+        .map_err(e)?;
+        tx.commit().map_err(e)
+    }
+
+    fn corrupt(&self, message: String) -> Error {
+        Error::Corrupt {
+            path: self.target.clone().into(),
+            message,
+        }
+    }
+
+    /// Runs a statement outside a transaction; its rows.
+    fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let mut p = self.conn()?;
+        let Conn { client, stmts } = p.get();
+        let st = prepared(stmts, sql, |q| client.prepare(q)).map_err(|e| self.err(e))?;
+        client.query(&st, params).map_err(|e| self.err(e))
+    }
+
+    /// Runs `f` in a transaction, committed when it returns `Ok`, rolled back otherwise.
+    fn in_tx<T>(&self, f: impl FnOnce(&mut Tx<'_, '_>) -> Result<T>) -> Result<T> {
+        let mut p = self.conn()?;
+        let Conn { client, stmts } = p.get();
+        let tx = client.transaction().map_err(|e| self.err(e))?;
+        let mut tx = Tx {
+            state: self,
+            tx,
+            stmts,
+        };
+        let out = f(&mut tx)?;
+        tx.tx.commit().map_err(|e| self.err(e))?;
+        Ok(out)
+    }
+
+    /// Runs `sql` (a DELETE or an UPDATE) on the items of the claims still held; how many.
+    fn settle(&self, claims: &[Claim], sql: &'static str) -> Result<usize> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        self.in_tx(|tx| {
+            let mut n = 0;
+            for cl in claims {
+                n += tx.execute(sql, &[&cl.item.key, &cl.holder, &token(cl.token)])?;
+            }
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        })
+    }
+}
+
+/// A transaction and the statements prepared on its connection.
+struct Tx<'s, 'c> {
+    state: &'s PgState,
+    tx: Transaction<'c>,
+    stmts: &'c mut HashMap<&'static str, Statement>,
+}
+
+impl Tx<'_, '_> {
+    fn stmt(&mut self, sql: &'static str) -> Result<Statement> {
+        let tx = &mut self.tx;
+        prepared(self.stmts, sql, |q| tx.prepare(q)).map_err(|e| self.state.err(e))
+    }
+
+    fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        let st = self.stmt(sql)?;
+        self.tx.execute(&st, params).map_err(|e| self.state.err(e))
+    }
+
+    fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let st = self.stmt(sql)?;
+        self.tx.query(&st, params).map_err(|e| self.state.err(e))
+    }
+
+    /// One write of a batch.
+    fn apply_op(&mut self, op: &Op<'_>) -> Result<()> {
+        match *op {
+            Op::PutResource(r) => {
+                self.execute(
+                    PUT_RESOURCE,
+                    &[
+                        &r.uri,
+                        &r.source,
+                        &r.path,
+                        &to_i64(r.length),
+                        &r.hashes.value_of(&HashAlg::Md5),
+                        &r.hashes.value_of(&HashAlg::Sha1),
+                        &r.hashes.value_of(&HashAlg::Sha256),
+                        &r.lastmod.map(|d| d.to_string()),
+                        &r.etag,
+                        &r.last_modified,
+                        &r.gone,
+                    ],
+                )?;
+            }
+            Op::RemoveResource(uri) => {
+                self.execute("DELETE FROM resources WHERE uri = $1", &[&uri])?;
+            }
+            Op::SetGone(uri, gone) => {
+                self.execute(
+                    "UPDATE resources SET gone = $2 WHERE uri = $1",
+                    &[&uri, &gone],
+                )?;
+            }
+            Op::PutPending(p) => {
+                self.execute(
+                    PUT_PENDING,
+                    &[
+                        &p.source,
+                        &p.uri,
+                        &p.change.as_ref().map(|c| c.as_str().to_owned()),
+                        &to_i64(p.length),
+                        &(!p.hashes.is_empty()).then(|| p.hashes.to_string()),
+                        &p.lastmod.map(|d| d.to_string()),
+                        &encode_dups(&p.duplicates),
+                        &p.error,
+                    ],
+                )?;
+            }
+            Op::RemovePending(source, uri) => {
+                self.execute(
+                    "DELETE FROM pending WHERE source = $1 AND uri = $2",
+                    &[&source, &uri],
+                )?;
+            }
+            Op::SetCursor(c) => {
+                self.execute(
+                    SET_CURSOR,
+                    &[
+                        &c.source,
+                        &c.cursor.map(|d| d.to_string()),
+                        &c.synced_at.map(|d| d.to_string()),
+                    ],
+                )?;
+            }
+            Op::Fence(l) => {
+                if self
+                    .query(FENCE, &[&l.name, &l.holder, &token(l.token)])?
+                    .is_empty()
+                {
+                    return Err(Error::LeaseLost {
+                        name: l.name.clone(),
+                        holder: l.holder.clone(),
+                    });
+                }
+            }
+            Op::CompleteWork(cl) => {
+                if self.execute(COMPLETE, &[&cl.item.key, &cl.holder, &token(cl.token)])? == 0 {
+                    return Err(Error::LeaseLost {
+                        name: cl.item.key.clone(),
+                        holder: cl.holder.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A token as stored: one too large to have been issued matches nothing.
+fn token(t: u64) -> i64 {
+    i64::try_from(t).unwrap_or(-1)
+}
+
+/// A time-to-live in milliseconds, cut to [`MAX_TTL_MS`].
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).map_or(MAX_TTL_MS, |ms| ms.min(MAX_TTL_MS))
+}
+
+/// At most 80 characters of `s`, for a message.
+fn cut(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+fn row_to_record(row: &Row) -> std::result::Result<ResourceRecord, postgres::Error> {
+    Ok(ResourceRecord {
+        uri: row.try_get(0)?,
+        source: row.try_get(1)?,
+        path: row.try_get(2)?,
+        length: opt_u64(row.try_get(3)?),
+        hashes: Hashes::from_known(row.try_get(4)?, row.try_get(5)?, row.try_get(6)?),
+        lastmod: parse_dt(row.try_get(7)?),
+        etag: row.try_get(8)?,
+        last_modified: row.try_get(9)?,
+        gone: row.try_get(10)?,
+    })
+}
+
+fn row_to_pending(row: &Row) -> std::result::Result<PendingChange, postgres::Error> {
+    let hashes: Option<String> = row.try_get(4)?;
+    Ok(PendingChange {
+        source: row.try_get(0)?,
+        uri: row.try_get(1)?,
+        change: row
+            .try_get::<_, Option<String>>(2)?
+            .map(|c| Change::parse(&c)),
+        length: opt_u64(row.try_get(3)?),
+        hashes: hashes.map(|h| Hashes::parse(&h).0).unwrap_or_default(),
+        lastmod: parse_dt(row.try_get(5)?),
+        duplicates: decode_dups(row.try_get(6)?),
+        error: row.try_get::<_, Option<String>>(7)?.unwrap_or_default(),
+    })
+}
+
+impl StateStore for PgState {
+    fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
+        let rows = self.query(RESOURCE, &[&uri])?;
+        rows.first()
+            .map(row_to_record)
+            .transpose()
+            .map_err(|e| self.err(e))
+    }
+
+    fn resources_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        let sql = if after.is_none() {
+            RESOURCES_FROM
+        } else {
+            RESOURCES_AFTER
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
+            .iter()
+            .map(row_to_record)
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    fn has_path(&self, path: &str) -> Result<bool> {
+        let rows = self.query("SELECT 1 FROM resources WHERE path = $1 LIMIT 1", &[&path])?;
+        Ok(!rows.is_empty())
+    }
+
+    fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
+        let rows = self.query(
+            "SELECT source, cursor, synced_at FROM sources WHERE source = $1",
+            &[&source],
+        )?;
+        rows.first()
+            .map(|r| {
+                Ok(SourceCursor {
+                    source: r.try_get(0)?,
+                    cursor: parse_dt(r.try_get(1)?),
+                    synced_at: parse_dt(r.try_get(2)?),
+                })
+            })
+            .transpose()
+            .map_err(|e| self.err(e))
+    }
+
+    fn pending_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PendingChange>> {
+        let sql = if after.is_none() {
+            PENDING_FROM
+        } else {
+            PENDING_AFTER
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
+            .iter()
+            .map(row_to_pending)
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    fn apply(&self, batch: &Batch<'_>) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.in_tx(|tx| batch.ops().iter().try_for_each(|op| tx.apply_op(op)))
+    }
+
+    fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
+        let rows = self.query(LEASE, &[&source, &worker, &ttl_ms(ttl)])?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let (token, expires): (i64, i64) = (
+            row.try_get(0).map_err(|e| self.err(e))?,
+            row.try_get(1).map_err(|e| self.err(e))?,
+        );
+        Ok(Some(Lease {
+            name: source.to_owned(),
+            holder: worker.to_owned(),
+            token: u64::try_from(token).unwrap_or(0),
+            expires: from_millis(expires),
+        }))
+    }
+
+    fn release_source(&self, lease: &Lease) -> Result<bool> {
+        // Kept, expired, so that the token goes on growing.
+        let rows = self.query(
+            "UPDATE leases SET expires = to_timestamp(0) WHERE name = $1 AND holder = $2 \
+             AND token = $3 AND expires > to_timestamp(0) RETURNING 1",
+            &[&lease.name, &lease.holder, &token(lease.token)],
+        )?;
+        Ok(!rows.is_empty())
+    }
+
+    fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
+        if items.is_empty() {
+            return Ok(0);
+        }
+        self.in_tx(|tx| {
+            let mut n = 0;
+            for i in items {
+                n += tx.execute(
+                    "INSERT INTO work(key, source, payload) VALUES($1, $2, $3) \
+                     ON CONFLICT (key) DO NOTHING",
+                    &[&i.key, &i.source, &i.payload],
+                )?;
+            }
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        })
+    }
+
+    fn claim_work(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let rows = self.query(CLAIM, &[&worker, &n, &ttl_ms(ttl)])?;
+        let mut out = rows
+            .iter()
+            .map(|r| {
+                let seq: i64 = r.try_get(6)?;
+                let claim = Claim {
+                    item: WorkItem {
+                        key: r.try_get(0)?,
+                        source: r.try_get(1)?,
+                        payload: r.try_get(2)?,
+                    },
+                    holder: worker.to_owned(),
+                    token: u64::try_from(r.try_get::<_, i64>(3)?).unwrap_or(0),
+                    expires: from_millis(r.try_get(4)?),
+                    attempts: u32::try_from(r.try_get::<_, i32>(5)?).unwrap_or(0),
+                };
+                Ok((seq, claim))
+            })
+            .collect::<std::result::Result<Vec<_>, postgres::Error>>()
+            .map_err(|e| self.err(e))?;
+        // UPDATE … RETURNING says nothing of its order: in the order queued.
+        out.sort_by_key(|(seq, _)| *seq);
+        Ok(out.into_iter().map(|(_, c)| c).collect())
+    }
+
+    fn complete(&self, claims: &[Claim]) -> Result<usize> {
+        self.settle(claims, COMPLETE)
+    }
+
+    fn release(&self, claims: &[Claim]) -> Result<usize> {
+        self.settle(claims, RELEASE)
+    }
+}

@@ -1,0 +1,175 @@
+//! The SQL of [`super::PgState`]: its schema, as migrations, and its statements.
+
+/// The migrations: `MIGRATIONS[i]` takes a schema from version `i` to `i + 1` (0: empty), in
+/// one transaction with the new version number. Text compared for order (URIs, Sources) is in
+/// the "C" collation: byte order, as [`crate::StateStore::resources_page`] promises, whatever the
+/// database's locale.
+pub(super) const MIGRATIONS: &[&str] = &["
+    CREATE TABLE resources(
+        uri TEXT COLLATE \"C\" PRIMARY KEY,
+        source TEXT COLLATE \"C\" NOT NULL,
+        path TEXT NOT NULL,
+        length BIGINT,
+        md5 TEXT,
+        sha1 TEXT,
+        sha256 TEXT,
+        lastmod TEXT,
+        etag TEXT,
+        last_modified TEXT,
+        gone BOOLEAN NOT NULL DEFAULT false
+    );
+    CREATE INDEX resources_source_uri ON resources(source, uri);
+    -- A hash index: equality is all `has_path` needs, and it takes paths of any length.
+    CREATE INDEX resources_path ON resources USING hash (path);
+    CREATE TABLE sources(
+        source TEXT PRIMARY KEY,
+        cursor TEXT,
+        synced_at TEXT
+    );
+    CREATE TABLE pending(
+        source TEXT COLLATE \"C\" NOT NULL,
+        uri TEXT COLLATE \"C\" NOT NULL,
+        change TEXT,
+        length BIGINT,
+        hashes TEXT,
+        lastmod TEXT,
+        duplicates TEXT,
+        error TEXT,
+        PRIMARY KEY(source, uri)
+    );
+    CREATE TABLE leases(
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        token BIGINT NOT NULL,
+        expires TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE work(
+        key TEXT PRIMARY KEY,
+        seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        source TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        holder TEXT,
+        token BIGINT NOT NULL DEFAULT 0,
+        expires TIMESTAMPTZ,
+        attempts INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX work_seq ON work(seq);
+"];
+
+/// The schema version this program writes.
+pub(super) const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// A timestamp as milliseconds since the Unix epoch.
+macro_rules! ms {
+    ($col:literal) => {
+        concat!("floor(extract(epoch FROM ", $col, ") * 1000)::BIGINT")
+    };
+}
+
+/// `now()` plus the time-to-live in milliseconds given as parameter `$n`.
+macro_rules! until {
+    ($n:literal) => {
+        concat!("now() + $", $n, "::BIGINT * interval '1 millisecond'")
+    };
+}
+
+/// The columns of a row of a copy, in the order `row_to_record` reads them.
+macro_rules! resource_cols {
+    () => {
+        "uri, source, path, length, md5, sha1, sha256, lastmod, etag, last_modified, gone"
+    };
+}
+
+/// The columns of a pending change, in the order `row_to_pending` reads them.
+macro_rules! pending_cols {
+    () => {
+        "source, uri, change, length, hashes, lastmod, duplicates, error"
+    };
+}
+
+/// The row of a copy.
+pub(super) const RESOURCE: &str = concat!(
+    "SELECT ",
+    resource_cols!(),
+    " FROM resources WHERE uri = $1"
+);
+// A page of rows from `''` (every text is `>= ''`) or after `$2`: one condition, which the
+// index on (source, uri) seeks with.
+/// The first page of a Source's rows.
+pub(super) const RESOURCES_FROM: &str = concat!(
+    "SELECT ",
+    resource_cols!(),
+    " FROM resources WHERE source = $1 AND uri >= $2 ORDER BY uri LIMIT $3"
+);
+/// A page of a Source's rows after a URI.
+pub(super) const RESOURCES_AFTER: &str = concat!(
+    "SELECT ",
+    resource_cols!(),
+    " FROM resources WHERE source = $1 AND uri > $2 ORDER BY uri LIMIT $3"
+);
+/// The first page of a Source's pending changes.
+pub(super) const PENDING_FROM: &str = concat!(
+    "SELECT ",
+    pending_cols!(),
+    " FROM pending WHERE source = $1 AND uri >= $2 ORDER BY uri LIMIT $3"
+);
+/// A page of a Source's pending changes after a URI.
+pub(super) const PENDING_AFTER: &str = concat!(
+    "SELECT ",
+    pending_cols!(),
+    " FROM pending WHERE source = $1 AND uri > $2 ORDER BY uri LIMIT $3"
+);
+
+/// Writes (replaces) the row of a copy.
+pub(super) const PUT_RESOURCE: &str = "INSERT INTO resources(uri, source, path, length, md5, sha1, \
+     sha256, lastmod, etag, last_modified, gone) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     ON CONFLICT (uri) DO UPDATE SET source = EXCLUDED.source, path = EXCLUDED.path, \
+     length = EXCLUDED.length, md5 = EXCLUDED.md5, sha1 = EXCLUDED.sha1, \
+     sha256 = EXCLUDED.sha256, lastmod = EXCLUDED.lastmod, etag = EXCLUDED.etag, \
+     last_modified = EXCLUDED.last_modified, gone = EXCLUDED.gone";
+/// Writes (replaces) a pending change.
+pub(super) const PUT_PENDING: &str = "INSERT INTO pending(source, uri, change, length, hashes, lastmod, \
+     duplicates, error) VALUES($1, $2, $3, $4, $5, $6, $7, $8) \
+     ON CONFLICT (source, uri) DO UPDATE SET change = EXCLUDED.change, \
+     length = EXCLUDED.length, hashes = EXCLUDED.hashes, lastmod = EXCLUDED.lastmod, \
+     duplicates = EXCLUDED.duplicates, error = EXCLUDED.error";
+/// Writes the cursor of a Source.
+pub(super) const SET_CURSOR: &str = "INSERT INTO sources(source, cursor, synced_at) VALUES($1, $2, $3) \
+     ON CONFLICT (source) DO UPDATE SET cursor = EXCLUDED.cursor, synced_at = EXCLUDED.synced_at";
+/// Locks the lease's row while the batch runs: a takeover waits for the batch to commit.
+pub(super) const FENCE: &str = "SELECT 1 FROM leases WHERE name = $1 AND holder = $2 AND token = $3 \
+     AND expires > now() FOR SHARE";
+/// Removes a claimed item while the claim is held.
+pub(super) const COMPLETE: &str =
+    "DELETE FROM work WHERE key = $1 AND holder = $2 AND token = $3 AND expires > now()";
+/// Puts a claimed item back in the queue while the claim is held.
+pub(super) const RELEASE: &str = "UPDATE work SET holder = NULL, expires = NULL \
+     WHERE key = $1 AND holder = $2 AND token = $3 AND expires > now()";
+
+/// Takes or renews a lease in one statement: inserted, or updated when its holder renews it or
+/// it expired (the token kept on a renewal, raised otherwise); no row back while another
+/// worker holds it. Concurrent takers of one name are serialised by its row.
+pub(super) const LEASE: &str = concat!(
+    "INSERT INTO leases AS l (name, holder, token, expires) VALUES($1, $2, 1, ",
+    until!("3"),
+    ") ON CONFLICT (name) DO UPDATE SET \
+     token = CASE WHEN l.holder = EXCLUDED.holder AND l.expires > now() \
+         THEN l.token ELSE l.token + 1 END, \
+     holder = EXCLUDED.holder, expires = EXCLUDED.expires \
+     WHERE l.holder = EXCLUDED.holder OR l.expires <= now() \
+     RETURNING token, ",
+    ms!("expires")
+);
+
+/// Claims up to `$2` items no one holds (or whose claim expired), first queued first; rows
+/// locked by another claimer at the same moment are skipped, not waited for.
+pub(super) const CLAIM: &str = concat!(
+    "WITH c AS (SELECT key FROM work WHERE holder IS NULL OR expires <= now() \
+     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
+     UPDATE work w SET holder = $1, token = w.token + 1, attempts = w.attempts + 1, expires = ",
+    until!("3"),
+    " FROM c WHERE w.key = c.key \
+     RETURNING w.key, w.source, w.payload, w.token, ",
+    ms!("w.expires"),
+    ", w.attempts, w.seq"
+);
