@@ -23,7 +23,9 @@ pub struct Ports {
     /// What the Destination remembers between runs.
     pub state: Arc<dyn StateStore>,
     /// A local directory for the documents and staging files of a run (names starting with
-    /// `doc-` and `staging-`, removed at the start of the next run that writes).
+    /// `doc-` and `staging-`; each run removes its own, and [`Ports::directory`] those an
+    /// interrupted run left). Several Destinations may share one only if they never run at
+    /// the same time as a [`Ports::directory`] of it.
     pub scratch: PathBuf,
     /// How messages name the state (its file, or a description).
     pub state_name: PathBuf,
