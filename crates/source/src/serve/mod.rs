@@ -20,11 +20,14 @@
 //! supported.
 //!
 //! Speed: what a request needs of the recorded state (digest `ETag`, type, `Last-Modified`) is
-//! kept in memory (`served.rs`), refreshed after every scan that changed something; no database
-//! is asked per request. A resource is opened, checked and, up to 64 KiB, read in one go on the
-//! runtime's worker thread (open, readlink, fstat, read: as a web server without asynchronous
-//! file I/O does); larger files are streamed through the blocking pool, never read whole, and
-//! documents are resolved there too (and, past 64 KiB, streamed likewise).
+//! looked up in the state database by path (`served.rs`: read-only connections, which neither
+//! wait for a scan nor see one half-recorded), behind a bounded cache of recently served paths
+//! emptied after every scan that changed something; memory does not grow with the number of
+//! resources. A resource is looked up, opened, checked and, up to 64 KiB, read in one go on the
+//! runtime's worker thread (a B-tree lookup in pages the operating system caches, then open,
+//! readlink, fstat, read: as a web server without asynchronous file I/O does); larger files are
+//! streamed through the blocking pool, never read whole, and documents are resolved there too
+//! (and, past 64 KiB, streamed likewise).
 //!
 //! Safety: a request path is mapped with [`decode_path`], which refuses `.`/`..` segments (raw or
 //! percent-encoded), encoded slashes and backslashes and NUL (400); the file is opened without
@@ -443,7 +446,7 @@ struct App {
     inventory: DirInventory,
     /// A read connection to the state (for `robots.txt`).
     state: Mutex<State>,
-    /// The recorded resources, in memory (digests and types, without a database lookup).
+    /// The publisher, and through it the recorded resources (digests and types).
     publisher: Publisher,
     /// `<Capability List>; rel="resourcesync"`.
     link: Option<HeaderValue>,

@@ -369,7 +369,7 @@ pub(super) fn resolve_resource(
     if !md.is_file() {
         return Err(Refusal::NotFound);
     }
-    let recorded = app.publisher.served().get(&key(&rel)).cloned();
+    let recorded = app.publisher.served().get(&key(&rel));
     let content_type = match recorded.as_ref().and_then(|r| r.content_type.clone()) {
         Some(t) => t,
         None => type_header(&mime_type(&rel)),

@@ -13,7 +13,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -81,9 +81,9 @@ pub struct Publisher {
     source: Arc<Mutex<Source>>,
     schedule: Arc<Mutex<Schedule>>,
     resourcelist_interval: Duration,
-    /// What the server answers requests from, replaced after every batch that changed the
-    /// recorded resources (`None` until the first batch).
-    served: Arc<RwLock<Option<Arc<ServedIndex>>>>,
+    /// What the server answers requests from: lookups in the state, their cache emptied
+    /// after every batch that changed the recorded resources.
+    served: Arc<ServedIndex>,
     notifier: Option<Arc<crate::notify::Notifier>>,
 }
 
@@ -95,21 +95,19 @@ impl Publisher {
     /// A publisher of `source`, regenerating its Resource List at most once per
     /// `resourcelist_interval`.
     pub fn new(source: Source, resourcelist_interval: Duration) -> Self {
+        let served = Arc::new(ServedIndex::new(source.state_path()));
         Publisher {
             source: Arc::new(Mutex::new(source)),
             schedule: Arc::new(Mutex::new(Schedule::default())),
             resourcelist_interval,
-            served: Arc::new(RwLock::new(None)),
+            served,
             notifier: None,
         }
     }
 
-    /// The recorded resources as the server serves them (empty before the first batch).
-    pub(crate) fn served(&self) -> Arc<ServedIndex> {
-        match self.served.read() {
-            Ok(s) => s.clone().unwrap_or_default(),
-            Err(_) => Arc::default(),
-        }
+    /// The recorded resources as the server serves them.
+    pub(crate) fn served(&self) -> &ServedIndex {
+        &self.served
     }
 
     /// Sends Change and Framework Notifications after every batch (see [`crate::notify`]).
@@ -144,13 +142,10 @@ impl Publisher {
         let mut src = self.lock()?;
         let periods_before = src.state().periods()?;
         let scan = src.scan()?;
-        let stale = self.served.read().map_or(true, |s| s.is_none());
-        // Re-hashed files keep their content but not their recorded time: reload for those too.
-        if scan.changed() || scan.hashed > 0 || stale {
-            let index = Arc::new(ServedIndex::load(src.state())?);
-            if let Ok(mut s) = self.served.write() {
-                *s = Some(index);
-            }
+        // Re-hashed files keep their content but not their recorded time: forget those too.
+        // (The scan has committed: lookups from now on read its snapshot.)
+        if scan.changed() || scan.hashed > 0 || scan.new_snapshot() {
+            self.served.invalidate();
         }
         // A period closed by age or size changes the Change Lists even without new changes.
         let rotated = src.state().periods()? != periods_before;

@@ -12,10 +12,12 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use crate::error::{Error, Result};
 
+mod read;
 mod rebase;
 mod record;
 mod rendered;
 mod stream;
+pub use read::{Reader, Recorded};
 pub use rebase::Moved;
 pub use record::{Recorder, Rotation};
 pub(crate) use rendered::Rendered;

@@ -899,3 +899,5 @@ fn stalled_and_oversized_requests_are_cut_off() {
     assert_eq!(get(s.addr, "/a.txt").status, 200);
     s.stop();
 }
+
+mod index;
