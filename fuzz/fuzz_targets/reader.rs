@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use resourcesync_model::{DocumentReader, DocumentWriter, Entry, Header, Position, ReadOptions};
 
 /// Skip the round-trip comparison for bug classes already reported (each has an `#[ignore]`d
-/// regression test in `crates/model/tests/it/hostile.rs`), so that fuzzing finds new ones. Set to
+/// regression test in `crates/model/tests/it/hostile/fuzz.rs`), so that fuzzing finds new ones. Set to
 /// `false` once they are fixed.
 const SKIP_KNOWN_BUGS: bool = false;
 
