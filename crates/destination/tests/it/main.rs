@@ -15,5 +15,6 @@ mod faults;
 mod foreign_dumps;
 mod foreign_sources;
 mod hostile;
+mod ports;
 mod sync;
 mod watch;
