@@ -261,14 +261,17 @@ async fn run_async(cfg: &Config) -> Result<Metrics> {
     let proxy = tokio::spawn(proxy(front, back_addr, shared.clone()));
     let result = drive(cfg, &w, &running, &shared, &src, &dst, &tmp).await;
     proxy.abort();
+    // The aborted proxy is gone once awaited; its connection tasks are cancelled as the
+    // runtime gets to them, so they may still hold `shared` for a moment: the tracker is
+    // taken out of it rather than unwrapped (a late response finds an empty one).
+    let _ = proxy.await;
     let stopped = running.shutdown().await;
     result?;
     stopped?;
-    let tracker = Arc::try_unwrap(shared)
-        .map_err(|_| Error::Run("the proxy still holds the tracker".into()))?
-        .tracker
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner());
+    let tracker = std::mem::replace(
+        &mut *lock(&shared.tracker),
+        Tracker::new(cfg.duration, std::iter::empty()),
+    );
     Ok(tracker.finish(cfg, wall.elapsed().as_secs_f64()))
 }
 
