@@ -118,6 +118,75 @@ pub trait Inventory: Send + Sync {
     fn change_feed(&self) -> Option<&dyn ChangeFeed> {
         None
     }
+
+    /// What `serve` answers for a request of `rel` (a path decoded from the request's URL,
+    /// not checked against anything yet): `Ok(None)` when the inventory has no such resource
+    /// or would not list it (excluded, hidden, the Source's own files), which the server
+    /// answers 404 like any unknown path. A backend checks here what it must (the directory:
+    /// no link leading out of the tree).
+    ///
+    /// The default opens the resource ([`Inventory::stat`] then [`Inventory::open`]): enough
+    /// for a backend whose `open` refuses what it would not list. A backend that stores a URL
+    /// where the bytes are answers [`Served::Redirect`]; the directory answers
+    /// [`Served::File`], which the server sends with ranges and conditional requests.
+    fn serve(&self, rel: &Path) -> std::io::Result<Option<Served>> {
+        let (len, mtime_ns) = match self.stat(rel) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let body = self.open(rel)?;
+        Ok(Some(Served::Body {
+            len,
+            mtime_ns,
+            body,
+        }))
+    }
+
+    /// A local directory whose file-system events announce this inventory's changes (the
+    /// directory inventory's root, which `serve` watches); `None`, the default, for a backend
+    /// whose changes are found by its [`ChangeFeed`] or by listing again.
+    fn watch_root(&self) -> Option<&Path> {
+        None
+    }
+}
+
+/// A resource as `serve` sends it (see [`Inventory::serve`]).
+pub enum Served {
+    /// A regular file, opened (checked by the inventory to be the resource): sent with its
+    /// metadata, ranges and `sendfile`. `path` is where it was found (for its media type).
+    File {
+        /// The open file.
+        file: std::fs::File,
+        /// The file's path, as opened.
+        path: PathBuf,
+    },
+    /// The bytes, from a reader that gives exactly `len` of them (a shorter one is a failed
+    /// response, never a short body presented as whole).
+    Body {
+        /// Length in bytes.
+        len: u64,
+        /// Modification time, nanoseconds since the epoch (`Last-Modified`).
+        mtime_ns: i128,
+        /// The bytes.
+        body: Box<dyn Read + Send>,
+    },
+    /// The bytes are elsewhere: the server answers `302 Found` with this absolute URL.
+    Redirect(String),
+}
+
+impl std::fmt::Debug for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Served::File { path, .. } => f.debug_struct("File").field("path", path).finish(),
+            Served::Body { len, mtime_ns, .. } => f
+                .debug_struct("Body")
+                .field("len", len)
+                .field("mtime_ns", mtime_ns)
+                .finish_non_exhaustive(),
+            Served::Redirect(u) => f.debug_tuple("Redirect").field(u).finish(),
+        }
+    }
 }
 
 /// What changed of one resource after a cursor: there now (with its record), or gone.
