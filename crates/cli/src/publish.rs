@@ -19,9 +19,14 @@ use crate::units::{bytes, count};
 /// Options that describe a Source (shared by `publish` and `serve`).
 #[derive(Debug, Args)]
 pub(crate) struct SourceArgs {
-    /// The directory of resources.
+    /// The directory of resources; with --inventory, the working directory where documents
+    /// and state are kept.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+    /// Publish the resources of another inventory instead of DIR's files:
+    /// postgres://USER@HOST:PORT/DB?table=T, s3://…, oai-pmh:URL (see docs/inventories.md).
+    #[arg(long, value_name = "SPEC")]
+    pub inventory: Option<String>,
     /// The URL the directory is served at (resources map to BASE/relative/path).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
@@ -129,6 +134,19 @@ pub(crate) struct PublishArgs {
     json: bool,
 }
 
+/// Opens the Source `cfg` describes: over its directory, or over the inventory `spec` (the
+/// directory then its working directory, made when missing).
+pub(crate) fn open_source(spec: Option<&str>, cfg: SourceConfig) -> anyhow::Result<Source> {
+    Ok(match spec {
+        None => Source::open(cfg)?,
+        Some(spec) => {
+            std::fs::create_dir_all(&cfg.dir)
+                .with_context(|| format!("creating {}", cfg.dir.display()))?;
+            Source::open_with(cfg, resourcesync_source::inventory::open::open(spec)?)?
+        }
+    })
+}
+
 /// Says that the Source moved to another base URL, and what it means for Destinations.
 pub(crate) fn say_moved(m: &resourcesync_source::state::Moved, why: &str) {
     crate::out::say!(
@@ -146,7 +164,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
     let progress = std::sync::Arc::new(ScanProgress::default());
     cfg.scan.progress = Some(progress.clone());
     let started = std::time::Instant::now();
-    let mut source = Source::open(cfg)?;
+    let mut source = open_source(a.source.inventory.as_deref(), cfg)?;
     if let Some(m) = source.moved() {
         say_moved(m, "");
     }

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use resourcesync_source::Source;
 use resourcesync_source::scan::ScanProgress;
 use resourcesync_source::server::{self, ServeOptions};
 use resourcesync_source::watch::WatchOptions;
@@ -79,7 +78,10 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     server::prepare_config(&mut cfg);
     let progress = std::sync::Arc::new(ScanProgress::default());
     cfg.scan.progress = Some(progress.clone());
-    let source = tokio::task::spawn_blocking(move || Source::open(cfg)).await??;
+    let spec = a.source.inventory.clone();
+    let source =
+        tokio::task::spawn_blocking(move || crate::publish::open_source(spec.as_deref(), cfg))
+            .await??;
     if let Some(m) = source.moved() {
         let why = if a.source.move_base {
             ""

@@ -1,12 +1,14 @@
-//! A Source over a directory: configuration, scan and publish in one place.
+//! A Source: configuration, scan and publish in one place, over a directory or any other
+//! [`Inventory`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use resourcesync_model::HashAlg;
 
 use crate::error::{Error, Result};
-use crate::inventory::DirInventory;
 use crate::inventory::own::OwnPaths;
+use crate::inventory::{DirInventory, Inventory};
 use crate::publish::dump::{DumpOptions, write_change_dumps, write_resource_dump};
 use crate::publish::layout::{DOCS_DIR, Layout};
 use crate::publish::sink::{DirSink, DocSink};
@@ -17,10 +19,11 @@ use crate::uri::normalize_base;
 
 pub use crate::inventory::own::STATE_DIR;
 
-/// How a directory is published.
+/// How a directory (or another inventory) is published.
 #[derive(Debug, Clone)]
 pub struct SourceConfig {
-    /// The directory of resources.
+    /// The directory of resources; for a Source over another inventory
+    /// ([`Source::open_with`]), the working directory of its documents and state.
     pub dir: PathBuf,
     /// The URL the directory is served at.
     pub base_url: String,
@@ -102,8 +105,8 @@ pub struct Source {
     cfg: SourceConfig,
     layout: Layout,
     /// Where documents are published (the output directory, as files).
-    sink: std::sync::Arc<dyn DocSink>,
-    inventory: DirInventory,
+    sink: Arc<dyn DocSink>,
+    inventory: Arc<dyn Inventory>,
     state: State,
     state_path: PathBuf,
     own: OwnPaths,
@@ -132,6 +135,25 @@ impl Source {
     /// the address it listens on: with `--listen 127.0.0.1:0` it changes on every run).
     /// Otherwise it is refused with an error that says how to move it.
     pub fn open(cfg: SourceConfig) -> Result<Self> {
+        Self::open_inner(cfg, |dir, cfg, own| {
+            let skip = own.paths().map(Path::to_owned).collect();
+            let inv = DirInventory::new(dir, cfg.excludes.clone(), cfg.include_hidden, skip)?;
+            Ok(Arc::new(inv))
+        })
+    }
+
+    /// Opens a Source over `inventory` (a database table, a bucket, an OAI-PMH repository):
+    /// as [`Source::open`], with `cfg.dir` the working directory where documents (unless
+    /// `cfg.out` says elsewhere) and the state (unless `cfg.state` does) are kept. Excludes
+    /// and hidden files are the inventory's business here.
+    pub fn open_with(cfg: SourceConfig, inventory: Arc<dyn Inventory>) -> Result<Self> {
+        Self::open_inner(cfg, move |_, _, _| Ok(inventory))
+    }
+
+    fn open_inner(
+        cfg: SourceConfig,
+        inventory: impl FnOnce(&Path, &SourceConfig, &OwnPaths) -> Result<Arc<dyn Inventory>>,
+    ) -> Result<Self> {
         let base = normalize_base(&cfg.base_url);
         check_base(&base)?;
         let dir = &cfg.dir;
@@ -193,10 +215,9 @@ impl Source {
         // published, wherever it is: see `own`.
         let canonical_dir = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
         let own = OwnPaths::new(&canonical_dir, &out, &state_path);
-        let skip = own.paths().map(Path::to_owned).collect();
-        let inventory = DirInventory::new(dir, cfg.excludes.clone(), cfg.include_hidden, skip)?;
+        let inventory = inventory(dir, &cfg, &own)?;
         Ok(Source {
-            sink: std::sync::Arc::new(DirSink::new(&out)),
+            sink: Arc::new(DirSink::new(&out)),
             layout: Layout::new(out, &base),
             inventory,
             state,
@@ -213,10 +234,10 @@ impl Source {
         self.moved.as_ref()
     }
 
-    /// Scans the directory and records changes.
+    /// Scans the inventory and records changes.
     pub fn scan(&mut self) -> Result<ScanReport> {
         scan(
-            &self.inventory,
+            &*self.inventory,
             &mut self.state,
             &self.layout.base,
             &self.cfg.scan,
@@ -229,9 +250,10 @@ impl Source {
         let mut dumped = Vec::new();
         if self.cfg.publish.dumps {
             let r =
-                write_resource_dump(&self.layout, &self.state, &self.inventory, &self.cfg.dump)?;
+                write_resource_dump(&self.layout, &self.state, &*self.inventory, &self.cfg.dump)?;
             dumped.extend(r.written);
-            let c = write_change_dumps(&self.layout, &self.state, &self.inventory, &self.cfg.dump)?;
+            let c =
+                write_change_dumps(&self.layout, &self.state, &*self.inventory, &self.cfg.dump)?;
             dumped.extend(c.written);
         }
         let mut report = publish_to(&*self.sink, &self.layout, &self.state, &self.cfg.publish)?;
@@ -281,8 +303,13 @@ impl Source {
     }
 
     /// The inventory.
-    pub fn inventory(&self) -> &DirInventory {
-        &self.inventory
+    pub fn inventory(&self) -> &dyn Inventory {
+        &*self.inventory
+    }
+
+    /// The inventory, shared (for a server answering requests beside the Source).
+    pub fn shared_inventory(&self) -> Arc<dyn Inventory> {
+        self.inventory.clone()
     }
 
     /// The configuration.

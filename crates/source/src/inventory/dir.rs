@@ -12,7 +12,7 @@ use ignore::overrides::OverrideBuilder;
 use crate::error::{Error, Result};
 #[cfg(test)]
 use crate::inventory::READ_BUF;
-use crate::inventory::{Inventory, Listing, feed_known, hidden, path_bytes, under};
+use crate::inventory::{Inventory, Listing, Served, feed_known, hidden, path_bytes, under};
 
 mod walk;
 
@@ -304,6 +304,62 @@ impl Inventory for DirInventory {
         let after = len_mtime(&f)?;
         Ok((before == after && n == before.0).then_some(after))
     }
+
+    /// A regular file of the tree that the listing would give, never outside it nor one of
+    /// the Source's own files: opened beneath the root with no link on the way (`openat2`),
+    /// or else opened by path without blocking on special files and then asked where it
+    /// went; through a symbolic link, the target must lie inside the tree and be admitted
+    /// too. The file actually opened is what is checked, so no change of the tree between a
+    /// check and the open can lead out of it.
+    fn serve(&self, rel: &Path) -> std::io::Result<Option<Served>> {
+        if !self.admits(rel) {
+            return Ok(None);
+        }
+        let full = self.canonical_root.join(rel);
+        let (file, path) = match self.open_direct(rel) {
+            Ok(Some(file)) => (file, full.clone()),
+            Ok(None) => {
+                let Ok(file) = open_nonblocking(&full) else {
+                    return Ok(None);
+                };
+                let Ok(path) = opened_path(&file).map_or_else(|| full.canonicalize(), Ok) else {
+                    return Ok(None);
+                };
+                (file, path)
+            }
+            Err(_) => return Ok(None),
+        };
+        if path != full {
+            let Ok(target_rel) = path.strip_prefix(&self.canonical_root) else {
+                return Ok(None);
+            };
+            if target_rel.as_os_str().is_empty() || !self.admits(target_rel) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(Served::File { file, path }))
+    }
+
+    fn watch_root(&self) -> Option<&Path> {
+        Some(&self.root)
+    }
+
+    fn local(&self) -> bool {
+        true
+    }
+}
+
+/// Opens a file for reading without blocking on special files (a FIFO would wait for a
+/// writer); only regular files are served, which `O_NONBLOCK` does not affect.
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    o.open(path)
 }
 
 /// Size and modification time of an open file: `fstat` on Linux (std asks `statx` with an

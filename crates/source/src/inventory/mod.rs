@@ -14,12 +14,17 @@
 //!   (a database table with a sequence, an S3 event queue, OAI-PMH `from`) offers them as a
 //!   [`ChangeFeed`]; the directory does not.
 //!
+//! - [`Inventory::serve`] gives what `serve` sends for a request: an open file, a reader of the
+//!   bytes, or a URL to redirect to.
+//!
 //! Implementations: [`DirInventory`] (a directory tree, `dir.rs` and `dir/walk.rs`) and
 //! [`MemInventory`] (in memory, `mem.rs`: for tests, and the template for a new backend).
+//! [`open::open`] opens the others from what a user writes after `--inventory`.
 
 pub mod conformance;
 mod dir;
 mod mem;
+pub mod open;
 pub mod own;
 
 use std::io::Read;
@@ -31,7 +36,6 @@ use crate::error::Result;
 pub(crate) use crate::uri::path_bytes;
 
 pub use dir::DirInventory;
-pub(crate) use dir::opened_path;
 pub use mem::MemInventory;
 
 /// One resource as listed by an inventory.
@@ -73,7 +77,7 @@ pub struct Skipped {
 pub type Listing<'a> = Box<dyn Iterator<Item = std::result::Result<Listed, Skipped>> + Send + 'a>;
 
 /// What a Source publishes.
-pub trait Inventory: Send + Sync {
+pub trait Inventory: Send + Sync + std::fmt::Debug {
     /// Lists every resource, in strictly increasing order of the path's bytes, as a stream
     /// (see the module's contract). Problems with single entries are `Err` items, not fatal;
     /// `Err` from the call itself means no listing at all (the backend is unreachable).
@@ -148,6 +152,14 @@ pub trait Inventory: Send + Sync {
     /// whose changes are found by its [`ChangeFeed`] or by listing again.
     fn watch_root(&self) -> Option<&Path> {
         None
+    }
+
+    /// Whether [`Inventory::serve`] is a few local file-system calls, cheap enough for the
+    /// server to make on its asynchronous worker threads (the directory); `false`, the
+    /// default, for a backend that asks a server (a database, an object store), which the
+    /// server then calls on its blocking thread pool.
+    fn local(&self) -> bool {
+        false
     }
 }
 

@@ -41,6 +41,7 @@ fn a_scan_of_a_memory_inventory_records_each_kind_of_change() {
 
 /// An inventory giving one entry out of order: the scan stops with an error and records
 /// nothing (merged, every file after it would look deleted).
+#[derive(Debug)]
 struct Shuffled(MemInventory);
 
 impl Inventory for Shuffled {

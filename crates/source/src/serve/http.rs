@@ -183,8 +183,8 @@ pub(super) fn status_only(status: StatusCode, mut headers: HeaderMap) -> Respons
 
 /// Sends a resolved file: validators, conditional requests, ranges, HEAD, streamed body.
 pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Response {
-    let (mut file, md, content) = match r.opened.take() {
-        Some(o) => (tokio::fs::File::from_std(o.file), o.md, o.content),
+    let (len, mns, content, reader) = match r.opened.take() {
+        Some(o) => (o.len, o.mtime_ns, o.content, o.reader),
         None => {
             let Ok(file) = tokio::fs::File::open(&r.path).await else {
                 return not_found();
@@ -192,14 +192,20 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
             let Ok(md) = file.metadata().await else {
                 return not_found();
             };
-            (file, md, None)
+            if !md.is_file() {
+                return not_found();
+            }
+            (
+                md.len(),
+                mtime_ns(&md),
+                None,
+                Reader::File(file.into_std().await),
+            )
         }
     };
-    if !md.is_file() {
-        return not_found();
-    }
-    let len = md.len();
-    let mns = mtime_ns(&md);
+    // Ranges need a file to seek in, or the bytes in memory; an inventory's stream is sent
+    // whole (RFC 9110 §14.2: a server may ignore Range).
+    let ranges = content.is_some() || matches!(reader, Reader::File(_));
     let mtime_secs = (mns.div_euclid(1_000_000_000)) as i64;
     let tag_value = etag(r.recorded.as_ref(), len, mns);
     let tag = tag_value.to_str().unwrap_or_default();
@@ -223,7 +229,10 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
     if let Some(v) = recorded_date.or_else(|| http_date_value(mtime_secs)) {
         h.insert(header::LAST_MODIFIED, v);
     }
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(
+        header::ACCEPT_RANGES,
+        HeaderValue::from_static(if ranges { "bytes" } else { "none" }),
+    );
     if matches!(r.kind, Kind::Resource | Kind::Page) {
         if let Some(link) = &app.link {
             h.insert(header::LINK, link.clone());
@@ -274,7 +283,7 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
             .is_ok_and(|t| t.as_second() == mtime_secs),
     };
     let range = match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
-        Some(v) if if_range_ok => parse_range(v, len),
+        Some(v) if if_range_ok && ranges => parse_range(v, len),
         _ => Range::Whole,
     };
     let (status, first, count) = match range {
@@ -318,12 +327,24 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
             None => Body::from(buf),
         }
     } else {
-        if first > 0 && file.seek(io::SeekFrom::Start(first)).await.is_err() {
-            return plain(StatusCode::INTERNAL_SERVER_ERROR, "cannot read the file");
-        }
-        match gzip {
-            Some(permit) => held_body(file.take(count), permit),
-            None => Body::from_stream(ReaderStream::with_capacity(file.take(count), CHUNK)),
+        match reader {
+            Reader::File(file) => {
+                let mut file = tokio::fs::File::from_std(file);
+                if first > 0 && file.seek(io::SeekFrom::Start(first)).await.is_err() {
+                    return plain(StatusCode::INTERNAL_SERVER_ERROR, "cannot read the file");
+                }
+                match gzip {
+                    Some(permit) => held_body(file.take(count), permit),
+                    None => Body::from_stream(ReaderStream::with_capacity(file.take(count), CHUNK)),
+                }
+            }
+            Reader::Stream(body) => {
+                let piped = pipe_blocking(body, count);
+                match gzip {
+                    Some(permit) => held_body(piped, permit),
+                    None => Body::from_stream(ReaderStream::with_capacity(piped, CHUNK)),
+                }
+            }
         }
     };
     let mut resp = Response::new(body);
@@ -333,4 +354,21 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
         resp.extensions_mut().insert(Compressible);
     }
     resp
+}
+
+/// Streams `count` bytes of a blocking reader (an inventory's) through a pipe of one chunk
+/// from a blocking thread, as the client takes them. A reader that ends early or fails ends
+/// the pipe early: the body is shorter than its `Content-Length`, which the server reports by
+/// closing the connection, so that no client takes a part for the whole.
+fn pipe_blocking(body: Box<dyn io::Read + Send>, count: u64) -> tokio::io::DuplexStream {
+    let (theirs, ours) = tokio::io::duplex(CHUNK);
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read as _;
+        let mut w = tokio_util::io::SyncIoBridge::new(ours);
+        let mut r = body.take(count);
+        if let Err(e) = io::copy(&mut r, &mut w) {
+            tracing::debug!("streaming a resource: {e}");
+        }
+    });
+    theirs
 }

@@ -79,8 +79,7 @@ use tower_http::compression::CompressionLayer;
 pub use resourcesync_websub::listener::{IdleIo, IdleListener};
 
 use crate::error::{Error, Result};
-use crate::inventory::own::OwnPaths;
-use crate::inventory::{DirInventory, opened_path};
+use crate::inventory::{Inventory, Served as InventoryServed};
 use crate::publish::layout::Layout;
 use crate::publish::published_resource_list;
 use crate::scan::mime_type;
@@ -435,15 +434,12 @@ struct App {
     layout: Layout,
     /// The path of the base URL (`/`, or `/data/`).
     prefix: String,
-    /// The canonical directory of resources.
-    root: PathBuf,
     /// The canonical documents folder.
     docs: PathBuf,
     /// The Source Description's file.
     well_known: PathBuf,
-    /// What is never served as a resource (documents, state).
-    own: OwnPaths,
-    inventory: DirInventory,
+    /// What the Source publishes (which checks what it would not list).
+    inventory: Arc<dyn Inventory>,
     /// A read connection to the state (for `robots.txt`).
     state: Mutex<State>,
     /// The publisher, and through it the recorded resources (digests and types).
@@ -465,9 +461,7 @@ impl App {
     fn new(src: &Source, publisher: Publisher, request_timeout: Duration) -> Result<Self> {
         let layout = src.layout().clone();
         let prefix = base_path(&layout.base);
-        let root = canonical(src.inventory().root())?;
         let docs = canonical(&layout.docs_dir())?;
-        let own = src.own_paths().clone();
         let state = State::open(src.state_path())?;
         // Z39.99-2014 §6.3.3: the Capability List covering the resource, in a Link header.
         let link = HeaderValue::from_str(&format!(
@@ -479,10 +473,8 @@ impl App {
             well_known: layout.well_known_path(),
             layout,
             prefix,
-            root,
             docs,
-            own,
-            inventory: src.inventory().clone(),
+            inventory: src.shared_inventory(),
             state: Mutex::new(state),
             publisher,
             link,

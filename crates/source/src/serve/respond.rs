@@ -103,13 +103,18 @@ pub(super) fn not_found() -> Response {
     plain(StatusCode::NOT_FOUND, "not found")
 }
 
-/// Why a path is not served.
+/// Why a path is not served from here.
 #[derive(Debug)]
 pub(super) enum Refusal {
     /// 404: nothing (servable) there.
     NotFound,
     /// 400: a path that could leave the directory.
     BadPath(UnsafePath),
+    /// 302: the inventory keeps the resource's bytes at this URL
+    /// ([`crate::inventory::Served::Redirect`]).
+    Elsewhere(String),
+    /// 503: the inventory could not be asked (its server is down); the client may retry.
+    Unavailable,
 }
 
 impl Refusal {
@@ -119,6 +124,23 @@ impl Refusal {
             Refusal::BadPath(UnsafePath::Segment(s)) if s.is_empty() => not_found(),
             Refusal::BadPath(e) => plain(StatusCode::BAD_REQUEST, &format!("bad path: {e}")),
             Refusal::NotFound => not_found(),
+            Refusal::Elsewhere(url) => match HeaderValue::from_str(url) {
+                Ok(v) => {
+                    let mut r = plain(StatusCode::FOUND, "found elsewhere");
+                    r.headers_mut().insert(header::LOCATION, v);
+                    r
+                }
+                Err(_) => plain(StatusCode::BAD_GATEWAY, "the inventory gave a bad URL"),
+            },
+            Refusal::Unavailable => {
+                let mut r = plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the inventory is unavailable",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                r
+            }
         }
     }
 }
@@ -165,13 +187,34 @@ pub(super) struct Resolved {
     pub(super) opened: Option<Opened>,
 }
 
-/// A file opened on a blocking thread.
+/// A file or resource opened on a blocking thread.
 #[derive(Debug)]
 pub(super) struct Opened {
-    pub(super) file: std::fs::File,
-    pub(super) md: std::fs::Metadata,
+    /// Its length, as sent in `Content-Length`.
+    pub(super) len: u64,
+    /// Its modification time (nanoseconds since the epoch).
+    pub(super) mtime_ns: i128,
     /// The whole content, for files up to [`INLINE_FILE`] bytes.
     pub(super) content: Option<Vec<u8>>,
+    /// Where the rest of the bytes come from.
+    pub(super) reader: Reader,
+}
+
+/// Where the bytes of an [`Opened`] come from.
+pub(super) enum Reader {
+    /// A regular file: seekable (ranges), streamed by the runtime.
+    File(std::fs::File),
+    /// An inventory's reader: streamed from a blocking thread, whole (no ranges).
+    Stream(Box<dyn io::Read + Send>),
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reader::File(file) => f.debug_tuple("File").field(file).finish(),
+            Reader::Stream(_) => f.write_str("Stream"),
+        }
+    }
 }
 
 /// Files up to this size are read whole when opened; larger ones are streamed, 64 KiB at a
@@ -183,31 +226,19 @@ pub(super) struct Opened {
 /// thread pool.
 pub(super) const INLINE_FILE: u64 = 64 * 1024;
 
-/// Opens a file for reading without blocking on special files (a FIFO would wait for a
-/// writer); only regular files are served, which `O_NONBLOCK` does not affect.
-pub(super) fn open_nonblocking(path: &Path) -> io::Result<std::fs::File> {
-    let mut o = std::fs::OpenOptions::new();
-    o.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        o.custom_flags(libc::O_NONBLOCK);
-    }
-    o.open(path)
-}
-
 pub(super) fn open_resolved(mut r: Resolved) -> Resolved {
     use std::io::Read as _;
     if let Ok(mut file) = std::fs::File::open(&r.path) {
-        if let Ok(md) = file.metadata() {
-            let content = (md.is_file() && md.len() <= INLINE_FILE).then(|| {
+        if let Some(md) = file.metadata().ok().filter(|md| md.is_file()) {
+            let content = (md.len() <= INLINE_FILE).then(|| {
                 let mut buf = Vec::with_capacity(md.len() as usize);
                 file.read_to_end(&mut buf).ok().map(|_| buf)
             });
             r.opened = Some(Opened {
-                file,
-                md,
+                len: md.len(),
+                mtime_ns: mtime_ns(&md),
                 content: content.flatten(),
+                reader: Reader::File(file),
             });
         }
     }
@@ -260,8 +291,9 @@ pub(super) async fn route(
     if let Some(r) = topic(&app, rest, head).await {
         return r;
     }
-    if !rest.starts_with("resourcesync/") {
-        // A resource: resolved, opened and checked here; read here too when small.
+    if !rest.starts_with("resourcesync/") && app.inventory.local() {
+        // A resource of a local inventory: resolved, opened and checked here; read here too
+        // when small.
         return match resolve_resource(&app, rest) {
             Ok(r) => send(&app, head, headers, r).await,
             Err(refusal) => refusal.response(),
@@ -269,8 +301,10 @@ pub(super) async fn route(
     }
     let rest = rest.to_owned();
     let a = app.clone();
-    let resolved = tokio::task::spawn_blocking(move || {
-        resolve_document(&a, rest.strip_prefix("resourcesync/").unwrap_or(&rest)).map(open_resolved)
+    let resolved = tokio::task::spawn_blocking(move || match rest.strip_prefix("resourcesync/") {
+        Some(doc) => resolve_document(&a, doc).map(open_resolved),
+        // A resource of an inventory that asks a server.
+        None => resolve_resource(&a, &rest),
     })
     .await;
     match resolved {
@@ -324,9 +358,9 @@ pub(super) fn type_header(t: &str) -> HeaderValue {
     HeaderValue::from_str(t).unwrap_or(HeaderValue::from_static("application/octet-stream"))
 }
 
-/// A resource of the directory, never outside it, never in the state or output directories:
-/// opened (the file actually opened is checked, so no link can lead out of the tree between a
-/// check and the open), and read whole when small.
+/// A resource of the inventory, which checks what it would not list
+/// ([`crate::inventory::Inventory::serve`]: for the directory, nothing outside it nor among the
+/// Source's own files), and read whole when small.
 pub(super) fn resolve_resource(
     app: &App,
     url_path: &str,
@@ -336,47 +370,52 @@ pub(super) fn resolve_resource(
         .components()
         .next()
         .is_some_and(|c| c.as_os_str() == STATE_DIR);
-    if in_state_dir || !app.inventory.admits(&rel) {
+    if in_state_dir {
         return Err(Refusal::NotFound);
     }
-    let full = app.root.join(&rel);
-    // Opened beneath the root with no link on the way: the file is the one at `full`.
-    // Otherwise (a link, no `openat2`): opened by path, then asked where it went.
-    let (mut file, path) = match app.inventory.open_direct(&rel) {
-        Ok(Some(file)) => (file, full.clone()),
-        Ok(None) => {
-            let file = open_nonblocking(&full).map_err(|_| Refusal::NotFound)?;
-            let path = opened_path(&file)
-                .map_or_else(|| full.canonicalize(), Ok)
-                .map_err(|_| Refusal::NotFound)?;
-            (file, path)
+    let served = match app.inventory.serve(&rel) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(Refusal::NotFound),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Refusal::NotFound),
+        Err(e) => {
+            tracing::warn!("serving {}: {e}", rel.display());
+            return Err(Refusal::Unavailable);
         }
-        Err(_) => return Err(Refusal::NotFound),
     };
-    if path != full {
-        // Through a symbolic link: the target must be inside the tree and admitted too.
-        let Ok(target_rel) = path.strip_prefix(&app.root) else {
-            return Err(Refusal::NotFound);
-        };
-        if target_rel.as_os_str().is_empty() || !app.inventory.admits(target_rel) {
-            return Err(Refusal::NotFound);
+    let (path, opened) = match served {
+        InventoryServed::File { file, path } => {
+            let md = file.metadata().map_err(|_| Refusal::NotFound)?;
+            if !md.is_file() {
+                return Err(Refusal::NotFound);
+            }
+            (path, open_file(file, &md)?)
         }
-    }
-    if app.own.contains(&path) {
-        return Err(Refusal::NotFound);
-    }
-    let md = file.metadata().map_err(|_| Refusal::NotFound)?;
-    if !md.is_file() {
-        return Err(Refusal::NotFound);
-    }
+        InventoryServed::Body {
+            len,
+            mtime_ns,
+            body,
+        } => (rel.clone(), open_stream(len, mtime_ns, body)?),
+        InventoryServed::Redirect(url) => return Err(Refusal::Elsewhere(url)),
+    };
     let recorded = app.publisher.served().get(&key(&rel));
     let content_type = match recorded.as_ref().and_then(|r| r.content_type.clone()) {
         Some(t) => t,
         None => type_header(&mime_type(&rel)),
     };
-    // Small: read here, the size fstat gave (no read to find the end: a file growing meanwhile
-    // is sent as it was when opened, as Content-Length says). One that shrank meanwhile is
-    // streamed instead, from its start.
+    let opened = Some(opened);
+    Ok(Resolved {
+        path,
+        kind: Kind::Resource,
+        content_type,
+        recorded,
+        opened,
+    })
+}
+
+/// A regular file: small ones read here, the size fstat gave (no read to find the end: a file
+/// growing meanwhile is sent as it was when opened, as Content-Length says). One that shrank
+/// meanwhile is streamed instead, from its start.
+fn open_file(mut file: std::fs::File, md: &std::fs::Metadata) -> Result<Opened, Refusal> {
     let content = if md.len() <= INLINE_FILE {
         use std::io::{Read as _, Seek as _};
         let mut buf = vec![0u8; md.len() as usize];
@@ -390,12 +429,39 @@ pub(super) fn resolve_resource(
     } else {
         None
     };
-    let opened = Some(Opened { file, md, content });
-    Ok(Resolved {
-        path,
-        kind: Kind::Resource,
-        content_type,
-        recorded,
-        opened,
+    Ok(Opened {
+        len: md.len(),
+        mtime_ns: mtime_ns(md),
+        content,
+        reader: Reader::File(file),
+    })
+}
+
+/// An inventory's reader of `len` bytes: read whole here when small (a reader that ends
+/// early is a failed response: 503), streamed otherwise.
+fn open_stream(
+    len: u64,
+    mtime_ns: i128,
+    mut body: Box<dyn io::Read + Send>,
+) -> Result<Opened, Refusal> {
+    let content = if len <= INLINE_FILE {
+        use std::io::Read as _;
+        let mut buf = Vec::with_capacity(len as usize);
+        (&mut body)
+            .take(len)
+            .read_to_end(&mut buf)
+            .map_err(|_| Refusal::Unavailable)?;
+        if buf.len() as u64 != len {
+            return Err(Refusal::Unavailable);
+        }
+        Some(buf)
+    } else {
+        None
+    };
+    Ok(Opened {
+        len,
+        mtime_ns,
+        content,
+        reader: Reader::Stream(body),
     })
 }

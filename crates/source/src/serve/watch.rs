@@ -200,15 +200,18 @@ struct EventFilter {
 }
 
 impl EventFilter {
-    /// The filter for `src`'s directory, canonical.
-    fn of(src: &Source) -> Result<Self> {
-        let root = src.inventory().root();
+    /// The filter for `src`'s watched directory, canonical; `None` for an inventory with no
+    /// directory to watch ([`crate::inventory::Inventory::watch_root`]).
+    fn of(src: &Source) -> Result<Option<Self>> {
+        let Some(root) = src.inventory().watch_root() else {
+            return Ok(None);
+        };
         let root = root.canonicalize().map_err(|e| Error::io(root, e))?;
-        Ok(EventFilter {
+        Ok(Some(EventFilter {
             own: src.own_paths().clone(),
             root,
             include_hidden: src.config().include_hidden,
-        })
+        }))
     }
 
     fn relevant(&self, ev: &notify::Event) -> bool {
@@ -274,11 +277,13 @@ pub fn watch(
     opts: WatchOptions,
     cancel: CancellationToken,
 ) -> Result<impl Future<Output = ()> + Send + 'static> {
-    let filter = EventFilter::of(&*publisher.lock()?)?;
-    let root = filter.root.clone();
+    // An inventory with no directory to watch has its changes found by the periodic rescan
+    // (through its change feed, when it has one).
+    let filter = EventFilter::of(&*publisher.lock()?)?.filter(|_| opts.use_watcher);
     // A one-slot channel coalesces bursts of events into one wake-up.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
-    let watcher = if opts.use_watcher {
+    let watcher = if let Some(filter) = filter {
+        let root = filter.root.clone();
         let handler = move |res: notify::Result<notify::Event>| match res {
             Ok(ev) => {
                 if filter.relevant(&ev) {
@@ -373,7 +378,7 @@ mod tests {
         cfg.state = Some(root.join("state.sqlite"));
         crate::serve::prepare_config(&mut cfg);
         let src = Source::open(cfg).expect("open");
-        let filter = EventFilter::of(&src).expect("filter");
+        let filter = EventFilter::of(&src).expect("filter").expect("a directory");
         for own in [
             "state.sqlite",
             "state.sqlite-wal",

@@ -283,6 +283,7 @@ fn symlinks_leaving_the_tree_are_not_followed() {
 
 /// An inventory over a directory whose `open` fails for one name, and whose content for another
 /// changes on every read (a file being written while hashed).
+#[derive(Debug)]
 struct Flaky {
     inner: resourcesync_source::inventory::DirInventory,
     reads: std::sync::atomic::AtomicU64,
@@ -362,9 +363,22 @@ fn a_state_file_inside_the_tree_is_neither_published_nor_hiding_the_tree() {
         "only a.txt: {:?}",
         s.state().resources_by_path()
     );
-    assert!(s.inventory().admits(Path::new("a.txt")));
+    // What serve would send: a.txt, never the state's files (made here when SQLite has not).
+    assert!(
+        s.inventory()
+            .serve(Path::new("a.txt"))
+            .expect("serve")
+            .is_some()
+    );
     for f in ["state.sqlite", "state.sqlite-wal", "state.sqlite-shm"] {
-        assert!(!s.inventory().admits(Path::new(f)), "{f} admitted");
+        let p = dir.path().join(f);
+        if !p.exists() {
+            std::fs::write(&p, "").expect("write");
+        }
+        assert!(
+            s.inventory().serve(Path::new(f)).expect("serve").is_none(),
+            "{f} served"
+        );
     }
 }
 
@@ -461,6 +475,7 @@ fn resource_list_written_from_the_scan_matches_the_one_read_from_the_state() {
 }
 
 /// An inventory over a directory whose `open` fails for `b.txt` while `fail` is set.
+#[derive(Debug)]
 struct Failing {
     inner: resourcesync_source::inventory::DirInventory,
     fail: std::sync::atomic::AtomicBool,

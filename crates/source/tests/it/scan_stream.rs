@@ -303,6 +303,7 @@ fn documents_written_along_the_scan_are_those_written_from_the_state() {
 
 /// An inventory listing two entries far apart in swapped order: the scan finds it after many
 /// batches were recorded in its transaction, stops, and records nothing.
+#[derive(Debug)]
 struct SwappedLate(MemInventory);
 
 impl Inventory for SwappedLate {

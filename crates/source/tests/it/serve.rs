@@ -901,3 +901,4 @@ fn stalled_and_oversized_requests_are_cut_off() {
 }
 
 mod index;
+mod inventory;
