@@ -142,7 +142,10 @@ pub(crate) fn open_source(spec: Option<&str>, cfg: SourceConfig) -> anyhow::Resu
         Some(spec) => {
             std::fs::create_dir_all(&cfg.dir)
                 .with_context(|| format!("creating {}", cfg.dir.display()))?;
-            Source::open_with(cfg, resourcesync_source::inventory::open::open(spec)?)?
+            {
+                let inventory = resourcesync_source::inventory::open::open(spec, &cfg.dir)?;
+                Source::open_with(cfg, inventory)?
+            }
         }
     })
 }

@@ -2,6 +2,7 @@
 //! the scheme of the specification. A new backend adds its arm here and its section in
 //! `docs/inventories.md`.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -11,9 +12,12 @@ use crate::inventory::Inventory;
 pub const KNOWN: &str = "postgres://…, s3://…, oai-pmh:URL";
 
 /// Opens the inventory `spec` names (`postgres://USER@HOST:PORT/DB?table=T`,
-/// `s3://…`, `oai-pmh:URL`; see `docs/inventories.md`). A directory is not opened here: a
-/// Source over a directory is [`crate::Source::open`].
-pub fn open(spec: &str) -> Result<Arc<dyn Inventory>> {
+/// `s3://…`, `oai-pmh:URL`; see `docs/inventories.md`). `work` is the Source's working
+/// directory (made already), where a backend may keep what it needs on disk (an index of a
+/// remote listing). A directory is not opened here: a Source over a directory is
+/// [`crate::Source::open`].
+pub fn open(spec: &str, work: &Path) -> Result<Arc<dyn Inventory>> {
+    let _ = work;
     let scheme = spec
         .split_once(':')
         .map_or("", |(s, _)| s)
