@@ -2,6 +2,7 @@
 //! the library crates.
 #![forbid(unsafe_code)]
 
+mod aggregate;
 mod demo;
 mod explore;
 mod hub;
@@ -72,6 +73,9 @@ enum Command {
     /// Reproduce the model paper's experiments (consistency, latency, transfer efficiency of
     /// baseline, incremental and push), in virtual time or over loopback HTTP.
     Simulate(simulate::SimulateArgs),
+    /// Follow many Sources as one service: copies per Source, a page for operators, a JSON
+    /// API and metrics; SIGHUP reads the configuration again, SIGTERM drains.
+    Aggregate(aggregate::AggregateArgs),
     /// Run a W3C WebSub hub: subscriptions, verification, signed deliveries with retries,
     /// state in SQLite (for Change Notification, `serve --hub`, `sync --watch --push`).
     Hub(hub::HubArgs),
@@ -127,6 +131,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => serve::run(&a),
         Command::Simulate(a) => simulate::run(&a),
         Command::Hub(a) => hub::run(&a),
+        Command::Aggregate(a) => aggregate::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,315 @@
+//! The configuration file (TOML): the Sources to follow and the limits shared by all.
+//!
+//! ```toml
+//! [limits]
+//! concurrency = 8      # syncs running at once, over every Source
+//! per_host = 2         # syncs running at once against one host (politeness)
+//! timeout = "1h"       # longest sync; a Source that hangs is stopped there and backs off
+//! backoff_max = "1h"   # longest wait after repeated failures
+//!
+//! [[source]]
+//! name = "museum"                       # a-z, 0-9, `-`, `_`: its folder and its key
+//! url = "https://museum.example/.well-known/resourcesync"
+//! schedule = "5m"                       # an interval ("30s", "5m", "1h"), or "push"
+//! delete = true                         # remove copies of deleted resources
+//! set = "https://museum.example/capabilitylist.xml"  # which Capability List, if several
+//! token = "…"                           # bearer token for this Source
+//! rate = 10.0                           # requests per second to its host
+//! concurrency = 8                       # downloads in flight for this Source
+//! ```
+//!
+//! Every problem is an [`Error::Config`] naming the file and line: unknown keys, duplicate
+//! names, URLs that are not http(s), schedules that do not parse.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{Error, Result};
+
+/// What the aggregator follows, and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Limits shared by every Source.
+    pub limits: Limits,
+    /// The Sources, in the file's order.
+    pub sources: Vec<SourceSpec>,
+}
+
+/// Limits shared by every Source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Syncs running at once, over every Source.
+    pub concurrency: usize,
+    /// Syncs running at once against one host.
+    pub per_host: usize,
+    /// Longest sync.
+    pub timeout: Duration,
+    /// Longest wait between tries of a failing Source.
+    pub backoff_max: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            concurrency: 8,
+            per_host: 2,
+            timeout: Duration::from_secs(3600),
+            backoff_max: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// When a Source is synced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// Every interval, from the end of the previous sync.
+    Every(Duration),
+    /// By WebSub push (Change Notification 1.0.1), caught up from the Change Lists.
+    Push,
+}
+
+/// One Source to follow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceSpec {
+    /// Its name: its folder under the store and its key in the state.
+    pub name: String,
+    /// Where discovery starts (Z39.99-2014 §6.3).
+    pub url: String,
+    /// The Capability List to follow when the Source has several.
+    pub set: Option<String>,
+    /// When it is synced.
+    pub schedule: Schedule,
+    /// Remove copies of resources it deletes.
+    pub delete: bool,
+    /// A bearer token for its requests.
+    pub token: Option<String>,
+    /// Requests per second to its host.
+    pub rate: Option<f64>,
+    /// Downloads in flight.
+    pub concurrency: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default, rename = "source")]
+    sources: Vec<Spanned<RawSource>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    concurrency: Option<Spanned<usize>>,
+    per_host: Option<Spanned<usize>>,
+    timeout: Option<Spanned<String>>,
+    backoff_max: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    name: Spanned<String>,
+    url: Spanned<String>,
+    set: Option<String>,
+    schedule: Option<Spanned<String>>,
+    #[serde(default)]
+    delete: bool,
+    token: Option<String>,
+    rate: Option<Spanned<f64>>,
+    concurrency: Option<Spanned<usize>>,
+}
+
+/// The default schedule: every five minutes.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+/// Shortest interval accepted (a Source is not polled in a busy loop).
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Config {
+    /// Reads and checks the configuration file at `path`.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Config::parse(&text, path)
+    }
+
+    /// Checks the configuration `text` (of the file `file`, for messages).
+    pub fn parse(text: &str, file: &Path) -> Result<Config> {
+        let err = |span: Option<std::ops::Range<usize>>, message: String| Error::Config {
+            file: file.to_owned(),
+            line: span.map(|s| line_of(text, s.start)),
+            message,
+        };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| err(e.span(), e.message().into()))?;
+        let mut limits = Limits::default();
+        if let Some(c) = &raw.limits.concurrency {
+            limits.concurrency = positive(c, "limits.concurrency", &err)?;
+        }
+        if let Some(c) = &raw.limits.per_host {
+            limits.per_host = positive(c, "limits.per_host", &err)?;
+        }
+        if let Some(t) = &raw.limits.timeout {
+            limits.timeout = duration(t, "limits.timeout", &err)?;
+        }
+        if let Some(t) = &raw.limits.backoff_max {
+            limits.backoff_max = duration(t, "limits.backoff_max", &err)?;
+        }
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut sources = Vec::with_capacity(raw.sources.len());
+        for s in raw.sources {
+            let span = s.span();
+            let s = s.into_inner();
+            let name = s.name.get_ref().clone();
+            if !valid_name(&name) {
+                return Err(err(
+                    Some(s.name.span()),
+                    format!(
+                        "source name {name:?}: use 1 to 63 of a-z, 0-9, `-` and `_`, starting with \
+                         a letter or digit (it names the Source's folder)"
+                    ),
+                ));
+            }
+            if let Some(first) = seen.insert(name.clone(), line_of(text, span.start)) {
+                return Err(err(
+                    Some(s.name.span()),
+                    format!(
+                        "source name {name:?} is used twice (first on line {first}): names must differ"
+                    ),
+                ));
+            }
+            let url = s.url.get_ref().trim().to_owned();
+            match url::Url::parse(&url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => {
+                    return Err(err(
+                        Some(s.url.span()),
+                        format!("source {name:?}: url {url:?} is not an http(s) URL"),
+                    ));
+                }
+            }
+            let schedule = match &s.schedule {
+                None => Schedule::Every(DEFAULT_INTERVAL),
+                Some(v) if v.get_ref().trim().eq_ignore_ascii_case("push") => Schedule::Push,
+                Some(v) => {
+                    let d = duration(v, "schedule", &err)?;
+                    if d < MIN_INTERVAL {
+                        return Err(err(
+                            Some(v.span()),
+                            format!("source {name:?}: schedule {:?} is below 1s", v.get_ref()),
+                        ));
+                    }
+                    Schedule::Every(d)
+                }
+            };
+            let rate = match &s.rate {
+                Some(r) if !(r.get_ref().is_finite() && *r.get_ref() > 0.0) => {
+                    return Err(err(
+                        Some(r.span()),
+                        format!(
+                            "source {name:?}: rate must be a positive number of requests per second"
+                        ),
+                    ));
+                }
+                r => r.as_ref().map(|r| *r.get_ref()),
+            };
+            let concurrency = match &s.concurrency {
+                Some(c) => positive(c, "concurrency", &err)?,
+                None => 8,
+            };
+            sources.push(SourceSpec {
+                name,
+                url,
+                set: s.set,
+                schedule,
+                delete: s.delete,
+                token: s.token,
+                rate,
+                concurrency,
+            });
+        }
+        Ok(Config { limits, sources })
+    }
+}
+
+/// Whether `name` may name a Source (and its folder).
+pub fn valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'_')
+}
+
+/// The 1-based line of byte `at` of `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+fn positive(
+    v: &Spanned<usize>,
+    what: &str,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<usize> {
+    match *v.get_ref() {
+        0 => Err(err(Some(v.span()), format!("{what} must be at least 1"))),
+        n => Ok(n),
+    }
+}
+
+/// A duration as people write it: `30s`, `5m`, `1h30m`, `2 hours`.
+fn duration(
+    v: &Spanned<String>,
+    what: &str,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<Duration> {
+    parse_duration(v.get_ref()).ok_or_else(|| {
+        err(
+            Some(v.span()),
+            format!(
+                "{what} {:?} is not a duration: write it as 30s, 5m, 1h or 1h30m",
+                v.get_ref()
+            ),
+        )
+    })
+}
+
+/// Parses `30s`, `5m`, `1h30m`, `2 hours` (jiff's friendly format); `None` for anything else,
+/// negative or zero.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let d: jiff::SignedDuration = s.trim().parse().ok()?;
+    Duration::try_from(d).ok().filter(|d| !d.is_zero())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("0s"), None);
+        assert_eq!(parse_duration("-5m"), None);
+        assert_eq!(parse_duration("soon"), None);
+    }
+
+    #[test]
+    fn names() {
+        for ok in ["a", "museum-1", "x_y", "0abc"] {
+            assert!(valid_name(ok), "{ok}");
+        }
+        for bad in ["", "-a", "A", "a/b", "..", "a b", &"a".repeat(64)] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+}

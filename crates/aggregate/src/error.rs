@@ -1,0 +1,54 @@
+//! The aggregator's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can stop the aggregator (a Source that fails is not one of them: its
+/// failure is its status, see [`crate::status`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration is wrong: where, and what to change.
+    #[error("{}{}: {message}", .file.display(), .line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Config {
+        /// The configuration file.
+        file: PathBuf,
+        /// The line, when the problem is on one.
+        line: Option<usize>,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// A file or directory could not be read or written.
+    #[error("{}: {cause}", .path.display())]
+    Io {
+        /// The path concerned.
+        path: PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+    /// The Destination engine failed before any Source ran (its store or state).
+    #[error(transparent)]
+    Destination(#[from] resourcesync_destination::Error),
+    /// The state or store backend failed.
+    #[error(transparent)]
+    Store(#[from] resourcesync_store::Error),
+    /// The web server could not start.
+    #[error("serving on {addr}: {cause}")]
+    Serve {
+        /// The address asked.
+        addr: String,
+        /// Why.
+        cause: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            cause,
+        }
+    }
+}
+
+/// The aggregator's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,184 @@
+//! Following one Source: its loop of syncs (an interval) or its push session, each sync
+//! through the Destination engine on the ports the service gives it. A Source's failure stays
+//! its own: it is recorded in its status and the Source backs off; nothing it does waits for
+//! another Source, except for the shared limits (syncs at once, per host).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use resourcesync_destination::http::Http;
+use resourcesync_destination::{
+    Destination, HttpOptions, PushOptions, Quiet, Round, StopHandle, SyncOptions, SyncReport,
+    WatchOptions, watch_push,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Schedule, SourceSpec};
+use crate::service::Shared;
+
+/// The first wait after a failure; doubled for each failure in a row, up to the limit.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(15);
+
+/// How long to wait after `failures` failed syncs in a row (at least one): doubling from
+/// [`BACKOFF_BASE`], at most `max`, with ±20% jitter so that Sources failing together (one
+/// host down) do not all come back at once.
+pub fn backoff(failures: u32, max: Duration) -> Duration {
+    let exp = failures.saturating_sub(1).min(20);
+    let d = BACKOFF_BASE.saturating_mul(1u32 << exp).min(max);
+    d.mul_f64(0.8 + 0.4 * fastrand::f64())
+}
+
+pub(crate) fn http_options(spec: &SourceSpec) -> HttpOptions {
+    HttpOptions {
+        token: spec.token.clone(),
+        rate: spec.rate,
+        ..HttpOptions::default()
+    }
+}
+
+pub(crate) fn sync_options(spec: &SourceSpec, shared: &Shared) -> SyncOptions {
+    let mut opts = SyncOptions::new(spec.url.clone(), shared.folder(&spec.name));
+    opts.set.clone_from(&spec.set);
+    opts.delete = spec.delete;
+    opts.concurrency = spec.concurrency;
+    opts.http = http_options(spec);
+    opts.deadline = Some(shared.limits().timeout);
+    opts.state = shared.sqlite_state(&spec.name);
+    opts
+}
+
+/// Follows `spec` until `cancel` (a sync running then is finished first: the service's drain
+/// decides how long it may take).
+pub(crate) async fn follow(spec: SourceSpec, shared: Arc<Shared>, cancel: CancellationToken) {
+    match spec.schedule {
+        Schedule::Every(interval) => every(&spec, interval, &shared, &cancel).await,
+        Schedule::Push => push(&spec, &shared, &cancel).await,
+    }
+}
+
+async fn every(spec: &SourceSpec, interval: Duration, shared: &Shared, cancel: &CancellationToken) {
+    let status = &shared.status;
+    loop {
+        status.scheduled(&spec.name, Some(Timestamp::now()));
+        let permits = tokio::select! {
+            () = cancel.cancelled() => return,
+            p = shared.gates(&spec.url) => p,
+        };
+        status.started(&spec.name);
+        let r = once(spec, shared).await;
+        drop(permits);
+        let wait = match r {
+            Ok(report) => {
+                status.succeeded(&spec.name, &report);
+                interval
+            }
+            Err(e) => {
+                tracing::warn!(source = %spec.name, "sync failed: {e}");
+                status.failed(&spec.name, &e);
+                backoff(
+                    status.consecutive_failures(&spec.name),
+                    shared.limits().backoff_max,
+                )
+            }
+        };
+        let next = Timestamp::now()
+            .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
+            .ok();
+        status.scheduled(&spec.name, next);
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// One sync of `spec`, on its ports, within the time limit.
+async fn once(spec: &SourceSpec, shared: &Shared) -> Result<SyncReport, String> {
+    let opts = sync_options(spec, shared);
+    let timeout = shared.limits().timeout;
+    let ports = shared.ports(&spec.name).await.map_err(|e| e.to_string())?;
+    let http = Http::new(opts.http.clone()).map_err(|e| e.to_string())?;
+    let dest = Destination::new(spec.url.clone(), ports, http);
+    match tokio::time::timeout(timeout, dest.sync(&opts, Arc::new(Quiet))).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "timed out after {} (limits.timeout)",
+            crate::status::schedule_text(Schedule::Every(timeout))
+        )),
+    }
+}
+
+/// Push (Change Notification 1.0.1): the Destination's push follower, which syncs first, then
+/// applies each notification and catches up from the Change Lists; each of its rounds is
+/// recorded. A session that ends with an error is started again after a back-off.
+async fn push(spec: &SourceSpec, shared: &Shared, cancel: &CancellationToken) {
+    let status = &shared.status;
+    loop {
+        let stop = StopHandle::new();
+        let stopper = {
+            let (stop, cancel) = (stop.clone(), cancel.clone());
+            tokio::spawn(async move {
+                cancel.cancelled().await;
+                stop.stop();
+            })
+        };
+        status.started(&spec.name);
+        let opts = sync_options(spec, shared);
+        let name = spec.name.clone();
+        let on_round = |r: &Round| match (&r.report, &r.error) {
+            (Some(rep), _) => {
+                status.succeeded(&name, rep);
+                status.started(&name);
+            }
+            (None, Some(e)) => {
+                status.failed(&name, e);
+                status.started(&name);
+            }
+            (None, None) => {}
+        };
+        let r = watch_push(
+            &opts,
+            &WatchOptions::default(),
+            &PushOptions::default(),
+            Arc::new(Quiet),
+            &stop,
+            None,
+            on_round,
+        )
+        .await;
+        stopper.abort();
+        if cancel.is_cancelled() {
+            return;
+        }
+        let e = match r {
+            Ok(_) => "the push session ended".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        status.failed(&spec.name, &e);
+        let wait = backoff(
+            status.consecutive_failures(&spec.name),
+            shared.limits().backoff_max,
+        );
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_limit() {
+        let max = Duration::from_secs(3600);
+        for (n, base) in [(1u32, 15.0), (2, 30.0), (3, 60.0)] {
+            let d = backoff(n, max).as_secs_f64();
+            assert!((base * 0.8..=base * 1.2).contains(&d), "{n}: {d}");
+        }
+        assert!(backoff(40, max) <= max.mul_f64(1.2));
+        assert!(backoff(40, Duration::from_secs(60)) <= Duration::from_secs(72));
+    }
+}

@@ -1,0 +1,26 @@
+//! A ResourceSync aggregator: follows many Sources as one long-running service (issue 16).
+//!
+//! - [`config`]: the TOML file: the Sources (`[[source]]`: name, url, schedule, …) and the
+//!   limits they share; every mistake an error naming its line.
+//! - [`service`]: [`Aggregator`]: one follower per Source, shared limits (syncs at once, per
+//!   host), reload without a restart, drain.
+//! - [`follow`]: a Source's loop: a sync through the Destination engine on its ports every
+//!   interval (or its push session), failures backed off, never waiting on another Source.
+//! - [`status`]: what each Source is doing, bounded.
+//! - [`web`]: the page for operators, the JSON API and the Prometheus metrics.
+//!
+//! The copies of each Source go to its own folder of the store (`STORE/NAME/`), its state to
+//! SQLite in that folder (the default) or to PostgreSQL (a schema per Source).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod error;
+pub mod follow;
+pub mod service;
+pub mod status;
+pub mod web;
+
+pub use config::{Config, Limits, Schedule, SourceSpec};
+pub use error::{Error, Result};
+pub use service::{Aggregator, Options, StateChoice};

@@ -1,0 +1,294 @@
+//! What each Source is doing, for the page, the JSON API and the metrics: one entry per
+//! Source, updated by its follower (see [`crate::follow`]), read as a snapshot.
+//!
+//! Everything here is bounded: one entry per configured Source, and at most [`RECENT`] recent
+//! events each.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+use jiff::Timestamp;
+use resourcesync_destination::{Mode, SyncReport};
+use serde::Serialize;
+
+use crate::config::{Schedule, SourceSpec};
+
+/// Recent events kept per Source.
+pub const RECENT: usize = 50;
+
+/// Where a Source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Never synced yet: its first sync (a baseline, Z39.99-2014 §10) is due or running.
+    Baselining,
+    /// Synced at least once; followed incrementally (Change Lists, §12) or by push.
+    Following,
+    /// Its last sync failed; it is tried again after a back-off.
+    Failing,
+}
+
+/// One thing that happened to a Source.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// When (RFC 3339).
+    pub at: String,
+    /// `sync` or `failure`.
+    pub kind: &'static str,
+    /// What happened, in a line.
+    pub summary: String,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    spec: SourceSpec,
+    synced_once: bool,
+    running: bool,
+    last_start: Option<Timestamp>,
+    last_success: Option<Timestamp>,
+    next: Option<Timestamp>,
+    failing_since: Option<Timestamp>,
+    consecutive_failures: u32,
+    syncs: u64,
+    failures: u64,
+    resources: u64,
+    bytes: u64,
+    last_error: Option<String>,
+    recent: VecDeque<Event>,
+}
+
+/// A Source's status as shown (the page, `/api/sources`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceView {
+    /// Its name.
+    pub name: String,
+    /// Where discovery starts.
+    pub url: String,
+    /// `5m`, `push`, ….
+    pub schedule: String,
+    /// Where it is.
+    pub phase: Phase,
+    /// A sync is running now.
+    pub running: bool,
+    /// When its last sync started (RFC 3339).
+    pub last_sync: Option<String>,
+    /// When its last successful sync started.
+    pub last_success: Option<String>,
+    /// When its next sync is due (none for push, or while one runs).
+    pub next_sync: Option<String>,
+    /// Since when it fails, when it does.
+    pub failing_since: Option<String>,
+    /// Failed syncs in a row.
+    pub consecutive_failures: u32,
+    /// Syncs completed.
+    pub syncs: u64,
+    /// Syncs failed.
+    pub failures: u64,
+    /// Resources copied, as its syncs reported them.
+    pub resources: u64,
+    /// Bytes fetched, over every sync.
+    pub bytes: u64,
+    /// How far the copies may lag behind the Source: seconds since its last successful sync
+    /// started (none before one).
+    pub lag_seconds: Option<f64>,
+    /// The last error, while it is failing.
+    pub last_error: Option<String>,
+    /// Recent events, newest first.
+    pub recent: Vec<Event>,
+}
+
+/// Every Source's status.
+#[derive(Debug, Default)]
+pub struct Status {
+    entries: Mutex<BTreeMap<String, Entry>>,
+}
+
+fn rfc3339(t: Timestamp) -> String {
+    t.round(jiff::Unit::Second).unwrap_or(t).to_string()
+}
+
+/// `5m`, `1h30m`, `push`.
+pub fn schedule_text(s: Schedule) -> String {
+    match s {
+        Schedule::Push => "push".into(),
+        Schedule::Every(d) => {
+            let (h, m, s) = (d.as_secs() / 3600, d.as_secs() / 60 % 60, d.as_secs() % 60);
+            let mut out = String::new();
+            for (n, u) in [(h, "h"), (m, "m"), (s, "s")] {
+                if n > 0 {
+                    out.push_str(&format!("{n}{u}"));
+                }
+            }
+            if out.is_empty() {
+                out.push_str("0s");
+            }
+            out
+        }
+    }
+}
+
+impl Status {
+    fn with<R>(&self, name: &str, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        g.get_mut(name).map(f)
+    }
+
+    /// A Source is followed (again, with `spec`, after a reload): its counters are kept when
+    /// it was there already.
+    pub fn register(&self, spec: &SourceSpec) {
+        let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        match g.get_mut(&spec.name) {
+            Some(e) => e.spec = spec.clone(),
+            None => {
+                g.insert(
+                    spec.name.clone(),
+                    Entry {
+                        spec: spec.clone(),
+                        synced_once: false,
+                        running: false,
+                        last_start: None,
+                        last_success: None,
+                        next: None,
+                        failing_since: None,
+                        consecutive_failures: 0,
+                        syncs: 0,
+                        failures: 0,
+                        resources: 0,
+                        bytes: 0,
+                        last_error: None,
+                        recent: VecDeque::new(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// A Source is no longer followed.
+    pub fn remove(&self, name: &str) {
+        let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        g.remove(name);
+    }
+
+    /// Its next sync is due at `at`.
+    pub fn scheduled(&self, name: &str, at: Option<Timestamp>) {
+        self.with(name, |e| e.next = at);
+    }
+
+    /// A sync started.
+    pub fn started(&self, name: &str) {
+        self.with(name, |e| {
+            e.running = true;
+            e.next = None;
+            e.last_start = Some(Timestamp::now());
+        });
+    }
+
+    /// A sync completed with `r`.
+    pub fn succeeded(&self, name: &str, r: &SyncReport) {
+        self.with(name, |e| {
+            e.running = false;
+            e.synced_once = true;
+            e.syncs += 1;
+            e.bytes += r.bytes;
+            e.resources = match r.mode {
+                // Z39.99-2014 §10: a baseline (or a diff against the Resource List) sees every
+                // resource.
+                Mode::Baseline | Mode::BaselineDiff => {
+                    r.created + r.updated + r.unchanged + r.kept + r.repaired
+                }
+                _ => (e.resources + r.created).saturating_sub(r.deleted),
+            };
+            e.last_success = e.last_start;
+            e.failing_since = None;
+            e.consecutive_failures = 0;
+            e.last_error = None;
+            let mode = match r.mode {
+                Mode::Baseline => "baseline",
+                Mode::Incremental => "incremental",
+                Mode::BaselineDiff => "baseline diff",
+                Mode::Notification => "notification",
+            };
+            let mut summary = format!(
+                "{mode}: {} created, {} updated, {} deleted, {} unchanged, {} bytes",
+                r.created, r.updated, r.deleted, r.unchanged, r.bytes
+            );
+            if r.failed > 0 {
+                summary.push_str(&format!(", {} failed", r.failed));
+            }
+            push(&mut e.recent, "sync", summary);
+        });
+    }
+
+    /// A sync failed with `error`.
+    pub fn failed(&self, name: &str, error: &str) {
+        self.with(name, |e| {
+            e.running = false;
+            e.failures += 1;
+            e.consecutive_failures = e.consecutive_failures.saturating_add(1);
+            e.failing_since.get_or_insert_with(Timestamp::now);
+            e.last_error = Some(error.to_owned());
+            push(&mut e.recent, "failure", error.to_owned());
+        });
+    }
+
+    /// Failed syncs in a row of `name`.
+    pub fn consecutive_failures(&self, name: &str) -> u32 {
+        self.with(name, |e| e.consecutive_failures).unwrap_or(0)
+    }
+
+    /// Every Source, by name.
+    pub fn snapshot(&self) -> Vec<SourceView> {
+        let now = Timestamp::now();
+        let g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        g.values().map(|e| view(e, now)).collect()
+    }
+
+    /// One Source.
+    pub fn get(&self, name: &str) -> Option<SourceView> {
+        let now = Timestamp::now();
+        let g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        g.get(name).map(|e| view(e, now))
+    }
+}
+
+fn push(recent: &mut VecDeque<Event>, kind: &'static str, summary: String) {
+    if recent.len() == RECENT {
+        recent.pop_back();
+    }
+    recent.push_front(Event {
+        at: rfc3339(Timestamp::now()),
+        kind,
+        summary,
+    });
+}
+
+fn view(e: &Entry, now: Timestamp) -> SourceView {
+    let phase = if e.failing_since.is_some() {
+        Phase::Failing
+    } else if e.synced_once {
+        Phase::Following
+    } else {
+        Phase::Baselining
+    };
+    SourceView {
+        name: e.spec.name.clone(),
+        url: e.spec.url.clone(),
+        schedule: schedule_text(e.spec.schedule),
+        phase,
+        running: e.running,
+        last_sync: e.last_start.map(rfc3339),
+        last_success: e.last_success.map(rfc3339),
+        next_sync: e.next.map(rfc3339),
+        failing_since: e.failing_since.map(rfc3339),
+        consecutive_failures: e.consecutive_failures,
+        syncs: e.syncs,
+        failures: e.failures,
+        resources: e.resources,
+        bytes: e.bytes,
+        lag_seconds: e
+            .last_success
+            .map(|t| now.duration_since(t).as_secs_f64().max(0.0)),
+        last_error: e.last_error.clone(),
+        recent: e.recent.iter().cloned().collect(),
+    }
+}

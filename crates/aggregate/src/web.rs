@@ -1,0 +1,282 @@
+//! The service's web face (`--serve ADDR`): a page for people at `/` (every Source, its state,
+//! last and next sync, resources, bytes, lag, last error; refreshed every 10 s, no JavaScript),
+//! one page per Source at `/sources/NAME` (its recent syncs and failures), the same as JSON at
+//! `/api/sources` and `/api/sources/NAME`, and Prometheus metrics at `/metrics`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use resourcesync_source::page::esc;
+
+use crate::service::Aggregator;
+use crate::status::{Phase, SourceView};
+
+/// The routes, over `agg`.
+pub fn router(agg: Arc<Aggregator>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/sources/{name}", get(source_page))
+        .route("/api/sources", get(api_sources))
+        .route("/api/sources/{name}", get(api_source))
+        .route("/metrics", get(metrics))
+        .with_state(agg)
+}
+
+fn html(body: String) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Response {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            s,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
+table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}\
+th{background:#f4f4f4}.failing{color:#b00020;font-weight:bold}.following{color:#1b5e20}\
+.baselining{color:#0d47a1}td.n{text-align:right;font-variant-numeric:tabular-nums}\
+.err{color:#b00020;max-width:40em;overflow-wrap:anywhere}";
+
+fn phase_text(v: &SourceView) -> String {
+    let p = match v.phase {
+        Phase::Baselining => "baselining",
+        Phase::Following => "following",
+        Phase::Failing => "failing",
+    };
+    match (&v.phase, &v.failing_since) {
+        (Phase::Failing, Some(since)) => format!("{p} since {since}"),
+        _ if v.running => format!("{p} (syncing)"),
+        _ => p.to_owned(),
+    }
+}
+
+fn phase_class(v: &SourceView) -> &'static str {
+    match v.phase {
+        Phase::Baselining => "baselining",
+        Phase::Following => "following",
+        Phase::Failing => "failing",
+    }
+}
+
+fn lag_text(v: &SourceView) -> String {
+    v.lag_seconds
+        .map(|s| {
+            let s = s as u64;
+            match s {
+                0..=119 => format!("{s} s"),
+                120..=7199 => format!("{} min", s / 60),
+                _ => format!("{} h", s / 3600),
+            }
+        })
+        .unwrap_or_else(|| "–".into())
+}
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"10\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>\n",
+        esc(title)
+    )
+}
+
+async fn index(State(agg): State<Arc<Aggregator>>) -> Response {
+    let sources = agg.status().snapshot();
+    let failing = sources.iter().filter(|s| s.phase == Phase::Failing).count();
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<h1>ResourceSync aggregator</h1><p>{} Sources, {} failing. JSON: \
+         <a href=\"api/sources\">api/sources</a>; metrics: <a href=\"metrics\">metrics</a>.</p>\
+         <table><thead><tr><th>Source</th><th>state</th><th>schedule</th><th>last sync</th>\
+         <th>next sync</th><th>resources</th><th>bytes</th><th>lag</th><th>last error</th></tr>\
+         </thead><tbody>",
+        sources.len(),
+        failing
+    );
+    for v in &sources {
+        let _ = write!(
+            b,
+            "<tr><td><a href=\"sources/{n}\">{n}</a><br><small>{u}</small></td>\
+             <td class=\"{c}\">{p}</td><td>{sch}</td><td>{last}</td><td>{next}</td>\
+             <td class=\"n\">{r}</td><td class=\"n\">{by}</td><td class=\"n\">{lag}</td>\
+             <td class=\"err\">{e}</td></tr>",
+            n = esc(&v.name),
+            u = esc(&v.url),
+            c = phase_class(v),
+            p = esc(&phase_text(v)),
+            sch = esc(&v.schedule),
+            last = esc(v.last_sync.as_deref().unwrap_or("–")),
+            next = esc(v.next_sync.as_deref().unwrap_or("–")),
+            r = v.resources,
+            by = v.bytes,
+            lag = lag_text(v),
+            e = esc(v.last_error.as_deref().unwrap_or("")),
+        );
+    }
+    b.push_str("</tbody></table>");
+    html(page("ResourceSync aggregator", &b))
+}
+
+async fn source_page(State(agg): State<Arc<Aggregator>>, Path(name): Path<String>) -> Response {
+    let Some(v) = agg.status().get(&name) else {
+        return (StatusCode::NOT_FOUND, "no such Source\n").into_response();
+    };
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<p><a href=\"../\">all Sources</a></p><h1>{n}</h1><table>\
+         <tr><th>URL</th><td>{u}</td></tr><tr><th>state</th><td class=\"{c}\">{p}</td></tr>\
+         <tr><th>schedule</th><td>{sch}</td></tr><tr><th>last sync</th><td>{last}</td></tr>\
+         <tr><th>last success</th><td>{ok}</td></tr><tr><th>next sync</th><td>{next}</td></tr>\
+         <tr><th>resources</th><td>{r}</td></tr><tr><th>bytes fetched</th><td>{by}</td></tr>\
+         <tr><th>lag</th><td>{lag}</td></tr><tr><th>syncs / failed</th><td>{s} / {f}</td></tr>\
+         <tr><th>last error</th><td class=\"err\">{e}</td></tr></table>\
+         <h2>Recent syncs and failures</h2><table><thead><tr><th>when</th><th>what</th>\
+         <th></th></tr></thead><tbody>",
+        n = esc(&v.name),
+        u = esc(&v.url),
+        c = phase_class(&v),
+        p = esc(&phase_text(&v)),
+        sch = esc(&v.schedule),
+        last = esc(v.last_sync.as_deref().unwrap_or("–")),
+        ok = esc(v.last_success.as_deref().unwrap_or("–")),
+        next = esc(v.next_sync.as_deref().unwrap_or("–")),
+        r = v.resources,
+        by = v.bytes,
+        lag = lag_text(&v),
+        s = v.syncs,
+        f = v.failures,
+        e = esc(v.last_error.as_deref().unwrap_or("")),
+    );
+    for e in &v.recent {
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
+            esc(&e.at),
+            if e.kind == "failure" {
+                "failing"
+            } else {
+                "following"
+            },
+            e.kind,
+            esc(&e.summary)
+        );
+    }
+    b.push_str("</tbody></table>");
+    html(page(&format!("{} — ResourceSync aggregator", v.name), &b))
+}
+
+async fn api_sources(State(agg): State<Arc<Aggregator>>) -> Response {
+    json(&agg.status().snapshot())
+}
+
+async fn api_source(State(agg): State<Arc<Aggregator>>, Path(name): Path<String>) -> Response {
+    match agg.status().get(&name) {
+        Some(v) => json(&v),
+        None => (StatusCode::NOT_FOUND, "no such Source\n").into_response(),
+    }
+}
+
+/// A label value in the Prometheus text format: `\`, `"` and newlines escaped.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The Prometheus text exposition format (version 0.0.4), written from the status snapshot:
+/// a handful of gauges and counters per Source, no registry to keep in step with it.
+pub fn metrics_text(sources: &[SourceView]) -> String {
+    let mut m = String::new();
+    let mut family =
+        |name: &str, kind: &str, help: &str, value: &dyn Fn(&SourceView) -> Option<f64>| {
+            let _ = writeln!(m, "# HELP resourcesync_aggregate_{name} {help}");
+            let _ = writeln!(m, "# TYPE resourcesync_aggregate_{name} {kind}");
+            for v in sources {
+                if let Some(x) = value(v) {
+                    let _ = writeln!(
+                        m,
+                        "resourcesync_aggregate_{name}{{source=\"{}\"}} {x}",
+                        label(&v.name)
+                    );
+                }
+            }
+        };
+    family(
+        "up",
+        "gauge",
+        "1 when the Source's last sync succeeded, 0 when it is failing.",
+        &|v| Some(if v.phase == Phase::Failing { 0.0 } else { 1.0 }),
+    );
+    family(
+        "syncing",
+        "gauge",
+        "1 while a sync of the Source runs.",
+        &|v| Some(if v.running { 1.0 } else { 0.0 }),
+    );
+    family(
+        "resources",
+        "gauge",
+        "Resources copied, as the Source's syncs reported them.",
+        &|v| Some(v.resources as f64),
+    );
+    family(
+        "fetched_bytes_total",
+        "counter",
+        "Bytes fetched from the Source.",
+        &|v| Some(v.bytes as f64),
+    );
+    family(
+        "syncs_total",
+        "counter",
+        "Syncs of the Source completed.",
+        &|v| Some(v.syncs as f64),
+    );
+    family(
+        "sync_failures_total",
+        "counter",
+        "Syncs of the Source that failed.",
+        &|v| Some(v.failures as f64),
+    );
+    family(
+        "lag_seconds",
+        "gauge",
+        "Seconds since the Source's last successful sync started.",
+        &|v| v.lag_seconds,
+    );
+    m
+}
+
+async fn metrics(State(agg): State<Arc<Aggregator>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        metrics_text(&agg.status().snapshot()),
+    )
+        .into_response()
+}

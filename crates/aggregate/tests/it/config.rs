@@ -1,0 +1,109 @@
+//! The configuration file: what it accepts, and each mistake named with its line.
+
+use std::path::Path;
+use std::time::Duration;
+
+use resourcesync_aggregate::{Config, Error, Schedule};
+
+fn parse(text: &str) -> Result<Config, Error> {
+    Config::parse(text, Path::new("aggregate.toml"))
+}
+
+/// The line and message of a configuration error.
+fn problem(text: &str) -> (Option<usize>, String) {
+    match parse(text) {
+        Err(Error::Config { line, message, .. }) => (line, message),
+        other => panic!("not a configuration error: {other:?}"),
+    }
+}
+
+#[test]
+fn a_full_configuration() {
+    let c = parse(
+        r#"
+[limits]
+concurrency = 4
+per_host = 1
+timeout = "10m"
+
+[[source]]
+name = "museum"
+url = "https://museum.example/.well-known/resourcesync"
+schedule = "30s"
+delete = true
+token = "secret"
+rate = 5.0
+concurrency = 2
+
+[[source]]
+name = "archive-2"
+url = "http://archive.example/capabilitylist.xml"
+schedule = "push"
+"#,
+    )
+    .expect("valid");
+    assert_eq!(c.limits.concurrency, 4);
+    assert_eq!(c.limits.per_host, 1);
+    assert_eq!(c.limits.timeout, Duration::from_secs(600));
+    assert_eq!(c.sources.len(), 2);
+    let m = &c.sources[0];
+    assert_eq!(
+        (m.name.as_str(), m.schedule, m.delete, m.rate, m.concurrency),
+        (
+            "museum",
+            Schedule::Every(Duration::from_secs(30)),
+            true,
+            Some(5.0),
+            2
+        )
+    );
+    assert_eq!(m.token.as_deref(), Some("secret"));
+    assert_eq!(c.sources[1].schedule, Schedule::Push);
+    // Defaults: every five minutes, no deletes.
+    let c = parse("[[source]]\nname = \"a\"\nurl = \"http://a.example/\"\n").expect("valid");
+    assert_eq!(
+        c.sources[0].schedule,
+        Schedule::Every(Duration::from_secs(300))
+    );
+    assert!(!c.sources[0].delete);
+}
+
+#[test]
+fn each_mistake_names_its_line() {
+    let two = "[[source]]\nname = \"a\"\nurl = \"http://a.example/\"\n\n[[source]]\nname = \"a\"\nurl = \"http://b.example/\"\n";
+    let (line, msg) = problem(two);
+    assert_eq!(line, Some(6), "{msg}");
+    assert!(
+        msg.contains("used twice") && msg.contains("line 1"),
+        "{msg}"
+    );
+
+    let (line, msg) = problem("[[source]]\nname = \"a\"\nurl = \"ftp://a.example/\"\n");
+    assert_eq!(line, Some(3), "{msg}");
+    assert!(msg.contains("not an http(s) URL"), "{msg}");
+
+    let (line, msg) =
+        problem("[[source]]\nname = \"a\"\nurl = \"http://a.example/\"\nschedule = \"often\"\n");
+    assert_eq!(line, Some(4), "{msg}");
+    assert!(msg.contains("30s, 5m"), "{msg}");
+
+    let (line, msg) = problem("[[source]]\nname = \"A/B\"\nurl = \"http://a.example/\"\n");
+    assert_eq!(line, Some(2), "{msg}");
+
+    let (line, msg) =
+        problem("[[source]]\nname = \"a\"\nurl = \"http://a.example/\"\ncolour = \"red\"\n");
+    assert_eq!(line, Some(4), "{msg}");
+    assert!(msg.contains("colour"), "{msg}");
+
+    let (line, msg) = problem("[limits]\nconcurrency = 0\n");
+    assert_eq!(line, Some(2), "{msg}");
+
+    let (line, _) = problem("[[source]]\nname = \"a\"\n");
+    assert!(line.is_some());
+    // Not TOML at all.
+    let (line, _) = problem("[[source]\nname = 1\n");
+    assert_eq!(line, Some(1));
+    // The file and line lead the message a user reads.
+    let e = parse("[[source]]\nname = \"a\"\nurl = \"x\"\n").expect_err("bad url");
+    assert!(e.to_string().starts_with("aggregate.toml:3: "), "{e}");
+}

@@ -1,0 +1,4 @@
+//! The aggregator's tests: one binary, one module per file.
+
+mod config;
+mod service;

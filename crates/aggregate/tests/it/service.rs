@@ -1,0 +1,328 @@
+//! The service against real Sources on loopback: ours (a directory published by
+//! `resourcesync-source`, served as files), one written by hand, one that answers 404 and one
+//! that never answers. The good ones are baselined and then followed incrementally while the
+//! bad ones fail on their own; a reload adds and removes Sources; the page, the JSON API and
+//! the metrics say what happens. Synchronisation is by polling with deadlines.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use resourcesync_aggregate::status::{Phase, SourceView};
+use resourcesync_aggregate::{Aggregator, Config, Options, StateChoice};
+use resourcesync_source::{Source, SourceConfig};
+use resourcesync_testkit::{Reply, Server};
+
+/// Publishes `dir` as a Source at `base` (documents inside it), as `resourcesync publish`.
+async fn publish(dir: &Path, base: &str) {
+    let (dir, base) = (dir.to_owned(), base.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let mut s = Source::open(SourceConfig::new(&dir, &base)).expect("open source");
+        s.scan().expect("scan");
+        s.publish().expect("publish");
+    })
+    .await
+    .expect("publish task");
+}
+
+/// A directory of `n` files published and served as files.
+async fn our_source(n: usize) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path()).await;
+    for i in 0..n {
+        std::fs::write(
+            dir.path().join(format!("r{i:03}.txt")),
+            format!("resource {i}\n"),
+        )
+        .expect("write");
+    }
+    publish(dir.path(), &server.base).await;
+    (server, dir)
+}
+
+fn md5_hex(b: &[u8]) -> String {
+    use md5::Digest as _;
+    hex::encode(md5::Md5::digest(b))
+}
+
+/// A Source written by hand (Z39.99-2014 §6.3.2, §9, §10): a Source Description, a
+/// Capability List and a Resource List of two resources.
+async fn hand_written() -> Server {
+    let s = Server::empty().await;
+    let b = s.base.clone();
+    let (x, y) = (b"first resource\n".as_slice(), b"second\n".as_slice());
+    s.route(
+        "/.well-known/resourcesync",
+        Reply::xml(format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="description"/>
+  <url><loc>{b}caps.xml</loc><rs:md capability="capabilitylist"/></url>
+</urlset>"#
+        )),
+    );
+    s.route(
+        "/caps.xml",
+        Reply::xml(format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{b}.well-known/resourcesync"/>
+  <rs:md capability="capabilitylist"/>
+  <url><loc>{b}list.xml</loc><rs:md capability="resourcelist"/></url>
+</urlset>"#
+        )),
+    );
+    s.route(
+        "/list.xml",
+        Reply::xml(format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{b}caps.xml"/>
+  <rs:md capability="resourcelist" at="2026-11-01T00:00:00Z"/>
+  <url><loc>{b}x/one.txt</loc><lastmod>2026-10-01T00:00:00Z</lastmod><rs:md hash="md5:{hx}" length="{lx}"/></url>
+  <url><loc>{b}x/two.txt</loc><lastmod>2026-10-02T00:00:00Z</lastmod><rs:md hash="md5:{hy}" length="{ly}"/></url>
+</urlset>"#,
+            hx = md5_hex(x),
+            lx = x.len(),
+            hy = md5_hex(y),
+            ly = y.len(),
+        )),
+    );
+    s.route("/x/one.txt", Reply::ok(x));
+    s.route("/x/two.txt", Reply::ok(y));
+    s
+}
+
+/// A listener that accepts connections and never answers.
+async fn hanging() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let h = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((c, _)) = l.accept().await {
+            held.push(c);
+        }
+    });
+    (addr, h)
+}
+
+fn config(text: &str) -> Config {
+    Config::parse(text, Path::new("test.toml")).expect("config")
+}
+
+/// Polls `f` on the status of `name` until it holds, for at most `limit`.
+async fn until(
+    agg: &Aggregator,
+    name: &str,
+    limit: Duration,
+    f: impl Fn(&SourceView) -> bool,
+) -> SourceView {
+    let end = Instant::now() + limit;
+    loop {
+        let v = agg.status().get(name);
+        if let Some(v) = v.as_ref().filter(|v| f(v)) {
+            return v.clone();
+        }
+        assert!(Instant::now() < end, "{name}: not within {limit:?}: {v:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn get(url: &str) -> (u16, String) {
+    let r = reqwest::get(url).await.expect("GET");
+    (r.status().as_u16(), r.text().await.expect("body"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn good_sources_are_followed_while_bad_ones_fail_on_their_own() {
+    let (ours, ours_dir) = our_source(20).await;
+    let hand = hand_written().await;
+    let broken = Server::empty().await;
+    let (stuck, _stuck_task) = hanging().await;
+    let store = tempfile::tempdir().expect("store");
+    let text = format!(
+        r#"
+[limits]
+concurrency = 3
+timeout = "2s"
+
+[[source]]
+name = "ours"
+url = "{}.well-known/resourcesync"
+schedule = "1s"
+delete = true
+
+[[source]]
+name = "hand"
+url = "{}.well-known/resourcesync"
+schedule = "1s"
+
+[[source]]
+name = "broken"
+url = "{}.well-known/resourcesync"
+schedule = "1s"
+
+[[source]]
+name = "stuck"
+url = "http://{stuck}/.well-known/resourcesync"
+schedule = "1s"
+"#,
+        ours.base, hand.base, broken.base
+    );
+    let agg = Arc::new(
+        Aggregator::start(
+            &config(&text),
+            Options {
+                store: store.path().to_owned(),
+                state: StateChoice::PerSource,
+            },
+        )
+        .expect("start"),
+    );
+    let limit = Duration::from_secs(60);
+    // Z39.99-2014 §10: each good Source baselined, whatever the others do.
+    let v = until(&agg, "ours", limit, |v| {
+        v.phase == Phase::Following && v.resources == 20
+    })
+    .await;
+    assert!(v.bytes > 0 && v.last_error.is_none(), "{v:#?}");
+    until(&agg, "hand", limit, |v| {
+        v.phase == Phase::Following && v.resources == 2
+    })
+    .await;
+    for i in [0, 7, 19] {
+        let p = format!("r{i:03}.txt");
+        assert_eq!(
+            std::fs::read(store.path().join("ours").join(&p)).expect("copy"),
+            std::fs::read(ours_dir.path().join(&p)).expect("original"),
+            "{p}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(store.path().join("hand/x/one.txt")).expect("copy"),
+        b"first resource\n"
+    );
+    let b = until(&agg, "broken", limit, |v| v.phase == Phase::Failing).await;
+    assert!(
+        b.last_error.as_deref().is_some_and(|e| e.contains("404")),
+        "{b:#?}"
+    );
+    let s = until(&agg, "stuck", limit, |v| v.phase == Phase::Failing).await;
+    assert!(
+        s.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("time limit") || e.contains("timed out")),
+        "{s:#?}"
+    );
+    // A failing Source backs off: its next try is further away than its schedule.
+    assert!(s.next_sync.is_some() || s.running, "{s:#?}");
+
+    // Incremental (§12): a change at the Source reaches the copy by the next sync.
+    std::fs::write(ours_dir.path().join("r003.txt"), "changed\n").expect("write");
+    std::fs::write(ours_dir.path().join("new.txt"), "new\n").expect("write");
+    std::fs::remove_file(ours_dir.path().join("r004.txt")).expect("remove");
+    publish(ours_dir.path(), &ours.base).await;
+    let copy = store.path().join("ours");
+    let end = Instant::now() + limit;
+    while !(std::fs::read(copy.join("r003.txt")).is_ok_and(|b| b == b"changed\n")
+        && copy.join("new.txt").exists()
+        && !copy.join("r004.txt").exists())
+    {
+        assert!(Instant::now() < end, "the change did not reach the copy");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let v = until(&agg, "ours", limit, |v| v.syncs >= 2 && v.resources == 20).await;
+    assert!(
+        v.recent
+            .iter()
+            .any(|e| e.summary.starts_with("incremental")),
+        "{v:#?}"
+    );
+
+    // The page, the JSON API and the metrics.
+    let web = resourcesync_testkit::serve(resourcesync_aggregate::web::router(agg.clone())).await;
+    let (st, page) = get(&format!("http://{web}/")).await;
+    assert_eq!(st, 200);
+    for n in ["ours", "hand", "broken", "stuck"] {
+        assert!(
+            page.contains(&format!("sources/{n}\"")),
+            "{n} missing from the page"
+        );
+    }
+    assert!(page.contains("failing since"), "{page}");
+    let (st, api) = get(&format!("http://{web}/api/sources")).await;
+    assert_eq!(st, 200);
+    let api: serde_json::Value = serde_json::from_str(&api).expect("JSON");
+    let phases: Vec<(String, String)> = api
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap_or("").into(),
+                s["phase"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    assert!(
+        phases.contains(&("ours".into(), "following".into())),
+        "{phases:?}"
+    );
+    assert!(
+        phases.contains(&("broken".into(), "failing".into())),
+        "{phases:?}"
+    );
+    let (st, one) = get(&format!("http://{web}/sources/broken")).await;
+    assert_eq!(st, 200);
+    assert!(one.contains("404"), "{one}");
+    assert_eq!(get(&format!("http://{web}/sources/nobody")).await.0, 404);
+    let (st, m) = get(&format!("http://{web}/metrics")).await;
+    assert_eq!(st, 200);
+    assert!(
+        m.contains("resourcesync_aggregate_up{source=\"broken\"} 0"),
+        "{m}"
+    );
+    assert!(
+        m.contains("resourcesync_aggregate_up{source=\"ours\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("resourcesync_aggregate_resources{source=\"hand\"} 2"),
+        "{m}"
+    );
+
+    // A reload: `hand` and `stuck` go, `second` comes; nothing restarts.
+    let (second, _second_dir) = our_source(5).await;
+    let syncs_before = agg.status().get("ours").map(|v| v.syncs).unwrap_or(0);
+    agg.reload(&config(&format!(
+        "[[source]]\nname = \"ours\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\ndelete = true\n\n\
+         [[source]]\nname = \"broken\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\n\n\
+         [[source]]\nname = \"second\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\n",
+        ours.base, broken.base, second.base
+    )))
+    .expect("reload");
+    until(&agg, "second", limit, |v| {
+        v.phase == Phase::Following && v.resources == 5
+    })
+    .await;
+    let names: Vec<String> = agg
+        .status()
+        .snapshot()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(names, ["broken", "ours", "second"]);
+    // `ours` kept its counters (it was not restarted).
+    assert!(
+        agg.status()
+            .get("ours")
+            .is_some_and(|v| v.syncs >= syncs_before)
+    );
+
+    // Drain: returns within its grace even with syncs running.
+    let t = Instant::now();
+    agg.drain(Duration::from_secs(5)).await;
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+}

@@ -1,0 +1,161 @@
+//! `resourcesync aggregate`: follow many Sources as one service (crate
+//! `resourcesync-aggregate`), with a page, a JSON API and metrics on `--serve`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use resourcesync_aggregate::{Aggregator, Config, Options, StateChoice};
+
+use crate::EXIT_OK;
+
+#[derive(Debug, Args)]
+pub(crate) struct AggregateArgs {
+    /// The configuration: the Sources to follow (`[[source]]` with name, url, schedule, …)
+    /// and shared limits (see docs/aggregate.md). Read again on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Where the copies go: one folder per Source, named as the Source (default: `copies`
+    /// beside the configuration file).
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// Where each Source's state goes: a directory of SQLite databases (NAME.sqlite), or
+    /// postgres://USER@HOST:PORT/DB (a schema per Source). Default: SQLite inside each
+    /// Source's folder.
+    #[arg(long, value_name = "DIR|URL")]
+    state: Option<String>,
+    /// Serve the page for operators, /api/sources (JSON) and /metrics (Prometheus) here.
+    #[arg(long, value_name = "ADDR")]
+    serve: Option<String>,
+    /// On SIGTERM or SIGINT, how long running syncs may take to finish before they are
+    /// stopped (a stopped sync loses only the downloads in flight).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    grace: u64,
+    /// Print the start line as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(a: &AggregateArgs) -> anyhow::Result<u8> {
+    crate::out::init_logging();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let r = rt.block_on(aggregate(a));
+    rt.shutdown_timeout(Duration::from_secs(5));
+    r
+}
+
+fn state_choice(s: Option<&str>) -> StateChoice {
+    match s {
+        None => StateChoice::PerSource,
+        Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => {
+            StateChoice::Postgres(u.to_owned())
+        }
+        Some(d) => StateChoice::Directory(PathBuf::from(d)),
+    }
+}
+
+async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
+    let config = Config::load(&a.config)?;
+    let store = a.store.clone().unwrap_or_else(|| {
+        a.config
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("copies")
+    });
+    let listener = match &a.serve {
+        Some(addr) => Some(resourcesync_source::server::bind(addr).await?),
+        None => None,
+    };
+    let agg = Arc::new(Aggregator::start(
+        &config,
+        Options {
+            store: store.clone(),
+            state: state_choice(a.state.as_deref()),
+        },
+    )?);
+    // Caught from before the line that says the service is ready.
+    let mut signals = crate::signal::Signals::new();
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+    {
+        let mut out = crate::out::stdout();
+        if a.json {
+            let line = serde_json::json!({
+                "sources": config.sources.len(),
+                "store": store.display().to_string(),
+                "serve": addr.map(|a| format!("http://{a}/")),
+            });
+            writeln!(out, "{line}")?;
+        } else {
+            write!(
+                out,
+                "aggregating {} into {}",
+                crate::units::count(config.sources.len() as u64, "Source", "Sources"),
+                store.display()
+            )?;
+            match addr {
+                Some(addr) => writeln!(out, "; page at http://{addr}/")?,
+                None => writeln!(out)?,
+            }
+        }
+        out.flush()?;
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let web = listener.map(|l| {
+        let router = resourcesync_aggregate::web::router(agg.clone());
+        let listener = resourcesync_source::server::IdleListener::new(l, Duration::from_secs(60));
+        tokio::spawn(resourcesync_websub::server::serve_http1(
+            listener,
+            router,
+            async move {
+                let _ = stopped.await;
+            },
+        ))
+    });
+    loop {
+        #[cfg(unix)]
+        let hangup = async {
+            match hup.as_mut() {
+                Some(h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let hangup = std::future::pending::<()>();
+        tokio::select! {
+            () = signals.next() => break,
+            () = hangup => {
+                match Config::load(&a.config).and_then(|c| agg.reload(&c).map(|()| c)) {
+                    Ok(c) => crate::out::say!(
+                        "resourcesync: configuration read again: {}",
+                        crate::units::count(c.sources.len() as u64, "Source", "Sources")
+                    ),
+                    Err(e) => crate::out::say!(
+                        "resourcesync: configuration not read again, the previous one stays: {e}"
+                    ),
+                }
+            }
+        }
+    }
+    if !crate::out::quiet() {
+        crate::out::say!(
+            "resourcesync: draining (running syncs have {} s to finish)",
+            a.grace
+        );
+    }
+    agg.drain(Duration::from_secs(a.grace)).await;
+    let _ = stop.send(());
+    if let Some(w) = web {
+        let _ = w.await;
+    }
+    Ok(EXIT_OK)
+}
