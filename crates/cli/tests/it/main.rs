@@ -9,6 +9,7 @@ mod robust_support;
 #[cfg(unix)]
 mod source_support;
 
+mod aggregate;
 mod crash;
 mod demo;
 mod explore;

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn http_get(addr: &str, path: &str) -> (u16, String) {
+pub(crate) fn http_get(addr: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(20)))
         .expect("timeout");
@@ -28,7 +28,7 @@ fn http_get(addr: &str, path: &str) -> (u16, String) {
 }
 
 /// `resourcesync serve DIR --listen 127.0.0.1:0`, and its standard output line by line.
-fn spawn_serve(dir: &std::path::Path) -> (std::process::Child, mpsc::Receiver<String>) {
+pub(crate) fn spawn_serve(dir: &std::path::Path) -> (std::process::Child, mpsc::Receiver<String>) {
     spawn(Command::new(env!("CARGO_BIN_EXE_resourcesync")), dir)
 }
 
