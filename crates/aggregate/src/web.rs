@@ -52,11 +52,21 @@ fn json<T: serde::Serialize>(v: &T) -> Response {
     }
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
-table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}\
-th{background:#f4f4f4}.failing{color:#b00020;font-weight:bold}.following{color:#1b5e20}\
-.baselining{color:#0d47a1}td.n{text-align:right;font-variant-numeric:tabular-nums}\
-.err{color:#b00020;max-width:40em;overflow-wrap:anywhere}";
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}\
+table{border-collapse:collapse;width:100%}\
+td,th{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}\
+th{background:#f4f4f4;white-space:nowrap}.failing{color:#b00020;font-weight:bold}\
+.following{color:#1b5e20}.baselining{color:#0d47a1}\
+td.n{text-align:right;font-variant-numeric:tabular-nums}td.t{white-space:nowrap;font-size:90%}\
+small{color:#666;overflow-wrap:anywhere}.err{color:#b00020;overflow-wrap:anywhere;font-size:90%}";
+
+/// An RFC 3339 time as the page shows it: `2026-11-26 02:37:35` (the header says UTC).
+fn when(t: Option<&str>) -> String {
+    t.map_or_else(
+        || "–".to_owned(),
+        |t| t.replacen('T', " ", 1).trim_end_matches('Z').to_owned(),
+    )
+}
 
 fn phase_text(v: &SourceView) -> String {
     let p = match v.phase {
@@ -65,7 +75,7 @@ fn phase_text(v: &SourceView) -> String {
         Phase::Failing => "failing",
     };
     match (&v.phase, &v.failing_since) {
-        (Phase::Failing, Some(since)) => format!("{p} since {since}"),
+        (Phase::Failing, Some(since)) => format!("{p} since {}", when(Some(since))),
         _ if v.running => format!("{p} (syncing)"),
         _ => p.to_owned(),
     }
@@ -110,8 +120,8 @@ async fn index(State(agg): State<Arc<Aggregator>>) -> Response {
         b,
         "<h1>ResourceSync aggregator</h1><p>{} Sources, {} failing. JSON: \
          <a href=\"api/sources\">api/sources</a>; metrics: <a href=\"metrics\">metrics</a>.</p>\
-         <table><thead><tr><th>Source</th><th>state</th><th>schedule</th><th>last sync</th>\
-         <th>next sync</th><th>resources</th><th>bytes</th><th>lag</th><th>last error</th></tr>\
+         <table><thead><tr><th>Source</th><th>state</th><th>schedule</th><th>last sync (UTC)</th>\
+         <th>next sync (UTC)</th><th>resources</th><th>bytes</th><th>lag</th><th>last error</th></tr>\
          </thead><tbody>",
         sources.len(),
         failing
@@ -120,7 +130,7 @@ async fn index(State(agg): State<Arc<Aggregator>>) -> Response {
         let _ = write!(
             b,
             "<tr><td><a href=\"sources/{n}\">{n}</a><br><small>{u}</small></td>\
-             <td class=\"{c}\">{p}</td><td>{sch}</td><td>{last}</td><td>{next}</td>\
+             <td class=\"{c}\">{p}</td><td>{sch}</td><td class=\"t\">{last}</td><td class=\"t\">{next}</td>\
              <td class=\"n\">{r}</td><td class=\"n\">{by}</td><td class=\"n\">{lag}</td>\
              <td class=\"err\">{e}</td></tr>",
             n = esc(&v.name),
@@ -128,8 +138,8 @@ async fn index(State(agg): State<Arc<Aggregator>>) -> Response {
             c = phase_class(v),
             p = esc(&phase_text(v)),
             sch = esc(&v.schedule),
-            last = esc(v.last_sync.as_deref().unwrap_or("–")),
-            next = esc(v.next_sync.as_deref().unwrap_or("–")),
+            last = esc(&when(v.last_sync.as_deref())),
+            next = esc(&when(v.next_sync.as_deref())),
             r = v.resources,
             by = v.bytes,
             lag = lag_text(v),

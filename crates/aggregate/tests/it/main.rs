@@ -1,4 +1,5 @@
 //! The aggregator's tests: one binary, one module per file.
 
 mod config;
+mod page;
 mod service;

@@ -47,7 +47,7 @@ fn md5_hex(b: &[u8]) -> String {
 
 /// A Source written by hand (Z39.99-2014 §6.3.2, §9, §10): a Source Description, a
 /// Capability List and a Resource List of two resources.
-async fn hand_written() -> Server {
+pub(crate) async fn hand_written() -> Server {
     let s = Server::empty().await;
     let b = s.base.clone();
     let (x, y) = (b"first resource\n".as_slice(), b"second\n".as_slice());
@@ -108,12 +108,12 @@ async fn hanging() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     (addr, h)
 }
 
-fn config(text: &str) -> Config {
+pub(crate) fn config(text: &str) -> Config {
     Config::parse(text, Path::new("test.toml")).expect("config")
 }
 
 /// Polls `f` on the status of `name` until it holds, for at most `limit`.
-async fn until(
+pub(crate) async fn until(
     agg: &Aggregator,
     name: &str,
     limit: Duration,

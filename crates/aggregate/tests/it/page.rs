@@ -1,0 +1,133 @@
+//! The page for operators in a real browser: headless Chromium (Debian's `chromium`, found or
+//! installed by scripts/chromium.sh, its path in RESOURCESYNC_TEST_CHROMIUM) loads `/` and a
+//! Source's page while one Source follows and one fails; the DOM it renders says so, and it
+//! takes a screenshot (kept at $RESOURCESYNC_SCREENSHOT when set: the README's picture).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use resourcesync_aggregate::status::Phase;
+use resourcesync_aggregate::{Aggregator, Options, StateChoice};
+use resourcesync_testkit::Server;
+
+use super::service::{config, hand_written, until};
+
+fn chromium() -> String {
+    std::env::var("RESOURCESYNC_TEST_CHROMIUM").unwrap_or_else(|_| {
+        panic!(
+            "RESOURCESYNC_TEST_CHROMIUM is not set: run the tests with scripts/test.sh, which \
+             finds or installs Chromium (scripts/chromium.sh)"
+        )
+    })
+}
+
+/// Runs headless Chromium on `url` with `args` (its own profile, no network but loopback);
+/// its standard output.
+fn headless(url: &str, args: &[&str]) -> String {
+    let profile = tempfile::tempdir().expect("profile");
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_renders_in_chromium() {
+    let good = hand_written().await;
+    let broken = Server::empty().await;
+    let store = tempfile::tempdir().expect("store");
+    let text = format!(
+        "[[source]]\nname = \"museum\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1h\"\n\n\
+         [[source]]\nname = \"archive\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1h\"\n",
+        good.base, broken.base
+    );
+    let agg = Arc::new(
+        Aggregator::start(
+            &config(&text),
+            Options {
+                store: store.path().to_owned(),
+                state: StateChoice::PerSource,
+            },
+        )
+        .expect("start"),
+    );
+    let limit = Duration::from_secs(60);
+    until(&agg, "museum", limit, |v| v.phase == Phase::Following).await;
+    until(&agg, "archive", limit, |v| v.phase == Phase::Failing).await;
+    let web = resourcesync_testkit::serve(resourcesync_aggregate::web::router(agg.clone())).await;
+
+    let url = format!("http://{web}/");
+    let dom = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || headless(&url, &["--dump-dom"]))
+            .await
+            .expect("chromium task")
+    };
+    // The DOM as the browser built it: both Sources, each with its state.
+    assert!(
+        dom.contains("<title>ResourceSync aggregator</title>"),
+        "{dom}"
+    );
+    assert!(dom.contains("href=\"sources/museum\""), "{dom}");
+    assert!(dom.contains("class=\"following\">following</td>"), "{dom}");
+    assert!(dom.contains("class=\"failing\">failing since"), "{dom}");
+    assert!(dom.contains("2 Sources, 1 failing"), "{dom}");
+    let one = {
+        let url = format!("http://{web}/sources/archive");
+        tokio::task::spawn_blocking(move || headless(&url, &["--dump-dom"]))
+            .await
+            .expect("chromium task")
+    };
+    assert!(
+        one.contains("Recent syncs and failures") && one.contains("404"),
+        "{one}"
+    );
+
+    let shot_dir = tempfile::tempdir().expect("shot");
+    let shot = shot_dir.path().join("aggregate.png");
+    {
+        let (url, shot) = (url.clone(), shot.clone());
+        tokio::task::spawn_blocking(move || {
+            headless(
+                &url,
+                &[
+                    "--window-size=1280,400",
+                    &format!("--screenshot={}", shot.display()),
+                ],
+            )
+        })
+        .await
+        .expect("chromium task");
+    }
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 5_000,
+        "{} bytes",
+        png.len()
+    );
+    if let Ok(keep) = std::env::var("RESOURCESYNC_SCREENSHOT") {
+        std::fs::copy(&shot, Path::new(&keep)).expect("keep the screenshot");
+    }
+    agg.drain(Duration::from_secs(5)).await;
+}
