@@ -6,6 +6,7 @@
 //! per_host = 2         # syncs running at once against one host (politeness)
 //! timeout = "1h"       # longest sync; a Source that hangs is stopped there and backs off
 //! backoff_max = "1h"   # longest wait after repeated failures
+//! lease = "60s"        # with --state postgres://: a dead worker's Sources are taken over after it
 //!
 //! [[source]]
 //! name = "museum"                       # a-z, 0-9, `-`, `_`: its folder and its key
@@ -50,6 +51,10 @@ pub struct Limits {
     pub timeout: Duration,
     /// Longest wait between tries of a failing Source.
     pub backoff_max: Duration,
+    /// With a shared PostgreSQL state: how long a worker's hold on a Source lasts unless
+    /// renewed (it is renewed every third of it while the worker syncs): a worker that dies
+    /// has its Sources taken over after this.
+    pub lease: Duration,
 }
 
 impl Default for Limits {
@@ -59,6 +64,7 @@ impl Default for Limits {
             per_host: 2,
             timeout: Duration::from_secs(3600),
             backoff_max: Duration::from_secs(3600),
+            lease: Duration::from_secs(60),
         }
     }
 }
@@ -109,6 +115,7 @@ struct RawLimits {
     per_host: Option<Spanned<usize>>,
     timeout: Option<Spanned<String>>,
     backoff_max: Option<Spanned<String>>,
+    lease: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +164,9 @@ impl Config {
         }
         if let Some(t) = &raw.limits.backoff_max {
             limits.backoff_max = duration(t, "limits.backoff_max", &err)?;
+        }
+        if let Some(t) = &raw.limits.lease {
+            limits.lease = duration(t, "limits.lease", &err)?;
         }
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut sources = Vec::with_capacity(raw.sources.len());

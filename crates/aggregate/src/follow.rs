@@ -15,7 +15,7 @@ use resourcesync_destination::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Schedule, SourceSpec};
-use crate::service::Shared;
+use crate::service::{Opened, Shared};
 
 /// The first wait after a failure; doubled for each failure in a row, up to the limit.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(15);
@@ -57,7 +57,12 @@ pub(crate) async fn follow(spec: SourceSpec, shared: Arc<Shared>, cancel: Cancel
     }
 }
 
-async fn every(spec: &SourceSpec, interval: Duration, shared: &Shared, cancel: &CancellationToken) {
+async fn every(
+    spec: &SourceSpec,
+    interval: Duration,
+    shared: &Arc<Shared>,
+    cancel: &CancellationToken,
+) {
     let status = &shared.status;
     loop {
         status.scheduled(&spec.name, Some(Timestamp::now()));
@@ -69,8 +74,12 @@ async fn every(spec: &SourceSpec, interval: Duration, shared: &Shared, cancel: &
         let r = once(spec, shared).await;
         drop(permits);
         let wait = match r {
-            Ok(report) => {
+            Ok(Outcome::Synced(report)) => {
                 status.succeeded(&spec.name, &report);
+                interval
+            }
+            Ok(Outcome::Elsewhere) => {
+                status.elsewhere(&spec.name);
                 interval
             }
             Err(e) => {
@@ -93,20 +102,58 @@ async fn every(spec: &SourceSpec, interval: Duration, shared: &Shared, cancel: &
     }
 }
 
-/// One sync of `spec`, on its ports, within the time limit.
-async fn once(spec: &SourceSpec, shared: &Shared) -> Result<SyncReport, String> {
+/// What one round of a Source came to.
+enum Outcome {
+    Synced(Box<SyncReport>),
+    Elsewhere,
+}
+
+/// One sync of `spec`, on its ports, within the time limit; with a shared state, under this
+/// worker's lease on the Source, renewed while the sync runs and given up after.
+async fn once(spec: &SourceSpec, shared: &Arc<Shared>) -> Result<Outcome, String> {
     let opts = sync_options(spec, shared);
-    let timeout = shared.limits().timeout;
-    let ports = shared.ports(&spec.name).await.map_err(|e| e.to_string())?;
-    let http = Http::new(opts.http.clone()).map_err(|e| e.to_string())?;
-    let dest = Destination::new(spec.url.clone(), ports, http);
-    match tokio::time::timeout(timeout, dest.sync(&opts, Arc::new(Quiet))).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(_) => Err(format!(
-            "timed out after {} (limits.timeout)",
-            crate::status::schedule_text(Schedule::Every(timeout))
-        )),
+    let limits = shared.limits();
+    let (ports, lease) = match shared.ports(&spec.name).await.map_err(|e| e.to_string())? {
+        Opened::Ready(p, l) => (p, l),
+        Opened::Elsewhere => return Ok(Outcome::Elsewhere),
+    };
+    let renewer = lease.clone().map(|l| {
+        let ttl = limits.lease;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ttl / 3).await;
+                let l = l.clone();
+                match tokio::task::spawn_blocking(move || l.renew(ttl)).await {
+                    Ok(Ok(true)) => {}
+                    // Lost: the sync's next write fails (fenced), which ends it.
+                    _ => return,
+                }
+            }
+        })
+    });
+    let http = Http::new(opts.http.clone()).map_err(|e| e.to_string());
+    let r = match http {
+        Ok(http) => {
+            let dest = Destination::new(spec.url.clone(), ports, http);
+            match tokio::time::timeout(limits.timeout, dest.sync(&opts, Arc::new(Quiet))).await {
+                Ok(r) => r
+                    .map(|r| Outcome::Synced(Box::new(r)))
+                    .map_err(|e| e.to_string()),
+                Err(_) => Err(format!(
+                    "timed out after {} (limits.timeout)",
+                    crate::status::schedule_text(Schedule::Every(limits.timeout))
+                )),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    if let Some(t) = renewer {
+        t.abort();
     }
+    if let Some(l) = lease {
+        let _ = tokio::task::spawn_blocking(move || l.release()).await;
+    }
+    r
 }
 
 /// Push (Change Notification 1.0.1): the Destination's push follower, which syncs first, then

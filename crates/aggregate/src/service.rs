@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use resourcesync_destination::Ports;
-use resourcesync_store::{FsStore, PgState, StateStore, Store};
+use resourcesync_store::{Fenced, FsStore, PgState, StateStore, Store};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +35,27 @@ pub struct Options {
     pub store: PathBuf,
     /// The state.
     pub state: StateChoice,
+    /// This worker's name among those sharing a PostgreSQL state (leases name it); see
+    /// [`worker_name`].
+    pub worker: String,
+}
+
+/// A worker name unique enough among processes sharing a state: host, process, random.
+pub fn worker_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    format!("{host}:{}:{:04x}", std::process::id(), fastrand::u16(..))
+}
+
+/// The ports of one sync, or why there is none now.
+pub(crate) enum Opened {
+    /// Ready: the ports, and the lease they are fenced by (PostgreSQL state).
+    Ready(Ports, Option<Arc<Fenced>>),
+    /// Another worker holds the Source.
+    Elsewhere,
 }
 
 /// Syncs running at once: over every Source, and per host.
@@ -76,6 +97,8 @@ pub(crate) struct Shared {
     opts: Options,
     limits: RwLock<Limits>,
     gates: RwLock<Arc<Gates>>,
+    /// One PostgreSQL state per Source (its schema), connected once.
+    pg: Mutex<HashMap<String, Arc<PgState>>>,
 }
 
 impl Shared {
@@ -118,43 +141,105 @@ impl Shared {
         (h, t)
     }
 
-    /// The ports of the Source `name` for one sync: its folder as the store, its state.
-    pub(crate) async fn ports(&self, name: &str) -> Result<Ports> {
-        let folder = self.folder(name);
-        let state = self.opts.state.clone();
-        let db = self.sqlite_state(name);
+    /// The ports of the Source `name` for one sync: its folder as the store, its state. With
+    /// PostgreSQL, the state is fenced by this worker's lease on the Source, taken here.
+    pub(crate) async fn ports(self: &Arc<Self>, name: &str) -> Result<Opened> {
+        let me = self.clone();
         let name = name.to_owned();
-        tokio::task::spawn_blocking(move || -> Result<Ports> {
-            match (state, db) {
-                (StateChoice::Postgres(url), _) => {
-                    let store = FsStore::open(&folder)?;
-                    store.clean_tmp()?;
-                    let scratch = folder.join(resourcesync_store::STATE_DIR).join("tmp");
-                    let schema = schema_of(&name);
-                    let pg = PgState::connect_schema(&url, &schema)?;
-                    Ok(Ports::new(
-                        Arc::new(store) as Arc<dyn Store>,
-                        Arc::new(pg) as Arc<dyn StateStore>,
-                        scratch,
-                        format!("PostgreSQL schema {schema}"),
-                    ))
-                }
-                (_, db) => {
-                    let db = db.unwrap_or_else(|| {
-                        resourcesync_destination::options::default_state_path(&folder)
-                    });
-                    if let Some(parent) = db.parent() {
-                        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-                    }
-                    Ok(Ports::directory(&folder, &db)?)
+        tokio::task::spawn_blocking(move || me.ports_blocking(&name))
+            .await
+            .map_err(|e| Error::Serve {
+                addr: String::new(),
+                cause: format!("opening the ports: {e}"),
+            })?
+    }
+
+    fn ports_blocking(&self, name: &str) -> Result<Opened> {
+        let folder = self.folder(name);
+        let StateChoice::Postgres(url) = &self.opts.state else {
+            let db = self
+                .sqlite_state(name)
+                .unwrap_or_else(|| resourcesync_destination::options::default_state_path(&folder));
+            if let Some(parent) = db.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            }
+            return Ok(Opened::Ready(Ports::directory(&folder, &db)?, None));
+        };
+        let pg = {
+            let cached = self
+                .pg
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .cloned();
+            match cached {
+                Some(pg) => pg,
+                None => {
+                    let pg = Arc::new(PgState::connect_schema(url, &schema_of(name))?);
+                    self.pg
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name.to_owned(), pg.clone());
+                    pg
                 }
             }
-        })
-        .await
-        .map_err(|e| Error::Serve {
-            addr: String::new(),
-            cause: format!("opening the ports of {}: {e}", self.folder("").display()),
-        })?
+        };
+        let ttl = self.limits().lease;
+        let Some(lease) = pg.lease_source(name, &self.opts.worker, ttl)? else {
+            return Ok(Opened::Elsewhere);
+        };
+        let fenced = Arc::new(Fenced::new(pg, lease));
+        let store = FsStore::open(&folder)?;
+        store.clean_tmp()?;
+        let scratch = folder.join(resourcesync_store::STATE_DIR).join("tmp");
+        std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
+        Ok(Opened::Ready(
+            Ports::new(
+                Arc::new(store) as Arc<dyn Store>,
+                fenced.clone() as Arc<dyn StateStore>,
+                scratch,
+                format!("PostgreSQL schema {}", schema_of(name)),
+            ),
+            Some(fenced),
+        ))
+    }
+}
+
+/// Runs the follower of `spec` until `cancel`; a follower that panics (a bug) is recorded as
+/// a failure of its Source, which is started again after a back-off, instead of staying
+/// "syncing" forever on the page.
+async fn supervise(spec: SourceSpec, shared: Arc<Shared>, cancel: CancellationToken) {
+    loop {
+        let run = tokio::spawn(crate::follow::follow(
+            spec.clone(),
+            shared.clone(),
+            cancel.clone(),
+        ));
+        let Err(e) = run.await else {
+            return;
+        };
+        if !e.is_panic() || cancel.is_cancelled() {
+            return;
+        }
+        let msg = e
+            .into_panic()
+            .downcast::<String>()
+            .map(|m| *m)
+            .or_else(|p| p.downcast::<&str>().map(|m| (*m).to_owned()))
+            .unwrap_or_else(|_| "unknown".into());
+        tracing::error!(source = %spec.name, "the follower failed: {msg}");
+        shared.status.failed(
+            &spec.name,
+            &format!("internal error (please report it): {msg}"),
+        );
+        let wait = crate::follow::backoff(
+            shared.status.consecutive_failures(&spec.name),
+            shared.limits().backoff_max,
+        );
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
     }
 }
 
@@ -211,6 +296,7 @@ impl Aggregator {
             gates: RwLock::new(Arc::new(Gates::new(&config.limits))),
             limits: RwLock::new(config.limits.clone()),
             opts,
+            pg: Mutex::new(HashMap::new()),
         });
         let a = Aggregator {
             shared,
@@ -280,7 +366,7 @@ impl Aggregator {
                 if let Some(p) = previous {
                     let _ = p.await;
                 }
-                crate::follow::follow(s, sh, c).await;
+                supervise(s, sh, c).await;
             });
             tasks.insert(
                 spec.name.clone(),

@@ -26,6 +26,9 @@ pub enum Phase {
     Following,
     /// Its last sync failed; it is tried again after a back-off.
     Failing,
+    /// Another worker sharing the state holds it (PostgreSQL state): this one tries again at
+    /// the next interval, and takes it over if that worker stops renewing its hold.
+    Elsewhere,
 }
 
 /// One thing that happened to a Source.
@@ -33,7 +36,7 @@ pub enum Phase {
 pub struct Event {
     /// When (RFC 3339).
     pub at: String,
-    /// `sync` or `failure`.
+    /// `sync`, `failure` or `elsewhere`.
     pub kind: &'static str,
     /// What happened, in a line.
     pub summary: String,
@@ -55,6 +58,7 @@ struct Entry {
     bytes: u64,
     last_error: Option<String>,
     recent: VecDeque<Event>,
+    elsewhere: bool,
 }
 
 /// A Source's status as shown (the page, `/api/sources`).
@@ -157,6 +161,7 @@ impl Status {
                         bytes: 0,
                         last_error: None,
                         recent: VecDeque::new(),
+                        elsewhere: false,
                     },
                 );
             }
@@ -174,9 +179,25 @@ impl Status {
         self.with(name, |e| e.next = at);
     }
 
+    /// Another worker holds the Source for now.
+    pub fn elsewhere(&self, name: &str) {
+        self.with(name, |e| {
+            e.running = false;
+            if !e.elsewhere {
+                push(
+                    &mut e.recent,
+                    "elsewhere",
+                    "another worker holds this Source".into(),
+                );
+            }
+            e.elsewhere = true;
+        });
+    }
+
     /// A sync started.
     pub fn started(&self, name: &str) {
         self.with(name, |e| {
+            e.elsewhere = false;
             e.running = true;
             e.next = None;
             e.last_start = Some(Timestamp::now());
@@ -265,6 +286,8 @@ fn push(recent: &mut VecDeque<Event>, kind: &'static str, summary: String) {
 fn view(e: &Entry, now: Timestamp) -> SourceView {
     let phase = if e.failing_since.is_some() {
         Phase::Failing
+    } else if e.elsewhere {
+        Phase::Elsewhere
     } else if e.synced_once {
         Phase::Following
     } else {

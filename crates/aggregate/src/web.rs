@@ -56,7 +56,7 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#2
 table{border-collapse:collapse;width:100%}\
 td,th{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}\
 th{background:#f4f4f4;white-space:nowrap}.failing{color:#b00020;font-weight:bold}\
-.following{color:#1b5e20}.baselining{color:#0d47a1}\
+.following{color:#1b5e20}.baselining{color:#0d47a1}.elsewhere{color:#666}\
 td.n{text-align:right;font-variant-numeric:tabular-nums}td.t{white-space:nowrap;font-size:90%}\
 small{color:#666;overflow-wrap:anywhere}.err{color:#b00020;overflow-wrap:anywhere;font-size:90%}";
 
@@ -73,6 +73,7 @@ fn phase_text(v: &SourceView) -> String {
         Phase::Baselining => "baselining",
         Phase::Following => "following",
         Phase::Failing => "failing",
+        Phase::Elsewhere => "held by another worker",
     };
     match (&v.phase, &v.failing_since) {
         (Phase::Failing, Some(since)) => format!("{p} since {}", when(Some(since))),
@@ -86,6 +87,7 @@ fn phase_class(v: &SourceView) -> &'static str {
         Phase::Baselining => "baselining",
         Phase::Following => "following",
         Phase::Failing => "failing",
+        Phase::Elsewhere => "elsewhere",
     }
 }
 

@@ -27,6 +27,10 @@ pub(crate) struct AggregateArgs {
     /// Source's folder.
     #[arg(long, value_name = "DIR|URL")]
     state: Option<String>,
+    /// This worker's name among the processes sharing a PostgreSQL state (default: host,
+    /// process id and a random suffix).
+    #[arg(long, value_name = "NAME")]
+    worker: Option<String>,
     /// Serve the page for operators, /api/sources (JSON) and /metrics (Prometheus) here.
     #[arg(long, value_name = "ADDR")]
     serve: Option<String>,
@@ -77,6 +81,10 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
         Options {
             store: store.clone(),
             state: state_choice(a.state.as_deref()),
+            worker: a
+                .worker
+                .clone()
+                .unwrap_or_else(resourcesync_aggregate::service::worker_name),
         },
     )?);
     // Caught from before the line that says the service is ready.

@@ -37,6 +37,6 @@ pub use path::RelPath;
 #[cfg(feature = "postgres")]
 pub use state::PgState;
 pub use state::{
-    Batch, Claim, Lease, MemState, Op, PendingChange, ResourceRecord, SourceCursor, SqliteState,
-    StateStore, WorkItem, for_each_resource,
+    Batch, Claim, Fenced, Lease, MemState, Op, PendingChange, ResourceRecord, SourceCursor,
+    SqliteState, StateStore, WorkItem, for_each_resource,
 };

@@ -28,11 +28,13 @@ use resourcesync_model::{Change, Hashes, W3cDateTime};
 
 use crate::error::Result;
 
+mod fenced;
 mod mem;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod sqlite;
 
+pub use fenced::Fenced;
 pub use mem::MemState;
 #[cfg(feature = "postgres")]
 pub use postgres::PgState;

@@ -68,6 +68,7 @@ async fn the_page_renders_in_chromium() {
             Options {
                 store: store.path().to_owned(),
                 state: StateChoice::PerSource,
+                worker: "test".into(),
             },
         )
         .expect("start"),

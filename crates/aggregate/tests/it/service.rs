@@ -177,6 +177,7 @@ schedule = "1s"
             Options {
                 store: store.path().to_owned(),
                 state: StateChoice::PerSource,
+                worker: "test".into(),
             },
         )
         .expect("start"),

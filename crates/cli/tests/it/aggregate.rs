@@ -20,7 +20,7 @@ fn served(dir: &std::path::Path) -> (Child, String) {
     (child, url)
 }
 
-fn signal(child: &Child, sig: &str) {
+pub(crate) fn signal(child: &Child, sig: &str) {
     let st = Command::new("kill")
         .args([sig, &child.id().to_string()])
         .status()
@@ -29,7 +29,11 @@ fn signal(child: &Child, sig: &str) {
 }
 
 /// Polls `/api/sources` until `f` holds on it.
-fn until(addr: &str, what: &str, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+pub(crate) fn until(
+    addr: &str,
+    what: &str,
+    f: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
     let end = Instant::now() + Duration::from_secs(90);
     loop {
         let (status, raw) = http_get(addr, "/api/sources");
@@ -46,7 +50,7 @@ fn until(addr: &str, what: &str, f: impl Fn(&serde_json::Value) -> bool) -> serd
     }
 }
 
-fn following(v: &serde_json::Value, name: &str, resources: u64) -> bool {
+pub(crate) fn following(v: &serde_json::Value, name: &str, resources: u64) -> bool {
     v.as_array().is_some_and(|a| {
         a.iter()
             .any(|s| s["name"] == name && s["phase"] == "following" && s["resources"] == resources)

@@ -10,6 +10,7 @@ mod robust_support;
 mod source_support;
 
 mod aggregate;
+mod aggregate_workers;
 mod crash;
 mod demo;
 mod explore;

@@ -505,11 +505,13 @@ fn row_to_pending(row: &Row) -> std::result::Result<PendingChange, postgres::Err
 
 impl StateStore for PgState {
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
-        let rows = self.query(RESOURCE, &[&uri])?;
-        rows.first()
-            .map(row_to_record)
-            .transpose()
-            .map_err(|e| self.err(e))
+        offload(|| {
+            let rows = self.query(RESOURCE, &[&uri])?;
+            rows.first()
+                .map(row_to_record)
+                .transpose()
+                .map_err(|e| self.err(e))
+        })
     }
 
     fn resources_page(
@@ -518,39 +520,45 @@ impl StateStore for PgState {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ResourceRecord>> {
-        let sql = if after.is_none() {
-            RESOURCES_FROM
-        } else {
-            RESOURCES_AFTER
-        };
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
-            .iter()
-            .map(row_to_record)
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| self.err(e))
+        offload(|| {
+            let sql = if after.is_none() {
+                RESOURCES_FROM
+            } else {
+                RESOURCES_AFTER
+            };
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
+                .iter()
+                .map(row_to_record)
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| self.err(e))
+        })
     }
 
     fn has_path(&self, path: &str) -> Result<bool> {
-        let rows = self.query("SELECT 1 FROM resources WHERE path = $1 LIMIT 1", &[&path])?;
-        Ok(!rows.is_empty())
+        offload(|| {
+            let rows = self.query("SELECT 1 FROM resources WHERE path = $1 LIMIT 1", &[&path])?;
+            Ok(!rows.is_empty())
+        })
     }
 
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
-        let rows = self.query(
-            "SELECT source, cursor, synced_at FROM sources WHERE source = $1",
-            &[&source],
-        )?;
-        rows.first()
-            .map(|r| {
-                Ok(SourceCursor {
-                    source: r.try_get(0)?,
-                    cursor: parse_dt(r.try_get(1)?),
-                    synced_at: parse_dt(r.try_get(2)?),
+        offload(|| {
+            let rows = self.query(
+                "SELECT source, cursor, synced_at FROM sources WHERE source = $1",
+                &[&source],
+            )?;
+            rows.first()
+                .map(|r| {
+                    Ok(SourceCursor {
+                        source: r.try_get(0)?,
+                        cursor: parse_dt(r.try_get(1)?),
+                        synced_at: parse_dt(r.try_get(2)?),
+                    })
                 })
-            })
-            .transpose()
-            .map_err(|e| self.err(e))
+                .transpose()
+                .map_err(|e| self.err(e))
+        })
     }
 
     fn pending_page(
@@ -559,105 +567,134 @@ impl StateStore for PgState {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<PendingChange>> {
-        let sql = if after.is_none() {
-            PENDING_FROM
-        } else {
-            PENDING_AFTER
-        };
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
-            .iter()
-            .map(row_to_pending)
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| self.err(e))
+        offload(|| {
+            let sql = if after.is_none() {
+                PENDING_FROM
+            } else {
+                PENDING_AFTER
+            };
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
+                .iter()
+                .map(row_to_pending)
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| self.err(e))
+        })
     }
 
     fn apply(&self, batch: &Batch<'_>) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        self.in_tx(|tx| batch.ops().iter().try_for_each(|op| tx.apply_op(op)))
+        offload(|| {
+            if batch.is_empty() {
+                return Ok(());
+            }
+            self.in_tx(|tx| batch.ops().iter().try_for_each(|op| tx.apply_op(op)))
+        })
     }
 
     fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
-        let rows = self.query(LEASE, &[&source, &worker, &ttl_ms(ttl)])?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        let (token, expires): (i64, i64) = (
-            row.try_get(0).map_err(|e| self.err(e))?,
-            row.try_get(1).map_err(|e| self.err(e))?,
-        );
-        Ok(Some(Lease {
-            name: source.to_owned(),
-            holder: worker.to_owned(),
-            token: u64::try_from(token).unwrap_or(0),
-            expires: from_millis(expires),
-        }))
+        offload(|| {
+            let rows = self.query(LEASE, &[&source, &worker, &ttl_ms(ttl)])?;
+            let Some(row) = rows.first() else {
+                return Ok(None);
+            };
+            let (token, expires): (i64, i64) = (
+                row.try_get(0).map_err(|e| self.err(e))?,
+                row.try_get(1).map_err(|e| self.err(e))?,
+            );
+            Ok(Some(Lease {
+                name: source.to_owned(),
+                holder: worker.to_owned(),
+                token: u64::try_from(token).unwrap_or(0),
+                expires: from_millis(expires),
+            }))
+        })
     }
 
     fn release_source(&self, lease: &Lease) -> Result<bool> {
-        // Kept, expired, so that the token goes on growing.
-        let rows = self.query(
-            "UPDATE leases SET expires = to_timestamp(0) WHERE name = $1 AND holder = $2 \
-             AND token = $3 AND expires > to_timestamp(0) RETURNING 1",
-            &[&lease.name, &lease.holder, &token(lease.token)],
-        )?;
-        Ok(!rows.is_empty())
+        offload(|| {
+            // Kept, expired, so that the token goes on growing.
+            let rows = self.query(
+                "UPDATE leases SET expires = to_timestamp(0) WHERE name = $1 AND holder = $2 \
+                 AND token = $3 AND expires > to_timestamp(0) RETURNING 1",
+                &[&lease.name, &lease.holder, &token(lease.token)],
+            )?;
+            Ok(!rows.is_empty())
+        })
     }
 
     fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
-        if items.is_empty() {
-            return Ok(0);
-        }
-        self.in_tx(|tx| {
-            let mut n = 0;
-            for i in items {
-                n += tx.execute(
-                    "INSERT INTO work(key, source, payload) VALUES($1, $2, $3) \
-                     ON CONFLICT (key) DO NOTHING",
-                    &[&i.key, &i.source, &i.payload],
-                )?;
+        offload(|| {
+            if items.is_empty() {
+                return Ok(0);
             }
-            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            self.in_tx(|tx| {
+                let mut n = 0;
+                for i in items {
+                    n += tx.execute(
+                        "INSERT INTO work(key, source, payload) VALUES($1, $2, $3) \
+                         ON CONFLICT (key) DO NOTHING",
+                        &[&i.key, &i.source, &i.payload],
+                    )?;
+                }
+                Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            })
         })
     }
 
     fn claim_work(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let n = i64::try_from(n).unwrap_or(i64::MAX);
-        let rows = self.query(CLAIM, &[&worker, &n, &ttl_ms(ttl)])?;
-        let mut out = rows
-            .iter()
-            .map(|r| {
-                let seq: i64 = r.try_get(6)?;
-                let claim = Claim {
-                    item: WorkItem {
-                        key: r.try_get(0)?,
-                        source: r.try_get(1)?,
-                        payload: r.try_get(2)?,
-                    },
-                    holder: worker.to_owned(),
-                    token: u64::try_from(r.try_get::<_, i64>(3)?).unwrap_or(0),
-                    expires: from_millis(r.try_get(4)?),
-                    attempts: u32::try_from(r.try_get::<_, i32>(5)?).unwrap_or(0),
-                };
-                Ok((seq, claim))
-            })
-            .collect::<std::result::Result<Vec<_>, postgres::Error>>()
-            .map_err(|e| self.err(e))?;
-        // UPDATE … RETURNING says nothing of its order: in the order queued.
-        out.sort_by_key(|(seq, _)| *seq);
-        Ok(out.into_iter().map(|(_, c)| c).collect())
+        offload(|| {
+            if n == 0 {
+                return Ok(Vec::new());
+            }
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            let rows = self.query(CLAIM, &[&worker, &n, &ttl_ms(ttl)])?;
+            let mut out = rows
+                .iter()
+                .map(|r| {
+                    let seq: i64 = r.try_get(6)?;
+                    let claim = Claim {
+                        item: WorkItem {
+                            key: r.try_get(0)?,
+                            source: r.try_get(1)?,
+                            payload: r.try_get(2)?,
+                        },
+                        holder: worker.to_owned(),
+                        token: u64::try_from(r.try_get::<_, i64>(3)?).unwrap_or(0),
+                        expires: from_millis(r.try_get(4)?),
+                        attempts: u32::try_from(r.try_get::<_, i32>(5)?).unwrap_or(0),
+                    };
+                    Ok((seq, claim))
+                })
+                .collect::<std::result::Result<Vec<_>, postgres::Error>>()
+                .map_err(|e| self.err(e))?;
+            // UPDATE … RETURNING says nothing of its order: in the order queued.
+            out.sort_by_key(|(seq, _)| *seq);
+            Ok(out.into_iter().map(|(_, c)| c).collect())
+        })
     }
 
     fn complete(&self, claims: &[Claim]) -> Result<usize> {
-        self.settle(claims, COMPLETE)
+        offload(|| self.settle(claims, COMPLETE))
     }
 
     fn release(&self, claims: &[Claim]) -> Result<usize> {
-        self.settle(claims, RELEASE)
+        offload(|| self.settle(claims, RELEASE))
+    }
+}
+
+/// Runs `f`, a call of the synchronous client (which drives its connection on a runtime of its
+/// own), where it may block: directly on a plain thread; through `block_in_place` on a worker
+/// of a multi-threaded Tokio runtime (the Destination engine calls its state from async
+/// tasks); on a thread of its own from a current-thread runtime, which has no other thread to
+/// hand its tasks to.
+fn offload<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Err(_) => f(),
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        Ok(_) => std::thread::scope(|s| match s.spawn(f).join() {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        }),
     }
 }

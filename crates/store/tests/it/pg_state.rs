@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use resourcesync_model::Category;
-use resourcesync_store::{Batch, Error, Op, PgState, ResourceRecord, StateStore, WorkItem};
+use resourcesync_store::{
+    Batch, Error, Op, PgState, ResourceRecord, SourceCursor, StateStore, WorkItem,
+};
 
 /// The variable holding the URL of the test server.
 const URL_VAR: &str = "RESOURCESYNC_TEST_POSTGRES";
@@ -360,4 +362,35 @@ fn pg_a_killed_worker_loses_nothing() {
             .expect("claim")
             .is_empty()
     );
+}
+
+/// The Destination engine calls its state from async tasks. The synchronous client drives its
+/// connection on a runtime of its own, which cannot start on a thread of another runtime:
+/// every call is moved where it may block, on either kind of Tokio runtime.
+#[test]
+fn called_from_async_tasks_on_either_runtime() {
+    let mut schemas = Schemas::new();
+    let st: std::sync::Arc<dyn StateStore> = std::sync::Arc::new(schemas.state());
+    let cursor = SourceCursor {
+        source: "s".into(),
+        ..SourceCursor::default()
+    };
+    for multi in [false, true] {
+        let rt = if multi {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .build()
+        } else {
+            tokio::runtime::Builder::new_current_thread().build()
+        }
+        .expect("runtime");
+        let (st, cursor) = (st.clone(), cursor.clone());
+        rt.block_on(async move {
+            let task = tokio::spawn(async move {
+                st.set_cursor(&cursor).expect("write from a task");
+                st.cursor("s").expect("read from a task")
+            });
+            assert!(task.await.expect("no panic").is_some());
+        });
+    }
 }

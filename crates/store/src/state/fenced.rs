@@ -1,0 +1,181 @@
+//! [`Fenced`]: a state whose every batch of writes holds only while a lease does.
+//!
+//! A worker sharing a state with others (an aggregator's processes over PostgreSQL) takes a
+//! [`Lease`] on a Source, then hands the engine `Fenced::new(state, lease)`: each batch the
+//! engine applies goes with [`Op::Fence`] first, in the same transaction, so that a worker
+//! that stalled past its lease (a pause, a partition) and lost it to another can no longer
+//! write: its batch fails with [`crate::Error::LeaseLost`] and leaves the state as it was. The
+//! engine above does not know it is fenced.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::state::{
+    Batch, Claim, Lease, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
+};
+
+/// A state whose batches apply only while a lease is held (see the module's documentation).
+#[derive(Debug)]
+pub struct Fenced {
+    inner: Arc<dyn StateStore>,
+    lease: Mutex<Lease>,
+}
+
+impl Fenced {
+    /// `inner`, fenced by `lease` (taken on `inner`).
+    pub fn new(inner: Arc<dyn StateStore>, lease: Lease) -> Self {
+        Fenced {
+            inner,
+            lease: Mutex::new(lease),
+        }
+    }
+
+    /// The lease as last taken or renewed.
+    pub fn lease(&self) -> Lease {
+        self.lease.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Renews the lease for `ttl` from now; `false` when it was lost (another worker holds
+    /// it, or it expired and was taken): every later batch then fails.
+    pub fn renew(&self, ttl: Duration) -> Result<bool> {
+        let held = self.lease();
+        match self.inner.lease_source(&held.name, &held.holder, ttl)? {
+            Some(l) if l.token == held.token => {
+                *self.lease.lock().unwrap_or_else(|p| p.into_inner()) = l;
+                Ok(true)
+            }
+            // Taken again after it expired: a new token, and meanwhile another worker may have
+            // written. Given back: this worker's writes stay fenced by the old token.
+            Some(l) => {
+                let _ = self.inner.release_source(&l);
+                Ok(false)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Gives the lease up.
+    pub fn release(&self) -> Result<bool> {
+        self.inner.release_source(&self.lease())
+    }
+}
+
+impl StateStore for Fenced {
+    fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
+        self.inner.resource(uri)
+    }
+
+    fn resources_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        self.inner.resources_page(source, after, limit)
+    }
+
+    fn has_path(&self, path: &str) -> Result<bool> {
+        self.inner.has_path(path)
+    }
+
+    fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
+        self.inner.cursor(source)
+    }
+
+    fn pending_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PendingChange>> {
+        self.inner.pending_page(source, after, limit)
+    }
+
+    /// The batch, with the fence first (Z39.99 says nothing of this: it is how shared state
+    /// stays consistent when workers stall).
+    fn apply(&self, batch: &Batch<'_>) -> Result<()> {
+        let lease = self.lease();
+        let mut fenced = Batch::new();
+        fenced.push(Op::Fence(&lease));
+        for op in batch.ops() {
+            fenced.push(*op);
+        }
+        self.inner.apply(&fenced)
+    }
+
+    fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
+        self.inner.lease_source(source, worker, ttl)
+    }
+
+    fn release_source(&self, lease: &Lease) -> Result<bool> {
+        self.inner.release_source(lease)
+    }
+
+    fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
+        self.inner.add_work(items)
+    }
+
+    fn claim_work(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
+        self.inner.claim_work(worker, n, ttl)
+    }
+
+    fn complete(&self, claims: &[Claim]) -> Result<usize> {
+        self.inner.complete(claims)
+    }
+
+    fn release(&self, claims: &[Claim]) -> Result<usize> {
+        self.inner.release(claims)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::MemState;
+
+    fn row(uri: &str) -> ResourceRecord {
+        ResourceRecord {
+            uri: uri.into(),
+            source: "s".into(),
+            path: uri.into(),
+            ..ResourceRecord::default()
+        }
+    }
+
+    #[test]
+    fn writes_hold_only_while_the_lease_does() {
+        let shared: Arc<dyn StateStore> = Arc::new(MemState::new());
+        let ttl = Duration::from_millis(50);
+        let lease = shared
+            .lease_source("s", "a", ttl)
+            .expect("lease")
+            .expect("free");
+        let a = Fenced::new(shared.clone(), lease);
+        a.put_resource(&row("one")).expect("held: written");
+        assert!(a.renew(ttl).expect("renew"), "still held");
+        // Worker `a` stalls past its lease; `b` takes the Source over.
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        let b_lease = loop {
+            if let Some(l) = shared
+                .lease_source("s", "b", Duration::from_secs(60))
+                .expect("lease")
+            {
+                break l;
+            }
+            assert!(std::time::Instant::now() < end, "the lease never expired");
+            std::thread::yield_now();
+        };
+        let b = Fenced::new(shared.clone(), b_lease);
+        b.put_resource(&row("two")).expect("b holds it");
+        // `a` wakes up: its write is refused, the state is b's.
+        assert!(matches!(
+            a.put_resource(&row("three")),
+            Err(crate::Error::LeaseLost { .. })
+        ));
+        assert!(!a.renew(ttl).expect("renew"), "lost");
+        assert!(shared.resource("three").expect("read").is_none());
+        assert!(shared.resource("two").expect("read").is_some());
+        assert!(b.release().expect("release"));
+    }
+}
