@@ -119,6 +119,15 @@ pub trait Inventory: Send + Sync {
         None
     }
 
+    /// Whether a listed record's length and digests are the resource's own, stored by the
+    /// backend (a database's checksum columns): a scan then records a new or changed record
+    /// that carries every digest it computes as listed, without reading the bytes (a record
+    /// missing one is read and hashed as usual). `false`, the default: the scan reads and
+    /// hashes every new or changed resource, whatever the listing says.
+    fn listed_digests_trusted(&self) -> bool {
+        false
+    }
+
     /// What `serve` answers for a request of `rel` (a path decoded from the request's URL,
     /// not checked against anything yet): `Ok(None)` when the inventory has no such resource
     /// or would not list it (excluded, hidden, the Source's own files), which the server
