@@ -92,6 +92,13 @@ impl Iterator for FeedSteps<'_, '_, '_> {
             }
             let change = match self.changes.next()? {
                 Ok(c) => c,
+                Err(s) if s.is_listing_broken() => {
+                    *self.error.borrow_mut() = Some(Error::Inventory(format!(
+                        "the change feed broke off: {} (nothing recorded)",
+                        s.reason
+                    )));
+                    return None;
+                }
                 Err(s) => {
                     self.skipped.borrow_mut().push(s);
                     continue;

@@ -169,6 +169,12 @@ fn stream_listing(
     for e in listing {
         let l = match e {
             Ok(l) => l,
+            Err(s) if s.is_listing_broken() => {
+                return Err(Error::Inventory(format!(
+                    "the listing broke off: {} (nothing recorded)",
+                    s.reason
+                )));
+            }
             Err(s) => {
                 skipped.push(s);
                 continue;
