@@ -78,13 +78,16 @@ fn a_listing_out_of_order_records_nothing() {
     assert_eq!((r.updated, r.deleted), (1, 0), "{r:?}");
 }
 
+/// What a listing of [`Counted`] does to the inventory after its first entry.
+type Hook = Box<dyn Fn(&MemInventory) + Send + Sync>;
+
 /// A memory inventory that counts its full listings, lists through a hook (to change the
 /// inventory while a listing runs), and may claim its listed digests are to be trusted.
 #[derive(Default)]
 struct Counted {
     mem: MemInventory,
     lists: std::sync::atomic::AtomicUsize,
-    during_list: Option<Box<dyn Fn(&MemInventory) + Send + Sync>>,
+    during_list: Option<Hook>,
     trusted: bool,
 }
 
@@ -411,4 +414,39 @@ fn trusted_listed_digests_are_recorded_without_reading() {
             "read: the digests are the bytes'"
         );
     }
+}
+
+/// A listing that breaks off after its first entry (a lost connection).
+struct Breaks(MemInventory);
+
+impl Inventory for Breaks {
+    fn list(&self) -> Result<Listing<'_>> {
+        let first = self.0.list()?.next();
+        Ok(Box::new(first.into_iter().chain(std::iter::once(Err(
+            Skipped::listing_broke("connection lost"),
+        )))))
+    }
+    fn open(&self, rel: &Path) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+        self.0.open(rel)
+    }
+    fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
+        self.0.stat(rel)
+    }
+}
+
+/// A listing that breaks off stops the scan, recording nothing: the resources it did not
+/// reach are not taken for deleted.
+#[test]
+fn a_listing_that_breaks_off_records_nothing() {
+    let (_d, mut state) = state();
+    let mem = MemInventory::new();
+    for n in ["a", "b", "c"] {
+        mem.put(n, n.as_bytes());
+    }
+    scan(&mem, &mut state, BASE, &ScanOptions::default()).expect("baseline");
+    let seq = state.last_seq().expect("seq");
+    let e = scan(&Breaks(mem), &mut state, BASE, &ScanOptions::default()).expect_err("broke");
+    assert!(matches!(e, Error::Inventory(_)), "{e}");
+    assert_eq!(state.last_seq().expect("seq"), seq, "deletions recorded");
+    assert_eq!(state.resource_count().expect("count"), 3);
 }
