@@ -56,6 +56,15 @@ pub enum Error {
     /// A background task (scan, publish, server) failed or was cancelled.
     #[error("task: {0}")]
     Task(String),
+    /// The PostgreSQL inventory's database failed (`PgInventory`).
+    #[cfg(feature = "postgres")]
+    #[error("inventory database {target}: {}", pg_message(cause))]
+    Postgres {
+        /// The server, database and table (no user nor password).
+        target: String,
+        /// The client's error (said in the message, not exposed as `source()`).
+        cause: postgres::Error,
+    },
 }
 
 impl Error {
@@ -74,6 +83,12 @@ impl Error {
             | Error::Net { .. }
             | Error::Inventory(_)
             | Error::Task(_) => Category::Stop,
+            // A connection lost may come back; anything else (a refused login, a missing
+            // table) stops.
+            #[cfg(feature = "postgres")]
+            Error::Postgres { cause, .. } if cause.is_closed() => Category::Retry,
+            #[cfg(feature = "postgres")]
+            Error::Postgres { .. } => Category::Stop,
         }
     }
 
@@ -82,6 +97,17 @@ impl Error {
             path: path.into(),
             cause,
         }
+    }
+}
+
+/// A PostgreSQL error in full: the client's word for it ("db error") says nothing, the
+/// server's message (or the I/O error) does.
+#[cfg(feature = "postgres")]
+fn pg_message(e: &postgres::Error) -> String {
+    use std::error::Error as _;
+    match e.source() {
+        Some(s) => format!("{e}: {s}"),
+        None => e.to_string(),
     }
 }
 

@@ -9,6 +9,8 @@
 //!   of the state and of the Resource List), in memory bounded by the backend's shape (for a
 //!   directory: the entries of the directories on the way down), never the whole inventory.
 //!   A problem with one entry is an `Err(Skipped)` item: the listing goes on.
+//!   A listing that breaks off (the backend lost) ends with [`Skipped::listing_broke`]: the
+//!   caller stops rather than take what was not listed for deleted.
 //! - [`Inventory::open`] and [`Inventory::read_stable`] give a resource's bytes.
 //! - [`Inventory::change_feed`] is an optional capability: a backend that records its changes
 //!   (a database table with a sequence, an S3 event queue, OAI-PMH `from`) offers them as a
@@ -17,15 +19,18 @@
 //! - [`Inventory::serve`] gives what `serve` sends for a request: an open file, a reader of the
 //!   bytes, or a URL to redirect to.
 //!
-//! Implementations: [`DirInventory`] (a directory tree, `dir.rs` and `dir/walk.rs`) and
-//! [`MemInventory`] (in memory, `mem.rs`: for tests, and the template for a new backend).
-//! [`open::open`] opens the others from what a user writes after `--inventory`.
+//! Implementations: [`DirInventory`] (a directory tree, `dir.rs` and `dir/walk.rs`),
+//! [`MemInventory`] (in memory, `mem.rs`: for tests, and the template for a new backend) and,
+//! with the feature `postgres`, `PgInventory` (the rows of a table or view, `postgres.rs`).
+//! [`open::open`] opens them from what a user writes after `--inventory`.
 
 pub mod conformance;
 mod dir;
 mod mem;
 pub mod open;
 pub mod own;
+#[cfg(feature = "postgres")]
+mod postgres;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -37,6 +42,8 @@ pub(crate) use crate::uri::path_bytes;
 
 pub use dir::DirInventory;
 pub use mem::MemInventory;
+#[cfg(feature = "postgres")]
+pub use postgres::{DEFAULT_FEED_WINDOW, DEFAULT_TABLE, POOL_SIZE, PgInventory};
 
 /// One resource as listed by an inventory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +78,24 @@ pub struct Skipped {
     pub path: PathBuf,
     /// Why.
     pub reason: String,
+}
+
+impl Skipped {
+    /// The item a listing ends with when it breaks off (a lost connection to the backend):
+    /// an empty path. A caller stops on it, without taking the resources not listed for
+    /// deleted (the scan fails with [`crate::Error::Inventory`], recording nothing).
+    pub fn listing_broke(reason: impl Into<String>) -> Self {
+        Skipped {
+            path: PathBuf::new(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether this is the end of a broken listing ([`Skipped::listing_broke`]), not a
+    /// problem with one resource.
+    pub fn is_listing_broken(&self) -> bool {
+        self.path.as_os_str().is_empty()
+    }
 }
 
 /// A listing: every resource in order, a problem with one of them an `Err` item.
@@ -121,6 +146,15 @@ pub trait Inventory: Send + Sync + std::fmt::Debug {
     /// `None`, the default, means a caller finds changes by listing everything and comparing).
     fn change_feed(&self) -> Option<&dyn ChangeFeed> {
         None
+    }
+
+    /// Whether a listed record's length and digests are the resource's own, stored by the
+    /// backend (a database's checksum columns): a scan then records a new or changed record
+    /// that carries every digest it computes as listed, without reading the bytes (a record
+    /// missing one is read and hashed as usual). `false`, the default: the scan reads and
+    /// hashes every new or changed resource, whatever the listing says.
+    fn listed_digests_trusted(&self) -> bool {
+        false
     }
 
     /// What `serve` answers for a request of `rel` (a path decoded from the request's URL,

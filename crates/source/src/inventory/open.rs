@@ -23,7 +23,11 @@ pub fn open(spec: &str, work: &Path) -> Result<Arc<dyn Inventory>> {
         .map_or("", |(s, _)| s)
         .to_ascii_lowercase();
     // One arm per backend (postgres, s3, oai-pmh), each behind its crate feature.
-    let opened: Option<Arc<dyn Inventory>> = None;
+    let mut opened: Option<Arc<dyn Inventory>> = None;
+    #[cfg(feature = "postgres")]
+    if matches!(scheme.as_str(), "postgres" | "postgresql") {
+        opened = Some(Arc::new(crate::inventory::PgInventory::connect(spec)?));
+    }
     opened.ok_or_else(|| {
         Error::Config(format!(
             "--inventory {spec:?}: {scheme:?} is not an inventory this build knows (it takes \

@@ -49,10 +49,13 @@ pub(super) struct Prepared {
 /// What became of one file given to the hashing threads: prepared, or why it was skipped.
 pub(super) type Outcome = std::result::Result<Prepared, String>;
 
-/// A file to read: its path and, when the previous snapshot has it, its recorded length.
+/// A file to read: its path and, when the previous snapshot has it, its recorded length;
+/// `listed`, the length, time and digests to record without reading it (from an inventory
+/// whose listed digests are trusted: [`Inventory::listed_digests_trusted`]).
 pub(super) struct Job {
     pub(super) rel: PathBuf,
     pub(super) known: Option<u64>,
+    pub(super) listed: Option<(u64, i128, Hashes)>,
 }
 
 /// A batch of files as the scan hands it to the threads: its number (batches are numbered in
@@ -180,7 +183,7 @@ fn hash_batch(
         .jobs
         .into_iter()
         .map(|job| {
-            let out = prepare(inv, base, &job.rel, algs, render.then_some(&mut text), buf);
+            let out = prepare(inv, base, &job, algs, render.then_some(&mut text), buf);
             if matches!(out, Ok(Prepared { rendered: true, .. })) {
                 ends.push(text.len());
             }
@@ -201,13 +204,17 @@ fn hash_batch(
 fn prepare(
     inv: &dyn Inventory,
     base: &str,
-    rel: &Path,
+    job: &Job,
     algs: &[HashAlg],
     render: Option<&mut String>,
     buf: &mut Vec<u8>,
 ) -> Outcome {
+    let rel = job.rel.as_path();
     let uri = path_to_uri(base, rel).ok_or_else(|| "no URI for this path".to_owned())?;
-    let (length, mtime_ns, hashes) = hash_stable(inv, rel, algs, buf)?;
+    let (length, mtime_ns, hashes) = match &job.listed {
+        Some(l) => l.clone(),
+        None => hash_stable(inv, rel, algs, buf)?,
+    };
     let mut resource = Resource {
         path: key(rel).into_owned(),
         uri,

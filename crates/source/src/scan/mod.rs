@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use jiff::Timestamp;
 use resourcesync_diff::{Item, Merged, merge_by, needs_update};
-use resourcesync_model::{Change, HashAlg, W3cDateTime};
+use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
 
 use crate::error::{Error, Result};
 use crate::inventory::{Inventory, Listed, Skipped};
@@ -19,7 +19,10 @@ pub use crate::state::rel_path;
 use crate::state::{KnownRow, Recorder, Rendered, Resource, Rotation, State, now_us};
 use crate::uri::path_bytes as key;
 
+mod feed;
 mod hash;
+pub use feed::CURSOR_KEY;
+use feed::{FeedSteps, Plan};
 pub use hash::hash_stable;
 use hash::{Chunk, Hashers, Job};
 
@@ -34,6 +37,11 @@ pub struct ScanOptions {
     pub threads: usize,
     /// Counters the scan updates as it goes, for a progress display (none by default).
     pub progress: Option<std::sync::Arc<ScanProgress>>,
+    /// List every resource even when the inventory has a change feed and the state a cursor
+    /// of it (default `false`: the feed's changes are applied). A feed sees what its backend
+    /// records: a row removed from a table without a trace is found only by a full listing
+    /// (see `scan/feed.rs`); the caller chooses when (a flag, every Nth run).
+    pub full: bool,
 }
 
 impl Default for ScanOptions {
@@ -45,6 +53,7 @@ impl Default for ScanOptions {
                 .map(|n| n.get())
                 .unwrap_or(2),
             progress: None,
+            full: false,
         }
     }
 }
@@ -99,6 +108,8 @@ pub struct ScanReport {
     /// Whether this was the first snapshot: the baseline, recorded with no changes (see
     /// [`scan`]); `created` is then 0 and `resources` counts what the baseline holds.
     pub baseline: bool,
+    /// Whether the changes came from the inventory's change feed (not a full listing).
+    pub from_feed: bool,
 }
 
 impl ScanReport {
@@ -158,6 +169,12 @@ fn stream_listing(
     for e in listing {
         let l = match e {
             Ok(l) => l,
+            Err(s) if s.is_listing_broken() => {
+                return Err(Error::Inventory(format!(
+                    "the listing broke off: {} (nothing recorded)",
+                    s.reason
+                )));
+            }
             Err(s) => {
                 skipped.push(s);
                 continue;
@@ -253,8 +270,9 @@ struct Recording<'r, 'c> {
     kept_bytes: u64,
     unread: u64,
     unread_bytes: u64,
-    /// Deletions queued.
+    /// Deletions queued, and the bytes of the rows they remove.
     deleted: u64,
+    deleted_bytes: u64,
     /// Whether every resource of the new snapshot so far passed through the hashing threads
     /// and had its entry rendered (then `lines` holds them, once there is one).
     rendering: bool,
@@ -398,14 +416,20 @@ pub fn scan(
         W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
     // With no resource recorded, every file listed is read and hashed (which gives its size
     // and time): the listing need not find them (no `stat` per file).
+    // An inventory whose listed digests are trusted is listed whole: its records may be
+    // recorded as listed.
     let has_resources = state.has_resources()?;
-    let listing = if has_resources {
-        inv.list()?
-    } else {
-        inv.list_names()?
-    };
+    let trusted = inv.listed_digests_trusted();
     let want = crate::state::alg_mask(&opts.algs);
     let baseline = state.last_snapshot()?.is_none();
+    let recorded = state.meta(CURSOR_KEY)?.filter(|c| !c.is_empty());
+    let (plan, next_cursor) = feed::plan(
+        inv,
+        recorded.as_deref(),
+        opts.full || baseline,
+        !has_resources && !trusted,
+    )?;
+    let from_feed = matches!(plan, Plan::Feed(_));
     let spool_dir = state.dir().to_owned();
     let threads = opts.threads.max(1);
     let rec = state.begin()?;
@@ -416,6 +440,7 @@ pub fn scan(
         progress,
         report: ScanReport {
             baseline,
+            from_feed,
             ..ScanReport::default()
         },
         puts: 0,
@@ -424,7 +449,9 @@ pub fn scan(
         unread: 0,
         unread_bytes: 0,
         deleted: 0,
-        rendering: true,
+        deleted_bytes: 0,
+        // Only a listing passes every resource through the hashing threads.
+        rendering: !from_feed,
         lines: None,
         spool_dir: &spool_dir,
         early: Default::default(),
@@ -433,15 +460,41 @@ pub fn scan(
     let listing_skipped = std::thread::scope(|s| -> Result<Vec<Skipped>> {
         // The listing streams on a thread of its own, a bounded number of chunks ahead.
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Listed>>(LISTING_CHUNKS_AHEAD);
-        let lister = s.spawn(move || stream_listing(listing, &tx));
+        let (lister, changes) = match plan {
+            Plan::List(listing) => (Some(s.spawn(move || stream_listing(listing, &tx))), None),
+            Plan::Feed(changes) => (None, Some(changes)),
+        };
         let mut hashers = Hashers::start(s, inv, base, &opts.algs, threads);
         let known_error = std::cell::RefCell::new(None);
-        let known = KnownPages {
-            rec: &rec,
-            page: Vec::new().into_iter(),
-            last: None,
-            done: !has_resources,
-            error: &known_error,
+        let feed_skipped = std::cell::RefCell::new(Vec::new());
+        let steps: Box<dyn Iterator<Item = Merged<KnownRow, Listed>>> = match changes {
+            None => {
+                let known = KnownPages {
+                    rec: &rec,
+                    page: Vec::new().into_iter(),
+                    last: None,
+                    done: !has_resources,
+                    error: &known_error,
+                };
+                let listed = rx.into_iter().flatten();
+                Box::new(merge_by(known, listed, |k, l| {
+                    k.path.as_slice().cmp(key(&l.rel).as_ref())
+                }))
+            }
+            Some(changes) => Box::new(FeedSteps {
+                rec: &rec,
+                changes,
+                last: None,
+                skipped: &feed_skipped,
+                error: &known_error,
+            }),
+        };
+        // The record as listed, for a job whose digests need not be computed.
+        let as_listed = |l: &Listed| -> Option<(u64, i128, Hashes)> {
+            (trusted && crate::state::alg_mask(&l.hashes.known_algs()) & want == want).then(|| {
+                let kept = l.hashes.0.iter().filter(|d| opts.algs.contains(&d.alg));
+                (l.len, l.mtime_ns, Hashes(kept.cloned().collect()))
+            })
         };
         let merged = (|| -> Result<()> {
             let mut in_flight = 0usize;
@@ -459,16 +512,15 @@ pub fn scan(
                 }
                 Ok(())
             };
-            let listed = rx.into_iter().flatten();
-            for step in merge_by(known, listed, |k, l| {
-                k.path.as_slice().cmp(key(&l.rel).as_ref())
-            }) {
+            for step in steps {
                 match step {
                     Merged::Left(k) => {
                         rec.queue_change(&k.path, &Change::Deleted)?;
                         r.deleted += 1;
+                        r.deleted_bytes += k.length;
                     }
                     Merged::Right(l) => batch.push(Job {
+                        listed: as_listed(&l),
                         rel: l.rel,
                         known: None,
                     }),
@@ -479,6 +531,7 @@ pub fn scan(
                             r.stop_rendering();
                         } else {
                             batch.push(Job {
+                                listed: as_listed(&l),
                                 rel: l.rel,
                                 known: Some(k.length),
                             });
@@ -515,10 +568,14 @@ pub fn scan(
         // lister once its receiver is gone (dropped with the merge).
         hashers.close();
         drop(hashers);
-        let skipped = lister
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        let mut skipped = match lister {
+            Some(l) => l
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
+            None => Vec::new(),
+        };
         merged?;
+        skipped.append(&mut feed_skipped.into_inner());
         Ok(skipped)
     })?;
     let mut skipped = listing_skipped;
@@ -528,7 +585,17 @@ pub fn scan(
     let completed = W3cDateTime::from_timestamp(
         Timestamp::from_second(completed_ts.as_second()).unwrap_or(completed_ts),
     );
-    let count = r.kept + r.puts + r.unread;
+    // A listing passed every resource; a feed only those it changed: the others are counted
+    // in the state (rows deleted are still there until recorded below).
+    let (count, feed_bytes) = if from_feed {
+        let (rows, bytes) = rec.totals()?;
+        (
+            rows.saturating_sub(r.deleted),
+            Some(bytes.saturating_sub(r.deleted_bytes)),
+        )
+    } else {
+        (r.kept + r.puts + r.unread, None)
+    };
     let nothing_new = r.puts == 0 && r.deleted == 0 && !baseline;
     // An unchanged tree keeps its snapshot (and so its published Resource List): its `at` still
     // guarantees every resource state up to then, and nothing changed since.
@@ -554,12 +621,18 @@ pub fn scan(
     let (lines, rendering) = (r.lines.take(), r.rendering);
     let (kept_bytes, unread_bytes) = (r.kept_bytes, r.unread_bytes);
     drop(r);
+    // Written only when it moved (a scan that finds nothing new writes nothing).
+    match &next_cursor {
+        Some(c) if recorded.as_ref() != Some(c) => rec.set_meta(CURSOR_KEY, c)?,
+        None if recorded.is_some() => rec.remove_meta(CURSOR_KEY)?,
+        _ => {}
+    }
     rec.commit()?;
     if let (Some(id), Some(lines), true) = (snapshot, lines, rendering) {
         state.stash_rendered(id, lines);
     }
     report.resources = count;
-    report.bytes = kept_bytes + report.bytes_hashed + unread_bytes;
+    report.bytes = feed_bytes.unwrap_or(kept_bytes + report.bytes_hashed + unread_bytes);
     report.skipped = skipped;
     report.at = Some(at);
     report.completed = Some(completed);

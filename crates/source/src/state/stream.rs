@@ -64,6 +64,62 @@ impl Recorder<'_> {
         Ok(())
     }
 
+    /// What the snapshot says of one path (a change feed's scan looks each change up).
+    pub fn known(&self, path: &[u8]) -> Result<Option<KnownRow>> {
+        self.tx
+            .prepare_cached(
+                "SELECT length, mtime_ns,
+                   (md5 IS NOT NULL) + 2 * (sha1 IS NOT NULL) + 4 * (sha256 IS NOT NULL)
+                 FROM resources WHERE path = ?1",
+            )
+            .map_err(|e| self.err(e))?
+            .query_row([path], |row| {
+                Ok(KnownRow {
+                    path: path.to_vec(),
+                    length: row.get::<_, i64>(0)? as u64,
+                    mtime_ns: row.get_ref(1)?.as_str()?.parse().unwrap_or(0),
+                    algs: row.get::<_, i64>(2)? as u8,
+                })
+            })
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The rows of the snapshot as written so far in this transaction: how many, and the sum
+    /// of their lengths.
+    pub fn totals(&self) -> Result<(u64, u64)> {
+        self.tx
+            .query_row(
+                "SELECT count(*), coalesce(sum(length), 0) FROM resources",
+                [],
+                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+            )
+            .map_err(|e| self.err(e))
+    }
+
+    /// Stores a setting in this transaction (committed with the scan: a change feed's cursor
+    /// is recorded with the changes it gave, never before them).
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            )
+            .map_err(|e| self.err(e))?
+            .execute(params![key, value])
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Removes a setting in this transaction.
+    pub fn remove_meta(&self, key: &str) -> Result<()> {
+        self.tx
+            .prepare_cached("DELETE FROM meta WHERE key = ?1")
+            .map_err(|e| self.err(e))?
+            .execute([key])
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
     /// The row at a path, as this transaction sees it.
     pub fn resource_by_path(&self, path: &[u8]) -> Result<Option<Resource>> {
         super::query_resource_by_path(&self.tx, path).map_err(|e| self.err(e))

@@ -5,6 +5,8 @@ mod dump;
 mod moves;
 mod notify;
 mod own_files;
+#[cfg(feature = "postgres")]
+mod pg_inventory;
 mod publish;
 mod scan_stream;
 mod serve;
