@@ -19,11 +19,14 @@
 //!
 //! Implementations: [`DirInventory`] (a directory tree, `dir.rs` and `dir/walk.rs`) and
 //! [`MemInventory`] (in memory, `mem.rs`: for tests, and the template for a new backend).
+//! [`oai::OaiInventory`] (an OAI-PMH repository, `oai/`, feature `oai-pmh`).
 //! [`open::open`] opens the others from what a user writes after `--inventory`.
 
 pub mod conformance;
 mod dir;
 mod mem;
+#[cfg(feature = "oai-pmh")]
+pub mod oai;
 pub mod open;
 pub mod own;
 

@@ -23,7 +23,13 @@ pub fn open(spec: &str, work: &Path) -> Result<Arc<dyn Inventory>> {
         .map_or("", |(s, _)| s)
         .to_ascii_lowercase();
     // One arm per backend (postgres, s3, oai-pmh), each behind its crate feature.
-    let opened: Option<Arc<dyn Inventory>> = None;
+    let opened: Option<Arc<dyn Inventory>> = match scheme.as_str() {
+        #[cfg(feature = "oai-pmh")]
+        crate::inventory::oai::SCHEME => Some(Arc::new(
+            crate::inventory::oai::OaiInventory::from_spec(spec, work)?,
+        )),
+        _ => None,
+    };
     opened.ok_or_else(|| {
         Error::Config(format!(
             "--inventory {spec:?}: {scheme:?} is not an inventory this build knows (it takes \
