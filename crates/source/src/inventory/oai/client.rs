@@ -45,6 +45,8 @@ pub(crate) fn describe(args: &[(&str, &str)]) -> String {
 
 impl Client {
     pub(crate) fn new(base: &str, opts: &OaiOptions) -> Result<Self> {
+        // A process that installed no rustls provider gets ring's (reqwest panics without).
+        resourcesync_http::install_tls_provider();
         let http = reqwest::blocking::Client::builder()
             .user_agent(concat!(
                 "resourcesync/",
@@ -108,7 +110,7 @@ impl Client {
                     .headers()
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(retry_after)
+                    .and_then(resourcesync_http::parse_retry_after)
                     .unwrap_or(DEFAULT_RETRY);
                 let wait = told.min(self.max_retry_wait);
                 tracing::info!(
@@ -144,33 +146,4 @@ fn too_large(max: u64) -> String {
          harvest (raise the limit, maxResponseBytes=N in the specification, if the repository's \
          pages are that large)"
     )
-}
-
-/// A `Retry-After` value: seconds, or an HTTP date (RFC 9110 §10.2.3).
-fn retry_after(v: &str) -> Option<Duration> {
-    let v = v.trim();
-    if let Ok(s) = v.parse::<u64>() {
-        return Some(Duration::from_secs(s));
-    }
-    let when = jiff::fmt::rfc2822::DateTimeParser::new()
-        .parse_timestamp(v)
-        .ok()?;
-    let d = when.duration_since(jiff::Timestamp::now());
-    Some(Duration::try_from(d).unwrap_or(Duration::ZERO))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_after_takes_seconds_and_dates() {
-        assert_eq!(retry_after(" 3 "), Some(Duration::from_secs(3)));
-        assert_eq!(
-            retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
-            Some(Duration::ZERO),
-            "a date past is no wait"
-        );
-        assert_eq!(retry_after("soon"), None);
-    }
 }
