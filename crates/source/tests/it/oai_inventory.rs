@@ -567,3 +567,69 @@ fn a_response_past_the_size_limit_is_an_error() {
         "nothing taken"
     );
 }
+
+// ---------------------------------------------------------------- figures
+
+/// Resources per second to publish N records from the provider, beside the directory
+/// inventory on the same bytes (the figures of issue 15's closing note). Ignored: a
+/// measurement, run by hand (`cargo test -p resourcesync-source --test it
+/// oai_inventory::publish_rate -- --ignored --nocapture`, `OAI_BENCH_N` records, 3000 by default).
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn publish_rate_beside_the_directory_inventory() {
+    let n: usize = std::env::var("OAI_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000);
+    let root = provider();
+    let name = format!("bench-{}", std::process::id());
+    admin(
+        &root,
+        &name,
+        &format!(
+            "{{\"reset\": {{\"batch_size\": 100}}, \"generate\": {{\"count\": {n}, \
+             \"deleted_every\": 0}}}}"
+        ),
+    );
+    let url = format!("{root}{name}/oai");
+    let work = tempfile::tempdir().expect("work");
+    let t = Instant::now();
+    let inv: Arc<dyn Inventory> =
+        Arc::new(OaiInventory::open(&url, OaiOptions::default(), work.path()).expect("open"));
+    let mut cfg = SourceConfig::new(work.path(), BASE);
+    cfg.out = Some(work.path().join("out"));
+    let mut s = Source::open_with(cfg, inv.clone()).expect("source");
+    let r = s.scan().expect("scan");
+    s.publish().expect("publish");
+    let oai = t.elapsed();
+    assert_eq!(r.resources, n as u64);
+    // The same bytes as files.
+    let dir = tempfile::tempdir().expect("dir");
+    for l in listed(&*inv) {
+        let p = dir.path().join(&l.rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, bytes_of(&*inv, &l.rel)).expect("write");
+    }
+    let out = tempfile::tempdir().expect("out");
+    let t = Instant::now();
+    let mut cfg = SourceConfig::new(dir.path(), BASE);
+    cfg.out = Some(out.path().to_owned());
+    cfg.state = Some(out.path().join("state.sqlite"));
+    let mut d = Source::open(cfg).expect("dir source");
+    let r = d.scan().expect("scan");
+    d.publish().expect("publish");
+    let dir_t = t.elapsed();
+    assert_eq!(r.resources, n as u64);
+    // A second publish with nothing changed: an incremental harvest (`from`).
+    let t = Instant::now();
+    s.scan().expect("scan");
+    s.publish().expect("publish");
+    let again = t.elapsed();
+    let rate = |d: Duration| n as f64 / d.as_secs_f64();
+    eprintln!(
+        "publish {n} records: oai-pmh {oai:.2?} ({:.0} resources/s; incremental again {again:.2?}), \
+         directory {dir_t:.2?} ({:.0} resources/s)",
+        rate(oai),
+        rate(dir_t)
+    );
+}
