@@ -2,7 +2,8 @@
 # The test command (README, CI): installs what the tests need (the pinned Python reference
 # peers, in .venv-peers/; the WebSub peer flask-websub, in .venv-websub/; a PostgreSQL server on
 # 127.0.0.1, started or reused by scripts/postgres.sh, for the store's PgState; headless Chromium, found
-# or installed by scripts/chromium.sh, for the aggregator's page), then runs every test
+# or installed by scripts/chromium.sh, for the aggregator's page; an OAI-PMH data provider, started or
+# reused by scripts/oai-provider.sh, for the source's OAI-PMH inventory), then runs every test
 # of the workspace. Each crate links one integration test binary, `it` (tests/it/main.rs): the
 # tests of one file `tests/it/NAME.rs` run with `cargo test -p CRATE --test it NAME::`.
 set -euo pipefail
@@ -15,4 +16,6 @@ RESOURCESYNC_TEST_POSTGRES="$(scripts/postgres.sh)"
 export RESOURCESYNC_TEST_POSTGRES
 RESOURCESYNC_TEST_CHROMIUM="$(scripts/chromium.sh)"
 export RESOURCESYNC_TEST_CHROMIUM
+RESOURCESYNC_TEST_OAI="$(scripts/oai-provider.sh)"
+export RESOURCESYNC_TEST_OAI
 exec cargo test --workspace "$@"

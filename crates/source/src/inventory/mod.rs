@@ -20,13 +20,16 @@
 //!   bytes, or a URL to redirect to.
 //!
 //! Implementations: [`DirInventory`] (a directory tree, `dir.rs` and `dir/walk.rs`),
-//! [`MemInventory`] (in memory, `mem.rs`: for tests, and the template for a new backend) and,
-//! with the feature `postgres`, `PgInventory` (the rows of a table or view, `postgres.rs`).
+//! [`MemInventory`] (in memory, `mem.rs`: for tests, and the template for a new backend),
+//! with the feature `postgres`, `PgInventory` (the rows of a table or view, `postgres.rs`),
+//! and with the feature `oai-pmh`, `oai::OaiInventory` (an OAI-PMH repository, `oai/`).
 //! [`open::open`] opens them from what a user writes after `--inventory`.
 
 pub mod conformance;
 mod dir;
 mod mem;
+#[cfg(feature = "oai-pmh")]
+pub mod oai;
 pub mod open;
 pub mod own;
 #[cfg(feature = "postgres")]

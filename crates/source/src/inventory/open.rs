@@ -16,8 +16,8 @@ pub const KNOWN: &str = "postgres://…, s3://…, oai-pmh:URL";
 /// directory (made already), where a backend may keep what it needs on disk (an index of a
 /// remote listing). A directory is not opened here: a Source over a directory is
 /// [`crate::Source::open`].
+#[cfg_attr(not(feature = "oai-pmh"), allow(unused_variables))]
 pub fn open(spec: &str, work: &Path) -> Result<Arc<dyn Inventory>> {
-    let _ = work;
     let scheme = spec
         .split_once(':')
         .map_or("", |(s, _)| s)
@@ -27,6 +27,12 @@ pub fn open(spec: &str, work: &Path) -> Result<Arc<dyn Inventory>> {
     #[cfg(feature = "postgres")]
     if matches!(scheme.as_str(), "postgres" | "postgresql") {
         opened = Some(Arc::new(crate::inventory::PgInventory::connect(spec)?));
+    }
+    #[cfg(feature = "oai-pmh")]
+    if scheme == crate::inventory::oai::SCHEME {
+        opened = Some(Arc::new(crate::inventory::oai::OaiInventory::from_spec(
+            spec, work,
+        )?));
     }
     opened.ok_or_else(|| {
         Error::Config(format!(

@@ -92,6 +92,12 @@ struct Counted {
     trusted: bool,
 }
 
+impl std::fmt::Debug for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counted").finish_non_exhaustive()
+    }
+}
+
 impl Inventory for Counted {
     fn list(&self) -> Result<Listing<'_>> {
         self.lists.fetch_add(1, Ordering::SeqCst);
@@ -287,6 +293,7 @@ fn a_scan_without_a_feed_forgets_a_recorded_cursor() {
 }
 
 /// A feed giving its changes out of path order: the scan stops, recording nothing.
+#[derive(Debug)]
 struct Reversed(Counted);
 
 impl crate::inventory::ChangeFeed for Reversed {
@@ -345,6 +352,7 @@ fn a_failed_feed_scan_keeps_the_cursor() {
 }
 
 /// An inventory whose listing claims digests other than its bytes', trusted or not.
+#[derive(Debug)]
 struct Claims {
     mem: MemInventory,
     trusted: bool,
@@ -418,6 +426,7 @@ fn trusted_listed_digests_are_recorded_without_reading() {
 }
 
 /// A listing that breaks off after its first entry (a lost connection).
+#[derive(Debug)]
 struct Breaks(MemInventory);
 
 impl Inventory for Breaks {

@@ -1,0 +1,256 @@
+//! One harvest: `ListRecords` (OAI-PMH 2.0 §4.5) from the first page through its resumption
+//! tokens (§3.5), every record written into the index, all in one transaction: a harvest
+//! that fails leaves the index as it was, so nothing is published that was not read.
+//!
+//! Bad input handled here: a token seen twice in one list (a provider that loops) is an
+//! error after bounded work; so is a run of pages with no record; `badResumptionToken`
+//! (§3.6) restarts the list once, then is an error; `noRecordsMatch` is an empty list;
+//! `cannotDisseminateFormat` is an error naming the prefix; a response that is not
+//! well-formed XML is an error naming the request, the line and what to do. A record whose
+//! identifier has no safe path, or without a usable datestamp or metadata, is skipped with
+//! its reason.
+
+use std::collections::HashSet;
+
+use resourcesync_model::{HashAlg, MultiHasher};
+
+use super::client::{Client, describe};
+use super::index::{self, Incoming};
+use super::path::record_path;
+use super::xml::{self, Response};
+use super::{OaiOptions, datestamp_ns};
+use crate::error::{Error, Result};
+
+/// Pages in a row with no record and a token after which a list is taken to loop.
+const MAX_EMPTY_PAGES: u32 = 100;
+/// Skipped records kept for the report (the rest are counted).
+const MAX_SKIPPED_KEPT: usize = 100;
+
+/// What a harvest did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HarvestReport {
+    /// The harvest's number in the index.
+    pub seq: i64,
+    /// Whether it listed everything (no `from`).
+    pub full: bool,
+    /// The `from` argument sent, if any.
+    pub from: Option<String>,
+    /// Requests sent.
+    pub requests: u64,
+    /// Records read (deleted ones included).
+    pub records: u64,
+    /// Records that changed the index (new, updated, deleted).
+    pub changed: u64,
+    /// Records deleted by absence (full harvests of repositories without persistent deletions).
+    pub gone_by_absence: u64,
+    /// Records skipped: how many.
+    pub skipped: u64,
+    /// The first of them: identifier and reason.
+    pub skipped_first: Vec<(String, String)>,
+    /// Times the list was started again after `badResumptionToken`.
+    pub restarts: u32,
+}
+
+/// A response read, or an error naming the request, where and what to do.
+pub(crate) fn fetch(client: &Client, args: &[(&str, &str)]) -> Result<Response> {
+    let bytes = client.get(args)?;
+    xml::parse(&bytes).map_err(|e| {
+        Error::Inventory(format!(
+            "oai-pmh {} ({}): the response is not a well-formed OAI-PMH document: {e}; nothing \
+             was taken from this harvest (the repository sent a broken page: try again later, \
+             or report it to the repository's maintainers)",
+            client.base(),
+            describe(args)
+        ))
+    })
+}
+
+/// Harvests `ListRecords` into the index (from `from` when given), as harvest number `seq`.
+pub(crate) fn harvest(
+    client: &Client,
+    opts: &OaiOptions,
+    conn: &mut rusqlite::Connection,
+    index_err: &dyn Fn(rusqlite::Error) -> Error,
+    from: Option<String>,
+) -> Result<HarvestReport> {
+    let tx = conn.transaction().map_err(index_err)?;
+    let seq = index::next_seq(&tx).map_err(index_err)?;
+    let full = from.is_none();
+    let mut rep = HarvestReport {
+        seq,
+        full,
+        from: from.clone(),
+        ..HarvestReport::default()
+    };
+    let mut first_date: Option<String> = None;
+    let mut first: Vec<(&str, &str)> = vec![("verb", "ListRecords")];
+    first.push(("metadataPrefix", &opts.metadata_prefix));
+    if let Some(s) = &opts.set {
+        first.push(("set", s));
+    }
+    if let Some(f) = &from {
+        first.push(("from", f));
+    }
+    'list: loop {
+        let mut seen_tokens: HashSet<[u8; 16]> = HashSet::new();
+        let mut token: Option<String> = None;
+        let mut empty_pages = 0u32;
+        loop {
+            let args: Vec<(&str, &str)> = match &token {
+                None => first.clone(),
+                Some(t) => vec![("verb", "ListRecords"), ("resumptionToken", t.as_str())],
+            };
+            rep.requests += 1;
+            let page = fetch(client, &args)?;
+            if first_date.is_none() {
+                if page.response_date.is_empty() {
+                    return Err(Error::Inventory(format!(
+                        "oai-pmh {} ({}): the response has no responseDate",
+                        client.base(),
+                        describe(&args)
+                    )));
+                }
+                first_date = Some(page.response_date.clone());
+            }
+            if let Some(e) = page.errors.first() {
+                match e.code.as_str() {
+                    // §3.6: the list is empty.
+                    "noRecordsMatch" => break 'list,
+                    "badResumptionToken" if token.is_some() && rep.restarts == 0 => {
+                        tracing::warn!(
+                            "oai-pmh {}: badResumptionToken ({}); listing again from the start",
+                            client.base(),
+                            e.message
+                        );
+                        rep.restarts += 1;
+                        continue 'list;
+                    }
+                    "badResumptionToken" => {
+                        return Err(Error::Inventory(format!(
+                            "oai-pmh {} ({}): badResumptionToken again after starting the list \
+                             anew ({}); the repository cannot complete a list: try again later",
+                            client.base(),
+                            describe(&args),
+                            e.message
+                        )));
+                    }
+                    "cannotDisseminateFormat" => {
+                        return Err(Error::Inventory(format!(
+                            "oai-pmh {}: the repository cannot give metadataPrefix {:?} ({}); \
+                             choose one of those its ListMetadataFormats lists \
+                             (metadataPrefix=… in the specification)",
+                            client.base(),
+                            opts.metadata_prefix,
+                            e.message
+                        )));
+                    }
+                    code => {
+                        return Err(Error::Inventory(format!(
+                            "oai-pmh {} ({}): error {code}: {}",
+                            client.base(),
+                            describe(&args),
+                            e.message
+                        )));
+                    }
+                }
+            }
+            let tx_err = |e| index_err(e);
+            if page.records.is_empty() {
+                empty_pages += 1;
+            } else {
+                empty_pages = 0;
+            }
+            for rec in &page.records {
+                rep.records += 1;
+                match take(rec) {
+                    Err(reason) => {
+                        rep.skipped += 1;
+                        tracing::warn!(
+                            "oai-pmh {}: record {:?} skipped: {reason}",
+                            client.base(),
+                            rec.identifier
+                        );
+                        if rep.skipped_first.len() < MAX_SKIPPED_KEPT {
+                            rep.skipped_first.push((rec.identifier.clone(), reason));
+                        }
+                    }
+                    Ok((path, mtime_ns, md5)) => {
+                        let incoming = Incoming {
+                            path: &path,
+                            identifier: &rec.identifier,
+                            datestamp: &rec.datestamp,
+                            mtime_ns,
+                            body: rec.metadata.as_deref().filter(|_| !rec.deleted).zip(md5),
+                        };
+                        if index::upsert(&tx, seq, &incoming).map_err(tx_err)? {
+                            rep.changed += 1;
+                        }
+                    }
+                }
+            }
+            match page.token.filter(|t| !t.is_empty()) {
+                None => break 'list,
+                Some(t) => {
+                    let h = token_hash(&t);
+                    if !seen_tokens.insert(h) {
+                        return Err(Error::Inventory(format!(
+                            "oai-pmh {}: the resumptionToken {:?} came twice in one list (after \
+                             {} requests): the repository loops; nothing was taken from this \
+                             harvest (report it to the repository's maintainers)",
+                            client.base(),
+                            t.chars().take(80).collect::<String>(),
+                            rep.requests
+                        )));
+                    }
+                    if empty_pages >= MAX_EMPTY_PAGES {
+                        return Err(Error::Inventory(format!(
+                            "oai-pmh {}: {MAX_EMPTY_PAGES} pages in a row without a record, each \
+                             with another resumptionToken: taken for a loop; nothing was taken \
+                             from this harvest",
+                            client.base()
+                        )));
+                    }
+                    token = Some(t);
+                }
+            }
+        }
+    }
+    if full {
+        rep.gone_by_absence = index::delete_unseen(&tx, seq).map_err(index_err)? as u64;
+    }
+    let date = first_date.unwrap_or_default();
+    index::finish(&tx, seq, &date, full).map_err(index_err)?;
+    tx.commit().map_err(index_err)?;
+    Ok(rep)
+}
+
+fn token_hash(t: &str) -> [u8; 16] {
+    let mut h = MultiHasher::new(&[HashAlg::Md5]);
+    h.update(t.as_bytes());
+    let hex = h.finish().value_of(&HashAlg::Md5).unwrap_or_default();
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2).unwrap_or("00"), 16).unwrap_or(0);
+    }
+    out
+}
+
+/// A record's path, time and (when not deleted) MD5 of its metadata, or why it is skipped.
+fn take(rec: &xml::Record) -> std::result::Result<(String, i64, Option<String>), String> {
+    let path = record_path(&rec.identifier)?;
+    let path = path.to_string_lossy().into_owned();
+    let mtime_ns = datestamp_ns(&rec.datestamp)
+        .ok_or_else(|| format!("datestamp {:?} is not an OAI-PMH datestamp", rec.datestamp))?;
+    if rec.deleted {
+        return Ok((path, mtime_ns, None));
+    }
+    if let Some(p) = &rec.problem {
+        return Err(p.clone());
+    }
+    let Some(md) = &rec.metadata else {
+        return Err("no <metadata>".into());
+    };
+    let mut h = MultiHasher::new(&[HashAlg::Md5]);
+    h.update(md);
+    Ok((path, mtime_ns, h.finish().value_of(&HashAlg::Md5)))
+}

@@ -1,0 +1,579 @@
+//! Reading OAI-PMH responses (OAI-PMH 2.0 §3.2): the envelope (`responseDate`, `error`), the
+//! `Identify` answer, and `ListRecords` pages (records, `resumptionToken`).
+//!
+//! The response is held whole (its size is bounded by the client) and must be UTF-8
+//! (OAI-PMH 2.0 §3.2.1). No DTD is accepted and no entity is expanded but XML's five and
+//! character references: a document that declares or uses any other is refused. A record's
+//! metadata is the one element inside `<metadata>`, cut from the response as it was written
+//! and made a standalone document: an XML declaration, and on its root the namespace
+//! declarations it inherited from the envelope (every prefixed one; the default namespace
+//! when an unprefixed name inside relies on it).
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::reader::Reader;
+
+/// Deepest element nesting accepted.
+const MAX_DEPTH: usize = 256;
+/// Longest text kept of one field (identifier, datestamp, token, error message).
+const MAX_FIELD: usize = 64 * 1024;
+
+/// A response that cannot be read, with where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct XmlError {
+    /// 1-based line (0 when not about a place).
+    pub(crate) line: u64,
+    /// 1-based column, in bytes.
+    pub(crate) column: u64,
+    /// What is wrong.
+    pub(crate) message: String,
+}
+
+impl std::fmt::Display for XmlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line > 0 {
+            write!(
+                f,
+                "line {}, column {}: {}",
+                self.line, self.column, self.message
+            )
+        } else {
+            f.write_str(&self.message)
+        }
+    }
+}
+
+/// An OAI-PMH error (§3.6): its code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OaiError {
+    pub(crate) code: String,
+    pub(crate) message: String,
+}
+
+/// One record of a `ListRecords` page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Record {
+    pub(crate) identifier: String,
+    pub(crate) datestamp: String,
+    /// `<header status="deleted">` (§2.5.1).
+    pub(crate) deleted: bool,
+    /// The metadata as a standalone XML document (`None` for a deleted record, or when
+    /// missing: see `problem`).
+    pub(crate) metadata: Option<Vec<u8>>,
+    /// Why the metadata could not be taken (no element, several), for a record not deleted.
+    pub(crate) problem: Option<String>,
+}
+
+/// What a response says, whatever the verb.
+#[derive(Debug, Default)]
+pub(crate) struct Response {
+    pub(crate) response_date: String,
+    pub(crate) errors: Vec<OaiError>,
+    pub(crate) records: Vec<Record>,
+    /// The `resumptionToken`: `None` when absent, `Some("")` at the end of a list (§3.5).
+    pub(crate) token: Option<String>,
+    /// `Identify`: `granularity`, `deletedRecord`.
+    pub(crate) granularity: Option<String>,
+    pub(crate) deleted_record: Option<String>,
+}
+
+/// One namespace declaration: prefix (`""` for the default namespace) and URI (unescaped).
+type Decl = (String, String);
+
+/// Where the reader is, for the fields it keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    None,
+    ResponseDate,
+    Error,
+    Identifier,
+    Datestamp,
+    Token,
+    Granularity,
+    DeletedRecord,
+}
+
+fn position(body: &str, offset: u64) -> (u64, u64) {
+    let upto = &body.as_bytes()[..(offset as usize).min(body.len())];
+    let line = upto.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    let start = upto.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    (line, (upto.len() - start) as u64 + 1)
+}
+
+fn err_at(body: &str, offset: u64, message: impl Into<String>) -> XmlError {
+    let (line, column) = position(body, offset);
+    XmlError {
+        line,
+        column,
+        message: message.into(),
+    }
+}
+
+/// The namespace declarations of a start tag, unescaped.
+fn decls_of(e: &BytesStart<'_>) -> Result<Vec<Decl>, String> {
+    let mut out = Vec::new();
+    for a in e.attributes() {
+        let a = a.map_err(|e| e.to_string())?;
+        let key = a.key.0;
+        let prefix = if key == "xmlns" {
+            ""
+        } else if let Some(p) = key.strip_prefix("xmlns:") {
+            p
+        } else {
+            continue;
+        };
+        let v = a
+            .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+            .map_err(|e| e.to_string())?;
+        out.push((prefix.to_owned(), v.into_owned()));
+    }
+    Ok(out)
+}
+
+fn attr(e: &BytesStart<'_>, name: &str) -> Result<Option<String>, String> {
+    for a in e.attributes() {
+        let a = a.map_err(|e| e.to_string())?;
+        if a.key.local_name().into_inner() == name && a.key.prefix().is_none() {
+            return Ok(Some(
+                a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                    .map_err(|e| e.to_string())?
+                    .into_owned(),
+            ));
+        }
+    }
+    Ok(None)
+}
+
+fn local(name: &str) -> &str {
+    name.rsplit_once(':').map_or(name, |(_, l)| l)
+}
+
+fn prefix_of(name: &str) -> Option<&str> {
+    name.split_once(':').map(|(p, _)| p)
+}
+
+/// The subtree of a `<metadata>` element being cut out.
+#[derive(Debug)]
+struct Cut {
+    /// Offset of its root's `<`, and the length of the root's name.
+    start: usize,
+    name_len: usize,
+    /// Depth of the root (in the envelope's stack).
+    depth: usize,
+    /// The root's own declarations (prefixes).
+    own: Vec<String>,
+    /// An unprefixed name inside relies on a default namespace declared outside.
+    uses_outer_default: bool,
+    /// Per depth inside the cut, whether a default namespace is declared at or above it.
+    default_inside: Vec<bool>,
+}
+
+/// Reads a response (see the module's documentation).
+pub(crate) fn parse(bytes: &[u8]) -> Result<Response, XmlError> {
+    let body = std::str::from_utf8(bytes).map_err(|e| {
+        let (line, column) = position(
+            std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+            e.valid_up_to() as u64,
+        );
+        XmlError {
+            line,
+            column,
+            message: "not UTF-8 (OAI-PMH responses are UTF-8)".into(),
+        }
+    })?;
+    let body = body.strip_prefix('\u{feff}').unwrap_or(body);
+    let mut r = Reader::from_str(body);
+    r.config_mut().check_end_names = true;
+    let mut out = Response::default();
+    // Local names of the open elements, and the namespaces each declared.
+    let mut stack: Vec<String> = Vec::new();
+    let mut scopes: Vec<Vec<Decl>> = Vec::new();
+    let mut field = Field::None;
+    let mut text = String::new();
+    let mut record: Option<Record> = None;
+    let mut error_code = String::new();
+    let mut in_metadata: Option<usize> = None; // depth of <metadata>
+    let mut cut: Option<Cut> = None;
+    let mut seen_root = false;
+    loop {
+        let before = r.buffer_position();
+        let ev = r
+            .read_event()
+            .map_err(|e| err_at(body, r.error_position(), format!("malformed XML: {e}")))?;
+        let fail = |m: String| err_at(body, before, m);
+        match ev {
+            Event::Eof => break,
+            Event::Decl(d) => {
+                if let Some(enc) = d.encoding() {
+                    let enc = enc.map_err(|e| fail(e.to_string()))?;
+                    if !enc.eq_ignore_ascii_case("utf-8") && !enc.eq_ignore_ascii_case("utf8") {
+                        return Err(fail(format!(
+                            "encoding {enc:?}: OAI-PMH responses are UTF-8"
+                        )));
+                    }
+                }
+            }
+            Event::DocType(_) => {
+                return Err(fail(
+                    "a DTD: not accepted (no entity is expanded in OAI-PMH responses)".into(),
+                ));
+            }
+            Event::PI(_) | Event::Comment(_) => {}
+            Event::Start(ref e) | Event::Empty(ref e) => {
+                let empty = matches!(ev, Event::Empty(_));
+                let qname = e.name().0;
+                let name = local(qname).to_owned();
+                let decls = decls_of(e).map_err(fail)?;
+                if stack.len() >= MAX_DEPTH {
+                    return Err(fail(format!("elements nested deeper than {MAX_DEPTH}")));
+                }
+                if stack.is_empty() {
+                    if seen_root || name != "OAI-PMH" {
+                        return Err(fail(format!(
+                            "the root element is <{qname}>, not <OAI-PMH>: not an OAI-PMH \
+                             response (is the URL the repository's base URL?)"
+                        )));
+                    }
+                    seen_root = true;
+                }
+                let depth = stack.len() + 1;
+                if let Some(c) = cut.as_mut() {
+                    let inherited = *c.default_inside.last().unwrap_or(&false);
+                    let here = inherited || decls.iter().any(|(p, _)| p.is_empty());
+                    if prefix_of(qname).is_none() && !here {
+                        c.uses_outer_default = true;
+                    }
+                    c.default_inside.push(here);
+                } else if in_metadata == Some(depth - 1) {
+                    if record.as_ref().is_some_and(|r| r.metadata.is_some()) {
+                        if let Some(rec) = record.as_mut() {
+                            rec.problem = Some("<metadata> holds more than one element".into());
+                        }
+                    }
+                    let own: Vec<String> = decls.iter().map(|(p, _)| p.clone()).collect();
+                    let here = own.iter().any(|p| p.is_empty());
+                    cut = Some(Cut {
+                        start: before as usize,
+                        name_len: qname.len(),
+                        depth,
+                        own,
+                        uses_outer_default: prefix_of(qname).is_none() && !here,
+                        default_inside: vec![here],
+                    });
+                } else {
+                    let parent = stack.last().map(String::as_str).unwrap_or("");
+                    field = Field::None;
+                    text.clear();
+                    match (parent, name.as_str()) {
+                        ("OAI-PMH", "responseDate") => field = Field::ResponseDate,
+                        ("OAI-PMH", "error") => {
+                            field = Field::Error;
+                            error_code = attr(e, "code").map_err(fail)?.unwrap_or_default();
+                        }
+                        ("ListRecords" | "GetRecord", "record") => {
+                            record = Some(Record {
+                                identifier: String::new(),
+                                datestamp: String::new(),
+                                deleted: false,
+                                metadata: None,
+                                problem: None,
+                            });
+                        }
+                        ("record", "header") => {
+                            if let Some(rec) = record.as_mut() {
+                                rec.deleted =
+                                    attr(e, "status").map_err(fail)?.as_deref() == Some("deleted");
+                            }
+                        }
+                        ("header", "identifier") => field = Field::Identifier,
+                        ("header", "datestamp") => field = Field::Datestamp,
+                        ("record", "metadata") => in_metadata = Some(depth),
+                        ("ListRecords" | "ListIdentifiers", "resumptionToken") => {
+                            field = Field::Token;
+                        }
+                        ("Identify", "granularity") => field = Field::Granularity,
+                        ("Identify", "deletedRecord") => field = Field::DeletedRecord,
+                        _ => {}
+                    }
+                }
+                stack.push(name);
+                scopes.push(decls);
+                if empty {
+                    close(body, &mut r, &mut stack, &mut scopes, &mut cut, &mut record)?;
+                    end_field(
+                        &mut field,
+                        &mut text,
+                        &mut out,
+                        &mut record,
+                        &error_code,
+                        &mut in_metadata,
+                        depth,
+                    );
+                }
+            }
+            Event::End(_) => {
+                let depth = stack.len();
+                close(body, &mut r, &mut stack, &mut scopes, &mut cut, &mut record)?;
+                end_field(
+                    &mut field,
+                    &mut text,
+                    &mut out,
+                    &mut record,
+                    &error_code,
+                    &mut in_metadata,
+                    depth,
+                );
+            }
+            Event::Text(t) => {
+                if field != Field::None && cut.is_none() {
+                    push_text(&mut text, &t.xml10_content()).map_err(fail)?;
+                }
+            }
+            Event::CData(t) => {
+                if field != Field::None && cut.is_none() {
+                    push_text(&mut text, &t.xml10_content()).map_err(fail)?;
+                }
+            }
+            Event::GeneralRef(g) => {
+                let resolved = match g.resolve_char_ref() {
+                    Ok(Some(c)) => c.to_string(),
+                    Ok(None) => match quick_xml::escape::resolve_predefined_entity(&g) {
+                        Some(s) => s.to_owned(),
+                        None => {
+                            return Err(fail(format!(
+                                "entity &{}; is not defined (no entity is expanded but XML's \
+                                 five)",
+                                &*g
+                            )));
+                        }
+                    },
+                    Err(e) => return Err(fail(format!("character reference: {e}"))),
+                };
+                if field != Field::None && cut.is_none() {
+                    push_text(&mut text, &resolved).map_err(fail)?;
+                }
+            }
+        }
+        if record.is_some() && stack.len() < 2 {
+            record = None;
+        }
+    }
+    if !seen_root {
+        return Err(err_at(body, 0, "empty response: no <OAI-PMH> element"));
+    }
+    Ok(out)
+}
+
+fn push_text(text: &mut String, s: &str) -> Result<(), String> {
+    if text.len() + s.len() > MAX_FIELD {
+        return Err(format!("a field longer than {MAX_FIELD} bytes"));
+    }
+    text.push_str(s);
+    Ok(())
+}
+
+/// Pops the element just ended; when it is the root of a metadata cut, makes the document.
+fn close(
+    body: &str,
+    r: &mut Reader<&[u8]>,
+    stack: &mut Vec<String>,
+    scopes: &mut Vec<Vec<Decl>>,
+    cut: &mut Option<Cut>,
+    record: &mut Option<Record>,
+) -> Result<(), XmlError> {
+    let depth = stack.len();
+    if let Some(c) = cut.as_mut() {
+        c.default_inside.pop();
+        if c.depth == depth {
+            let c = cut
+                .take()
+                .ok_or_else(|| err_at(body, 0, "internal: no cut"))?;
+            let end = r.buffer_position() as usize;
+            // The declarations in scope outside the cut, innermost first wins.
+            let mut inherited: Vec<&Decl> = Vec::new();
+            for scope in scopes[..depth - 1].iter().rev() {
+                for d in scope {
+                    if !inherited.iter().any(|(p, _)| *p == d.0) {
+                        inherited.push(d);
+                    }
+                }
+            }
+            let mut doc = Vec::with_capacity(end - c.start + 128);
+            doc.extend_from_slice(b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+            let raw = &body.as_bytes()[c.start..end];
+            doc.extend_from_slice(&raw[..1 + c.name_len]);
+            inherited.sort();
+            for (p, uri) in inherited {
+                if c.own.contains(p) || (p.is_empty() && !c.uses_outer_default) {
+                    continue;
+                }
+                let esc = quick_xml::escape::escape(uri.as_str());
+                if p.is_empty() {
+                    doc.extend_from_slice(format!(" xmlns=\"{esc}\"").as_bytes());
+                } else {
+                    doc.extend_from_slice(format!(" xmlns:{p}=\"{esc}\"").as_bytes());
+                }
+            }
+            doc.extend_from_slice(&raw[1 + c.name_len..]);
+            doc.push(b'\n');
+            if let Some(rec) = record.as_mut() {
+                if rec.metadata.is_none() {
+                    rec.metadata = Some(doc);
+                }
+            }
+        }
+    }
+    stack.pop();
+    scopes.pop();
+    Ok(())
+}
+
+/// Keeps the text of the field that ended at `depth`, or the record that ended.
+fn end_field(
+    field: &mut Field,
+    text: &mut String,
+    out: &mut Response,
+    record: &mut Option<Record>,
+    error_code: &str,
+    in_metadata: &mut Option<usize>,
+    depth: usize,
+) {
+    if *in_metadata == Some(depth) {
+        *in_metadata = None;
+        if let Some(rec) = record.as_mut() {
+            if rec.metadata.is_none() && rec.problem.is_none() {
+                rec.problem = Some("<metadata> holds no element".into());
+            }
+        }
+    }
+    let t = text.trim().to_owned();
+    match std::mem::replace(field, Field::None) {
+        Field::None => {}
+        Field::ResponseDate => out.response_date = t,
+        Field::Error => out.errors.push(OaiError {
+            code: error_code.to_owned(),
+            message: t,
+        }),
+        Field::Identifier => {
+            if let Some(rec) = record.as_mut() {
+                rec.identifier = t;
+            }
+        }
+        Field::Datestamp => {
+            if let Some(rec) = record.as_mut() {
+                rec.datestamp = t;
+            }
+        }
+        Field::Token => out.token = Some(t),
+        Field::Granularity => out.granularity = Some(t),
+        Field::DeletedRecord => out.deleted_record = Some(t),
+    }
+    text.clear();
+    // A record ends at depth 3 (OAI-PMH / ListRecords / record).
+    if depth == 3 {
+        if let Some(rec) = record.take() {
+            out.records.push(rec);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"
+         xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+  <responseDate>2026-01-02T03:04:05Z</responseDate>
+  <request verb="ListRecords">http://x/oai</request>
+  <ListRecords>
+    <record>
+      <header><identifier>oai:x:1</identifier><datestamp>2026-01-01</datestamp></header>
+      <metadata><oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/"
+          xmlns:dc="http://purl.org/dc/elements/1.1/"
+          xsi:schemaLocation="a b"><dc:title>A &amp; B &#233;</dc:title></oai_dc:dc></metadata>
+    </record>
+    <record>
+      <header status="deleted"><identifier>oai:x:2</identifier><datestamp>2026-01-02</datestamp></header>
+    </record>
+    <record>
+      <header><identifier>oai:x:3</identifier><datestamp>2026-01-03</datestamp></header>
+      <metadata><plain><child/></plain></metadata>
+    </record>
+    <resumptionToken cursor="0">tok&amp;1</resumptionToken>
+  </ListRecords>
+</OAI-PMH>"#;
+
+    #[test]
+    fn a_page_gives_records_token_and_standalone_metadata() {
+        let p = parse(PAGE.as_bytes()).expect("parse");
+        assert_eq!(p.response_date, "2026-01-02T03:04:05Z");
+        assert_eq!(p.token.as_deref(), Some("tok&1"));
+        assert_eq!(p.records.len(), 3);
+        let r = &p.records[0];
+        assert_eq!((r.identifier.as_str(), r.deleted), ("oai:x:1", false));
+        let md = String::from_utf8(r.metadata.clone().expect("metadata")).expect("utf8");
+        assert!(md.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<oai_dc:dc"));
+        // The xsi prefix the record uses was declared on the envelope: declared again here;
+        // the envelope's default namespace is not used inside, so it is left out.
+        assert!(md.contains("xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\""));
+        assert!(!md.contains("xmlns=\""), "{md}");
+        assert!(md.contains("<dc:title>A &amp; B &#233;</dc:title></oai_dc:dc>"));
+        assert!(p.records[1].deleted && p.records[1].metadata.is_none());
+        let plain = String::from_utf8(p.records[2].metadata.clone().expect("md")).expect("u");
+        assert!(
+            plain.contains("<plain xmlns=\"http://www.openarchives.org/OAI/2.0/\""),
+            "an unprefixed name keeps the namespace it had: {plain}"
+        );
+    }
+
+    #[test]
+    fn hostile_documents_are_refused_with_a_place() {
+        let dtd = "<?xml version=\"1.0\"?>\n<!DOCTYPE x [<!ENTITY a \"aaaa\">]>\n<OAI-PMH/>";
+        let e = parse(dtd.as_bytes()).expect_err("dtd");
+        assert!(e.message.contains("DTD") && e.line == 2, "{e}");
+        let ent = "<OAI-PMH>\n<responseDate>&lol;</responseDate></OAI-PMH>";
+        let e = parse(ent.as_bytes()).expect_err("entity");
+        assert!(e.message.contains("&lol;") && e.line == 2, "{e}");
+        let broken = "<OAI-PMH>\n<ListRecords>\n<record></ListRecords></OAI-PMH>";
+        let e = parse(broken.as_bytes()).expect_err("malformed");
+        assert!(e.message.contains("malformed") && e.line == 3, "{e}");
+        let other = "<html><body>hello</body></html>";
+        assert!(
+            parse(other.as_bytes())
+                .expect_err("html")
+                .message
+                .contains("not an OAI-PMH")
+        );
+        assert!(parse(b"\xff\xfe").is_err());
+        let deep = format!("<OAI-PMH>{}", "<a>".repeat(300));
+        assert!(
+            parse(deep.as_bytes())
+                .expect_err("deep")
+                .message
+                .contains("deeper")
+        );
+    }
+
+    #[test]
+    fn errors_and_identify_are_read() {
+        let e = parse(
+            b"<OAI-PMH><responseDate>2026-01-01T00:00:00Z</responseDate>\
+              <error code=\"noRecordsMatch\">none</error></OAI-PMH>",
+        )
+        .expect("parse");
+        assert_eq!(
+            e.errors,
+            [OaiError {
+                code: "noRecordsMatch".into(),
+                message: "none".into()
+            }]
+        );
+        let i = parse(
+            b"<OAI-PMH><Identify><granularity>YYYY-MM-DD</granularity>\
+              <deletedRecord>persistent</deletedRecord></Identify></OAI-PMH>",
+        )
+        .expect("parse");
+        assert_eq!(i.granularity.as_deref(), Some("YYYY-MM-DD"));
+        assert_eq!(i.deleted_record.as_deref(), Some("persistent"));
+    }
+}
