@@ -21,6 +21,7 @@ mod hub_under_load;
 mod interop_resync;
 mod interop_simulator;
 mod interop_websub;
+mod inventories;
 mod push;
 mod serve;
 mod serve_robust;

@@ -32,11 +32,25 @@ pub(crate) fn spawn_serve(dir: &std::path::Path) -> (std::process::Child, mpsc::
     spawn(Command::new(env!("CARGO_BIN_EXE_resourcesync")), dir)
 }
 
+/// `resourcesync serve DIR --listen 127.0.0.1:0 EXTRA…`, and its standard output line by line.
+pub(crate) fn spawn_serve_with(
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_resourcesync"));
+    cmd.args(["serve", dir.to_str().expect("path")]).args(extra);
+    spawn_args(cmd)
+}
+
 /// `cmd serve DIR --listen 127.0.0.1:0` (`cmd` the binary, or a shell that runs it), and its
 /// standard output line by line.
 fn spawn(mut cmd: Command, dir: &std::path::Path) -> (std::process::Child, mpsc::Receiver<String>) {
+    cmd.args(["serve", dir.to_str().expect("path")]);
+    spawn_args(cmd)
+}
+
+fn spawn_args(mut cmd: Command) -> (std::process::Child, mpsc::Receiver<String>) {
     let mut child = cmd
-        .args(["serve", dir.to_str().expect("path")])
         .args(["--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

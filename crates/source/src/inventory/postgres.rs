@@ -151,9 +151,40 @@ impl Drop for Pooled {
         let mut idle = self.shared.lock();
         match self.client.take() {
             Some(c) if !self.broken && !c.is_closed() => idle.clients.push(c),
-            _ => idle.open = idle.open.saturating_sub(1),
+            gone => {
+                idle.open = idle.open.saturating_sub(1);
+                // Closing a client is a call of its own runtime too.
+                offload(move || drop(gone));
+            }
         }
         self.shared.freed.notify_one();
+    }
+}
+
+impl Drop for Shared {
+    /// The idle connections are closed where blocking is allowed (a Source is often dropped
+    /// at the end of an async function: `serve` shutting down).
+    fn drop(&mut self) {
+        let clients = std::mem::take(&mut self.lock().clients);
+        offload(move || drop(clients));
+    }
+}
+
+/// Runs `f`, a call of the synchronous client (which drives its connection on a runtime of its
+/// own), where it may block: directly on a plain thread or a blocking-pool thread; through
+/// `block_in_place` on a worker of a multi-threaded Tokio runtime; on a thread of its own
+/// from a current-thread runtime. The server calls an inventory on its blocking pool, but
+/// readers and the inventory itself may be dropped on its async tasks. (The store crate's
+/// `PgState` has the same helper: neither crate depends on the other.)
+fn offload<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Err(_) => f(),
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        Ok(_) => std::thread::scope(|s| match s.spawn(f).join() {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        }),
     }
 }
 
@@ -412,7 +443,7 @@ impl Read for Body {
 
 impl Drop for Body {
     fn drop(&mut self) {
-        self.finish();
+        offload(|| self.finish());
     }
 }
 

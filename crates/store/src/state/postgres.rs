@@ -92,9 +92,23 @@ impl Drop for Pooled<'_> {
         let mut idle = self.state.idle();
         match self.conn.take() {
             Some(c) if !c.client.is_closed() => idle.conns.push(c),
-            _ => idle.open = idle.open.saturating_sub(1),
+            gone => {
+                idle.open = idle.open.saturating_sub(1);
+                // Closing a client is a call of its own runtime too.
+                offload(move || drop(gone));
+            }
         }
         self.state.freed.notify_one();
+    }
+}
+
+impl Drop for PgState {
+    /// The idle connections are closed where blocking is allowed (a state is often dropped
+    /// at the end of an async function).
+    fn drop(&mut self) {
+        let conns =
+            std::mem::take(&mut self.pool.get_mut().unwrap_or_else(|p| p.into_inner()).conns);
+        offload(move || drop(conns));
     }
 }
 
@@ -162,34 +176,36 @@ impl PgState {
     /// As [`PgState::connect`], in the schema `schema` (created if missing): lower-case
     /// letters, digits and `_`, at most 63 bytes.
     pub fn connect_schema(url: &str, schema: &str) -> Result<Self> {
-        if !valid_schema(schema) {
-            return Err(Error::Config {
-                what: format!("PostgreSQL schema {:?}", cut(schema)),
-                reason: "a schema is 1 to 63 lower-case letters, digits and `_`, not starting \
-                         with a digit nor `pg_`"
-                    .into(),
-            });
-        }
-        let mut config = Config::from_str(url).map_err(|e| Error::Postgres {
-            target: "the PostgreSQL URL".into(),
-            cause: e,
-        })?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
-        let target = describe(&config, schema);
-        let s = PgState {
-            config,
-            schema: schema.to_owned(),
-            target,
-            pool: Mutex::new(Idle {
-                conns: Vec::new(),
-                open: 0,
-            }),
-            freed: Condvar::new(),
-        };
-        s.migrate()?;
-        Ok(s)
+        offload(|| {
+            if !valid_schema(schema) {
+                return Err(Error::Config {
+                    what: format!("PostgreSQL schema {:?}", cut(schema)),
+                    reason: "a schema is 1 to 63 lower-case letters, digits and `_`, not starting \
+                             with a digit nor `pg_`"
+                        .into(),
+                });
+            }
+            let mut config = Config::from_str(url).map_err(|e| Error::Postgres {
+                target: "the PostgreSQL URL".into(),
+                cause: e,
+            })?;
+            if config.get_connect_timeout().is_none() {
+                config.connect_timeout(Duration::from_secs(10));
+            }
+            let target = describe(&config, schema);
+            let s = PgState {
+                config,
+                schema: schema.to_owned(),
+                target,
+                pool: Mutex::new(Idle {
+                    conns: Vec::new(),
+                    open: 0,
+                }),
+                freed: Condvar::new(),
+            };
+            s.migrate()?;
+            Ok(s)
+        })
     }
 
     /// The server, database and schema (no user nor password).
