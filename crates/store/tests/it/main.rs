@@ -4,3 +4,5 @@
 mod conformance;
 #[cfg(feature = "postgres")]
 mod pg_state;
+#[cfg(feature = "s3")]
+mod s3_store;
