@@ -15,7 +15,7 @@
 # ${XDG_CACHE_HOME:-~/.cache}/resourcesync/garage-2.5.0 ($GARAGE_BIN overrides the binary):
 #   cargo install garage --version 2.5.0 --locked --no-default-features \
 #       --features bundled-libs,sqlite --root ${XDG_CACHE_HOME:-~/.cache}/resourcesync/garage-2.5.0
-# The first build takes about 21 minutes on 2 shared cores (measured: real 20m47s; 
+# The first build takes about 13.5 minutes on 2 shared cores (measured: real 13m27s,
 # /work/notes/garage-build.log), then the binary is reused; a start with the binary cached
 # takes about 2 seconds, a reuse of a running server well under one.
 #
@@ -87,7 +87,7 @@ fi
 # ------------------------------------------------------------------ the binary
 if [ ! -x "$BIN" ]; then
     command -v cargo >/dev/null 2>&1 || die "cargo is needed to build Garage (or set GARAGE_BIN)"
-    log "building Garage $VERSION into $CACHE (once; about 20 minutes on 2 cores)"
+    log "building Garage $VERSION into $CACHE (once; about 15 minutes on 2 cores)"
     cargo install garage --version "$VERSION" --locked --no-default-features \
         --features bundled-libs,sqlite --root "$CACHE" >&2 || die "cargo install garage failed"
     [ -x "$BIN" ] || die "cargo install garage made no $BIN"

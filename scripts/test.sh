@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs what the tests need (the pinned Python reference
 # peers, in .venv-peers/; the WebSub peer flask-websub, in .venv-websub/; a PostgreSQL server on
-# 127.0.0.1, started or reused by scripts/postgres.sh, for the store's PgState), then runs every test
+# 127.0.0.1, started or reused by scripts/postgres.sh, for the store's PgState; a Garage S3 server on
+# 127.0.0.1, built once and started or reused by scripts/s3.sh, for the store's S3Store), then runs every test
 # of the workspace. Each crate links one integration test binary, `it` (tests/it/main.rs): the
 # tests of one file `tests/it/NAME.rs` run with `cargo test -p CRATE --test it NAME::`.
 set -euo pipefail
@@ -12,4 +13,6 @@ RESOURCESYNC_WEBSUB_VENV="$(scripts/websub-peers.sh)"
 export RESOURCESYNC_WEBSUB_VENV
 RESOURCESYNC_TEST_POSTGRES="$(scripts/postgres.sh)"
 export RESOURCESYNC_TEST_POSTGRES
+RESOURCESYNC_TEST_S3="$(scripts/s3.sh)"
+export RESOURCESYNC_TEST_S3
 exec cargo test --workspace "$@"

@@ -251,7 +251,7 @@ fn s3_message(status: Option<u16>, code: Option<&str>, message: &str) -> String 
             "check the access key id and secret (in the s3:// URL, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) and the region (?region=)"
         }
         (Some(401 | 403), _) => {
-            "check that the access key may read and write the bucket (and the region, ?region=)"
+            "check the access key id and secret, that the key may read and write the bucket, and the region (?region=)"
         }
         (_, Some("Connection")) => {
             "is the server running at the endpoint of the s3:// URL, and reachable?"

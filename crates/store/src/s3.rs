@@ -23,6 +23,7 @@ pub mod config;
 mod upload;
 mod xml;
 
+use std::collections::HashSet;
 use std::io::Read;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -51,6 +52,8 @@ const MAX_KEY: usize = 1024;
 const PAGE: usize = 1000;
 /// Empty pages in a row a listing accepts before it calls the server broken.
 const MAX_EMPTY_PAGES: u32 = 100;
+/// The most keys a batch's range listing reads before it asks per key instead.
+const RANGE_KEYS: usize = 4 * PAGE;
 /// Uploads of one batch sent at once.
 const PLACE_THREADS: usize = 16;
 
@@ -160,15 +163,113 @@ impl S3Store {
         out
     }
 
-    fn place_one(&self, f: Finished) -> Result<Placed> {
+    /// Calls `f` with every object whose key starts with `prefix`, after `start` (all with
+    /// `None`), in key order: ListObjectsV2, paged. Keys must come strictly increasing: a page
+    /// served again (a loop) or out of order, a repeated continuation token or too many empty
+    /// pages in a row is the server's error, never an endless listing.
+    fn scan(
+        &self,
+        prefix: &str,
+        start: Option<String>,
+        f: &mut dyn FnMut(xml::Listed) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let mut last: Option<String> = start.clone();
+        let mut token: Option<String> = None;
+        let mut empty = 0;
+        let broken = |m: String| self.client.err("ListObjectsV2", None, None, m);
+        loop {
+            let mut req = Req::new("ListObjectsV2", Method::Get, None)
+                .query("list-type", "2")
+                .query("encoding-type", "url")
+                .query("max-keys", PAGE.to_string())
+                .query("prefix", prefix);
+            match (&token, &start) {
+                (Some(t), _) => req = req.query("continuation-token", t.clone()),
+                (None, Some(s)) => req = req.query("start-after", s.clone()),
+                (None, None) => {}
+            }
+            let body = self.client.xml(&req, None)?;
+            let page = xml::list_page(&body).map_err(broken)?;
+            empty = if page.objects.is_empty() { empty + 1 } else { 0 };
+            for o in page.objects {
+                if last.as_ref().is_some_and(|l| o.key.as_str() <= l.as_str()) {
+                    return Err(broken(format!(
+                        "key {:?} listed after {:?}: not in key order (a broken or looping listing)",
+                        o.key.chars().take(80).collect::<String>(),
+                        last.unwrap_or_default().chars().take(80).collect::<String>()
+                    )));
+                }
+                if !o.key.starts_with(prefix) {
+                    return Err(broken(format!("key {:?} outside the prefix asked", o.key)));
+                }
+                last = Some(o.key.clone());
+                if f(o)?.is_break() {
+                    return Ok(());
+                }
+            }
+            if !page.truncated {
+                return Ok(());
+            }
+            match page.next_token {
+                Some(t) if token.as_ref() != Some(&t) && empty < MAX_EMPTY_PAGES => {
+                    token = Some(t);
+                }
+                other => {
+                    return Err(broken(format!(
+                        "a truncated listing with {} continuation token (after {empty} empty pages in a row)",
+                        if other.is_some() { "a repeated" } else { "no" }
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Which of the object keys `okeys` (sorted) hold an object now: one listing of their key
+    /// range instead of a `HEAD` per key. `None` when the range holds more than
+    /// [`RANGE_KEYS`] keys (a batch spread over a large prefix): `HEAD` then.
+    fn existing(&self, okeys: &[String]) -> Result<Option<HashSet<String>>> {
+        let (Some(min), Some(max)) = (okeys.first(), okeys.last()) else {
+            return Ok(Some(HashSet::new()));
+        };
+        let common = char_floor(min, min.bytes().zip(max.bytes()).take_while(|(a, b)| a == b).count());
+        // Just before `min` in key order: `min` without its last character.
+        let before = min[..char_floor(min, min.len() - 1)].to_owned();
+        let wanted: HashSet<&str> = okeys.iter().map(String::as_str).collect();
+        let mut found = HashSet::new();
+        let mut seen = 0;
+        let mut complete = true;
+        self.scan(&min[..common], Some(before), &mut |o| {
+            if o.key.as_str() > max.as_str() {
+                return Ok(ControlFlow::Break(()));
+            }
+            seen += 1;
+            if seen > RANGE_KEYS {
+                complete = false;
+                return Ok(ControlFlow::Break(()));
+            }
+            if wanted.contains(o.key.as_str()) {
+                found.insert(o.key);
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(complete.then_some(found))
+    }
+
+    fn place_one(&self, f: Finished, existing: Option<&HashSet<String>>) -> Result<Placed> {
         let (key, body, committed) = f.into_parts();
         let body = body
             .downcast::<S3Body>()
             .map_err(|_| foreign_upload(&key))?;
         let okey = self.object_key(&key)?;
-        let replaced = self.head_raw(&okey)?.is_some();
         let modified = Some(body.modified.unwrap_or_else(SystemTime::now));
         let meta = Self::meta_headers(body.uri.as_deref(), &committed.hashes, modified);
+        // S3 does not say whether a PUT replaced something: the batch's listing says, else a
+        // HEAD first. (Garage 2.5 ignores `If-None-Match: *` on a PUT, which would make it one
+        // request.)
+        let replaced = match existing {
+            Some(set) => set.contains(&okey),
+            None => self.head_raw(&okey)?.is_some(),
+        };
         upload::send(
             &self.client,
             &okey,
@@ -185,6 +286,14 @@ impl S3Store {
             replaced,
         })
     }
+}
+
+/// The largest character boundary of `s` at or below `i`.
+fn char_floor(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 /// Percent-encodes a metadata value: header values are ASCII (S3 keeps them as sent).
@@ -243,10 +352,19 @@ impl Store for S3Store {
         Ok(Upload::new(key.clone(), expect, Box::new(sink)))
     }
 
+
     fn place(&self, batch: Vec<Finished>) -> Vec<Result<Placed>> {
         if batch.len() <= 1 {
-            return batch.into_iter().map(|f| self.place_one(f)).collect();
+            return batch.into_iter().map(|f| self.place_one(f, None)).collect();
         }
+        let mut okeys: Vec<String> = batch
+            .iter()
+            .filter_map(|f| self.object_key(f.key()).ok())
+            .collect();
+        okeys.sort_unstable();
+        // A failed listing is no reason to fail the batch: each asks on its own then.
+        let existing = self.existing(&okeys).ok().flatten();
+        let existing = existing.as_ref();
         // Each object is its own request: send several at once, outcomes in order.
         let n = batch.len();
         let slots: Vec<std::sync::Mutex<Option<Finished>>> = batch
@@ -266,7 +384,7 @@ impl Store for S3Store {
                         }
                         let f = slots[i].lock().unwrap_or_else(|p| p.into_inner()).take();
                         if let Some(f) = f {
-                            let r = self.place_one(f);
+                            let r = self.place_one(f, existing);
                             *outs[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
                         }
                     }
@@ -324,68 +442,27 @@ impl Store for S3Store {
     ) -> Result<()> {
         let prefix = self.config().prefix.clone();
         let start = after.map(|a| format!("{prefix}{}", a.as_str()));
-        let mut last: Option<String> = start.clone();
-        let mut token: Option<String> = None;
-        let mut empty = 0;
-        loop {
-            let mut req = Req::new("ListObjectsV2", Method::Get, None)
-                .query("list-type", "2")
-                .query("encoding-type", "url")
-                .query("max-keys", PAGE.to_string())
-                .query("prefix", prefix.clone());
-            match (&token, &start) {
-                (Some(t), _) => req = req.query("continuation-token", t.clone()),
-                (None, Some(s)) => req = req.query("start-after", s.clone()),
-                (None, None) => {}
-            }
-            let body = self.client.xml(&req, None)?;
-            let page = xml::list_page(&body)
-                .map_err(|m| self.client.err("ListObjectsV2", None, None, m))?;
-            let broken = |m: String| self.client.err("ListObjectsV2", None, None, m);
-            empty = if page.objects.is_empty() { empty + 1 } else { 0 };
-            for o in page.objects {
-                // Strictly increasing keys: a page served again (a loop) or out of order is
-                // the server's error, never an endless listing.
-                if last.as_ref().is_some_and(|l| o.key.as_str() <= l.as_str()) {
-                    return Err(broken(format!(
-                        "key {:?} listed after {:?}: not in key order (a broken or looping listing)",
-                        o.key.chars().take(80).collect::<String>(),
-                        last.unwrap_or_default().chars().take(80).collect::<String>()
-                    )));
-                }
-                let Some(rest) = o.key.strip_prefix(&prefix) else {
-                    return Err(broken(format!("key {:?} outside the prefix", o.key)));
-                };
-                let item = RelPath::parse(rest).map_err(Error::from).map(|k| {
-                    (
-                        k,
-                        ObjectMeta {
-                            length: o.size,
-                            regular: true,
-                            ..ObjectMeta::default()
-                        },
-                    )
-                });
-                last = Some(o.key);
-                if f(item)?.is_break() {
-                    return Ok(());
-                }
-            }
-            if !page.truncated {
-                return Ok(());
-            }
-            match page.next_token {
-                Some(t) if token.as_ref() != Some(&t) && empty < MAX_EMPTY_PAGES => {
-                    token = Some(t);
-                }
-                other => {
-                    return Err(broken(format!(
-                        "a truncated listing with {} continuation token (after {empty} empty pages in a row)",
-                        if other.is_some() { "a repeated" } else { "no" }
-                    )));
-                }
-            }
-        }
+        self.scan(&prefix, start, &mut |o| {
+            let Some(rest) = o.key.strip_prefix(&prefix) else {
+                return Err(self.client.err(
+                    "ListObjectsV2",
+                    None,
+                    None,
+                    format!("key {:?} outside the prefix", o.key),
+                ));
+            };
+            let item = RelPath::parse(rest).map_err(Error::from).map(|k| {
+                (
+                    k,
+                    ObjectMeta {
+                        length: o.size,
+                        regular: true,
+                        ..ObjectMeta::default()
+                    },
+                )
+            });
+            f(item)
+        })
     }
 
     fn set_modified(&self, key: &RelPath, t: SystemTime) -> Result<bool> {

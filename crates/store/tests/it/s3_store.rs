@@ -140,11 +140,8 @@ fn a_multipart_upload_round_trips() {
         .put(&k, expect_of(&body), &mut &body[..])
         .expect("put");
     assert_eq!(placed.committed.length, body.len() as u64);
-    assert_eq!(
-        conformance::store::get(&s, &k).expect("get"),
-        body,
-        "another body"
-    );
+    let got = conformance::store::get(&s, &k).expect("get");
+    assert!(got == body, "another body ({} bytes)", got.len());
     let m = s.head(&k).expect("head").expect("there");
     assert_eq!(m.length, body.len() as u64);
     let (n, h) = s.hash(&k, &[HashAlg::Sha256]).expect("hash");
@@ -185,6 +182,61 @@ fn metadata_round_trips() {
     assert_eq!(m2.modified, Some(t2));
     assert_eq!((m2.uri, m2.hashes), (m.uri, m.hashes));
     assert_eq!(conformance::store::get(&s, &k).expect("get"), b"body");
+}
+
+#[test]
+fn a_put_for_a_new_key_tells_an_object_found_there_after_all() {
+    let mut p = Prefixes::new();
+    let s = p.store();
+    let k = key("new/key");
+    let put_new = |body: &[u8]| {
+        let mut up = s.begin_new(&k, expect_of(body)).expect("begin_new");
+        up.write(body).expect("write");
+        let f = up.finish().expect("finish");
+        s.publish(vec![f])
+            .expect("publish")
+            .pop()
+            .expect("one outcome")
+            .expect("placed")
+    };
+    assert!(!put_new(b"first").replaced, "nothing was there");
+    // The conditional PUT finds the object: replaced as usual, and said so.
+    assert!(put_new(b"second").replaced, "an object was there");
+    assert_eq!(
+        conformance::store::get(&s, &k).expect("get"),
+        b"second"
+    );
+}
+
+#[test]
+fn a_batch_tells_replaced_objects_from_new_ones() {
+    let mut p = Prefixes::new();
+    let s = p.store();
+    // Objects at two keys of the batch, and others inside and around its key range.
+    for k in ["b/2", "b/4", "b/3x", "a", "b/9"] {
+        conformance::store::put(&s, &key(k), b"old").expect("put");
+    }
+    let names = ["b/1", "b/2", "b/3", "b/4", "b/5"];
+    let batch = names
+        .iter()
+        .map(|n| {
+            let mut up = s.begin_new(&key(n), expect_of(n.as_bytes())).expect("begin");
+            up.write(n.as_bytes()).expect("write");
+            up.finish().expect("finish")
+        })
+        .collect();
+    let out = s.publish(batch).expect("publish");
+    let replaced: Vec<bool> = out
+        .into_iter()
+        .map(|o| o.expect("placed").replaced)
+        .collect();
+    assert_eq!(replaced, [false, true, false, true, false]);
+    for n in names {
+        assert_eq!(
+            conformance::store::get(&s, &key(n)).expect("get"),
+            n.as_bytes()
+        );
+    }
 }
 
 #[test]
