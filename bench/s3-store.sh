@@ -5,7 +5,8 @@
 # `Store::publish` in batches into S3Store (a fresh prefix per round) and FsStore (a fresh
 # directory per round), alternating, and prints each round and the ratio of the medians.
 # A debug build (as the tests): the work is requests and files, the same hashing on both sides.
-# Usage: bench/s3-store.sh [N] [SIZE] [BATCH] [ROUNDS]     (defaults 10000 512 256 3)
+# Usage: bench/s3-store.sh [N] [SIZE] [BATCH] [ROUNDS] [spread]   (defaults 10000 512 256 3;
+#        keys in path order, `spread`: each batch over every directory)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"

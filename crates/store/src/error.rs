@@ -243,7 +243,10 @@ fn s3_message(status: Option<u16>, code: Option<&str>, message: &str) -> String 
         s.push_str(&format!("{}{c}", if s.is_empty() { "" } else { " " }));
     }
     if !message.is_empty() {
-        s.push_str(&format!("{}{message}", if s.is_empty() { "" } else { ": " }));
+        s.push_str(&format!(
+            "{}{message}",
+            if s.is_empty() { "" } else { ": " }
+        ));
     }
     let hint = match (status, code) {
         (_, Some("NoSuchBucket")) => "create the bucket, or correct its name in the s3:// URL",
@@ -256,7 +259,9 @@ fn s3_message(status: Option<u16>, code: Option<&str>, message: &str) -> String 
         (_, Some("Connection")) => {
             "is the server running at the endpoint of the s3:// URL, and reachable?"
         }
-        (Some(507), _) | (_, Some("QuotaExceeded")) => "the bucket is full: free space or raise its quota",
+        (Some(507), _) | (_, Some("QuotaExceeded")) => {
+            "the bucket is full: free space or raise its quota"
+        }
         _ => "",
     };
     if !hint.is_empty() {
@@ -280,10 +285,10 @@ fn s3_category(status: Option<u16>, code: Option<&str>) -> Category {
         (Some(s), _) if s == 429 || (500..600).contains(&s) => Category::Retry,
         (
             _,
-            Some("BadDigest" | "EntityTooLarge" | "InvalidDigest" | "KeyTooLongError" | "NoSuchKey"),
-        ) => {
-            Category::Skip
-        }
+            Some(
+                "BadDigest" | "EntityTooLarge" | "InvalidDigest" | "KeyTooLongError" | "NoSuchKey",
+            ),
+        ) => Category::Skip,
         _ => Category::Stop,
     }
 }

@@ -52,8 +52,6 @@ const MAX_KEY: usize = 1024;
 const PAGE: usize = 1000;
 /// Empty pages in a row a listing accepts before it calls the server broken.
 const MAX_EMPTY_PAGES: u32 = 100;
-/// The most keys a batch's range listing reads before it asks per key instead.
-const RANGE_KEYS: usize = 4 * PAGE;
 /// Uploads of one batch sent at once.
 const PLACE_THREADS: usize = 16;
 
@@ -190,13 +188,20 @@ impl S3Store {
             }
             let body = self.client.xml(&req, None)?;
             let page = xml::list_page(&body).map_err(broken)?;
-            empty = if page.objects.is_empty() { empty + 1 } else { 0 };
+            empty = if page.objects.is_empty() {
+                empty + 1
+            } else {
+                0
+            };
             for o in page.objects {
                 if last.as_ref().is_some_and(|l| o.key.as_str() <= l.as_str()) {
                     return Err(broken(format!(
                         "key {:?} listed after {:?}: not in key order (a broken or looping listing)",
                         o.key.chars().take(80).collect::<String>(),
-                        last.unwrap_or_default().chars().take(80).collect::<String>()
+                        last.unwrap_or_default()
+                            .chars()
+                            .take(80)
+                            .collect::<String>()
                     )));
                 }
                 if !o.key.starts_with(prefix) {
@@ -225,16 +230,24 @@ impl S3Store {
     }
 
     /// Which of the object keys `okeys` (sorted) hold an object now: one listing of their key
-    /// range instead of a `HEAD` per key. `None` when the range holds more than
-    /// [`RANGE_KEYS`] keys (a batch spread over a large prefix): `HEAD` then.
+    /// range instead of a `HEAD` per key. `None` when the range holds more than a page of keys
+    /// per 250 of the batch (a batch spread over a large prefix): a `HEAD` per key then costs
+    /// less than reading the range.
     fn existing(&self, okeys: &[String]) -> Result<Option<HashSet<String>>> {
         let (Some(min), Some(max)) = (okeys.first(), okeys.last()) else {
             return Ok(Some(HashSet::new()));
         };
-        let common = char_floor(min, min.bytes().zip(max.bytes()).take_while(|(a, b)| a == b).count());
+        let common = char_floor(
+            min,
+            min.bytes()
+                .zip(max.bytes())
+                .take_while(|(a, b)| a == b)
+                .count(),
+        );
         // Just before `min` in key order: `min` without its last character.
         let before = min[..char_floor(min, min.len() - 1)].to_owned();
         let wanted: HashSet<&str> = okeys.iter().map(String::as_str).collect();
+        let limit = PAGE * okeys.len().div_ceil(250);
         let mut found = HashSet::new();
         let mut seen = 0;
         let mut complete = true;
@@ -243,7 +256,7 @@ impl S3Store {
                 return Ok(ControlFlow::Break(()));
             }
             seen += 1;
-            if seen > RANGE_KEYS {
+            if seen > limit {
                 complete = false;
                 return Ok(ControlFlow::Break(()));
             }
@@ -317,10 +330,15 @@ fn meta_of(h: &HeaderMap) -> ObjectMeta {
     let modified = header(h, META_MODIFIED)
         .and_then(|v| {
             let (s, n) = v.split_once('.').unwrap_or((v, "0"));
-            let d = Duration::new(s.parse().ok()?, n.parse().ok().filter(|n| *n < 1_000_000_000)?);
+            let d = Duration::new(
+                s.parse().ok()?,
+                n.parse().ok().filter(|n| *n < 1_000_000_000)?,
+            );
             SystemTime::UNIX_EPOCH.checked_add(d)
         })
-        .or_else(|| header(h, LAST_MODIFIED.as_str()).and_then(|v| httpdate::parse_http_date(v).ok()));
+        .or_else(|| {
+            header(h, LAST_MODIFIED.as_str()).and_then(|v| httpdate::parse_http_date(v).ok())
+        });
     ObjectMeta {
         length: header(h, CONTENT_LENGTH.as_str())
             .and_then(|v| v.parse().ok())
@@ -351,7 +369,6 @@ impl Store for S3Store {
         let sink = S3Sink::new(self.scratch.clone(), expect.uri.clone());
         Ok(Upload::new(key.clone(), expect, Box::new(sink)))
     }
-
 
     fn place(&self, batch: Vec<Finished>) -> Vec<Result<Placed>> {
         if batch.len() <= 1 {
@@ -490,7 +507,9 @@ impl Store for S3Store {
         for (k, v) in Self::meta_headers(m.uri.as_deref(), &m.hashes, Some(t)) {
             req = req.header(k, v);
         }
-        let body = self.client.xml(&req, Some((reqwest::blocking::Body::from(""), 0)))?;
+        let body = self
+            .client
+            .xml(&req, Some((reqwest::blocking::Body::from(""), 0)))?;
         if let Some((code, message)) = xml::error_of(&body) {
             return Err(Error::S3 {
                 op: "CopyObject",

@@ -37,8 +37,8 @@ pub(super) enum Applied {
 pub(super) enum Plan {
     /// The copy in place is current.
     Unchanged,
-    /// Inflate and verify it.
-    Extract(Job),
+    /// Inflate and verify it (boxed: a `Job` is large beside `Unchanged`).
+    Extract(Box<Job>),
 }
 
 /// One bitstream to extract.
@@ -83,14 +83,14 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
             return Ok(Plan::Unchanged);
         }
     }
-    Ok(Plan::Extract(Job {
+    Ok(Plan::Extract(Box::new(Job {
         uri: uri.to_owned(),
         rel,
         name: name.to_owned(),
         expect,
         lastmod: e.lastmod,
         update: prior.is_some(),
-    }))
+    })))
 }
 
 /// Extracts one bitstream into a verified temporary file.
@@ -144,7 +144,7 @@ pub(super) fn extract(
 ) -> Result<Applied> {
     match plan(ctx, &pkg.url, e, path, fresh)? {
         Plan::Unchanged => Ok(Applied::Unchanged),
-        Plan::Extract(job) => extract_job(ctx, &mut pkg.ex, job),
+        Plan::Extract(job) => extract_job(ctx, &mut pkg.ex, *job),
     }
 }
 

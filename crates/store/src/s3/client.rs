@@ -129,7 +129,8 @@ impl Client {
             None => Ok(self.bucket.base_url().clone()),
         }
         .map_err(|e| self.err(req.op, req.key, None, format!("URL: {e}")))?;
-        let mut query: Vec<(&str, &str)> = req.query.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut query: Vec<(&str, &str)> =
+            req.query.iter().map(|(k, v)| (*k, v.as_str())).collect();
         query.sort_unstable();
         let mut headers: Vec<(&str, &str)> =
             req.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -170,7 +171,14 @@ impl Client {
             }
             let mut err = self.err(req.op, req.key, None, m);
             if let Error::S3 { code, .. } = &mut err {
-                *code = Some(if e.is_timeout() { "Timeout" } else { "Connection" }.into());
+                *code = Some(
+                    if e.is_timeout() {
+                        "Timeout"
+                    } else {
+                        "Connection"
+                    }
+                    .into(),
+                );
             }
             err
         })

@@ -119,8 +119,8 @@ impl S3Config {
                 ),
             ));
         }
-        let prefix = prefix_of(&decoded(segs.next().unwrap_or_default()))
-            .map_err(|r| bad(&shown, r))?;
+        let prefix =
+            prefix_of(&decoded(segs.next().unwrap_or_default())).map_err(|r| bad(&shown, r))?;
         let (mut key_id, mut secret) = (decoded(u.username()), decoded(u.password().unwrap_or("")));
         if key_id.is_empty() {
             key_id = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default();
@@ -200,8 +200,8 @@ mod tests {
 
     #[test]
     fn a_url_gives_endpoint_bucket_prefix_region_and_credentials() {
-        let c = S3Config::parse("s3://AK:S%2Fx@127.0.0.1:3900/bkt/a/b/?region=garage")
-            .expect("parses");
+        let c =
+            S3Config::parse("s3://AK:S%2Fx@127.0.0.1:3900/bkt/a/b/?region=garage").expect("parses");
         assert_eq!(c.endpoint.as_str(), "http://127.0.0.1:3900/");
         assert_eq!(
             (&*c.bucket, &*c.prefix, &*c.region),

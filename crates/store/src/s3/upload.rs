@@ -89,7 +89,8 @@ impl UploadSink for S3Sink {
             self.file = Some(f);
         }
         if let Some(f) = self.file.as_mut() {
-            f.write_all(buf).map_err(|e| scratch_err(&self.scratch, e))?;
+            f.write_all(buf)
+                .map_err(|e| scratch_err(&self.scratch, e))?;
         }
         Ok(())
     }

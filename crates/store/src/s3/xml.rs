@@ -48,8 +48,8 @@ pub(crate) fn leaves(body: &[u8], mut f: impl FnMut(&[String], &str)) -> Result<
                 let s = match g.resolve_char_ref() {
                     Ok(Some(c)) => c.to_string(),
                     _ => quick_xml::escape::resolve_predefined_entity(&g)
-                    .ok_or("an undefined XML entity")?
-                    .to_owned(),
+                        .ok_or("an undefined XML entity")?
+                        .to_owned(),
                 };
                 push(&mut text, &s)?;
             }
@@ -204,8 +204,7 @@ pub(crate) fn uploads_page(body: &[u8]) -> Result<UploadsPage, String> {
 pub(crate) fn upload_id(body: &[u8]) -> Result<String, String> {
     let mut id = None;
     leaves(body, |path, text| {
-        if path.len() == 2 && path[0] == "InitiateMultipartUploadResult" && path[1] == "UploadId"
-        {
+        if path.len() == 2 && path[0] == "InitiateMultipartUploadResult" && path[1] == "UploadId" {
             id = Some(text.to_owned());
         }
     })?;
@@ -265,7 +264,10 @@ mod tests {
     #[test]
     fn hostile_xml_is_refused() {
         assert!(list_page(b"<Other/>").is_err());
-        assert!(list_page(b"<ListBucketResult><Contents><Size>x</Size></Contents></ListBucketResult>").is_err());
+        assert!(
+            list_page(b"<ListBucketResult><Contents><Size>x</Size></Contents></ListBucketResult>")
+                .is_err()
+        );
         let deep = "<a>".repeat(100);
         assert!(leaves(deep.as_bytes(), |_, _| {}).is_err());
         assert!(list_page(b"<!DOCTYPE x [<!ENTITY e \"x\">]><ListBucketResult/>").is_err());

@@ -136,9 +136,7 @@ fn a_multipart_upload_round_trips() {
     let body: Vec<u8> = (0..(10 << 20) + 12_345u32)
         .map(|i| (i % 253) as u8)
         .collect();
-    let placed = s
-        .put(&k, expect_of(&body), &mut &body[..])
-        .expect("put");
+    let placed = s.put(&k, expect_of(&body), &mut &body[..]).expect("put");
     assert_eq!(placed.committed.length, body.len() as u64);
     let got = conformance::store::get(&s, &k).expect("get");
     assert!(got == body, "another body ({} bytes)", got.len());
@@ -202,10 +200,7 @@ fn a_put_for_a_new_key_tells_an_object_found_there_after_all() {
     assert!(!put_new(b"first").replaced, "nothing was there");
     // The conditional PUT finds the object: replaced as usual, and said so.
     assert!(put_new(b"second").replaced, "an object was there");
-    assert_eq!(
-        conformance::store::get(&s, &k).expect("get"),
-        b"second"
-    );
+    assert_eq!(conformance::store::get(&s, &k).expect("get"), b"second");
 }
 
 #[test]
@@ -220,7 +215,9 @@ fn a_batch_tells_replaced_objects_from_new_ones() {
     let batch = names
         .iter()
         .map(|n| {
-            let mut up = s.begin_new(&key(n), expect_of(n.as_bytes())).expect("begin");
+            let mut up = s
+                .begin_new(&key(n), expect_of(n.as_bytes()))
+                .expect("begin");
             up.write(n.as_bytes()).expect("write");
             up.finish().expect("finish")
         })
@@ -244,7 +241,10 @@ fn stores_under_different_prefixes_do_not_see_each_other() {
     let mut p = Prefixes::new();
     let base = p.fresh();
     // One prefix is the other's start as a string: "a" and "ab".
-    let (a, ab) = (store_at(&format!("{base}/a")), store_at(&format!("{base}/ab")));
+    let (a, ab) = (
+        store_at(&format!("{base}/a")),
+        store_at(&format!("{base}/ab")),
+    );
     p.names.push(format!("{base}/a"));
     p.names.push(format!("{base}/ab"));
     conformance::store::put(&a, &key("k"), b"in a").expect("put a");
@@ -252,7 +252,10 @@ fn stores_under_different_prefixes_do_not_see_each_other() {
     conformance::store::put(&ab, &key("only-ab"), b"x").expect("put ab");
     assert_eq!(keys(&a), ["k"]);
     assert_eq!(keys(&ab), ["k", "only-ab"]);
-    assert_eq!(conformance::store::get(&a, &key("k")).expect("get"), b"in a");
+    assert_eq!(
+        conformance::store::get(&a, &key("k")).expect("get"),
+        b"in a"
+    );
     assert!(a.head(&key("only-ab")).expect("head").is_none());
     assert!(!a.delete(&key("only-ab")).expect("delete"));
     assert!(ab.head(&key("only-ab")).expect("head").is_some());
@@ -267,7 +270,16 @@ fn refused_credentials_say_what_to_do() {
     let s = S3Store::with_config(cfg.with_prefix(&prefix).expect("prefix")).expect("store");
     let e = s.head(&key("x")).expect_err("a wrong secret was accepted");
     let msg = e.to_string();
-    assert!(matches!(e, Error::S3 { status: Some(403), .. }), "{msg}");
+    assert!(
+        matches!(
+            e,
+            Error::S3 {
+                status: Some(403),
+                ..
+            }
+        ),
+        "{msg}"
+    );
     assert_eq!(e.category(), Category::Stop, "{msg}");
     assert!(
         msg.contains("resourcesync-test") && msg.contains("secret"),
