@@ -245,7 +245,7 @@ impl S3Store {
                 .count(),
         );
         // Just before `min` in key order: `min` without its last character.
-        let before = min[..char_floor(min, min.len() - 1)].to_owned();
+        let before = min[..char_floor(min, min.len().saturating_sub(1))].to_owned();
         let wanted: HashSet<&str> = okeys.iter().map(String::as_str).collect();
         let limit = PAGE * okeys.len().div_ceil(250);
         let mut found = HashSet::new();
