@@ -236,6 +236,61 @@ fn a_batch_tells_replaced_objects_from_new_ones() {
     }
 }
 
+/// Begins a multipart upload at `okey` (an object key: the prefix included) and leaves it, as a
+/// process killed while sending a large body does.
+fn leave_a_multipart_upload(cfg: &S3Config, okey: &str) {
+    let bucket = rusty_s3::Bucket::new(
+        cfg.endpoint.clone(),
+        rusty_s3::UrlStyle::Path,
+        cfg.bucket.clone(),
+        cfg.region.clone(),
+    )
+    .expect("bucket");
+    let url = rusty_s3::signing::sign(
+        &jiff::Timestamp::now(),
+        rusty_s3::Method::Post,
+        bucket.object_url(okey).expect("url"),
+        &cfg.key_id,
+        &cfg.secret,
+        None,
+        &cfg.region,
+        600,
+        [("uploads", "")].into_iter(),
+        std::iter::empty(),
+    );
+    let r = reqwest::blocking::Client::new()
+        .post(url)
+        .send()
+        .expect("CreateMultipartUpload");
+    assert!(r.status().is_success(), "{:?}", r.text());
+}
+
+#[test]
+fn clean_interrupted_aborts_this_stores_stale_multipart_uploads() {
+    let mut p = Prefixes::new();
+    let (mine, other) = (p.fresh(), p.fresh());
+    let cfg = S3Config::parse(&url()).expect("url");
+    // (A store first: it installs the TLS provider the HTTP client needs.)
+    let young = store_at(&mine);
+    leave_a_multipart_upload(&cfg, &format!("{mine}/big/left.bin"));
+    leave_a_multipart_upload(&cfg, &format!("{other}/left.bin"));
+    // Begun just now: maybe another process's, in flight: kept.
+    assert_eq!(young.clean_interrupted().expect("clean"), 0);
+    let s = store_at(&mine).with_stale_after(Duration::ZERO);
+    assert_eq!(
+        s.clean_interrupted().expect("clean"),
+        1,
+        "this prefix's upload"
+    );
+    assert_eq!(s.clean_interrupted().expect("clean"), 0, "aborted already");
+    let o = store_at(&other).with_stale_after(Duration::ZERO);
+    assert_eq!(
+        o.clean_interrupted().expect("clean"),
+        1,
+        "the other's, left alone"
+    );
+}
+
 #[test]
 fn stores_under_different_prefixes_do_not_see_each_other() {
     let mut p = Prefixes::new();
