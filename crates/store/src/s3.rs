@@ -205,7 +205,10 @@ impl S3Store {
                     )));
                 }
                 if !o.key.starts_with(prefix) {
-                    return Err(broken(format!("key {:?} outside the prefix asked", o.key)));
+                    return Err(broken(format!(
+                        "key {:?} outside the prefix asked",
+                        o.key.chars().take(80).collect::<String>()
+                    )));
                 }
                 last = Some(o.key.clone());
                 if f(o)?.is_break() {
@@ -465,7 +468,10 @@ impl Store for S3Store {
                     "ListObjectsV2",
                     None,
                     None,
-                    format!("key {:?} outside the prefix", o.key),
+                    format!(
+                        "key {:?} outside the prefix",
+                        o.key.chars().take(80).collect::<String>()
+                    ),
                 ));
             };
             let item = RelPath::parse(rest).map_err(Error::from).map(|k| {
