@@ -27,10 +27,10 @@ pub enum Error {
     },
     /// The Destination engine failed before any Source ran (its store or state).
     #[error(transparent)]
-    Destination(#[from] resourcesync_destination::Error),
+    Destination(Box<resourcesync_destination::Error>),
     /// The state or store backend failed.
     #[error(transparent)]
-    Store(#[from] resourcesync_store::Error),
+    Store(Box<resourcesync_store::Error>),
     /// The web server could not start.
     #[error("serving on {addr}: {cause}")]
     Serve {
@@ -39,6 +39,18 @@ pub enum Error {
         /// Why.
         cause: String,
     },
+}
+
+impl From<resourcesync_destination::Error> for Error {
+    fn from(e: resourcesync_destination::Error) -> Self {
+        Error::Destination(Box::new(e))
+    }
+}
+
+impl From<resourcesync_store::Error> for Error {
+    fn from(e: resourcesync_store::Error) -> Self {
+        Error::Store(Box::new(e))
+    }
 }
 
 impl Error {

@@ -95,6 +95,25 @@ pub enum Error {
         /// The client's error (said in the message, not exposed as `source()`).
         cause: postgres::Error,
     },
+    /// An S3-compatible object store refused a request or could not be reached (`S3Store`).
+    #[cfg(feature = "s3")]
+    #[error("S3 {op} of {}: {}", s3_target(bucket, key), s3_message(*status, code.as_deref(), message))]
+    S3 {
+        /// What was being done (`PutObject`, `ListObjectsV2`, ...).
+        op: &'static str,
+        /// The bucket.
+        bucket: String,
+        /// The object's key in the bucket (empty for a request on the bucket), cut to 200
+        /// characters.
+        key: String,
+        /// The HTTP status of the answer, if one came.
+        status: Option<u16>,
+        /// The server's error code (`AccessDenied`, `NoSuchBucket`, `SlowDown`), or
+        /// `Connection` and `Timeout` when no answer came.
+        code: Option<String>,
+        /// The server's message, or what went wrong.
+        message: String,
+    },
     /// A setting is not one this crate can use (a PostgreSQL schema name).
     #[error("{what}: {reason}")]
     Config {
@@ -135,6 +154,8 @@ impl Error {
             | Error::Config { .. } => Category::Stop,
             #[cfg(feature = "postgres")]
             Error::Postgres { cause, .. } => pg_category(cause),
+            #[cfg(feature = "s3")]
+            Error::S3 { status, code, .. } => s3_category(*status, code.as_deref()),
         }
     }
 
@@ -198,6 +219,77 @@ fn pg_category(e: &postgres::Error) -> Category {
         Some(_) => Category::Retry,
         None if e.to_string().starts_with("timeout") => Category::Retry,
         None => Category::Stop,
+    }
+}
+
+/// Where an S3 request went: `bucket/key` (or the bucket).
+#[cfg(feature = "s3")]
+fn s3_target(bucket: &str, key: &str) -> String {
+    if key.is_empty() {
+        format!("bucket {bucket:?}")
+    } else {
+        format!("{bucket}/{key}")
+    }
+}
+
+/// What the server said, and what the user can do about it.
+#[cfg(feature = "s3")]
+fn s3_message(status: Option<u16>, code: Option<&str>, message: &str) -> String {
+    let mut s = String::new();
+    if let Some(st) = status {
+        s.push_str(&format!("HTTP {st}"));
+    }
+    if let Some(c) = code {
+        s.push_str(&format!("{}{c}", if s.is_empty() { "" } else { " " }));
+    }
+    if !message.is_empty() {
+        s.push_str(&format!(
+            "{}{message}",
+            if s.is_empty() { "" } else { ": " }
+        ));
+    }
+    let hint = match (status, code) {
+        (_, Some("NoSuchBucket")) => "create the bucket, or correct its name in the s3:// URL",
+        (_, Some("InvalidAccessKeyId" | "SignatureDoesNotMatch")) => {
+            "check the access key id and secret (in the s3:// URL, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) and the region (?region=)"
+        }
+        (Some(401 | 403), _) => {
+            "check the access key id and secret, that the key may read and write the bucket, and the region (?region=)"
+        }
+        (_, Some("Connection")) => {
+            "is the server running at the endpoint of the s3:// URL, and reachable?"
+        }
+        (Some(507), _) | (_, Some("QuotaExceeded")) => {
+            "the bucket is full: free space or raise its quota"
+        }
+        _ => "",
+    };
+    if !hint.is_empty() {
+        s.push_str(&format!(" ({hint})"));
+    }
+    s
+}
+
+/// What a caller can do about an S3 error: no answer, a timeout, a server busy or failing
+/// (5xx, 429, `SlowDown`) may pass; a body the server refuses (`BadDigest`, `EntityTooLarge`,
+/// `InvalidDigest`: the body changed on its way, or is too large for the bucket) concerns the
+/// one object; anything else (a refused key, a missing bucket, a full bucket, a request the
+/// server does not understand) stops the run.
+#[cfg(feature = "s3")]
+fn s3_category(status: Option<u16>, code: Option<&str>) -> Category {
+    match (status, code) {
+        (Some(507), _) | (_, Some("QuotaExceeded")) => Category::Stop,
+        (_, Some("Connection" | "Timeout" | "SlowDown" | "RequestTimeout" | "InternalError")) => {
+            Category::Retry
+        }
+        (Some(s), _) if s == 429 || (500..600).contains(&s) => Category::Retry,
+        (
+            _,
+            Some(
+                "BadDigest" | "EntityTooLarge" | "InvalidDigest" | "KeyTooLongError" | "NoSuchKey",
+            ),
+        ) => Category::Skip,
+        _ => Category::Stop,
     }
 }
 

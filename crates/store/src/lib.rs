@@ -5,7 +5,9 @@
 //!   [`Upload`], write, finish (length and every published digest verified), then place a batch
 //!   visibly and atomically and sync it; get, head, delete, list in key order. Implementations:
 //!   [`FsStore`] ([`fs`]: temporary files in `DEST/.resourcesync/tmp`, or on Linux unnamed
-//!   files linked into place, `fs/anon.rs`; one `syncfs` per batch) and [`MemStore`] ([`mem`]).
+//!   files linked into place, `fs/anon.rs`; one `syncfs` per batch), [`MemStore`] ([`mem`])
+//!   and (feature `s3`, on by default) `S3Store` (`s3`: objects in an S3-compatible bucket
+//!   under a prefix, each verified before it is sent, metadata carrying URI and digests).
 //! - [`state`]: the [`StateStore`] port, batched ([`Batch`] of [`Op`]s, all or nothing) and fit
 //!   for several workers ([`Lease`]s on Sources, [`WorkItem`]s claimed and completed, taken over
 //!   when a lease expires): per resource its URI, path, length, digests, lastmod, ETag and
@@ -24,6 +26,8 @@ pub mod fs;
 pub mod mem;
 pub mod object;
 pub mod path;
+#[cfg(feature = "s3")]
+pub mod s3;
 pub mod state;
 
 pub use error::{Error, Result};
@@ -34,6 +38,8 @@ pub use object::{
     Committed, Expect, Finished, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload,
 };
 pub use path::RelPath;
+#[cfg(feature = "s3")]
+pub use s3::{S3Config, S3Store};
 #[cfg(feature = "postgres")]
 pub use state::PgState;
 pub use state::{

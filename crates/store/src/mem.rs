@@ -22,6 +22,7 @@ struct Object {
     body: Arc<[u8]>,
     modified: SystemTime,
     hashes: Hashes,
+    uri: Option<String>,
 }
 
 /// Objects in a map in memory, in key order.
@@ -53,13 +54,14 @@ impl MemStore {
 
 /// An upload's bytes (bounded by the upload's limit, which is checked before each write).
 #[derive(Debug, Default)]
-struct MemSink(Vec<u8>);
+struct MemSink(Vec<u8>, Option<String>);
 
 /// A sealed body.
 #[derive(Debug)]
 struct MemBody {
     body: Vec<u8>,
     modified: Option<SystemTime>,
+    uri: Option<String>,
 }
 
 impl UploadSink for MemSink {
@@ -72,6 +74,7 @@ impl UploadSink for MemSink {
         Ok(Box::new(MemBody {
             body: self.0,
             modified,
+            uri: self.1,
         }))
     }
 }
@@ -82,6 +85,7 @@ fn meta(o: &Object) -> ObjectMeta {
         modified: Some(o.modified),
         hashes: o.hashes.clone(),
         regular: true,
+        uri: o.uri.clone(),
     }
 }
 
@@ -101,11 +105,8 @@ impl Store for MemStore {
     }
 
     fn begin(&self, key: &RelPath, expect: Expect) -> Result<Upload> {
-        Ok(Upload::new(
-            key.clone(),
-            expect,
-            Box::new(MemSink::default()),
-        ))
+        let sink = MemSink(Vec::new(), expect.uri.clone());
+        Ok(Upload::new(key.clone(), expect, Box::new(sink)))
     }
 
     fn place(&self, batch: Vec<Finished>) -> Vec<Result<Placed>> {
@@ -120,6 +121,7 @@ impl Store for MemStore {
                     body: Arc::from(b.body),
                     modified: b.modified.unwrap_or_else(SystemTime::now),
                     hashes: committed.hashes.clone(),
+                    uri: b.uri,
                 };
                 let replaced = self.lock().insert(key, o).is_some();
                 Ok(Placed {

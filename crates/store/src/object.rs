@@ -46,6 +46,9 @@ pub struct Expect {
     /// compare files by time (rsync, make, backups) see the Source's times. `None`: the time
     /// it was written.
     pub modified: Option<SystemTime>,
+    /// The URI of the resource the body is a copy of, kept with the object where the backend
+    /// keeps metadata (an S3 object's `x-amz-meta-rs-uri`; a directory keeps none).
+    pub uri: Option<String>,
 }
 
 impl Expect {
@@ -129,6 +132,9 @@ pub struct ObjectMeta {
     /// Whether it is a plain object. `false`: something else is at the key (a symbolic link in
     /// a directory), which [`Store::get`] refuses and [`Store::delete`] removes.
     pub regular: bool,
+    /// The URI of the resource kept with the object ([`Expect::uri`]), where the backend keeps
+    /// one and [`Store::head`] was asked (listings leave it out).
+    pub uri: Option<String>,
 }
 
 /// The backend's half of an [`Upload`] (for implementers of [`Store`]): where the bytes go.

@@ -276,7 +276,7 @@ fn extract_worker(
                     // waiting for it: it is that entry's error instead.
                     Plan::Extract(job) => {
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            extract_job(ctx, ex, job)
+                            extract_job(ctx, ex, *job)
                         }))
                         .unwrap_or_else(|_| {
                             Err(Error::Task("extracting this entry panicked".into()))

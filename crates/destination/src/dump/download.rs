@@ -87,6 +87,7 @@ pub(crate) async fn download_package(
         hashes: pkg.hashes().cloned().unwrap_or_default(),
         max_bytes: limits.max_package_bytes,
         modified: None,
+        uri: None,
     };
     http.with_retries(|| download_once(http, obs, dir, url, declared, &expect))
         .await

@@ -37,8 +37,8 @@ pub(super) enum Applied {
 pub(super) enum Plan {
     /// The copy in place is current.
     Unchanged,
-    /// Inflate and verify it.
-    Extract(Job),
+    /// Inflate and verify it (boxed: a `Job` is large beside `Unchanged`).
+    Extract(Box<Job>),
 }
 
 /// One bitstream to extract.
@@ -68,6 +68,7 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
         hashes: e.hashes().cloned().unwrap_or_default(),
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
+        uri: None,
     };
     let prior = if fresh {
         None
@@ -82,14 +83,14 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
             return Ok(Plan::Unchanged);
         }
     }
-    Ok(Plan::Extract(Job {
+    Ok(Plan::Extract(Box::new(Job {
         uri: uri.to_owned(),
         rel,
         name: name.to_owned(),
         expect,
         lastmod: e.lastmod,
         update: prior.is_some(),
-    }))
+    })))
 }
 
 /// Extracts one bitstream into a verified temporary file.
@@ -143,7 +144,7 @@ pub(super) fn extract(
 ) -> Result<Applied> {
     match plan(ctx, &pkg.url, e, path, fresh)? {
         Plan::Unchanged => Ok(Applied::Unchanged),
-        Plan::Extract(job) => extract_job(ctx, &mut pkg.ex, job),
+        Plan::Extract(job) => extract_job(ctx, &mut pkg.ex, *job),
     }
 }
 
@@ -287,6 +288,7 @@ pub fn unpack_package(
                 hashes: e.hashes().cloned().unwrap_or_default(),
                 max_bytes: limits.max_resource_bytes,
                 modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
+                uri: None,
             };
             unpack_entry(store, &mut pkg, name, &rel, expect, |_| {})?;
             Ok(rel)
@@ -337,6 +339,7 @@ pub(super) fn extract_patch(
         hashes: e.hashes().cloned().unwrap_or_default(),
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
+        uri: None,
     };
     let body = patch_copy(
         ctx.store.as_ref(),

@@ -445,6 +445,7 @@ async fn adopt(
         hashes: item.hashes.clone(),
         max_bytes: ctx.max_resource_bytes,
         modified: None,
+        uri: None,
     };
     if expect.verify(len, &hashes).is_err() {
         return Ok(false);
@@ -545,6 +546,7 @@ pub(crate) async fn download(
         hashes: item.hashes.clone(),
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
+        uri: None,
     };
     let (limit, what) = expect.limit();
     if resp.content_length().is_some_and(|n| n > limit) {

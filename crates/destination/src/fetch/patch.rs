@@ -206,6 +206,7 @@ async fn check_copy(
         hashes: prior.hashes.clone(),
         max_bytes: MAX_PATCHED_BYTES,
         modified: None,
+        uri: None,
     };
     recorded
         .verify(len, &hashes)
@@ -236,6 +237,7 @@ async fn fetch_patch(ctx: &Arc<Ctx>, link: &PatchLink) -> Result<Vec<u8>> {
         hashes: link.hashes.clone(),
         max_bytes: limit,
         modified: None,
+        uri: None,
     }
     .verify(body.len() as u64, &h.finish())
     .map_err(|e| fail(e.to_string()))?;
@@ -269,6 +271,7 @@ fn patch_and_commit(
         hashes: item.hashes.clone(),
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), None),
+        uri: None,
     };
     let algs = expect.algs();
     let chosen = candidates
@@ -345,6 +348,7 @@ pub(crate) fn patch_copy(
         hashes: link.hashes.clone(),
         max_bytes: MAX_PATCH_BYTES,
         modified: None,
+        uri: None,
     }
     .verify(patch.len() as u64, &h.finish())
     .map_err(|e| format!("the patch: {e}"))?;
@@ -363,6 +367,7 @@ pub(crate) fn patch_copy(
         hashes: prior.hashes.clone(),
         max_bytes: MAX_PATCHED_BYTES,
         modified: None,
+        uri: None,
     }
     .verify(original.len() as u64, &h.finish())
     .map_err(|e| format!("the copy is not the version recorded: {e}"))?;

@@ -44,6 +44,7 @@ pub fn expect_of(body: &[u8]) -> Expect {
         hashes: h.finish(),
         max_bytes: 1 << 30,
         modified: None,
+        uri: None,
     }
 }
 

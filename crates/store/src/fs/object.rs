@@ -67,6 +67,7 @@ fn meta_of(m: &fs::Metadata) -> ObjectMeta {
         modified: m.modified().ok(),
         hashes: Default::default(),
         regular: m.is_file(),
+        uri: None,
     }
 }
 

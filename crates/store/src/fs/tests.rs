@@ -9,6 +9,7 @@ fn expect_abc(length: Option<u64>, hash: &str) -> Expect {
         hashes: Hashes::parse(hash).0,
         max_bytes: 1 << 20,
         modified: None,
+        uri: None,
     }
 }
 

@@ -4,3 +4,7 @@
 mod conformance;
 #[cfg(feature = "postgres")]
 mod pg_state;
+#[cfg(feature = "s3")]
+mod s3_hostile;
+#[cfg(feature = "s3")]
+mod s3_store;

@@ -1,0 +1,270 @@
+//! Signed S3 requests over `reqwest::blocking`: each request is signed by `rusty-s3` (AWS
+//! Signature Version 4 in the query string, valid for [`EXPIRES`]), headers included, and its
+//! failure is an [`Error::S3`] naming the operation, bucket, key and what the server said.
+//!
+//! Blocking: call it from a thread that may block (the engine calls a `Store` from
+//! `spawn_blocking`), never from an async task.
+
+use std::io::Read;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::blocking::{Body, Response};
+use rusty_s3::{Bucket, Method, UrlStyle};
+
+use super::config::S3Config;
+use super::xml;
+use crate::error::{Error, Result};
+
+/// How long a signature is valid: a request must start within it.
+const EXPIRES: u64 = 3600;
+/// The most bytes of an XML answer read (a listing page of 1,000 keys of 1,024 bytes is
+/// about 1.5 MB; an error is a few hundred bytes).
+pub(crate) const MAX_XML: u64 = 16 << 20;
+/// How long to wait to connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one request may take, its body included (a part of 8 MiB, or a body read by
+/// `get`; reqwest's blocking client has no timeout between bytes).
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The signer, the connection pool and the bucket.
+#[derive(Debug)]
+pub(crate) struct Client {
+    http: reqwest::blocking::Client,
+    bucket: Bucket,
+    cfg: S3Config,
+}
+
+/// A request: the method, the object key (none: the bucket), the query and the headers to sign
+/// and send (lower-case names).
+pub(crate) struct Req<'a> {
+    pub(crate) op: &'static str,
+    pub(crate) method: Method,
+    pub(crate) key: Option<&'a str>,
+    pub(crate) query: Vec<(&'a str, String)>,
+    pub(crate) headers: Vec<(&'a str, String)>,
+}
+
+impl<'a> Req<'a> {
+    pub(crate) fn new(op: &'static str, method: Method, key: Option<&'a str>) -> Self {
+        Req {
+            op,
+            method,
+            key,
+            query: Vec::new(),
+            headers: Vec::new(),
+        }
+    }
+
+    pub(crate) fn query(mut self, k: &'a str, v: impl Into<String>) -> Self {
+        self.query.push((k, v.into()));
+        self
+    }
+
+    pub(crate) fn header(mut self, k: &'a str, v: impl Into<String>) -> Self {
+        self.headers.push((k, v.into()));
+        self
+    }
+}
+
+impl Client {
+    /// A client for the bucket of `cfg` (the connection is made at the first request).
+    pub(crate) fn new(cfg: S3Config) -> Result<Client> {
+        // reqwest is built with rustls and no provider: install ring once (an application's
+        // own provider, installed first, is kept).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let bucket = Bucket::new(
+            cfg.endpoint.clone(),
+            UrlStyle::Path,
+            cfg.bucket.clone(),
+            cfg.region.clone(),
+        )
+        .map_err(|e| Error::Config {
+            what: cfg.location(),
+            reason: e.to_string(),
+        })?;
+        let http = reqwest::blocking::Client::builder()
+            .user_agent(concat!("resourcesync/", env!("CARGO_PKG_VERSION")))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(TIMEOUT)
+            .pool_max_idle_per_host(64)
+            .build()
+            .map_err(|e| Error::Config {
+                what: cfg.location(),
+                reason: format!("HTTP client: {e}"),
+            })?;
+        Ok(Client { http, bucket, cfg })
+    }
+
+    /// The settings.
+    pub(crate) fn cfg(&self) -> &S3Config {
+        &self.cfg
+    }
+
+    /// An error of an operation on `key`.
+    pub(crate) fn err(
+        &self,
+        op: &'static str,
+        key: Option<&str>,
+        status: Option<u16>,
+        message: impl Into<String>,
+    ) -> Error {
+        Error::S3 {
+            op,
+            bucket: self.cfg.bucket.clone(),
+            key: key.unwrap_or("").chars().take(200).collect(),
+            status,
+            code: None,
+            message: message.into(),
+        }
+    }
+
+    /// Sends a request, with `body` (and its length) for a PUT or POST; the answer whatever
+    /// its status (see [`Client::check`]).
+    pub(crate) fn send(&self, req: &Req<'_>, body: Option<(Body, u64)>) -> Result<Response> {
+        let url = match req.key {
+            Some(k) => self.bucket.object_url(k),
+            None => Ok(self.bucket.base_url().clone()),
+        }
+        .map_err(|e| self.err(req.op, req.key, None, format!("URL: {e}")))?;
+        let mut query: Vec<(&str, &str)> =
+            req.query.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        query.sort_unstable();
+        let mut headers: Vec<(&str, &str)> =
+            req.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        headers.sort_unstable();
+        let signed = rusty_s3::signing::sign(
+            &jiff::Timestamp::now(),
+            req.method,
+            url,
+            &self.cfg.key_id,
+            &self.cfg.secret,
+            None,
+            &self.cfg.region,
+            EXPIRES,
+            query.iter().copied(),
+            headers.iter().copied(),
+        );
+        let method = match req.method {
+            Method::Head => reqwest::Method::HEAD,
+            Method::Get => reqwest::Method::GET,
+            Method::Post => reqwest::Method::POST,
+            Method::Put => reqwest::Method::PUT,
+            Method::Delete => reqwest::Method::DELETE,
+        };
+        let mut rb = self.http.request(method, signed);
+        for (k, v) in &headers {
+            rb = rb.header(*k, *v);
+        }
+        if let Some((b, len)) = body {
+            rb = rb.header(reqwest::header::CONTENT_LENGTH, len).body(b);
+        }
+        rb.send().map_err(|e| {
+            let mut m = e.to_string();
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                m.push_str(": ");
+                m.push_str(&s.to_string());
+                src = s.source();
+            }
+            let mut err = self.err(req.op, req.key, None, m);
+            if let Error::S3 { code, .. } = &mut err {
+                *code = Some(
+                    if e.is_timeout() {
+                        "Timeout"
+                    } else {
+                        "Connection"
+                    }
+                    .into(),
+                );
+            }
+            err
+        })
+    }
+
+    /// The answer if its status is a success, else the error it says (its XML `Error`, read
+    /// up to [`MAX_XML`]).
+    pub(crate) fn check(&self, req: &Req<'_>, r: Response) -> Result<Response> {
+        if r.status().is_success() {
+            return Ok(r);
+        }
+        Err(self.status_error(req, r))
+    }
+
+    /// The error of an answer that is not a success.
+    pub(crate) fn status_error(&self, req: &Req<'_>, r: Response) -> Error {
+        let status = r.status();
+        let body = read_capped(r, MAX_XML).unwrap_or_default();
+        let (code, message) = xml::error_of(&body).unwrap_or_else(|| {
+            (
+                status.canonical_reason().unwrap_or("").replace(' ', ""),
+                String::new(),
+            )
+        });
+        Error::S3 {
+            op: req.op,
+            bucket: self.cfg.bucket.clone(),
+            key: req.key.unwrap_or("").chars().take(200).collect(),
+            status: Some(status.as_u16()),
+            code: Some(code).filter(|c| !c.is_empty()),
+            message: message.chars().take(500).collect(),
+        }
+    }
+
+    /// Sends a request and reads its XML answer (a success), up to [`MAX_XML`].
+    pub(crate) fn xml(&self, req: &Req<'_>, body: Option<(Body, u64)>) -> Result<Vec<u8>> {
+        let r = self.send(req, body)?;
+        let r = self.check(req, r)?;
+        read_capped(r, MAX_XML).map_err(|m| self.err(req.op, req.key, None, m))
+    }
+}
+
+/// Whether a status is "not found".
+pub(crate) fn not_found(s: StatusCode) -> bool {
+    s == StatusCode::NOT_FOUND
+}
+
+/// Reads at most `max` bytes of an answer: more is an error.
+pub(crate) fn read_capped(r: Response, max: u64) -> std::result::Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    r.take(max + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("reading the answer: {e}"))?;
+    if out.len() as u64 > max {
+        return Err(format!("an answer longer than {max} bytes"));
+    }
+    Ok(out)
+}
+
+/// Standard base64 (RFC 4648 §4) of a digest, for `Content-MD5`.
+pub(crate) fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                s.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_is_rfc_4648() {
+        assert_eq!(super::base64(b""), "");
+        assert_eq!(super::base64(b"f"), "Zg==");
+        assert_eq!(super::base64(b"fo"), "Zm8=");
+        assert_eq!(super::base64(b"foo"), "Zm9v");
+        assert_eq!(super::base64(b"foobar"), "Zm9vYmFy");
+    }
+}
