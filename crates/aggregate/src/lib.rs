@@ -23,4 +23,6 @@ pub mod web;
 
 pub use config::{Config, Limits, Schedule, SourceSpec};
 pub use error::{Error, Result};
+/// The settings of an `s3://` store (re-exported for programs that describe one).
+pub use resourcesync_store::S3Config;
 pub use service::{Aggregator, Options, StateChoice};

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use resourcesync_destination::Ports;
-use resourcesync_store::{Fenced, FsStore, PgState, StateStore, Store};
+use resourcesync_store::{
+    Fenced, FsStore, PgState, S3Config, S3Store, SqliteState, StateStore, Store,
+};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -31,8 +33,13 @@ pub enum StateChoice {
 /// Where the service keeps what it copies.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The store: one folder per Source, named as the Source.
+    /// The store: one folder per Source, named as the Source (with `object_store`, the
+    /// folders hold only what is local: the scratch space and, by default, the state).
     pub store: PathBuf,
+    /// The copies in an S3-compatible bucket instead
+    /// (`s3://KEY:SECRET@HOST:PORT/BUCKET/PREFIX?region=R`): each Source's under
+    /// `PREFIX/NAME/`.
+    pub object_store: Option<String>,
     /// The state.
     pub state: StateChoice,
     /// This worker's name among those sharing a PostgreSQL state (leases name it); see
@@ -154,6 +161,29 @@ impl Shared {
             })?
     }
 
+    /// The store of the Source `name`'s copies, and its scratch directory (local, made).
+    fn store_of(&self, name: &str) -> Result<(Arc<dyn Store>, PathBuf)> {
+        let folder = self.folder(name);
+        let scratch = folder.join(resourcesync_store::STATE_DIR).join("tmp");
+        std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
+        let store: Arc<dyn Store> = match &self.opts.object_store {
+            None => {
+                let s = FsStore::open(&folder)?;
+                s.clean_tmp()?;
+                Arc::new(s)
+            }
+            Some(url) => {
+                let cfg = S3Config::parse(url)?;
+                let prefix = format!("{}{name}/", cfg.prefix);
+                let s = S3Store::with_config(cfg.with_prefix(&prefix)?)?.with_scratch(&scratch);
+                // Multipart uploads a killed worker left (older than an hour) are aborted.
+                s.clean_interrupted()?;
+                Arc::new(s)
+            }
+        };
+        Ok((store, scratch))
+    }
+
     fn ports_blocking(&self, name: &str) -> Result<Opened> {
         let folder = self.folder(name);
         let StateChoice::Postgres(url) = &self.opts.state else {
@@ -163,7 +193,15 @@ impl Shared {
             if let Some(parent) = db.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
             }
-            return Ok(Opened::Ready(Ports::directory(&folder, &db)?, None));
+            if self.opts.object_store.is_none() {
+                return Ok(Opened::Ready(Ports::directory(&folder, &db)?, None));
+            }
+            let (store, scratch) = self.store_of(name)?;
+            let state = SqliteState::open(&db)?;
+            return Ok(Opened::Ready(
+                Ports::new(store, Arc::new(state) as Arc<dyn StateStore>, scratch, db),
+                None,
+            ));
         };
         let pg = {
             let cached = self
@@ -189,13 +227,10 @@ impl Shared {
             return Ok(Opened::Elsewhere);
         };
         let fenced = Arc::new(Fenced::new(pg, lease));
-        let store = FsStore::open(&folder)?;
-        store.clean_tmp()?;
-        let scratch = folder.join(resourcesync_store::STATE_DIR).join("tmp");
-        std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
+        let (store, scratch) = self.store_of(name)?;
         Ok(Opened::Ready(
             Ports::new(
-                Arc::new(store) as Arc<dyn Store>,
+                store,
                 fenced.clone() as Arc<dyn StateStore>,
                 scratch,
                 format!("PostgreSQL schema {}", schema_of(name)),
@@ -270,6 +305,20 @@ impl std::fmt::Debug for Aggregator {
 }
 
 fn check(config: &Config, opts: &Options) -> Result<()> {
+    if opts.object_store.is_some() {
+        if let Some(s) = config.sources.iter().find(|s| s.schedule == Schedule::Push) {
+            return Err(Error::Config {
+                file: PathBuf::from("--store"),
+                line: None,
+                message: format!(
+                    "source {:?} is followed by push, which keeps its copies in a directory: use a \
+                     directory store, or an interval schedule with an s3:// store",
+                    s.name
+                ),
+            });
+        }
+        S3Config::parse(opts.object_store.as_deref().unwrap_or_default())?;
+    }
     if let StateChoice::Postgres(_) = opts.state {
         if let Some(s) = config.sources.iter().find(|s| s.schedule == Schedule::Push) {
             return Err(Error::Config {

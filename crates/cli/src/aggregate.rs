@@ -18,10 +18,16 @@ pub(crate) struct AggregateArgs {
     /// and shared limits (see docs/aggregate.md). Read again on SIGHUP.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
-    /// Where the copies go: one folder per Source, named as the Source (default: `copies`
-    /// beside the configuration file).
+    /// Where the copies go: a directory, one folder per Source named as the Source (default:
+    /// `copies` beside the configuration file), or an S3-compatible bucket,
+    /// s3://KEY:SECRET@HOST:PORT/BUCKET/PREFIX?region=R (each Source under PREFIX/NAME/;
+    /// credentials also from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).
+    #[arg(long, value_name = "DIR|URL")]
+    store: Option<String>,
+    /// With an s3:// store: the local directory of each Source's scratch space and, by
+    /// default, its state (default: `work` beside the configuration file).
     #[arg(long, value_name = "DIR")]
-    store: Option<PathBuf>,
+    work: Option<PathBuf>,
     /// Where each Source's state goes: a directory of SQLite databases (NAME.sqlite), or
     /// postgres://USER@HOST:PORT/DB (a schema per Source). Default: SQLite inside each
     /// Source's folder.
@@ -66,12 +72,28 @@ fn state_choice(s: Option<&str>) -> StateChoice {
 
 async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
     let config = Config::load(&a.config)?;
-    let store = a.store.clone().unwrap_or_else(|| {
+    let beside = |name: &str| {
         a.config
             .parent()
             .unwrap_or(std::path::Path::new("."))
-            .join("copies")
-    });
+            .join(name)
+    };
+    let (store, object_store) = match a.store.as_deref() {
+        Some(url) if url.starts_with("s3://") => (
+            a.work.clone().unwrap_or_else(|| beside("work")),
+            Some(url.to_owned()),
+        ),
+        Some(dir) => (PathBuf::from(dir), None),
+        None => (beside("copies"), None),
+    };
+    let shown = object_store.as_deref().map_or_else(
+        || store.display().to_string(),
+        |u| {
+            resourcesync_aggregate::S3Config::parse(u)
+                .map(|c| c.location())
+                .unwrap_or_else(|_| "an S3 bucket".into())
+        },
+    );
     let listener = match &a.serve {
         Some(addr) => Some(resourcesync_source::server::bind(addr).await?),
         None => None,
@@ -80,6 +102,7 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
         &config,
         Options {
             store: store.clone(),
+            object_store,
             state: state_choice(a.state.as_deref()),
             worker: a
                 .worker
@@ -97,7 +120,7 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
         if a.json {
             let line = serde_json::json!({
                 "sources": config.sources.len(),
-                "store": store.display().to_string(),
+                "store": shown,
                 "serve": addr.map(|a| format!("http://{a}/")),
             });
             writeln!(out, "{line}")?;
@@ -106,7 +129,7 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
                 out,
                 "aggregating {} into {}",
                 crate::units::count(config.sources.len() as u64, "Source", "Sources"),
-                store.display()
+                shown
             )?;
             match addr {
                 Some(addr) => writeln!(out, "; page at http://{addr}/")?,

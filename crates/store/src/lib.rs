@@ -20,6 +20,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(any(feature = "postgres", feature = "s3"))]
+mod blocking;
 pub mod conformance;
 pub mod error;
 pub mod fs;

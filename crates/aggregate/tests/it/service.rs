@@ -178,6 +178,7 @@ schedule = "1s"
                 store: store.path().to_owned(),
                 state: StateChoice::PerSource,
                 worker: "test".into(),
+                object_store: None,
             },
         )
         .expect("start"),
@@ -326,4 +327,127 @@ schedule = "1s"
     let t = Instant::now();
     agg.drain(Duration::from_secs(5)).await;
     assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+}
+
+/// The test S3 server's URL (scripts/s3.sh: Garage on 127.0.0.1), with `prefix` after the
+/// bucket.
+fn s3_url(prefix: &str) -> String {
+    let url = match std::env::var("RESOURCESYNC_TEST_S3") {
+        Ok(u) if !u.is_empty() => u,
+        _ => panic!(
+            "RESOURCESYNC_TEST_S3 is not set: run the tests with scripts/test.sh, which starts an \
+             S3-compatible server (scripts/s3.sh)"
+        ),
+    };
+    match url.split_once('?') {
+        Some((base, query)) => format!("{}/{prefix}?{query}", base.trim_end_matches('/')),
+        None => format!("{}/{prefix}", url.trim_end_matches('/')),
+    }
+}
+
+/// Issue 16 item 2: the copies in an S3-compatible bucket (Garage), the state local; the
+/// engine does not know which store it writes to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_go_to_an_s3_bucket() {
+    use resourcesync_store::{RelPath, Store as _};
+    let (ours, ours_dir) = our_source(12).await;
+    let work = tempfile::tempdir().expect("work");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let prefix = format!("agg-{}-{nanos}", std::process::id());
+    let text = format!(
+        "[[source]]\nname = \"ours\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\ndelete = true\n",
+        ours.base
+    );
+    let agg = Aggregator::start(
+        &config(&text),
+        Options {
+            store: work.path().to_owned(),
+            object_store: Some(s3_url(&prefix)),
+            state: StateChoice::PerSource,
+            worker: "test".into(),
+        },
+    )
+    .expect("start");
+    let limit = Duration::from_secs(60);
+    until(&agg, "ours", limit, |v| {
+        v.phase == Phase::Following && v.resources == 12
+    })
+    .await;
+    let bucket =
+        resourcesync_store::S3Store::open(&s3_url(&format!("{prefix}/ours"))).expect("bucket");
+    let check = tokio::task::spawn_blocking(move || {
+        use std::io::Read as _;
+        let mut body = Vec::new();
+        bucket
+            .get(&RelPath::parse("r003.txt").expect("key"))
+            .expect("object")
+            .read_to_end(&mut body)
+            .expect("read");
+        let meta = bucket
+            .head(&RelPath::parse("r003.txt").expect("key"))
+            .expect("head")
+            .expect("there");
+        let mut listed = 0;
+        bucket
+            .list(None, &mut |k| {
+                k.expect("a key");
+                listed += 1;
+                Ok(std::ops::ControlFlow::Continue(()))
+            })
+            .expect("list");
+        (body, meta, listed, bucket)
+    })
+    .await
+    .expect("task");
+    assert_eq!(check.0, b"resource 3\n");
+    // The object carries what the copy is of.
+    assert!(
+        check
+            .1
+            .uri
+            .as_deref()
+            .is_some_and(|u| u.ends_with("/r003.txt")),
+        "{:?}",
+        check.1
+    );
+    assert_eq!(
+        check.2, 12,
+        "only the copies, nothing else under the prefix"
+    );
+    // Nothing of the copies on the local disk: only the state and scratch space.
+    assert!(!work.path().join("ours/r003.txt").exists());
+    assert!(work.path().join("ours/.resourcesync/state.sqlite").exists());
+
+    // Incremental: an update and a delete reach the bucket.
+    std::fs::write(ours_dir.path().join("r003.txt"), "changed\n").expect("write");
+    std::fs::remove_file(ours_dir.path().join("r004.txt")).expect("remove");
+    publish(ours_dir.path(), &ours.base).await;
+    let bucket = check.3;
+    let bucket = std::sync::Arc::new(bucket);
+    let end = Instant::now() + limit;
+    loop {
+        let b = bucket.clone();
+        let (body, gone) = tokio::task::spawn_blocking(move || {
+            use std::io::Read as _;
+            let mut body = Vec::new();
+            if let Ok(mut r) = b.get(&RelPath::parse("r003.txt").expect("key")) {
+                let _ = r.read_to_end(&mut body);
+            }
+            let gone = b
+                .head(&RelPath::parse("r004.txt").expect("key"))
+                .expect("head")
+                .is_none();
+            (body, gone)
+        })
+        .await
+        .expect("task");
+        if body == b"changed\n" && gone {
+            break;
+        }
+        assert!(Instant::now() < end, "the change did not reach the bucket");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    agg.drain(Duration::from_secs(5)).await;
 }

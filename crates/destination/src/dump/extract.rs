@@ -68,7 +68,7 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
         hashes: e.hashes().cloned().unwrap_or_default(),
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
-        uri: None,
+        uri: Some(uri.to_owned()),
     };
     let prior = if fresh {
         None
@@ -288,7 +288,7 @@ pub fn unpack_package(
                 hashes: e.hashes().cloned().unwrap_or_default(),
                 max_bytes: limits.max_resource_bytes,
                 modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
-                uri: None,
+                uri: Some(e.loc.clone()),
             };
             unpack_entry(store, &mut pkg, name, &rel, expect, |_| {})?;
             Ok(rel)
@@ -339,7 +339,7 @@ pub(super) fn extract_patch(
         hashes: e.hashes().cloned().unwrap_or_default(),
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
-        uri: None,
+        uri: Some(e.loc.clone()),
     };
     let body = patch_copy(
         ctx.store.as_ref(),

@@ -546,7 +546,8 @@ pub(crate) async fn download(
         hashes: item.hashes.clone(),
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
-        uri: None,
+        // Kept with the copy where the store can (an object's metadata).
+        uri: Some(item.uri.clone()),
     };
     let (limit, what) = expect.limit();
     if resp.content_length().is_some_and(|n| n > limit) {

@@ -30,7 +30,8 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 /// The signer, the connection pool and the bucket.
 #[derive(Debug)]
 pub(crate) struct Client {
-    http: reqwest::blocking::Client,
+    /// Always there but while dropped (see the `Drop` impl).
+    http: Option<reqwest::blocking::Client>,
     bucket: Bucket,
     cfg: S3Config,
 }
@@ -67,6 +68,15 @@ impl<'a> Req<'a> {
     }
 }
 
+impl Drop for Client {
+    /// The client's runtime is shut down where blocking is allowed (a store is often dropped
+    /// at the end of an async function).
+    fn drop(&mut self) {
+        let http = self.http.take();
+        crate::blocking::offload(move || drop(http));
+    }
+}
+
 impl Client {
     /// A client for the bucket of `cfg` (the connection is made at the first request).
     pub(crate) fn new(cfg: S3Config) -> Result<Client> {
@@ -83,19 +93,24 @@ impl Client {
             what: cfg.location(),
             reason: e.to_string(),
         })?;
-        let http = reqwest::blocking::Client::builder()
+        let builder = reqwest::blocking::Client::builder()
             .user_agent(concat!("resourcesync/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(TIMEOUT)
-            .pool_max_idle_per_host(64)
-            .build()
-            .map_err(|e| Error::Config {
+            .pool_max_idle_per_host(64);
+        // Building starts the client's runtime: where blocking is allowed.
+        let http =
+            crate::blocking::offload(move || builder.build()).map_err(|e| Error::Config {
                 what: cfg.location(),
                 reason: format!("HTTP client: {e}"),
             })?;
-        Ok(Client { http, bucket, cfg })
+        Ok(Client {
+            http: Some(http),
+            bucket,
+            cfg,
+        })
     }
 
     /// The settings.
@@ -154,14 +169,20 @@ impl Client {
             Method::Put => reqwest::Method::PUT,
             Method::Delete => reqwest::Method::DELETE,
         };
-        let mut rb = self.http.request(method, signed);
+        let Some(http) = self.http.as_ref() else {
+            return Err(Error::Config {
+                what: self.cfg.location(),
+                reason: "the client is closed".into(),
+            });
+        };
+        let mut rb = http.request(method, signed);
         for (k, v) in &headers {
             rb = rb.header(*k, *v);
         }
         if let Some((b, len)) = body {
             rb = rb.header(reqwest::header::CONTENT_LENGTH, len).body(b);
         }
-        rb.send().map_err(|e| {
+        crate::blocking::offload(move || rb.send()).map_err(|e| {
             let mut m = e.to_string();
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {

@@ -33,6 +33,7 @@ use super::{
     Batch, Claim, Lease, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
     from_millis,
 };
+use crate::blocking::offload;
 use crate::error::{Error, Result};
 
 mod sql;
@@ -695,22 +696,5 @@ impl StateStore for PgState {
 
     fn release(&self, claims: &[Claim]) -> Result<usize> {
         offload(|| self.settle(claims, RELEASE))
-    }
-}
-
-/// Runs `f`, a call of the synchronous client (which drives its connection on a runtime of its
-/// own), where it may block: directly on a plain thread; through `block_in_place` on a worker
-/// of a multi-threaded Tokio runtime (the Destination engine calls its state from async
-/// tasks); on a thread of its own from a current-thread runtime, which has no other thread to
-/// hand its tasks to.
-fn offload<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Err(_) => f(),
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        Ok(_) => std::thread::scope(|s| match s.spawn(f).join() {
-            Ok(v) => v,
-            Err(p) => std::panic::resume_unwind(p),
-        }),
     }
 }
