@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# The aggregator at scale (issue 16): SOURCES Sources of EACH files (512 B) against one Source
+# of SOURCES×EACH files, the same total work, through `resourcesync aggregate` over one nginx on
+# loopback: the baseline, then 10% of the files changed and synced incrementally; wall time and
+# the aggregator's peak RSS. Goal: many/one within 1.5×, peak RSS ≤ 200 MB.
+#
+# Usage: bench/aggregate.sh [SOURCES=50] [EACH=2000]
+#   BENCH_BIN: our binary (default: built in release)
+# Prints a table and the ratios measured in this run.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+. "$ROOT/bench/common.sh"
+SOURCES="${1:-50}"
+EACH="${2:-2000}"
+TOTAL=$((SOURCES * EACH))
+die() { echo "error: $*" >&2; exit 1; }
+NGINX="$(command -v nginx || true)"
+[ -n "$NGINX" ] || { [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx; } || true
+if [ -z "$NGINX" ]; then
+    [ "$(id -u)" = 0 ] || die "nginx missing: apt-get install nginx"
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >&2
+    NGINX=/usr/sbin/nginx
+fi
+our_binary
+W="$(mktemp -d "${TMPDIR:-/tmp}/rs-aggregate.XXXXXX")"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$W"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+log "generating $SOURCES × $EACH and 1 × $TOTAL files of 512 B"
+python3 - "$W" "$SOURCES" "$EACH" <<'PY'
+import os, sys
+w, n, each = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def fill(d, count, tag):
+    os.makedirs(d, exist_ok=True)
+    for i in range(count):
+        sub = os.path.join(d, "d%03d" % (i // 1000))
+        os.makedirs(sub, exist_ok=True)
+        with open(os.path.join(sub, "f%06d.txt" % i), "wb") as f:
+            f.write((("%s %d " % (tag, i)) * 64).encode()[:512])
+for s in range(n):
+    fill(os.path.join(w, "www", "many", "s%03d" % s), each, "s%d" % s)
+fill(os.path.join(w, "www", "one"), n * each, "one")
+PY
+
+PORT="$(free_port)"
+mkdir -p "$W/nginx/tmp"
+user=""; [ "$(id -u)" = 0 ] && user="user root root;"
+cat >"$W/nginx/nginx.conf" <<NG
+$user
+worker_processes 2;
+daemon off;
+pid $W/nginx/nginx.pid;
+error_log $W/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off; sendfile on; tcp_nodelay on; keepalive_requests 1000000;
+    default_type application/octet-stream; types { application/xml xml; }
+    client_body_temp_path $W/nginx/tmp/body; proxy_temp_path $W/nginx/tmp/proxy;
+    fastcgi_temp_path $W/nginx/tmp/fastcgi; uwsgi_temp_path $W/nginx/tmp/uwsgi; scgi_temp_path $W/nginx/tmp/scgi;
+    server { listen 127.0.0.1:$PORT; root $W/www; }
+}
+NG
+"$NGINX" -p "$W/nginx" -c "$W/nginx/nginx.conf" -e "$W/nginx/error.log" >/dev/null 2>&1 &
+PIDS+=($!)
+BASE="http://127.0.0.1:$PORT"
+
+publish_all() {
+    for s in $(seq 0 $((SOURCES - 1))); do
+        d="$(printf 's%03d' "$s")"
+        "$BIN" publish "$W/www/many/$d" --base-url "$BASE/many/$d/" -q >/dev/null
+    done
+    "$BIN" publish "$W/www/one" --base-url "$BASE/one/" -q >/dev/null
+}
+log "publishing (load $(load))"
+publish_all
+{
+    echo '[limits]'; echo 'concurrency = 8'; echo 'per_host = 8'; echo
+    for s in $(seq 0 $((SOURCES - 1))); do
+        d="$(printf 's%03d' "$s")"
+        printf '[[source]]\nname = "%s"\nurl = "%s/many/%s/.well-known/resourcesync"\nschedule = "1s"\ndelete = true\n\n' "$d" "$BASE" "$d"
+    done
+} >"$W/many.toml"
+printf '[[source]]\nname = "one"\nurl = "%s/one/.well-known/resourcesync"\nschedule = "1s"\ndelete = true\n' "$BASE" >"$W/one.toml"
+
+change_all() {  # 10% of every Source's files, then published again
+    python3 - "$W/www" "$SOURCES" "$EACH" "$1" <<'PY'
+import os, sys
+w, n, each, round_ = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def change(d, count):
+    for i in range(0, count, 10):
+        p = os.path.join(d, "d%03d" % (i // 1000), "f%06d.txt" % i)
+        with open(p, "wb") as f:
+            f.write(("changed %s %d " % (round_, i) * 64).encode()[:512])
+for s in range(n):
+    change(os.path.join(w, "many", "s%03d" % s), each)
+change(os.path.join(w, "one"), n * each)
+PY
+    publish_all
+}
+
+declare -A T RSS
+measure() {  # $1 case, $2 sources, $3 each: baseline, change, incremental; peak RSS
+    local c="$1" n="$2" each="$3" port pid api s e
+    port="$(free_port)"
+    "$BIN" aggregate --config "$W/$c.toml" --store "$W/copies-$c" --serve "127.0.0.1:$port" -q >/dev/null 2>"$W/$c.err" &
+    pid=$!
+    PIDS+=("$pid")
+    api="http://127.0.0.1:$port/api/sources"
+    T[$c/baseline]="$(python3 "$ROOT/bench/aggregate_wait.py" "$api" "$n" "$each" 1)"
+    log "$c: baseline ${T[$c/baseline]} s (load $(load))"
+    kill -STOP "$pid"
+    change_all "$c"
+    # The clock runs from here until every changed file is in the copies.
+    kill -CONT "$pid"
+    s=$(date +%s%N)
+    python3 - "$api" "$W/www/$([ "$c" = many ] && echo many || echo one)" "$W/copies-$c" "$c" "$SOURCES" "$EACH" <<'PY'
+import os, sys, time
+api, src, copies, case, n, each = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+# Every changed file (every 10th) has its new bytes in the copy.
+def pairs():
+    if case == "many":
+        for s in range(n):
+            for i in range(0, each, 10):
+                rel = os.path.join("d%03d" % (i // 1000), "f%06d.txt" % i)
+                yield os.path.join(src, "s%03d" % s, rel), os.path.join(copies, "s%03d" % s, rel)
+    else:
+        for i in range(0, n * each, 10):
+            rel = os.path.join("d%03d" % (i // 1000), "f%06d.txt" % i)
+            yield os.path.join(src, rel), os.path.join(copies, "one", rel)
+todo = list(pairs())
+start = time.time()
+while todo and time.time() - start < 3600:
+    rest = []
+    for a, b in todo:
+        try:
+            same = open(a, "rb").read() == open(b, "rb").read()
+        except OSError:
+            same = False
+        if not same:
+            rest.append((a, b))
+            if len(rest) > 50:
+                rest.extend(todo[len(rest):])
+                break
+    todo = rest
+    if todo:
+        time.sleep(0.2)
+sys.exit(1 if todo else 0)
+PY
+    e=$(date +%s%N)
+    T[$c/incremental]="$(python3 -c "print('%.2f' % (($e - $s) / 1e9))")"
+    RSS[$c]="$(awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$pid/status")"
+    log "$c: incremental ${T[$c/incremental]} s, peak RSS ${RSS[$c]} MB"
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+measure many "$SOURCES" "$EACH"
+measure one 1 "$TOTAL"
+printf '\n%-34s %12s %12s %10s\n' "case" "baseline s" "10% changed s" "peak MB"
+printf '%-34s %12s %12s %10s\n' "$SOURCES Sources × $EACH" "${T[many/baseline]}" "${T[many/incremental]}" "${RSS[many]}"
+printf '%-34s %12s %12s %10s\n' "1 Source × $TOTAL" "${T[one/baseline]}" "${T[one/incremental]}" "${RSS[one]}"
+python3 - "${T[many/baseline]}" "${T[one/baseline]}" "${T[many/incremental]}" "${T[one/incremental]}" <<'PY'
+import sys
+mb, ob, mi, oi = map(float, sys.argv[1:])
+print("ratio many/one: baseline %.2f, incremental %.2f (goal <= 1.5)" % (mb / ob, mi / oi))
+PY
