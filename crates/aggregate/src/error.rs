@@ -31,6 +31,12 @@ pub enum Error {
     /// The state or store backend failed.
     #[error(transparent)]
     Store(#[from] resourcesync_store::Error),
+    /// Republishing a Source's copies failed (its index, or the Source engine).
+    #[error("republishing: {0}")]
+    Republish(String),
+    /// The Source engine that republishes the copies failed.
+    #[error(transparent)]
+    Source(#[from] resourcesync_source::Error),
     /// The web server could not start.
     #[error("serving on {addr}: {cause}")]
     Serve {

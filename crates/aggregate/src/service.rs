@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Limits, Schedule, SourceSpec};
 use crate::error::{Error, Result};
+use crate::republish::Republish;
 use crate::status::Status;
 
 /// Where the state of every Source is kept.
@@ -38,6 +39,9 @@ pub struct Options {
     /// This worker's name among those sharing a PostgreSQL state (leases name it); see
     /// [`worker_name`].
     pub worker: String,
+    /// Where the copies are republished as Sources (see [`crate::republish`]), if they are
+    /// (`--serve`).
+    pub republish: Option<Republish>,
 }
 
 /// A worker name unique enough among processes sharing a state: host, process, random.
@@ -107,6 +111,11 @@ impl Shared {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Where the copies are republished, if they are.
+    pub(crate) fn republish(&self) -> Option<&Republish> {
+        self.opts.republish.as_ref()
     }
 
     /// The folder of the Source `name`.
@@ -314,6 +323,11 @@ impl Aggregator {
     /// The store's folder.
     pub fn store(&self) -> &Path {
         &self.shared.opts.store
+    }
+
+    /// Where the copies are republished, if they are.
+    pub fn republish(&self) -> Option<&Republish> {
+        self.shared.republish()
     }
 
     /// Follows `config` from now on: Sources added are started, removed ones stopped (after

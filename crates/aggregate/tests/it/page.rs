@@ -69,6 +69,7 @@ async fn the_page_renders_in_chromium() {
                 store: store.path().to_owned(),
                 state: StateChoice::PerSource,
                 worker: "test".into(),
+                republish: None,
             },
         )
         .expect("start"),

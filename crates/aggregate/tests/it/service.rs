@@ -178,6 +178,7 @@ schedule = "1s"
                 store: store.path().to_owned(),
                 state: StateChoice::PerSource,
                 worker: "test".into(),
+                republish: None,
             },
         )
         .expect("start"),
