@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use resourcesync_destination::http::Http;
-use resourcesync_store::StateStore;
 use resourcesync_destination::{
     Destination, HttpOptions, PushOptions, Quiet, Round, StopHandle, SyncOptions, SyncReport,
     WatchOptions, watch_push,
 };
+use resourcesync_store::StateStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Schedule, SourceSpec};

@@ -56,7 +56,10 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
     });
     Router::new()
         .route("/.well-known/resourcesync", get(description))
-        .route(&format!("/{PREFIX}/.well-known/resourcesync"), get(description))
+        .route(
+            &format!("/{PREFIX}/.well-known/resourcesync"),
+            get(description),
+        )
         .route(&format!("/{PREFIX}/{{name}}/{{*rest}}"), get(source_path))
         .with_state(shared)
 }
@@ -156,13 +159,17 @@ async fn source_path(State(s): State<Arc<Shared>>, req: Request) -> Response {
         }
     };
     let is_doc = file.starts_with(&docs);
-    let mut res = match tower_http::services::ServeFile::new(&file).try_call(req).await {
+    let mut res = match tower_http::services::ServeFile::new(&file)
+        .try_call(req)
+        .await
+    {
         Ok(r) => r.map(Body::new),
         Err(_) => return not_found(),
     };
     if is_doc
         && res.status().is_success()
-        && (file.extension().is_some_and(|e| e == "xml") || file.ends_with(".well-known/resourcesync"))
+        && (file.extension().is_some_and(|e| e == "xml")
+            || file.ends_with(".well-known/resourcesync"))
     {
         res.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(XML));

@@ -77,9 +77,7 @@ impl Republish {
 
 /// The working directory of the republished Source in `folder` (the Source's folder).
 pub fn work_dir(folder: &Path) -> PathBuf {
-    folder
-        .join(resourcesync_store::STATE_DIR)
-        .join("republish")
+    folder.join(resourcesync_store::STATE_DIR).join("republish")
 }
 
 /// Its documents (the Source's output directory).
@@ -231,7 +229,12 @@ impl CopiesInventory {
         Ok(CopiesInventory { dir, index })
     }
 
-    fn listed(&self, path: Vec<u8>, via: Option<String>, skip: Option<String>) -> Option<std::result::Result<Listed, Skipped>> {
+    fn listed(
+        &self,
+        path: Vec<u8>,
+        via: Option<String>,
+        skip: Option<String>,
+    ) -> Option<std::result::Result<Listed, Skipped>> {
         let rel = rel_of(&path);
         if let Some(reason) = skip {
             return Some(Err(Skipped { path: rel, reason }));
@@ -364,14 +367,20 @@ pub fn publish(
 /// to the page for operators.
 pub fn description(at: &Republish, names: &[String]) -> Result<Vec<u8>> {
     use resourcesync_model::{Capability, DocumentWriter, Entry, Header, Metadata, Root};
-    let mut header = Header::new(Root::UrlSet, Metadata::with_capability(Capability::Description));
-    header.links.push(Link::new("describedby", at.base_url.clone()));
+    let mut header = Header::new(
+        Root::UrlSet,
+        Metadata::with_capability(Capability::Description),
+    );
+    header
+        .links
+        .push(Link::new("describedby", at.base_url.clone()));
     let mut w = DocumentWriter::new(Vec::new(), "description", &header)
         .map_err(|e| Error::Republish(e.to_string()))?;
     for name in names {
         let mut e = Entry::new(at.capability_list(name));
         e.md = Some(Metadata::with_capability(Capability::CapabilityList));
-        w.write_entry(&e).map_err(|e| Error::Republish(e.to_string()))?;
+        w.write_entry(&e)
+            .map_err(|e| Error::Republish(e.to_string()))?;
     }
     w.finish().map_err(|e| Error::Republish(e.to_string()))
 }

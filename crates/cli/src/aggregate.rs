@@ -84,7 +84,10 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
         Some(addr) => Some(resourcesync_source::server::bind(addr).await?),
         None => None,
     };
-    let republish = match (&a.base_url, listener.as_ref().and_then(|l| l.local_addr().ok())) {
+    let republish = match (
+        &a.base_url,
+        listener.as_ref().and_then(|l| l.local_addr().ok()),
+    ) {
         (Some(u), _) => Some(Republish {
             base_url: resourcesync_source::uri::normalize_base(u),
             origin: BaseOrigin::Given,

@@ -191,7 +191,8 @@ const DROP_URI_INDEX: &str = "DROP INDEX IF EXISTS resources_uri;";
 
 /// Earlier versions had no provenance link (`via`) on resources and changes: added to a state
 /// they made (NULL for every row: none had one).
-const ADD_VIA: &str = "ALTER TABLE resources ADD COLUMN via TEXT; ALTER TABLE changes ADD COLUMN via TEXT;";
+const ADD_VIA: &str =
+    "ALTER TABLE resources ADD COLUMN via TEXT; ALTER TABLE changes ADD COLUMN via TEXT;";
 
 /// The columns of a resource row, in the order [`row_resource`] reads them.
 const RESOURCE_COLUMNS: &str = "path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256, via";

@@ -80,7 +80,8 @@ fn via_links_are_published_in_resource_and_change_lists() {
         origin: std::sync::Mutex::new("http://original.example/".into()),
     });
     inv.inner.put_at("a.txt", b"a\n", 1_000_000_000_000_000_000);
-    inv.inner.put_at("b/c.txt", b"c\n", 1_000_000_000_000_000_000);
+    inv.inner
+        .put_at("b/c.txt", b"c\n", 1_000_000_000_000_000_000);
     let mut cfg = SourceConfig::new(work.path(), BASE);
     cfg.out = Some(work.path().join("www"));
     let mut s = Source::open_with(cfg.clone(), inv.clone()).expect("open");
@@ -112,7 +113,8 @@ fn via_links_are_published_in_resource_and_change_lists() {
     assert_eq!(again, first);
 
     // An update: the Change List entry carries the link too.
-    inv.inner.put_at("a.txt", b"a, changed\n", 1_000_000_001_000_000_000);
+    inv.inner
+        .put_at("a.txt", b"a, changed\n", 1_000_000_001_000_000_000);
     s.scan().expect("scan");
     s.publish().expect("publish");
     let changes = entries(&out, &format!("{}.xml", change_list_name(1)));
