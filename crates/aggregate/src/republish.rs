@@ -178,7 +178,7 @@ impl Index {
     }
 
     /// Up to [`PAGE`] rows after `after`, in path order.
-    fn page(&self, after: Option<&[u8]>) -> Result<Vec<(Vec<u8>, Option<String>, Option<String>)>> {
+    fn page(&self, after: Option<&[u8]>) -> Result<Vec<Row>> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut stmt = conn
             .prepare_cached(
@@ -204,6 +204,10 @@ impl Index {
             .map_err(|e| self.err(e))
     }
 }
+
+/// A row of the index: the path (bytes), its provenance link ([`via_text`]), and why it is not
+/// republished (none: it is).
+type Row = (Vec<u8>, Option<String>, Option<String>);
 
 fn rel_of(path: &[u8]) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(path).into_owned())
@@ -258,7 +262,7 @@ impl CopiesInventory {
 /// The listing: the index a page at a time.
 struct Pages<'a> {
     inv: &'a CopiesInventory,
-    page: std::vec::IntoIter<(Vec<u8>, Option<String>, Option<String>)>,
+    page: std::vec::IntoIter<Row>,
     after: Option<Vec<u8>>,
     done: bool,
 }
