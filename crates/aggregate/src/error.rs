@@ -31,6 +31,12 @@ pub enum Error {
     /// The state or store backend failed.
     #[error(transparent)]
     Store(Box<resourcesync_store::Error>),
+    /// Republishing a Source's copies failed (its index, or the Source engine).
+    #[error("republishing: {0}")]
+    Republish(String),
+    /// The Source engine that republishes the copies failed.
+    #[error(transparent)]
+    Source(Box<resourcesync_source::Error>),
     /// The web server could not start.
     #[error("serving on {addr}: {cause}")]
     Serve {
@@ -50,6 +56,12 @@ impl From<resourcesync_destination::Error> for Error {
 impl From<resourcesync_store::Error> for Error {
     fn from(e: resourcesync_store::Error) -> Self {
         Error::Store(Box::new(e))
+    }
+}
+
+impl From<resourcesync_source::Error> for Error {
+    fn from(e: resourcesync_source::Error) -> Self {
+        Error::Source(Box::new(e))
     }
 }
 

@@ -12,10 +12,11 @@ use resourcesync_destination::{
     Destination, HttpOptions, PushOptions, Quiet, Round, StopHandle, SyncOptions, SyncReport,
     WatchOptions, watch_push,
 };
+use resourcesync_store::StateStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Schedule, SourceSpec};
-use crate::service::{Opened, Shared};
+use crate::shared::{Opened, Shared};
 
 /// The first wait after a failure; doubled for each failure in a row, up to the limit.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(15);
@@ -74,8 +75,10 @@ async fn every(
         let r = once(spec, shared).await;
         drop(permits);
         let wait = match r {
-            Ok(Outcome::Synced(report)) => {
+            Ok(Outcome::Synced(report, state)) => {
                 status.succeeded(&spec.name, &report);
+                // Right after the sync, in this follower: never while its copies are written.
+                republish(spec, shared, &report, state).await;
                 interval
             }
             Ok(Outcome::Elsewhere) => {
@@ -104,8 +107,37 @@ async fn every(
 
 /// What one round of a Source came to.
 enum Outcome {
-    Synced(Box<SyncReport>),
+    /// Synced: the report, and the state it was recorded in (read by the republish).
+    Synced(Box<SyncReport>, Arc<dyn StateStore>),
     Elsewhere,
+}
+
+/// Publishes the copies of `spec` as a Source (see [`crate::republish`]) after its sync
+/// `report`, when the aggregator republishes, on a blocking thread. A failure is logged and
+/// kept in the Source's status; the copies and the sync's result stand.
+async fn republish(
+    spec: &SourceSpec,
+    shared: &Arc<Shared>,
+    report: &SyncReport,
+    state: Arc<dyn StateStore>,
+) {
+    let Some(at) = shared.republish().cloned() else {
+        return;
+    };
+    let (name, folder, key) = (
+        spec.name.clone(),
+        shared.folder(&spec.name),
+        report.source.key(),
+    );
+    let r = tokio::task::spawn_blocking(move || {
+        crate::republish::publish(&at, &name, &folder, &*state, &key)
+    })
+    .await;
+    let r = match r {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the republish task failed: {e}")),
+    };
+    shared.status.republished(&spec.name, r);
 }
 
 /// One sync of `spec`, on its ports, within the time limit; with a shared state, under this
@@ -131,13 +163,14 @@ async fn once(spec: &SourceSpec, shared: &Arc<Shared>) -> Result<Outcome, String
             }
         })
     });
+    let state = ports.state.clone();
     let http = Http::new(opts.http.clone()).map_err(|e| e.to_string());
     let r = match http {
         Ok(http) => {
             let dest = Destination::new(spec.url.clone(), ports, http);
             match tokio::time::timeout(limits.timeout, dest.sync(&opts, Arc::new(Quiet))).await {
                 Ok(r) => r
-                    .map(|r| Outcome::Synced(Box::new(r)))
+                    .map(|r| Outcome::Synced(Box::new(r), state))
                     .map_err(|e| e.to_string()),
                 Err(_) => Err(format!(
                     "timed out after {} (limits.timeout)",

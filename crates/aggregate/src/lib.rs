@@ -7,7 +7,11 @@
 //! - [`follow`]: a Source's loop: a sync through the Destination engine on its ports every
 //!   interval (or its push session), failures backed off, never waiting on another Source.
 //! - [`status`]: what each Source is doing, bounded.
-//! - [`web`]: the page for operators, the JSON API and the Prometheus metrics.
+//! - [`republish`]: the aggregator as a Source (Z39.99-2014 §14.8): each Source's copies
+//!   published under `BASE/rs/NAME/`, each entry with `<rs:ln rel="via">` to its original.
+//! - [`published`]: the republished Sources over HTTP (Source Description, documents, copies).
+//! - [`web`]: the page for operators, the JSON API and the Prometheus metrics, and the
+//!   republished Sources' documents and resources.
 //!
 //! The copies of each Source go to its own folder of the store (`STORE/NAME/`), its state to
 //! SQLite in that folder (the default) or to PostgreSQL (a schema per Source).
@@ -17,7 +21,10 @@
 pub mod config;
 pub mod error;
 pub mod follow;
+pub mod published;
+pub mod republish;
 pub mod service;
+mod shared;
 pub mod status;
 pub mod web;
 

@@ -36,7 +36,7 @@ pub enum Phase {
 pub struct Event {
     /// When (RFC 3339).
     pub at: String,
-    /// `sync`, `failure` or `elsewhere`.
+    /// `sync`, `failure`, `elsewhere`, `republish` or `republish failure`.
     pub kind: &'static str,
     /// What happened, in a line.
     pub summary: String,
@@ -59,6 +59,8 @@ struct Entry {
     last_error: Option<String>,
     recent: VecDeque<Event>,
     elsewhere: bool,
+    republishes: u64,
+    republish_error: Option<String>,
 }
 
 /// A Source's status as shown (the page, `/api/sources`).
@@ -99,6 +101,10 @@ pub struct SourceView {
     pub last_error: Option<String>,
     /// Recent events, newest first.
     pub recent: Vec<Event>,
+    /// Publishes of its copies as a Source (see [`crate::republish`]) completed.
+    pub republishes: u64,
+    /// The error of its last publish, when that failed.
+    pub republish_error: Option<String>,
 }
 
 /// Every Source's status.
@@ -162,6 +168,8 @@ impl Status {
                         last_error: None,
                         recent: VecDeque::new(),
                         elsewhere: false,
+                        republishes: 0,
+                        republish_error: None,
                     },
                 );
             }
@@ -240,6 +248,33 @@ impl Status {
         });
     }
 
+    /// Its copies were published as a Source (see [`crate::republish`]), or that failed.
+    pub fn republished(
+        &self,
+        name: &str,
+        r: std::result::Result<crate::republish::Published, String>,
+    ) {
+        self.with(name, |e| match r {
+            Ok(p) => {
+                e.republishes += 1;
+                e.republish_error = None;
+                let mut summary = format!(
+                    "republished: {} resources, {} changes",
+                    p.resources, p.changes
+                );
+                if p.skipped > 0 {
+                    summary.push_str(&format!(", {} not republished", p.skipped));
+                }
+                push(&mut e.recent, "republish", summary);
+            }
+            Err(err) => {
+                tracing::warn!(source = %name, "republishing failed: {err}");
+                push(&mut e.recent, "republish failure", err.clone());
+                e.republish_error = Some(err);
+            }
+        });
+    }
+
     /// A sync failed with `error`.
     pub fn failed(&self, name: &str, error: &str) {
         self.with(name, |e| {
@@ -313,5 +348,7 @@ fn view(e: &Entry, now: Timestamp) -> SourceView {
             .map(|t| now.duration_since(t).as_secs_f64().max(0.0)),
         last_error: e.last_error.clone(),
         recent: e.recent.iter().cloned().collect(),
+        republishes: e.republishes,
+        republish_error: e.republish_error.clone(),
     }
 }

@@ -1,7 +1,8 @@
 //! The service's web face (`--serve ADDR`): a page for people at `/` (every Source, its state,
 //! last and next sync, resources, bytes, lag, last error; refreshed every 10 s, no JavaScript),
 //! one page per Source at `/sources/NAME` (its recent syncs and failures), the same as JSON at
-//! `/api/sources` and `/api/sources/NAME`, and Prometheus metrics at `/metrics`.
+//! `/api/sources` and `/api/sources/NAME`, and Prometheus metrics at `/metrics`; and the
+//! republished Sources (`/.well-known/resourcesync`, `/rs/…`: [`crate::published`]).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -16,7 +17,8 @@ use resourcesync_source::page::esc;
 use crate::service::Aggregator;
 use crate::status::{Phase, SourceView};
 
-/// The routes, over `agg`.
+/// The routes, over `agg`; with those of the republished Sources when it republishes (see
+/// [`crate::published`]: `/.well-known/resourcesync` and `/rs/…`).
 pub fn router(agg: Arc<Aggregator>) -> Router {
     Router::new()
         .route("/", get(index))
@@ -24,7 +26,8 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
         .route("/api/sources", get(api_sources))
         .route("/api/sources/{name}", get(api_source))
         .route("/metrics", get(metrics))
-        .with_state(agg)
+        .with_state(agg.clone())
+        .merge(crate::published::router(agg))
 }
 
 fn html(body: String) -> Response {

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use resourcesync_aggregate::republish::Republish;
 use resourcesync_aggregate::{Aggregator, Config, Options, StateChoice};
+use resourcesync_source::BaseOrigin;
 
 use crate::EXIT_OK;
 
@@ -37,9 +39,15 @@ pub(crate) struct AggregateArgs {
     /// process id and a random suffix).
     #[arg(long, value_name = "NAME")]
     worker: Option<String>,
-    /// Serve the page for operators, /api/sources (JSON) and /metrics (Prometheus) here.
+    /// Serve the page for operators, /api/sources (JSON) and /metrics (Prometheus) here, and
+    /// republish the copies as a ResourceSync Source: a Source Description at
+    /// /.well-known/resourcesync, each Source under /rs/NAME/ (see docs/aggregate.md).
     #[arg(long, value_name = "ADDR")]
     serve: Option<String>,
+    /// The URL the aggregator is reached at, which the republished documents name (default:
+    /// http://ADDR/ of --serve).
+    #[arg(long, value_name = "URL", requires = "serve")]
+    base_url: Option<String>,
     /// On SIGTERM or SIGINT, how long running syncs may take to finish before they are
     /// stopped (a stopped sync loses only the downloads in flight).
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
@@ -98,6 +106,23 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
         Some(addr) => Some(resourcesync_source::server::bind(addr).await?),
         None => None,
     };
+    let republish = match (
+        &a.base_url,
+        listener.as_ref().and_then(|l| l.local_addr().ok()),
+    ) {
+        (Some(u), _) => Some(Republish {
+            base_url: resourcesync_source::uri::normalize_base(u),
+            origin: BaseOrigin::Given,
+        }),
+        (None, Some(addr)) => Some(Republish {
+            base_url: format!("http://{addr}/"),
+            origin: BaseOrigin::Listen,
+        }),
+        (None, None) => None,
+    }
+    // Copies kept in a bucket are not republished yet (the republished Source reads the copies
+    // from their folder).
+    .filter(|_| object_store.is_none());
     let agg = Arc::new(Aggregator::start(
         &config,
         Options {
@@ -108,6 +133,7 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
                 .worker
                 .clone()
                 .unwrap_or_else(resourcesync_aggregate::service::worker_name),
+            republish,
         },
     )?);
     // Caught from before the line that says the service is ready.

@@ -2,4 +2,5 @@
 
 mod config;
 mod page;
+mod republish;
 mod service;

@@ -70,6 +70,7 @@ async fn the_page_renders_in_chromium() {
                 state: StateChoice::PerSource,
                 worker: "test".into(),
                 object_store: None,
+                republish: None,
             },
         )
         .expect("start"),

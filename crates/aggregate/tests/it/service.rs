@@ -179,6 +179,7 @@ schedule = "1s"
                 state: StateChoice::PerSource,
                 worker: "test".into(),
                 object_store: None,
+                republish: None,
             },
         )
         .expect("start"),
@@ -367,6 +368,7 @@ async fn copies_go_to_an_s3_bucket() {
             object_store: Some(s3_url(&prefix)),
             state: StateChoice::PerSource,
             worker: "test".into(),
+            republish: None,
         },
     )
     .expect("start");

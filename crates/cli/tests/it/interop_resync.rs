@@ -65,7 +65,7 @@ const RESYNC_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The peers venv: `$RESOURCESYNC_PEERS_VENV` (set by scripts/test.sh), else
 /// `<workspace>/.venv-peers`. Missing: the test fails, it never passes silently.
-fn resync_sync() -> PathBuf {
+pub(crate) fn resync_sync() -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut tried = Vec::new();
     if let Some(v) = std::env::var_os("RESOURCESYNC_PEERS_VENV").filter(|v| !v.is_empty()) {
@@ -342,7 +342,7 @@ fn assert_same_tree(src: &Path, dst: &Path, when: &str) {
 
 /// Runs `resync-sync` in `cwd` (where it keeps `.resync-client-status.cfg`); its stdout and
 /// stderr. A non-zero exit, a fatal error or a Python traceback fails the test.
-fn resync(cwd: &Path, args: &[&str]) -> String {
+pub(crate) fn resync(cwd: &Path, args: &[&str]) -> String {
     let out_path = cwd.join("resync.out");
     let mut child = Command::new(resync_sync())
         .args(args)

@@ -18,6 +18,7 @@ mod faults_serve;
 mod first_hour;
 mod hub_robust;
 mod hub_under_load;
+mod interop_aggregate;
 mod interop_resync;
 mod interop_simulator;
 mod interop_websub;

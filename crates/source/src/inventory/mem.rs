@@ -176,6 +176,7 @@ impl MemInventory {
                 len: f.bytes.len() as u64,
                 mtime_ns: f.mtime_ns,
                 hashes: f.hashes.clone(),
+                via: None,
             }),
         };
         Some((key.clone(), item))
@@ -248,6 +249,7 @@ impl ChangeFeed for MemInventory {
                         len: f.bytes.len() as u64,
                         mtime_ns: f.mtime_ns,
                         hashes: f.hashes.clone(),
+                        via: None,
                     })),
                 }
             })

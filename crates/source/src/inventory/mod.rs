@@ -38,7 +38,7 @@ mod postgres;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use resourcesync_model::Hashes;
+use resourcesync_model::{Hashes, Link};
 
 use crate::error::Result;
 pub(crate) use crate::uri::path_bytes;
@@ -60,6 +60,11 @@ pub struct Listed {
     /// The digests the backend knows of the current bytes without reading them (a stored
     /// checksum, an object store's content MD5); empty when it knows none.
     pub hashes: Hashes,
+    /// Where the resource comes from, when the inventory knows (an aggregator's copy: the
+    /// original's URI, `modified`, `hash`, `length`): published as `<rs:ln rel="via">` in its
+    /// Resource List and Change List entries (Z39.99-2014 §14.8, Republishing Resources).
+    /// `None` for most inventories.
+    pub via: Option<Box<Link>>,
 }
 
 impl Listed {
@@ -70,6 +75,7 @@ impl Listed {
             len,
             mtime_ns,
             hashes: Hashes::default(),
+            via: None,
         }
     }
 }

@@ -112,6 +112,8 @@ pub fn resource_entry(r: &Resource) -> Entry {
     }
     md.length = Some(r.length);
     md.mime_type = r.mime_type.clone();
+    // Z39.99-2014 §14.8: a republished resource's original.
+    e.links.extend(r.via.as_deref().cloned());
     e
 }
 
@@ -127,6 +129,7 @@ pub fn change_entry(c: &ChangeRecord) -> Entry {
     }
     md.length = c.length;
     md.mime_type = c.mime_type.clone();
+    e.links.extend(c.via.as_deref().cloned());
     e
 }
 

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use resourcesync_model::writer::entry_xml;
-use resourcesync_model::{Entry, HashAlg, Hashes, MultiHasher, Root};
+use resourcesync_model::{Entry, HashAlg, Hashes, Link, MultiHasher, Root};
 
 use crate::inventory::Inventory;
 use crate::scan::{lastmod_of, mime_type};
@@ -56,6 +56,8 @@ pub(super) struct Job {
     pub(super) rel: PathBuf,
     pub(super) known: Option<u64>,
     pub(super) listed: Option<(u64, i128, Hashes)>,
+    /// The provenance link the inventory listed (see [`crate::inventory::Listed::via`]).
+    pub(super) via: Option<Box<Link>>,
 }
 
 /// A batch of files as the scan hands it to the threads: its number (batches are numbered in
@@ -223,6 +225,7 @@ fn prepare(
         lastmod: lastmod_of(mtime_ns),
         mime_type: Some(mime_type(rel)),
         hashes,
+        via: job.via.clone(),
     };
     let mut rendered = false;
     if let Some(text) = render {
@@ -236,6 +239,9 @@ fn prepare(
         }
         md.length = Some(resource.length);
         md.mime_type = resource.mime_type.take();
+        if let Some(v) = resource.via.take() {
+            e.links.push(*v);
+        }
         let start = text.len();
         // The Resource List's root and (no) extra namespaces, as `publish` writes it.
         rendered = entry_xml(text, "resourcelist", Root::UrlSet, &[], &e).is_ok();
@@ -249,6 +255,7 @@ fn prepare(
             }
             resource.mime_type = md.mime_type.take();
         }
+        resource.via = e.links.pop().map(Box::new);
     }
     Ok(Prepared { resource, rendered })
 }

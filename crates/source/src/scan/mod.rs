@@ -16,7 +16,7 @@ use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
 use crate::error::{Error, Result};
 use crate::inventory::{Inventory, Listed, Skipped};
 pub use crate::state::rel_path;
-use crate::state::{KnownRow, Recorder, Rendered, Resource, Rotation, State, now_us};
+use crate::state::{KnownRow, Recorder, Rendered, Resource, Rotation, State, now_us, via_text};
 use crate::uri::path_bytes as key;
 
 mod feed;
@@ -523,9 +523,20 @@ pub fn scan(
                         listed: as_listed(&l),
                         rel: l.rel,
                         known: None,
+                        via: l.via,
                     }),
                     Merged::Both(k, l) => {
-                        if k.length == l.len && k.mtime_ns == l.mtime_ns && k.algs & want == want {
+                        // A provenance link that changed (or came or went) is a new row.
+                        let same_via = match (&k.via, &l.via) {
+                            (None, None) => true,
+                            (Some(k), Some(l)) => *k == via_text(l),
+                            _ => false,
+                        };
+                        if k.length == l.len
+                            && k.mtime_ns == l.mtime_ns
+                            && k.algs & want == want
+                            && same_via
+                        {
                             r.kept += 1;
                             r.kept_bytes += k.length;
                             r.stop_rendering();
@@ -534,6 +545,7 @@ pub fn scan(
                                 listed: as_listed(&l),
                                 rel: l.rel,
                                 known: Some(k.length),
+                                via: l.via,
                             });
                         }
                     }

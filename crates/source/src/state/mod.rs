@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
-use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
+use resourcesync_model::{Change, HashAlg, Hashes, Link, W3cDateTime};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::error::{Error, Result};
@@ -17,11 +17,13 @@ mod rebase;
 mod record;
 mod rendered;
 mod stream;
+mod via;
 pub use read::{Reader, Recorded};
 pub use rebase::Moved;
 pub use record::{Recorder, Rotation};
 pub(crate) use rendered::Rendered;
 pub use stream::KnownRow;
+pub use via::{VIA, via_link, via_text};
 
 /// What the Source knows of one resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +42,9 @@ pub struct Resource {
     pub mime_type: Option<String>,
     /// Digests.
     pub hashes: Hashes,
+    /// Where it comes from, when the inventory said (`<rs:ln rel="via">`, Z39.99-2014 §14.8:
+    /// a republished resource's original).
+    pub via: Option<Box<Link>>,
 }
 
 /// What the previous snapshot says of a path: enough to tell that a file is unchanged (see
@@ -89,6 +94,8 @@ pub struct ChangeRecord {
     pub hashes: Hashes,
     /// The period (Change List) it belongs to.
     pub period: i64,
+    /// The resource's provenance link (see [`Resource::via`]; absent for deletions).
+    pub via: Option<Box<Link>>,
 }
 
 /// A change period: the span one Change List covers.
@@ -127,7 +134,8 @@ CREATE TABLE IF NOT EXISTS resources(
     mtime_ns TEXT NOT NULL,
     lastmod TEXT NOT NULL,
     type TEXT,
-    md5 TEXT, sha1 TEXT, sha256 TEXT
+    md5 TEXT, sha1 TEXT, sha256 TEXT,
+    via TEXT
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS periods(
     id INTEGER PRIMARY KEY,
@@ -146,7 +154,8 @@ CREATE TABLE IF NOT EXISTS changes(
     length INTEGER,
     type TEXT,
     md5 TEXT, sha1 TEXT, sha256 TEXT,
-    period INTEGER NOT NULL REFERENCES periods(id)
+    period INTEGER NOT NULL REFERENCES periods(id),
+    via TEXT
 );
 CREATE INDEX IF NOT EXISTS changes_period ON changes(period, seq);
 -- The changes a scan found, in the order found, until it records them at its end (emptied in
@@ -179,6 +188,18 @@ const BACKGROUND_CHECKPOINT_ROWS: u64 = 10_000;
 
 /// Earlier versions indexed resources by URI; see [`State::resource_by_uri`].
 const DROP_URI_INDEX: &str = "DROP INDEX IF EXISTS resources_uri;";
+
+/// Earlier versions had no provenance link (`via`) on resources and changes: added to a state
+/// they made (NULL for every row: none had one).
+const ADD_VIA: &str =
+    "ALTER TABLE resources ADD COLUMN via TEXT; ALTER TABLE changes ADD COLUMN via TEXT;";
+
+/// The columns of a resource row, in the order [`row_resource`] reads them.
+const RESOURCE_COLUMNS: &str = "path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256, via";
+
+/// The columns of a change row, in the order [`row_change`] reads them.
+const CHANGE_COLUMNS: &str =
+    "seq, uri, change, datetime, lastmod, length, type, md5, sha1, sha256, period, via";
 
 fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
     h.value_of(&alg)
@@ -243,6 +264,19 @@ impl State {
         s.conn
             .execute_batch(&format!("BEGIN; {SCHEMA} {DROP_URI_INDEX} COMMIT;"))
             .map_err(|e| s.err(e))?;
+        let has_via: bool = s
+            .conn
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM pragma_table_info('resources') WHERE name='via')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| s.err(e))?;
+        if !has_via {
+            s.conn
+                .execute_batch(&format!("BEGIN; {ADD_VIA} COMMIT;"))
+                .map_err(|e| s.err(e))?;
+        }
         Ok(s)
     }
 
@@ -304,7 +338,7 @@ impl State {
     /// index lookups). The Resource List is written in this order.
     pub fn for_each_resource(&self, f: impl FnMut(Resource) -> Result<()>) -> Result<()> {
         self.for_each_resource_in(
-            "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources ORDER BY path",
+            &format!("SELECT {RESOURCE_COLUMNS} FROM resources ORDER BY path"),
             f,
         )
     }
@@ -379,7 +413,7 @@ impl State {
     /// indexed).
     pub fn for_each_resource_by_uri(&self, f: impl FnMut(Resource) -> Result<()>) -> Result<()> {
         self.for_each_resource_in(
-            "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources ORDER BY uri",
+            &format!("SELECT {RESOURCE_COLUMNS} FROM resources ORDER BY uri"),
             f,
         )
     }
@@ -387,9 +421,7 @@ impl State {
     fn query_resources(&self, order: &str) -> Result<Vec<Resource>> {
         let mut stmt = self
             .conn
-            .prepare(&format!(
-                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources {order}"
-            ))
+            .prepare(&format!("SELECT {RESOURCE_COLUMNS} FROM resources {order}"))
             .map_err(|e| self.err(e))?;
         let rows = stmt.query_map([], row_resource).map_err(|e| self.err(e))?;
         rows.collect::<std::result::Result<Vec<_>, _>>()
@@ -428,9 +460,9 @@ impl State {
             return Ok(self.resource_by_path(&key)?.filter(|r| r.uri == uri));
         }
         self.conn
-            .prepare_cached(
-                "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources WHERE uri=?1",
-            )
+            .prepare_cached(&format!(
+                "SELECT {RESOURCE_COLUMNS} FROM resources WHERE uri=?1"
+            ))
             .map_err(|e| self.err(e))?
             .query_row([uri], row_resource)
             .optional()
@@ -493,10 +525,9 @@ impl State {
     ) -> Result<()> {
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT seq, uri, change, datetime, lastmod, length, type, md5, sha1, sha256, period
-                 FROM changes WHERE period=?1 ORDER BY seq",
-            )
+            .prepare(&format!(
+                "SELECT {CHANGE_COLUMNS} FROM changes WHERE period=?1 ORDER BY seq"
+            ))
             .map_err(|e| self.err(e))?;
         let mut rows = stmt.query([period]).map_err(|e| self.err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
@@ -509,10 +540,9 @@ impl State {
     pub fn changes_after(&self, seq: i64, limit: usize) -> Result<Vec<ChangeRecord>> {
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT seq, uri, change, datetime, lastmod, length, type, md5, sha1, sha256, period
-                 FROM changes WHERE seq>?1 ORDER BY seq LIMIT ?2",
-            )
+            .prepare(&format!(
+                "SELECT {CHANGE_COLUMNS} FROM changes WHERE seq>?1 ORDER BY seq LIMIT ?2"
+            ))
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map(params![seq, limit as i64], row_change)
@@ -579,6 +609,15 @@ fn row_resource(r: &rusqlite::Row<'_>) -> rusqlite::Result<Resource> {
         lastmod: dt(&r.get::<_, String>(4)?),
         mime_type: r.get(5)?,
         hashes: Hashes::from_known(r.get(6)?, r.get(7)?, r.get(8)?),
+        via: via_column(r, 9)?,
+    })
+}
+
+/// The provenance link in column `i` (NULL: none).
+fn via_column(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<Box<Link>>> {
+    Ok(match r.get_ref(i)? {
+        rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok().and_then(via_link),
+        _ => None,
     })
 }
 
@@ -593,6 +632,7 @@ fn row_change(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChangeRecord> {
         mime_type: r.get(6)?,
         hashes: Hashes::from_known(r.get(7)?, r.get(8)?, r.get(9)?),
         period: r.get(10)?,
+        via: via_column(r, 11)?,
     })
 }
 
@@ -615,9 +655,9 @@ pub(crate) fn query_resource_by_path(
     c: &rusqlite::Connection,
     path: &[u8],
 ) -> rusqlite::Result<Option<Resource>> {
-    c.prepare_cached(
-        "SELECT path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256 FROM resources WHERE path=?1",
-    )?
+    c.prepare_cached(&format!(
+        "SELECT {RESOURCE_COLUMNS} FROM resources WHERE path=?1"
+    ))?
     .query_row([path], row_resource)
     .optional()
 }

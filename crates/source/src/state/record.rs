@@ -64,11 +64,11 @@ impl Recorder<'_> {
         let _ = write!(lastmod, "{}", r.lastmod);
         self.tx
             .prepare_cached(
-                "INSERT INTO resources(path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256)
-                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                "INSERT INTO resources(path, uri, length, mtime_ns, lastmod, type, md5, sha1, sha256, via)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT(path) DO UPDATE SET uri=excluded.uri, length=excluded.length,
                    mtime_ns=excluded.mtime_ns, lastmod=excluded.lastmod, type=excluded.type,
-                   md5=excluded.md5, sha1=excluded.sha1, sha256=excluded.sha256",
+                   md5=excluded.md5, sha1=excluded.sha1, sha256=excluded.sha256, via=excluded.via",
             )
             .map_err(|e| self.err(e))?
             .execute(params![
@@ -81,6 +81,7 @@ impl Recorder<'_> {
                     digest_ref(&r.hashes, HashAlg::Md5),
                     digest_ref(&r.hashes, HashAlg::Sha1),
                     digest_ref(&r.hashes, HashAlg::Sha256),
+                    r.via.as_deref().map(via_text),
             ])
             .map(|_| ())
             .map_err(|e| self.err(e))
@@ -211,8 +212,8 @@ impl Recorder<'_> {
         let deleted = change == Change::Deleted;
         self.tx
             .prepare_cached(
-                "INSERT INTO changes(uri, change, datetime, datetime_us, lastmod, length, type, md5, sha1, sha256, period)
-                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "INSERT INTO changes(uri, change, datetime, datetime_us, lastmod, length, type, md5, sha1, sha256, period, via)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )
             .map_err(|e| self.err(e))?
             .execute(params![
@@ -227,6 +228,7 @@ impl Recorder<'_> {
                     digest_of(&r.hashes, HashAlg::Sha1).filter(|_| !deleted),
                     digest_of(&r.hashes, HashAlg::Sha256).filter(|_| !deleted),
                     period,
+                    r.via.as_deref().filter(|_| !deleted).map(via_text),
             ])
             .map_err(|e| self.err(e))?;
         self.uncounted.set(self.uncounted.get() + 1);

@@ -18,6 +18,8 @@ pub struct KnownRow {
     pub mtime_ns: i128,
     /// The digests recorded, as a mask of [`alg_mask`] bits.
     pub algs: u8,
+    /// The provenance link recorded, as the state keeps it ([`via_text`]).
+    pub via: Option<String>,
 }
 
 impl Recorder<'_> {
@@ -35,11 +37,11 @@ impl Recorder<'_> {
     ) -> Result<()> {
         let sql = if after.is_some() {
             "SELECT path, length, mtime_ns,
-               (md5 IS NOT NULL) + 2 * (sha1 IS NOT NULL) + 4 * (sha256 IS NOT NULL)
+               (md5 IS NOT NULL) + 2 * (sha1 IS NOT NULL) + 4 * (sha256 IS NOT NULL), via
              FROM resources WHERE path > ?1 ORDER BY path LIMIT ?2"
         } else {
             "SELECT path, length, mtime_ns,
-               (md5 IS NOT NULL) + 2 * (sha1 IS NOT NULL) + 4 * (sha256 IS NOT NULL)
+               (md5 IS NOT NULL) + 2 * (sha1 IS NOT NULL) + 4 * (sha256 IS NOT NULL), via
              FROM resources ORDER BY path LIMIT ?1"
         };
         let mut stmt = self.tx.prepare_cached(sql).map_err(|e| self.err(e))?;
@@ -56,6 +58,7 @@ impl Recorder<'_> {
                     length: row.get::<_, i64>(1)? as u64,
                     mtime_ns: row.get_ref(2)?.as_str()?.parse().unwrap_or(0),
                     algs: row.get::<_, i64>(3)? as u8,
+                    via: row.get(4)?,
                 })
             })()
             .map_err(|e| self.err(e))?;
@@ -69,7 +72,7 @@ impl Recorder<'_> {
         self.tx
             .prepare_cached(
                 "SELECT length, mtime_ns,
-                   (md5 IS NOT NULL) + 2 * (sha1 IS NOT NULL) + 4 * (sha256 IS NOT NULL)
+                   (md5 IS NOT NULL) + 2 * (sha1 IS NOT NULL) + 4 * (sha256 IS NOT NULL), via
                  FROM resources WHERE path = ?1",
             )
             .map_err(|e| self.err(e))?
@@ -79,6 +82,7 @@ impl Recorder<'_> {
                     length: row.get::<_, i64>(0)? as u64,
                     mtime_ns: row.get_ref(1)?.as_str()?.parse().unwrap_or(0),
                     algs: row.get::<_, i64>(2)? as u8,
+                    via: row.get(3)?,
                 })
             })
             .optional()

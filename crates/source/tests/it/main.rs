@@ -12,3 +12,4 @@ mod pg_inventory;
 mod publish;
 mod scan_stream;
 mod serve;
+mod via;

@@ -289,6 +289,7 @@ impl OaiInventory {
             len: r.length,
             mtime_ns: r.mtime_ns,
             hashes: Hashes::from_known(r.md5, None, None),
+            via: None,
         }
     }
 

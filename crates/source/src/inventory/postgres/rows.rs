@@ -246,6 +246,7 @@ pub(super) fn record(row: &Row) -> Result<(Vec<u8>, RowIs), postgres::Error> {
         len,
         mtime_ns: i128::from(us) * 1000,
         hashes,
+        via: None,
     };
     Ok((path, RowIs::Live(listed)))
 }

@@ -1,0 +1,397 @@
+//! Republishing (issue 16 item 4; Z39.99-2014 §14.8, Republishing Resources): the aggregator is
+//! itself a Source. Each aggregated Source `NAME` is published by the Source engine of
+//! `resourcesync-source` over an inventory of its copies ([`CopiesInventory`]), under
+//! `BASE/rs/NAME/`, each resource with `<rs:ln rel="via">` to its original: the original's URI,
+//! `modified` (its `<lastmod>`), `hash` and `length`, as the Destination's state recorded them.
+//! The Source's change detection gives the aggregator's own Change Lists.
+//!
+//! Where things are, for the Source `NAME` (the working directory is inside the Source's
+//! folder, under `.resourcesync/`, which the Destination never lists nor the inventory
+//! publishes):
+//!
+//! ```text
+//! STORE/NAME/...                                 the copies (the resources served)
+//! STORE/NAME/.resourcesync/republish/index.sqlite   path → original, rebuilt per publish
+//! STORE/NAME/.resourcesync/republish/state.sqlite   the Source's state (snapshots, changes)
+//! STORE/NAME/.resourcesync/republish/www/           its documents
+//! ```
+//!
+//! A publish runs after each successful sync of its Source, in the same follower (never while
+//! the copies are being written), on a blocking thread. Memory does not grow with the number of
+//! resources: the Destination's rows are read a page at a time into the index (on disk), which
+//! the inventory lists a page at a time in path order; the scan streams.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use resourcesync_model::Link;
+use resourcesync_source::inventory::{DirInventory, Inventory, Listed, Listing, Served, Skipped};
+use resourcesync_source::state::{VIA, via_link, via_text};
+use resourcesync_source::{BaseOrigin, Source, SourceConfig};
+use resourcesync_store::{ResourceRecord, StateStore};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{Error, Result};
+
+/// The path under the aggregator's base URL where the republished Sources are: `rs/NAME/`.
+/// Chosen apart from the page for operators (`/`, `/sources/…`, `/api/…`, `/metrics`): a
+/// Source named `api` or `metrics` still has its own URL space, and no resource path can shadow
+/// a route of the page.
+pub const PREFIX: &str = "rs";
+
+/// Rows read from the Destination's state at a time, and listed from the index at a time.
+const PAGE: usize = 1024;
+
+/// The first segment of the documents' paths under a republished Source's base (see
+/// [`resourcesync_source::layout`]): a copy whose path starts with it would be shadowed by
+/// the documents, so it is not republished (and reported as skipped).
+const DOCS: &str = "resourcesync";
+
+/// Where the aggregator republishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Republish {
+    /// The aggregator's public base URL (`http://host:port/`, ending with `/`).
+    pub base_url: String,
+    /// Whether it was given (`--base-url`) or is the address `--serve` listens on (then a
+    /// Source published under an earlier address moves to the new one, keeping its history).
+    pub origin: BaseOrigin,
+}
+
+impl Republish {
+    /// The base URL of the republished Source `name`: `BASE/rs/NAME/`.
+    pub fn source_base(&self, name: &str) -> String {
+        format!("{}{PREFIX}/{name}/", self.base_url)
+    }
+
+    /// The Capability List of the republished Source `name`.
+    pub fn capability_list(&self, name: &str) -> String {
+        format!("{}resourcesync/capabilitylist.xml", self.source_base(name))
+    }
+
+    /// The aggregator's Source Description (Z39.99-2014 §6.3.2).
+    pub fn description_url(&self) -> String {
+        format!("{}.well-known/resourcesync", self.base_url)
+    }
+}
+
+/// The working directory of the republished Source in `folder` (the Source's folder).
+pub fn work_dir(folder: &Path) -> PathBuf {
+    folder.join(resourcesync_store::STATE_DIR).join("republish")
+}
+
+/// Its documents (the Source's output directory).
+pub fn docs_dir(folder: &Path) -> PathBuf {
+    work_dir(folder).join("www")
+}
+
+/// Its state.
+pub fn state_path(folder: &Path) -> PathBuf {
+    work_dir(folder).join("state.sqlite")
+}
+
+/// What one publish did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Published {
+    /// Resources republished.
+    pub resources: u64,
+    /// Changes recorded (created, updated, deleted).
+    pub changes: u64,
+    /// Copies not republished, with why (hidden paths, paths under `resourcesync/`).
+    pub skipped: u64,
+}
+
+/// The provenance link of a copy (Z39.99-2014 §14.8): the original URI and what the
+/// Destination recorded of it.
+fn via_of(r: &ResourceRecord) -> Link {
+    let mut l = Link::new(VIA, r.uri.clone());
+    l.modified = r.lastmod;
+    l.length = r.length;
+    l.hash = Some(r.hashes.clone()).filter(|h| !h.is_empty());
+    l
+}
+
+/// Whether a copy's path can be republished under the Source's base: not hidden (the
+/// Destination's own files, and `.well-known`), not under the documents' folder.
+fn republishable(path: &str) -> std::result::Result<(), &'static str> {
+    if path.split('/').any(|s| s.starts_with('.')) {
+        return Err("a hidden path (a segment starting with '.') is not republished");
+    }
+    if path == DOCS || path.starts_with("resourcesync/") {
+        return Err("a path under resourcesync/ would be shadowed by the documents there");
+    }
+    Ok(())
+}
+
+/// The index of one Source's copies: each path (as bytes, the order of the Source's scan) with
+/// the original's provenance link ([`via_text`]), or the reason it is not republished.
+#[derive(Debug)]
+struct Index {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl Index {
+    fn open(path: &Path) -> Result<Index> {
+        let err = |e: rusqlite::Error| Error::Republish(format!("{}: {e}", path.display()));
+        let conn = Connection::open(path).map_err(err)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-4096;
+             CREATE TABLE IF NOT EXISTS idx(path BLOB PRIMARY KEY, via TEXT, skip TEXT)
+               WITHOUT ROWID;",
+        )
+        .map_err(err)?;
+        Ok(Index {
+            conn: Mutex::new(conn),
+            path: path.to_owned(),
+        })
+    }
+
+    fn err(&self, e: rusqlite::Error) -> Error {
+        Error::Republish(format!("{}: {e}", self.path.display()))
+    }
+
+    /// Rebuilds the index from the Destination's rows of the Source `key` (a page at a time,
+    /// in one transaction); copies kept after the Source deleted them (`gone`) are left out:
+    /// the republished Source mirrors what the original publishes now.
+    fn rebuild(&self, state: &dyn StateStore, key: &str) -> Result<()> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM idx", []).map_err(|e| self.err(e))?;
+        {
+            let mut ins = tx
+                .prepare("INSERT OR REPLACE INTO idx(path, via, skip) VALUES(?1, ?2, ?3)")
+                .map_err(|e| self.err(e))?;
+            let mut after: Option<String> = None;
+            loop {
+                let page = state.resources_page(key, after.as_deref(), PAGE)?;
+                let Some(last) = page.last() else { break };
+                after = Some(last.uri.clone());
+                for r in page.iter().filter(|r| !r.gone && !r.path.is_empty()) {
+                    let skip = republishable(&r.path).err();
+                    ins.execute(params![r.path.as_bytes(), via_text(&via_of(r)), skip])
+                        .map_err(|e| self.err(e))?;
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// Up to [`PAGE`] rows after `after`, in path order.
+    fn page(&self, after: Option<&[u8]>) -> Result<Vec<Row>> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT path, via, skip FROM idx WHERE path > ?1 ORDER BY path LIMIT ?2",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![after.unwrap_or_default(), PAGE as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The provenance link of a path, if the index has it (republishable).
+    fn via(&self, path: &[u8]) -> Result<Option<String>> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.prepare_cached("SELECT via FROM idx WHERE path = ?1 AND skip IS NULL")
+            .map_err(|e| self.err(e))?
+            .query_row([path], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+}
+
+/// A row of the index: the path (bytes), its provenance link ([`via_text`]), and why it is not
+/// republished (none: it is).
+type Row = (Vec<u8>, Option<String>, Option<String>);
+
+fn rel_of(path: &[u8]) -> PathBuf {
+    PathBuf::from(String::from_utf8_lossy(path).into_owned())
+}
+
+/// The copies of one aggregated Source as an [`Inventory`]: the resources the Destination
+/// recorded (not the files that happen to be in the folder), each with its provenance link;
+/// the bytes read through a [`DirInventory`] of the folder (which refuses hidden paths and
+/// links out of it).
+#[derive(Debug)]
+pub struct CopiesInventory {
+    dir: DirInventory,
+    index: Index,
+}
+
+impl CopiesInventory {
+    /// The copies in `folder`, indexed from the Destination's rows of the Source `key` in
+    /// `state` (the index at `index`, rebuilt now).
+    pub fn open(folder: &Path, index: &Path, state: &dyn StateStore, key: &str) -> Result<Self> {
+        let dir = DirInventory::new(folder, Vec::new(), false, Vec::new())?;
+        let index = Index::open(index)?;
+        index.rebuild(state, key)?;
+        Ok(CopiesInventory { dir, index })
+    }
+
+    fn listed(
+        &self,
+        path: Vec<u8>,
+        via: Option<String>,
+        skip: Option<String>,
+    ) -> Option<std::result::Result<Listed, Skipped>> {
+        let rel = rel_of(&path);
+        if let Some(reason) = skip {
+            return Some(Err(Skipped { path: rel, reason }));
+        }
+        match self.dir.stat(&rel) {
+            Ok((len, mtime_ns)) => {
+                let mut l = Listed::new(rel, len, mtime_ns);
+                l.via = via.as_deref().and_then(via_link);
+                Some(Ok(l))
+            }
+            // A row without its copy (removed by hand): not there.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => Some(Err(Skipped {
+                path: rel,
+                reason: e.to_string(),
+            })),
+        }
+    }
+}
+
+/// The listing: the index a page at a time.
+struct Pages<'a> {
+    inv: &'a CopiesInventory,
+    page: std::vec::IntoIter<Row>,
+    after: Option<Vec<u8>>,
+    done: bool,
+}
+
+impl Iterator for Pages<'_> {
+    type Item = std::result::Result<Listed, Skipped>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some((path, via, skip)) = self.page.next() {
+                self.after = Some(path.clone());
+                match self.inv.listed(path, via, skip) {
+                    Some(item) => return Some(item),
+                    None => continue,
+                }
+            }
+            if self.done {
+                return None;
+            }
+            match self.inv.index.page(self.after.as_deref()) {
+                Ok(rows) => {
+                    self.done = rows.len() < PAGE;
+                    self.page = rows.into_iter();
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(Skipped::listing_broke(e.to_string())));
+                }
+            }
+        }
+    }
+}
+
+impl Inventory for CopiesInventory {
+    fn list(&self) -> resourcesync_source::Result<Listing<'_>> {
+        Ok(Box::new(Pages {
+            inv: self,
+            page: Vec::new().into_iter(),
+            after: None,
+            done: false,
+        }))
+    }
+
+    fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>> {
+        self.dir.open(rel)
+    }
+
+    fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
+        self.dir.stat(rel)
+    }
+
+    fn read_stable(
+        &self,
+        rel: &Path,
+        buf: &mut Vec<u8>,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> std::io::Result<Option<(u64, i128)>> {
+        self.dir.read_stable(rel, buf, sink)
+    }
+
+    fn serve(&self, rel: &Path) -> std::io::Result<Option<Served>> {
+        let key = rel.to_string_lossy();
+        match self.index.via(key.as_bytes()) {
+            Ok(Some(_)) => self.dir.serve(rel),
+            Ok(None) => Ok(None),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        }
+    }
+
+    fn local(&self) -> bool {
+        true
+    }
+}
+
+/// Publishes the copies of the Source `name` (in `folder`, recorded in `state` under `key`)
+/// as a Source under `at`: the index rebuilt, a scan, every document. Blocking.
+pub fn publish(
+    at: &Republish,
+    name: &str,
+    folder: &Path,
+    state: &dyn StateStore,
+    key: &str,
+) -> Result<Published> {
+    let work = work_dir(folder);
+    std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+    let inv = CopiesInventory::open(folder, &work.join("index.sqlite"), state, key)?;
+    let mut cfg = SourceConfig::new(&work, &at.source_base(name));
+    cfg.out = Some(docs_dir(folder));
+    cfg.state = Some(state_path(folder));
+    cfg.base_origin = at.origin;
+    let mut source = Source::open_with(cfg, Arc::new(inv))?;
+    let scan = source.scan()?;
+    for s in &scan.skipped {
+        tracing::debug!(source = %name, path = %s.path.display(), reason = %s.reason, "not republished");
+    }
+    source.publish()?;
+    Ok(Published {
+        resources: scan.resources,
+        changes: scan.created + scan.updated + scan.deleted,
+        skipped: scan.skipped.len() as u64,
+    })
+}
+
+/// The aggregator's Source Description (Z39.99-2014 §6.3.2, §8): one Capability List per
+/// republished Source (`names`: those published at least once), with a `describedby` link
+/// to the page for operators.
+pub fn description(at: &Republish, names: &[String]) -> Result<Vec<u8>> {
+    use resourcesync_model::{Capability, DocumentWriter, Entry, Header, Metadata, Root};
+    let mut header = Header::new(
+        Root::UrlSet,
+        Metadata::with_capability(Capability::Description),
+    );
+    header
+        .links
+        .push(Link::new("describedby", at.base_url.clone()));
+    let mut w = DocumentWriter::new(Vec::new(), "description", &header)
+        .map_err(|e| Error::Republish(e.to_string()))?;
+    for name in names {
+        let mut e = Entry::new(at.capability_list(name));
+        e.md = Some(Metadata::with_capability(Capability::CapabilityList));
+        w.write_entry(&e)
+            .map_err(|e| Error::Republish(e.to_string()))?;
+    }
+    w.finish().map_err(|e| Error::Republish(e.to_string()))
+}
+
+/// Whether the Source `name` in `folder` has been republished (its Capability List is there).
+pub fn is_published(folder: &Path) -> bool {
+    docs_dir(folder)
+        .join("resourcesync/capabilitylist.xml")
+        .is_file()
+}

@@ -1,0 +1,253 @@
+//! What every follower shares: the options (where copies and state go), the limits and the
+//! gates that enforce them, the status, and the ports of one sync ([`Shared::ports`]: where a
+//! Source's store and state are opened, fenced by a lease when the state is shared).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use resourcesync_destination::Ports;
+use resourcesync_store::{
+    Fenced, FsStore, PgState, S3Config, S3Store, SqliteState, StateStore, Store,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::config::Limits;
+use crate::error::{Error, Result};
+use crate::republish::Republish;
+use crate::status::Status;
+
+/// Where the state of every Source is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateChoice {
+    /// SQLite inside each Source's folder (`STORE/NAME/.resourcesync/state.sqlite`), as
+    /// `resourcesync sync` keeps it: the default.
+    PerSource,
+    /// SQLite in this directory, one database per Source (`DIR/NAME.sqlite`).
+    Directory(PathBuf),
+    /// PostgreSQL at this URL, one schema per Source (`agg_NAME`, `-` as `_`).
+    Postgres(String),
+}
+
+/// Where the service keeps what it copies.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The store: one folder per Source, named as the Source (with `object_store`, the
+    /// folders hold only what is local: the scratch space and, by default, the state).
+    pub store: PathBuf,
+    /// The copies in an S3-compatible bucket instead
+    /// (`s3://KEY:SECRET@HOST:PORT/BUCKET/PREFIX?region=R`): each Source's under
+    /// `PREFIX/NAME/`.
+    pub object_store: Option<String>,
+    /// The state.
+    pub state: StateChoice,
+    /// This worker's name among those sharing a PostgreSQL state (leases name it); see
+    /// [`worker_name`].
+    pub worker: String,
+    /// Where the copies are republished as Sources (see [`crate::republish`]), if they are
+    /// (`--serve`).
+    pub republish: Option<Republish>,
+}
+
+/// A worker name unique enough among processes sharing a state: host, process, random.
+pub fn worker_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    format!("{host}:{}:{:04x}", std::process::id(), fastrand::u16(..))
+}
+
+/// The ports of one sync, or why there is none now.
+pub(crate) enum Opened {
+    /// Ready: the ports, and the lease they are fenced by (PostgreSQL state).
+    Ready(Ports, Option<Arc<Fenced>>),
+    /// Another worker holds the Source.
+    Elsewhere,
+}
+
+/// Syncs running at once: over every Source, and per host.
+#[derive(Debug)]
+pub(crate) struct Gates {
+    total: Arc<Semaphore>,
+    per_host: usize,
+    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+impl Gates {
+    pub(crate) fn new(l: &Limits) -> Self {
+        Gates {
+            total: Arc::new(Semaphore::new(l.concurrency)),
+            per_host: l.per_host,
+            hosts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn host(&self, url: &str) -> Arc<Semaphore> {
+        let host = url::Url::parse(url)
+            .ok()
+            .and_then(|u| {
+                u.host_str()
+                    .map(|h| format!("{h}:{}", u.port_or_known_default().unwrap_or(0)))
+            })
+            .unwrap_or_default();
+        let mut g = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        g.entry(host)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_host)))
+            .clone()
+    }
+}
+
+/// What every follower shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) status: Status,
+    pub(crate) opts: Options,
+    pub(crate) limits: RwLock<Limits>,
+    pub(crate) gates: RwLock<Arc<Gates>>,
+    /// One PostgreSQL state per Source (its schema), connected once.
+    pub(crate) pg: Mutex<HashMap<String, Arc<PgState>>>,
+}
+
+impl Shared {
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Where the copies are republished, if they are.
+    pub(crate) fn republish(&self) -> Option<&Republish> {
+        self.opts.republish.as_ref()
+    }
+
+    /// The folder of the Source `name`.
+    pub(crate) fn folder(&self, name: &str) -> PathBuf {
+        self.opts.store.join(name)
+    }
+
+    /// The SQLite state of the Source `name` (none with PostgreSQL).
+    pub(crate) fn sqlite_state(&self, name: &str) -> Option<PathBuf> {
+        match &self.opts.state {
+            StateChoice::PerSource => Some(resourcesync_destination::options::default_state_path(
+                &self.folder(name),
+            )),
+            StateChoice::Directory(d) => Some(d.join(format!("{name}.sqlite"))),
+            StateChoice::Postgres(_) => None,
+        }
+    }
+
+    /// Waits for a slot against the host of `url`, then for one of all (so that a Source
+    /// waiting for its busy host holds no slot another host could use).
+    pub(crate) async fn gates(&self, url: &str) -> (OwnedSemaphorePermit, OwnedSemaphorePermit) {
+        let gates = self.gates.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let host = gates.host(url);
+        // The semaphores are never closed: acquiring fails only on a closed one.
+        let h = host.acquire_owned().await.expect("open semaphore");
+        let t = gates
+            .total
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("open semaphore");
+        (h, t)
+    }
+
+    /// The ports of the Source `name` for one sync: its folder as the store, its state. With
+    /// PostgreSQL, the state is fenced by this worker's lease on the Source, taken here.
+    pub(crate) async fn ports(self: &Arc<Self>, name: &str) -> Result<Opened> {
+        let me = self.clone();
+        let name = name.to_owned();
+        tokio::task::spawn_blocking(move || me.ports_blocking(&name))
+            .await
+            .map_err(|e| Error::Serve {
+                addr: String::new(),
+                cause: format!("opening the ports: {e}"),
+            })?
+    }
+
+    /// The store of the Source `name`'s copies, and its scratch directory (local, made).
+    fn store_of(&self, name: &str) -> Result<(Arc<dyn Store>, PathBuf)> {
+        let folder = self.folder(name);
+        let scratch = folder.join(resourcesync_store::STATE_DIR).join("tmp");
+        std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
+        let store: Arc<dyn Store> = match &self.opts.object_store {
+            None => {
+                let s = FsStore::open(&folder)?;
+                s.clean_tmp()?;
+                Arc::new(s)
+            }
+            Some(url) => {
+                let cfg = S3Config::parse(url)?;
+                let prefix = format!("{}{name}/", cfg.prefix);
+                let s = S3Store::with_config(cfg.with_prefix(&prefix)?)?.with_scratch(&scratch);
+                // Multipart uploads a killed worker left (older than an hour) are aborted.
+                s.clean_interrupted()?;
+                Arc::new(s)
+            }
+        };
+        Ok((store, scratch))
+    }
+
+    fn ports_blocking(&self, name: &str) -> Result<Opened> {
+        let folder = self.folder(name);
+        let StateChoice::Postgres(url) = &self.opts.state else {
+            let db = self
+                .sqlite_state(name)
+                .unwrap_or_else(|| resourcesync_destination::options::default_state_path(&folder));
+            if let Some(parent) = db.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            }
+            if self.opts.object_store.is_none() {
+                return Ok(Opened::Ready(Ports::directory(&folder, &db)?, None));
+            }
+            let (store, scratch) = self.store_of(name)?;
+            let state = SqliteState::open(&db)?;
+            return Ok(Opened::Ready(
+                Ports::new(store, Arc::new(state) as Arc<dyn StateStore>, scratch, db),
+                None,
+            ));
+        };
+        let pg = {
+            let cached = self
+                .pg
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .cloned();
+            match cached {
+                Some(pg) => pg,
+                None => {
+                    let pg = Arc::new(PgState::connect_schema(url, &schema_of(name))?);
+                    self.pg
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name.to_owned(), pg.clone());
+                    pg
+                }
+            }
+        };
+        let ttl = self.limits().lease;
+        let Some(lease) = pg.lease_source(name, &self.opts.worker, ttl)? else {
+            return Ok(Opened::Elsewhere);
+        };
+        let fenced = Arc::new(Fenced::new(pg, lease));
+        let (store, scratch) = self.store_of(name)?;
+        Ok(Opened::Ready(
+            Ports::new(
+                store,
+                fenced.clone() as Arc<dyn StateStore>,
+                scratch,
+                format!("PostgreSQL schema {}", schema_of(name)),
+            ),
+            Some(fenced),
+        ))
+    }
+}
+
+/// The PostgreSQL schema of the Source `name`.
+pub fn schema_of(name: &str) -> String {
+    format!("agg_{}", name.replace('-', "_"))
+}
