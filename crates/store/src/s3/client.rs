@@ -90,6 +90,8 @@ impl Client {
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(TIMEOUT)
             .pool_max_idle_per_host(64)
+            // An object's bytes as stored, whatever its Content-Encoding says.
+            .no_gzip()
             .build()
             .map_err(|e| Error::Config {
                 what: cfg.location(),
