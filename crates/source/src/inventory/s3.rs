@@ -232,7 +232,10 @@ impl S3Inventory {
     /// What `HEAD` or `GET` says of an object, as (length, time).
     fn stat_of(rel: &Path, info: &ObjectInfo) -> std::io::Result<(u64, i128)> {
         let t = info.last_modified.ok_or_else(|| {
-            io_err(format!("{}: the object has no Last-Modified", rel.display()))
+            io_err(format!(
+                "{}: the object has no Last-Modified",
+                rel.display()
+            ))
         })?;
         Ok((info.length, whole_seconds_ns(t)))
     }

@@ -109,7 +109,11 @@ impl Harness for S3 {
     }
 
     fn remove(&mut self, rel: &str) {
-        self.bucket.as_ref().expect("built").delete(rel).expect("delete");
+        self.bucket
+            .as_ref()
+            .expect("built")
+            .delete(rel)
+            .expect("delete");
     }
 }
 
@@ -167,10 +171,17 @@ fn keys_that_are_no_safe_path_are_skipped_with_a_reason() {
         assert!(r.contains(rule), "{k:?}: {r}");
     }
     assert_eq!(bad.len(), 4, "{bad:?}");
-    for k in ["a//b", "c\u{1}d", ".resourcesync/state.sqlite", "resourcesync/capabilitylist.xml"]
-    {
+    for k in [
+        "a//b",
+        "c\u{1}d",
+        ".resourcesync/state.sqlite",
+        "resourcesync/capabilitylist.xml",
+    ] {
         assert!(inv.open(Path::new(k)).is_err(), "{k:?} opened");
-        assert!(inv.serve(Path::new(k)).expect("serve").is_none(), "{k:?} served");
+        assert!(
+            inv.serve(Path::new(k)).expect("serve").is_none(),
+            "{k:?} served"
+        );
     }
 }
 
@@ -279,10 +290,17 @@ fn a_scan_of_a_bucket_publishes_its_objects_and_their_changes() {
     b.put("gone.txt", b"soon gone", "text/plain").expect("put");
     // 9 MiB: sent as a multipart upload of 8 MiB parts, its ETag `HEX-2`.
     let big: Vec<u8> = (0..9u32 << 20).map(|i| (i % 253) as u8).collect();
-    let mut w = b.writer("big.bin", "application/octet-stream").expect("writer");
+    let mut w = b
+        .writer("big.bin", "application/octet-stream")
+        .expect("writer");
     w.write_all(&big).expect("write");
     b.commit(w).expect("multipart");
-    let etag = b.head("big.bin").expect("head").expect("there").etag.expect("etag");
+    let etag = b
+        .head("big.bin")
+        .expect("head")
+        .expect("there")
+        .etag
+        .expect("etag");
     assert!(etag.ends_with("-2"), "not a multipart ETag: {etag}");
 
     // With `etag=ignore`, every object is read.
@@ -290,7 +308,10 @@ fn a_scan_of_a_bucket_publishes_its_objects_and_their_changes() {
     let sd = tempfile::tempdir().expect("tempdir");
     let mut state = State::open(&sd.path().join("s.sqlite")).expect("state");
     scan(&ignoring, &mut state, BASE, &ScanOptions::default()).expect("scan");
-    assert_eq!(ignoring.read_paths(), ["a.txt", "b/c d.txt", "big.bin", "gone.txt"]);
+    assert_eq!(
+        ignoring.read_paths(),
+        ["a.txt", "b/c d.txt", "big.bin", "gone.txt"]
+    );
 
     let inv = Counting::new(inventory(&p, ""));
     let sd = tempfile::tempdir().expect("tempdir");
@@ -298,7 +319,11 @@ fn a_scan_of_a_bucket_publishes_its_objects_and_their_changes() {
     let r = scan(&inv, &mut state, BASE, &ScanOptions::default()).expect("scan");
     assert!(r.baseline && r.skipped.is_empty(), "{r:?}");
     assert_eq!(r.resources, 4, "{r:?}");
-    assert_eq!(inv.read_paths(), ["big.bin"], "only the multipart object is read");
+    assert_eq!(
+        inv.read_paths(),
+        ["big.bin"],
+        "only the multipart object is read"
+    );
     let layout = Layout::new(sd.path().join("out"), BASE);
     let sink = MemSink::new();
     publish_to(&sink, &layout, &state, &PublishOptions::default()).expect("publish");
@@ -313,7 +338,8 @@ fn a_scan_of_a_bucket_publishes_its_objects_and_their_changes() {
         ]
     );
 
-    b.put("a.txt", b"alpha, changed", "text/plain").expect("put");
+    b.put("a.txt", b"alpha, changed", "text/plain")
+        .expect("put");
     b.put("new.txt", b"new", "text/plain").expect("put");
     b.delete("gone.txt").expect("delete");
     let r = scan(&inv, &mut state, BASE, &ScanOptions::default()).expect("scan");
@@ -333,7 +359,11 @@ fn a_scan_of_a_bucket_publishes_its_objects_and_their_changes() {
     assert_eq!(
         changes,
         [
-            (format!("{BASE}a.txt"), m(b"alpha, changed"), Some(Change::Updated)),
+            (
+                format!("{BASE}a.txt"),
+                m(b"alpha, changed"),
+                Some(Change::Updated)
+            ),
             (format!("{BASE}new.txt"), m(b"new"), Some(Change::Created)),
             (format!("{BASE}gone.txt"), None, Some(Change::Deleted)),
         ]
@@ -357,7 +387,10 @@ fn objects_are_served_or_redirected_to() {
         other => panic!("{other:?}"),
     }
     let endpoint = b.object_url("x/y z.txt").expect("url");
-    assert!(endpoint.ends_with(&format!("/resourcesync-test/{p}/x/y%20z.txt")), "{endpoint}");
+    assert!(
+        endpoint.ends_with(&format!("/resourcesync-test/{p}/x/y%20z.txt")),
+        "{endpoint}"
+    );
     let inv = inventory(&p, "serve=redirect");
     match inv.serve(rel).expect("serve") {
         Some(Served::Redirect(u)) => assert_eq!(u, endpoint),
@@ -393,7 +426,10 @@ fn documents_are_published_into_a_bucket() {
     let report = publish_to(&sink, &layout, &state, &PublishOptions::default()).expect("publish");
     assert!(!report.written.is_empty());
     let keys = sink.list("").expect("list");
-    for k in ["resourcesync/capabilitylist.xml", ".well-known/resourcesync"] {
+    for k in [
+        "resourcesync/capabilitylist.xml",
+        ".well-known/resourcesync",
+    ] {
         assert!(keys.iter().any(|x| x == k), "{k} not in {keys:?}");
     }
     let ob = bucket(&out);
@@ -415,9 +451,15 @@ fn documents_are_published_into_a_bucket() {
     let locs: Vec<String> = entries_of(&rl).into_iter().map(|e| e.0).collect();
     assert_eq!(locs, [format!("{BASE}a.txt"), format!("{BASE}b.txt")]);
     let before = ob.head("resourcesync/capabilitylist.xml").expect("head");
-    sink.put("resourcesync/capabilitylist.xml", &read("resourcesync/capabilitylist.xml").1)
-        .expect("put the same");
-    assert_eq!(ob.head("resourcesync/capabilitylist.xml").expect("head"), before);
+    sink.put(
+        "resourcesync/capabilitylist.xml",
+        &read("resourcesync/capabilitylist.xml").1,
+    )
+    .expect("put the same");
+    assert_eq!(
+        ob.head("resourcesync/capabilitylist.xml").expect("head"),
+        before
+    );
 }
 
 /// Serves every request with `page(n)` (n counts requests from 0) on 127.0.0.1; the address.
@@ -474,7 +516,10 @@ fn a_listing_that_never_ends_is_an_error_after_bounded_work() {
                     <LastModified>2024-01-01T00:00:00Z</LastModified></Contents>";
     let cases: Vec<(&str, Box<dyn Fn(usize) -> String + Send + Sync>)> = vec![
         ("the same page", Box::new(move |_| page(contents, "t"))),
-        ("a repeated token", Box::new(move |n| page(if n == 0 { contents } else { "" }, "t"))),
+        (
+            "a repeated token",
+            Box::new(move |n| page(if n == 0 { contents } else { "" }, "t")),
+        ),
         ("empty pages", Box::new(move |n| page("", &format!("t{n}")))),
     ];
     for (what, f) in cases {
@@ -484,10 +529,20 @@ fn a_listing_that_never_ends_is_an_error_after_bounded_work() {
         let last = items.last().and_then(|i| i.as_ref().err()).cloned();
         let last = last.unwrap_or_else(|| panic!("{what}: no error: {items:?}"));
         assert!(last.is_listing_broken(), "{what}: {last:?}");
-        assert!(last.reason.contains("ListObjectsV2"), "{what}: {}", last.reason);
-        assert!(count.load(Ordering::SeqCst) <= 102, "{what}: {count:?} requests");
+        assert!(
+            last.reason.contains("ListObjectsV2"),
+            "{what}: {}",
+            last.reason
+        );
+        assert!(
+            count.load(Ordering::SeqCst) <= 102,
+            "{what}: {count:?} requests"
+        );
         let sd = tempfile::tempdir().expect("tempdir");
         let mut state = State::open(&sd.path().join("s.sqlite")).expect("state");
-        assert!(scan(&inv, &mut state, BASE, &ScanOptions::default()).is_err(), "{what}");
+        assert!(
+            scan(&inv, &mut state, BASE, &ScanOptions::default()).is_err(),
+            "{what}"
+        );
     }
 }

@@ -125,7 +125,9 @@ impl Read for ObjectReader {
         }
         // One byte more than announced is asked for: a body longer than its length is an
         // error too.
-        let want = buf.len().min(usize::try_from(self.left.saturating_add(1)).unwrap_or(usize::MAX));
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left.saturating_add(1)).unwrap_or(usize::MAX));
         let n = r.read(&mut buf[..want])?;
         if n == 0 && self.left > 0 {
             return Err(std::io::Error::new(
@@ -245,8 +247,12 @@ impl Bucket {
         let mut u = self.config().endpoint.clone();
         {
             let mut segs = u.path_segments_mut().map_err(|()| {
-                self.client()
-                    .err("GetObject", Some(&key), None, "the endpoint cannot have a path")
+                self.client().err(
+                    "GetObject",
+                    Some(&key),
+                    None,
+                    "the endpoint cannot have a path",
+                )
             })?;
             segs.pop_if_empty().push(&self.config().bucket);
             for s in key.split('/') {
@@ -302,7 +308,12 @@ impl Bucket {
         let mut empty = 0;
         let client = self.client();
         let broken = |m: String| client.err("ListObjectsV2", None, None, m);
-        let shown = |b: &[u8]| String::from_utf8_lossy(b).chars().take(80).collect::<String>();
+        let shown = |b: &[u8]| {
+            String::from_utf8_lossy(b)
+                .chars()
+                .take(80)
+                .collect::<String>()
+        };
         loop {
             let mut req = Req::new("ListObjectsV2", Method::Get, None)
                 .query("list-type", "2")
@@ -322,7 +333,10 @@ impl Bucket {
                 0
             };
             for o in page.objects {
-                if last.as_ref().is_some_and(|l| o.raw.as_slice() <= l.as_slice()) {
+                if last
+                    .as_ref()
+                    .is_some_and(|l| o.raw.as_slice() <= l.as_slice())
+                {
                     return Err(broken(format!(
                         "key {:?} listed after {:?}: not in key order (a broken or looping listing)",
                         shown(&o.raw),
@@ -389,9 +403,12 @@ impl Bucket {
         let info = info_of(r.headers());
         if r.headers().get(CONTENT_LENGTH).is_none() {
             offload(move || drop(r));
-            return Err(self
-                .client()
-                .err("GetObject", Some(&key), None, "an answer without Content-Length"));
+            return Err(self.client().err(
+                "GetObject",
+                Some(&key),
+                None,
+                "an answer without Content-Length",
+            ));
         }
         let left = info.length;
         Ok(Some((
@@ -416,9 +433,10 @@ impl Bucket {
     /// Sends the bytes written to `w`: the object is in place when this returns `Ok`.
     pub fn commit(&self, w: BucketWriter) -> Result<()> {
         let sealed = w.sink.seal(None)?;
-        let body = sealed
-            .downcast::<S3Body>()
-            .map_err(|_| self.client().err("PutObject", Some(&w.key), None, "not a body"))?;
+        let body = sealed.downcast::<S3Body>().map_err(|_| {
+            self.client()
+                .err("PutObject", Some(&w.key), None, "not a body")
+        })?;
         upload::send(
             self.client(),
             &w.key,

@@ -115,11 +115,7 @@ impl DocSink for BucketSink {
     }
 
     fn exists(&self, key: &str) -> Result<bool> {
-        Ok(self
-            .bucket
-            .head(key)
-            .map_err(|e| s3_err(key, e))?
-            .is_some())
+        Ok(self.bucket.head(key).map_err(|e| s3_err(key, e))?.is_some())
     }
 
     fn delete(&self, key: &str) -> Result<()> {
