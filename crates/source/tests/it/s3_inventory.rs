@@ -514,7 +514,8 @@ fn a_listing_that_never_ends_is_an_error_after_bounded_work() {
     };
     let contents = "<Contents><Key>p/a</Key><Size>1</Size>\
                     <LastModified>2024-01-01T00:00:00Z</LastModified></Contents>";
-    let cases: Vec<(&str, Box<dyn Fn(usize) -> String + Send + Sync>)> = vec![
+    type Page = Box<dyn Fn(usize) -> String + Send + Sync>;
+    let cases: Vec<(&str, Page)> = vec![
         ("the same page", Box::new(move |_| page(contents, "t"))),
         (
             "a repeated token",
