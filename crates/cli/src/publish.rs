@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use resourcesync_source::publish::PublishOptions;
+use resourcesync_source::layout::Layout;
+use resourcesync_source::publish::sink::{BucketSink, DocSink};
+use resourcesync_source::publish::{PublishOptions, publish_to};
 use resourcesync_source::scan::{ScanOptions, ScanProgress};
 use resourcesync_source::source::parse_algs;
 use resourcesync_source::state::Rotation;
@@ -126,7 +128,8 @@ pub(crate) struct PublishArgs {
     #[command(flatten)]
     source: SourceArgs,
     /// Where to write the documents (default: DIR itself, under DIR/resourcesync/ and
-    /// DIR/.well-known/resourcesync).
+    /// DIR/.well-known/resourcesync), or a bucket:
+    /// s3://KEY:SECRET@HOST:PORT/BUCKET/PREFIX?region=R (see docs/inventories.md).
     #[arg(long, value_name = "OUTDIR")]
     out: Option<PathBuf>,
     /// Print a JSON report.
@@ -162,8 +165,55 @@ pub(crate) fn say_moved(m: &resourcesync_source::state::Moved, why: &str) {
     );
 }
 
+/// `--out s3://…`: the bucket the documents go to. Refused with `--dumps` (dumps are written
+/// as local files), and inside the `--inventory s3://…` prefix but not at it (the documents
+/// would be listed as resources; at the prefix itself their places are left out).
+fn bucket_out(a: &PublishArgs) -> anyhow::Result<Option<BucketSink>> {
+    let Some(url) = a
+        .out
+        .as_ref()
+        .and_then(|p| p.to_str())
+        .filter(|s| s.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("s3://")))
+    else {
+        return Ok(None);
+    };
+    if a.source.dumps {
+        anyhow::bail!("--dumps with --out s3://…: dump packages are written as local files only");
+    }
+    let sink = BucketSink::open(url)?;
+    if let Some(spec) = a
+        .source
+        .inventory
+        .as_deref()
+        .filter(|s| s.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("s3://")))
+    {
+        let inv = resourcesync_source::inventory::S3Inventory::from_spec(spec)?;
+        let (i, o) = (inv.bucket().config(), sink.bucket().config());
+        if i.endpoint == o.endpoint
+            && i.bucket == o.bucket
+            && o.prefix.starts_with(&i.prefix)
+            && o.prefix != i.prefix
+        {
+            anyhow::bail!(
+                "--out {} is inside the inventory's prefix {}: the documents would be listed as \
+                 resources. Publish them at the inventory's prefix itself (their places, \
+                 resourcesync/ and .well-known/resourcesync, are not resources) or outside it",
+                o.location(),
+                i.location()
+            );
+        }
+    }
+    Ok(Some(sink))
+}
+
 pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
-    let mut cfg = a.source.config(a.out.clone(), None)?;
+    let bucket = bucket_out(a)?;
+    let dir_out = if bucket.is_some() {
+        None
+    } else {
+        a.out.clone()
+    };
+    let mut cfg = a.source.config(dir_out, None)?;
     let progress = std::sync::Arc::new(ScanProgress::default());
     cfg.scan.progress = Some(progress.clone());
     let started = std::time::Instant::now();
@@ -178,7 +228,21 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
     );
     let scan = source.scan()?;
     display.writing();
-    let publish = source.publish()?;
+    let (publish, layout) = match &bucket {
+        None => (source.publish()?, source.layout().clone()),
+        Some(sink) => {
+            // The documents' keys in the bucket are their paths under an output directory;
+            // the layout's `out` names the bucket (what the published documents are recorded
+            // against).
+            let layout = Layout::new(PathBuf::from(sink.location()), &source.layout().base);
+            if source.moved().is_some() {
+                // As for a directory: the Resource Lists under the old URL go.
+                sink.delete_prefix(&layout.doc_key("resourcelists/"))?;
+            }
+            let opts = source.config().publish.clone();
+            (publish_to(sink, &layout, source.state(), &opts)?, layout)
+        }
+    };
     display.finish();
     let secs = started.elapsed().as_secs_f64();
     for s in &scan.skipped {
@@ -188,7 +252,6 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             printable(&s.reason.to_string())
         );
     }
-    let layout = source.layout();
     let mut out = crate::out::stdout();
     if a.json {
         let v = json!({

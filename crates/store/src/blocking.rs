@@ -9,7 +9,7 @@
 /// Runs `f` where it may block: directly on a plain thread or a blocking-pool thread; through
 /// `block_in_place` on a worker of a multi-threaded Tokio runtime; on a thread of its own from
 /// a current-thread runtime, which has no other thread to hand its tasks to.
-pub(crate) fn offload<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+pub fn offload<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {
         Err(_) => f(),

@@ -21,7 +21,7 @@
 #![deny(missing_docs)]
 
 #[cfg(any(feature = "postgres", feature = "s3"))]
-mod blocking;
+pub mod blocking;
 pub mod conformance;
 pub mod error;
 pub mod fs;
@@ -32,6 +32,8 @@ pub mod path;
 pub mod s3;
 pub mod state;
 
+#[cfg(any(feature = "postgres", feature = "s3"))]
+pub use blocking::offload;
 pub use error::{Error, Result};
 pub use fs::STATE_DIR;
 pub use fs::{FsStore, child_rel};

@@ -18,6 +18,7 @@
 //! method blocks, so call them off async tasks (the engine does, from `spawn_blocking`), and
 //! open the store there too.
 
+pub mod bucket;
 mod client;
 pub mod config;
 mod upload;
@@ -34,8 +35,10 @@ use reqwest::header::{CONTENT_LENGTH, ETAG, HeaderMap, LAST_MODIFIED};
 use resourcesync_model::{HashAlg, Hashes};
 use rusty_s3::Method;
 
+use self::bucket::MAX_KEY;
 use self::client::{Client, Req, not_found};
 use self::upload::{S3Body, S3Sink};
+pub use bucket::{Bucket, BucketWriter, Object, ObjectInfo, ObjectReader, etag_md5, offload};
 pub use config::S3Config;
 
 use crate::error::{Error, Result};
@@ -46,12 +49,8 @@ use crate::path::RelPath;
 
 /// The default size at and above which a body is sent as a multipart upload, and of its parts.
 pub const MULTIPART: u64 = 8 << 20;
-/// The longest object key S3 accepts, in bytes.
-const MAX_KEY: usize = 1024;
 /// Keys asked for per listing page (S3's most).
 const PAGE: usize = 1000;
-/// Empty pages in a row a listing accepts before it calls the server broken.
-const MAX_EMPTY_PAGES: u32 = 100;
 /// Uploads of one batch sent at once.
 const PLACE_THREADS: usize = 16;
 
@@ -62,7 +61,7 @@ const META_MODIFIED: &str = "x-amz-meta-rs-modified";
 /// Objects in a bucket under a prefix. See the module documentation.
 #[derive(Debug)]
 pub struct S3Store {
-    client: Client,
+    bucket: Bucket,
     scratch: PathBuf,
     threshold: u64,
     part_size: u64,
@@ -79,7 +78,7 @@ impl S3Store {
     /// A store with these settings.
     pub fn with_config(cfg: S3Config) -> Result<S3Store> {
         Ok(S3Store {
-            client: Client::new(cfg)?,
+            bucket: Bucket::new(cfg)?,
             scratch: std::env::temp_dir(),
             threshold: MULTIPART,
             part_size: MULTIPART,
@@ -112,7 +111,16 @@ impl S3Store {
 
     /// The settings.
     pub fn config(&self) -> &S3Config {
-        self.client.cfg()
+        self.bucket.config()
+    }
+
+    /// The bucket and prefix of the store.
+    pub fn bucket(&self) -> &Bucket {
+        &self.bucket
+    }
+
+    fn client(&self) -> &Client {
+        self.bucket.client()
     }
 
     /// The object key of `key`: the prefix, then the key.
@@ -129,13 +137,7 @@ impl S3Store {
 
     /// HEAD of an object: its headers, or `None` when there is none.
     fn head_raw(&self, okey: &str) -> Result<Option<HeaderMap>> {
-        let req = Req::new("HeadObject", Method::Head, Some(okey));
-        let r = self.client.send(&req, None)?;
-        if not_found(r.status()) {
-            return Ok(None);
-        }
-        let r = self.client.check(&req, r)?;
-        Ok(Some(r.headers().clone()))
+        self.bucket.head_raw(okey)
     }
 
     /// The metadata headers of a body.
@@ -162,74 +164,14 @@ impl S3Store {
     }
 
     /// Calls `f` with every object whose key starts with `prefix`, after `start` (all with
-    /// `None`), in key order: ListObjectsV2, paged. Keys must come strictly increasing: a page
-    /// served again (a loop) or out of order, a repeated continuation token or too many empty
-    /// pages in a row is the server's error, never an endless listing.
+    /// `None`), in key order (see [`Bucket::scan`]).
     fn scan(
         &self,
         prefix: &str,
         start: Option<String>,
         f: &mut dyn FnMut(xml::Listed) -> Result<ControlFlow<()>>,
     ) -> Result<()> {
-        let mut last: Option<String> = start.clone();
-        let mut token: Option<String> = None;
-        let mut empty = 0;
-        let broken = |m: String| self.client.err("ListObjectsV2", None, None, m);
-        loop {
-            let mut req = Req::new("ListObjectsV2", Method::Get, None)
-                .query("list-type", "2")
-                .query("encoding-type", "url")
-                .query("max-keys", PAGE.to_string())
-                .query("prefix", prefix);
-            match (&token, &start) {
-                (Some(t), _) => req = req.query("continuation-token", t.clone()),
-                (None, Some(s)) => req = req.query("start-after", s.clone()),
-                (None, None) => {}
-            }
-            let body = self.client.xml(&req, None)?;
-            let page = xml::list_page(&body).map_err(broken)?;
-            empty = if page.objects.is_empty() {
-                empty + 1
-            } else {
-                0
-            };
-            for o in page.objects {
-                if last.as_ref().is_some_and(|l| o.key.as_str() <= l.as_str()) {
-                    return Err(broken(format!(
-                        "key {:?} listed after {:?}: not in key order (a broken or looping listing)",
-                        o.key.chars().take(80).collect::<String>(),
-                        last.unwrap_or_default()
-                            .chars()
-                            .take(80)
-                            .collect::<String>()
-                    )));
-                }
-                if !o.key.starts_with(prefix) {
-                    return Err(broken(format!(
-                        "key {:?} outside the prefix asked",
-                        o.key.chars().take(80).collect::<String>()
-                    )));
-                }
-                last = Some(o.key.clone());
-                if f(o)?.is_break() {
-                    return Ok(());
-                }
-            }
-            if !page.truncated {
-                return Ok(());
-            }
-            match page.next_token {
-                Some(t) if token.as_ref() != Some(&t) && empty < MAX_EMPTY_PAGES => {
-                    token = Some(t);
-                }
-                other => {
-                    return Err(broken(format!(
-                        "a truncated listing with {} continuation token (after {empty} empty pages in a row)",
-                        if other.is_some() { "a repeated" } else { "no" }
-                    )));
-                }
-            }
-        }
+        self.bucket.scan(prefix, start, f)
     }
 
     /// Which of the object keys `okeys` (sorted) hold an object now: one listing of their key
@@ -287,10 +229,11 @@ impl S3Store {
             None => self.head_raw(&okey)?.is_some(),
         };
         upload::send(
-            &self.client,
+            self.client(),
             &okey,
             &body,
             &meta,
+            "application/octet-stream",
             self.threshold,
             self.part_size,
         )?;
@@ -415,7 +358,7 @@ impl Store for S3Store {
             .map(|o| {
                 o.into_inner()
                     .unwrap_or_else(|p| p.into_inner())
-                    .unwrap_or_else(|| Err(self.client.err("PutObject", None, None, "not sent")))
+                    .unwrap_or_else(|| Err(self.client().err("PutObject", None, None, "not sent")))
             })
             .collect()
     }
@@ -428,11 +371,11 @@ impl Store for S3Store {
     fn get(&self, key: &RelPath) -> Result<Box<dyn Read + Send>> {
         let okey = self.object_key(key)?;
         let req = Req::new("GetObject", Method::Get, Some(&okey));
-        let r = self.client.send(&req, None)?;
+        let r = self.client().send(&req, None)?;
         if not_found(r.status()) {
-            return Err(missing("GetObject", &self.client, &okey));
+            return Err(missing("GetObject", self.client(), &okey));
         }
-        Ok(Box::new(self.client.check(&req, r)?))
+        Ok(Box::new(self.client().check(&req, r)?))
     }
 
     fn head(&self, key: &RelPath) -> Result<Option<ObjectMeta>> {
@@ -447,11 +390,11 @@ impl Store for S3Store {
             return Ok(false);
         }
         let req = Req::new("DeleteObject", Method::Delete, Some(&okey));
-        let r = self.client.send(&req, None)?;
+        let r = self.client().send(&req, None)?;
         if not_found(r.status()) {
             return Ok(false);
         }
-        self.client.check(&req, r)?;
+        self.client().check(&req, r)?;
         Ok(true)
     }
 
@@ -464,7 +407,7 @@ impl Store for S3Store {
         let start = after.map(|a| format!("{prefix}{}", a.as_str()));
         self.scan(&prefix, start, &mut |o| {
             let Some(rest) = o.key.strip_prefix(&prefix) else {
-                return Err(self.client.err(
+                return Err(self.client().err(
                     "ListObjectsV2",
                     None,
                     None,
@@ -495,7 +438,7 @@ impl Store for S3Store {
         let okey = self.object_key(key)?;
         let h = self
             .head_raw(&okey)?
-            .ok_or_else(|| missing("CopyObject", &self.client, &okey))?;
+            .ok_or_else(|| missing("CopyObject", self.client(), &okey))?;
         let m = meta_of(&h);
         let etag = header(&h, ETAG.as_str()).unwrap_or("").to_owned();
         let source = format!(
@@ -514,7 +457,7 @@ impl Store for S3Store {
             req = req.header(k, v);
         }
         let body = self
-            .client
+            .client()
             .xml(&req, Some((reqwest::blocking::Body::from(""), 0)))?;
         if let Some((code, message)) = xml::error_of(&body) {
             return Err(Error::S3 {
@@ -568,9 +511,9 @@ impl Store for S3Store {
                     .query("key-marker", k.clone())
                     .query("upload-id-marker", u.clone());
             }
-            let body = self.client.xml(&req, None)?;
+            let body = self.client().xml(&req, None)?;
             let page = xml::uploads_page(&body)
-                .map_err(|m| self.client.err("ListMultipartUploads", None, None, m))?;
+                .map_err(|m| self.client().err("ListMultipartUploads", None, None, m))?;
             for u in &page.uploads {
                 let age = u
                     .initiated
@@ -579,7 +522,7 @@ impl Store for S3Store {
                     .and_then(|t| now.duration_since(t).try_into().ok())
                     .unwrap_or(Duration::MAX);
                 if u.key.starts_with(&prefix) && age >= self.stale_after {
-                    upload::abort(&self.client, &u.key, &u.upload_id)?;
+                    upload::abort(self.client(), &u.key, &u.upload_id)?;
                     aborted += 1;
                 }
             }
@@ -589,7 +532,7 @@ impl Store for S3Store {
             let next = match (page.next_key, page.next_upload_id) {
                 (Some(k), u) => (k, u.unwrap_or_default()),
                 _ => {
-                    return Err(self.client.err(
+                    return Err(self.client().err(
                         "ListMultipartUploads",
                         None,
                         None,
@@ -598,7 +541,7 @@ impl Store for S3Store {
                 }
             };
             if markers.as_ref().is_some_and(|m| next <= *m) {
-                return Err(self.client.err(
+                return Err(self.client().err(
                     "ListMultipartUploads",
                     None,
                     None,

@@ -172,3 +172,204 @@ fn an_oai_pmh_repository_published_and_served() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The test bucket's URL (scripts/s3.sh) under a prefix of this test's own.
+fn s3_url(prefix: &str) -> String {
+    let u = env("RESOURCESYNC_TEST_S3", "s3.sh");
+    let (head, query) = u.split_once('?').unwrap_or((&u, ""));
+    format!("{}/{prefix}?{query}", head.trim_end_matches('/'))
+}
+
+/// The entries' (loc, md5, change) of a document read from a bucket, checked valid first.
+fn bucket_doc(
+    b: &resourcesync_store::s3::Bucket,
+    key: &str,
+) -> Vec<(String, Option<String>, Option<resourcesync_model::Change>)> {
+    use resourcesync_model::validate::validate;
+    use resourcesync_model::{DocumentReader, HashAlg, ReadOptions};
+    use std::io::Read as _;
+    let (info, mut r) = b
+        .get(key)
+        .expect("get")
+        .unwrap_or_else(|| panic!("no {key} in the bucket"));
+    assert_eq!(
+        info.content_type.as_deref(),
+        Some("application/xml"),
+        "{key}"
+    );
+    let mut bytes = Vec::new();
+    r.read_to_end(&mut bytes).expect("read");
+    let report = DocumentReader::new(&bytes[..], ReadOptions::named(key))
+        .and_then(validate)
+        .unwrap_or_else(|e| panic!("{key}: {e}"));
+    assert!(report.is_valid(), "{key}: {:?}", report.findings);
+    let mut rd = DocumentReader::new(&bytes[..], ReadOptions::named(key)).expect("doc");
+    let mut v = Vec::new();
+    while let Some(e) = rd.next_entry().expect("entry") {
+        let md = e.md.clone().unwrap_or_default();
+        v.push((
+            e.loc,
+            md.hash.and_then(|h| h.value_of(&HashAlg::Md5)),
+            md.change,
+        ));
+    }
+    v
+}
+
+/// The objects of a bucket published with one command, the documents into the bucket
+/// (`--out s3://` at the inventory's prefix: not listed as resources), the md5s from the
+/// ETags; objects put and deleted reach the Change List in the bucket; served and synced by
+/// our Destination; `--out` inside the prefix refused.
+#[test]
+fn an_s3_bucket_published_into_itself_served_and_synced() {
+    use resourcesync_model::Change;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let prefix = format!("cli-s3-{}-{nanos}", std::process::id());
+    let url = s3_url(&prefix);
+    let inv = resourcesync_source::inventory::S3Inventory::from_spec(&url).expect("spec");
+    let b = inv.bucket();
+    for (k, v) in [("a.txt", &b"alpha"[..]), ("docs/b.txt", b"beta")] {
+        b.put(k, v, "text/plain").expect("put");
+    }
+    let work = tempfile::tempdir().expect("work");
+    let w = work.path().join("source");
+    let ws = w.to_str().expect("path");
+    let publish = || {
+        json_of(&resourcesync(&[
+            "publish",
+            ws,
+            "--inventory",
+            &url,
+            "--out",
+            &url,
+            "--base-url",
+            "http://example.org/",
+            "--json",
+        ]))
+    };
+    let r = publish();
+    assert_eq!(r["resources"], 2, "{r}");
+    assert!(
+        r["out"].as_str().is_some_and(|o| o.starts_with("s3://")),
+        "{r}"
+    );
+    let rl: Vec<String> = {
+        let mut keys = Vec::new();
+        b.list("resourcesync/resourcelists/", None, &mut |o| {
+            keys.push(o.name);
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .expect("list");
+        keys
+    };
+    assert_eq!(rl.len(), 1, "{rl:?}");
+    assert_eq!(
+        bucket_doc(b, &rl[0]),
+        [
+            (
+                "http://example.org/a.txt".to_owned(),
+                Some("2c1743a391305fbf367df8e4f069f9f9".to_owned()),
+                None
+            ),
+            (
+                "http://example.org/docs/b.txt".to_owned(),
+                Some("987bcab01b929eb2c07877b224215c92".to_owned()),
+                None
+            ),
+        ]
+    );
+    for k in [
+        "resourcesync/capabilitylist.xml",
+        ".well-known/resourcesync",
+    ] {
+        assert!(!bucket_doc(b, k).is_empty(), "{k}");
+    }
+    // The documents now in the prefix are not resources: nothing changed.
+    let again = publish();
+    assert_eq!(
+        (
+            again["resources"].as_u64(),
+            again["created"].as_u64(),
+            again["deleted"].as_u64()
+        ),
+        (Some(2), Some(0), Some(0)),
+        "{again}"
+    );
+    b.put("c.txt", b"gamma", "text/plain").expect("put");
+    b.delete("a.txt").expect("delete");
+    let r = publish();
+    assert_eq!(
+        (r["created"].as_u64(), r["deleted"].as_u64()),
+        (Some(1), Some(1)),
+        "{r}"
+    );
+    let mut changes = Vec::new();
+    b.list("resourcesync/changelists/", None, &mut |o| {
+        changes.extend(bucket_doc(b, &o.name).into_iter().map(|(l, _, c)| (l, c)));
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .expect("list");
+    assert_eq!(
+        changes,
+        [
+            ("http://example.org/c.txt".to_owned(), Some(Change::Created)),
+            ("http://example.org/a.txt".to_owned(), Some(Change::Deleted)),
+        ]
+    );
+
+    // Documents inside the prefix but not at it would be listed: refused.
+    let inside = s3_url(&format!("{prefix}/sub"));
+    let out = resourcesync(&[
+        "publish",
+        ws,
+        "--inventory",
+        &url,
+        "--out",
+        &inside,
+        "--base-url",
+        "http://example.org/",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("inside the inventory's prefix"));
+
+    // Served (bytes streamed from the bucket) and synced.
+    let (mut child, rx) =
+        crate::serve::spawn_serve_with(&work.path().join("served"), &["--inventory", &url]);
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a 'serving' line");
+    let sd = line.rsplit(" at ").next().expect("URL").to_owned();
+    let addr = sd
+        .strip_prefix("http://")
+        .and_then(|r| r.split_once('/'))
+        .map(|(a, _)| a.to_owned())
+        .expect("address");
+    let (status, raw) = http_get(&addr, "/docs/b.txt");
+    assert_eq!((status, body(&raw)), (200, "beta"));
+    let (status, _) = http_get(&addr, "/a.txt");
+    assert_eq!(status, 404);
+    let dest = work.path().join("dest");
+    let out = resourcesync(&["sync", &sd, dest.to_str().expect("path")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(dest.join("docs/b.txt")).expect("copy"),
+        b"beta"
+    );
+    assert_eq!(std::fs::read(dest.join("c.txt")).expect("copy"), b"gamma");
+    assert!(!dest.join("a.txt").exists());
+    // SIGTERM: a clean exit (the bucket's client closed where blocking is allowed).
+    crate::aggregate::signal(&child, "-TERM");
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+}

@@ -22,7 +22,8 @@
 //! Implementations: [`DirInventory`] (a directory tree, `dir.rs` and `dir/walk.rs`),
 //! [`MemInventory`] (in memory, `mem.rs`: for tests, and the template for a new backend),
 //! with the feature `postgres`, `PgInventory` (the rows of a table or view, `postgres.rs`),
-//! and with the feature `oai-pmh`, `oai::OaiInventory` (an OAI-PMH repository, `oai/`).
+//! with the feature `oai-pmh`, `oai::OaiInventory` (an OAI-PMH repository, `oai/`), and with
+//! the feature `s3`, `S3Inventory` (the objects of an S3-compatible bucket, `s3.rs`).
 //! [`open::open`] opens them from what a user writes after `--inventory`.
 
 pub mod conformance;
@@ -34,6 +35,8 @@ pub mod open;
 pub mod own;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "s3")]
+mod s3;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -47,6 +50,8 @@ pub use dir::DirInventory;
 pub use mem::MemInventory;
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_FEED_WINDOW, DEFAULT_TABLE, POOL_SIZE, PgInventory};
+#[cfg(feature = "s3")]
+pub use s3::S3Inventory;
 
 /// One resource as listed by an inventory.
 #[derive(Debug, Clone, PartialEq, Eq)]

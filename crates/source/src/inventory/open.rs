@@ -12,7 +12,8 @@ use crate::inventory::Inventory;
 pub const KNOWN: &str = "postgres://…, s3://…, oai-pmh:URL";
 
 /// Opens the inventory `spec` names (`postgres://USER@HOST:PORT/DB?table=T`,
-/// `s3://…`, `oai-pmh:URL`; see `docs/inventories.md`). `work` is the Source's working
+/// `s3://KEY:SECRET@HOST:PORT/BUCKET/PREFIX?region=R`, `oai-pmh:URL`; see
+/// `docs/inventories.md`). `work` is the Source's working
 /// directory (made already), where a backend may keep what it needs on disk (an index of a
 /// remote listing). A directory is not opened here: a Source over a directory is
 /// [`crate::Source::open`].
@@ -27,6 +28,10 @@ pub fn open(spec: &str, work: &Path) -> Result<Arc<dyn Inventory>> {
     #[cfg(feature = "postgres")]
     if matches!(scheme.as_str(), "postgres" | "postgresql") {
         opened = Some(Arc::new(crate::inventory::PgInventory::connect(spec)?));
+    }
+    #[cfg(feature = "s3")]
+    if scheme == crate::inventory::s3::SCHEME {
+        opened = Some(Arc::new(crate::inventory::S3Inventory::from_spec(spec)?));
     }
     #[cfg(feature = "oai-pmh")]
     if scheme == crate::inventory::oai::SCHEME {

@@ -62,6 +62,8 @@ use std::time::Duration;
 
 use postgres::{Client, Config, NoTls};
 
+use resourcesync_store::offload;
+
 use crate::error::{Error, Result};
 use crate::inventory::{
     ChangeFeed, Changed, Feed, Inventory, Listed, Listing, Served, Skipped, feed_known,
@@ -167,24 +169,6 @@ impl Drop for Shared {
     fn drop(&mut self) {
         let clients = std::mem::take(&mut self.lock().clients);
         offload(move || drop(clients));
-    }
-}
-
-/// Runs `f`, a call of the synchronous client (which drives its connection on a runtime of its
-/// own), where it may block: directly on a plain thread or a blocking-pool thread; through
-/// `block_in_place` on a worker of a multi-threaded Tokio runtime; on a thread of its own
-/// from a current-thread runtime. The server calls an inventory on its blocking pool, but
-/// readers and the inventory itself may be dropped on its async tasks. (The store crate's
-/// `PgState` has the same helper: neither crate depends on the other.)
-fn offload<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Err(_) => f(),
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        Ok(_) => std::thread::scope(|s| match s.spawn(f).join() {
-            Ok(v) => v,
-            Err(p) => std::panic::resume_unwind(p),
-        }),
     }
 }
 

@@ -7,8 +7,9 @@
 //! put whole and atomically: a reader sees the previous bytes or the new ones, never a part.
 //!
 //! Implementations: [`DirSink`] (files under a directory, each through a temporary file
-//! synced and renamed into place: what `publish --out` and `serve` write) and [`MemSink`]
-//! (memory: tests, and the template for a new backend).
+//! synced and renamed into place: what `publish --out` and `serve` write), [`MemSink`]
+//! (memory: tests, and the template for a new backend) and, with the feature `s3`,
+//! `BucketSink` (objects of an S3-compatible bucket: `publish --out s3://…`, `sink/bucket.rs`).
 
 use std::collections::BTreeMap;
 use std::io::{self, BufWriter, Seek, Write};
@@ -377,6 +378,11 @@ impl PartSink for SinkParts<'_> {
         self.layout.doc_url(&self.file_name(target))
     }
 }
+
+#[cfg(feature = "s3")]
+mod bucket;
+#[cfg(feature = "s3")]
+pub use bucket::BucketSink;
 
 #[cfg(test)]
 mod tests;

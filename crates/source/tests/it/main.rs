@@ -10,6 +10,8 @@ mod own_files;
 #[cfg(feature = "postgres")]
 mod pg_inventory;
 mod publish;
+#[cfg(feature = "s3")]
+mod s3_inventory;
 mod scan_stream;
 mod serve;
 mod via;

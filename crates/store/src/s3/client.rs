@@ -99,7 +99,9 @@ impl Client {
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(TIMEOUT)
-            .pool_max_idle_per_host(64);
+            .pool_max_idle_per_host(64)
+            // An object's bytes as stored, whatever its Content-Encoding says.
+            .no_gzip();
         // Building starts the client's runtime: where blocking is allowed.
         let http =
             crate::blocking::offload(move || builder.build()).map_err(|e| Error::Config {

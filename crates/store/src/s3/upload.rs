@@ -158,20 +158,22 @@ impl S3Body {
     }
 }
 
-/// Puts a body at `okey` with the metadata `meta` (signed headers): one `PUT` below
-/// `threshold`, else a multipart upload of `part_size` parts, aborted when any step fails.
+/// Puts a body at `okey` with the metadata `meta` (signed headers) and this `Content-Type`:
+/// one `PUT` below `threshold`, else a multipart upload of `part_size` parts, aborted when any
+/// step fails.
 pub(crate) fn send(
     c: &Client,
     okey: &str,
     body: &S3Body,
     meta: &[(&'static str, String)],
+    content_type: &str,
     threshold: u64,
     part_size: u64,
 ) -> Result<()> {
     if body.len < threshold || body.len <= part_size {
         let mut req = Req::new("PutObject", Method::Put, Some(okey))
             .header("content-md5", base64(&body.md5))
-            .header("content-type", "application/octet-stream");
+            .header("content-type", content_type);
         for (k, v) in meta {
             req = req.header(k, v.clone());
         }
@@ -181,7 +183,7 @@ pub(crate) fn send(
     }
     let mut req = Req::new("CreateMultipartUpload", Method::Post, Some(okey))
         .query("uploads", "")
-        .header("content-type", "application/octet-stream");
+        .header("content-type", content_type);
     for (k, v) in meta {
         req = req.header(k, v.clone());
     }

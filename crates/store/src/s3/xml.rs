@@ -72,10 +72,17 @@ fn push(text: &mut String, s: &str) -> Result<(), String> {
 /// One object of a listing.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Listed {
-    /// Its key (decoded when the listing was URL-encoded).
+    /// Its key (decoded when the listing was URL-encoded; bytes that are not UTF-8 replaced
+    /// by U+FFFD, see `raw`).
     pub(crate) key: String,
+    /// Its key's bytes as decoded (what the listing is ordered by).
+    pub(crate) raw: Vec<u8>,
     /// Its size.
     pub(crate) size: u64,
+    /// Its `ETag`, as given (quotes included).
+    pub(crate) etag: Option<String>,
+    /// Its `LastModified` (RFC 3339), as given.
+    pub(crate) last_modified: Option<String>,
 }
 
 /// A page of ListObjectsV2.
@@ -84,6 +91,15 @@ pub(crate) struct ListPage {
     pub(crate) objects: Vec<Listed>,
     pub(crate) truncated: bool,
     pub(crate) next_token: Option<String>,
+}
+
+/// The bytes a listed key stands for.
+fn url_decoded_bytes(s: &str, encoded: bool) -> Vec<u8> {
+    if encoded {
+        percent_encoding::percent_decode_str(&s.replace('+', " ")).collect()
+    } else {
+        s.as_bytes().to_vec()
+    }
 }
 
 fn url_decoded(s: &str, encoded: bool) -> String {
@@ -115,6 +131,10 @@ pub(crate) fn list_page(body: &[u8]) -> Result<ListPage, String> {
             }
             ["ListBucketResult", "EncodingType"] => encoded = text.trim() == "url",
             ["ListBucketResult", "Contents", "Key"] => cur.key = text.to_owned(),
+            ["ListBucketResult", "Contents", "ETag"] => cur.etag = Some(text.trim().to_owned()),
+            ["ListBucketResult", "Contents", "LastModified"] => {
+                cur.last_modified = Some(text.trim().to_owned());
+            }
             ["ListBucketResult", "Contents", "Size"] => match text.trim().parse() {
                 Ok(n) => cur.size = n,
                 Err(_) => sizes_ok = false,
@@ -132,7 +152,8 @@ pub(crate) fn list_page(body: &[u8]) -> Result<ListPage, String> {
     page.objects = raw
         .into_iter()
         .map(|mut o| {
-            o.key = url_decoded(&o.key, encoded);
+            o.raw = url_decoded_bytes(&o.key, encoded);
+            o.key = String::from_utf8_lossy(&o.raw).into_owned();
             o
         })
         .collect();
@@ -249,16 +270,26 @@ mod tests {
         let body = br#"<?xml version="1.0" encoding="UTF-8"?>
 <ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name>
 <EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>
-<Contents><Key>p/sp%20ace/%C3%BC</Key><Size>5</Size></Contents>
+<Contents><Key>p/sp%20ace/%C3%BC</Key><Size>5</Size><ETag>"abc"</ETag><LastModified>2024-01-02T03:04:05.678Z</LastModified></Contents>
 <Contents><Key>p/a&amp;b</Key><Size>0</Size></Contents>
+<Contents><Key>p/%FF</Key><Size>0</Size></Contents>
 <NextContinuationToken>tok</NextContinuationToken></ListBucketResult>"#;
         let p = list_page(body).expect("parses");
         assert!(p.truncated);
         assert_eq!(p.next_token.as_deref(), Some("tok"));
-        assert_eq!(p.objects.len(), 2);
+        assert_eq!(p.objects.len(), 3);
         assert_eq!(p.objects[0].key, "p/sp ace/ü");
         assert_eq!(p.objects[0].size, 5);
+        assert_eq!(p.objects[0].etag.as_deref(), Some("\"abc\""));
+        assert_eq!(
+            p.objects[0].last_modified.as_deref(),
+            Some("2024-01-02T03:04:05.678Z")
+        );
         assert_eq!(p.objects[1].key, "p/a&b");
+        assert_eq!(p.objects[1].etag, None);
+        // Not UTF-8: the bytes kept, the key lossy.
+        assert_eq!(p.objects[2].raw, b"p/\xff");
+        assert_eq!(p.objects[2].key, "p/\u{fffd}");
     }
 
     #[test]
