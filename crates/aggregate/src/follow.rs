@@ -76,7 +76,13 @@ async fn every(
         drop(permits);
         let wait = match r {
             Ok(Outcome::Synced(report, state)) => {
-                status.succeeded(&spec.name, &report);
+                // The copies the state records now (one query), not a sum of the reports.
+                let (st, key) = (state.clone(), report.source.key());
+                let count = tokio::task::spawn_blocking(move || st.count_resources(&key))
+                    .await
+                    .ok()
+                    .and_then(std::result::Result::ok);
+                status.succeeded(&spec.name, &report, count);
                 // Right after the sync, in this follower: never while its copies are written.
                 republish(spec, shared, &report, state).await;
                 interval
@@ -208,7 +214,7 @@ async fn push(spec: &SourceSpec, shared: &Shared, cancel: &CancellationToken) {
         let name = spec.name.clone();
         let on_round = |r: &Round| match (&r.report, &r.error) {
             (Some(rep), _) => {
-                status.succeeded(&name, rep);
+                status.succeeded(&name, rep, None);
                 status.started(&name);
             }
             (None, Some(e)) => {

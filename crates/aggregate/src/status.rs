@@ -90,7 +90,7 @@ pub struct SourceView {
     pub syncs: u64,
     /// Syncs failed.
     pub failures: u64,
-    /// Resources copied, as its syncs reported them.
+    /// Copies, as its state records them after its last sync (kept ones included).
     pub resources: u64,
     /// Bytes fetched, over every sync.
     pub bytes: u64,
@@ -212,21 +212,22 @@ impl Status {
         });
     }
 
-    /// A sync completed with `r`.
-    pub fn succeeded(&self, name: &str, r: &SyncReport) {
+    /// A sync completed with `r`; `count` is the number of copies its state records, when
+    /// known (else it is estimated from the reports).
+    pub fn succeeded(&self, name: &str, r: &SyncReport, count: Option<u64>) {
         self.with(name, |e| {
             e.running = false;
             e.synced_once = true;
             e.syncs += 1;
             e.bytes += r.bytes;
-            e.resources = match r.mode {
+            e.resources = count.unwrap_or(match r.mode {
                 // Z39.99-2014 §10: a baseline (or a diff against the Resource List) sees every
                 // resource.
                 Mode::Baseline | Mode::BaselineDiff => {
                     r.created + r.updated + r.unchanged + r.kept + r.repaired
                 }
                 _ => (e.resources + r.created).saturating_sub(r.deleted),
-            };
+            });
             e.last_success = e.last_start;
             e.failing_since = None;
             e.consecutive_failures = 0;

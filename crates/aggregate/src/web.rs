@@ -255,7 +255,7 @@ pub fn metrics_text(sources: &[SourceView]) -> String {
     family(
         "resources",
         "gauge",
-        "Resources copied, as the Source's syncs reported them.",
+        "Copies of the Source's resources, as its state records them.",
         &|v| Some(v.resources as f64),
     );
     family(

@@ -250,6 +250,16 @@ pub trait StateStore: Send + Sync + Debug {
     ) -> Result<Vec<ResourceRecord>>;
     /// Whether some row has this path.
     fn has_path(&self, path: &str) -> Result<bool>;
+    /// How many rows a Source has (copies recorded, those kept after a delete included). The
+    /// default counts them a page at a time; a database answers with one query.
+    fn count_resources(&self, source: &str) -> Result<u64> {
+        let mut n = 0u64;
+        for_each_resource(self, source, |_| {
+            n += 1;
+            Ok(())
+        })?;
+        Ok(n)
+    }
     /// The cursor of a Source.
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>>;
     /// Up to `limit` pending changes of a Source with URIs after `after`, in URI order.
@@ -320,8 +330,8 @@ pub trait StateStore: Send + Sync + Debug {
 }
 
 /// Calls `f` for every row of a Source, in URI order, a page at a time.
-pub fn for_each_resource(
-    state: &dyn StateStore,
+pub fn for_each_resource<S: StateStore + ?Sized>(
+    state: &S,
     source: &str,
     mut f: impl FnMut(ResourceRecord) -> Result<()>,
 ) -> Result<()> {

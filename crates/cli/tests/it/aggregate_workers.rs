@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use resourcesync_testkit::{Fault, Server};
 
 use crate::aggregate::{following, signal, until};
+use crate::serve::Reaped;
 
 fn postgres() -> String {
     match std::env::var("RESOURCESYNC_TEST_POSTGRES") {
@@ -112,8 +113,9 @@ fn two_workers_share_the_sources_and_take_over_from_a_dead_one() {
         ));
     }
     std::fs::write(&cfg, &text).expect("config");
-    let (mut a, a_addr) = worker(&cfg, &store, "a");
-    let (mut b, b_addr) = worker(&cfg, &store, "b");
+    let (a, a_addr) = worker(&cfg, &store, "a");
+    let (b, b_addr) = worker(&cfg, &store, "b");
+    let (mut a, mut b) = (Reaped(a), Reaped(b));
 
     // Baseline: every Source by one worker or the other, each resource fetched once in all.
     let end = Instant::now() + Duration::from_secs(120);
@@ -192,10 +194,10 @@ fn two_workers_share_the_sources_and_take_over_from_a_dead_one() {
     };
     let (victim, survivor) = loop {
         if running_in(&a_addr) && slow.resource_hits() > 0 {
-            break (&mut a, b_addr.clone());
+            break (&mut a.0, b_addr.clone());
         }
         if running_in(&b_addr) && slow.resource_hits() > 0 {
-            break (&mut b, a_addr.clone());
+            break (&mut b.0, a_addr.clone());
         }
         assert!(Instant::now() < end, "nobody took the slow Source");
         std::thread::sleep(Duration::from_millis(20));
@@ -221,8 +223,4 @@ fn two_workers_share_the_sources_and_take_over_from_a_dead_one() {
         .filter(|n| !n.starts_with('.'))
         .collect();
     assert_eq!(names_in.len(), 6, "{names_in:?}");
-    for c in [&mut a, &mut b] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
 }

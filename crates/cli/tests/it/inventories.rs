@@ -99,7 +99,8 @@ fn a_postgresql_table_published_served_and_synced() {
 
     // Served (documents from the working directory, bytes from the table) and synced.
     let serve_dir = work.path().join("served");
-    let (mut child, rx) = crate::serve::spawn_serve_with(&serve_dir, &["--inventory", &spec]);
+    let (child, rx) = crate::serve::spawn_serve_with(&serve_dir, &["--inventory", &spec]);
+    let mut child = crate::serve::Reaped(child);
     let line = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("a 'serving' line");
@@ -149,8 +150,9 @@ fn an_oai_pmh_repository_published_and_served() {
     assert_eq!(r["resources"], 270, "{r}");
     // Served from a working directory of its own (the one above was published under another
     // base URL).
-    let (mut child, rx) =
+    let (child, rx) =
         crate::serve::spawn_serve_with(&work.path().join("served"), &["--inventory", &spec]);
+    let child = crate::serve::Reaped(child);
     let line = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("a 'serving' line");
@@ -169,8 +171,7 @@ fn an_oai_pmh_repository_published_and_served() {
     assert_eq!(copies.len(), 270);
     let one = std::fs::read_to_string(copies[0].path()).expect("a record");
     assert!(one.contains("oai_dc:dc") || one.contains("<dc"), "{one}");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
 }
 
 /// The test bucket's URL (scripts/s3.sh) under a prefix of this test's own.
@@ -340,8 +341,9 @@ fn an_s3_bucket_published_into_itself_served_and_synced() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("inside the inventory's prefix"));
 
     // Served (bytes streamed from the bucket) and synced.
-    let (mut child, rx) =
+    let (child, rx) =
         crate::serve::spawn_serve_with(&work.path().join("served"), &["--inventory", &url]);
+    let mut child = crate::serve::Reaped(child);
     let line = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("a 'serving' line");

@@ -179,3 +179,26 @@ fn the_binary_raises_its_open_files_limit_to_the_hard_one() {
     assert!(line.is_ok_and(|l| l.starts_with("serving")), "not serving");
     assert_eq!(limits, (hard.to_string(), hard.to_string()));
 }
+
+/// A child process killed and reaped when dropped: a test that fails leaves no server running.
+pub(crate) struct Reaped(pub(crate) std::process::Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -105,6 +105,14 @@ fn records_page_in_uri_order(s: &dyn StateStore) -> Outcome {
     ensure!(ok("get", s.resource("http://h/b"))?.is_none(), "removed");
     ensure!(!ok("has_path", s.has_path("moved"))?, "a removed path kept");
     ensure!(uris(s, "other")?.len() == mine.len(), "the other Source");
+    // Counted per Source: a removed row is not, a gone one (copy kept) is.
+    ok("gone", s.set_gone("http://h/a", true))?;
+    let n = ok("count", s.count_resources("cap"))?;
+    ensure!(n == mine.len() as u64 - 1, "count_resources: {n}");
+    ensure!(
+        ok("count", s.count_resources("nobody"))? == 0,
+        "count of an unknown Source"
+    );
     Ok(())
 }
 

@@ -79,6 +79,10 @@ impl StateStore for Fenced {
         self.inner.has_path(path)
     }
 
+    fn count_resources(&self, source: &str) -> Result<u64> {
+        self.inner.count_resources(source)
+    }
+
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
         self.inner.cursor(source)
     }
