@@ -6,6 +6,8 @@
 #
 # Usage: bench/aggregate.sh [SOURCES=50] [EACH=2000]
 #   BENCH_BIN: our binary (default: built in release)
+#   BENCH_POSTGRES: a PostgreSQL URL (scripts/postgres.sh): also the baseline of the SOURCES
+#     Sources by one aggregate process and by two sharing that state (goal: two in <= 0.65x)
 # Prints a table and the ratios measured in this run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -105,11 +107,14 @@ declare -A T RSS
 measure() {  # $1 case, $2 sources, $3 each: baseline, change, incremental; peak RSS
     local c="$1" n="$2" each="$3" port pid api s e
     port="$(free_port)"
+    s=$(date +%s%N)
     "$BIN" aggregate --config "$W/$c.toml" --store "$W/copies-$c" --serve "127.0.0.1:$port" -q >/dev/null 2>"$W/$c.err" &
     pid=$!
     PIDS+=("$pid")
     api="http://127.0.0.1:$port/api/sources"
-    T[$c/baseline]="$(python3 "$ROOT/bench/aggregate_wait.py" "$api" "$n" "$each" 1)"
+    python3 "$ROOT/bench/aggregate_wait.py" "$api" "$n" "$each" 1 >/dev/null
+    e=$(date +%s%N)
+    T[$c/baseline]="$(python3 -c "print('%.2f' % (($e - $s) / 1e9))")"
     log "$c: baseline ${T[$c/baseline]} s (load $(load))"
     kill -STOP "$pid"
     change_all "$c"
@@ -155,8 +160,33 @@ PY
     log "$c: incremental ${T[$c/incremental]} s, peak RSS ${RSS[$c]} MB"
     kill "$pid"; wait "$pid" 2>/dev/null || true
 }
+workers() {  # $1 how many aggregate processes share a PostgreSQL state: baseline of many
+    local k="$1" i port apis="" s e
+    s=$(date +%s%N)
+    for i in $(seq 1 "$k"); do
+        port="$(free_port)"
+        "$BIN" aggregate --config "$W/many.toml" --store "$W/copies-pg$k" --state "$PG" \
+            --worker "w$i" --serve "127.0.0.1:$port" -q >/dev/null 2>"$W/pg$k-$i.err" &
+        PIDS+=($!)
+        apis="${apis:+$apis,}http://127.0.0.1:$port/api/sources"
+    done
+    python3 "$ROOT/bench/aggregate_wait.py" "$apis" "$SOURCES" "$EACH" 1 >/dev/null
+    e=$(date +%s%N)
+    T[pg/$k]="$(python3 -c "print('%.2f' % (($e - $s) / 1e9))")"
+    log "$k worker(s) sharing PostgreSQL: baseline ${T[pg/$k]} s (load $(load))"
+    for i in $(seq 1 "$k"); do kill "${PIDS[-$i]}" 2>/dev/null || true; done
+}
+
 measure many "$SOURCES" "$EACH"
 measure one 1 "$TOTAL"
+PG="${BENCH_POSTGRES:-}"
+if [ -n "$PG" ]; then
+    # Fresh Source names (and so schemas) for these runs: the same Sources, renamed.
+    sed -i "s/name = \"s\([0-9]*\)\"/name = \"b$(date +%s)s\\1\"/" "$W/many.toml"
+    workers 1
+    sed -i "s/name = \"b[0-9]*s/name = \"c$(date +%s)s/" "$W/many.toml"
+    workers 2
+fi
 printf '\n%-34s %12s %12s %10s\n' "case" "baseline s" "10% changed s" "peak MB"
 printf '%-34s %12s %12s %10s\n' "$SOURCES Sources × $EACH" "${T[many/baseline]}" "${T[many/incremental]}" "${RSS[many]}"
 printf '%-34s %12s %12s %10s\n' "1 Source × $TOTAL" "${T[one/baseline]}" "${T[one/incremental]}" "${RSS[one]}"
@@ -165,3 +195,8 @@ import sys
 mb, ob, mi, oi = map(float, sys.argv[1:])
 print("ratio many/one: baseline %.2f, incremental %.2f (goal <= 1.5)" % (mb / ob, mi / oi))
 PY
+if [ -n "$PG" ]; then
+    printf '%-34s %12s\n' "1 worker, PostgreSQL state" "${T[pg/1]}"
+    printf '%-34s %12s\n' "2 workers, PostgreSQL state" "${T[pg/2]}"
+    python3 -c "import sys; print('ratio 2 workers / 1: %.2f (goal <= 0.65; %s cores)' % (float(sys.argv[1]) / float(sys.argv[2]), sys.argv[3]))" "${T[pg/2]}" "${T[pg/1]}" "$(nproc)"
+fi
