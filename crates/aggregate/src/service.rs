@@ -127,7 +127,6 @@ impl Aggregator {
             gates: RwLock::new(Arc::new(Gates::new(&config.limits))),
             limits: RwLock::new(config.limits.clone()),
             opts,
-            pg: Mutex::new(HashMap::new()),
         });
         let a = Aggregator {
             shared,

@@ -106,8 +106,6 @@ pub(crate) struct Shared {
     pub(crate) opts: Options,
     pub(crate) limits: RwLock<Limits>,
     pub(crate) gates: RwLock<Arc<Gates>>,
-    /// One PostgreSQL state per Source (its schema), connected once.
-    pub(crate) pg: Mutex<HashMap<String, Arc<PgState>>>,
 }
 
 impl Shared {
@@ -210,25 +208,10 @@ impl Shared {
                 None,
             ));
         };
-        let pg = {
-            let cached = self
-                .pg
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(name)
-                .cloned();
-            match cached {
-                Some(pg) => pg,
-                None => {
-                    let pg = Arc::new(PgState::connect_schema(url, &schema_of(name))?);
-                    self.pg
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(name.to_owned(), pg.clone());
-                    pg
-                }
-            }
-        };
+        // Connected for this sync only: its connections close when the sync ends, so that the
+        // server sees at most `limits.concurrency` × the pool's size of them, however many
+        // Sources there are (one pool kept per Source ran out of the server's connections).
+        let pg = Arc::new(PgState::connect_schema(url, &schema_of(name))?);
         let ttl = self.limits().lease;
         let Some(lease) = pg.lease_source(name, &self.opts.worker, ttl)? else {
             return Ok(Opened::Elsewhere);

@@ -34,6 +34,23 @@ fn json_of(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("a JSON report")
 }
 
+/// `serve DIR --inventory SPEC` on 127.0.0.1: the process, its Source Description URL and its
+/// address.
+fn serve_inventory(dir: &std::path::Path, spec: &str) -> (crate::serve::Reaped, String, String) {
+    let (child, rx) = crate::serve::spawn_serve_with(dir, &["--inventory", spec]);
+    let child = crate::serve::Reaped(child);
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a 'serving' line");
+    let sd = line.rsplit(" at ").next().expect("URL").to_owned();
+    let addr = sd
+        .strip_prefix("http://")
+        .and_then(|r| r.split_once('/'))
+        .map(|(a, _)| a.to_owned())
+        .expect("address");
+    (child, sd, addr)
+}
+
 /// The body of a raw HTTP/1.1 response.
 fn body(raw: &str) -> &str {
     raw.split_once("\r\n\r\n").map_or("", |(_, b)| b)
@@ -99,17 +116,7 @@ fn a_postgresql_table_published_served_and_synced() {
 
     // Served (documents from the working directory, bytes from the table) and synced.
     let serve_dir = work.path().join("served");
-    let (child, rx) = crate::serve::spawn_serve_with(&serve_dir, &["--inventory", &spec]);
-    let mut child = crate::serve::Reaped(child);
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("a 'serving' line");
-    let sd = line.rsplit(" at ").next().expect("URL").to_owned();
-    let addr = sd
-        .strip_prefix("http://")
-        .and_then(|r| r.split_once('/'))
-        .map(|(a, _)| a.to_owned())
-        .expect("address");
+    let (mut child, sd, addr) = serve_inventory(&serve_dir, &spec);
     let (status, raw) = http_get(&addr, "/a.txt");
     assert_eq!((status, body(&raw)), (200, "alpha"));
     let dest = work.path().join("dest");
@@ -150,13 +157,7 @@ fn an_oai_pmh_repository_published_and_served() {
     assert_eq!(r["resources"], 270, "{r}");
     // Served from a working directory of its own (the one above was published under another
     // base URL).
-    let (child, rx) =
-        crate::serve::spawn_serve_with(&work.path().join("served"), &["--inventory", &spec]);
-    let child = crate::serve::Reaped(child);
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("a 'serving' line");
-    let sd = line.rsplit(" at ").next().expect("URL").to_owned();
+    let (child, sd, _) = serve_inventory(&work.path().join("served"), &spec);
     let dest = work.path().join("dest");
     let out = resourcesync(&["sync", &sd, dest.to_str().expect("path"), "--json"]);
     assert!(
@@ -341,18 +342,7 @@ fn an_s3_bucket_published_into_itself_served_and_synced() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("inside the inventory's prefix"));
 
     // Served (bytes streamed from the bucket) and synced.
-    let (child, rx) =
-        crate::serve::spawn_serve_with(&work.path().join("served"), &["--inventory", &url]);
-    let mut child = crate::serve::Reaped(child);
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("a 'serving' line");
-    let sd = line.rsplit(" at ").next().expect("URL").to_owned();
-    let addr = sd
-        .strip_prefix("http://")
-        .and_then(|r| r.split_once('/'))
-        .map(|(a, _)| a.to_owned())
-        .expect("address");
+    let (mut child, sd, addr) = serve_inventory(&work.path().join("served"), &url);
     let (status, raw) = http_get(&addr, "/docs/b.txt");
     assert_eq!((status, body(&raw)), (200, "beta"));
     let (status, _) = http_get(&addr, "/a.txt");
