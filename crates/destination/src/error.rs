@@ -152,8 +152,9 @@ pub enum Error {
     /// A failed change could not be recorded as pending in the state (a full disk, most often):
     /// the cursor was not moved, so that the next run sees the change again.
     #[error(
-        "{message}; the cursor was not moved: free space on that disk (or fix the error) and run \
-         sync again, which applies what this run could not record"
+        "{message}; the cursor was not moved: fix what the error says (a full disk, a database \
+         that refused the write or is out of connections) and run sync again, which applies what \
+         this run could not record"
     )]
     StateWrite {
         /// What failed, naming the state database and the error.
