@@ -157,7 +157,7 @@ fn an_oai_pmh_repository_published_and_served() {
     assert_eq!(r["resources"], 270, "{r}");
     // Served from a working directory of its own (the one above was published under another
     // base URL).
-    let (child, sd, _) = serve_inventory(&work.path().join("served"), &spec);
+    let (mut child, sd, _) = serve_inventory(&work.path().join("served"), &spec);
     let dest = work.path().join("dest");
     let out = resourcesync(&["sync", &sd, dest.to_str().expect("path"), "--json"]);
     assert!(
@@ -172,7 +172,10 @@ fn an_oai_pmh_repository_published_and_served() {
     assert_eq!(copies.len(), 270);
     let one = std::fs::read_to_string(copies[0].path()).expect("a record");
     assert!(one.contains("oai_dc:dc") || one.contains("<dc"), "{one}");
-    drop(child);
+    // SIGTERM: a clean exit (the harvesting client closed where blocking is allowed).
+    crate::aggregate::signal(&child, "-TERM");
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
 }
 
 /// The test bucket's URL (scripts/s3.sh) under a prefix of this test's own.

@@ -23,7 +23,8 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(10);
 /// A client of one repository.
 #[derive(Debug)]
 pub(crate) struct Client {
-    http: reqwest::blocking::Client,
+    /// Always there but while dropped (see the `Drop` impl).
+    http: Option<reqwest::blocking::Client>,
     base: String,
     max_response_bytes: u64,
     max_retries: u32,
@@ -43,11 +44,20 @@ pub(crate) fn describe(args: &[(&str, &str)]) -> String {
     s
 }
 
+impl Drop for Client {
+    /// The client's runtime is shut down where blocking is allowed (a Source is often dropped
+    /// at the end of an async function: `serve` shutting down).
+    fn drop(&mut self) {
+        let http = self.http.take();
+        resourcesync_store::offload(move || drop(http));
+    }
+}
+
 impl Client {
     pub(crate) fn new(base: &str, opts: &OaiOptions) -> Result<Self> {
         // A process that installed no rustls provider gets ring's (reqwest panics without).
         resourcesync_http::install_tls_provider();
-        let http = reqwest::blocking::Client::builder()
+        let builder = reqwest::blocking::Client::builder()
             .user_agent(concat!(
                 "resourcesync/",
                 env!("CARGO_PKG_VERSION"),
@@ -55,11 +65,12 @@ impl Client {
             ))
             .connect_timeout(Duration::from_secs(30))
             .timeout(opts.request_timeout)
-            .redirect(reqwest::redirect::Policy::limited(5))
-            .build()
+            .redirect(reqwest::redirect::Policy::limited(5));
+        // Building starts the client's runtime: where blocking is allowed.
+        let http = resourcesync_store::offload(move || builder.build())
             .map_err(|e| Error::Config(format!("oai-pmh: HTTP client: {e}")))?;
         Ok(Client {
-            http,
+            http: Some(http),
             base: base.to_owned(),
             max_response_bytes: opts.max_response_bytes,
             max_retries: opts.max_retries,
@@ -91,10 +102,11 @@ impl Client {
         let fail = |m: String| Error::Inventory(format!("oai-pmh {} ({what}): {m}", self.base));
         let mut waited = 0u32;
         loop {
-            let resp = self
-                .http
-                .get(&url)
-                .send()
+            let Some(http) = self.http.as_ref() else {
+                return Err(fail("the client is closed".into()));
+            };
+            let rb = http.get(&url);
+            let resp = resourcesync_store::offload(move || rb.send())
                 .map_err(|e| fail(format!("{e}; is the repository reachable?")))?;
             let status = resp.status();
             if status == reqwest::StatusCode::SERVICE_UNAVAILABLE
