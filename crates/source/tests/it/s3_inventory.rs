@@ -7,7 +7,7 @@
 //! 127.0.0.1: a listing that loops ends the listing with an error, after bounded work. Each
 //! test works under a random prefix of the test bucket.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -464,42 +464,7 @@ fn documents_are_published_into_a_bucket() {
 
 /// Serves every request with `page(n)` (n counts requests from 0) on 127.0.0.1; the address.
 fn hostile(page: impl Fn(usize) -> String + Send + Sync + 'static) -> (String, Arc<AtomicUsize>) {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().expect("addr").to_string();
-    let count = Arc::new(AtomicUsize::new(0));
-    let (c, page) = (count.clone(), Arc::new(page));
-    std::thread::spawn(move || {
-        for conn in l.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let (c, page) = (c.clone(), page.clone());
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(conn.try_clone().expect("clone"));
-                loop {
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let body = page(c.fetch_add(1, Ordering::SeqCst));
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n",
-                        body.len()
-                    );
-                    if conn.write_all(head.as_bytes()).is_err()
-                        || conn.write_all(body.as_bytes()).is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (addr, count)
+    resourcesync_testkit::pages(move |n| page(n).into_bytes())
 }
 
 /// A server that gives the same page and token forever, or fresh tokens with no keys: the

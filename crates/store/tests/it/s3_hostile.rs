@@ -3,52 +3,15 @@
 //! (The server here is the attacker, a few lines over a `TcpListener`; the store's behaviour
 //! against a real server is in `s3_store.rs`.)
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use resourcesync_store::{S3Store, Store};
 
-/// Serves every request with `page(n)` (n counts requests from 0), keeping connections alive;
-/// the address. Stops with the test process.
+/// Serves every request with `page(n)` (n counts requests from 0); the address.
 fn server(page: impl Fn(usize) -> Vec<u8> + Send + Sync + 'static) -> (String, Arc<AtomicUsize>) {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().expect("addr").to_string();
-    let count = Arc::new(AtomicUsize::new(0));
-    let (c, page) = (count.clone(), Arc::new(page));
-    std::thread::spawn(move || {
-        for conn in l.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let (c, page) = (c.clone(), page.clone());
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(conn.try_clone().expect("clone"));
-                loop {
-                    // The request's head (a GET: no body).
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let body = page(c.fetch_add(1, Ordering::SeqCst));
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n",
-                        body.len()
-                    );
-                    if conn.write_all(head.as_bytes()).is_err() || conn.write_all(&body).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (addr, count)
+    resourcesync_testkit::pages(page)
 }
 
 fn list_page(keys: &[String], token: Option<&str>) -> Vec<u8> {
