@@ -7,6 +7,7 @@
 //! timeout = "1h"       # longest sync; a Source that hangs is stopped there and backs off
 //! backoff_max = "1h"   # longest wait after repeated failures
 //! lease = "60s"        # with --state postgres://: a dead worker's Sources are taken over after it
+//! bandwidth = "10MB/s" # bodies received per second, over every Source (MB, MiB, Mbit, ...)
 //!
 //! [[source]]
 //! name = "museum"                       # a-z, 0-9, `-`, `_`: its folder and its key
@@ -17,6 +18,8 @@
 //! token = "…"                           # bearer token for this Source
 //! rate = 10.0                           # requests per second to its host
 //! concurrency = 8                       # downloads in flight for this Source
+//! include = ["https://museum.example/objects/*"]  # copy only URIs matching one of these
+//! exclude = ["*.tif", "*/private/*"]      # and none of these (see resourcesync_destination::filter)
 //! ```
 //!
 //! Every problem is an [`Error::Config`] naming the file and line: unknown keys, duplicate
@@ -26,6 +29,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use resourcesync_destination::UriFilter;
+use resourcesync_http::Bandwidth;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -55,6 +60,8 @@ pub struct Limits {
     /// renewed (it is renewed every third of it while the worker syncs): a worker that dies
     /// has its Sources taken over after this.
     pub lease: Duration,
+    /// Bytes of bodies received per second, over every Source (`None`: unlimited).
+    pub bandwidth: Option<u64>,
 }
 
 impl Default for Limits {
@@ -65,6 +72,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(3600),
             backoff_max: Duration::from_secs(3600),
             lease: Duration::from_secs(60),
+            bandwidth: None,
         }
     }
 }
@@ -97,6 +105,17 @@ pub struct SourceSpec {
     pub rate: Option<f64>,
     /// Downloads in flight.
     pub concurrency: usize,
+    /// Include patterns over resource URIs (none: every resource).
+    pub include: Vec<String>,
+    /// Exclude patterns over resource URIs.
+    pub exclude: Vec<String>,
+}
+
+impl SourceSpec {
+    /// Its include and exclude patterns as a filter (checked when the file was read).
+    pub fn filter(&self) -> UriFilter {
+        UriFilter::new(&self.include, &self.exclude).unwrap_or_default()
+    }
 }
 
 #[derive(Deserialize)]
@@ -116,6 +135,7 @@ struct RawLimits {
     timeout: Option<Spanned<String>>,
     backoff_max: Option<Spanned<String>>,
     lease: Option<Spanned<String>>,
+    bandwidth: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +150,8 @@ struct RawSource {
     token: Option<String>,
     rate: Option<Spanned<f64>>,
     concurrency: Option<Spanned<usize>>,
+    include: Option<Spanned<Vec<String>>>,
+    exclude: Option<Spanned<Vec<String>>>,
 }
 
 /// The default schedule: every five minutes.
@@ -167,6 +189,18 @@ impl Config {
         }
         if let Some(t) = &raw.limits.lease {
             limits.lease = duration(t, "limits.lease", &err)?;
+        }
+        if let Some(b) = &raw.limits.bandwidth {
+            limits.bandwidth = Some(Bandwidth::parse_rate(b.get_ref()).ok_or_else(|| {
+                err(
+                    Some(b.span()),
+                    format!(
+                        "limits.bandwidth {:?} is not a rate: write it as 10MB/s, 500KiB/s or \
+                         100Mbit/s",
+                        b.get_ref()
+                    ),
+                )
+            })?);
         }
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut sources = Vec::with_capacity(raw.sources.len());
@@ -230,6 +264,17 @@ impl Config {
                 Some(c) => positive(c, "concurrency", &err)?,
                 None => 8,
             };
+            // Each list checked on its own, for the line of the one that is wrong.
+            for (list, include) in [(&s.include, true), (&s.exclude, false)] {
+                let Some(list) = list else { continue };
+                let (inc, exc): (&[String], &[String]) = match include {
+                    true => (list.get_ref(), &[]),
+                    false => (&[], list.get_ref()),
+                };
+                if let Err(e) = UriFilter::new(inc, exc) {
+                    return Err(err(Some(list.span()), format!("source {name:?}: {e}")));
+                }
+            }
             sources.push(SourceSpec {
                 name,
                 url,
@@ -239,6 +284,8 @@ impl Config {
                 token: s.token,
                 rate,
                 concurrency,
+                include: s.include.map(Spanned::into_inner).unwrap_or_default(),
+                exclude: s.exclude.map(Spanned::into_inner).unwrap_or_default(),
             });
         }
         Ok(Config { limits, sources })

@@ -30,10 +30,12 @@ pub fn backoff(failures: u32, max: Duration) -> Duration {
     d.mul_f64(0.8 + 0.4 * fastrand::f64())
 }
 
-pub(crate) fn http_options(spec: &SourceSpec) -> HttpOptions {
+pub(crate) fn http_options(spec: &SourceSpec, shared: &Shared) -> HttpOptions {
     HttpOptions {
         token: spec.token.clone(),
         rate: spec.rate,
+        // One limit over every Source (limits.bandwidth).
+        bandwidth: shared.bandwidth(),
         ..HttpOptions::default()
     }
 }
@@ -43,7 +45,8 @@ pub(crate) fn sync_options(spec: &SourceSpec, shared: &Shared) -> SyncOptions {
     opts.set.clone_from(&spec.set);
     opts.delete = spec.delete;
     opts.concurrency = spec.concurrency;
-    opts.http = http_options(spec);
+    opts.http = http_options(spec, shared);
+    opts.filter = spec.filter();
     opts.deadline = Some(shared.limits().timeout);
     opts.state = shared.sqlite_state(&spec.name);
     opts

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 use resourcesync_destination::Ports;
+use resourcesync_http::Bandwidth;
 use resourcesync_store::{
     Fenced, FsStore, PgState, S3Config, S3Store, SqliteState, StateStore, Store,
 };
@@ -70,6 +71,8 @@ pub(crate) enum Opened {
 /// Syncs running at once: over every Source, and per host.
 #[derive(Debug)]
 pub(crate) struct Gates {
+    /// Bytes of bodies per second over every Source (limits.bandwidth).
+    bandwidth: Option<Arc<Bandwidth>>,
     total: Arc<Semaphore>,
     per_host: usize,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -78,6 +81,7 @@ pub(crate) struct Gates {
 impl Gates {
     pub(crate) fn new(l: &Limits) -> Self {
         Gates {
+            bandwidth: l.bandwidth.map(|b| Arc::new(Bandwidth::new(b))),
             total: Arc::new(Semaphore::new(l.concurrency)),
             per_host: l.per_host,
             hosts: Mutex::new(HashMap::new()),
@@ -135,6 +139,15 @@ impl Shared {
             StateChoice::Directory(d) => Some(d.join(format!("{name}.sqlite"))),
             StateChoice::Postgres(_) => None,
         }
+    }
+
+    /// The bandwidth limit every Source's client shares, if there is one.
+    pub(crate) fn bandwidth(&self) -> Option<Arc<Bandwidth>> {
+        self.gates
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .bandwidth
+            .clone()
     }
 
     /// Waits for a slot against the host of `url`, then for one of all (so that a Source

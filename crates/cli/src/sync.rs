@@ -112,8 +112,25 @@ pub(crate) struct SyncArgs {
     /// Do not check the copies on disk against the state.
     #[arg(long)]
     no_check: bool,
+    /// Copy only resources whose URI matches PATTERN (repeatable; `*` any characters, `/`
+    /// included, `?` one, `{a,b}` either). Resources left out are left alone: not fetched,
+    /// their earlier copies neither updated nor deleted.
+    #[arg(long, value_name = "PATTERN")]
+    include: Vec<String>,
+    /// Leave out resources whose URI matches PATTERN (repeatable; wins over --include).
+    #[arg(long, value_name = "PATTERN")]
+    exclude: Vec<String>,
+    /// Most bytes of bodies received per second: 10MB/s, 500KiB/s, 100Mbit/s (a number
+    /// alone is bytes).
+    #[arg(long, visible_alias = "bwlimit", value_name = "RATE", value_parser = parse_rate)]
+    bandwidth: Option<u64>,
     #[command(flatten)]
     watch: crate::watch::WatchArgs,
+}
+
+fn parse_rate(s: &str) -> Result<u64, String> {
+    resourcesync_destination::http::Bandwidth::parse_rate(s)
+        .ok_or_else(|| format!("{s:?} is not a rate: write it as 10MB/s, 500KiB/s or 100Mbit/s"))
 }
 
 #[derive(Debug, Args)]
@@ -299,6 +316,10 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     o.dry_run = a.dry_run;
     o.concurrency = a.concurrency.max(1);
     o.http = r.http(o.concurrency);
+    o.http.bandwidth = a
+        .bandwidth
+        .map(|b| Arc::new(resourcesync_destination::http::Bandwidth::new(b)));
+    o.filter = resourcesync_destination::UriFilter::new(&a.include, &a.exclude)?;
     o.max_resource_bytes = a.max_resource_size;
     o.use_dumps = !a.no_dump;
     o.prefer_dumps = a.prefer_dumps;

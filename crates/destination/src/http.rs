@@ -3,6 +3,6 @@
 //! redirects, explicit proxy, user agent), under the name this crate has always used.
 
 pub use resourcesync_http::{
-    Category, Conditional, Http, HttpOptions, Proxy, Retry, USER_AGENT, body_error, header,
-    parse_retry_after,
+    Bandwidth, Category, Conditional, Http, HttpOptions, Proxy, Retry, USER_AGENT, body_error,
+    header, parse_retry_after,
 };

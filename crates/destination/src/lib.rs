@@ -25,6 +25,7 @@
 // The bottom layer: types every stage shares; none of these imports a stage.
 pub mod crashpoint;
 pub mod error;
+pub mod filter;
 pub mod http;
 pub mod mapping;
 pub mod options;
@@ -55,6 +56,7 @@ pub use audit::audit;
 pub use discover::{SourceInfo, discover};
 pub use error::{Error, Result};
 pub use explore::{ExploreNode, ExploreOptions, ExploreReport, NodeStatus, explore};
+pub use filter::UriFilter;
 pub use http::{HttpOptions, USER_AGENT};
 pub use mapping::UriMapper;
 pub use options::{AuditOptions, SyncOptions};

@@ -6,6 +6,7 @@ use std::time::Duration;
 use resourcesync_model::package::DumpLimits;
 use resourcesync_store::STATE_DIR;
 
+use crate::filter::UriFilter;
 use crate::http::HttpOptions;
 
 /// Default most bytes of a resource when no `length` is published: 1 GiB.
@@ -55,6 +56,8 @@ pub struct SyncOptions {
     /// After a baseline, read the Change Lists from the Resource List's `at` in the same run
     /// ([`crate::sync::catch_up`]; default `true`).
     pub catch_up: bool,
+    /// Which resources are copied (default every one; see [`crate::filter`]).
+    pub filter: UriFilter,
 }
 
 impl SyncOptions {
@@ -78,6 +81,7 @@ impl SyncOptions {
             dump_limits: DumpLimits::default(),
             check_copies: CheckCopies::default(),
             catch_up: true,
+            filter: UriFilter::default(),
         }
     }
 

@@ -17,6 +17,8 @@ pub(crate) enum Outcome {
     Planned(Planned),
     /// Already counted (a copy a dump package put in place this run).
     Counted,
+    /// Left out by the include/exclude patterns (`crate::filter`).
+    Filtered,
     /// Updated by applying a patch (Z39.99-2014 §14.4).
     Patched(u64),
     /// Not tried yet: a file is where its directory goes, or a directory where it goes, which a
@@ -30,6 +32,7 @@ pub(crate) struct Tally {
     pub(crate) updated: u64,
     pub(crate) deleted: u64,
     pub(crate) kept: u64,
+    pub(crate) filtered: u64,
     pub(crate) unchanged: u64,
     pub(crate) repaired: u64,
     pub(crate) failed: u64,
@@ -64,6 +67,7 @@ impl Tally {
         self.updated += o.updated;
         self.deleted += o.deleted;
         self.kept += o.kept;
+        self.filtered += o.filtered;
         self.unchanged += o.unchanged;
         self.repaired += o.repaired;
         self.failed += o.failed;
@@ -115,6 +119,7 @@ impl Tally {
                 }
                 push_capped(&mut self.planned, p);
             }
+            Outcome::Filtered => self.filtered += 1,
             Outcome::Counted | Outcome::Deferred => {}
             Outcome::Patched(n) => {
                 self.updated += 1;

@@ -173,6 +173,9 @@ pub struct SyncReport {
     pub kept: u64,
     /// Resources already up to date.
     pub unchanged: u64,
+    /// Resources left out by the include/exclude patterns ([`crate::filter`]): not fetched,
+    /// their copies neither updated nor deleted.
+    pub filtered: u64,
     /// Copies found damaged on disk (missing, another length, other content) and fetched
     /// again ([`crate::fetch::repair`]; not counted in `created` or `updated`).
     pub repaired: u64,

@@ -129,6 +129,23 @@ impl Http {
         }
     }
 
+    /// The next chunk of `resp`'s body (from `url`, for errors), under the bandwidth limit of
+    /// [`HttpOptions::bandwidth`] when there is one.
+    pub async fn chunk(
+        &self,
+        resp: &mut reqwest::Response,
+        url: &str,
+    ) -> Result<Option<bytes::Bytes>> {
+        let chunk = resp
+            .chunk()
+            .await
+            .map_err(|e| crate::body::body_error(url, &e))?;
+        if let (Some(bw), Some(c)) = (&self.opts.bandwidth, &chunk) {
+            bw.take(c.len()).await;
+        }
+        Ok(chunk)
+    }
+
     async fn pace(&self, url: &Url) {
         let Some(rate) = self.opts.rate.filter(|r| *r > 0.0) else {
             return;

@@ -8,13 +8,15 @@
 //! - [`client_builder`]: the settings every client of the project starts from: redirects
 //!   limited and never from `https` to `http` ([`redirect`]), a proxy only when asked
 //!   ([`Proxy`]), rustls.
-//! - [`body`]: header values, bodies read under a limit.
+//! - [`body`]: header values, bodies read under a limit; [`Bandwidth`], a limit on the bytes
+//!   of bodies shared by several clients ([`Http::chunk`] reads under it).
 //! - [`link`]: `Link` headers (RFC 8288) read with the one parser of
 //!   [`resourcesync_model::discovery`], and written.
 //! - [`Error`], with [`Error::category`]: retry, skip this resource, or stop.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod bandwidth;
 pub mod body;
 pub mod client;
 pub mod error;
@@ -22,6 +24,7 @@ pub mod link;
 pub mod options;
 pub mod redirect;
 
+pub use bandwidth::Bandwidth;
 pub use body::{body_error, header, header_values, read_limited, read_prefix};
 pub use client::{Http, USER_AGENT, client_builder, install_tls_provider, parse_retry_after};
 pub use error::{Category, Error, Result, Retry, chain};

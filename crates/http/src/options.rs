@@ -1,6 +1,9 @@
 //! How the client behaves: [`HttpOptions`], [`Proxy`], and the validators of a conditional GET.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::bandwidth::Bandwidth;
 
 /// Which proxy requests go through. Nothing is read from the environment unless asked
 /// ([`Proxy::FromEnvironment`]): a library that fetches on behalf of others does not let
@@ -48,6 +51,9 @@ pub struct HttpOptions {
     /// cannot answer it. Without it, `https://` connections offer `h2` and `http/1.1` (ALPN) and
     /// use HTTP/2 whenever the server accepts it.
     pub http2_prior_knowledge: bool,
+    /// A bandwidth limit on response bodies, shared by every client holding the same `Arc`
+    /// (`None`: unlimited).
+    pub bandwidth: Option<Arc<Bandwidth>>,
 }
 
 impl Default for HttpOptions {
@@ -65,6 +71,7 @@ impl Default for HttpOptions {
             max_redirects: 10,
             proxy: Proxy::None,
             http2_prior_knowledge: false,
+            bandwidth: None,
         }
     }
 }

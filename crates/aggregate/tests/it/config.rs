@@ -107,3 +107,52 @@ fn each_mistake_names_its_line() {
     let e = parse("[[source]]\nname = \"a\"\nurl = \"x\"\n").expect_err("bad url");
     assert!(e.to_string().starts_with("aggregate.toml:3: "), "{e}");
 }
+
+#[test]
+fn patterns_and_a_bandwidth_limit() {
+    let c = parse(
+        r#"
+[limits]
+bandwidth = "100Mbit/s"
+
+[[source]]
+name = "museum"
+url = "https://museum.example/"
+include = ["https://museum.example/objects/*"]
+exclude = ["*.tif", "*/private/*"]
+
+[[source]]
+name = "open"
+url = "https://open.example/"
+"#,
+    )
+    .expect("valid");
+    assert_eq!(c.limits.bandwidth, Some(12_500_000));
+    let m = c.sources[0].filter();
+    assert!(m.wants("https://museum.example/objects/1.jpg"));
+    assert!(!m.wants("https://museum.example/objects/1.tif"));
+    assert!(!m.wants("https://museum.example/objects/private/2.jpg"));
+    assert!(!m.wants("https://museum.example/about.html"));
+    assert!(c.sources[1].filter().is_all());
+}
+
+#[test]
+fn a_bad_pattern_or_rate_is_named_with_its_line() {
+    let (line, message) = problem(
+        r#"
+[[source]]
+name = "museum"
+url = "https://museum.example/"
+include = ["*.jpg"]
+exclude = ["https://museum.example/[private"]
+"#,
+    );
+    assert_eq!(line, Some(6));
+    assert!(
+        message.contains("museum") && message.contains("exclude pattern"),
+        "{message}"
+    );
+    let (line, message) = problem("[limits]\nconcurrency = 2\nbandwidth = \"fast\"\n");
+    assert_eq!(line, Some(3));
+    assert!(message.contains("limits.bandwidth \"fast\""), "{message}");
+}

@@ -1,6 +1,7 @@
 //! The aggregator's tests: one binary, one module per file.
 
 mod config;
+mod limits;
 mod page;
 mod republish;
 mod service;

@@ -14,7 +14,7 @@ use resourcesync_source::{Source, SourceConfig};
 use resourcesync_testkit::{Reply, Server};
 
 /// Publishes `dir` as a Source at `base` (documents inside it), as `resourcesync publish`.
-async fn publish(dir: &Path, base: &str) {
+pub(crate) async fn publish(dir: &Path, base: &str) {
     let (dir, base) = (dir.to_owned(), base.to_owned());
     tokio::task::spawn_blocking(move || {
         let mut s = Source::open(SourceConfig::new(&dir, &base)).expect("open source");

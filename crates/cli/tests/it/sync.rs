@@ -352,3 +352,59 @@ fn control_characters_in_names_are_escaped_in_text_output() {
     assert!(t.contains("c1\\u{9b}2J.txt"), "{t}");
     assert!(!t.lines().any(|l| l.starts_with("fake line")), "{t}");
 }
+
+/// `--include`, `--exclude` and `--bandwidth`: only the kept resources are copied, the report
+/// counts the others, and a bad pattern or rate is refused before anything is fetched (exit 2).
+#[test]
+fn include_exclude_and_bandwidth_flags() {
+    let src = tmp();
+    write_tree(
+        src.path(),
+        &[
+            ("img/a.png", b"alpha"),
+            ("img/b.tmp", b"bravo"),
+            ("doc/c.txt", b"charlie"),
+        ],
+    );
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let base = server.base.clone();
+    let include = format!("{base}img/*");
+    let o = run(&[
+        "sync",
+        &base,
+        p(&dest),
+        "--json",
+        "--include",
+        &include,
+        "--exclude",
+        "*.tmp",
+        "--bandwidth",
+        "10MB/s",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(
+        (v["created"].as_u64(), v["filtered"].as_u64()),
+        (Some(1), Some(2)),
+        "{v}"
+    );
+    assert!(dest.join("img/a.png").exists());
+    assert!(!dest.join("img/b.tmp").exists() && !dest.join("doc/c.txt").exists());
+
+    for (flag, value, says) in [
+        ("--include", "http://h/[a", "include pattern"),
+        ("--bandwidth", "fast", "is not a rate"),
+    ] {
+        let fresh = tmp();
+        let o = run(&["sync", &base, p(&dest_in(&fresh)), flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(says), "{}", text(&o));
+        assert!(
+            !dest_in(&fresh).exists(),
+            "nothing is made before the options are checked"
+        );
+    }
+}

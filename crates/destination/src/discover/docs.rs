@@ -16,7 +16,7 @@ use reqwest::header::{CONTENT_TYPE, LINK};
 use resourcesync_model::{Capability, DocumentReader, Entry, Header, ReadOptions};
 
 use crate::error::{Error, Result};
-use crate::http::{Http, body_error, header};
+use crate::http::{Http, header};
 
 /// Most entries read from an index or a small document (Source Description, Capability List).
 pub const MAX_INDEX_ENTRIES: usize = 100_000;
@@ -90,7 +90,7 @@ impl DocFetcher {
             .tempfile_in(&self.dir)
             .map_err(|e| Error::io(format!("temporary file in {}", self.dir.display()), e))?;
         let mut n = 0u64;
-        while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
+        while let Some(chunk) = self.http.chunk(&mut resp, url).await? {
             n += chunk.len() as u64;
             if n > self.max_bytes {
                 return Err(too_large(url, self.max_bytes));

@@ -272,6 +272,7 @@ fn extract_worker(
             .map(|(item, p)| {
                 let res = p.and_then(|p| match p {
                     Plan::Unchanged => Ok(Applied::Unchanged),
+                    Plan::Filtered => Ok(Applied::Skipped),
                     // A panic here would leave its chunk unanswered and `apply_parallel`
                     // waiting for it: it is that entry's error instead.
                     Plan::Extract(job) => {

@@ -9,7 +9,7 @@ use resourcesync_model::{Entry, MultiHasher};
 use resourcesync_store::Expect;
 
 use crate::error::{Error, Result};
-use crate::http::{Http, body_error};
+use crate::http::Http;
 use crate::report::Observer;
 
 pub(super) async fn download_once(
@@ -43,7 +43,7 @@ pub(super) async fn download_once(
     let mut out = BufWriter::with_capacity(256 * 1024, tmp);
     let mut hasher = MultiHasher::new(&expect.hashes.known_algs());
     let mut n = 0u64;
-    while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
+    while let Some(chunk) = http.chunk(&mut resp, url).await? {
         n = n.saturating_add(chunk.len() as u64);
         if n > limit {
             return Err(refuse(format!("longer than the {limit} bytes allowed")));

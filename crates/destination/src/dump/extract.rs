@@ -37,6 +37,8 @@ pub(super) enum Applied {
 pub(super) enum Plan {
     /// The copy in place is current.
     Unchanged,
+    /// Left out by the include/exclude patterns (crate::filter): not extracted.
+    Filtered,
     /// Inflate and verify it (boxed: a `Job` is large beside `Unchanged`).
     Extract(Box<Job>),
 }
@@ -58,6 +60,9 @@ pub(super) struct Job {
 /// twice is written twice.
 pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> Result<Plan> {
     let uri = e.loc.as_str();
+    if !ctx.filter.wants(uri) {
+        return Ok(Plan::Filtered);
+    }
     let rel = ctx.mapper.map(uri)?;
     let name = entry_name(path).map_err(|why| Error::Package {
         url: url.to_owned(),
@@ -144,6 +149,7 @@ pub(super) fn extract(
 ) -> Result<Applied> {
     match plan(ctx, &pkg.url, e, path, fresh)? {
         Plan::Unchanged => Ok(Applied::Unchanged),
+        Plan::Filtered => Ok(Applied::Skipped),
         Plan::Extract(job) => extract_job(ctx, &mut pkg.ex, *job),
     }
 }

@@ -18,7 +18,8 @@ use tokio::task::JoinSet;
 
 use crate::commit::{Committer, Origin, Pending};
 use crate::error::{Error, Result};
-use crate::http::{Conditional, Http, body_error, header};
+use crate::filter::UriFilter;
+use crate::http::{Conditional, Http, header};
 use crate::mapping::UriMapper;
 pub(crate) use crate::outcome::{Outcome, Tally};
 use crate::plan::current::{change_applied, record_item};
@@ -47,6 +48,9 @@ pub(crate) struct Ctx {
     pub(crate) state_error: Mutex<Option<String>>,
     /// Where the state is (named by errors).
     pub(crate) state_path: PathBuf,
+    /// Which resources are copied: a job for any other is dropped at [`Exec::submit`], and a
+    /// copy of one is neither updated nor deleted ([`crate::filter`]).
+    pub(crate) filter: UriFilter,
 }
 
 impl Ctx {
@@ -168,6 +172,11 @@ impl Exec {
     pub(crate) async fn submit(&mut self, job: Job) -> Result<()> {
         // A job failed in a way that stops the run (a full disk, a state write): no more.
         self.ctx.check_state()?;
+        // Left out by the include/exclude patterns, whatever the job: left alone.
+        if !self.ctx.filter.wants(&job.item.uri) {
+            self.done_inline(Outcome::Filtered);
+            return Ok(());
+        }
         let permit = self
             .sem
             .clone()
@@ -561,7 +570,7 @@ pub(crate) async fn download(
     } else {
         ctx.store.begin(rel, expect)?
     };
-    while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
+    while let Some(chunk) = ctx.http.chunk(&mut resp, url).await? {
         if crate::crashpoint::fails("download") {
             return Err(Error::Store(resourcesync_store::Error::Io {
                 path: PathBuf::from(rel.as_str()),

@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::fetch::exec::Ctx;
-use crate::http::{Http, body_error};
+use crate::http::Http;
 use crate::plan::staging::StagedItem;
 pub use crate::plan::staging::{PATCH_REL, PatchLink};
 
@@ -132,7 +132,7 @@ async fn fetch_once(http: &Http, url: &str, limit: u64) -> Result<Vec<u8>> {
         return Err(too_long());
     }
     let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| body_error(url, &e))? {
+    while let Some(chunk) = http.chunk(&mut resp, url).await? {
         if (body.len() + chunk.len()) as u64 > limit {
             return Err(too_long());
         }

@@ -40,6 +40,7 @@ pub(crate) struct Applier {
     concurrency: usize,
     info: SourceInfo,
     base: String,
+    filter: crate::filter::UriFilter,
 }
 
 /// The state opened for one payload.
@@ -66,6 +67,7 @@ impl Applier {
             concurrency: opts.concurrency,
             info,
             base,
+            filter: opts.filter.clone(),
         })
     }
 
@@ -86,6 +88,7 @@ impl Applier {
             max_resource_bytes: self.max_resource_bytes,
             obs: self.obs.clone(),
             dumped: None,
+            filter: self.filter.clone(),
         })))
     }
 
@@ -156,6 +159,7 @@ impl Applier {
             deleted: tally.deleted,
             kept: tally.kept,
             unchanged: tally.unchanged,
+            filtered: tally.filtered,
             repaired: tally.repaired,
             failed: tally.failed,
             bytes: tally.bytes,

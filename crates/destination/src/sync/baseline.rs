@@ -196,6 +196,11 @@ pub(super) async fn baseline_with(
         // A list or state read that failed ends the plan: stop before acting on a plan built
         // from half an inventory.
         let action = action?;
+        // Left out by the include/exclude patterns: neither fetched, nor updated, nor deleted.
+        if !ctx.filter.wants(action_uri(&action)) {
+            exec.done_inline(Outcome::Filtered);
+            continue;
+        }
         let new = matches!(action, Action::Create(_));
         match action {
             Action::Create(o) | Action::Update { original: o, .. } => {
@@ -229,6 +234,14 @@ pub(super) async fn baseline_with(
         }
     }
     Ok(at)
+}
+
+/// The URI an action of the diff is about.
+fn action_uri(a: &Action) -> &str {
+    match a {
+        Action::Create(o) | Action::Update { original: o, .. } | Action::Same(o) => &o.uri,
+        Action::Delete(c) => &c.uri,
+    }
 }
 
 /// Refuses a Resource List whose `at` is before `not_before` (the Resource Dump's): Z39.99-2014

@@ -194,6 +194,7 @@ async fn run(
         committer: Committer::start(store.clone(), state.clone())?,
         state_error: Mutex::default(),
         state_path: ports.state_name.clone(),
+        filter: opts.filter.clone(),
     });
     let earlier = delete_gone(&ctx, opts).await?;
     let mut exec = Exec::new(ctx.clone(), opts.concurrency);
@@ -339,12 +340,20 @@ impl RunPlan {
             cursor,
             prior,
             dumps_only: info.resource_list.is_none() && info.change_list.is_none(),
-            resource_dump: info
-                .resource_dump
-                .clone()
-                .filter(|_| cursor.is_none() && opts.use_dumps && !opts.dry_run),
+            // A package holds every resource: with include/exclude patterns the lists are read
+            // instead, and only the resources kept are fetched (crate::filter).
+            resource_dump: info.resource_dump.clone().filter(|_| {
+                cursor.is_none()
+                    && opts.use_dumps
+                    && !opts.dry_run
+                    && (opts.filter.is_all() || info.resource_list.is_none())
+            }),
             change_dump: info.change_dump.clone().filter(|_| {
-                cursor.is_some() && info.change_list.is_some() && opts.prefer_dumps && !opts.dry_run
+                cursor.is_some()
+                    && info.change_list.is_some()
+                    && opts.prefer_dumps
+                    && !opts.dry_run
+                    && opts.filter.is_all()
             }),
         }
     }
@@ -553,6 +562,7 @@ fn report(
         deleted: tally.deleted,
         kept: tally.kept,
         unchanged: tally.unchanged,
+        filtered: tally.filtered,
         repaired: tally.repaired,
         failed: tally.failed,
         bytes: tally.bytes,

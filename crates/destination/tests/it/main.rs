@@ -12,6 +12,7 @@ mod dump;
 mod dump_hostile;
 mod explore;
 mod faults;
+mod filter;
 mod foreign_dumps;
 mod foreign_sources;
 mod hostile;
