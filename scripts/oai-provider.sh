@@ -87,7 +87,7 @@ fi
 rm -f "$PORT_FILE"
 log "starting on 127.0.0.1 (a free port)"
 setsid "$VENV/bin/python" "$ROOT/scripts/oai_provider.py" --port-file "$PORT_FILE" \
-    </dev/null >"$DIR/server.log" 2>&1 &
+    </dev/null >"$DIR/server.log" 2>&1 9>&- &
 echo $! >"$PID_FILE"
 for _ in $(seq 1 100); do
     if healthy; then

@@ -126,7 +126,7 @@ for attempt in 1 2 3 4 5; do
     log "starting on 127.0.0.1:$PORT (attempt $attempt)"
     if as_user "$BINDIR/pg_ctl" start -D "$DATA" -w -t 60 -l "$DIR/server.log" \
         -o "-p $PORT -c listen_addresses=127.0.0.1 -k $DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
-        >&2; then
+        >&2 9>&-; then
         printf '%s\n' "$PORT" >"$PORT_FILE"
         if healthy; then
             url "$PORT"

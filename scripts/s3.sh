@@ -25,7 +25,9 @@
 # DIR/ports). At the first start the layout is assigned and applied, then an access key
 # `resourcesync-test` and a bucket `resourcesync-test` (read, write, owner) are made; the key
 # and its secret are kept in DIR/credentials (mode 600). Concurrent runs are serialised by
-# flock on DIR/lock. Tests isolate themselves by a random prefix in the bucket.
+# flock on DIR/lock. Tests isolate themselves by a random prefix in the bucket. A second
+# bucket, `resourcesync-test-full`, holds at most 20 objects (a quota): the tests of a bucket
+# that fills up use it, and empty it before and after.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -60,6 +62,20 @@ url() {
     printf 's3://%s:%s@127.0.0.1:%s/%s?region=%s\n' "$KEY_ID" "$SECRET" "$(s3_port)" "$BUCKET" "$REGION"
 }
 healthy() { alive && [ -s "$PORTS" ] && [ -s "$CREDS" ] && port_open "$(s3_port)"; }
+# A second bucket with a quota of 20 objects, for the tests of a bucket that fills up
+# (crates/aggregate/tests/it/outage.rs): `resourcesync-test-full`, same key. Made when missing,
+# also on servers set up before it existed.
+full_bucket() {
+    local FULL="$BUCKET-full"
+    [ -f "$DIR/full-bucket" ] && return 0
+    g bucket info "$FULL" >/dev/null 2>&1 || g bucket create "$FULL" >>"$DIR/setup.log" 2>&1 ||
+        { tail -n 20 "$DIR/setup.log" >&2; die "garage bucket create $FULL failed"; }
+    g bucket allow --read --write --owner "$FULL" --key "$KEYNAME" >>"$DIR/setup.log" 2>&1 ||
+        { tail -n 20 "$DIR/setup.log" >&2; die "garage bucket allow $FULL failed"; }
+    g bucket set-quotas --max-objects 20 "$FULL" >>"$DIR/setup.log" 2>&1 ||
+        { tail -n 20 "$DIR/setup.log" >&2; die "garage bucket set-quotas $FULL failed"; }
+    touch "$DIR/full-bucket"
+}
 
 if [ "${1:-}" = stop ]; then
     if alive; then
@@ -72,14 +88,15 @@ if [ "${1:-}" = stop ]; then
 fi
 [ $# -eq 0 ] || die "usage: scripts/s3.sh [stop]"
 
-if healthy; then
+if healthy && [ -f "$DIR/full-bucket" ]; then
     url
     exit 0
 fi
 
 exec 9>"$DIR/lock"
 flock 9
-if healthy; then  # another run started it while we waited
+if healthy; then  # another run started it while we waited (or a server set up before the
+    full_bucket   # second bucket existed)
     url
     exit 0
 fi
@@ -146,7 +163,7 @@ for attempt in 1 2 3 4 5; do
     write_conf "$1" "$2" "$3"
     log "starting Garage on 127.0.0.1:$1 (S3), :$2 (RPC), :$3 (admin) (attempt $attempt)"
     RUST_LOG="${RUST_LOG:-garage=warn}" setsid "$BIN" -c "$CONF" server \
-        >>"$DIR/server.log" 2>&1 </dev/null &
+        >>"$DIR/server.log" 2>&1 </dev/null 9>&- &
     printf '%s\n' "$!" >"$PIDFILE"
     # Ready once the CLI reaches it over RPC (bounded: 30 s).
     for _ in $(seq 300); do
@@ -189,5 +206,6 @@ if [ ! -s "$CREDS" ]; then
     printf 'KEY_ID=%s\nSECRET=%s\n' "$key_id" "$secret" >"$CREDS.new"
     mv "$CREDS.new" "$CREDS"
 fi
+full_bucket
 healthy || die "the server does not answer after start (see $DIR/server.log)"
 url

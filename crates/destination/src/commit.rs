@@ -34,6 +34,7 @@ use resourcesync_store::{Finished, ResourceRecord, StateStore, Store};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
+use crate::report::Failed;
 
 /// Most copies committed together.
 pub(crate) const MAX_BATCH: usize = 4096;
@@ -63,7 +64,7 @@ pub(crate) struct Put {
 }
 
 /// What happened to one copy of a batch, or why it failed.
-pub(crate) type Done = std::result::Result<Put, String>;
+pub(crate) type Done = std::result::Result<Put, Failed>;
 
 /// Which test crash points ([`crate::crashpoint`]) a copy passes: downloads or dump packages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +124,9 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
                 }));
                 p.rows.push(row);
             }
-            Err(e) => p.out.push(Err(e.to_string())),
+            // The store's error as it is: its category (a bucket over its quota stops the
+            // run, a dropped connection is retried) must reach the run.
+            Err(e) => p.out.push(Err(Failed::from(e))),
         }
     }
     p
@@ -131,7 +134,7 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
 
 /// Step 4, once the renames are synced (`synced`): records the rows in one transaction; the
 /// outcome of every copy.
-fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), String>) -> Vec<Done> {
+fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Failed>) -> Vec<Done> {
     let Placed {
         mut out,
         rows,
@@ -143,7 +146,7 @@ fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Str
     }
     // The rows only once the files are durably in place; a failure here leaves files without
     // rows, which the next run adopts by their digest.
-    match synced.and_then(|()| state.put_resources(&rows).map_err(|e| e.to_string())) {
+    match synced.and_then(|()| state.put_resources(&rows).map_err(Failed::from)) {
         Ok(()) => {
             // The rows and the removal of their pending changes are one transaction.
             for _ in &rows {
@@ -168,10 +171,11 @@ pub(crate) fn commit_batch(
     batch: Vec<Pending>,
 ) -> Vec<Done> {
     if let Err(e) = store.sync() {
-        return batch.iter().map(|_| Err(e.to_string())).collect();
+        let e = Failed::from(e);
+        return batch.iter().map(|_| Err(e.clone())).collect();
     }
     let p = place_batch(store, batch);
-    let synced = store.sync().map_err(|e| e.to_string());
+    let synced = store.sync().map_err(Failed::from);
     record(state, p, synced)
 }
 
@@ -193,7 +197,7 @@ impl Reply {
                 let d = done
                     .into_iter()
                     .next()
-                    .unwrap_or_else(|| Err("no outcome".into()));
+                    .unwrap_or_else(|| Err(Failed::other("no outcome")));
                 let _ = tx.send(d);
             }
             Reply::Many(tag, tx) => {
@@ -222,7 +226,7 @@ impl Receipt {
     pub(crate) async fn done(self) -> Done {
         self.0
             .await
-            .unwrap_or_else(|_| Err("the commit thread has stopped".into()))
+            .unwrap_or_else(|_| Err(Failed::other("the commit thread has stopped")))
     }
 }
 
@@ -279,7 +283,7 @@ fn run(store: &dyn Store, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
         }
         // One sync: the renames of the batch before and the bodies of this one (verified, so
         // written, before they were queued).
-        let synced = store.sync().map_err(|e| e.to_string());
+        let synced = store.sync().map_err(Failed::from);
         let before = prev.take();
         if taken.jobs.is_empty() {
             if let Some((p, replies)) = before {
@@ -514,7 +518,9 @@ mod tests {
         };
         assert_eq!(done[0], put(3));
         assert!(
-            done[1].as_ref().is_err_and(|e| e.contains("directory")),
+            done[1]
+                .as_ref()
+                .is_err_and(|e| e.message.contains("directory")),
             "{done:?}"
         );
         assert_eq!(done[2], put(2));

@@ -258,6 +258,7 @@ impl Error {
     pub fn failure_kind(&self) -> FailureKind {
         match self {
             Error::Store(e) if e.is_verification() => FailureKind::Changed,
+            Error::Store(_) => FailureKind::Store,
             Error::Status {
                 status: 404 | 410, ..
             } => FailureKind::Gone,

@@ -58,6 +58,9 @@ pub enum FailureKind {
     Changed,
     /// HTTP 404 or 410: most likely deleted (or moved) since it was listed.
     Gone,
+    /// The store could not take the copy (an object store or a disk that failed): nothing
+    /// said of the body served.
+    Store,
     /// Anything else.
     Other,
 }

@@ -8,18 +8,21 @@
 //!   delays, reordering), reproducible from a seed.
 //! - [`wan`]: a WAN delay proxy: one-way delay per direction, a bandwidth cap, order kept per
 //!   connection; checked against itself.
+//! - [`cut`]: a TCP proxy whose link can be cut and restored (a server going away mid-run).
 //! - [`pages()`]: a loopback server answering every request with a page of the test's making.
 //! - [`tree`]: the files under a directory, and a readable difference between two trees.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod cut;
 pub mod fault_proxy;
 pub mod pages;
 pub mod server;
 pub mod tree;
 pub mod wan;
 
+pub use cut::CutProxy;
 pub use fault_proxy::FaultProxy;
 pub use pages::pages;
 pub use server::{Fault, Reply, Server};

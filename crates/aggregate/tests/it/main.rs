@@ -2,6 +2,7 @@
 
 mod config;
 mod limits;
+mod outage;
 mod page;
 mod republish;
 mod service;

@@ -501,7 +501,14 @@ impl Batch {
                         stats.bytes += put.length;
                         note_dumped(ctx, &item.uri)?;
                     }
-                    Err(msg) => entry_failed(ctx, url, item, msg, stats, warnings, dropped)?,
+                    Err(f) => {
+                        // A full, read-only or forbidden store fails every copy after this one
+                        // alike: the run stops, as for a download (crate::fetch::exec).
+                        if f.category == resourcesync_model::Category::Stop {
+                            ctx.state_failed(format!("{}: {}", item.uri, f.message));
+                        }
+                        entry_failed(ctx, url, item, f.message, stats, warnings, dropped)?
+                    }
                 }
             }
         }

@@ -5,6 +5,7 @@
 //! that plans the jobs is the module `sync`.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use reqwest::header::{ETAG, LAST_MODIFIED};
@@ -24,7 +25,7 @@ use crate::mapping::UriMapper;
 pub(crate) use crate::outcome::{Outcome, Tally};
 use crate::plan::current::{change_applied, record_item};
 use crate::plan::staging::{StagedItem, Staging};
-use crate::report::{Failed, Failure, Observer, Planned};
+use crate::report::{Failed, Failure, FailureKind, Observer, Planned};
 
 /// Everything a download task needs (also used by [`crate::dump`] and [`crate::fetch::patch`]).
 #[derive(Debug)]
@@ -51,7 +52,15 @@ pub(crate) struct Ctx {
     /// Which resources are copied: a job for any other is dropped at [`Exec::submit`], and a
     /// copy of one is neither updated nor deleted ([`crate::filter`]).
     pub(crate) filter: UriFilter,
+    /// Copies that could not be stored for a transient reason, in a row: at
+    /// [`STORE_DOWN_AFTER`] the store is taken as gone and the run stops.
+    pub(crate) store_failures: AtomicU32,
 }
+
+/// Transient store failures in a row after which the store (an object store that went away)
+/// is taken as gone: the run stops with its cursor where it was, instead of failing every
+/// copy after, and the next run resumes.
+pub(crate) const STORE_DOWN_AFTER: u32 = 8;
 
 impl Ctx {
     /// Keeps the first state write that failed (see [`Ctx::state_error`]).
@@ -271,8 +280,29 @@ pub(crate) async fn run_job(
     };
     match res {
         Ok(Outcome::Unchanged) if ctx.dumped_now(&uri) => Outcome::Counted,
-        Ok(o) => o,
+        Ok(o) => {
+            if matches!(
+                o,
+                Outcome::Created(_)
+                    | Outcome::Updated(_)
+                    | Outcome::Repaired(_)
+                    | Outcome::Patched(_)
+            ) {
+                ctx.store_failures.store(0, Ordering::Relaxed);
+            }
+            o
+        }
         Err(mut error) => {
+            if error.kind == FailureKind::Store && error.category == Category::Retry {
+                let n = ctx.store_failures.fetch_add(1, Ordering::Relaxed) + 1;
+                if n == STORE_DOWN_AFTER {
+                    ctx.state_failed(format!(
+                        "the store is not answering: {n} copies in a row could not be stored \
+                         (the last: {uri}: {}); the run stops here and the next one resumes",
+                        error.message
+                    ));
+                }
+            }
             // Without --delete, a copy the Source deleted stays and may block this path (a file
             // the Source turned into a directory, or back): say what clears it.
             if !ctx.delete

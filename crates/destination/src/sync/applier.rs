@@ -89,6 +89,7 @@ impl Applier {
             obs: self.obs.clone(),
             dumped: None,
             filter: self.filter.clone(),
+            store_failures: Default::default(),
         })))
     }
 

@@ -134,7 +134,7 @@ pub(crate) fn explain_stale(tally: &mut Tally, at: Option<&W3cDateTime>, change_
         let what = match f.kind {
             FailureKind::Changed => "changed after",
             FailureKind::Gone => "deleted (or moved) after",
-            FailureKind::Other => continue,
+            FailureKind::Other | FailureKind::Store => continue,
         };
         f.error.push_str(&format!(
             " (the resource was most likely {what} {list} was written, and {next})"

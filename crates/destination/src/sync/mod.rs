@@ -195,6 +195,7 @@ async fn run(
         state_error: Mutex::default(),
         state_path: ports.state_name.clone(),
         filter: opts.filter.clone(),
+        store_failures: Default::default(),
     });
     let earlier = delete_gone(&ctx, opts).await?;
     let mut exec = Exec::new(ctx.clone(), opts.concurrency);

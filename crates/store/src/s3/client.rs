@@ -185,6 +185,9 @@ impl Client {
             rb = rb.header(reqwest::header::CONTENT_LENGTH, len).body(b);
         }
         crate::blocking::offload(move || rb.send()).map_err(|e| {
+            // Without its URL: a presigned URL carries the access key's id and a signature
+            // valid for an hour, which must not reach logs, reports or an operator's page.
+            let e = e.without_url();
             let mut m = e.to_string();
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {
