@@ -48,6 +48,9 @@ pub struct HttpOptions {
     /// cannot answer it. Without it, `https://` connections offer `h2` and `http/1.1` (ALPN) and
     /// use HTTP/2 whenever the server accepts it.
     pub http2_prior_knowledge: bool,
+    /// A PEM file of extra trusted root certificates (a private CA), trusted on `https://`
+    /// besides the system's roots (`sync --ca-cert FILE`).
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 impl Default for HttpOptions {
@@ -65,6 +68,7 @@ impl Default for HttpOptions {
             max_redirects: 10,
             proxy: Proxy::None,
             http2_prior_knowledge: false,
+            ca_cert: None,
         }
     }
 }

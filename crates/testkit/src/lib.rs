@@ -9,6 +9,7 @@
 //! - [`wan`]: a WAN delay proxy: one-way delay per direction, a bandwidth cap, order kept per
 //!   connection; checked against itself.
 //! - [`pages()`]: a loopback server answering every request with a page of the test's making.
+//! - [`tls`]: a private CA and a server certificate for 127.0.0.1 and localhost, as PEM files.
 //! - [`tree`]: the files under a directory, and a readable difference between two trees.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -17,6 +18,7 @@
 pub mod fault_proxy;
 pub mod pages;
 pub mod server;
+pub mod tls;
 pub mod tree;
 pub mod wan;
 
