@@ -120,10 +120,10 @@ declare -A T
 # run KEY TREE_SUM DEST SKIP CMD...: times CMD, checks DEST
 run() {
     local key="$1" sum="$2" dest="$3" skip="$4"; shift 4
-    local s e got
+    local s e got f="$WORK/run-${1//\//-}.out"
     log "$key: $* (load $(load))"
     s="$(now)"
-    "$@" >"$WORK/$key.out" 2>&1 || { tail -5 "$WORK/$key.out" >&2; die "$key failed"; }
+    "$@" >"$f" 2>&1 || { tail -5 "$f" >&2; die "$key failed"; }
     e="$(now)"
     T[$key]="$(secs "$s" "$e")"
     got="$("$PY" "$HELPER" summary "$dest" ${skip:+--skip "$skip"})"
