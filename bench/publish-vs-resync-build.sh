@@ -40,9 +40,9 @@
 #    md5 each; resync-build's output has N <url> entries with an md5 each.
 # 6. table: impl / runs / seconds / files/s / MB/s (MB = 10^6 bytes of the
 #    files' content read) / ru_maxrss, and the ratios against the goals:
-#      resync-build / ours first publish               goal >= 10x
-#      ours first publish / best md5sum (1 or 2 procs)  goal <= 1.5x
-#      re-publish / first publish                       goal <= 10%
+#      resync-build / ours first publish               info (the earlier goal was >= 10x)
+#      ours first publish / md5sum with 2 processes     goal <= 1.3x (issue 17: the floor)
+#      re-publish / stat floor (find over the cores)    goal <= 1.25x (issue 17: the floor)
 #    The md5sum baseline is the faster of the 1- and 2-process runs (we hash
 #    on 2 cores). Goals are reported (ok / MISS), not enforced by the exit
 #    status. Two more lines say what the goals leave to any publisher here:
@@ -340,11 +340,16 @@ def ratio(name, num, den, fmt, goal, ok):
                                    "" if verdict is None else " ok" if verdict else " MISS"))
 sec = lambda j: j["seconds_best"] if timed(j) else None
 ratio("resync-build / ours first publish", sec(resync), sec(first),
-      lambda r: "%.1fx" % r if r >= 1 else "%.3fx" % r, ">= 10x", lambda r: r >= 10)
-ratio("ours first publish / md5sum (%s, the faster)" % md5_name, sec(first), md5_best["seconds_best"],
-      lambda r: "%.2fx" % r, "<= 1.5x", lambda r: r <= 1.5)
+      lambda r: "%.1fx" % r if r >= 1 else "%.3fx" % r, "info: earlier goal >= 10x", lambda r: None)
+# Goals restated against the floors (issue 17): the 2-process md5sum (every file read and
+# hashed on both cores) and the stat of every file split over the cores.
+ratio("ours first publish / md5sum (2 processes)", sec(first), sec(md5_2),
+      lambda r: "%.2fx" % r, "<= 1.3x", lambda r: r <= 1.3)
+ratio("re-publish / stat floor (find / %d cores)" % (__import__("os").cpu_count() or 1), sec(repub),
+      sec(stat) / (__import__("os").cpu_count() or 1) if timed(stat) else None,
+      lambda r: "%.2fx" % r, "<= 1.25x", lambda r: r <= 1.25)
 ratio("re-publish / first publish", sec(repub), sec(first),
-      lambda r: "%.1f%%" % (100 * r), "<= 10%", lambda r: r <= 0.10)
+      lambda r: "%.1f%%" % (100 * r), "info: earlier goal <= 10%", lambda r: None)
 ratio("ours first publish / find|xargs cat", sec(first), sec(cat), lambda r: "%.2fx" % r, "info", lambda r: None)
 # The ceilings: what the goals leave to any publisher on this machine. Every file must be read and
 # hashed (the md5sum floor), and a re-publish must stat every file (the find floor, split over the

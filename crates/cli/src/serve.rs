@@ -50,6 +50,14 @@ pub(crate) struct ServeArgs {
     /// or private address (see `resourcesync hub --help`).
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = crate::hub::PrivateAddresses::Auto)]
     hub_private_addresses: crate::hub::PrivateAddresses,
+    /// Serve over TLS with this PEM certificate chain (the server's certificate first), offering
+    /// HTTP/2 and HTTP/1.1 by ALPN; the default --base-url becomes https://LISTEN/. Needs
+    /// --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 pub(crate) fn run(a: &ServeArgs) -> anyhow::Result<u8> {
@@ -65,14 +73,20 @@ pub(crate) fn run(a: &ServeArgs) -> anyhow::Result<u8> {
 }
 
 async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
+    // Before binding: a certificate or key that cannot be used is a configuration error.
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(server::tls::Tls::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = server::bind(&a.listen).await?;
     let addr = listener.local_addr()?;
     let mut cfg = a
         .source
-        .config(a.out.clone(), Some(format!("http://{addr}/")))?;
+        .config(a.out.clone(), Some(format!("{scheme}://{addr}/")))?;
     if a.source.base_url.is_none() && addr.ip().is_unspecified() {
         crate::out::say!(
-            "resourcesync: note: listening on {addr}; documents will name http://{addr}/: use --base-url for the URL clients reach"
+            "resourcesync: note: listening on {addr}; documents will name {scheme}://{addr}/: use --base-url for the URL clients reach"
         );
     }
     server::prepare_config(&mut cfg);
@@ -116,7 +130,7 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     // crate::progress).
     let display =
         crate::progress::ScanDisplay::start(progress, format!("serve {}", a.source.dir.display()));
-    let running = server::start_with(source, listener, opts, hub).await;
+    let running = server::start_tls(source, listener, opts, hub, tls).await;
     display.finish();
     let running = running?;
     // Caught from before the line that says the server is ready.

@@ -57,6 +57,10 @@ pub(crate) struct RemoteArgs {
     /// fail. Without it HTTP/2 is still used over https whenever the server offers it (ALPN).
     #[arg(long)]
     http2_prior_knowledge: bool,
+    /// A PEM file of extra trusted root certificates, e.g. the private CA that signed a
+    /// Source's certificate (`serve --tls-cert`); the system's roots stay trusted.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<std::path::PathBuf>,
     /// Print a JSON report.
     #[arg(long)]
     json: bool,
@@ -71,6 +75,7 @@ impl RemoteArgs {
             rate: self.rate,
             token: self.token.clone(),
             http2_prior_knowledge: self.http2_prior_knowledge,
+            ca_cert: self.ca_cert.clone(),
             // The command line honours HTTP_PROXY and the others, as curl does; the library
             // reads them only when asked.
             proxy: resourcesync_destination::http::Proxy::FromEnvironment,

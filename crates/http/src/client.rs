@@ -53,6 +53,29 @@ pub fn client_builder(
     })
 }
 
+/// Longest CA certificate file read (a bundle of every public root is about 200 KiB).
+pub const MAX_CA_FILE: u64 = 4 << 20;
+
+/// Reads a PEM file of root certificates (at most [`MAX_CA_FILE`] bytes, at least one
+/// certificate); errors name the file.
+pub fn read_ca_certs(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>> {
+    use std::io::Read;
+    let bad = |m: String| Error::Config(format!("CA certificate {}: {m}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut pem = Vec::new();
+    file.take(MAX_CA_FILE + 1)
+        .read_to_end(&mut pem)
+        .map_err(|e| bad(e.to_string()))?;
+    if pem.len() as u64 > MAX_CA_FILE {
+        return Err(bad(format!("larger than {MAX_CA_FILE} bytes")));
+    }
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(bad("no PEM certificate (BEGIN CERTIFICATE) in it".into()));
+    }
+    Ok(certs)
+}
+
 /// The client.
 #[derive(Debug)]
 pub struct Http {
@@ -103,6 +126,9 @@ impl Http {
             .no_gzip();
         if opts.http2_prior_knowledge {
             builder = builder.http2_prior_knowledge();
+        }
+        if let Some(path) = &opts.ca_cert {
+            builder = builder.tls_certs_merge(read_ca_certs(path)?);
         }
         let client = builder
             .build()

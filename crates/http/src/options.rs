@@ -54,6 +54,9 @@ pub struct HttpOptions {
     /// A bandwidth limit on response bodies, shared by every client holding the same `Arc`
     /// (`None`: unlimited).
     pub bandwidth: Option<Arc<Bandwidth>>,
+    /// A PEM file of extra trusted root certificates (a private CA), trusted on `https://`
+    /// besides the system's roots (`sync --ca-cert FILE`).
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 impl Default for HttpOptions {
@@ -72,6 +75,7 @@ impl Default for HttpOptions {
             proxy: Proxy::None,
             http2_prior_knowledge: false,
             bandwidth: None,
+            ca_cert: None,
         }
     }
 }

@@ -2,6 +2,10 @@
 //!
 //! `cargo bench -p resourcesync-model --bench parse_write`; throughput is reported in bytes of
 //! document per second. `bench/parse-vs-resync.sh` compares with the Python reference.
+//!
+//! The floor (issue 17): quick-xml alone tokenizing the same document (every event read, nothing
+//! built). After criterion's figures a line prints parse+validate over that floor, best of 7
+//! each, against the goal (<= 2.5x); reported, not enforced.
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -61,6 +65,9 @@ fn bench(c: &mut Criterion) {
             black_box(report)
         })
     });
+    g.bench_function("quick-xml tokenize (floor)", |b| {
+        b.iter(|| black_box(tokenize(&doc)))
+    });
     g.bench_function("parse", |b| {
         b.iter(|| {
             let mut r = DocumentReader::new(&doc[..], ReadOptions::named("bench")).expect("header");
@@ -89,5 +96,48 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// Every event of `doc` read by quick-xml alone: the floor of any parser built on it.
+fn tokenize(doc: &[u8]) -> usize {
+    let mut r = quick_xml::Reader::from_reader(doc);
+    let mut buf = Vec::with_capacity(1024);
+    let mut events = 0;
+    loop {
+        match r.read_event_into(&mut buf).expect("well-formed") {
+            quick_xml::events::Event::Eof => break,
+            _ => events += 1,
+        }
+        buf.clear();
+    }
+    events
+}
+
+/// parse+validate over the quick-xml floor, best of 7 each, printed against the goal.
+fn floor_ratio(_: &mut Criterion) {
+    let doc = document(50_000);
+    let best = |f: &dyn Fn()| {
+        (0..7)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let floor = best(&|| {
+        black_box(tokenize(&doc));
+    });
+    let ours = best(&|| {
+        let r = DocumentReader::new(&doc[..], ReadOptions::named("bench")).expect("header");
+        black_box(validate(r).expect("valid"));
+    });
+    let x = ours / floor;
+    println!(
+        "resourcelist-50k: parse+validate {:.1} ms, quick-xml tokenize {:.1} ms: {x:.2}x the floor (goal <= 2.5x: {})",
+        ours * 1e3,
+        floor * 1e3,
+        if x <= 2.5 { "ok" } else { "MISS" }
+    );
+}
+
+criterion_group!(benches, bench, floor_ratio);
 criterion_main!(benches);

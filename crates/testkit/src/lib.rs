@@ -10,6 +10,7 @@
 //!   connection; checked against itself.
 //! - [`cut`]: a TCP proxy whose link can be cut and restored (a server going away mid-run).
 //! - [`pages()`]: a loopback server answering every request with a page of the test's making.
+//! - [`tls`]: a private CA and a server certificate for 127.0.0.1 and localhost, as PEM files.
 //! - [`tree`]: the files under a directory, and a readable difference between two trees.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -19,6 +20,7 @@ pub mod cut;
 pub mod fault_proxy;
 pub mod pages;
 pub mod server;
+pub mod tls;
 pub mod tree;
 pub mod wan;
 

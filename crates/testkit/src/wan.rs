@@ -206,6 +206,29 @@ mod tests {
         }
     }
 
+    /// The benches' default link (`bench/sync-wan.sh`): 25 ms each way, 100 Mbit/s each way.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_bench_link_measures_its_round_trip_under_the_bandwidth_cap() {
+        let up = echo().await;
+        let link = Link {
+            delay: Duration::from_millis(25),
+            bandwidth: Some(100_000_000 / 8),
+        };
+        let p = WanProxy::start(
+            up,
+            Wan {
+                up: link,
+                down: link,
+            },
+        )
+        .await;
+        let rtt = ping_pong(p.addr, 9).await;
+        assert!(
+            within(rtt, Duration::from_millis(50), 0.10),
+            "25+25 ms at 100 Mbit/s: measured {rtt:?}"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_bandwidth_is_capped_and_the_bytes_kept_in_order() {
         let up = echo().await;

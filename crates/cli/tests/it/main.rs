@@ -26,6 +26,7 @@ mod inventories;
 mod push;
 mod serve;
 mod serve_robust;
+mod serve_tls;
 mod simulate;
 mod source_first_hour;
 mod sync;

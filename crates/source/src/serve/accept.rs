@@ -1,6 +1,7 @@
 //! The accept loop of the Source's server: every connection speaks HTTP/1.1, or HTTP/2 over
 //! cleartext with prior knowledge (h2c, RFC 9113 §3.3: what `sync --http2-prior-knowledge`
-//! speaks), told apart by the connection preface.
+//! speaks), told apart by the connection preface; with a certificate ([`crate::serve::tls`]),
+//! the same over TLS (HTTP/2 offered by ALPN, RFC 9113 §3.2).
 //!
 //! HTTP/2 lets one connection carry many requests at once, each with a response the server has
 //! started and may not be able to send (the client controls the flow-control windows, RFC 9113
@@ -29,6 +30,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use resourcesync_websub::listener::IdleListener;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
 /// Concurrent HTTP/2 streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS, RFC 9113 §6.5.2);
@@ -61,9 +63,17 @@ fn builder() -> Builder<TokioExecutor> {
 
 /// Accepts connections from `listener` and serves `router` on each until `stop` is cancelled;
 /// then accepts no more, lets every open connection finish its requests in progress (HTTP/2:
-/// GOAWAY, RFC 9113 §6.8) and returns when all have closed.
-pub async fn serve(mut listener: IdleListener, router: Router, stop: CancellationToken) {
+/// GOAWAY, RFC 9113 §6.8) and returns when all have closed. With `tls`, every connection first
+/// completes a TLS handshake (at most [`crate::serve::tls::HANDSHAKE_TIMEOUT`]); one that does
+/// not (a plain-HTTP client, a stalled client) is closed.
+pub async fn serve(
+    mut listener: IdleListener,
+    router: Router,
+    stop: CancellationToken,
+    tls: Option<crate::serve::tls::Tls>,
+) {
     let builder = Arc::new(builder());
+    let acceptor = tls.map(|t| t.acceptor());
     // Every connection task holds a receiver; `closed()` resolves when the last one is gone.
     let (open_tx, open_rx) = tokio::sync::watch::channel(());
     loop {
@@ -74,14 +84,29 @@ pub async fn serve(mut listener: IdleListener, router: Router, stop: Cancellatio
         };
         let service = TowerToHyperService::new(router.clone());
         let (builder, stop, open) = (builder.clone(), stop.clone(), open_rx.clone());
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let conn = builder.serve_connection(TokioIo::new(io), service);
-            let mut conn = std::pin::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                () = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
+            let result = match acceptor {
+                None => connection(&builder, io, service, &stop).await,
+                Some(acceptor) => {
+                    let handshake = tokio::select! {
+                        r = tokio::time::timeout(
+                            crate::serve::tls::HANDSHAKE_TIMEOUT,
+                            acceptor.accept(io),
+                        ) => r,
+                        () = stop.cancelled() => return,
+                    };
+                    match handshake {
+                        Ok(Ok(io)) => connection(&builder, io, service, &stop).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%addr, "TLS handshake failed: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%addr, "TLS handshake timed out");
+                            return;
+                        }
+                    }
                 }
             };
             if let Err(e) = result {
@@ -93,4 +118,26 @@ pub async fn serve(mut listener: IdleListener, router: Router, stop: Cancellatio
     drop(open_rx);
     drop(listener);
     open_tx.closed().await;
+}
+
+/// Serves one connection (cleartext or TLS) until it ends, or gracefully once `stop` is
+/// cancelled.
+async fn connection<I>(
+    builder: &Builder<TokioExecutor>,
+    io: I,
+    service: TowerToHyperService<Router>,
+    stop: &CancellationToken,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => r,
+        () = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    }
 }

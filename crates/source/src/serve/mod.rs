@@ -50,6 +50,7 @@ pub mod accept;
 mod http;
 mod respond;
 pub(crate) mod served;
+pub mod tls;
 pub mod watch;
 
 use http::*;
@@ -291,10 +292,22 @@ pub async fn start(source: Source, listener: TcpListener, opts: ServeOptions) ->
 /// [`start`], sending Change and Framework Notifications through `hub` (see
 /// [`crate::notify`]).
 pub async fn start_with(
+    source: Source,
+    listener: TcpListener,
+    opts: ServeOptions,
+    hub: Option<HubChoice>,
+) -> Result<Running> {
+    start_tls(source, listener, opts, hub, None).await
+}
+
+/// [`start_with`], over TLS when `tls` is given (HTTP/2 and HTTP/1.1 offered by ALPN; see
+/// [`tls`]). The Source's base URL is the caller's to choose (`https://…`).
+pub async fn start_tls(
     mut source: Source,
     listener: TcpListener,
     opts: ServeOptions,
     hub: Option<HubChoice>,
+    tls: Option<tls::Tls>,
 ) -> Result<Running> {
     let addr = listener.local_addr().map_err(|cause| Error::Net {
         addr: "listener".into(),
@@ -389,7 +402,7 @@ pub async fn start_with(
     let task = tokio::spawn(async move {
         let watcher = tokio::spawn(watching);
         let stop = token.clone();
-        let mut server = tokio::spawn(crate::serve::accept::serve(listener, router, stop));
+        let mut server = tokio::spawn(crate::serve::accept::serve(listener, router, stop, tls));
         let early = tokio::select! {
             r = &mut server => Some(r),
             () = token.cancelled() => None,

@@ -14,4 +14,6 @@ mod publish;
 mod s3_inventory;
 mod scan_stream;
 mod serve;
+#[cfg(feature = "oai-pmh")]
+mod serve_tls;
 mod via;

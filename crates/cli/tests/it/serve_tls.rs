@@ -1,0 +1,120 @@
+//! `serve --tls-cert/--tls-key` and `sync --ca-cert`, run as a user would: a private CA made by
+//! the test, a Source served over https on 127.0.0.1:0, a Destination that trusts the CA and
+//! copies the tree exactly; a Destination that does not trust it fails; unusable certificate or
+//! key files stop `serve` with exit 2 and an error naming the file.
+
+use std::process::Command;
+use std::time::Duration;
+
+use resourcesync_testkit::tls::private_ca;
+use resourcesync_testkit::tree;
+
+use crate::serve::{Reaped, spawn_serve_with};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_resourcesync"))
+}
+
+#[test]
+fn sync_over_https_with_the_private_ca_copies_the_tree() {
+    let src = tempfile::tempdir().expect("tempdir");
+    for i in 0..40 {
+        let d = src.path().join(format!("d{}", i % 4));
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::write(
+            d.join(format!("f{i}.txt")),
+            format!("file {i}\n").repeat(i + 1),
+        )
+        .expect("write");
+    }
+    let certs = tempfile::tempdir().expect("tempdir");
+    let ca = private_ca(certs.path());
+    let (child, rx) = spawn_serve_with(
+        src.path(),
+        &[
+            "--tls-cert",
+            ca.cert.to_str().expect("path"),
+            "--tls-key",
+            ca.key.to_str().expect("path"),
+        ],
+    );
+    let _child = Reaped(child);
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a 'serving' line");
+    let url = line.rsplit(" at ").next().expect("URL").trim().to_owned();
+    assert!(url.starts_with("https://127.0.0.1:"), "{line}");
+
+    // Without the CA: the certificate is not trusted, nothing is copied, exit 2.
+    let untrusting = tempfile::tempdir().expect("tempdir");
+    let out = bin()
+        .args(["sync", &url, untrusting.path().to_str().expect("path")])
+        .args(["--retries", "0"])
+        .output()
+        .expect("sync");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+
+    let dest = tempfile::tempdir().expect("tempdir");
+    let out = bin()
+        .args(["sync", &url, dest.path().to_str().expect("path")])
+        .args(["--ca-cert", ca.ca_cert.to_str().expect("path")])
+        .output()
+        .expect("sync");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tree::assert_same(
+        &tree::files(src.path(), &[".resourcesync"]),
+        &tree::files(dest.path(), &[".resourcesync"]),
+    );
+}
+
+#[test]
+fn unusable_tls_files_stop_serve_with_exit_2_naming_the_file() {
+    let src = tempfile::tempdir().expect("tempdir");
+    let certs = tempfile::tempdir().expect("tempdir");
+    let ca = private_ca(certs.path());
+    let garbage = certs.path().join("garbage.pem");
+    std::fs::write(&garbage, b"not PEM\n").expect("write");
+    let missing = certs.path().join("missing.pem");
+    for (cert, key, named) in [
+        (&garbage, &ca.key, "garbage.pem"),
+        (&ca.cert, &garbage, "garbage.pem"),
+        (&missing, &ca.key, "missing.pem"),
+    ] {
+        let out = bin()
+            .args(["serve", src.path().to_str().expect("path")])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--tls-cert", cert.to_str().expect("path")])
+            .args(["--tls-key", key.to_str().expect("path")])
+            .output()
+            .expect("serve");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(named), "{named} not named: {err}");
+    }
+    // --tls-cert without --tls-key is a usage error.
+    let out = bin()
+        .args(["serve", src.path().to_str().expect("path")])
+        .args(["--tls-cert", ca.cert.to_str().expect("path")])
+        .output()
+        .expect("serve");
+    assert_eq!(out.status.code(), Some(2));
+    // A CA file that holds no certificate stops sync the same way.
+    let dest = tempfile::tempdir().expect("tempdir");
+    let out = bin()
+        .args([
+            "sync",
+            "https://127.0.0.1:9/",
+            dest.path().to_str().expect("path"),
+        ])
+        .args(["--ca-cert", garbage.to_str().expect("path")])
+        .output()
+        .expect("sync");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("garbage.pem"), "{err}");
+}
