@@ -1,5 +1,6 @@
 //! The aggregator's tests: one binary, one module per file.
 
+mod bad_sources;
 mod config;
 mod limits;
 mod outage;
