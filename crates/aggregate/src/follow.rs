@@ -87,7 +87,7 @@ async fn every(
                     .and_then(std::result::Result::ok);
                 status.succeeded(&spec.name, &report, count);
                 // Right after the sync, in this follower: never while its copies are written.
-                republish(spec, shared, &report, state).await;
+                republish(spec, shared, &report.source.key(), state).await;
                 interval
             }
             Ok(Outcome::Elsewhere) => {
@@ -121,23 +121,15 @@ enum Outcome {
     Elsewhere,
 }
 
-/// Publishes the copies of `spec` as a Source (see [`crate::republish`]) after its sync
-/// `report`, when the aggregator republishes, on a blocking thread. A failure is logged and
-/// kept in the Source's status; the copies and the sync's result stand.
-async fn republish(
-    spec: &SourceSpec,
-    shared: &Arc<Shared>,
-    report: &SyncReport,
-    state: Arc<dyn StateStore>,
-) {
+/// Publishes the copies of `spec` as a Source (see [`crate::republish`]) after a sync of the
+/// Source `key` (its Capability List) recorded in `state`, when the aggregator republishes, on
+/// a blocking thread. A failure is logged and kept in the Source's status; the copies and the
+/// sync's result stand.
+async fn republish(spec: &SourceSpec, shared: &Shared, key: &str, state: Arc<dyn StateStore>) {
     let Some(at) = shared.republish().cloned() else {
         return;
     };
-    let (name, folder, key) = (
-        spec.name.clone(),
-        shared.folder(&spec.name),
-        report.source.key(),
-    );
+    let (name, folder, key) = (spec.name.clone(), shared.folder(&spec.name), key.to_owned());
     let r = tokio::task::spawn_blocking(move || {
         crate::republish::publish(&at, &name, &folder, &*state, &key)
     })
@@ -201,8 +193,12 @@ async fn once(spec: &SourceSpec, shared: &Arc<Shared>) -> Result<Outcome, String
 /// Push (Change Notification 1.0.1): the Destination's push follower, which syncs first, then
 /// applies each notification and catches up from the Change Lists; each of its rounds is
 /// recorded. A session that ends with an error is started again after a back-off.
-async fn push(spec: &SourceSpec, shared: &Shared, cancel: &CancellationToken) {
+async fn push(spec: &SourceSpec, shared: &Arc<Shared>, cancel: &CancellationToken) {
     let status = &shared.status;
+    // Each round that applied something asks for a republish; a task of this follower does
+    // them one at a time, rounds that come meanwhile coalescing into the next one.
+    let (dirty, republisher) = push_republisher(spec, shared);
+    let _republisher = AbortOnDrop(republisher);
     loop {
         let stop = StopHandle::new();
         let stopper = {
@@ -219,6 +215,7 @@ async fn push(spec: &SourceSpec, shared: &Shared, cancel: &CancellationToken) {
             (Some(rep), _) => {
                 status.succeeded(&name, rep, None);
                 status.started(&name);
+                dirty.send_replace(Some(rep.source.key()));
             }
             (None, Some(e)) => {
                 status.failed(&name, e);
@@ -254,6 +251,61 @@ async fn push(spec: &SourceSpec, shared: &Shared, cancel: &CancellationToken) {
             () = tokio::time::sleep(wait) => {}
         }
     }
+}
+
+/// A task aborted when its handle is dropped.
+struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(h) = &self.0 {
+            h.abort();
+        }
+    }
+}
+
+/// The republisher of a Source followed by push: the sender of the Source's key after each
+/// round, and the task that republishes (none when the aggregator does not republish).
+fn push_republisher(
+    spec: &SourceSpec,
+    shared: &Arc<Shared>,
+) -> (
+    tokio::sync::watch::Sender<Option<String>>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    let (tx, mut rx) = tokio::sync::watch::channel(None::<String>);
+    let Some(path) = shared
+        .republish()
+        .and_then(|_| shared.sqlite_state(&spec.name))
+    else {
+        return (tx, None);
+    };
+    let (spec, shared) = (spec.clone(), shared.clone());
+    let task = tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let Some(key) = rx.borrow_and_update().clone() else {
+                continue;
+            };
+            let p = path.clone();
+            let state = match tokio::task::spawn_blocking(move || {
+                resourcesync_store::SqliteState::open(&p)
+            })
+            .await
+            {
+                Ok(Ok(s)) => Arc::new(s) as Arc<dyn StateStore>,
+                Ok(Err(e)) => {
+                    shared.status.republished(&spec.name, Err(e.to_string()));
+                    continue;
+                }
+                Err(e) => {
+                    shared.status.republished(&spec.name, Err(e.to_string()));
+                    continue;
+                }
+            };
+            republish(&spec, &shared, &key, state).await;
+        }
+    });
+    (tx, Some(task))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ mod bad_sources;
 mod config;
 mod limits;
 mod outage;
+mod push;
 mod page;
 mod republish;
 mod service;

@@ -34,7 +34,7 @@ async fn publish(dir: &Path, base: &str) {
 }
 
 /// A document fetched and validated (no error), with its entries.
-async fn document(url: &str) -> (Option<Capability>, Vec<Entry>) {
+pub(crate) async fn document(url: &str) -> (Option<Capability>, Vec<Entry>) {
     let r = reqwest::get(url).await.expect("GET");
     assert_eq!(r.status().as_u16(), 200, "{url}");
     let ct = r
@@ -56,7 +56,7 @@ async fn document(url: &str) -> (Option<Capability>, Vec<Entry>) {
 }
 
 /// The URL of the entry of `capability` in a Capability List.
-fn named(entries: &[Entry], capability: Capability) -> String {
+pub(crate) fn named(entries: &[Entry], capability: Capability) -> String {
     entries
         .iter()
         .find(|e| e.md.as_ref().and_then(|m| m.capability.clone()) == Some(capability.clone()))
@@ -69,7 +69,7 @@ fn md5_of(e: &Entry) -> Option<String> {
 }
 
 /// The aggregator on a listener of its own, republishing under its address.
-async fn aggregator(text: &str, store: &Path) -> (Arc<Aggregator>, String) {
+pub(crate) async fn aggregator(text: &str, store: &Path) -> (Arc<Aggregator>, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -1,0 +1,66 @@
+//! A Source followed by push (`schedule = "push"`; Change Notification 1.0.1): our `serve`
+//! with its embedded WebSub hub. The aggregator baselines it, a file written at the Source
+//! reaches the copy through a notification, and each round is republished: the change shows
+//! in the aggregator's own Change List (Z39.99-2014 §12, §14.8).
+
+use std::time::Duration;
+
+use resourcesync_model::Capability;
+use resourcesync_source::server::{self, HubChoice, ServeOptions};
+use resourcesync_source::watch::WatchOptions as SourceWatch;
+use resourcesync_source::{Source, SourceConfig};
+
+use crate::republish::{aggregator, document, named};
+use crate::service::until;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_followed_by_push_is_copied_and_republished() {
+    let src = tempfile::tempdir().expect("tempdir");
+    std::fs::write(src.path().join("before.txt"), "present at the start\n").expect("write");
+    let listener = server::bind("127.0.0.1:0").await.expect("bind");
+    let origin = format!("http://{}/", listener.local_addr().expect("addr"));
+    let mut cfg = SourceConfig::new(src.path(), &origin);
+    server::prepare_config(&mut cfg);
+    let source = Source::open(cfg).expect("source");
+    let sopts = ServeOptions {
+        watch: SourceWatch {
+            debounce: Duration::from_millis(20),
+            ..SourceWatch::default()
+        },
+        ..ServeOptions::default()
+    };
+    let _running = server::start_with(source, listener, sopts, Some(HubChoice::Embedded))
+        .await
+        .expect("serve");
+    let store = tempfile::tempdir().expect("store");
+    let text = format!(
+        "[[source]]\nname = \"pushed\"\nurl = \"{origin}.well-known/resourcesync\"\nschedule = \"push\"\n"
+    );
+    let (agg, base) = aggregator(&text, store.path()).await;
+    let limit = Duration::from_secs(60);
+    let v = until(&agg, "pushed", limit, |v| v.resources == 1 && v.republishes >= 1).await;
+    assert!(v.republish_error.is_none(), "{v:#?}");
+    let first = v.republishes;
+
+    // A file written at the Source: the notification brings it (the Destination's safety-net
+    // poll is far off), and the round is republished.
+    std::fs::write(src.path().join("pushed.txt"), "arrived by push\n").expect("write");
+    let v = until(&agg, "pushed", limit, |v| {
+        v.resources == 2 && v.republishes > first
+    })
+    .await;
+    assert!(v.republish_error.is_none(), "{v:#?}");
+    assert_eq!(
+        std::fs::read(store.path().join("pushed/pushed.txt")).expect("copy"),
+        b"arrived by push\n"
+    );
+    let (_, caps) = document(&format!("{base}rs/pushed/resourcesync/capabilitylist.xml")).await;
+    let (_, changes) = document(&named(&caps, Capability::ChangeList)).await;
+    // The index's lists (or the entries of the list itself).
+    let mut found = changes.iter().any(|e| e.loc.ends_with("/pushed.txt"));
+    for e in changes.iter().filter(|e| e.loc.ends_with(".xml")) {
+        let (_, inner) = document(&e.loc).await;
+        found |= inner.iter().any(|i| i.loc == format!("{base}rs/pushed/pushed.txt"));
+    }
+    assert!(found, "the pushed change in the republished Change Lists: {changes:?}");
+}
