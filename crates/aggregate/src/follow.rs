@@ -130,8 +130,12 @@ async fn republish(spec: &SourceSpec, shared: &Shared, key: &str, state: Arc<dyn
         return;
     };
     let (name, folder, key) = (spec.name.clone(), shared.folder(&spec.name), key.to_owned());
+    let copies = match shared.copies(&name) {
+        Ok(c) => c,
+        Err(e) => return shared.status.republished(&name, Err(e.to_string())),
+    };
     let r = tokio::task::spawn_blocking(move || {
-        crate::republish::publish(&at, &name, &folder, &*state, &key)
+        crate::republish::publish(&at, &name, &folder, &copies, &*state, &key)
     })
     .await;
     let r = match r {

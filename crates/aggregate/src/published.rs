@@ -31,7 +31,7 @@ use axum::routing::get;
 use resourcesync_source::state::Reader;
 use resourcesync_source::uri::decode_path;
 
-use crate::republish::{self, PREFIX};
+use crate::republish::{self, Copies, PREFIX};
 use crate::service::Aggregator;
 
 /// The media type of the documents (Z39.99-2014 §7: Sitemaps).
@@ -66,6 +66,70 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
 
 fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "not found\n").into_response()
+}
+
+fn unavailable() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the copy cannot be read now\n",
+    )
+        .into_response()
+}
+
+/// Bytes of an object read at once and handed to the response.
+const CHUNK: usize = 64 * 1024;
+
+/// A copy kept in a bucket (its prefix in `cfg`): its bytes streamed from the object store
+/// (a blocking reader on a thread of its own, through a bounded pipe), whole (no ranges), with
+/// its length and type; 404 when the object is not there, 503 when the store does not answer.
+async fn object(cfg: resourcesync_store::S3Config, rel: PathBuf) -> Response {
+    let name = rel.to_string_lossy().into_owned();
+    let (mut tx, rx) = tokio::io::duplex(CHUNK);
+    let (head_tx, head_rx) = tokio::sync::oneshot::channel();
+    let rt = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read as _;
+        use tokio::io::AsyncWriteExt as _;
+        let opened = resourcesync_store::s3::Bucket::new(cfg).and_then(|b| b.get(&name));
+        let (info, mut reader) = match opened {
+            Ok(Some(o)) => o,
+            Ok(None) => return drop(head_tx.send(Err(StatusCode::NOT_FOUND))),
+            Err(e) => {
+                tracing::warn!("serving the copy {name}: {e}");
+                return drop(head_tx.send(Err(StatusCode::SERVICE_UNAVAILABLE)));
+            }
+        };
+        let _ = head_tx.send(Ok(info));
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    if rt.block_on(tx.write_all(&buf[..n])).is_err() {
+                        return; // The client went away.
+                    }
+                }
+                // Cut short: the response ends before its Content-Length, which the client
+                // sees as a failed transfer.
+                Err(_) => return,
+            }
+        }
+    });
+    let info = match head_rx.await {
+        Ok(Ok(info)) => info,
+        Ok(Err(StatusCode::NOT_FOUND)) => return not_found(),
+        _ => return unavailable(),
+    };
+    let content_type = info
+        .content_type
+        .as_deref()
+        .and_then(|t| HeaderValue::from_str(t).ok())
+        .unwrap_or_else(|| HeaderValue::from_static("application/octet-stream"));
+    let mut res = Response::new(Body::from_stream(tokio_util::io::ReaderStream::new(rx)));
+    let h = res.headers_mut();
+    h.insert(header::CONTENT_TYPE, content_type);
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(info.length));
+    res
 }
 
 /// The aggregator's Source Description: the Sources followed now whose copies have been
@@ -151,10 +215,18 @@ async fn source_path(State(s): State<Arc<Shared>>, req: Request) -> Response {
             let recorded =
                 tokio::task::spawn_blocking(move || reader.recorded(key.as_bytes())).await;
             match recorded {
-                Ok(Ok(Some(_))) => folder.join(rel),
+                Ok(Ok(Some(_))) => {}
                 Ok(Ok(None)) => return not_found(),
                 // No state yet (never published), or it could not be read.
                 _ => return not_found(),
+            }
+            match s.agg.copies(name) {
+                Ok(Copies::Folder) => folder.join(rel),
+                Ok(Copies::Bucket(cfg)) => return object(cfg, rel).await,
+                Err(e) => {
+                    tracing::warn!("serving a copy of {name}: {e}");
+                    return unavailable();
+                }
             }
         }
     };

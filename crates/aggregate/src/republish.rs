@@ -25,7 +25,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use resourcesync_model::Link;
+use resourcesync_model::{Hashes, Link};
 use resourcesync_source::inventory::{DirInventory, Inventory, Listed, Listing, Served, Skipped};
 use resourcesync_source::state::{VIA, via_link, via_text};
 use resourcesync_source::{BaseOrigin, Source, SourceConfig};
@@ -135,10 +135,12 @@ impl Index {
     fn open(path: &Path) -> Result<Index> {
         let err = |e: rusqlite::Error| Error::Republish(format!("{}: {e}", path.display()));
         let conn = Connection::open(path).map_err(err)?;
+        // Rebuilt at every publish: made anew (an index of an earlier version included).
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-4096;
-             CREATE TABLE IF NOT EXISTS idx(path BLOB PRIMARY KEY, via TEXT, skip TEXT)
-               WITHOUT ROWID;",
+             DROP TABLE IF EXISTS idx;
+             CREATE TABLE idx(path BLOB PRIMARY KEY, via TEXT, skip TEXT, len INTEGER,
+               hashes TEXT) WITHOUT ROWID;",
         )
         .map_err(err)?;
         Ok(Index {
@@ -160,7 +162,10 @@ impl Index {
         tx.execute("DELETE FROM idx", []).map_err(|e| self.err(e))?;
         {
             let mut ins = tx
-                .prepare("INSERT OR REPLACE INTO idx(path, via, skip) VALUES(?1, ?2, ?3)")
+                .prepare(
+                    "INSERT OR REPLACE INTO idx(path, via, skip, len, hashes)
+                     VALUES(?1, ?2, ?3, ?4, ?5)",
+                )
                 .map_err(|e| self.err(e))?;
             let mut after: Option<String> = None;
             loop {
@@ -169,8 +174,15 @@ impl Index {
                 after = Some(last.uri.clone());
                 for r in page.iter().filter(|r| !r.gone && !r.path.is_empty()) {
                     let skip = republishable(&r.path).err();
-                    ins.execute(params![r.path.as_bytes(), via_text(&via_of(r)), skip])
-                        .map_err(|e| self.err(e))?;
+                    let hashes = Some(r.hashes.to_string()).filter(|h| !h.is_empty());
+                    ins.execute(params![
+                        r.path.as_bytes(),
+                        via_text(&via_of(r)),
+                        skip,
+                        r.length.and_then(|n| i64::try_from(n).ok()),
+                        hashes
+                    ])
+                    .map_err(|e| self.err(e))?;
                 }
             }
         }
@@ -182,12 +194,21 @@ impl Index {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut stmt = conn
             .prepare_cached(
-                "SELECT path, via, skip FROM idx WHERE path > ?1 ORDER BY path LIMIT ?2",
+                "SELECT path, via, skip, len, hashes FROM idx WHERE path > ?1 ORDER BY path
+                 LIMIT ?2",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map(params![after.unwrap_or_default(), PAGE as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                Ok(Row {
+                    path: r.get(0)?,
+                    via: r.get(1)?,
+                    skip: r.get(2)?,
+                    len: r
+                        .get::<_, Option<i64>>(3)?
+                        .and_then(|n| u64::try_from(n).ok()),
+                    hashes: r.get(4)?,
+                })
             })
             .map_err(|e| self.err(e))?;
         rows.collect::<std::result::Result<_, _>>()
@@ -205,21 +226,60 @@ impl Index {
     }
 }
 
-/// A row of the index: the path (bytes), its provenance link ([`via_text`]), and why it is not
-/// republished (none: it is).
-type Row = (Vec<u8>, Option<String>, Option<String>);
+/// A row of the index.
+struct Row {
+    /// The copy's path (bytes).
+    path: Vec<u8>,
+    /// Its provenance link ([`via_text`]).
+    via: Option<String>,
+    /// Why it is not republished (none: it is).
+    skip: Option<String>,
+    /// Its length and digests as the Destination recorded them, once stored and verified.
+    len: Option<u64>,
+    hashes: Option<String>,
+}
+
+/// A stable stand-in for a modification time, from a copy's digests (FNV-1a): it changes
+/// whenever the bytes do, which is all the Source's scan asks of it (a copy in a bucket has
+/// no file time of its own to give).
+fn fingerprint(hashes: &str) -> i128 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in hashes.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    i128::from(h >> 1)
+}
 
 fn rel_of(path: &[u8]) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(path).into_owned())
 }
 
+/// Where an aggregated Source's copies are.
+#[derive(Debug, Clone)]
+pub enum Copies {
+    /// In its folder (the default store).
+    Folder,
+    /// In a bucket, under this prefix: the objects of an `S3Store` (`--store s3://…`).
+    Bucket(resourcesync_store::S3Config),
+}
+
 /// The copies of one aggregated Source as an [`Inventory`]: the resources the Destination
-/// recorded (not the files that happen to be in the folder), each with its provenance link;
-/// the bytes read through a [`DirInventory`] of the folder (which refuses hidden paths and
-/// links out of it).
+/// recorded (not the files or objects that happen to be there), each with its provenance link;
+/// the bytes read through the inventory of where they are: a [`DirInventory`] of the folder
+/// (which refuses hidden paths and links out of it), or an [`S3Inventory`] of the bucket.
+///
+/// In a bucket, a copy's length and digests are the ones the Destination recorded once the
+/// object was stored and verified (it records nothing before): they are listed as they are,
+/// trusted ([`Inventory::listed_digests_trusted`]), so that a publish neither asks the object
+/// store for each copy nor reads it.
+///
+/// [`S3Inventory`]: resourcesync_source::inventory::S3Inventory
 #[derive(Debug)]
 pub struct CopiesInventory {
-    dir: DirInventory,
+    bytes: Arc<dyn Inventory>,
+    /// Whether the rows' lengths and digests are listed as they are (a bucket).
+    rows_trusted: bool,
     index: Index,
 }
 
@@ -227,23 +287,62 @@ impl CopiesInventory {
     /// The copies in `folder`, indexed from the Destination's rows of the Source `key` in
     /// `state` (the index at `index`, rebuilt now).
     pub fn open(folder: &Path, index: &Path, state: &dyn StateStore, key: &str) -> Result<Self> {
-        let dir = DirInventory::new(folder, Vec::new(), false, Vec::new())?;
-        let index = Index::open(index)?;
-        index.rebuild(state, key)?;
-        Ok(CopiesInventory { dir, index })
+        Self::open_at(folder, &Copies::Folder, index, state, key)
     }
 
-    fn listed(
-        &self,
-        path: Vec<u8>,
-        via: Option<String>,
-        skip: Option<String>,
-    ) -> Option<std::result::Result<Listed, Skipped>> {
+    /// The copies of the Source `key` where `copies` says (its `folder` for [`Copies::Folder`]).
+    pub fn open_at(
+        folder: &Path,
+        copies: &Copies,
+        index: &Path,
+        state: &dyn StateStore,
+        key: &str,
+    ) -> Result<Self> {
+        let (bytes, rows_trusted): (Arc<dyn Inventory>, bool) = match copies {
+            Copies::Folder => (
+                Arc::new(DirInventory::new(folder, Vec::new(), false, Vec::new())?),
+                false,
+            ),
+            Copies::Bucket(cfg) => {
+                let bucket = resourcesync_store::s3::Bucket::new(cfg.clone())?;
+                (
+                    Arc::new(resourcesync_source::inventory::S3Inventory::from_bucket(
+                        bucket,
+                    )),
+                    true,
+                )
+            }
+        };
+        let index = Index::open(index)?;
+        index.rebuild(state, key)?;
+        Ok(CopiesInventory {
+            bytes,
+            rows_trusted,
+            index,
+        })
+    }
+
+    fn listed(&self, row: Row) -> Option<std::result::Result<Listed, Skipped>> {
+        let Row {
+            path,
+            via,
+            skip,
+            len,
+            hashes,
+        } = row;
         let rel = rel_of(&path);
         if let Some(reason) = skip {
             return Some(Err(Skipped { path: rel, reason }));
         }
-        match self.dir.stat(&rel) {
+        if self.rows_trusted {
+            if let (Some(len), Some(h)) = (len, hashes.as_deref()) {
+                let mut l = Listed::new(rel, len, fingerprint(h));
+                l.hashes = Hashes::parse(h).0;
+                l.via = via.as_deref().and_then(via_link);
+                return Some(Ok(l));
+            }
+        }
+        match self.bytes.stat(&rel) {
             Ok((len, mtime_ns)) => {
                 let mut l = Listed::new(rel, len, mtime_ns);
                 l.via = via.as_deref().and_then(via_link);
@@ -272,9 +371,9 @@ impl Iterator for Pages<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some((path, via, skip)) = self.page.next() {
-                self.after = Some(path.clone());
-                match self.inv.listed(path, via, skip) {
+            if let Some(row) = self.page.next() {
+                self.after = Some(row.path.clone());
+                match self.inv.listed(row) {
                     Some(item) => return Some(item),
                     None => continue,
                 }
@@ -307,11 +406,15 @@ impl Inventory for CopiesInventory {
     }
 
     fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>> {
-        self.dir.open(rel)
+        self.bytes.open(rel)
     }
 
     fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
-        self.dir.stat(rel)
+        self.bytes.stat(rel)
+    }
+
+    fn listed_digests_trusted(&self) -> bool {
+        self.rows_trusted
     }
 
     fn read_stable(
@@ -320,20 +423,20 @@ impl Inventory for CopiesInventory {
         buf: &mut Vec<u8>,
         sink: &mut dyn FnMut(&[u8]),
     ) -> std::io::Result<Option<(u64, i128)>> {
-        self.dir.read_stable(rel, buf, sink)
+        self.bytes.read_stable(rel, buf, sink)
     }
 
     fn serve(&self, rel: &Path) -> std::io::Result<Option<Served>> {
         let key = rel.to_string_lossy();
         match self.index.via(key.as_bytes()) {
-            Ok(Some(_)) => self.dir.serve(rel),
+            Ok(Some(_)) => self.bytes.serve(rel),
             Ok(None) => Ok(None),
             Err(e) => Err(std::io::Error::other(e.to_string())),
         }
     }
 
     fn local(&self) -> bool {
-        true
+        self.bytes.local()
     }
 }
 
@@ -343,12 +446,13 @@ pub fn publish(
     at: &Republish,
     name: &str,
     folder: &Path,
+    copies: &Copies,
     state: &dyn StateStore,
     key: &str,
 ) -> Result<Published> {
     let work = work_dir(folder);
     std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
-    let inv = CopiesInventory::open(folder, &work.join("index.sqlite"), state, key)?;
+    let inv = CopiesInventory::open_at(folder, copies, &work.join("index.sqlite"), state, key)?;
     let mut cfg = SourceConfig::new(&work, &at.source_base(name));
     cfg.out = Some(docs_dir(folder));
     cfg.state = Some(state_path(folder));

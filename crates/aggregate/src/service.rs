@@ -78,15 +78,6 @@ impl std::fmt::Debug for Aggregator {
 }
 
 fn check(config: &Config, opts: &Options) -> Result<()> {
-    if opts.object_store.is_some() && opts.republish.is_some() {
-        return Err(Error::Config {
-            file: PathBuf::from("--store"),
-            line: None,
-            message: "copies kept in a bucket are not republished yet: republish from a directory \
-                      store"
-                .into(),
-        });
-    }
     if opts.object_store.is_some() {
         if let Some(s) = config.sources.iter().find(|s| s.schedule == Schedule::Push) {
             return Err(Error::Config {
@@ -149,6 +140,11 @@ impl Aggregator {
     /// Where the copies are republished, if they are.
     pub fn republish(&self) -> Option<&Republish> {
         self.shared.republish()
+    }
+
+    /// Where the copies of the Source `name` are.
+    pub fn copies(&self, name: &str) -> Result<crate::republish::Copies> {
+        self.shared.copies(name)
     }
 
     /// Follows `config` from now on: Sources added are started, removed ones stopped (after

@@ -15,7 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Limits;
 use crate::error::{Error, Result};
-use crate::republish::Republish;
+use crate::republish::{Copies, Republish};
 use crate::status::Status;
 
 /// Where the state of every Source is kept.
@@ -179,21 +179,32 @@ impl Shared {
             })?
     }
 
+    /// Where the copies of the Source `name` are: its folder, or its prefix in the bucket
+    /// (`PREFIX/NAME/`).
+    pub(crate) fn copies(&self, name: &str) -> Result<Copies> {
+        Ok(match &self.opts.object_store {
+            None => Copies::Folder,
+            Some(url) => {
+                let cfg = S3Config::parse(url)?;
+                let prefix = format!("{}{name}/", cfg.prefix);
+                Copies::Bucket(cfg.with_prefix(&prefix)?)
+            }
+        })
+    }
+
     /// The store of the Source `name`'s copies, and its scratch directory (local, made).
     fn store_of(&self, name: &str) -> Result<(Arc<dyn Store>, PathBuf)> {
         let folder = self.folder(name);
         let scratch = folder.join(resourcesync_store::STATE_DIR).join("tmp");
         std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
-        let store: Arc<dyn Store> = match &self.opts.object_store {
-            None => {
+        let store: Arc<dyn Store> = match self.copies(name)? {
+            Copies::Folder => {
                 let s = FsStore::open(&folder)?;
                 s.clean_tmp()?;
                 Arc::new(s)
             }
-            Some(url) => {
-                let cfg = S3Config::parse(url)?;
-                let prefix = format!("{}{name}/", cfg.prefix);
-                let s = S3Store::with_config(cfg.with_prefix(&prefix)?)?.with_scratch(&scratch);
+            Copies::Bucket(cfg) => {
+                let s = S3Store::with_config(cfg)?.with_scratch(&scratch);
                 // Multipart uploads a killed worker left (older than an hour) are aborted.
                 s.clean_interrupted()?;
                 Arc::new(s)

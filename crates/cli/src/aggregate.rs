@@ -119,10 +119,7 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
             origin: BaseOrigin::Listen,
         }),
         (None, None) => None,
-    }
-    // Copies kept in a bucket are not republished yet (the republished Source reads the copies
-    // from their folder).
-    .filter(|_| object_store.is_none());
+    };
     let agg = Arc::new(Aggregator::start(
         &config,
         Options {

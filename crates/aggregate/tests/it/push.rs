@@ -38,7 +38,10 @@ async fn a_source_followed_by_push_is_copied_and_republished() {
     );
     let (agg, base) = aggregator(&text, store.path()).await;
     let limit = Duration::from_secs(60);
-    let v = until(&agg, "pushed", limit, |v| v.resources == 1 && v.republishes >= 1).await;
+    let v = until(&agg, "pushed", limit, |v| {
+        v.resources == 1 && v.republishes >= 1
+    })
+    .await;
     assert!(v.republish_error.is_none(), "{v:#?}");
     let first = v.republishes;
 
@@ -60,7 +63,12 @@ async fn a_source_followed_by_push_is_copied_and_republished() {
     let mut found = changes.iter().any(|e| e.loc.ends_with("/pushed.txt"));
     for e in changes.iter().filter(|e| e.loc.ends_with(".xml")) {
         let (_, inner) = document(&e.loc).await;
-        found |= inner.iter().any(|i| i.loc == format!("{base}rs/pushed/pushed.txt"));
+        found |= inner
+            .iter()
+            .any(|i| i.loc == format!("{base}rs/pushed/pushed.txt"));
     }
-    assert!(found, "the pushed change in the republished Change Lists: {changes:?}");
+    assert!(
+        found,
+        "the pushed change in the republished Change Lists: {changes:?}"
+    );
 }

@@ -64,12 +64,21 @@ pub(crate) fn named(entries: &[Entry], capability: Capability) -> String {
         .unwrap_or_else(|| panic!("no {capability:?} in {entries:?}"))
 }
 
-fn md5_of(e: &Entry) -> Option<String> {
+pub(crate) fn md5_of(e: &Entry) -> Option<String> {
     e.md.as_ref()?.hash.as_ref()?.value_of(&HashAlg::Md5)
 }
 
 /// The aggregator on a listener of its own, republishing under its address.
 pub(crate) async fn aggregator(text: &str, store: &Path) -> (Arc<Aggregator>, String) {
+    aggregator_in(text, store, None).await
+}
+
+/// [`aggregator`], with the copies in the bucket at `object_store` when given.
+pub(crate) async fn aggregator_in(
+    text: &str,
+    store: &Path,
+    object_store: Option<String>,
+) -> (Arc<Aggregator>, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -81,7 +90,7 @@ pub(crate) async fn aggregator(text: &str, store: &Path) -> (Arc<Aggregator>, St
                 store: store.to_owned(),
                 state: StateChoice::PerSource,
                 worker: "test".into(),
-                object_store: None,
+                object_store,
                 republish: Some(Republish {
                     base_url: base.clone(),
                     origin: BaseOrigin::Listen,
@@ -284,7 +293,7 @@ async fn the_aggregator_republishes_what_it_copied_with_provenance() {
     );
 }
 
-fn md5_hex(b: &[u8]) -> String {
+pub(crate) fn md5_hex(b: &[u8]) -> String {
     use md5::Digest as _;
     hex::encode(md5::Md5::digest(b))
 }

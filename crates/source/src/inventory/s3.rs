@@ -188,6 +188,16 @@ impl S3Inventory {
         })
     }
 
+    /// The objects of `bucket` (under its prefix), served as bodies, ETags taken as MD5s where
+    /// they are (an aggregator republishing the copies it keeps in a bucket).
+    pub fn from_bucket(bucket: Bucket) -> Self {
+        S3Inventory {
+            bucket: Arc::new(bucket),
+            serve: Serve::Body,
+            etags: true,
+        }
+    }
+
     /// The bucket (for a caller putting or deleting objects, or publishing beside them).
     pub fn bucket(&self) -> &Bucket {
         &self.bucket
