@@ -26,7 +26,9 @@
 #    (our Source always publishes a digest, so the no-digest Source is static: a Resource List of
 #    the tree's lengths and mtimes written by destination_bench.py static-source, the files
 #    served by Python's http.server). Goal: <= 1 s. Each audit must exit 0 and report N_AUDIT in
-#    sync.
+#    sync. Against the md5 Source, `resourcesync audit --fast URL DEST` is timed as well (the
+#    same way): lengths and lastmods only, the digests recorded when each copy was written
+#    standing for its content (issue 17: the audit of 50,000 by lengths and lastmods <= 1 s).
 # Peak RSS: a fork+exec harness (destination_bench.py harness, run as python -I -S) polls
 # /proc/PID/status VmHWM every 1 ms (the exec'd binary's own high-water mark, monotonic, so only
 # growth in the last millisecond before exit can be missed); ru_maxrss from wait4 is printed as an
@@ -145,19 +147,21 @@ if runs:
 EOF
 }
 
-# audit_runs TAG URL DEST : RUNS audits of DEST (exit 0 expected), each run of ours preceded by
-# one of the base binary when there is one; prints the merged harness JSON of ours and writes
-# the base's to $WORK/base-TAG.json (empty without a base). Fails as the harness does.
+# audit_runs TAG URL DEST [ARG...] : RUNS audits of DEST (exit 0 expected; ARGs after `audit`),
+# each run of ours preceded by one of the base binary when there is one; prints the merged
+# harness JSON of ours and writes the base's to $WORK/base-TAG.json (empty without a base).
+# Fails as the harness does.
 audit_runs() {
     local tag="$1" url="$2" dest="$3" r j
+    shift 3
     : >"$WORK/runs-$tag.jsonl"
     : >"$WORK/runs-base-$tag.jsonl"
     for ((r = 1; r <= RUNS; r++)); do
         if [ -n "$BASE_BIN" ]; then
-            j="$(harness 1 1 0 "$WORK/audit-base-$tag.err" -- "$BASE_BIN" audit "$url" "$dest")" || { echo "base: $j"; return 1; }
+            j="$(harness 1 1 0 "$WORK/audit-base-$tag.err" -- "$BASE_BIN" audit "$@" "$url" "$dest")" || { echo "base: $j"; return 1; }
             echo "$j" >>"$WORK/runs-base-$tag.jsonl"
         fi
-        j="$(harness 1 1 0 "$WORK/audit-$tag.err" -- "$BIN" audit "$url" "$dest")" || { echo "$j"; return 1; }
+        j="$(harness 1 1 0 "$WORK/audit-$tag.err" -- "$BIN" audit "$@" "$url" "$dest")" || { echo "$j"; return 1; }
         echo "$j" >>"$WORK/runs-$tag.jsonl"
     done
     merge_runs "$WORK/runs-base-$tag.jsonl" >"$WORK/base-$tag.json"
@@ -276,6 +280,27 @@ EOF
             fi
         else
             FAILED+=("audit ($variant) did not exit 0: $J")
+        fi
+        if [ "$variant" = md5 ]; then
+            log "audit --fast ($variant): best of $RUNS${BASE_BIN:+, alternating with the base binary}, RSS polled; load $(load)"
+            if J="$(audit_runs "$variant-fast" "$URL" "$DEST" --fast)"; then
+                record "audit --fast, $N_AUDIT in sync, lengths and lastmods" seconds 1 "$J"
+                if [ -s "$WORK/base-$variant-fast.json" ]; then
+                    record "audit --fast, $N_AUDIT in sync, lengths and lastmods [base]" seconds 1 "$(cat "$WORK/base-$variant-fast.json")"
+                fi
+                "$PY" - "$J" "$N_AUDIT" <<'EOF' || FAILED+=("audit --fast ($variant) did not report $N_AUDIT in sync")
+import json, re, sys
+j, n = json.loads(sys.argv[1]), int(sys.argv[2])
+m = re.search(r"in sync: (\d+) resources at the Source, (\d+) in sync", j["stdout_head"])
+if not m or int(m.group(1)) != n or int(m.group(2)) != n:
+    sys.exit("audit --fast: expected in sync, %d resources, got: %s" % (n, j["stdout_head"][:400]))
+EOF
+                if [ "${BENCH_PERF:-0}" = 1 ] && "$PY" -c 'import json,sys; sys.exit(0 if json.loads(sys.argv[1])["seconds_best"] > 1 else 1)' "$J"; then
+                    perf_top "audit-$variant-fast" "$BIN" audit --fast "$URL" "$DEST"
+                fi
+            else
+                FAILED+=("audit --fast ($variant) did not exit 0: $J")
+            fi
         fi
         kill "$SERVE_PID" 2>/dev/null || true
     done
