@@ -40,6 +40,8 @@ use crate::path::RelPath;
 
 #[cfg(target_os = "linux")]
 mod anon;
+#[cfg(target_os = "linux")]
+mod group;
 mod object;
 
 /// The Destination's own folder under DEST: state database and temporary files.
@@ -399,8 +401,13 @@ fn sync_dir(dir: &Path) -> Result<()> {
 
 #[cfg(target_os = "linux")]
 fn syncfs(root: &Path) -> Result<()> {
-    let d = File::open(root).map_err(|e| Error::io(root, e))?;
-    rustix::fs::syncfs(&d).map_err(|e| Error::io(root, e.into()))
+    use std::os::unix::fs::MetadataExt as _;
+    // Shared with the other stores of the process on the same file system (fs/group.rs).
+    let dev = fs::metadata(root).map_err(|e| Error::io(root, e))?.dev();
+    group::shared_sync(dev, root, |root| {
+        let d = File::open(root).map_err(|e| Error::io(root, e))?;
+        rustix::fs::syncfs(&d).map_err(|e| Error::io(root, e.into()))
+    })
 }
 
 #[cfg(not(target_os = "linux"))]
