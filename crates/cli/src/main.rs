@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod aggregate;
+mod config;
 mod demo;
 mod explore;
 mod hub;
@@ -112,7 +113,7 @@ fn main() -> ExitCode {
     raise_open_files_limit();
     // TLS through rustls with the ring provider (no C toolchain beyond ring's own).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let cli = config::parse();
     out::set_verbosity(if cli.quiet {
         out::Verbosity::Quiet
     } else if cli.verbose {

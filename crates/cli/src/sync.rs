@@ -114,6 +114,8 @@ pub(crate) struct SyncArgs {
     no_check: bool,
     #[command(flatten)]
     watch: crate::watch::WatchArgs,
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ mod source_support;
 
 mod aggregate;
 mod aggregate_workers;
+mod config;
 mod crash;
 mod demo;
 mod explore;
