@@ -8,6 +8,7 @@ mod demo;
 mod explore;
 mod hub;
 mod input;
+mod log;
 mod out;
 mod printable;
 mod progress;
@@ -48,6 +49,8 @@ struct Cli {
     /// log warnings and errors; `validate` reports errors only).
     #[arg(short, long, global = true)]
     quiet: bool,
+    #[command(flatten)]
+    log: log::LogArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -121,6 +124,7 @@ fn main() -> ExitCode {
     } else {
         out::Verbosity::Normal
     });
+    log::set(cli.log.clone());
     let result = match cli.command {
         Command::Validate(a) => validate::run_validate(&a),
         Command::Inspect(a) => validate::run_inspect(&a),

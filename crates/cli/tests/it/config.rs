@@ -43,7 +43,7 @@ fn flag_beats_env_beats_file_beats_default() {
          rescan-interval = 5\n\
          no-watch = true\n\
          exclude = [\"*.tmp\", \"*.bak\"]\n\
-         quiet = true\n",
+         log-format = \"json\"\n",
     )
     .expect("write");
     let o = bin()
@@ -87,7 +87,10 @@ fn flag_beats_env_beats_file_beats_default() {
         format!("exclude = [\"*.tmp\", \"*.bak\"]   # {}", at(6))
     );
     // A global flag from the file.
-    assert_eq!(line(&out, "quiet"), format!("quiet = true   # {}", at(7)));
+    assert_eq!(
+        line(&out, "log-format"),
+        format!("log-format = \"json\"   # {}", at(7))
+    );
     // Untouched: the default.
     assert_eq!(
         line(&out, "resourcelist-interval"),
@@ -155,7 +158,14 @@ fn an_unknown_key_names_the_file_the_line_and_the_valid_keys() {
         "{err}"
     );
     let valid = err.split("valid keys: ").nth(1).expect("the valid keys");
-    for k in ["listen", "public-url", "lease", "allow-topic", "quiet"] {
+    for k in [
+        "listen",
+        "public-url",
+        "lease",
+        "allow-topic",
+        "log-format",
+        "access-log",
+    ] {
         assert!(valid.split(", ").any(|v| v.trim() == k), "{k} in {valid}");
     }
     assert!(!valid.contains("print-config"), "{valid}");

@@ -24,6 +24,7 @@ mod interop_resync;
 mod interop_simulator;
 mod interop_websub;
 mod inventories;
+mod logs;
 mod push;
 mod serve;
 mod serve_robust;

@@ -28,6 +28,7 @@ use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
+use resourcesync_websub::access::AccessLog;
 use resourcesync_websub::listener::IdleListener;
 use tokio_util::sync::CancellationToken;
 
@@ -72,7 +73,8 @@ pub async fn serve(mut listener: IdleListener, router: Router, stop: Cancellatio
             c = axum::serve::Listener::accept(&mut listener) => c,
             () = stop.cancelled() => break,
         };
-        let service = TowerToHyperService::new(router.clone());
+        // Each request in the access log (resourcesync_websub::access), when it is on.
+        let service = TowerToHyperService::new(AccessLog::new(router.clone(), addr));
         let (builder, stop, open) = (builder.clone(), stop.clone(), open_rx.clone());
         tokio::spawn(async move {
             let conn = builder.serve_connection(TokioIo::new(io), service);

@@ -261,6 +261,17 @@ pub(super) async fn route(
     if path == "/robots.txt" {
         return robots(app, head).await;
     }
+    // For load balancers and service managers: the server answers (it shadows a resource
+    // named `healthz` at the root of the host).
+    if path == "/healthz" {
+        let mut r = plain(StatusCode::OK, "ok");
+        if head {
+            *r.body_mut() = Body::empty();
+        }
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return r;
+    }
     let well_known = || Resolved {
         path: app.well_known.clone(),
         kind: Kind::Document,
