@@ -9,6 +9,7 @@ mod explore;
 mod hub;
 mod input;
 mod log;
+mod manual;
 mod out;
 mod printable;
 mod progress;
@@ -83,6 +84,10 @@ enum Command {
     /// Run a W3C WebSub hub: subscriptions, verification, signed deliveries with retries,
     /// state in SQLite (for Change Notification, `serve --hub`, `sync --watch --push`).
     Hub(hub::HubArgs),
+    /// Print the completions of a shell (bash, zsh, fish, elvish, powershell).
+    Completions(manual::CompletionsArgs),
+    /// Print the man page, or write a page per command into a directory (--out).
+    Man(manual::ManArgs),
 }
 
 /// Raises the soft limit of open files to the hard one (ignoring failure), before any thread
@@ -137,6 +142,8 @@ fn main() -> ExitCode {
         Command::Simulate(a) => simulate::run(&a),
         Command::Hub(a) => hub::run(&a),
         Command::Aggregate(a) => aggregate::run(&a),
+        Command::Completions(a) => manual::run_completions(&a),
+        Command::Man(a) => manual::run_man(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

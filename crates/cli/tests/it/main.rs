@@ -25,6 +25,7 @@ mod interop_simulator;
 mod interop_websub;
 mod inventories;
 mod logs;
+mod manual;
 mod push;
 mod serve;
 mod serve_robust;
