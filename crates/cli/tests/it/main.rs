@@ -31,5 +31,6 @@ mod serve;
 mod serve_robust;
 mod simulate;
 mod source_first_hour;
+mod source_page;
 mod sync;
 mod validate;
