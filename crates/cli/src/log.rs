@@ -40,19 +40,31 @@ pub(crate) struct LogArgs {
     pub(crate) access_log: bool,
 }
 
-static ARGS: OnceLock<LogArgs> = OnceLock::new();
+/// The logging flags and `-q`/`-v`, kept until a command starts its log ([`init`]).
+#[derive(Debug, Clone)]
+struct Settings {
+    args: LogArgs,
+    quiet: bool,
+    verbose: bool,
+}
 
-/// Keeps the logging flags until a command starts its log ([`init`]).
-pub(crate) fn set(args: LogArgs) {
-    let _ = ARGS.set(args);
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+/// Keeps the logging flags and the global `-q`/`-v` until a command starts its log ([`init`]).
+pub(crate) fn set(args: LogArgs, quiet: bool, verbose: bool) {
+    let _ = SETTINGS.set(Settings {
+        args,
+        quiet,
+        verbose,
+    });
 }
 
 /// The log filter when `RUST_LOG` sets none: `info`; warnings and errors only with `-q`; this
 /// program's own debug lines too with `-v`. The access log is off unless asked for.
-fn default_filter() -> &'static str {
-    if crate::out::quiet() {
+fn default_filter(quiet: bool, verbose: bool) -> &'static str {
+    if quiet {
         "warn,access=off"
-    } else if crate::out::verbose() {
+    } else if verbose {
         "info,resourcesync_source=debug,resourcesync_websub=debug,resourcesync=debug,access=off"
     } else {
         "info,access=off"
@@ -60,9 +72,10 @@ fn default_filter() -> &'static str {
 }
 
 /// The filter: `RUST_LOG` if set, else [`default_filter`]; `access=info` with `--access-log`.
-fn filter(access: bool) -> EnvFilter {
-    let f = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter()));
-    if access {
+fn filter(s: &Settings) -> EnvFilter {
+    let f = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(default_filter(s.quiet, s.verbose)));
+    if s.args.access_log {
         match "access=info".parse() {
             Ok(d) => f.add_directive(d),
             Err(_) => f,
@@ -117,11 +130,16 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Sink {
 /// Starts the log as the flags say (once; later calls do nothing). Fails when the log file
 /// cannot be opened.
 pub(crate) fn init() -> anyhow::Result<()> {
-    let args = ARGS.get().cloned().unwrap_or(LogArgs {
-        log_format: LogFormat::Text,
-        log_file: None,
-        access_log: false,
+    let settings = SETTINGS.get().cloned().unwrap_or(Settings {
+        args: LogArgs {
+            log_format: LogFormat::Text,
+            log_file: None,
+            access_log: false,
+        },
+        quiet: false,
+        verbose: false,
     });
+    let args = &settings.args;
     let (sink, ansi) = match &args.log_file {
         Some(p) => {
             let f = std::fs::OpenOptions::new()
@@ -140,7 +158,7 @@ pub(crate) fn init() -> anyhow::Result<()> {
     let builder = tracing_subscriber::fmt()
         .with_writer(sink)
         .with_ansi(ansi)
-        .with_env_filter(filter(args.access_log));
+        .with_env_filter(filter(&settings));
     let _ = match args.log_format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -129,7 +129,7 @@ fn main() -> ExitCode {
     } else {
         out::Verbosity::Normal
     });
-    log::set(cli.log.clone());
+    log::set(cli.log.clone(), cli.quiet, cli.verbose);
     let result = match cli.command {
         Command::Validate(a) => validate::run_validate(&a),
         Command::Inspect(a) => validate::run_inspect(&a),

@@ -356,7 +356,7 @@ fn browse(app: &App, name: &str, page: u64) -> Option<String> {
             h = esc(&l.href)
         );
     }
-    let _ = write!(b, "<tr><th>Entries</th><td>{total}</td></tr></table>\n");
+    let _ = writeln!(b, "<tr><th>Entries</th><td>{total}</td></tr></table>");
     if let Some(e) = broken {
         let _ = writeln!(b, "<p><small>Read up to an error: {}</small></p>", esc(&e));
     }
