@@ -13,6 +13,8 @@ use crate::EXIT_OK;
 
 #[derive(Debug, Args)]
 pub(crate) struct HubArgs {
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8090")]
     listen: String,

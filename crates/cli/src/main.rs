@@ -3,10 +3,13 @@
 #![forbid(unsafe_code)]
 
 mod aggregate;
+mod config;
 mod demo;
 mod explore;
 mod hub;
 mod input;
+mod log;
+mod manual;
 mod out;
 mod printable;
 mod progress;
@@ -47,6 +50,8 @@ struct Cli {
     /// log warnings and errors; `validate` reports errors only).
     #[arg(short, long, global = true)]
     quiet: bool,
+    #[command(flatten)]
+    log: log::LogArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -79,6 +84,10 @@ enum Command {
     /// Run a W3C WebSub hub: subscriptions, verification, signed deliveries with retries,
     /// state in SQLite (for Change Notification, `serve --hub`, `sync --watch --push`).
     Hub(hub::HubArgs),
+    /// Print the completions of a shell (bash, zsh, fish, elvish, powershell).
+    Completions(manual::CompletionsArgs),
+    /// Print the man page, or write a page per command into a directory (--out).
+    Man(manual::ManArgs),
 }
 
 /// Raises the soft limit of open files to the hard one (ignoring failure), before any thread
@@ -112,7 +121,7 @@ fn main() -> ExitCode {
     raise_open_files_limit();
     // TLS through rustls with the ring provider (no C toolchain beyond ring's own).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let cli = config::parse();
     out::set_verbosity(if cli.quiet {
         out::Verbosity::Quiet
     } else if cli.verbose {
@@ -120,6 +129,7 @@ fn main() -> ExitCode {
     } else {
         out::Verbosity::Normal
     });
+    log::set(cli.log.clone(), cli.quiet, cli.verbose);
     let result = match cli.command {
         Command::Validate(a) => validate::run_validate(&a),
         Command::Inspect(a) => validate::run_inspect(&a),
@@ -132,6 +142,8 @@ fn main() -> ExitCode {
         Command::Simulate(a) => simulate::run(&a),
         Command::Hub(a) => hub::run(&a),
         Command::Aggregate(a) => aggregate::run(&a),
+        Command::Completions(a) => manual::run_completions(&a),
+        Command::Man(a) => manual::run_man(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

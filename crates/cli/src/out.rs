@@ -138,29 +138,13 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// The log filter when `RUST_LOG` sets none: `info`; warnings and errors only with `-q`; this
-/// program's own debug lines too with `-v`.
-fn default_log_filter() -> &'static str {
-    if quiet() {
-        "warn"
-    } else if verbose() {
-        "info,resourcesync_source=debug,resourcesync_websub=debug,resourcesync=debug"
-    } else {
-        "info"
-    }
-}
-
-/// Logs to standard error (`RUST_LOG` filters; default: see [`default_log_filter`]).
+/// Starts the log (see [`crate::log`]); a log file that cannot be opened is reported, and
+/// the log goes nowhere.
 pub(crate) fn init_logging() {
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_writer(crate::printable::LogWriter { ansi })
-        .with_ansi(ansi)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_filter())),
-        )
-        .try_init();
+    if let Err(e) = crate::log::init() {
+        say!("resourcesync: error: {e:#}");
+        std::process::exit(i32::from(crate::EXIT_ERROR));
+    }
 }
 
 #[cfg(test)]

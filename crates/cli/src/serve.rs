@@ -17,6 +17,8 @@ use crate::publish::SourceArgs;
 pub(crate) struct ServeArgs {
     #[command(flatten)]
     source: SourceArgs,
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
     /// Address to listen on (port 0 picks a free port). The default --base-url is
     /// http://LISTEN/ with the port actually bound; a Source served without --base-url follows
     /// that address from run to run (its state moves with it).

@@ -131,6 +131,8 @@ pub(crate) struct SyncArgs {
     bandwidth: Option<u64>,
     #[command(flatten)]
     watch: crate::watch::WatchArgs,
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
 }
 
 fn parse_rate(s: &str) -> Result<u64, String> {

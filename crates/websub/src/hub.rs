@@ -433,9 +433,11 @@ impl Hub {
         self.inner.publish(topic, content_type, body)
     }
 
-    /// The router: every request to it is a request to the hub.
+    /// The router: every request to it is a request to the hub, but `GET /healthz` (200 `ok`
+    /// while the hub runs, for load balancers and service managers).
     pub fn router(&self) -> Router {
         Router::new()
+            .route("/healthz", axum::routing::get(|| async { "ok\n" }))
             .fallback(intake::handle)
             .with_state(self.inner.clone())
     }

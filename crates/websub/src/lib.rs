@@ -14,12 +14,14 @@
 //!   project's HTTP layer's ([`resourcesync_http::link`]), re-exported.
 //! - [`signature`]: HMAC signatures (WebSub §7.1).
 //! - [`reach`]: which addresses the hub may send requests to (no private ones by default).
+//! - [`access`]: the access log of every server of the project (a line per request).
 //! - [`listener`]: a listener whose idle connections close (every server of the project uses it).
 //! - [`server`]: the hub's HTTP/1.1-only server.
 //! - [`prefix`]: URL prefixes compared as parsed URLs (the hub's allowed topics).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod hub;
 pub mod listener;
 pub mod prefix;

@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
+use crate::access::AccessLog;
 use crate::listener::IdleListener;
 
 /// Longest wait for a whole request head.
@@ -41,12 +42,14 @@ pub async fn serve_http1(
         .header_read_timeout(HEADER_READ_TIMEOUT);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let (io, _) = tokio::select! {
+        let (io, remote) = tokio::select! {
             c = axum::serve::Listener::accept(&mut listener) => c,
             () = &mut shutdown => break,
         };
-        let conn =
-            builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(router.clone()));
+        let conn = builder.serve_connection(
+            TokioIo::new(io),
+            TowerToHyperService::new(AccessLog::new(router.clone(), remote)),
+        );
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             // An error here is the client's (a malformed request, an HTTP/2 preface, a reset,

@@ -29,6 +29,7 @@ use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
+use resourcesync_websub::access::AccessLog;
 use resourcesync_websub::listener::IdleListener;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
@@ -82,7 +83,8 @@ pub async fn serve(
             c = axum::serve::Listener::accept(&mut listener) => c,
             () = stop.cancelled() => break,
         };
-        let service = TowerToHyperService::new(router.clone());
+        // Each request in the access log (resourcesync_websub::access), when it is on.
+        let service = TowerToHyperService::new(AccessLog::new(router.clone(), addr));
         let (builder, stop, open) = (builder.clone(), stop.clone(), open_rx.clone());
         let acceptor = acceptor.clone();
         tokio::spawn(async move {

@@ -233,7 +233,7 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
         header::ACCEPT_RANGES,
         HeaderValue::from_static(if ranges { "bytes" } else { "none" }),
     );
-    if matches!(r.kind, Kind::Resource | Kind::Page) {
+    if r.kind == Kind::Resource {
         if let Some(link) = &app.link {
             h.insert(header::LINK, link.clone());
         }

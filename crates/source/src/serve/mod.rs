@@ -48,6 +48,7 @@
 
 pub mod accept;
 mod http;
+mod page;
 mod respond;
 pub(crate) mod served;
 pub mod tls;
@@ -385,6 +386,8 @@ pub async fn start_tls(
     };
     let base = app.layout.base.clone();
     let well_known = app.layout.well_known_url();
+    let mut app = app;
+    app.hub.clone_from(&embedded);
     let mut router = router(Arc::new(app));
     if let Some(h) = &embedded {
         let path = format!(
@@ -464,6 +467,8 @@ struct App {
     channels: Option<crate::notify::Channels>,
     /// Gzip responses in progress (see [`GZIP_AT_ONCE`]).
     gzip: Arc<tokio::sync::Semaphore>,
+    /// The embedded hub, whose subscribers the page lists.
+    hub: Option<resourcesync_websub::Hub>,
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {
@@ -494,6 +499,7 @@ impl App {
             request_timeout,
             channels: src.config().publish.notifications.clone(),
             gzip: Arc::new(tokio::sync::Semaphore::new(GZIP_AT_ONCE)),
+            hub: None,
         })
     }
 }

@@ -152,7 +152,13 @@ pub(super) async fn handle(AxState(app): AxState<Arc<App>>, req: Request) -> Res
     let timeout = app.request_timeout;
     match tokio::time::timeout(
         timeout,
-        route(app, &parts.method, parts.uri.path(), &parts.headers),
+        route(
+            app,
+            &parts.method,
+            parts.uri.path(),
+            parts.uri.query(),
+            &parts.headers,
+        ),
     )
     .await
     {
@@ -166,10 +172,8 @@ pub(super) async fn handle(AxState(app): AxState<Arc<App>>, req: Request) -> Res
 pub(super) enum Kind {
     /// A capability document: `application/xml`, compressible, revalidated by caches.
     Document,
-    /// Another file among the documents (the page, dump packages).
+    /// Another file among the documents (the static page, dump packages).
     Other,
-    /// The page for people: carries the `Link` header too.
-    Page,
     /// A resource of the directory.
     Resource,
 }
@@ -249,6 +253,7 @@ pub(super) async fn route(
     app: Arc<App>,
     method: &Method,
     path: &str,
+    query: Option<&str>,
     headers: &HeaderMap,
 ) -> Response {
     let head = *method == Method::HEAD;
@@ -260,6 +265,17 @@ pub(super) async fn route(
     }
     if path == "/robots.txt" {
         return robots(app, head).await;
+    }
+    // For load balancers and service managers: the server answers (it shadows a resource
+    // named `healthz` at the root of the host).
+    if path == "/healthz" {
+        let mut r = plain(StatusCode::OK, "ok");
+        if head {
+            *r.body_mut() = Body::empty();
+        }
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return r;
     }
     let well_known = || Resolved {
         path: app.well_known.clone(),
@@ -279,14 +295,13 @@ pub(super) async fn route(
         return send(&app, head, headers, well_known()).await;
     }
     if rest.is_empty() {
-        let page = Resolved {
-            path: app.docs.join("index.html"),
-            kind: Kind::Page,
-            content_type: HeaderValue::from_static(HTML),
-            recorded: None,
-            opened: None,
-        };
-        return send(&app, head, headers, page).await;
+        // The Source's page, made for each request (crate::serve::page); with the Link header
+        // of every page of the Source (Z39.99-2014 §6.3.3).
+        let mut r = super::page::page(app.clone(), query, head).await;
+        if let Some(l) = &app.link {
+            r.headers_mut().insert(header::LINK, l.clone());
+        }
+        return r;
     }
     if let Some(r) = topic(&app, rest, head).await {
         return r;

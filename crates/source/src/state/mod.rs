@@ -551,6 +551,21 @@ impl State {
             .map_err(|e| self.err(e))
     }
 
+    /// The `limit` most recent changes, newest first (the Source's page).
+    pub fn recent_changes(&self, limit: usize) -> Result<Vec<ChangeRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {CHANGE_COLUMNS} FROM changes ORDER BY seq DESC LIMIT ?1"
+            ))
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![limit as i64], row_change)
+            .map_err(|e| self.err(e))?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
+    }
+
     /// The newest snapshot, if any: (id, at, completed, count).
     pub fn last_snapshot(&self) -> Result<Option<(i64, W3cDateTime, W3cDateTime, u64)>> {
         self.conn

@@ -1,0 +1,244 @@
+//! Configuration of the long-running commands (crates/cli/src/config.rs): a TOML file of flags
+//! (`--config`), environment variables (`RESOURCESYNC_*`), and the precedence command line >
+//! environment > file > default, seen through `--print-config` and a real `serve`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_resourcesync"));
+    // The test's own environment must not configure the command under test.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("RESOURCESYNC_") && !k.starts_with("RESOURCESYNC_TEST") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The line of key `key` in a `--print-config` output.
+fn line<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(&format!("{key} = ")))
+        .unwrap_or_else(|| panic!("no `{key}` in:\n{out}"))
+}
+
+#[test]
+fn flag_beats_env_beats_file_beats_default() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("serve.toml");
+    std::fs::write(
+        &file,
+        "# a service's configuration\n\
+         listen = \"127.0.0.1:7001\"\n\
+         base-url = \"http://file.example/\"\n\
+         rescan-interval = 5\n\
+         no-watch = true\n\
+         exclude = [\"*.tmp\", \"*.bak\"]\n\
+         log-format = \"json\"\n",
+    )
+    .expect("write");
+    let o = bin()
+        .args([
+            "serve",
+            "/srv/data",
+            "--print-config",
+            "--rescan-interval",
+            "9",
+        ])
+        .arg("--config")
+        .arg(&file)
+        .env("RESOURCESYNC_BASE_URL", "http://env.example/")
+        .env("RESOURCESYNC_RESCAN_INTERVAL", "7")
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let at = |n: usize| format!("{}:{n}", file.display());
+    // The command line beats the environment and the file.
+    assert_eq!(
+        line(&out, "rescan-interval"),
+        "rescan-interval = 9   # command line"
+    );
+    // The environment beats the file.
+    assert_eq!(
+        line(&out, "base-url"),
+        "base-url = \"http://env.example/\"   # RESOURCESYNC_BASE_URL"
+    );
+    // The file beats the default, with its line.
+    assert_eq!(
+        line(&out, "listen"),
+        format!("listen = \"127.0.0.1:7001\"   # {}", at(2))
+    );
+    assert_eq!(
+        line(&out, "no-watch"),
+        format!("no-watch = true   # {}", at(5))
+    );
+    assert_eq!(
+        line(&out, "exclude"),
+        format!("exclude = [\"*.tmp\", \"*.bak\"]   # {}", at(6))
+    );
+    // A global flag from the file.
+    assert_eq!(
+        line(&out, "log-format"),
+        format!("log-format = \"json\"   # {}", at(7))
+    );
+    // Untouched: the default.
+    assert_eq!(
+        line(&out, "resourcelist-interval"),
+        "resourcelist-interval = 60   # default"
+    );
+    assert_eq!(line(&out, "dir"), "dir = \"/srv/data\"   # command line");
+
+    // Without the flag and the environment, the file's values; the output is itself a valid
+    // configuration that gives the same values.
+    let o = bin()
+        .args(["serve", "/srv/data", "--print-config", "--config"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(
+        line(&out, "rescan-interval"),
+        format!("rescan-interval = 5   # {}", at(4))
+    );
+    assert_eq!(
+        line(&out, "base-url"),
+        format!("base-url = \"http://file.example/\"   # {}", at(3))
+    );
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, &out).expect("write");
+    let o = bin()
+        .args(["serve", "--print-config", "--config"])
+        .arg(&again)
+        .output()
+        .expect("run");
+    let (out2, err) = text(&o);
+    let n = out
+        .lines()
+        .position(|l| l.starts_with("base-url = "))
+        .expect("base-url")
+        + 1;
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(
+        line(&out2, "base-url"),
+        format!(
+            "base-url = \"http://file.example/\"   # {}:{n}",
+            again.display()
+        )
+    );
+}
+
+#[test]
+fn an_unknown_key_names_the_file_the_line_and_the_valid_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("hub.toml");
+    std::fs::write(&file, "listen = \"127.0.0.1:0\"\n\nlisten-adress = \"x\"\n").expect("write");
+    let o = bin()
+        .args(["hub", "--config"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:3: unknown key `listen-adress` for `resourcesync hub`",
+            file.display()
+        )),
+        "{err}"
+    );
+    let valid = err.split("valid keys: ").nth(1).expect("the valid keys");
+    for k in [
+        "listen",
+        "public-url",
+        "lease",
+        "allow-topic",
+        "log-format",
+        "access-log",
+    ] {
+        assert!(valid.split(", ").any(|v| v.trim() == k), "{k} in {valid}");
+    }
+    assert!(!valid.contains("print-config"), "{valid}");
+}
+
+#[test]
+fn a_value_of_the_wrong_type_names_the_file_and_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("hub.toml");
+    for (body, line, what) in [
+        (
+            "json = true\nlease = \"ten days\"\n",
+            2,
+            "`lease`: invalid digit",
+        ),
+        (
+            "json = 1\n",
+            1,
+            "`json`: expected true or false, found integer",
+        ),
+        (
+            "private-addresses = \"sometimes\"\n",
+            1,
+            "`private-addresses`: expected one of auto, allow, deny",
+        ),
+        ("lease = [1\n", 1, ""),
+    ] {
+        std::fs::write(&file, body).expect("write");
+        let o = bin()
+            .args(["hub", "--config"])
+            .arg(&file)
+            .output()
+            .expect("run");
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{body}: {err}");
+        assert!(
+            err.contains(&format!("{}:{line}: {what}", file.display())),
+            "{body}: {err}"
+        );
+    }
+}
+
+#[test]
+fn serve_listens_where_the_environment_says() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.txt"), "hello\n").expect("write");
+    // No --listen: the default would be 127.0.0.1:8080.
+    let mut child = bin()
+        .arg("serve")
+        .arg(dir.path())
+        .env("RESOURCESYNC_LISTEN", "127.0.0.1:0")
+        .env("RESOURCESYNC_NO_WATCH", "true")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(60));
+    let _ = child.kill();
+    let _ = child.wait();
+    let first = first.expect("a 'serving' line");
+    let url = first.rsplit(' ').next().expect("url");
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .expect("an http URL");
+    assert!(addr.starts_with("127.0.0.1:"), "{first}");
+    assert_ne!(addr, "127.0.0.1:8080", "{first}");
+    assert_ne!(addr, "127.0.0.1:0", "{first}");
+}
