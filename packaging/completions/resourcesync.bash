@@ -183,7 +183,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__audit)
-            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --json --fast --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --ca-cert --json --fast --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -218,6 +218,10 @@ _resourcesync() {
                     return 0
                     ;;
                 --max-time)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-cert)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -741,7 +745,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__serve)
-            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --config --print-config --listen --out --resourcelist-interval --rescan-interval --no-watch --hub --debounce-ms --hub-private-addresses --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --config --print-config --listen --out --resourcelist-interval --rescan-interval --no-watch --hub --debounce-ms --hub-private-addresses --tls-cert --tls-key --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -821,6 +825,14 @@ _resourcesync() {
                     ;;
                 --hub-private-addresses)
                     COMPREPLY=($(compgen -W "auto allow deny" -- "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --log-format)
@@ -937,7 +949,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__sync)
-            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --json --delete --concurrency --dry-run --max-resource-size --no-dump --prefer-dumps --max-package-size --checksum --no-check --watch --interval --push --callback-listen --callback-url --config --print-config --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --ca-cert --json --delete --concurrency --dry-run --max-resource-size --no-dump --prefer-dumps --max-package-size --checksum --no-check --include --exclude --bwlimit --bandwidth --watch --interval --push --callback-listen --callback-url --config --print-config --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -975,6 +987,10 @@ _resourcesync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --ca-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --concurrency)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -984,6 +1000,22 @@ _resourcesync() {
                     return 0
                     ;;
                 --max-package-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --include)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --exclude)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bandwidth)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bwlimit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -108,6 +108,7 @@ complete -c resourcesync -n "__fish_resourcesync_using_subcommand audit" -l rate
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand audit" -l timeout -d 'Seconds without data before a request is abandoned (then retried)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand audit" -l retries -d 'Retries of a request after connection errors, timeouts, 429 and 5xx' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand audit" -l max-time -d 'Time limit for the whole run, in seconds (work done is kept)' -r
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand audit" -l ca-cert -d 'A PEM file of extra trusted root certificates, e.g. the private CA that signed a Source\'s certificate (`serve --tls-cert`); the system\'s roots stay trusted' -r -F
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand audit" -l log-format -d 'Format of the log lines of `serve`, `hub` and `aggregate`' -r -f -a "text\t'One line per event for people: time, level, target, fields'
 json\t'One JSON object per line (`timestamp`, `level`, `target`, `fields`), for collectors'"
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand audit" -l log-file -d 'Append the log to this file instead of writing it to standard error (created if missing; reopened by a restart, so rotate by moving it and restarting or with `copytruncate`)' -r -F
@@ -201,6 +202,8 @@ complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l debo
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l hub-private-addresses -d 'With --hub embedded: whether the hub sends verifications and deliveries to private addresses (loopback, RFC 1918, link-local, …); `auto` does when `--listen` is a loopback or private address (see `resourcesync hub --help`)' -r -f -a "auto\t'When the hub listens on a loopback or private address'
 allow\t'Always'
 deny\t'Never'"
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l tls-cert -d 'Serve over TLS with this PEM certificate chain (the server\'s certificate first), offering HTTP/2 and HTTP/1.1 by ALPN; the default --base-url becomes https://LISTEN/. Needs --tls-key' -r -F
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l tls-key -d 'The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1)' -r -F
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l log-format -d 'Format of the log lines of `serve`, `hub` and `aggregate`' -r -f -a "text\t'One line per event for people: time, level, target, fields'
 json\t'One JSON object per line (`timestamp`, `level`, `target`, `fields`), for collectors'"
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l log-file -d 'Append the log to this file instead of writing it to standard error (created if missing; reopened by a restart, so rotate by moving it and restarting or with `copytruncate`)' -r -F
@@ -243,9 +246,13 @@ complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l rate 
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l timeout -d 'Seconds without data before a request is abandoned (then retried)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l retries -d 'Retries of a request after connection errors, timeouts, 429 and 5xx' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l max-time -d 'Time limit for the whole run, in seconds (work done is kept)' -r
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l ca-cert -d 'A PEM file of extra trusted root certificates, e.g. the private CA that signed a Source\'s certificate (`serve --tls-cert`); the system\'s roots stay trusted' -r -F
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l concurrency -d 'Downloads in flight' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l max-resource-size -d 'Largest resource accepted when the Source publishes no length, in bytes' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l max-package-size -d 'Largest dump package downloaded, in bytes' -r
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l include -d 'Copy only resources whose URI matches PATTERN (repeatable; `*` any characters, `/` included, `?` one, `{a,b}` either). Resources left out are left alone: not fetched, their earlier copies neither updated nor deleted' -r
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l exclude -d 'Leave out resources whose URI matches PATTERN (repeatable; wins over --include)' -r
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l bandwidth -l bwlimit -d 'Most bytes of bodies received per second: 10MB/s, 500KiB/s, 100Mbit/s (a number alone is bytes)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l interval -d 'Seconds between two polls (with --watch)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l callback-listen -d 'Where the callback server listens (with --push)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l callback-url -d 'The callback\'s base URL as the hub reaches it (default http://LISTEN/ with the port bound; with --push)' -r

@@ -127,7 +127,7 @@ pub async fn serve(
 async fn connection<I>(
     builder: &Builder<TokioExecutor>,
     io: I,
-    service: TowerToHyperService<Router>,
+    service: TowerToHyperService<AccessLog>,
     stop: &CancellationToken,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
