@@ -26,6 +26,8 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
         .route("/api/sources", get(api_sources))
         .route("/api/sources/{name}", get(api_source))
         .route("/metrics", get(metrics))
+        // For load balancers and service managers: the process answers (as `serve` and `hub`).
+        .route("/healthz", get(|| async { "ok\n" }))
         .with_state(agg.clone())
         .merge(crate::published::router(agg))
 }
