@@ -47,6 +47,9 @@ pub(crate) struct Ctx {
     pub(crate) state_error: Mutex<Option<String>>,
     /// Where the state is (named by errors).
     pub(crate) state_path: PathBuf,
+    /// The Change List documents fetched before the run, and those its walks read, to
+    /// remember ([`crate::discover::known`]).
+    pub(crate) lists: Mutex<crate::discover::known::ListMemo>,
 }
 
 impl Ctx {

@@ -16,5 +16,6 @@ mod foreign_dumps;
 mod foreign_sources;
 mod hostile;
 mod ports;
+mod remembered;
 mod sync;
 mod watch;
