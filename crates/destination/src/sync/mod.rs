@@ -66,7 +66,10 @@ use incremental::incremental;
 pub async fn sync(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
     with_deadline(opts, async {
         let started = Instant::now();
-        let http = Arc::new(Http::new(opts.http.clone())?);
+        // `concurrency` is the ceiling of requests in flight per host (resourcesync_http::adaptive).
+        let mut ho = opts.http.clone();
+        ho.max_in_flight = ho.max_in_flight.min(opts.concurrency.max(1));
+        let http = Arc::new(Http::new(ho)?);
         // A state from an earlier run may remember the Source (crate::discover::known).
         let earlier = opts.dest.is_dir() && opts.state_path().is_file();
         let mut ports = if earlier {
