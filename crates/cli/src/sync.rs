@@ -88,7 +88,7 @@ pub(crate) struct SyncArgs {
     #[arg(long)]
     delete: bool,
     /// The most downloads in flight per host: the number adapts below it, from 32, to what the
-    /// Source answers (grows while throughput grows, halves on 429/503; docs/politeness.md).
+    /// Source answers (grows while throughput grows, halves on 429/503; docs/wide-area.md).
     #[arg(long, value_name = "N", default_value_t = 256)]
     concurrency: usize,
     /// Report what would be done; fetch no resource, write nothing.

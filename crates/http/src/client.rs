@@ -207,9 +207,9 @@ impl Http {
             }
         }
         // Each request, HTTP/1.1 or an HTTP/2 stream, takes a slot of its host's budget until
-        // its response headers are in.
+        // its response is dropped (its body read or given up).
         let mut slot = self.host_limit(&parsed).acquire().await;
-        let resp = self
+        let mut resp = self
             .client
             .get(parsed)
             .headers(headers)
@@ -219,6 +219,7 @@ impl Http {
         let status = resp.status();
         if status.is_success() || status == StatusCode::NOT_MODIFIED {
             slot.answered();
+            resp.extensions_mut().insert(std::sync::Arc::new(slot));
             return Ok(resp);
         }
         // A redirect still here was not followed: its target is not http(s).
