@@ -118,6 +118,10 @@ impl HostLimit {
                     None if c.in_flight < c.limit => {
                         c.in_flight += 1;
                         c.peak = c.peak.max(c.in_flight);
+                        if c.in_flight < c.limit {
+                            // Room for more: the next waiter goes too (wake-ups are one by one).
+                            self.notify.notify_one();
+                        }
                         return Slot {
                             host: self.clone(),
                             at: now,
@@ -216,7 +220,9 @@ impl Drop for Slot {
         let mut c = self.host.lock();
         c.in_flight = c.in_flight.saturating_sub(1);
         drop(c);
-        self.host.notify.notify_waiters();
+        // One slot freed: one waiter woken (waking all of them, up to the ceiling, for each
+        // answer costs more than the requests on loopback). A limit that grows wakes them all.
+        self.host.notify.notify_one();
     }
 }
 
