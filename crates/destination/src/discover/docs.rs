@@ -48,7 +48,7 @@ pub(crate) enum Fetched {
     /// 304 Not Modified: the copy last read is current.
     Unchanged,
     /// A new copy.
-    Doc(Doc),
+    Doc(Box<Doc>),
 }
 
 /// The validators of a response worth sending next time (RFC 9110 §8.8, §13.1): its `ETag`
@@ -124,7 +124,7 @@ impl DocFetcher {
             .await?;
         Ok(match d {
             None => Fetched::Unchanged,
-            Some(d) => Fetched::Doc(self.parse(d).await?),
+            Some(d) => Fetched::Doc(Box::new(self.parse(d).await?)),
         })
     }
 

@@ -224,7 +224,7 @@ pub(crate) async fn quick_start(f: &DocFetcher, mut known: Known) -> Result<Quic
             if d.header.capability() != Some(&Capability::CapabilityList) {
                 return Err(format!("{cap_url}: no longer a Capability List"));
             }
-            let mut info = super::read_capability_list(f, d)
+            let mut info = super::read_capability_list(f, *d)
                 .await
                 .map_err(|e| format!("{cap_url}: {e}"))?;
             if !same_documents(&info, &known.info) {
@@ -246,7 +246,7 @@ pub(crate) async fn quick_start(f: &DocFetcher, mut known: Known) -> Result<Quic
             if d.header.capability() != Some(&Capability::ChangeList) {
                 return Err(format!("{}: no longer a Change List", top.url));
             }
-            Some(d)
+            Some(*d)
         }
     };
     let open_doc = match (open_got, &open) {
@@ -255,7 +255,7 @@ pub(crate) async fn quick_start(f: &DocFetcher, mut known: Known) -> Result<Quic
             if d.header.capability() != Some(&Capability::ChangeList) || d.header.is_index() {
                 return Err(format!("{}: no longer a Change List", d.url));
             }
-            Some(Some(d))
+            Some(Some(*d))
         }
         // The index changed: the walk reads whatever it lists now.
         (Some(Err(_)), _) if top_doc.is_some() => None,
