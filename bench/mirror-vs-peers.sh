@@ -129,7 +129,7 @@ pid $W/nginx-$net/nginx.pid;
 error_log $W/nginx-$net/error.log warn;
 events { worker_connections 4096; }
 http {
-    access_log off;
+    access_log $W/nginx-$net/access.log;
     sendfile on;
     tcp_nodelay on;
     keepalive_requests 1000000;
@@ -177,12 +177,19 @@ EOF
             printf '%-9s %-12s %-13s %8s s\n' "$net" "$phase" "$t" "${T[$net/$phase/$t]}"
         done
     done
+    # Ours once more, nothing changed: its time and its requests (nginx's access log).
+    local before after
+    before="$(wc -l <"$W/nginx-$net/access.log")"
+    T[$net/unchanged/ours]="$(secs "$BIN" sync "$url" "$W/copy-$net-ours" --delete -q)"
+    after="$(wc -l <"$W/nginx-$net/access.log")"
+    REQS[$net]=$((after - before))
+    printf '%-9s %-12s %-13s %8s s  %s requests\n' "$net" unchanged ours "${T[$net/unchanged/ours]}" "${REQS[$net]}"
     NETS+=("$net")
     TOOLS_OF[$net]="${tools[*]}"
 }
 
 NETS=()
-declare -A TOOLS_OF
+declare -A TOOLS_OF REQS
 run_net loopback 0
 run_net wan "$RTT"
 
@@ -196,4 +203,8 @@ for net in "${NETS[@]}"; do
         printf '%-9s %-12s %8s %8s %8s %8s   %s\n' "$net" "$phase" "$o" "$r" "$t" "$g" "$ratio"
     done
 done
-echo "(seconds; $N files; wan = ${RTT} ms round trips through the kit's proxy; wget never deletes)"
+for net in "${NETS[@]}"; do
+    printf '%-9s %-12s %8s   %s requests\n' "$net" unchanged "${T[$net/unchanged/ours]}" "${REQS[$net]}"
+done
+echo "(seconds; $N files; wan = ${RTT} ms round trips through the kit's proxy; wget never deletes;"
+echo " unchanged: ours once more with nothing changed, its requests as nginx logged them)"

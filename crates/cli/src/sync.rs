@@ -70,6 +70,7 @@ impl RemoteArgs {
     fn http(&self, concurrency: usize) -> HttpOptions {
         HttpOptions {
             pool_per_host: concurrency.max(1),
+            max_in_flight: concurrency.max(1),
             read_timeout: Duration::from_secs(self.timeout.max(1)),
             retries: self.retries,
             rate: self.rate,
@@ -91,8 +92,9 @@ pub(crate) struct SyncArgs {
     /// Remove copies of resources the Source deleted (otherwise they are kept and reported).
     #[arg(long)]
     delete: bool,
-    /// Downloads in flight.
-    #[arg(long, value_name = "N", default_value_t = 32)]
+    /// The most downloads in flight per host: the number adapts below it, from 32, to what the
+    /// Source answers (grows while throughput grows, halves on 429/503; docs/wide-area.md).
+    #[arg(long, value_name = "N", default_value_t = 256)]
     concurrency: usize,
     /// Report what would be done; fetch no resource, write nothing.
     #[arg(long)]

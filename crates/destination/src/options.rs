@@ -32,7 +32,9 @@ pub struct SyncOptions {
     pub delete: bool,
     /// Report what would be done; fetch no resource, write nothing.
     pub dry_run: bool,
-    /// Downloads in flight.
+    /// The most downloads in flight (per host: [`sync()`](crate::sync()) also caps
+    /// `http.max_in_flight` with it); the number in flight adapts below it, from 32, to what the
+    /// Source answers (`resourcesync_http::adaptive`). Default 256.
     pub concurrency: usize,
     /// The HTTP client.
     pub http: HttpOptions,
@@ -71,7 +73,7 @@ impl SyncOptions {
             base_url: None,
             delete: false,
             dry_run: false,
-            concurrency: 32,
+            concurrency: resourcesync_http::adaptive::DEFAULT_CEILING,
             http: HttpOptions::default(),
             max_resource_bytes: DEFAULT_MAX_RESOURCE_BYTES,
             max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES,

@@ -14,6 +14,7 @@ use reqwest::header::{
 use reqwest::{Response, StatusCode, Url};
 use tokio::time::Instant;
 
+use crate::adaptive::HostLimit;
 use crate::error::{Error, Result, Retry, transport};
 use crate::options::{Conditional, HttpOptions, Proxy};
 
@@ -83,6 +84,8 @@ pub struct Http {
     opts: HttpOptions,
     token_host: Mutex<Option<String>>,
     next_slot: Mutex<HashMap<String, Instant>>,
+    /// The adaptive limit of requests in flight per host ([`crate::adaptive`]).
+    hosts: Mutex<HashMap<String, std::sync::Arc<HostLimit>>>,
 }
 
 fn host_key(url: &Url) -> String {
@@ -138,7 +141,17 @@ impl Http {
             opts,
             token_host: Mutex::new(None),
             next_slot: Mutex::new(HashMap::new()),
+            hosts: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The adaptive limit of requests in flight to a host ([`crate::adaptive`]), within
+    /// [`HttpOptions::max_in_flight`].
+    pub fn host_limit(&self, url: &Url) -> std::sync::Arc<HostLimit> {
+        let mut g = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        g.entry(host_key(url))
+            .or_insert_with(|| HostLimit::new(self.opts.max_in_flight))
+            .clone()
     }
 
     /// The options.
@@ -236,7 +249,10 @@ impl Http {
                 }
             }
         }
-        let resp = self
+        // Each request, HTTP/1.1 or an HTTP/2 stream, takes a slot of its host's budget until
+        // its response is dropped (its body read or given up).
+        let mut slot = self.host_limit(&parsed).acquire().await;
+        let mut resp = self
             .client
             .get(parsed)
             .headers(headers)
@@ -245,6 +261,8 @@ impl Http {
             .map_err(|e| transport(url, &e))?;
         let status = resp.status();
         if status.is_success() || status == StatusCode::NOT_MODIFIED {
+            slot.answered();
+            resp.extensions_mut().insert(std::sync::Arc::new(slot));
             return Ok(resp);
         }
         // A redirect still here was not followed: its target is not http(s).
@@ -268,6 +286,10 @@ impl Http {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
+        // RFC 6585 §4, RFC 9110 §15.6.4: the host asks for fewer requests.
+        if matches!(status.as_u16(), 429 | 503) {
+            slot.congestion(retry_after);
+        }
         Err(Error::Status {
             url: url.to_owned(),
             status: status.as_u16(),

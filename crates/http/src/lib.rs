@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod adaptive;
 pub mod bandwidth;
 pub mod body;
 pub mod client;
@@ -24,6 +25,7 @@ pub mod link;
 pub mod options;
 pub mod redirect;
 
+pub use adaptive::{HostLimit, Slot};
 pub use bandwidth::Bandwidth;
 pub use body::{body_error, header, header_values, read_limited, read_prefix};
 pub use client::{Http, USER_AGENT, client_builder, install_tls_provider, parse_retry_after};

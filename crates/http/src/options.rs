@@ -25,6 +25,9 @@ pub enum Proxy {
 pub struct HttpOptions {
     /// Connections kept alive per host.
     pub pool_per_host: usize,
+    /// The most requests in flight per host (HTTP/2 streams included): the number adapts
+    /// below it, from 32, to what the host answers ([`crate::adaptive`]).
+    pub max_in_flight: usize,
     /// Time to establish a connection.
     pub connect_timeout: Duration,
     /// Longest wait for the next bytes of a response.
@@ -63,6 +66,7 @@ impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
             pool_per_host: 32,
+            max_in_flight: crate::adaptive::DEFAULT_CEILING,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(600),

@@ -96,6 +96,25 @@ pub struct PendingChange {
     pub error: String,
 }
 
+/// A document a Destination found at a Source, remembered with the state so that its next run
+/// starts from it rather than discovering the Source again (issue 24): its URL, what it is to
+/// the Destination (`role`, as the caller names it: the store keeps it as text), and the
+/// validators of the copy last read (RFC 9110 §8.8), for a conditional GET (§13.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnownDocument {
+    /// What the document is to the caller (e.g. `capabilitylist`, `changelist`).
+    pub role: String,
+    /// Its URL.
+    pub url: String,
+    /// The `ETag` it was last served with.
+    pub etag: Option<String>,
+    /// The `Last-Modified` it was last served with.
+    pub last_modified: Option<String>,
+}
+
+/// Most documents remembered for one start URL ([`StateStore::documents`] reads no more).
+pub const MAX_KNOWN_DOCUMENTS: usize = 256;
+
 /// One write of a [`Batch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -112,6 +131,9 @@ pub enum Op<'a> {
     RemovePending(&'a str, &'a str),
     /// Writes the cursor of a Source.
     SetCursor(&'a SourceCursor),
+    /// Replaces every document remembered for a start URL (the URL discovery started from)
+    /// with these (none: forgets them).
+    SetDocuments(&'a str, &'a [KnownDocument]),
     /// Applies the batch only while this lease is held (same holder and token, not expired):
     /// else the whole batch fails with [`crate::Error::LeaseLost`].
     Fence(&'a Lease),
@@ -262,6 +284,9 @@ pub trait StateStore: Send + Sync + Debug {
     }
     /// The cursor of a Source.
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>>;
+    /// The documents remembered for a start URL ([`Op::SetDocuments`]), in (role, URL) order,
+    /// at most [`MAX_KNOWN_DOCUMENTS`].
+    fn documents(&self, start: &str) -> Result<Vec<KnownDocument>>;
     /// Up to `limit` pending changes of a Source with URIs after `after`, in URI order.
     fn pending_page(
         &self,
@@ -298,6 +323,10 @@ pub trait StateStore: Send + Sync + Debug {
     /// Writes the cursor of a Source.
     fn set_cursor(&self, c: &SourceCursor) -> Result<()> {
         self.apply(Batch::new().push(Op::SetCursor(c)))
+    }
+    /// Replaces the documents remembered for a start URL.
+    fn set_documents(&self, start: &str, docs: &[KnownDocument]) -> Result<()> {
+        self.apply(Batch::new().push(Op::SetDocuments(start, docs)))
     }
     /// Records a pending change (replacing one for the same URI).
     fn put_pending(&self, p: &PendingChange) -> Result<()> {

@@ -164,6 +164,24 @@ pub struct Shared {
     pub versions: Mutex<std::collections::BTreeSet<String>>,
     /// Paths answered from memory, before faults and the directory.
     pub routes: Mutex<HashMap<String, Reply>>,
+    /// Resource requests being answered now.
+    pub in_flight: Mutex<usize>,
+    /// The number of resource requests in flight as each arrived (itself included).
+    pub arrivals: Mutex<Vec<usize>>,
+    /// Above this many resource requests in flight, answer 503 with `Retry-After: 0`.
+    pub max_in_flight: Mutex<Option<usize>>,
+    /// Answer each resource request this late.
+    pub resource_delay: Mutex<Option<Duration>>,
+}
+
+/// Counts a resource request in flight until dropped.
+struct InFlight(Arc<Shared>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut g = self.0.in_flight.lock().expect("in flight");
+        *g = g.saturating_sub(1);
+    }
 }
 
 /// A running server.
@@ -212,7 +230,32 @@ async fn faults(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Respo
             let _ = tx.send(());
             std::future::pending::<()>().await;
         }
+        let now = {
+            let mut g = s.in_flight.lock().expect("in flight");
+            *g += 1;
+            *g
+        };
+        let _guard = InFlight(s.clone());
+        s.arrivals.lock().expect("arrivals").push(now);
+        let limit = *s.max_in_flight.lock().expect("limit");
+        if limit.is_some_and(|l| now > l) {
+            return Response::builder()
+                .status(StatusCode::SERVICE_UNAVAILABLE)
+                .header(header::RETRY_AFTER, "0")
+                .body(Body::from("busy"))
+                .expect("response");
+        }
+        let delay = *s.resource_delay.lock().expect("delay");
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        return serve(&s, &path, req, next).await;
     }
+    serve(&s, &path, req, next).await
+}
+
+async fn serve(s: &Arc<Shared>, path: &str, req: Request, next: Next) -> Response {
+    let path = path.to_owned();
     let fault = {
         let mut g = s.faults.lock().expect("faults");
         let f = g.get(&path).cloned();

@@ -255,7 +255,10 @@ schedule = "1s"
         );
     }
     assert!(page.contains("failing since"), "{page}");
-    assert_eq!(get(&format!("http://{web}/healthz")).await, (200, "ok\n".into()));
+    assert_eq!(
+        get(&format!("http://{web}/healthz")).await,
+        (200, "ok\n".into())
+    );
     let (st, api) = get(&format!("http://{web}/api/sources")).await;
     assert_eq!(st, 200);
     let api: serde_json::Value = serde_json::from_str(&api).expect("JSON");

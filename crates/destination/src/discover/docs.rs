@@ -6,17 +6,17 @@
 //! is expanded part by part, each part streamed on its own; a visited set and a depth limit stop
 //! an index that lists itself.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use reqwest::header::{CONTENT_TYPE, LINK};
+use reqwest::header::{CONTENT_TYPE, DATE, ETAG, LAST_MODIFIED, LINK};
 use resourcesync_model::{Capability, DocumentReader, Entry, Header, ReadOptions};
 
 use crate::error::{Error, Result};
-use crate::http::{Http, header};
+use crate::http::{Conditional, Http, header};
 
 /// Most entries read from an index or a small document (Source Description, Capability List).
 pub const MAX_INDEX_ENTRIES: usize = 100_000;
@@ -38,6 +38,39 @@ pub(crate) struct Download {
     pub file: tempfile::TempPath,
     pub link_header: Option<String>,
     pub content_type: Option<String>,
+    /// The validators to send with the next GET of it, when strong enough ([`validators`]).
+    pub validators: Option<Conditional>,
+}
+
+/// What a conditional GET of a document found (RFC 9110 §13.1).
+#[derive(Debug)]
+pub(crate) enum Fetched {
+    /// 304 Not Modified: the copy last read is current.
+    Unchanged,
+    /// A new copy.
+    Doc(Box<Doc>),
+}
+
+/// The validators of a response worth sending next time (RFC 9110 §8.8, §13.1): its `ETag`
+/// and `Last-Modified`. A `Last-Modified` no earlier than the response's `Date` (to the second)
+/// is weak (RFC 9110 §8.8.2.2): the document may change again within that second and keep it,
+/// and an `ETag` may be made of it (nginx's is); a conditional GET could then answer 304 to a
+/// document that changed, and changes would be skipped: such a response keeps no validator.
+fn validators(resp: &reqwest::Response) -> Option<Conditional> {
+    let etag = header(resp, ETAG);
+    let last_modified = header(resp, LAST_MODIFIED);
+    if let Some(lm) = &last_modified {
+        let lm = httpdate::parse_http_date(lm).ok()?;
+        let date = header(resp, DATE).and_then(|d| httpdate::parse_http_date(&d).ok())?;
+        if date <= lm {
+            return None;
+        }
+    }
+    let c = Conditional {
+        etag,
+        last_modified,
+    };
+    (!c.is_empty()).then_some(c)
 }
 
 /// A downloaded ResourceSync or Sitemap document, its header read.
@@ -45,6 +78,8 @@ pub(crate) struct Download {
 pub(crate) struct Doc {
     pub url: String,
     pub header: Header,
+    /// The validators it came with ([`validators`]).
+    pub validators: Option<Conditional>,
     file: tempfile::TempPath,
     max_bytes: u64,
 }
@@ -72,7 +107,33 @@ impl DocFetcher {
     }
 
     async fn download_once(&self, url: &str) -> Result<Download> {
-        let mut resp = self.http.get_once(url, None).await?;
+        self.download_if(url, None)
+            .await?
+            .ok_or_else(|| Error::Status {
+                url: url.to_owned(),
+                status: 304,
+                retry_after: None,
+            })
+    }
+
+    /// A conditional GET (with retries) of a document: `Unchanged` on 304.
+    pub(crate) async fn fetch_if(&self, url: &str, cond: Option<&Conditional>) -> Result<Fetched> {
+        let d = self
+            .http
+            .with_retries(|| self.download_if(url, cond))
+            .await?;
+        Ok(match d {
+            None => Fetched::Unchanged,
+            Some(d) => Fetched::Doc(Box::new(self.parse(d).await?)),
+        })
+    }
+
+    /// One GET, conditional with `cond`: `None` on 304 (only possible with `cond`).
+    async fn download_if(&self, url: &str, cond: Option<&Conditional>) -> Result<Option<Download>> {
+        let mut resp = self.http.get_once(url, cond).await?;
+        if resp.status().as_u16() == 304 && cond.is_some() {
+            return Ok(None);
+        }
         if resp.status().as_u16() == 304 {
             return Err(Error::Status {
                 url: url.to_owned(),
@@ -82,6 +143,7 @@ impl DocFetcher {
         }
         let link_header = header(&resp, LINK);
         let content_type = header(&resp, CONTENT_TYPE);
+        let validators = validators(&resp);
         if resp.content_length().is_some_and(|n| n > self.max_bytes) {
             return Err(too_large(url, self.max_bytes));
         }
@@ -100,12 +162,13 @@ impl DocFetcher {
         }
         tmp.flush()
             .map_err(|e| Error::io("writing a temporary file", e))?;
-        Ok(Download {
+        Ok(Some(Download {
             url: url.to_owned(),
             file: tmp.into_temp_path(),
             link_header,
             content_type,
-        })
+            validators,
+        }))
     }
 
     /// Reads the header of a download; `Err` when it is not a Sitemap document.
@@ -122,6 +185,7 @@ impl DocFetcher {
         Ok(Doc {
             url: d.url,
             header,
+            validators: d.validators,
             file: d.file,
             max_bytes: max,
         })
@@ -205,8 +269,29 @@ pub(crate) trait ListSink: Send + 'static {
 pub(crate) struct WalkInfo {
     /// The top document's header.
     pub top: Header,
+    /// The top document's URL (an index a single Change List links to, when followed).
+    pub top_url: String,
+    /// The last part an index lists (for a Change List Index, the open Change List, Z39.99-2014
+    /// §12.2); `None` for a single list.
+    pub last_part: Option<String>,
+    /// The validators of the documents fetched, by URL.
+    pub validators: HashMap<String, Conditional>,
     /// Warnings.
     pub warnings: Vec<String>,
+}
+
+/// Documents of a list fetched before the walk, by a conditional GET (crate::discover::known):
+/// the top document, and parts either fetched (`Some`) or unchanged since the last run read
+/// them whole (`None`: skipped, every entry of theirs was seen then).
+#[derive(Debug, Default)]
+pub(crate) struct Prefetched {
+    /// The top document, when fetched already.
+    pub top: Option<Doc>,
+    /// Parts, by URL.
+    pub parts: HashMap<String, Option<Doc>>,
+    /// Whether a single Change List's `index` link is not followed (its index is known
+    /// unchanged, so this list is the open one of an index read before).
+    pub no_index_link: bool,
 }
 
 fn check_capability(doc: &Doc, cap: &Capability, warnings: &mut Vec<String>) -> Result<()> {
@@ -292,20 +377,44 @@ pub(crate) async fn walk<S: ListSink>(
     f: &DocFetcher,
     url: &str,
     cap: Capability,
+    sink: S,
+) -> Result<(S, WalkInfo)> {
+    walk_with(f, url, cap, sink, Prefetched::default()).await
+}
+
+/// [`walk`], starting from documents fetched already.
+pub(crate) async fn walk_with<S: ListSink>(
+    f: &DocFetcher,
+    url: &str,
+    cap: Capability,
     mut sink: S,
+    mut pre: Prefetched,
 ) -> Result<(S, WalkInfo)> {
     let mut warnings = Vec::new();
+    let mut validators = HashMap::new();
+    let mut last_part = None;
     let mut visited: HashSet<String> = HashSet::new();
     visited.insert(url.to_owned());
-    let mut doc = f.document(url).await.map_err(named)?;
+    let mut doc = match pre.top.take() {
+        Some(d) => d,
+        None => f.document(url).await.map_err(named)?,
+    };
     check_capability(&doc, &cap, &mut warnings)?;
+    if let Some(v) = &doc.validators {
+        validators.insert(doc.url.clone(), v.clone());
+    }
     // Z39.99-2014 §12.1: a Change List points to its index (`rel="index"`), which lists every
     // Change List; walk the index when the Capability List names a single list.
-    if cap == Capability::ChangeList && !doc.header.is_index() {
+    if cap == Capability::ChangeList && !doc.header.is_index() && !pre.no_index_link {
         if let Some(ix) = doc.header.link("index").map(|l| l.href.clone()) {
             if visited.insert(ix.clone()) {
                 match f.document(&ix).await {
-                    Ok(d) if d.header.is_index() && d.header.capability() == Some(&cap) => doc = d,
+                    Ok(d) if d.header.is_index() && d.header.capability() == Some(&cap) => {
+                        if let Some(v) = &d.validators {
+                            validators.insert(d.url.clone(), v.clone());
+                        }
+                        doc = d;
+                    }
                     Ok(d) => warnings.push(format!(
                         "{}: the index link of {url} is not a Change List Index: ignored",
                         d.url
@@ -317,6 +426,7 @@ pub(crate) async fn walk<S: ListSink>(
     }
     sink.top(&doc.url, &doc.header)?;
     let top = doc.header.clone();
+    let top_url = doc.url.clone();
     let mut queue: VecDeque<(String, usize)> = VecDeque::new();
     let mut pending_doc = Some(doc);
     let mut depth = 0usize;
@@ -326,8 +436,16 @@ pub(crate) async fn walk<S: ListSink>(
             None => match queue.pop_front() {
                 Some((u, dep)) => {
                     depth = dep;
-                    let d = f.document(&u).await.map_err(named)?;
+                    let d = match pre.parts.remove(&u) {
+                        Some(Some(d)) => d,
+                        // Unchanged since the last run read it whole.
+                        Some(None) => continue,
+                        None => f.document(&u).await.map_err(named)?,
+                    };
                     check_capability(&d, &cap, &mut warnings)?;
+                    if let Some(v) = &d.validators {
+                        validators.insert(d.url.clone(), v.clone());
+                    }
                     d
                 }
                 None => break,
@@ -346,6 +464,9 @@ pub(crate) async fn walk<S: ListSink>(
                 warnings.push(format!("{}: an index inside an index", d.url));
             }
             let children = d.entries().await?;
+            if depth == 0 {
+                last_part = children.last().map(|e| e.loc.clone());
+            }
             // Children go first, in the index's order (forward chronological for Change List
             // Indexes, Z39.99-2014 §12.2).
             let mut fresh = Vec::new();
@@ -368,5 +489,14 @@ pub(crate) async fn walk<S: ListSink>(
             sink = d.stream(sink, |s: &mut S, e| s.entry(e)).await?;
         }
     }
-    Ok((sink, WalkInfo { top, warnings }))
+    Ok((
+        sink,
+        WalkInfo {
+            top,
+            top_url,
+            last_part,
+            validators,
+            warnings,
+        },
+    ))
 }

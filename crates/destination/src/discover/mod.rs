@@ -14,6 +14,7 @@
 //! Several Capability Lists: the one chosen with `--set URL`, else an error listing them.
 
 pub mod docs;
+pub(crate) mod known;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -354,6 +355,18 @@ impl SourceInfo {
         };
         Err(Error::BadDocument { url, message })
     }
+}
+
+/// What a Capability List (Z39.99-2014 §9) offers, read from a document fetched already.
+pub(crate) async fn read_capability_list(f: &DocFetcher, doc: Doc) -> Result<SourceInfo> {
+    let mut d = Discovery {
+        f,
+        set: None,
+        visited: HashSet::new(),
+        warnings: Vec::new(),
+    };
+    let url = doc.url.clone();
+    d.resolve_capability_list(doc, url).await
 }
 
 fn is_site_root(url: &Url) -> bool {

@@ -55,6 +55,9 @@ pub(crate) struct Ctx {
     /// Copies that could not be stored for a transient reason, in a row: at
     /// [`STORE_DOWN_AFTER`] the store is taken as gone and the run stops.
     pub(crate) store_failures: AtomicU32,
+    /// The Change List documents fetched before the run, and those its walks read, to
+    /// remember ([`crate::discover::known`]).
+    pub(crate) lists: Mutex<crate::discover::known::ListMemo>,
 }
 
 /// Transient store failures in a row after which the store (an object store that went away)

@@ -20,6 +20,9 @@ pub(crate) struct ChangeListSink {
     /// The document streamed, and the time of its entry read last (§12.1 order).
     doc: String,
     previous: Order,
+    /// The top document is the open Change List of an index known unchanged since the last
+    /// run, whose history was checked then: its `from` is not checked again.
+    pub(crate) continued: bool,
 }
 
 /// The order of a Change List's entries so far (Z39.99-2014 §12.1: forward chronological).
@@ -44,6 +47,7 @@ impl ChangeListSink {
             other: 0,
             doc: String::new(),
             previous: Order::default(),
+            continued: false,
         }
     }
 }

@@ -80,6 +80,7 @@ impl Applier {
             committer: Committer::start(self.store.clone(), state.clone())?,
             state_error: Mutex::default(),
             state_path: self.state_path.clone(),
+            lists: Mutex::default(),
             state,
             mapper: self.mapper.clone(),
             key: self.info.key(),

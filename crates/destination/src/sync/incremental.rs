@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use resourcesync_model::{Capability, Change, W3cDateTime};
 
-use crate::discover::docs::{DocFetcher, walk};
+use crate::discover::docs::{DocFetcher, WalkInfo, walk_with};
+use crate::discover::known::{ListMemo, Validated};
 use crate::error::Result;
 use crate::fetch::exec::{Ctx, Exec, Job, JobKind};
 use crate::plan::collapse::ChangeListSink;
@@ -62,10 +63,34 @@ pub(crate) async fn incremental_with(
             })?;
         }
     }
-    let sink = ChangeListSink::new(staging, cursor);
-    let (mut sink, info) = walk(fetcher, cl, Capability::ChangeList, sink).await?;
+    let mut sink = ChangeListSink::new(staging, cursor);
+    // The first walk of a run that started from remembered documents (crate::discover::known).
+    let pre = ctx
+        .lists
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .prefetched
+        .take();
+    let mut sink = match pre {
+        // Nothing changed since the last run read the lists.
+        Some(p) if p.top.is_none() => sink,
+        Some(p) => {
+            // The open list of an index known unchanged: its history was checked then.
+            sink.continued = p.no_index_link;
+            let (sink, info) = walk_with(fetcher, cl, Capability::ChangeList, sink, p).await?;
+            remember(&ctx.lists, &info);
+            warnings.extend(info.warnings);
+            sink
+        }
+        None => {
+            let (sink, info) =
+                walk_with(fetcher, cl, Capability::ChangeList, sink, <_>::default()).await?;
+            remember(&ctx.lists, &info);
+            warnings.extend(info.warnings);
+            sink
+        }
+    };
     sink.staging.flush()?;
-    warnings.extend(info.warnings);
     if sink.other > 0 {
         warnings.push(format!(
             "{} change(s) of an unknown kind ignored (Z39.99-2014 §12.1 defines created, updated, deleted)",
@@ -95,4 +120,24 @@ pub(crate) async fn incremental_with(
         }
     }
     Ok(sink.last)
+}
+
+/// Keeps what a walk read, for the next run: its top document (unless it read the open list
+/// alone, the top being unchanged) and the open list, with their validators.
+fn remember(lists: &std::sync::Mutex<ListMemo>, info: &WalkInfo) {
+    let mut m = lists.lock().unwrap_or_else(|p| p.into_inner());
+    let v = |url: &str, old: Option<&Validated>| Validated {
+        url: url.to_owned(),
+        validators: info.validators.get(url).cloned().or_else(|| {
+            old.filter(|o| o.url == url)
+                .and_then(|o| o.validators.clone())
+        }),
+    };
+    let top_is_open = m.open.as_ref().is_some_and(|o| o.url == info.top_url);
+    if top_is_open && info.last_part.is_none() {
+        m.open = Some(v(&info.top_url, None));
+        return;
+    }
+    m.top = Some(v(&info.top_url, None));
+    m.open = info.last_part.as_deref().map(|u| v(u, m.open.as_ref()));
 }

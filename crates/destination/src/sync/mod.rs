@@ -40,10 +40,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use resourcesync_model::W3cDateTime;
-use resourcesync_store::SourceCursor;
+use resourcesync_store::{Batch, Op, SourceCursor};
 
 use crate::commit::Committer;
 use crate::discover::docs::DocFetcher;
+use crate::discover::known::{Known, ListMemo, Quick, Validated, quick_start, start_key};
 use crate::discover::{SourceInfo, discover};
 use crate::error::{Error, Result};
 use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Tally};
@@ -65,11 +66,31 @@ use incremental::incremental;
 pub async fn sync(opts: &SyncOptions, obs: Arc<dyn Observer>) -> Result<SyncReport> {
     with_deadline(opts, async {
         let started = Instant::now();
-        let http = Arc::new(Http::new(opts.http.clone())?);
-        let info = find_source(opts, &http, obs.as_ref()).await?;
+        // `concurrency` is the ceiling of requests in flight per host (resourcesync_http::adaptive).
+        let mut ho = opts.http.clone();
+        ho.max_in_flight = ho.max_in_flight.min(opts.concurrency.max(1));
+        let http = Arc::new(Http::new(ho)?);
+        // A state from an earlier run may remember the Source (crate::discover::known).
+        let earlier = opts.dest.is_dir() && opts.state_path().is_file();
+        let mut ports = if earlier {
+            Some(open_ports(opts)?)
+        } else {
+            None
+        };
+        let quick = match &ports {
+            Some(p) => recall_source(p, &http, opts, obs.as_ref()).await?,
+            None => None,
+        };
+        let info = match &quick {
+            Some(q) => q.known.info.clone(),
+            None => find_source(opts, &http, obs.as_ref()).await?,
+        };
         // Nothing is created under DEST before the Source is found.
-        let ports = open_ports(opts)?;
-        run(&ports, http, info, opts, obs, started).await
+        let ports = match ports.take() {
+            Some(p) => p,
+            None => open_ports(opts)?,
+        };
+        run(&ports, http, info, quick, opts, obs, started).await
     })
     .await
 }
@@ -143,18 +164,68 @@ impl Destination {
         let opts = &opts;
         with_deadline(opts, async {
             let started = Instant::now();
-            let info = find_source(opts, &self.http, obs.as_ref()).await?;
-            run(&self.ports, self.http.clone(), info, opts, obs, started).await
+            let quick = recall_source(&self.ports, &self.http, opts, obs.as_ref()).await?;
+            let info = match &quick {
+                Some(q) => q.known.info.clone(),
+                None => find_source(opts, &self.http, obs.as_ref()).await?,
+            };
+            run(
+                &self.ports,
+                self.http.clone(),
+                info,
+                quick,
+                opts,
+                obs,
+                started,
+            )
+            .await
         })
         .await
     }
 }
 
+/// The Source as the state remembers it, checked with one round trip of conditional GETs
+/// ([`crate::discover::known`]); `None` when there is nothing remembered, no cursor to go on
+/// from, or anything unexpected: the Source is then discovered again.
+async fn recall_source(
+    ports: &Ports,
+    http: &Arc<Http>,
+    opts: &SyncOptions,
+    obs: &dyn Observer,
+) -> Result<Option<Quick>> {
+    let start = start_key(&opts.url, opts.set.as_deref());
+    let Some(known) = Known::recall(&ports.state.documents(&start)?) else {
+        return Ok(None);
+    };
+    let cursor = ports.state.cursor(&known.info.key())?;
+    if cursor.and_then(|c| c.cursor).is_none() {
+        return Ok(None);
+    }
+    obs.phase("discovery");
+    // The bearer token goes to the host discovery starts from, as in discovery.
+    http.trust_host_of(&opts.url);
+    let f = DocFetcher {
+        http: http.clone(),
+        dir: ports.scratch.clone(),
+        max_bytes: opts.max_document_bytes,
+    };
+    match quick_start(&f, known).await {
+        Ok(q) if q.known.info.check_usable(opts.use_dumps, false).is_ok() => Ok(Some(q)),
+        Ok(_) => Ok(None),
+        Err(why) => {
+            tracing::info!("{why}: the Source is discovered again");
+            Ok(None)
+        }
+    }
+}
+
 /// A run, once the Source is found: the ports are written to only from here on.
+#[allow(clippy::too_many_arguments)]
 async fn run(
     ports: &Ports,
     http: Arc<Http>,
     info: SourceInfo,
+    quick: Option<Quick>,
     opts: &SyncOptions,
     obs: Arc<dyn Observer>,
     started: Instant,
@@ -196,7 +267,25 @@ async fn run(
         state_path: ports.state_name.clone(),
         filter: opts.filter.clone(),
         store_failures: Default::default(),
+        lists: Mutex::new(ListMemo {
+            top: quick.as_ref().and_then(|q| q.known.top.clone()),
+            open: quick.as_ref().and_then(|q| q.known.open.clone()),
+            prefetched: None,
+        }),
     });
+    let capability_list = match quick {
+        Some(q) => {
+            ctx.lists
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .prefetched = Some(q.prefetched);
+            q.known.capability_list
+        }
+        None => Validated {
+            url: info.capability_list.clone().unwrap_or_default(),
+            validators: None,
+        },
+    };
     let earlier = delete_gone(&ctx, opts).await?;
     let mut exec = Exec::new(ctx.clone(), opts.concurrency);
     let mut w = Vec::new();
@@ -253,12 +342,29 @@ async fn run(
     tally.merge(from_dumps);
     if !opts.dry_run {
         crate::crashpoint::point("cursor");
+        // What this run found, for the next one to start from (crate::discover::known).
+        let docs = {
+            let m = ctx.lists.lock().unwrap_or_else(|p| p.into_inner());
+            Known {
+                info: info.clone(),
+                capability_list,
+                top: m.top.clone(),
+                open: m.open.clone(),
+            }
+            .remember()
+        };
+        let start = start_key(&opts.url, opts.set.as_deref());
         // The cursor moves once every change up to it has been applied or recorded as pending.
-        state.set_cursor(&SourceCursor {
+        let c = SourceCursor {
             source: key,
             cursor: new_cursor,
             synced_at: Some(W3cDateTime::now(false)),
-        })?;
+        };
+        state.apply(
+            Batch::new()
+                .push(Op::SetCursor(&c))
+                .push(Op::SetDocuments(&start, &docs)),
+        )?;
     }
     Ok(report(
         info,

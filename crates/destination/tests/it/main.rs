@@ -8,6 +8,7 @@ mod dump_support;
 mod hand;
 mod live;
 
+mod concurrency;
 mod dump;
 mod dump_hostile;
 mod explore;
@@ -17,5 +18,6 @@ mod foreign_dumps;
 mod foreign_sources;
 mod hostile;
 mod ports;
+mod remembered;
 mod sync;
 mod watch;

@@ -11,7 +11,8 @@ use resourcesync_model::{Change, Hashes, W3cDateTime};
 use super::{Check, Outcome, ensure, ok, run_checks};
 use crate::error::Error;
 use crate::state::{
-    Batch, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem, for_each_resource,
+    Batch, KnownDocument, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
+    for_each_resource,
 };
 
 /// Every check, by name.
@@ -23,6 +24,10 @@ pub const CHECKS: &[Check<dyn StateStore>] = &[
         put_resources_forgets_pending,
     ),
     ("a_batch_is_all_or_nothing", a_batch_is_all_or_nothing),
+    (
+        "documents_are_remembered_per_start",
+        documents_are_remembered_per_start,
+    ),
     ("one_holder_per_lease", one_holder_per_lease),
     (
         "an_expired_lease_is_taken_over",
@@ -228,6 +233,60 @@ fn a_batch_is_all_or_nothing(s: &dyn StateStore) -> Outcome {
     ensure!(uris(s, "cap")? == ["http://h/a", "http://h/b"], "rows");
     ensure!(ok("cursor", s.cursor("cap"))? == Some(c), "cursor");
     ok("empty batch", s.apply(&Batch::new()))?;
+    Ok(())
+}
+
+fn doc(role: &str, url: &str, etag: Option<&str>) -> KnownDocument {
+    KnownDocument {
+        role: role.into(),
+        url: url.into(),
+        etag: etag.map(str::to_owned),
+        last_modified: Some("Sun, 06 Nov 1994 08:49:37 GMT".into()),
+    }
+}
+
+fn documents_are_remembered_per_start(s: &dyn StateStore) -> Outcome {
+    ensure!(
+        ok("documents", s.documents("http://h/"))?.is_empty(),
+        "documents of nothing"
+    );
+    let (cl, ix) = (
+        doc("capabilitylist", "http://h/cl.xml", Some("\"1\"")),
+        doc("changelist", "http://h/ix.xml", None),
+    );
+    ok(
+        "set",
+        s.set_documents("http://h/", &[ix.clone(), cl.clone()]),
+    )?;
+    ok(
+        "other start",
+        s.set_documents("http://g/", &[doc("x", "http://g/x", None)]),
+    )?;
+    let got = ok("documents", s.documents("http://h/"))?;
+    ensure!(got == [cl.clone(), ix.clone()], "in role order: {got:?}");
+    // Replaced as a whole, in a batch with the cursor.
+    let ix2 = doc("changelist", "http://h/ix.xml", Some("\"2\""));
+    let c = SourceCursor {
+        source: "http://h/cl.xml".into(),
+        cursor: W3cDateTime::parse("2020-01-01T00:00:00Z").ok(),
+        synced_at: None,
+    };
+    let docs = [ix2.clone()];
+    let mut b = Batch::new();
+    b.push(Op::SetCursor(&c))
+        .push(Op::SetDocuments("http://h/", &docs));
+    ok("apply", s.apply(&b))?;
+    let got = ok("documents", s.documents("http://h/"))?;
+    ensure!(got == [ix2], "replaced: {got:?}");
+    ensure!(
+        ok("documents", s.documents("http://g/"))?.len() == 1,
+        "another start kept"
+    );
+    ok("forget", s.set_documents("http://h/", &[]))?;
+    ensure!(
+        ok("documents", s.documents("http://h/"))?.is_empty(),
+        "forgotten"
+    );
     Ok(())
 }
 

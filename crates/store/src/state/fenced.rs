@@ -87,6 +87,10 @@ impl StateStore for Fenced {
         self.inner.cursor(source)
     }
 
+    fn documents(&self, start: &str) -> Result<Vec<super::KnownDocument>> {
+        self.inner.documents(start)
+    }
+
     fn pending_page(
         &self,
         source: &str,

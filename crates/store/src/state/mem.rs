@@ -7,8 +7,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use super::{
-    Batch, Claim, Lease, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
-    expiry, from_millis, millis,
+    Batch, Claim, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, Op, PendingChange, ResourceRecord,
+    SourceCursor, StateStore, WorkItem, expiry, from_millis, millis,
 };
 use crate::error::{Error, Result};
 
@@ -31,6 +31,8 @@ struct Inner {
     /// How many rows have each path.
     paths: HashMap<String, usize>,
     cursors: HashMap<String, SourceCursor>,
+    /// The documents remembered per start URL, in (role, URL) order.
+    documents: HashMap<String, Vec<KnownDocument>>,
     pending: BTreeMap<(String, String), PendingChange>,
     /// (holder, token, expires in ms) per name.
     leases: HashMap<String, (String, u64, i64)>,
@@ -160,6 +162,15 @@ impl StateStore for MemState {
         Ok(self.lock().cursors.get(source).cloned())
     }
 
+    fn documents(&self, start: &str) -> Result<Vec<KnownDocument>> {
+        Ok(self
+            .lock()
+            .documents
+            .get(start)
+            .map(|d| d.iter().take(MAX_KNOWN_DOCUMENTS).cloned().collect())
+            .unwrap_or_default())
+    }
+
     fn pending_page(
         &self,
         source: &str,
@@ -209,6 +220,16 @@ impl StateStore for MemState {
                 }
                 Op::SetCursor(c) => {
                     g.cursors.insert(c.source.clone(), c.clone());
+                }
+                Op::SetDocuments(start, docs) => {
+                    let mut d = docs.to_vec();
+                    d.sort_by(|a, b| (&a.role, &a.url).cmp(&(&b.role, &b.url)));
+                    d.dedup_by(|a, b| a.role == b.role && a.url == b.url);
+                    if d.is_empty() {
+                        g.documents.remove(start);
+                    } else {
+                        g.documents.insert(start.to_owned(), d);
+                    }
                 }
                 Op::Fence(_) => {}
                 Op::CompleteWork(c) => {

@@ -30,8 +30,8 @@ use resourcesync_model::{Change, HashAlg, Hashes};
 
 use super::sqlite::{decode_dups, encode_dups, opt_u64, parse_dt, to_i64};
 use super::{
-    Batch, Claim, Lease, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
-    from_millis,
+    Batch, Claim, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, Op, PendingChange, ResourceRecord,
+    SourceCursor, StateStore, WorkItem, from_millis,
 };
 use crate::blocking::offload;
 use crate::error::{Error, Result};
@@ -451,6 +451,17 @@ impl Tx<'_, '_> {
                     ],
                 )?;
             }
+            Op::SetDocuments(start, docs) => {
+                self.execute("DELETE FROM documents WHERE start = $1", &[&start])?;
+                for d in docs {
+                    self.execute(
+                        "INSERT INTO documents(start, role, url, etag, last_modified) \
+                         VALUES($1, $2, $3, $4, $5) ON CONFLICT (start, role, url) DO UPDATE \
+                         SET etag = EXCLUDED.etag, last_modified = EXCLUDED.last_modified",
+                        &[&start, &d.role, &d.url, &d.etag, &d.last_modified],
+                    )?;
+                }
+            }
             Op::Fence(l) => {
                 if self
                     .query(FENCE, &[&l.name, &l.holder, &token(l.token)])?
@@ -589,6 +600,28 @@ impl StateStore for PgState {
                 })
                 .transpose()
                 .map_err(|e| self.err(e))
+        })
+    }
+
+    fn documents(&self, start: &str) -> Result<Vec<KnownDocument>> {
+        offload(|| {
+            let limit = i64::try_from(MAX_KNOWN_DOCUMENTS).unwrap_or(i64::MAX);
+            self.query(
+                "SELECT role, url, etag, last_modified FROM documents WHERE start = $1 \
+                 ORDER BY role, url LIMIT $2",
+                &[&start, &limit],
+            )?
+            .iter()
+            .map(|r| {
+                Ok(KnownDocument {
+                    role: r.try_get(0)?,
+                    url: r.try_get(1)?,
+                    etag: r.try_get(2)?,
+                    last_modified: r.try_get(3)?,
+                })
+            })
+            .collect::<std::result::Result<_, postgres::Error>>()
+            .map_err(|e| self.err(e))
         })
     }
 

@@ -8,8 +8,8 @@ use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::{
-    Batch, Claim, Lease, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
-    expiry, from_millis, millis,
+    Batch, Claim, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, Op, PendingChange, ResourceRecord,
+    SourceCursor, StateStore, WorkItem, expiry, from_millis, millis,
 };
 use crate::error::{Error, Result};
 
@@ -57,7 +57,7 @@ INSERT OR IGNORE INTO meta(key, value) VALUES('schema', '1');
 ";
 
 /// The schema version this program writes.
-const VERSION: i64 = 2;
+const VERSION: i64 = 3;
 
 /// The migrations, from version 1: `MIGRATIONS[i]` takes a database from version `i + 1` to
 /// `i + 2`, in one transaction with the new version number.
@@ -80,6 +80,15 @@ const MIGRATIONS: &[&str] = &[
         attempts INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX work_seq ON work(seq);",
+    // 3: the documents discovery found, per start URL (issue 24).
+    "CREATE TABLE documents(
+        start TEXT NOT NULL,
+        role TEXT NOT NULL,
+        url TEXT NOT NULL,
+        etag TEXT,
+        last_modified TEXT,
+        PRIMARY KEY(start, role, url)
+    );",
 ];
 
 /// Creates the schema of version 1 where there is none, then migrates to [`VERSION`]. A
@@ -442,6 +451,34 @@ impl StateStore for SqliteState {
             .map_err(|e| self.err(e))
     }
 
+    fn documents(&self, start: &str) -> Result<Vec<KnownDocument>> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached(
+                "SELECT role, url, etag, last_modified FROM documents WHERE start = ?1 \
+                 ORDER BY role, url LIMIT ?2",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(
+                params![
+                    start,
+                    i64::try_from(MAX_KNOWN_DOCUMENTS).unwrap_or(i64::MAX)
+                ],
+                |r| {
+                    Ok(KnownDocument {
+                        role: r.get(0)?,
+                        url: r.get(1)?,
+                        etag: r.get(2)?,
+                        last_modified: r.get(3)?,
+                    })
+                },
+            )
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
     fn pending_page(
         &self,
         source: &str,
@@ -680,6 +717,23 @@ fn apply_op(tx: &Transaction<'_>, op: &Op<'_>, now: i64) -> std::result::Result<
                 c.cursor.map(|d| d.to_string()),
                 c.synced_at.map(|d| d.to_string())
             ])?;
+        }
+        Op::SetDocuments(start, docs) => {
+            tx.prepare_cached("DELETE FROM documents WHERE start = ?1")?
+                .execute([start])?;
+            for d in docs {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO documents(start, role, url, etag, last_modified) \
+                     VALUES(?1, ?2, ?3, ?4, ?5)",
+                )?
+                .execute(params![
+                    start,
+                    d.role,
+                    d.url,
+                    d.etag,
+                    d.last_modified
+                ])?;
+            }
         }
         Op::Fence(l) => {
             let held = tx

@@ -4,7 +4,8 @@
 /// one transaction with the new version number. Text compared for order (URIs, Sources) is in
 /// the "C" collation: byte order, as [`crate::StateStore::resources_page`] promises, whatever the
 /// database's locale.
-pub(super) const MIGRATIONS: &[&str] = &["
+pub(super) const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE resources(
         uri TEXT COLLATE \"C\" PRIMARY KEY,
         source TEXT COLLATE \"C\" NOT NULL,
@@ -54,7 +55,19 @@ pub(super) const MIGRATIONS: &[&str] = &["
         attempts INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX work_seq ON work(seq);
-"];
+",
+    "
+    -- 2: the documents discovery found, per start URL (issue 24).
+    CREATE TABLE documents(
+        start TEXT NOT NULL,
+        role TEXT COLLATE \"C\" NOT NULL,
+        url TEXT COLLATE \"C\" NOT NULL,
+        etag TEXT,
+        last_modified TEXT,
+        PRIMARY KEY(start, role, url)
+    );
+",
+];
 
 /// The schema version this program writes.
 pub(super) const VERSION: i64 = MIGRATIONS.len() as i64;

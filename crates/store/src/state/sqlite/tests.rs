@@ -200,6 +200,41 @@ fn a_version_1_database_is_migrated_and_keeps_its_rows() {
 }
 
 #[test]
+fn a_version_2_database_is_migrated_and_remembers_documents() {
+    let d = tempfile::tempdir().expect("tmp");
+    let p = d.path().join("state.sqlite");
+    {
+        // A database as version 2 wrote it.
+        let mut c = Connection::open(&p).expect("open");
+        c.execute_batch(SCHEMA).expect("v1");
+        let tx = c.transaction().expect("tx");
+        tx.execute_batch(MIGRATIONS[0]).expect("v2");
+        tx.execute("UPDATE meta SET value = '2' WHERE key = 'schema'", [])
+            .expect("v2");
+        tx.execute(
+            "INSERT INTO sources(source, cursor) VALUES('cap', '2020-01-01T00:00:00Z')",
+            [],
+        )
+        .expect("row");
+        tx.commit().expect("commit");
+    }
+    let s = SqliteState::open(&p).expect("migrated");
+    assert!(s.cursor("cap").expect("cursor").is_some());
+    assert!(s.documents("http://h/").expect("documents").is_empty());
+    let doc = crate::KnownDocument {
+        role: "changelist".into(),
+        url: "http://h/cl.xml".into(),
+        etag: Some("\"e\"".into()),
+        last_modified: None,
+    };
+    s.set_documents("http://h/", std::slice::from_ref(&doc))
+        .expect("set");
+    drop(s);
+    let s = SqliteState::open(&p).expect("again");
+    assert_eq!(s.documents("http://h/").expect("documents"), [doc]);
+}
+
+#[test]
 fn a_database_of_a_newer_version_is_refused_untouched() {
     let d = tempfile::tempdir().expect("tmp");
     let p = d.path().join("state.sqlite");

@@ -1,0 +1,74 @@
+//! Adaptive concurrency per host (issue 24): the number of downloads in flight starts at 32,
+//! grows while the Source keeps up, and falls when it answers 503 (RFC 9110 §15.6.4).
+
+use crate::common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use resourcesync_destination::{Quiet, sync};
+
+fn tree(n: usize) -> Vec<(String, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            (
+                format!("d{}/f{i}.txt", i % 10),
+                format!("file {i}").into_bytes(),
+            )
+        })
+        .collect()
+}
+
+async fn source(n: usize) -> (tempfile::TempDir, Server) {
+    let src = tmp();
+    let files = tree(n);
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    (src, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_answers_503_above_n_in_flight_brings_the_number_down() {
+    const N: usize = 4;
+    let (src, server) = source(300).await;
+    *server.shared.max_in_flight.lock().expect("limit") = Some(N);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    o.concurrency = 256;
+    o.http.retries = 8;
+    let r = sync(&o, Arc::new(Quiet)).await.expect("sync");
+    assert_eq!((r.created, r.failed), (300, 0), "{:?}", r.failures);
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+    let arrivals = server.shared.arrivals.lock().expect("arrivals").clone();
+    let half = &arrivals[arrivals.len() / 2..];
+    let peak = half.iter().copied().max().unwrap_or(0);
+    assert!(
+        peak <= N,
+        "peak {peak} in flight in the second half: {half:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_keeps_up_lets_the_number_grow_from_32() {
+    let (src, server) = source(1200).await;
+    *server.shared.resource_delay.lock().expect("delay") = Some(Duration::from_millis(20));
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    o.concurrency = 256;
+    let r = sync(&o, Arc::new(Quiet)).await.expect("sync");
+    assert_eq!((r.created, r.failed), (1200, 0), "{:?}", r.failures);
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+    let arrivals = server.shared.arrivals.lock().expect("arrivals").clone();
+    let first = arrivals[..64].iter().copied().max().unwrap_or(0);
+    let peak = arrivals.iter().copied().max().unwrap_or(0);
+    assert!(first <= 40, "started above 32: {first}");
+    assert!(peak > 40, "never grew: peak {peak}");
+}

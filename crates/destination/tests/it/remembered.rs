@@ -1,0 +1,234 @@
+//! Remembered discovery (issue 24): an incremental starts from the documents the last run found
+//! (conditional GETs, one round trip), and falls back to a full discovery when they answer with
+//! something unexpected, applying every change all the same (Z39.99-2014 §12).
+
+use crate::common;
+use crate::hand;
+
+use std::sync::Arc;
+
+use common::*;
+use hand::{T1, T2, capability_list, lh, url, urlset};
+use resourcesync_destination::{Mode, Quiet, SyncReport, sync};
+use resourcesync_testkit::server::Reply;
+
+async fn run(o: &resourcesync_destination::SyncOptions) -> SyncReport {
+    sync(o, Arc::new(Quiet)).await.expect("sync")
+}
+
+/// Every request the server answered since its last reset.
+fn total_hits(s: &Server) -> u64 {
+    s.shared.hits.lock().expect("hits").values().sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incremental_with_nothing_changed_costs_at_most_three_requests() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha"), ("sub/b.txt", b"bravo")]);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    // From the site root: discovery goes through the well-known URI (Z39.99-2014 §6.3.2).
+    let o = options(&server.base, &dest);
+    assert_eq!(run(&o).await.mode, Mode::Baseline);
+    for round in 0..2 {
+        server.reset_hits();
+        let r = run(&o).await;
+        assert_eq!(r.mode, Mode::Incremental);
+        assert_eq!((r.created, r.updated, r.deleted, r.failed), (0, 0, 0, 0));
+        let hits = total_hits(&server);
+        assert!(
+            hits <= 3,
+            "round {round}: {hits} requests: {:?}",
+            server.shared.hits.lock().expect("hits")
+        );
+        assert_eq!(server.hits("/.well-known/resourcesync"), 0, "rediscovered");
+    }
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_open_change_list_is_read_and_applied() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha"), ("sub/b.txt", b"bravo")]);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    o.delete = true;
+    run(&o).await;
+    for (i, body) in [&b"alpha, again"[..], b"alpha, a third time"]
+        .iter()
+        .enumerate()
+    {
+        write_tree(
+            src.path(),
+            &[("a.txt", body), (&format!("new{i}.txt"), b"new")],
+        );
+        if i == 1 {
+            std::fs::remove_file(src.path().join("sub/b.txt")).expect("rm");
+        }
+        publish(src.path(), &server.base, None);
+        server.reset_hits();
+        let r = run(&o).await;
+        assert_eq!(r.mode, Mode::Incremental);
+        assert_eq!(
+            (r.created, r.updated, r.deleted, r.failed),
+            (1, 1, u64::try_from(i).expect("i"), 0),
+            "{:?}",
+            r.failures
+        );
+        assert_eq!(dest_files(&dest), source_files(src.path()));
+        assert_eq!(server.hits("/.well-known/resourcesync"), 0, "rediscovered");
+        // The documents (at most three, at once) and the two resources changed.
+        assert!(total_hits(&server) <= 5, "{}", total_hits(&server));
+    }
+}
+
+/// A hand-made Source served from memory: a Source Description at the well-known URI naming
+/// the Capability List at `cap`, a Resource List of `a.txt` at T1, and a single Change List
+/// (`/cl.xml`, from T1) of `changes` linking to its index when `index` is given.
+fn hand_source(s: &Server, cap: &str, changes: &[String], index: Option<&str>) {
+    let b = &s.base;
+    let sd = urlset(
+        None,
+        "capability=\"description\"",
+        &[url(
+            &format!("{b}{}", cap.trim_start_matches('/')),
+            "capability=\"capabilitylist\"",
+        )],
+    );
+    s.route("/.well-known/resourcesync", Reply::xml(sd));
+    s.route(
+        cap,
+        Reply::xml(capability_list(&[
+            ("resourcelist", format!("{b}rl.xml")),
+            ("changelist", format!("{b}cl.xml")),
+        ])),
+    );
+    s.route(
+        "/rl.xml",
+        Reply::xml(urlset(
+            None,
+            &format!("capability=\"resourcelist\" at=\"{T1}\""),
+            &[url(&format!("{b}a.txt"), &lh(b"alpha"))],
+        )),
+    );
+    let mut cl = urlset(
+        None,
+        &format!("capability=\"changelist\" from=\"{T1}\""),
+        changes,
+    );
+    if let Some(ix) = index {
+        cl = cl.replacen(
+            "<rs:md",
+            &format!("<rs:ln rel=\"index\" href=\"{b}{ix}\"/>\n<rs:md"),
+            1,
+        );
+        let ixdoc = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<sitemapindex {}>\n\
+             <rs:md capability=\"changelist\" from=\"{T1}\"/>\n\
+             <sitemap><loc>{b}cl.xml</loc><rs:md capability=\"changelist\" from=\"{T1}\"/></sitemap>\n\
+             </sitemapindex>\n",
+            hand::NS
+        );
+        s.route(&format!("/{ix}"), Reply::xml(ixdoc));
+    }
+    s.route("/cl.xml", Reply::xml(cl));
+    s.route("/a.txt", Reply::ok(&b"alpha"[..]));
+    s.route("/b.txt", Reply::ok(&b"bravo"[..]));
+}
+
+fn created_b(s: &Server) -> String {
+    url(
+        &format!("{}b.txt", s.base),
+        &format!("change=\"created\" datetime=\"{T2}\" {}", lh(b"bravo")),
+    )
+}
+
+fn created_a(s: &Server) -> String {
+    url(
+        &format!("{}a.txt", s.base),
+        &format!("change=\"created\" datetime=\"{T1}\" {}", lh(b"alpha")),
+    )
+}
+
+/// After a fallback, the next run starts from what the fallback found: at most three
+/// requests, none to the well-known URI.
+async fn next_run_is_quick(server: &Server, o: &resourcesync_destination::SyncOptions) {
+    server.reset_hits();
+    let r = run(o).await;
+    assert_eq!(r.mode, Mode::Incremental);
+    assert_eq!((r.created, r.updated, r.failed), (0, 0, 0));
+    let hits = total_hits(server);
+    assert!(
+        hits <= 3,
+        "{hits}: {:?}",
+        server.shared.hits.lock().expect("hits")
+    );
+    assert_eq!(server.hits("/.well-known/resourcesync"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_list_that_moved_falls_back_to_discovery() {
+    let server = Server::empty().await;
+    hand_source(&server, "/cap.xml", &[created_a(&server)], None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = options(&server.base, &dest);
+    assert_eq!(run(&o).await.mode, Mode::Baseline);
+    next_run_is_quick(&server, &o).await;
+    // The Capability List moves (the old URL answers 404) and b.txt is created.
+    hand_source(
+        &server,
+        "/moved/cap.xml",
+        &[created_a(&server), created_b(&server)],
+        None,
+    );
+    server.fault("/cap.xml", Fault::Status(404));
+    // A Source of another Capability List: a baseline diff of the copy (the state is kept
+    // per Capability List), which keeps a.txt and fetches b.txt.
+    let r = run(&o).await;
+    assert_eq!(
+        (r.created, r.unchanged, r.failed),
+        (1, 1, 0),
+        "{:?}",
+        r.failures
+    );
+    assert_eq!(
+        r.source.capability_list,
+        Some(format!("{}moved/cap.xml", server.base))
+    );
+    assert!(dest.join("b.txt").is_file());
+    next_run_is_quick(&server, &o).await;
+    assert_eq!(server.hits("/moved/cap.xml"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_that_404s_falls_back_to_discovery() {
+    let server = Server::empty().await;
+    hand_source(&server, "/cap.xml", &[created_a(&server)], Some("ix.xml"));
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = options(&server.base, &dest);
+    assert_eq!(run(&o).await.mode, Mode::Baseline);
+    next_run_is_quick(&server, &o).await;
+    assert_eq!(server.hits("/ix.xml"), 1, "the index is asked for");
+    // The Source drops its index (404; Z39.99-2014 §12.2: an index may be rewritten) and
+    // b.txt is created in its Change List.
+    hand_source(
+        &server,
+        "/cap.xml",
+        &[created_a(&server), created_b(&server)],
+        None,
+    );
+    server.fault("/ix.xml", Fault::Status(404));
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental, "{r:?}");
+    assert_eq!((r.created, r.failed), (1, 0), "{:?}", r.failures);
+    assert!(dest.join("b.txt").is_file());
+    next_run_is_quick(&server, &o).await;
+    assert_eq!(server.hits("/ix.xml"), 0, "the index is forgotten");
+}
