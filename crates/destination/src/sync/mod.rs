@@ -32,6 +32,7 @@ mod applier;
 mod baseline;
 pub mod catch_up;
 mod incremental;
+mod moved;
 
 pub(crate) use applier::Applier;
 pub(crate) use incremental::incremental_with;
@@ -242,6 +243,15 @@ async fn run(
     }
     let (base, mapper) = mapping(opts, &info)?;
     let key = info.key();
+    // A Capability List that moved: the copies carried over to the new one (crate::sync::moved).
+    if let Some(old) = moved::carry_over(state.as_ref(), opts, &key)? {
+        let m = format!(
+            "the Capability List moved from {old} to {key}: the copies are carried over, and this \
+             run is a baseline against the new one's Resource List"
+        );
+        obs.warning(&m);
+        warnings.push(m);
+    }
     let prior_cursor = state.cursor(&key)?;
     let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
     info.check_usable(opts.use_dumps, cursor.is_none())?;

@@ -90,7 +90,7 @@ async fn a_changed_open_change_list_is_read_and_applied() {
 /// A hand-made Source served from memory: a Source Description at the well-known URI naming
 /// the Capability List at `cap`, a Resource List of `a.txt` at T1, and a single Change List
 /// (`/cl.xml`, from T1) of `changes` linking to its index when `index` is given.
-fn hand_source(s: &Server, cap: &str, changes: &[String], index: Option<&str>) {
+pub(crate) fn hand_source(s: &Server, cap: &str, changes: &[String], index: Option<&str>) {
     let b = &s.base;
     let sd = urlset(
         None,
@@ -141,14 +141,14 @@ fn hand_source(s: &Server, cap: &str, changes: &[String], index: Option<&str>) {
     s.route("/b.txt", Reply::ok(&b"bravo"[..]));
 }
 
-fn created_b(s: &Server) -> String {
+pub(crate) fn created_b(s: &Server) -> String {
     url(
         &format!("{}b.txt", s.base),
         &format!("change=\"created\" datetime=\"{T2}\" {}", lh(b"bravo")),
     )
 }
 
-fn created_a(s: &Server) -> String {
+pub(crate) fn created_a(s: &Server) -> String {
     url(
         &format!("{}a.txt", s.base),
         &format!("change=\"created\" datetime=\"{T1}\" {}", lh(b"alpha")),
@@ -231,4 +231,49 @@ async fn an_index_that_404s_falls_back_to_discovery() {
     assert!(dest.join("b.txt").is_file());
     next_run_is_quick(&server, &o).await;
     assert_eq!(server.hits("/ix.xml"), 0, "the index is forgotten");
+}
+
+/// A Capability List that moved while a resource was dropped (Z39.99-2014 §9): the copies are
+/// carried over to the new Capability List, so the baseline against its Resource List deletes
+/// the copy of the resource it no longer lists (`--delete`), instead of leaving it recorded
+/// under the old one for ever; what it still lists is not fetched again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_list_that_moved_carries_the_copies_over() {
+    let server = Server::empty().await;
+    hand_source(
+        &server,
+        "/cap.xml",
+        &[created_a(&server), created_b(&server)],
+        None,
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    o.delete = true;
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Baseline);
+    assert!(dest.join("a.txt").is_file() && dest.join("b.txt").is_file());
+    // The Capability List moves, and b.txt is no longer published.
+    hand_source(&server, "/moved/cap.xml", &[created_a(&server)], None);
+    server.fault("/cap.xml", Fault::Status(404));
+    server.reset_hits();
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Baseline, "{r:?}");
+    assert_eq!((r.deleted, r.unchanged, r.failed), (1, 1, 0), "{r:?}");
+    assert!(
+        !dest.join("b.txt").exists(),
+        "the dropped resource's copy is deleted"
+    );
+    assert!(dest.join("a.txt").is_file());
+    assert_eq!(
+        server.hits("/a.txt"),
+        0,
+        "a copy still listed is not fetched again"
+    );
+    assert!(
+        r.warnings.iter().any(|w| w.contains("moved from")),
+        "{:?}",
+        r.warnings
+    );
+    next_run_is_quick(&server, &o).await;
 }
