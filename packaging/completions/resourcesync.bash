@@ -129,7 +129,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__aggregate)
-            opts="-v -q -h --config --store --work --state --worker --serve --base-url --grace --json --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --config --store --work --state --worker --serve --base-url --grace --json --print-config --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -247,7 +247,7 @@ complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l timeo
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l retries -d 'Retries of a request after connection errors, timeouts, 429 and 5xx' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l max-time -d 'Time limit for the whole run, in seconds (work done is kept)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l ca-cert -d 'A PEM file of extra trusted root certificates, e.g. the private CA that signed a Source\'s certificate (`serve --tls-cert`); the system\'s roots stay trusted' -r -F
-complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l concurrency -d 'Downloads in flight' -r
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l concurrency -d 'The most downloads in flight per host: the number adapts below it, from 32, to what the Source answers (grows while throughput grows, halves on 429/503; docs/wide-area.md)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l max-resource-size -d 'Largest resource accepted when the Source publishes no length, in bytes' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l max-package-size -d 'Largest dump package downloaded, in bytes' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand sync" -l include -d 'Copy only resources whose URI matches PATTERN (repeatable; `*` any characters, `/` included, `?` one, `{a,b}` either). Resources left out are left alone: not fetched, their earlier copies neither updated nor deleted' -r
@@ -287,6 +287,7 @@ complete -c resourcesync -n "__fish_resourcesync_using_subcommand aggregate" -l 
 json\t'One JSON object per line (`timestamp`, `level`, `target`, `fields`), for collectors'"
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand aggregate" -l log-file -d 'Append the log to this file instead of writing it to standard error (created if missing; reopened by a restart, so rotate by moving it and restarting or with `copytruncate`)' -r -F
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand aggregate" -l json -d 'Print the start line as JSON'
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand aggregate" -l print-config -d 'Print the effective flags as TOML (from the command line, RESOURCESYNC_*, the top-level keys of the configuration file, or the defaults), each with where it came from, and exit'
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand aggregate" -s v -l verbose -d 'More detail: `serve` and `hub` log at debug level, `sync --watch` prints every round, `publish` lists the documents written, `explore` every finding'
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand aggregate" -s q -l quiet -d 'Say less: no progress and no summaries, only errors and warnings (`serve` and `hub` log warnings and errors; `validate` reports errors only)'
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand aggregate" -l access-log -d 'Log every request `serve` and `hub` answer: remote, method, path, status, bytes, duration_ms (target `access`; also on with `RUST_LOG=access=info`)'

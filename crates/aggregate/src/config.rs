@@ -173,7 +173,10 @@ impl Config {
             line: span.map(|s| line_of(text, s.start)),
             message,
         };
-        let raw: RawConfig = toml::from_str(text).map_err(|e| err(e.span(), e.message().into()))?;
+        // Top-level keys that are not tables are the command's flags (`store = "…"`), which
+        // the command line checks (crates/cli/src/config.rs): left out here, the lines kept.
+        let own = without_flags(text);
+        let raw: RawConfig = toml::from_str(&own).map_err(|e| err(e.span(), e.message().into()))?;
         let mut limits = Limits::default();
         if let Some(c) = &raw.limits.concurrency {
             limits.concurrency = positive(c, "limits.concurrency", &err)?;
@@ -290,6 +293,43 @@ impl Config {
         }
         Ok(Config { limits, sources })
     }
+}
+
+/// `text` with its top-level keys that are neither tables nor arrays of tables blanked out
+/// (spaces, newlines kept: lines and columns stay where they were). A text that does not
+/// parse is returned as it is, for the parser to say where.
+fn without_flags(text: &str) -> std::borrow::Cow<'_, str> {
+    let Ok(table) = toml::de::DeTable::parse(text) else {
+        return text.into();
+    };
+    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
+    for (k, v) in table.get_ref() {
+        let is_table = match v.get_ref() {
+            toml::de::DeValue::Table(_) => true,
+            toml::de::DeValue::Array(a) => {
+                !a.is_empty()
+                    && a.iter()
+                        .all(|i| matches!(i.get_ref(), toml::de::DeValue::Table(_)))
+            }
+            _ => false,
+        };
+        if !is_table {
+            spans.push(k.span().start..v.span().end);
+        }
+    }
+    if spans.is_empty() {
+        return text.into();
+    }
+    let mut b = text.as_bytes().to_vec();
+    for s in spans {
+        for c in b.get_mut(s).into_iter().flatten() {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    }
+    // Only ASCII spaces replaced whole keys and values: still UTF-8, but be safe.
+    String::from_utf8(b).map_or_else(|_| text.into(), Into::into)
 }
 
 /// Whether `name` may name a Source (and its folder).

@@ -55,6 +55,11 @@ pub(crate) struct AggregateArgs {
     /// Print the start line as JSON.
     #[arg(long)]
     json: bool,
+    /// Print the effective flags as TOML (from the command line, RESOURCESYNC_*, the top-level
+    /// keys of the configuration file, or the defaults), each with where it came from, and
+    /// exit.
+    #[arg(long)]
+    print_config: bool,
 }
 
 pub(crate) fn run(a: &AggregateArgs) -> anyhow::Result<u8> {

@@ -11,8 +11,9 @@
 //! environment > default) does the rest. `--print-config` prints the effective values, each
 //! with where it came from.
 //!
-//! `aggregate` keeps its own `--config` (its Sources, crates/aggregate): it has no
-//! `--print-config`, which is what marks a command as reading a file of flags here.
+//! `aggregate`'s `--config` is its Sources file (crates/aggregate): the same file carries its
+//! flags as top-level keys (`store = "…"`, `serve = "…"`), beside the `[limits]` and
+//! `[[source]]` tables, which are the service's ([`TABLES`]) and are left to it here.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -25,6 +26,10 @@ use crate::EXIT_ERROR;
 
 /// The commands whose flags are also read from the environment.
 const ENV_COMMANDS: &[&str] = &["serve", "hub", "sync", "aggregate"];
+
+/// The tables of a command's file that are not flags: `aggregate`'s Sources and limits,
+/// read by crates/aggregate.
+const TABLES: &[(&str, &[&str])] = &[("aggregate", &["limits", "source"])];
 
 /// Prefix of the environment variables.
 const ENV_PREFIX: &str = "RESOURCESYNC_";
@@ -228,9 +233,16 @@ fn read_file(root: &Command, sub: &Command, file: &Path) -> Vec<FileValue> {
     // In the order of the file, so that the first error reported is the first one in it.
     let mut entries: Vec<_> = table.get_ref().iter().collect();
     entries.sort_by_key(|(k, _)| k.span().start);
+    let tables = TABLES
+        .iter()
+        .find(|(c, _)| *c == sub.get_name())
+        .map_or(&[][..], |(_, t)| *t);
     for (key, value) in entries {
         let line = line_of(&text, key.span().start);
         let name = key.get_ref().as_ref();
+        if tables.contains(&name) {
+            continue;
+        }
         let Some(&(arg, global)) = args.get(name) else {
             let valid: Vec<&str> = args.keys().map(String::as_str).collect();
             file_error(

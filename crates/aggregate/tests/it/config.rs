@@ -156,3 +156,19 @@ exclude = ["https://museum.example/[private"]
     assert_eq!(line, Some(3));
     assert!(message.contains("limits.bandwidth \"fast\""), "{message}");
 }
+
+/// The command's flags may sit at the top of the file (`store = "…"`): the service leaves them
+/// to the command line, and the lines of its own mistakes stay where they are.
+#[test]
+fn top_level_flags_are_the_commands_and_lines_stay_right() {
+    let c = parse("store = \"copies\"\nserve = \"127.0.0.1:0\"\n\n[[source]]\nname = \"a\"\nurl = \"http://a.example/\"\n")
+        .expect("valid");
+    assert_eq!(c.sources.len(), 1);
+    let (line, message) = problem(
+        "store = \"copies\"\ngrace = [\n  1,\n  2,\n]\n[[source]]\nname = \"a\"\nurl = \"ftp://a.example/\"\n",
+    );
+    assert_eq!(line, Some(8), "{message}");
+    // A table that is not the service's is still refused.
+    let (line, message) = problem("[limit]\nconcurrency = 2\n");
+    assert_eq!(line, Some(1), "{message}");
+}

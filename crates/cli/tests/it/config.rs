@@ -242,3 +242,82 @@ fn serve_listens_where_the_environment_says() {
     assert_ne!(addr, "127.0.0.1:8080", "{first}");
     assert_ne!(addr, "127.0.0.1:0", "{first}");
 }
+
+/// `aggregate`: its flags as top-level keys of its Sources file, beside `[limits]` and
+/// `[[source]]` (which the service reads); the same precedence; an unknown top-level key is
+/// named with its line; and the service starts with what the file says (`serve`, `json`).
+#[test]
+fn aggregate_reads_its_flags_from_its_sources_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("aggregate.toml");
+    std::fs::write(
+        &file,
+        "serve = \"127.0.0.1:0\"\n\
+         grace = 7\n\
+         json = true\n\
+         \n\
+         [limits]\n\
+         concurrency = 2\n\
+         \n\
+         [[source]]\n\
+         name = \"nowhere\"\n\
+         url = \"http://127.0.0.1:9/\"\n\
+         schedule = \"1h\"\n",
+    )
+    .expect("write");
+    let o = bin()
+        .args(["aggregate", "--print-config", "--config"])
+        .arg(&file)
+        .env("RESOURCESYNC_GRACE", "9")
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let at = |n: usize| format!("{}:{n}", file.display());
+    assert_eq!(
+        line(&out, "serve"),
+        format!("serve = \"127.0.0.1:0\"   # {}", at(1))
+    );
+    assert_eq!(line(&out, "grace"), "grace = 9   # RESOURCESYNC_GRACE");
+    assert!(
+        !out.contains("concurrency"),
+        "the tables are the service's: {out}"
+    );
+
+    // The service takes them: it serves (from the file) and prints its start line as JSON.
+    let mut child = bin()
+        .args(["aggregate", "--config"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("start line");
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: serde_json::Value = serde_json::from_str(&first).expect("a JSON start line");
+    assert!(
+        v["serve"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("http://127.0.0.1:")),
+        "{v}"
+    );
+
+    // An unknown top-level key: named with its line, the service not started.
+    std::fs::write(&file, "serve = \"127.0.0.1:0\"\nstor = \"copies\"\n[[source]]\nname = \"a\"\nurl = \"http://127.0.0.1:9/\"\n")
+        .expect("write");
+    let o = bin()
+        .args(["aggregate", "--config"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains(&format!("{}: unknown key `stor`", at(2))),
+        "{err}"
+    );
+}
