@@ -222,7 +222,7 @@ async fn source_path(State(s): State<Arc<Shared>>, req: Request) -> Response {
             }
             match s.agg.copies(name) {
                 Ok(Copies::Folder) => folder.join(rel),
-                Ok(Copies::Bucket(cfg)) => return object(cfg, rel).await,
+                Ok(Copies::Bucket(cfg)) => return object(*cfg, rel).await,
                 Err(e) => {
                     tracing::warn!("serving a copy of {name}: {e}");
                     return unavailable();

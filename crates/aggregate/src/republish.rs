@@ -261,7 +261,7 @@ pub enum Copies {
     /// In its folder (the default store).
     Folder,
     /// In a bucket, under this prefix: the objects of an `S3Store` (`--store s3://…`).
-    Bucket(resourcesync_store::S3Config),
+    Bucket(Box<resourcesync_store::S3Config>),
 }
 
 /// The copies of one aggregated Source as an [`Inventory`]: the resources the Destination
@@ -304,7 +304,7 @@ impl CopiesInventory {
                 false,
             ),
             Copies::Bucket(cfg) => {
-                let bucket = resourcesync_store::s3::Bucket::new(cfg.clone())?;
+                let bucket = resourcesync_store::s3::Bucket::new((**cfg).clone())?;
                 (
                     Arc::new(resourcesync_source::inventory::S3Inventory::from_bucket(
                         bucket,

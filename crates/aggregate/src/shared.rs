@@ -187,7 +187,7 @@ impl Shared {
             Some(url) => {
                 let cfg = S3Config::parse(url)?;
                 let prefix = format!("{}{name}/", cfg.prefix);
-                Copies::Bucket(cfg.with_prefix(&prefix)?)
+                Copies::Bucket(Box::new(cfg.with_prefix(&prefix)?))
             }
         })
     }
@@ -204,7 +204,7 @@ impl Shared {
                 Arc::new(s)
             }
             Copies::Bucket(cfg) => {
-                let s = S3Store::with_config(cfg)?.with_scratch(&scratch);
+                let s = S3Store::with_config(*cfg)?.with_scratch(&scratch);
                 // Multipart uploads a killed worker left (older than an hour) are aborted.
                 s.clean_interrupted()?;
                 Arc::new(s)
