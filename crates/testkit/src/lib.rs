@@ -8,6 +8,7 @@
 //!   delays, reordering), reproducible from a seed.
 //! - [`wan`]: a WAN delay proxy: one-way delay per direction, a bandwidth cap, order kept per
 //!   connection; checked against itself.
+//! - [`chromium`]: headless Chromium for the tests of pages.
 //! - [`cut`]: a TCP proxy whose link can be cut and restored (a server going away mid-run).
 //! - [`pages()`]: a loopback server answering every request with a page of the test's making.
 //! - [`tls`]: a private CA and a server certificate for 127.0.0.1 and localhost, as PEM files.
@@ -16,6 +17,7 @@
 #![deny(missing_docs)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod chromium;
 pub mod cut;
 pub mod fault_proxy;
 pub mod pages;

@@ -4,7 +4,6 @@
 //! takes a screenshot (kept at $RESOURCESYNC_SCREENSHOT when set: the README's picture).
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,43 +13,7 @@ use resourcesync_testkit::Server;
 
 use super::service::{config, hand_written, until};
 
-fn chromium() -> String {
-    std::env::var("RESOURCESYNC_TEST_CHROMIUM").unwrap_or_else(|_| {
-        panic!(
-            "RESOURCESYNC_TEST_CHROMIUM is not set: run the tests with scripts/test.sh, which \
-             finds or installs Chromium (scripts/chromium.sh)"
-        )
-    })
-}
-
-/// Runs headless Chromium on `url` with `args` (its own profile, no network but loopback);
-/// its standard output.
-fn headless(url: &str, args: &[&str]) -> String {
-    let profile = tempfile::tempdir().expect("profile");
-    let out = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("run chromium");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use resourcesync_testkit::chromium::headless;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_renders_in_chromium() {

@@ -12,41 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::serve::http_get;
 
-fn chromium() -> String {
-    std::env::var("RESOURCESYNC_TEST_CHROMIUM").unwrap_or_else(|_| {
-        panic!(
-            "RESOURCESYNC_TEST_CHROMIUM is not set: run the tests with scripts/test.sh, which \
-             finds or installs Chromium (scripts/chromium.sh)"
-        )
-    })
-}
-
-fn headless(url: &str, args: &[&str]) -> String {
-    let profile = tempfile::tempdir().expect("profile");
-    let out = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("run chromium");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use resourcesync_testkit::chromium::headless;
 
 /// A subscriber's callback on 127.0.0.1 that confirms every verification of intent (WebSub
 /// §5.3): it answers the `hub.challenge`.
