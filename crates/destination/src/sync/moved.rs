@@ -11,7 +11,7 @@
 //! what changed is fetched, what is no longer listed is deleted (with `--delete`), the moved
 //! Source's history before its move not being comparable with the new one's.
 
-use resourcesync_store::{Batch, Op, StateStore};
+use resourcesync_store::{Batch, Op, SourceCursor, StateStore};
 
 use crate::discover::known::{Known, start_key};
 use crate::error::Result;
@@ -34,7 +34,7 @@ pub(crate) fn carry_over(
         return Ok(None);
     };
     let old = known.info.key();
-    if old == key || state.cursor(&old)?.is_none() {
+    if old == key || state.cursor(&old)?.and_then(|c| c.cursor).is_none() {
         return Ok(None);
     }
     if opts.dry_run {
@@ -71,5 +71,24 @@ pub(crate) fn carry_over(
         }
         state.apply(&batch)?;
     }
+    // Neither the old cursor (it is not followed any more) nor one the new key may have from
+    // long ago (a Source that moved back) says where the copies are now: the run is a
+    // baseline, and its end sets the new key's cursor.
+    let (gone, reset) = (
+        SourceCursor {
+            source: old.clone(),
+            ..SourceCursor::default()
+        },
+        SourceCursor {
+            source: key.to_owned(),
+            ..SourceCursor::default()
+        },
+    );
+    let mut batch = Batch::new();
+    batch.push(Op::SetCursor(&gone));
+    if state.cursor(key)?.is_some() {
+        batch.push(Op::SetCursor(&reset));
+    }
+    state.apply(&batch)?;
     Ok(Some(old))
 }

@@ -276,4 +276,22 @@ async fn a_capability_list_that_moved_carries_the_copies_over() {
         r.warnings
     );
     next_run_is_quick(&server, &o).await;
+
+    // It moves back, b.txt published again: the old Capability List's cursor from before
+    // the first move does not count (a baseline, which fetches b.txt again).
+    server.clear_faults();
+    hand_source(
+        &server,
+        "/cap.xml",
+        &[created_a(&server), created_b(&server)],
+        None,
+    );
+    server.fault("/moved/cap.xml", Fault::Status(404));
+    let r = run(&o).await;
+    assert!(
+        matches!(r.mode, Mode::Baseline | Mode::BaselineDiff),
+        "{r:?}"
+    );
+    assert_eq!((r.created, r.failed), (1, 0), "{r:?}");
+    assert_eq!(std::fs::read(dest.join("b.txt")).expect("b"), b"bravo");
 }
