@@ -163,7 +163,7 @@ pub(super) async fn baseline_with(
     });
     // The original: the staged Resource List. The staged entries read are kept (in `read`)
     // until the diff has passed them, for the jobs: no second lookup per entry.
-    let read: Mutex<VecDeque<StagedItem>> = Mutex::new(VecDeque::new());
+    let read: Mutex<ReadAhead> = Mutex::new(ReadAhead::default());
     let original = pages(|after| {
         let page = staging
             .lock()
@@ -176,18 +176,15 @@ pub(super) async fn baseline_with(
             .extend(page);
         Ok::<_, Error>(Page { items, last })
     });
+    let lock_read = || {
+        read.lock()
+            .map_err(|_| Error::Task("staging lock poisoned".into()))
+    };
     // The staged entry of a URI of the diff (asked in ascending order).
     let entry = |uri: &str| -> Result<Option<StagedItem>> {
-        let mut q = read
-            .lock()
-            .map_err(|_| Error::Task("staging lock poisoned".into()))?;
-        while q.front().is_some_and(|i| i.uri.as_str() < uri) {
-            q.pop_front();
+        if let Some(i) = lock_read()?.take(uri) {
+            return Ok(Some(i));
         }
-        if q.front().is_some_and(|i| i.uri == uri) {
-            return Ok(q.pop_front());
-        }
-        drop(q);
         staged(&staging, uri)
     };
     // The URIs dump packages put in place during this run, in the same order as the diff's.
@@ -196,6 +193,9 @@ pub(super) async fn baseline_with(
         // A list or state read that failed ends the plan: stop before acting on a plan built
         // from half an inventory.
         let action = action?;
+        // The entries before this one are of no more use, whether or not a job took them (a
+        // baseline after a Resource Dump takes none: every entry is the same as the state's).
+        lock_read()?.pass(action_uri(&action));
         // Left out by the include/exclude patterns: neither fetched, nor updated, nor deleted.
         if !ctx.filter.wants(action_uri(&action)) {
             exec.done_inline(Outcome::Filtered);
@@ -234,6 +234,40 @@ pub(super) async fn baseline_with(
         }
     }
     Ok(at)
+}
+
+/// The staged entries the diff has read and not passed yet, in ascending URI order: about a
+/// page or two (the diff reads a page ahead), since every URI the diff reaches drops those
+/// before it ([`ReadAhead::pass`]), taken for a job or not.
+#[derive(Debug, Default)]
+struct ReadAhead(VecDeque<StagedItem>);
+
+impl ReadAhead {
+    /// Adds a page read (after those read before: ascending order).
+    fn extend(&mut self, page: Vec<StagedItem>) {
+        self.0.extend(page);
+    }
+
+    /// Drops the entries before `uri`, which the diff has passed.
+    fn pass(&mut self, uri: &str) {
+        while self.0.front().is_some_and(|i| i.uri.as_str() < uri) {
+            self.0.pop_front();
+        }
+    }
+
+    /// The entry of `uri`, taken out; the entries before it are dropped.
+    fn take(&mut self, uri: &str) -> Option<StagedItem> {
+        self.pass(uri);
+        if self.0.front().is_some_and(|i| i.uri == uri) {
+            return self.0.pop_front();
+        }
+        None
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// The URI an action of the diff is about.
@@ -318,5 +352,48 @@ pub(super) async fn after_dump(
             Ok(Some(dump_at))
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(from: usize, n: usize) -> Vec<StagedItem> {
+        (from..from + n)
+            .map(|i| StagedItem {
+                uri: format!("http://example.com/r{i:07}"),
+                ..StagedItem::default()
+            })
+            .collect()
+    }
+
+    /// A baseline after a Resource Dump takes no entry for a job (all the same as the state's):
+    /// the entries passed must still go, or the whole Resource List ends up in memory.
+    #[test]
+    fn read_ahead_holds_about_a_page_when_nothing_is_taken() {
+        let mut r = ReadAhead::default();
+        let mut most = 0;
+        for p in 0..50 {
+            r.extend(page(p * 1000, 1000));
+            // The diff reaches the entries of the page before while this one is read.
+            for i in (p * 1000).saturating_sub(1000)..p * 1000 {
+                r.pass(&format!("http://example.com/r{i:07}"));
+            }
+            most = most.max(r.len());
+        }
+        assert!(most <= 2000, "{most} entries held");
+    }
+
+    #[test]
+    fn read_ahead_takes_the_entry_asked_and_drops_those_before() {
+        let mut r = ReadAhead::default();
+        r.extend(page(0, 10));
+        let t = r.take("http://example.com/r0000004").map(|i| i.uri);
+        assert_eq!(t.as_deref(), Some("http://example.com/r0000004"));
+        assert_eq!(r.len(), 5);
+        assert!(r.take("http://example.com/r0000004").is_none());
+        r.pass("http://example.com/r0000009");
+        assert_eq!(r.len(), 1);
     }
 }

@@ -38,7 +38,9 @@
 //! 4 GiB get a ZIP64 end of central directory from the `zip` crate itself.
 //!
 //! Bitstreams of types that are already compressed (JPEG, PNG, video, ZIP, gzip, ...) are
-//! stored; all others are deflated.
+//! stored, and so are bitstreams shorter than 1 KiB (`STORED_BELOW`: deflate saves
+//! little there, and its set-up per entry was most of the time of publishing small files); all
+//! others are deflated.
 //!
 //! Package files are written to a temporary file and renamed into place
 //! ([`AtomicFile`]); the manifest copy is written the same way, with the same bytes as the

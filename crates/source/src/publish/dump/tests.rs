@@ -62,20 +62,27 @@ fn records_round_trip() {
 }
 
 #[test]
-fn compressed_types_are_stored() {
+fn compressed_types_and_short_bitstreams_are_stored() {
+    let big = STORED_BELOW;
     assert_eq!(
-        compression_for(Some("image/jpeg")),
+        compression_for(Some("image/jpeg"), big),
         CompressionMethod::Stored
     );
     assert_eq!(
-        compression_for(Some("video/mp4")),
+        compression_for(Some("video/mp4"), big),
         CompressionMethod::Stored
     );
     assert_eq!(
-        compression_for(Some("text/plain")),
+        compression_for(Some("text/plain"), big),
         CompressionMethod::Deflated
     );
-    assert_eq!(compression_for(None), CompressionMethod::Deflated);
+    assert_eq!(compression_for(None, big), CompressionMethod::Deflated);
+    // Short: a compressor set up per entry costs more than deflate saves.
+    assert_eq!(
+        compression_for(Some("text/plain"), big - 1),
+        CompressionMethod::Stored
+    );
+    assert_eq!(compression_for(None, 0), CompressionMethod::Stored);
 }
 
 /// The ZIP64 (`large_file`) path, cheaply: a dump with every entry written with ZIP64
