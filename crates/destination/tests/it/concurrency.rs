@@ -47,11 +47,16 @@ async fn a_host_that_answers_503_above_n_in_flight_brings_the_number_down() {
     assert_eq!((r.created, r.failed), (300, 0), "{:?}", r.failures);
     assert_eq!(dest_files(&dest), source_files(src.path()));
     let arrivals = server.shared.arrivals.lock().expect("arrivals").clone();
+    // AIMD probes: a limit that a latency cut brought under N grows back up to the level held
+    // after the last 503, and one probe above N draws a 503 that halves it again. So the second
+    // half may see a request or two above N, never the crowd a fixed 256 would send.
     let half = &arrivals[arrivals.len() / 2..];
     let peak = half.iter().copied().max().unwrap_or(0);
+    let over = half.iter().filter(|&&n| n > N).count();
     assert!(
-        peak <= N,
-        "peak {peak} in flight in the second half: {half:?}"
+        peak <= 2 * N && over * 20 <= half.len(),
+        "peak {peak}, {over} of {} above {N} in flight in the second half: {half:?}",
+        half.len()
     );
 }
 
