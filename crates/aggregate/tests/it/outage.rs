@@ -314,9 +314,13 @@ async fn a_bucket_that_fills_up_stops_the_sync_and_records_only_what_it_holds() 
     .expect("state");
     let recorded =
         tokio::task::block_in_place(|| recorded_are_stored(&state, &objects, &server.base));
+    // Every recorded row has its copy in the bucket (checked above). The object store checks
+    // its quota against counters it updates after each write, so uploads already in flight
+    // when the 20th lands are still accepted (CI saw 23): the bound is that the sync stopped
+    // before copying all 40, not exactly 20.
     assert!(
-        (1..=20).contains(&recorded),
-        "{recorded} recorded: at most the 20 objects the bucket holds"
+        (1..40).contains(&recorded),
+        "{recorded} recorded: the sync should stop when the bucket is full, before all 40"
     );
     tokio::task::spawn_blocking(move || {
         drop(objects);
