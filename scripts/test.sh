@@ -7,6 +7,7 @@
 # built once and started or reused by scripts/s3.sh, for the store's S3Store), then runs every test
 # of the workspace. Each crate links one integration test binary, `it` (tests/it/main.rs): the
 # tests of one file `tests/it/NAME.rs` run with `cargo test -p CRATE --test it NAME::`.
+# `--no-fail-fast`: a failing test binary does not hide the failures of those after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RESOURCESYNC_PEERS_VENV="$(scripts/python-peers.sh)"
@@ -21,4 +22,4 @@ RESOURCESYNC_TEST_OAI="$(scripts/oai-provider.sh)"
 export RESOURCESYNC_TEST_OAI
 RESOURCESYNC_TEST_S3="$(scripts/s3.sh)"
 export RESOURCESYNC_TEST_S3
-exec cargo test --workspace "$@"
+exec cargo test --workspace --no-fail-fast "$@"
