@@ -166,8 +166,7 @@ impl<R: Read> DocumentReader<R> {
     }
 }
 
-/// Trims XML white space, reusing the string when there is none to trim.
-pub(super) fn trim_owned(s: String) -> String {
-    let t = s.trim_matches(|c| matches!(c, ' ' | '\t' | '\r' | '\n'));
-    if t.len() == s.len() { s } else { t.to_owned() }
+/// Trims XML white space (XML 1.0 §2.3 [3]).
+pub(super) fn trim_xml(s: &str) -> &str {
+    s.trim_matches(|c| matches!(c, ' ' | '\t' | '\r' | '\n'))
 }

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::io::Read;
 
-use quick_xml::events::Event;
+use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::{PrefixDeclaration, ResolveResult};
 
 use super::{DocumentReader, prolog};
@@ -100,6 +100,11 @@ impl<R: Read> DocumentReader<R> {
             c.token_start = c.offset;
         }
         self.buf.clear();
+        // The scope of the previous element, if it ended, closes before the next event.
+        if self.pending_pop {
+            self.ns.pop();
+            self.pending_pop = false;
+        }
         let ev = match self.xml.read_event_into(&mut self.buf) {
             Ok(ev) => ev,
             Err(e) => return Err(self.convert_xml_error(e, pos)),
@@ -110,8 +115,20 @@ impl<R: Read> DocumentReader<R> {
         let empty = matches!(ev, Event::Empty(_));
         let tok = match ev {
             Event::Start(e) | Event::Empty(e) => {
+                // A new namespace scope (XML Namespaces 1.0 §6.1): its declarations are read
+                // from the attributes only when there is one, else the scope is empty.
+                let pushed = if e.attributes_raw().contains("xmlns") {
+                    self.ns_cache.declared();
+                    self.ns.push(&e)
+                } else {
+                    self.ns.push(&BytesStart::from_content("", 0))
+                };
+                self.pending_pop = empty;
+                if let Err(err) = pushed {
+                    return Err(self.convert_xml_error(err.into(), pos));
+                }
                 let qname = e.name();
-                let (ns, local) = self.xml.resolver().resolve_element(qname);
+                let (ns, local) = self.ns.resolve_element(qname);
                 if let ResolveResult::Unknown(p) = &ns {
                     let msg = format!(
                         "namespace prefix {p:?} of <{}> is not declared",
@@ -134,7 +151,11 @@ impl<R: Read> DocumentReader<R> {
                         message: msg,
                     });
                 }
-                let name = classify(&ns, local.as_ref(), qname.as_ref());
+                let class = match &ns {
+                    ResolveResult::Bound(n) => self.ns_cache.class(n.as_ref()),
+                    _ => NsClass::None,
+                };
+                let name = classify(class, &ns, local.as_ref(), qname.as_ref());
                 let keep_qname = capture_all(self.capturing, &name);
                 let mut attrs = Vec::new();
                 let mut decls = Vec::new();
@@ -158,7 +179,8 @@ impl<R: Read> DocumentReader<R> {
                     let a = e.attributes_raw();
                     format!("<{}{}", qname.as_ref(), a)
                 });
-                if want_attrs {
+                if want_attrs && !is_xml_space(e.attributes_raw()) {
+                    attrs = self.pool.attrs();
                     for a in e.attributes() {
                         let a = match a {
                             Ok(a) => a,
@@ -169,7 +191,8 @@ impl<R: Read> DocumentReader<R> {
                             }
                         };
                         let value = match a.normalized_value(self.xml_version) {
-                            Ok(v) => v.into_owned(),
+                            Ok(Cow::Owned(v)) => v,
+                            Ok(Cow::Borrowed(v)) => self.pool.string_from(v),
                             Err(err) => return Err(self.convert_xml_error(err, pos)),
                         };
                         if let Some(c) = forbidden_char(&value) {
@@ -189,7 +212,7 @@ impl<R: Read> DocumentReader<R> {
                             }
                             None => {}
                         }
-                        let (ans, alocal) = self.xml.resolver().resolve_attribute(a.key);
+                        let (ans, alocal) = self.ns.resolve_attribute(a.key);
                         let ns = match ans {
                             ResolveResult::Bound(n) => Some(ns_value(n.as_ref()).into_owned()),
                             ResolveResult::Unbound => None,
@@ -241,6 +264,7 @@ impl<R: Read> DocumentReader<R> {
                 }
             }
             Event::End(_) => {
+                self.pending_pop = true;
                 self.depth = self.depth.saturating_sub(1);
                 Tok::End { pos }
             }
@@ -255,10 +279,11 @@ impl<R: Read> DocumentReader<R> {
                 if !self.capturing && !self.in_text && is_xml_space(&text) {
                     Tok::Space
                 } else {
-                    Tok::Text {
-                        text: text.into_owned(),
-                        pos,
-                    }
+                    let text = match text {
+                        Cow::Owned(t) => t,
+                        Cow::Borrowed(t) => self.pool.string_from(t),
+                    };
+                    Tok::Text { text, pos }
                 }
             }
             Event::CData(t) => {
@@ -344,32 +369,29 @@ impl<R: Read> DocumentReader<R> {
     }
 }
 
-/// The attribute names ResourceSync defines, shared rather than allocated per attribute.
-const ATTR_NAMES: &[&str] = &[
-    "capability",
-    "at",
-    "completed",
-    "from",
-    "until",
-    "change",
-    "datetime",
-    "hash",
-    "length",
-    "type",
-    "encoding",
-    "path",
-    "rel",
-    "href",
-    "pri",
-    "modified",
-    "profile",
-];
-
+/// The attribute names ResourceSync defines (Z39.99-2014 §7, Appendix A), shared rather than
+/// allocated per attribute; one match, compiled to a dispatch on the bytes.
 fn intern_attr(local: &str) -> Cow<'static, str> {
-    match ATTR_NAMES.iter().find(|n| **n == local) {
-        Some(n) => Cow::Borrowed(n),
-        None => Cow::Owned(local.to_owned()),
-    }
+    Cow::Borrowed(match local {
+        "capability" => "capability",
+        "at" => "at",
+        "completed" => "completed",
+        "from" => "from",
+        "until" => "until",
+        "change" => "change",
+        "datetime" => "datetime",
+        "hash" => "hash",
+        "length" => "length",
+        "type" => "type",
+        "encoding" => "encoding",
+        "path" => "path",
+        "rel" => "rel",
+        "href" => "href",
+        "pri" => "pri",
+        "modified" => "modified",
+        "profile" => "profile",
+        other => return Cow::Owned(other.to_owned()),
+    })
 }
 
 fn capture_all(capturing: bool, name: &Name) -> bool {
@@ -444,13 +466,65 @@ fn attributes_well_formed(raw: &str) -> bool {
     true
 }
 
-fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
-    let uri = match ns {
-        ResolveResult::Bound(n) => ns_value(n.as_ref()),
-        _ => Cow::Borrowed(""),
-    };
-    match ns {
-        ResolveResult::Bound(_) if uri == SITEMAP_NS => match local {
+/// Which namespace an element is in, as far as the reader cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NsClass {
+    /// No namespace, or an undeclared prefix.
+    None,
+    Sitemap,
+    ResourceSync,
+    Other,
+}
+
+/// Slots of [`NsCache`]: a document uses the Sitemap and ResourceSync namespaces and maybe an
+/// extension or two.
+const NS_SLOTS: usize = 4;
+
+/// What the namespaces last resolved are, so that an element's namespace URI is normalized and
+/// compared once per declaration rather than once per element (XML Namespaces 1.0 §6).
+///
+/// The resolver returns each namespace as a slice of its own buffer, which changes only when a
+/// declaration is added: a slot is the slice's address and length, valid for the generation
+/// of declarations it was made in (a scope closing truncates the buffer, which changes no
+/// byte before the end).
+#[derive(Debug, Default)]
+pub(super) struct NsCache {
+    generation: u64,
+    slots: [Option<(u64, usize, usize, NsClass)>; NS_SLOTS],
+    next: usize,
+}
+
+impl NsCache {
+    /// A declaration was added: every slot is stale.
+    pub(super) fn declared(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// The class of a namespace URI as the resolver holds it.
+    pub(super) fn class(&mut self, raw: &str) -> NsClass {
+        let key = (self.generation, raw.as_ptr() as usize, raw.len());
+        for (g, p, l, c) in self.slots.iter().flatten() {
+            if (*g, *p, *l) == key {
+                return *c;
+            }
+        }
+        let uri = ns_value(raw);
+        let class = if uri == SITEMAP_NS {
+            NsClass::Sitemap
+        } else if uri == RS_NS {
+            NsClass::ResourceSync
+        } else {
+            NsClass::Other
+        };
+        self.slots[self.next] = Some((key.0, key.1, key.2, class));
+        self.next = (self.next + 1) % NS_SLOTS;
+        class
+    }
+}
+
+fn classify(class: NsClass, ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
+    match class {
+        NsClass::Sitemap => match local {
             "urlset" => Name::UrlSet,
             "sitemapindex" => Name::SitemapIndex,
             "url" => Name::Url,
@@ -461,13 +535,16 @@ fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
             "priority" => Name::Priority,
             _ => Name::Unknown(qname.to_owned()),
         },
-        ResolveResult::Bound(_) if uri == RS_NS => match local {
+        NsClass::ResourceSync => match local {
             "md" => Name::RsMd,
             "ln" => Name::RsLn,
             _ => Name::Unknown(qname.to_owned()),
         },
-        ResolveResult::Bound(_) => Name::Foreign(uri.into_owned()),
-        ResolveResult::Unbound | ResolveResult::Unknown(_) => Name::Unknown(qname.to_owned()),
+        NsClass::Other => match ns {
+            ResolveResult::Bound(n) => Name::Foreign(ns_value(n.as_ref()).into_owned()),
+            _ => Name::Unknown(qname.to_owned()),
+        },
+        NsClass::None => Name::Unknown(qname.to_owned()),
     }
 }
 
