@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use super::DocumentReader;
-use super::tokens::{Name, Tok, is_xml_space};
+use super::tokens::{Name, Tok, is_xml_space, qname_of};
 use crate::document::{Position, Root};
 use crate::error::{Error, LimitKind};
 use crate::rules;
@@ -145,8 +145,13 @@ impl<R: Read> DocumentReader<R> {
                 }
                 Tok::End { .. } => return Ok(out),
                 Tok::Start {
-                    empty, qname, pos, ..
+                    name,
+                    empty,
+                    extra,
+                    pos,
+                    ..
                 } => {
+                    let qname = qname_of(&name, &extra);
                     self.findings.push(
                         rules::SM_TEXT,
                         pos,

@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use super::content::trim_xml;
-use super::tokens::{Name, Tok};
+use super::tokens::{Name, Tok, qname_of};
 use super::{DocumentReader, State};
 use crate::datetime::W3cDateTime;
 use crate::document::{ChangeFreq, Entry, ExtElement, Metadata};
@@ -35,12 +35,9 @@ impl<R: Read> DocumentReader<R> {
                     Tok::Start {
                         name,
                         empty,
-                        qname,
                         pos,
-                        raw,
                         attrs,
-                        decls,
-                        ns: ens,
+                        extra,
                     } => match name {
                         Name::Url | Name::Sitemap => {
                             self.check_entry_element(&name, pos);
@@ -61,6 +58,7 @@ impl<R: Read> DocumentReader<R> {
                             self.skip(empty)?;
                         }
                         Name::RsMd | Name::RsLn => {
+                            let qname = qname_of(&name, &extra);
                             self.findings.push(
                                 rules::RS_MD_POSITION,
                                 pos,
@@ -77,15 +75,12 @@ impl<R: Read> DocumentReader<R> {
                                 name: Name::Foreign(ns),
                                 empty,
                                 attrs,
-                                decls,
-                                raw,
-                                ns: ens,
-                                qname,
+                                extra,
                                 pos,
                             })?;
                         }
                         other => {
-                            self.unknown_element(&other, &qname, pos);
+                            self.unknown_element(&other, qname_of(&other, &extra), pos);
                             self.skip(empty)?;
                         }
                     },
@@ -119,11 +114,8 @@ impl<R: Read> DocumentReader<R> {
                         name,
                         empty,
                         attrs,
-                        raw,
-                        qname,
+                        extra,
                         pos: cpos,
-                        decls,
-                        ns: ens,
                     } => match name {
                         Name::Loc => {
                             let t = self.text(empty, "loc")?;
@@ -205,16 +197,13 @@ impl<R: Read> DocumentReader<R> {
                                 name: Name::Foreign(ns.clone()),
                                 empty,
                                 attrs,
-                                decls,
-                                raw,
-                                ns: ens,
-                                qname,
+                                extra,
                                 pos: cpos,
                             })?;
                             e.extensions.push(ExtElement { namespace: ns, xml });
                         }
                         other => {
-                            self.unknown_element(&other, &qname, cpos);
+                            self.unknown_element(&other, qname_of(&other, &extra), cpos);
                             self.skip(empty)?;
                         }
                     },

@@ -56,19 +56,37 @@ impl Attr {
     }
 }
 
+/// The parts of a start tag only some elements have (see [`Tok::Start`]).
+#[derive(Debug, Default)]
+pub(super) struct StartExtra {
+    /// Namespace declarations on the element as (prefix, uri).
+    pub(super) decls: Vec<(String, String)>,
+    /// `<qname raw-attributes` for elements being captured.
+    pub(super) raw: Option<String>,
+    /// The element's namespace URI, for elements being captured and the root.
+    pub(super) ns: Option<String>,
+    /// The name as written, for elements not defined here and those being captured.
+    pub(super) qname: Option<String>,
+}
+
+/// The name of an element as written: kept for the elements not defined here and those
+/// being captured, the defined name otherwise.
+pub(super) fn qname_of<'a>(name: &'a Name, extra: &'a Option<Box<StartExtra>>) -> &'a str {
+    match extra.as_deref().and_then(|x| x.qname.as_deref()) {
+        Some(q) => q,
+        None => name.static_name(),
+    }
+}
+
 #[derive(Debug)]
 pub(super) enum Tok {
     Start {
         name: Name,
         empty: bool,
         attrs: Vec<Attr>,
-        /// Namespace declarations on the element as (prefix, uri).
-        decls: Vec<(String, String)>,
-        /// `<qname raw-attributes` for elements being captured.
-        raw: Option<String>,
-        /// The element's namespace URI, for elements being captured.
-        ns: Option<String>,
-        qname: Cow<'static, str>,
+        /// What few elements need (declarations, captured or unknown elements, the root),
+        /// boxed so that the token every element and text run moves stays small.
+        extra: Option<Box<StartExtra>>,
         pos: Position,
     },
     End {
@@ -247,19 +265,20 @@ impl<R: Read> DocumentReader<R> {
                         });
                     }
                 }
-                let static_name = name.static_name();
+                let extra = (keep_qname || !decls.is_empty() || raw.is_some() || elem_ns.is_some())
+                    .then(|| {
+                        Box::new(StartExtra {
+                            decls,
+                            raw,
+                            ns: elem_ns,
+                            qname: keep_qname.then(|| qname.as_ref().to_owned()),
+                        })
+                    });
                 Tok::Start {
                     name,
                     empty,
                     attrs,
-                    decls,
-                    raw,
-                    ns: elem_ns,
-                    qname: if keep_qname {
-                        Cow::Owned(qname.as_ref().to_owned())
-                    } else {
-                        Cow::Borrowed(static_name)
-                    },
+                    extra,
                     pos,
                 }
             }
@@ -571,8 +590,11 @@ fn position_in_first_token(end: u64, text: &str, at: usize) -> Position {
 /// U+FFFE, U+FFFF), if any. Runs over every text and attribute value, so it scans bytes.
 fn forbidden_char(s: &str) -> Option<u32> {
     let b = s.as_bytes();
-    // Branch-free first pass (vectorizes); the exact search only when something is there.
-    let control = b.iter().fold(false, |acc, &c| acc | (c < 0x20));
+    // One branch-free pass (vectorizes) for both suspects, a control byte or the lead byte of
+    // U+FFFE/U+FFFF; the exact search only when one is there.
+    let (control, ef) = b.iter().fold((false, false), |(ctl, ef), &c| {
+        (ctl | (c < 0x20), ef | (c == 0xEF))
+    });
     if control {
         if let Some(&c) = b
             .iter()
@@ -581,7 +603,7 @@ fn forbidden_char(s: &str) -> Option<u32> {
             return Some(u32::from(c));
         }
     }
-    if memchr::memchr(0xEF, b).is_some() {
+    if ef {
         return s
             .chars()
             .find(|&c| c == '\u{FFFE}' || c == '\u{FFFF}')
