@@ -120,8 +120,13 @@ impl<R: Read> BufRead for Counting<R> {
     fn consume(&mut self, amt: usize) {
         let amt = amt.min(self.filled - self.pos);
         let part = &self.buf[self.pos..self.pos + amt];
-        if let Some(last) = memchr::memrchr(b'\n', part) {
-            self.line += memchr::memchr_iter(b'\n', part).count() as u64;
+        // One pass: the count of newlines and the last one.
+        let mut last = None;
+        for i in memchr::memchr_iter(b'\n', part) {
+            self.line += 1;
+            last = Some(i);
+        }
+        if let Some(last) = last {
             self.line_start = self.offset + last as u64 + 1;
         }
         self.pos += amt;

@@ -135,7 +135,7 @@ impl<R: Read> DocumentReader<R> {
             Event::Start(e) | Event::Empty(e) => {
                 // A new namespace scope (XML Namespaces 1.0 §6.1): its declarations are read
                 // from the attributes only when there is one, else the scope is empty.
-                let pushed = if e.attributes_raw().contains("xmlns") {
+                let pushed = if declares_namespace(e.attributes_raw()) {
                     self.ns_cache.declared();
                     self.ns.push(&e)
                 } else {
@@ -456,6 +456,13 @@ fn ns_value(raw: &str) -> Cow<'_, str> {
             .replace("\r\n", " ")
             .replace(['\t', '\n', '\r'], " "),
     )
+}
+
+/// Whether the raw attribute text of a tag may declare a namespace: it has `xmlns` in it
+/// (every declaration's name starts so, XML Namespaces 1.0 §3). Most tags have no attributes.
+fn declares_namespace(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    memchr::memchr_iter(b'x', b).any(|i| b[i..].starts_with(b"xmlns"))
 }
 
 /// Whether the raw attribute text of a tag is well-formed in the two ways the XML parser does
