@@ -131,6 +131,9 @@ impl<R: Read> DocumentReader<R> {
             offset: 0,
             line: 1,
             line_start: 0,
+            newlines: Vec::new(),
+            next_newline: 0,
+            buf_start: 0,
             token_start: 0,
             max_doc: opts.max_document_bytes,
             max_token: opts.max_token_bytes,
@@ -220,8 +223,9 @@ impl<R: Read> DocumentReader<R> {
         self.xml.get_ref().offset
     }
 
-    fn here(&self) -> Position {
-        let c = self.xml.get_ref();
+    fn here(&mut self) -> Position {
+        let c = self.xml.get_mut();
+        c.sync_lines();
         Position {
             line: c.line,
             column: c.offset - c.line_start + 1,
