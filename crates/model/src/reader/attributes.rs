@@ -117,7 +117,14 @@ impl<R: Read> DocumentReader<R> {
 
     pub(super) fn metadata(&mut self, attrs: Vec<Attr>, pos: Position) -> Metadata {
         let mut md = Metadata::default();
-        for a in attrs {
+        self.metadata_into(&mut md, attrs, pos);
+        md
+    }
+
+    /// [`metadata`](Self::metadata) into an empty `Metadata` the caller holds (an entry's,
+    /// filled in place rather than moved into it).
+    pub(super) fn metadata_into(&mut self, md: &mut Metadata, mut attrs: Vec<Attr>, pos: Position) {
+        for mut a in attrs.drain(..) {
             if self.rs_attr_name(&a, pos).is_none() {
                 if let Some(x) = self.foreign_attr(a, pos, "rs:md") {
                     md.extra.push(x);
@@ -155,9 +162,9 @@ impl<R: Read> DocumentReader<R> {
                     md.length = self.length(&a, pos);
                     unreadable(&mut md.invalid, "length", md.length.is_none());
                 }
-                "type" => md.mime_type = Some(a.value),
-                "encoding" => md.encoding = Some(a.value),
-                "path" => md.path = Some(a.value),
+                "type" => md.mime_type = Some(std::mem::take(&mut a.value)),
+                "encoding" => md.encoding = Some(std::mem::take(&mut a.value)),
+                "path" => md.path = Some(std::mem::take(&mut a.value)),
                 _ => {
                     self.findings.push(
                         rules::RS_ATTR_FOREIGN,
@@ -169,14 +176,15 @@ impl<R: Read> DocumentReader<R> {
                     );
                 }
             }
+            self.pool.give_string(a.value);
         }
-        md
+        self.pool.give_attrs(attrs);
     }
 
-    pub(super) fn link(&mut self, attrs: Vec<Attr>, pos: Position) -> Option<Link> {
+    pub(super) fn link(&mut self, mut attrs: Vec<Attr>, pos: Position) -> Option<Link> {
         let mut l = Link::default();
         let (mut has_rel, mut has_href) = (false, false);
-        for a in attrs {
+        for mut a in attrs.drain(..) {
             if self.rs_attr_name(&a, pos).is_none() {
                 if let Some(x) = self.foreign_attr(a, pos, "rs:ln") {
                     l.extra.push(x);
@@ -208,10 +216,10 @@ impl<R: Read> DocumentReader<R> {
                 "modified" => l.modified = self.datetime(&a, pos),
                 "hash" => l.hash = self.hashes(&a, pos),
                 "length" => l.length = self.length(&a, pos),
-                "type" => l.mime_type = Some(a.value),
-                "encoding" => l.encoding = Some(a.value),
-                "path" => l.path = Some(a.value),
-                "profile" => l.profile = Some(a.value),
+                "type" => l.mime_type = Some(std::mem::take(&mut a.value)),
+                "encoding" => l.encoding = Some(std::mem::take(&mut a.value)),
+                "path" => l.path = Some(std::mem::take(&mut a.value)),
+                "profile" => l.profile = Some(std::mem::take(&mut a.value)),
                 _ => {
                     self.findings.push(
                         rules::RS_ATTR_FOREIGN,
@@ -223,7 +231,9 @@ impl<R: Read> DocumentReader<R> {
                     );
                 }
             }
+            self.pool.give_string(a.value);
         }
+        self.pool.give_attrs(attrs);
         if !has_rel || l.rel.is_empty() {
             self.findings
                 .push(rules::RS_LN_REL, pos, "<rs:ln> without a rel attribute");

@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use super::DocumentReader;
-use super::tokens::{Attr, Tok};
+use super::tokens::{Attr, StartExtra, Tok, qname_of};
 use crate::document::{RS_NS, SITEMAP_NS};
 use crate::error::{Error, LimitKind};
 
@@ -31,17 +31,17 @@ impl<R: Read> DocumentReader<R> {
     /// means the same wherever it is written.
     pub(super) fn capture(&mut self, start: Tok) -> Result<String, Error> {
         let Tok::Start {
-            raw,
+            name,
             empty,
-            qname,
-            ns,
             attrs,
-            decls,
+            extra,
             ..
         } = start
         else {
             return Ok(String::new());
         };
+        let qname = qname_of(&name, &extra).to_owned();
+        let StartExtra { raw, ns, decls, .. } = extra.map(|x| *x).unwrap_or_default();
         let raw = raw.unwrap_or_default();
         let own_decls: Vec<String> = decls.into_iter().map(|(p, _)| p).collect();
         let mut needed: Vec<(String, String)> = Vec::new();
@@ -59,20 +59,22 @@ impl<R: Read> DocumentReader<R> {
                 };
                 match tok {
                     Tok::Start {
-                        raw,
+                        name,
                         empty,
-                        qname,
-                        ns,
                         attrs,
+                        extra,
                         ..
                     } => {
-                        self.note_bindings(&qname, ns.as_deref(), &attrs, &own_decls, &mut needed);
-                        body.push_str(&raw.unwrap_or_default());
+                        let qname = qname_of(&name, &extra);
+                        let x = extra.as_deref();
+                        let ns = x.and_then(|x| x.ns.as_deref());
+                        self.note_bindings(qname, ns, &attrs, &own_decls, &mut needed);
+                        body.push_str(x.and_then(|x| x.raw.as_deref()).unwrap_or_default());
                         if empty {
                             body.push_str("/>");
                         } else {
                             body.push('>');
-                            stack.push(qname.into_owned());
+                            stack.push(qname.to_owned());
                         }
                     }
                     Tok::End { .. } => {

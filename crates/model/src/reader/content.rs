@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use super::DocumentReader;
-use super::tokens::{Name, Tok, is_xml_space};
+use super::tokens::{Name, Tok, is_xml_space, qname_of};
 use crate::document::{Position, Root};
 use crate::error::{Error, LimitKind};
 use crate::rules;
@@ -145,8 +145,13 @@ impl<R: Read> DocumentReader<R> {
                 }
                 Tok::End { .. } => return Ok(out),
                 Tok::Start {
-                    empty, qname, pos, ..
+                    name,
+                    empty,
+                    extra,
+                    pos,
+                    ..
                 } => {
+                    let qname = qname_of(&name, &extra);
                     self.findings.push(
                         rules::SM_TEXT,
                         pos,
@@ -166,8 +171,7 @@ impl<R: Read> DocumentReader<R> {
     }
 }
 
-/// Trims XML white space, reusing the string when there is none to trim.
-pub(super) fn trim_owned(s: String) -> String {
-    let t = s.trim_matches(|c| matches!(c, ' ' | '\t' | '\r' | '\n'));
-    if t.len() == s.len() { s } else { t.to_owned() }
+/// Trims XML white space (XML 1.0 §2.3 [3]).
+pub(super) fn trim_xml(s: &str) -> &str {
+    s.trim_matches(|c| matches!(c, ' ' | '\t' | '\r' | '\n'))
 }

@@ -3,35 +3,41 @@
 
 use std::io::Read;
 
-use super::content::trim_owned;
-use super::tokens::{Name, Tok};
+use super::content::trim_xml;
+use super::tokens::{Name, Tok, qname_of};
 use super::{DocumentReader, State};
 use crate::datetime::W3cDateTime;
-use crate::document::{ChangeFreq, Entry, ExtElement, Position};
+use crate::document::{ChangeFreq, Entry, ExtElement, Metadata};
 use crate::error::Error;
 use crate::rules;
 
 impl<R: Read> DocumentReader<R> {
-    pub(super) fn next_entry_inner(&mut self) -> Result<Option<Entry>, Error> {
+    /// Reads the next entry into `e` (reset first, its `<loc>` buffer kept); `false` at the
+    /// end of the document.
+    pub(super) fn next_entry_inner(&mut self, e: &mut Entry) -> Result<bool, Error> {
         loop {
             match self.state {
-                State::Done => return Ok(None),
+                State::Done => return Ok(false),
                 State::AtEntry { pos, empty } => {
                     self.state = State::InRoot;
-                    let e = self.entry(pos, empty)?;
+                    let mut loc = std::mem::take(&mut e.loc);
+                    loc.clear();
+                    *e = Entry {
+                        loc,
+                        position: pos,
+                        ..Entry::default()
+                    };
+                    self.entry(e, empty)?;
                     self.entries += 1;
-                    return Ok(Some(e));
+                    return Ok(true);
                 }
                 State::InRoot => match self.next_tok()? {
                     Tok::Start {
                         name,
                         empty,
-                        qname,
                         pos,
-                        raw,
                         attrs,
-                        decls,
-                        ns: ens,
+                        extra,
                     } => match name {
                         Name::Url | Name::Sitemap => {
                             self.check_entry_element(&name, pos);
@@ -52,6 +58,7 @@ impl<R: Read> DocumentReader<R> {
                             self.skip(empty)?;
                         }
                         Name::RsMd | Name::RsLn => {
+                            let qname = qname_of(&name, &extra);
                             self.findings.push(
                                 rules::RS_MD_POSITION,
                                 pos,
@@ -68,15 +75,12 @@ impl<R: Read> DocumentReader<R> {
                                 name: Name::Foreign(ns),
                                 empty,
                                 attrs,
-                                decls,
-                                raw,
-                                ns: ens,
-                                qname,
+                                extra,
                                 pos,
                             })?;
                         }
                         other => {
-                            self.unknown_element(&other, &qname, pos);
+                            self.unknown_element(&other, qname_of(&other, &extra), pos);
                             self.skip(empty)?;
                         }
                     },
@@ -99,11 +103,8 @@ impl<R: Read> DocumentReader<R> {
         }
     }
 
-    fn entry(&mut self, pos: Position, empty: bool) -> Result<Entry, Error> {
-        let mut e = Entry {
-            position: pos,
-            ..Entry::default()
-        };
+    fn entry(&mut self, e: &mut Entry, empty: bool) -> Result<(), Error> {
+        let pos = e.position;
         let mut seen_loc = false;
         let mut children = 0usize;
         if !empty {
@@ -113,11 +114,8 @@ impl<R: Read> DocumentReader<R> {
                         name,
                         empty,
                         attrs,
-                        raw,
-                        qname,
+                        extra,
                         pos: cpos,
-                        decls,
-                        ns: ens,
                     } => match name {
                         Name::Loc => {
                             let t = self.text(empty, "loc")?;
@@ -128,9 +126,10 @@ impl<R: Read> DocumentReader<R> {
                                     "more than one <loc> in an entry",
                                 );
                             } else {
-                                e.loc = trim_owned(t);
+                                e.loc.push_str(trim_xml(&t));
                                 seen_loc = true;
                             }
+                            self.pool.give_string(t);
                         }
                         Name::Lastmod => {
                             let t = self.text(empty, "lastmod")?;
@@ -149,6 +148,7 @@ impl<R: Read> DocumentReader<R> {
                                     format!("<lastmod>: {err}"),
                                 ),
                             }
+                            self.pool.give_string(t);
                         }
                         Name::Changefreq => {
                             let t = self.text(empty, "changefreq")?;
@@ -168,15 +168,17 @@ impl<R: Read> DocumentReader<R> {
                             e.priority = Some(t.trim().to_owned());
                         }
                         Name::RsMd => {
-                            let md = self.metadata(attrs, cpos);
                             if e.md.is_some() {
+                                // Read for its findings, then dropped.
+                                self.metadata(attrs, cpos);
                                 self.findings.push(
                                     rules::SM_DUPLICATE_CHILD,
                                     cpos,
                                     "<rs:md> is not repeatable",
                                 );
                             } else {
-                                e.md = Some(md);
+                                let md = e.md.insert(Metadata::default());
+                                self.metadata_into(md, attrs, cpos);
                             }
                             self.expect_empty(empty, cpos, "rs:md")?;
                         }
@@ -195,16 +197,13 @@ impl<R: Read> DocumentReader<R> {
                                 name: Name::Foreign(ns.clone()),
                                 empty,
                                 attrs,
-                                decls,
-                                raw,
-                                ns: ens,
-                                qname,
+                                extra,
                                 pos: cpos,
                             })?;
                             e.extensions.push(ExtElement { namespace: ns, xml });
                         }
                         other => {
-                            self.unknown_element(&other, &qname, cpos);
+                            self.unknown_element(&other, qname_of(&other, &extra), cpos);
                             self.skip(empty)?;
                         }
                     },
@@ -224,6 +223,6 @@ impl<R: Read> DocumentReader<R> {
             self.findings
                 .push(rules::SM_LOC_MANDATORY, pos, "entry without a <loc>");
         }
-        Ok(e)
+        Ok(())
     }
 }

@@ -4,7 +4,7 @@
 
 use std::io::Read;
 
-use super::tokens::{Name, Tok, is_xml_space};
+use super::tokens::{Name, Tok, is_xml_space, qname_of};
 use super::{DocumentReader, State};
 use crate::document::{ExtElement, Position, RS_NS, Root, SITEMAP_NS};
 use crate::error::Error;
@@ -29,13 +29,14 @@ impl<R: Read> DocumentReader<R> {
                 Tok::Start {
                     name,
                     attrs,
-                    decls,
                     pos,
                     empty,
-                    qname,
-                    ns,
-                    ..
-                } => break (name, attrs, decls, pos, empty, qname, ns),
+                    extra,
+                } => {
+                    let qname = qname_of(&name, &extra).to_owned();
+                    let x = extra.map(|x| *x).unwrap_or_default();
+                    break (name, attrs, x.decls, pos, empty, qname, x.ns);
+                }
                 Tok::Text { text, pos } => {
                     if !is_xml_space(&text) {
                         return Err(self.err_malformed(pos, "text before the root element"));
@@ -88,11 +89,8 @@ impl<R: Read> DocumentReader<R> {
                     name,
                     empty,
                     attrs,
-                    raw,
-                    qname,
+                    extra,
                     pos,
-                    decls,
-                    ns: ens,
                 } => match name {
                     Name::RsMd => {
                         let md = self.metadata(attrs, pos);
@@ -130,10 +128,7 @@ impl<R: Read> DocumentReader<R> {
                             name: Name::Foreign(ns.clone()),
                             empty,
                             attrs,
-                            decls,
-                            raw,
-                            ns: ens,
-                            qname,
+                            extra,
                             pos,
                         })?;
                         self.header
@@ -141,7 +136,7 @@ impl<R: Read> DocumentReader<R> {
                             .push(ExtElement { namespace: ns, xml });
                     }
                     other => {
-                        self.unknown_element(&other, &qname, pos);
+                        self.unknown_element(&other, qname_of(&other, &extra), pos);
                         self.skip(empty)?;
                     }
                 },

@@ -52,6 +52,10 @@ impl ReadOptions {
 /// Buffers the input and counts bytes, lines and columns of what the XML parser consumes,
 /// enforcing the byte limits before anything is buffered beyond them. (Its own buffer, rather
 /// than a `BufReader` underneath, so that newline counting sees exactly the consumed bytes.)
+///
+/// Newlines are found once per buffer fill (one vectorized pass) and counted up to the
+/// consumed bytes only when a position is asked for ([`Counting::sync_lines`], once per
+/// token), not on each of the parser's many small `consume`s.
 #[derive(Debug)]
 pub(super) struct Counting<R> {
     pub(super) inner: R,
@@ -59,12 +63,35 @@ pub(super) struct Counting<R> {
     pub(super) pos: usize,
     pub(super) filled: usize,
     pub(super) offset: u64,
+    /// Line of the last consumed byte counted, and the offset its line starts at (both up to
+    /// date after `sync_lines`).
     pub(super) line: u64,
     pub(super) line_start: u64,
+    /// Where the newlines of the buffer are (indexes into `buf`), the next one not yet
+    /// counted, and the document offset of `buf[0]`. At most one per byte of the buffer.
+    pub(super) newlines: Vec<u32>,
+    pub(super) next_newline: usize,
+    pub(super) buf_start: u64,
     pub(super) token_start: u64,
     pub(super) max_doc: u64,
     pub(super) max_token: u64,
     pub(super) tripped: Option<LimitKind>,
+}
+
+impl<R> Counting<R> {
+    /// Counts the newlines consumed since the last call: `line` and `line_start` then describe
+    /// the current offset.
+    #[inline]
+    pub(super) fn sync_lines(&mut self) {
+        while let Some(&i) = self.newlines.get(self.next_newline) {
+            if i as usize >= self.pos {
+                break;
+            }
+            self.line += 1;
+            self.line_start = self.buf_start + u64::from(i) + 1;
+            self.next_newline += 1;
+        }
+    }
 }
 
 impl<R: Read> Read for Counting<R> {
@@ -83,6 +110,11 @@ impl<R: Read> Read for Counting<R> {
 impl<R: Read> BufRead for Counting<R> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         if self.pos == self.filled {
+            // The newlines of the buffer given up are counted before it is refilled.
+            self.sync_lines();
+            self.newlines.clear();
+            self.next_newline = 0;
+            self.buf_start = self.offset;
             self.pos = 0;
             self.filled = 0;
             loop {
@@ -98,6 +130,10 @@ impl<R: Read> BufRead for Counting<R> {
             if self.filled == 0 {
                 return Ok(&[]);
             }
+            let filled = &self.buf[..self.filled];
+            // Indexes fit: the buffer is far below 4 GiB.
+            self.newlines
+                .extend(memchr::memchr_iter(b'\n', filled).map(|i| i as u32));
         }
         let doc_left = self.max_doc.saturating_sub(self.offset);
         let token_left =
@@ -119,11 +155,6 @@ impl<R: Read> BufRead for Counting<R> {
 
     fn consume(&mut self, amt: usize) {
         let amt = amt.min(self.filled - self.pos);
-        let part = &self.buf[self.pos..self.pos + amt];
-        if let Some(last) = memchr::memrchr(b'\n', part) {
-            self.line += memchr::memchr_iter(b'\n', part).count() as u64;
-            self.line_start = self.offset + last as u64 + 1;
-        }
         self.pos += amt;
         self.offset += amt as u64;
     }

@@ -20,14 +20,15 @@
 //! (XML events to owned tokens, well-formedness checks), `header` (prolog, root, its `<rs:md>`
 //! and `<rs:ln>`), `entry` (one `<url>` or `<sitemap>` at a time), `attributes` (the
 //! attributes of `<rs:md>` and `<rs:ln>`), `content` (text, skipping, misplaced content),
-//! `capture` (extension elements kept as XML) and `prolog` (the XML declaration and
-//! processing instructions).
+//! `capture` (extension elements kept as XML), `prolog` (the XML declaration and
+//! processing instructions) and `pool` (buffers reused from one entry to the next).
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::Arc;
 
 use quick_xml::XmlVersion;
-use quick_xml::reader::NsReader;
+use quick_xml::name::NamespaceResolver;
+use quick_xml::reader::Reader;
 
 use crate::document::{Entry, Header, Metadata, Position, Root};
 use crate::error::{Error, LimitKind};
@@ -39,6 +40,7 @@ mod content;
 mod entry;
 mod header;
 mod limits;
+mod pool;
 mod prolog;
 mod tokens;
 
@@ -62,7 +64,12 @@ enum State {
 /// one with [`next_entry`](Self::next_entry) or as an iterator.
 #[derive(Debug)]
 pub struct DocumentReader<R: Read> {
-    xml: NsReader<Counting<R>>,
+    xml: Reader<Counting<R>>,
+    /// The namespace bindings in scope (XML Namespaces 1.0 §6), kept here rather than by an
+    /// `NsReader` so that an element is scanned for declarations only when it has one.
+    ns: NamespaceResolver,
+    /// The scope of the last `Empty` or `End` event is still to be closed.
+    pending_pop: bool,
     buf: Vec<u8>,
     doc: Arc<str>,
     opts: ReadOptions,
@@ -80,6 +87,11 @@ pub struct DocumentReader<R: Read> {
     declared: bool,
     /// Where a root `<rs:md>` after the first entry was found, when the header had none.
     late_root_md: Option<Position>,
+    /// Buffers of attribute lists and strings given back once read, reused for the next
+    /// element instead of allocated per entry (bounded: see `pool`).
+    pool: pool::Pool,
+    /// The last namespace resolved and what it is (see `tokens::NsCache`).
+    ns_cache: tokens::NsCache,
 }
 
 impl DocumentReader<Box<dyn Read + Send>> {
@@ -119,14 +131,17 @@ impl<R: Read> DocumentReader<R> {
             offset: 0,
             line: 1,
             line_start: 0,
+            newlines: Vec::new(),
+            next_newline: 0,
+            buf_start: 0,
             token_start: 0,
             max_doc: opts.max_document_bytes,
             max_token: opts.max_token_bytes,
             tripped: None,
         };
-        let mut xml = NsReader::from_reader(counting);
-        xml.resolver_mut()
-            .set_max_namespace_bindings(opts.max_namespace_bindings);
+        let mut xml = Reader::from_reader(counting);
+        let mut ns = NamespaceResolver::default();
+        ns.set_max_namespace_bindings(opts.max_namespace_bindings);
         {
             let c = xml.config_mut();
             c.check_end_names = true;
@@ -135,6 +150,8 @@ impl<R: Read> DocumentReader<R> {
         }
         let mut r = DocumentReader {
             xml,
+            ns,
+            pending_pop: false,
             buf: Vec::with_capacity(1024),
             doc: Arc::from(opts.name.as_str()),
             findings: Findings::new(opts.max_findings),
@@ -150,6 +167,8 @@ impl<R: Read> DocumentReader<R> {
             header_pos: Position { line: 1, column: 1 },
             declared: false,
             late_root_md: None,
+            pool: pool::Pool::default(),
+            ns_cache: tokens::NsCache::default(),
         };
         r.header.md = None;
         r.read_header()?;
@@ -204,8 +223,9 @@ impl<R: Read> DocumentReader<R> {
         self.xml.get_ref().offset
     }
 
-    fn here(&self) -> Position {
-        let c = self.xml.get_ref();
+    fn here(&mut self) -> Position {
+        let c = self.xml.get_mut();
+        c.sync_lines();
         Position {
             line: c.line,
             column: c.offset - c.line_start + 1,
@@ -257,10 +277,18 @@ impl<R: Read> DocumentReader<R> {
 
     /// The next entry, or `None` at the end of the document.
     pub fn next_entry(&mut self) -> Result<Option<Entry>, Error> {
+        let mut e = Entry::default();
+        Ok(self.next_entry_into(&mut e)?.then_some(e))
+    }
+
+    /// [`next_entry`](Self::next_entry) into an entry the caller holds and reuses from one
+    /// entry to the next (the validator's loop): `false` at the end of the document, when `e`
+    /// is left as it was. The entry is overwritten, its buffers reused.
+    pub(crate) fn next_entry_into(&mut self, e: &mut Entry) -> Result<bool, Error> {
         if self.failed {
-            return Ok(None);
+            return Ok(false);
         }
-        let r = self.next_entry_inner();
+        let r = self.next_entry_inner(e);
         if r.is_err() {
             self.failed = true;
         }

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::io::Read;
 
-use quick_xml::events::Event;
+use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::{PrefixDeclaration, ResolveResult};
 
 use super::{DocumentReader, prolog};
@@ -56,19 +56,37 @@ impl Attr {
     }
 }
 
+/// The parts of a start tag only some elements have (see [`Tok::Start`]).
+#[derive(Debug, Default)]
+pub(super) struct StartExtra {
+    /// Namespace declarations on the element as (prefix, uri).
+    pub(super) decls: Vec<(String, String)>,
+    /// `<qname raw-attributes` for elements being captured.
+    pub(super) raw: Option<String>,
+    /// The element's namespace URI, for elements being captured and the root.
+    pub(super) ns: Option<String>,
+    /// The name as written, for elements not defined here and those being captured.
+    pub(super) qname: Option<String>,
+}
+
+/// The name of an element as written: kept for the elements not defined here and those
+/// being captured, the defined name otherwise.
+pub(super) fn qname_of<'a>(name: &'a Name, extra: &'a Option<Box<StartExtra>>) -> &'a str {
+    match extra.as_deref().and_then(|x| x.qname.as_deref()) {
+        Some(q) => q,
+        None => name.static_name(),
+    }
+}
+
 #[derive(Debug)]
 pub(super) enum Tok {
     Start {
         name: Name,
         empty: bool,
         attrs: Vec<Attr>,
-        /// Namespace declarations on the element as (prefix, uri).
-        decls: Vec<(String, String)>,
-        /// `<qname raw-attributes` for elements being captured.
-        raw: Option<String>,
-        /// The element's namespace URI, for elements being captured.
-        ns: Option<String>,
-        qname: Cow<'static, str>,
+        /// What few elements need (declarations, captured or unknown elements, the root),
+        /// boxed so that the token every element and text run moves stays small.
+        extra: Option<Box<StartExtra>>,
         pos: Position,
     },
     End {
@@ -100,6 +118,11 @@ impl<R: Read> DocumentReader<R> {
             c.token_start = c.offset;
         }
         self.buf.clear();
+        // The scope of the previous element, if it ended, closes before the next event.
+        if self.pending_pop {
+            self.ns.pop();
+            self.pending_pop = false;
+        }
         let ev = match self.xml.read_event_into(&mut self.buf) {
             Ok(ev) => ev,
             Err(e) => return Err(self.convert_xml_error(e, pos)),
@@ -110,8 +133,20 @@ impl<R: Read> DocumentReader<R> {
         let empty = matches!(ev, Event::Empty(_));
         let tok = match ev {
             Event::Start(e) | Event::Empty(e) => {
+                // A new namespace scope (XML Namespaces 1.0 §6.1): its declarations are read
+                // from the attributes only when there is one, else the scope is empty.
+                let pushed = if declares_namespace(e.attributes_raw()) {
+                    self.ns_cache.declared();
+                    self.ns.push(&e)
+                } else {
+                    self.ns.push(&BytesStart::from_content("", 0))
+                };
+                self.pending_pop = empty;
+                if let Err(err) = pushed {
+                    return Err(self.convert_xml_error(err.into(), pos));
+                }
                 let qname = e.name();
-                let (ns, local) = self.xml.resolver().resolve_element(qname);
+                let (ns, local) = self.ns.resolve_element(qname);
                 if let ResolveResult::Unknown(p) = &ns {
                     let msg = format!(
                         "namespace prefix {p:?} of <{}> is not declared",
@@ -134,7 +169,11 @@ impl<R: Read> DocumentReader<R> {
                         message: msg,
                     });
                 }
-                let name = classify(&ns, local.as_ref(), qname.as_ref());
+                let class = match &ns {
+                    ResolveResult::Bound(n) => self.ns_cache.class(n.as_ref()),
+                    _ => NsClass::None,
+                };
+                let name = classify(class, &ns, local.as_ref(), qname.as_ref());
                 let keep_qname = capture_all(self.capturing, &name);
                 let mut attrs = Vec::new();
                 let mut decls = Vec::new();
@@ -158,7 +197,8 @@ impl<R: Read> DocumentReader<R> {
                     let a = e.attributes_raw();
                     format!("<{}{}", qname.as_ref(), a)
                 });
-                if want_attrs {
+                if want_attrs && !is_xml_space(e.attributes_raw()) {
+                    attrs = self.pool.attrs();
                     for a in e.attributes() {
                         let a = match a {
                             Ok(a) => a,
@@ -169,7 +209,8 @@ impl<R: Read> DocumentReader<R> {
                             }
                         };
                         let value = match a.normalized_value(self.xml_version) {
-                            Ok(v) => v.into_owned(),
+                            Ok(Cow::Owned(v)) => v,
+                            Ok(Cow::Borrowed(v)) => self.pool.string_from(v),
                             Err(err) => return Err(self.convert_xml_error(err, pos)),
                         };
                         if let Some(c) = forbidden_char(&value) {
@@ -189,7 +230,7 @@ impl<R: Read> DocumentReader<R> {
                             }
                             None => {}
                         }
-                        let (ans, alocal) = self.xml.resolver().resolve_attribute(a.key);
+                        let (ans, alocal) = self.ns.resolve_attribute(a.key);
                         let ns = match ans {
                             ResolveResult::Bound(n) => Some(ns_value(n.as_ref()).into_owned()),
                             ResolveResult::Unbound => None,
@@ -224,23 +265,25 @@ impl<R: Read> DocumentReader<R> {
                         });
                     }
                 }
-                let static_name = name.static_name();
+                let extra = (keep_qname || !decls.is_empty() || raw.is_some() || elem_ns.is_some())
+                    .then(|| {
+                        Box::new(StartExtra {
+                            decls,
+                            raw,
+                            ns: elem_ns,
+                            qname: keep_qname.then(|| qname.as_ref().to_owned()),
+                        })
+                    });
                 Tok::Start {
                     name,
                     empty,
                     attrs,
-                    decls,
-                    raw,
-                    ns: elem_ns,
-                    qname: if keep_qname {
-                        Cow::Owned(qname.as_ref().to_owned())
-                    } else {
-                        Cow::Borrowed(static_name)
-                    },
+                    extra,
                     pos,
                 }
             }
             Event::End(_) => {
+                self.pending_pop = true;
                 self.depth = self.depth.saturating_sub(1);
                 Tok::End { pos }
             }
@@ -255,10 +298,11 @@ impl<R: Read> DocumentReader<R> {
                 if !self.capturing && !self.in_text && is_xml_space(&text) {
                     Tok::Space
                 } else {
-                    Tok::Text {
-                        text: text.into_owned(),
-                        pos,
-                    }
+                    let text = match text {
+                        Cow::Owned(t) => t,
+                        Cow::Borrowed(t) => self.pool.string_from(t),
+                    };
+                    Tok::Text { text, pos }
                 }
             }
             Event::CData(t) => {
@@ -344,32 +388,29 @@ impl<R: Read> DocumentReader<R> {
     }
 }
 
-/// The attribute names ResourceSync defines, shared rather than allocated per attribute.
-const ATTR_NAMES: &[&str] = &[
-    "capability",
-    "at",
-    "completed",
-    "from",
-    "until",
-    "change",
-    "datetime",
-    "hash",
-    "length",
-    "type",
-    "encoding",
-    "path",
-    "rel",
-    "href",
-    "pri",
-    "modified",
-    "profile",
-];
-
+/// The attribute names ResourceSync defines (Z39.99-2014 §7, Appendix A), shared rather than
+/// allocated per attribute; one match, compiled to a dispatch on the bytes.
 fn intern_attr(local: &str) -> Cow<'static, str> {
-    match ATTR_NAMES.iter().find(|n| **n == local) {
-        Some(n) => Cow::Borrowed(n),
-        None => Cow::Owned(local.to_owned()),
-    }
+    Cow::Borrowed(match local {
+        "capability" => "capability",
+        "at" => "at",
+        "completed" => "completed",
+        "from" => "from",
+        "until" => "until",
+        "change" => "change",
+        "datetime" => "datetime",
+        "hash" => "hash",
+        "length" => "length",
+        "type" => "type",
+        "encoding" => "encoding",
+        "path" => "path",
+        "rel" => "rel",
+        "href" => "href",
+        "pri" => "pri",
+        "modified" => "modified",
+        "profile" => "profile",
+        other => return Cow::Owned(other.to_owned()),
+    })
 }
 
 fn capture_all(capturing: bool, name: &Name) -> bool {
@@ -417,6 +458,13 @@ fn ns_value(raw: &str) -> Cow<'_, str> {
     )
 }
 
+/// Whether the raw attribute text of a tag may declare a namespace: it has `xmlns` in it
+/// (every declaration's name starts so, XML Namespaces 1.0 §3). Most tags have no attributes.
+fn declares_namespace(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    memchr::memchr_iter(b'x', b).any(|i| b[i..].starts_with(b"xmlns"))
+}
+
 /// Whether the raw attribute text of a tag is well-formed in the two ways the XML parser does
 /// not check: no raw `<` inside a value (XML 1.0 §3.1, AttValue) and white space between
 /// attributes (§3.1, production STag).
@@ -444,13 +492,65 @@ fn attributes_well_formed(raw: &str) -> bool {
     true
 }
 
-fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
-    let uri = match ns {
-        ResolveResult::Bound(n) => ns_value(n.as_ref()),
-        _ => Cow::Borrowed(""),
-    };
-    match ns {
-        ResolveResult::Bound(_) if uri == SITEMAP_NS => match local {
+/// Which namespace an element is in, as far as the reader cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NsClass {
+    /// No namespace, or an undeclared prefix.
+    None,
+    Sitemap,
+    ResourceSync,
+    Other,
+}
+
+/// Slots of [`NsCache`]: a document uses the Sitemap and ResourceSync namespaces and maybe an
+/// extension or two.
+const NS_SLOTS: usize = 4;
+
+/// What the namespaces last resolved are, so that an element's namespace URI is normalized and
+/// compared once per declaration rather than once per element (XML Namespaces 1.0 §6).
+///
+/// The resolver returns each namespace as a slice of its own buffer, which changes only when a
+/// declaration is added: a slot is the slice's address and length, valid for the generation
+/// of declarations it was made in (a scope closing truncates the buffer, which changes no
+/// byte before the end).
+#[derive(Debug, Default)]
+pub(super) struct NsCache {
+    generation: u64,
+    slots: [Option<(u64, usize, usize, NsClass)>; NS_SLOTS],
+    next: usize,
+}
+
+impl NsCache {
+    /// A declaration was added: every slot is stale.
+    pub(super) fn declared(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// The class of a namespace URI as the resolver holds it.
+    pub(super) fn class(&mut self, raw: &str) -> NsClass {
+        let key = (self.generation, raw.as_ptr() as usize, raw.len());
+        for (g, p, l, c) in self.slots.iter().flatten() {
+            if (*g, *p, *l) == key {
+                return *c;
+            }
+        }
+        let uri = ns_value(raw);
+        let class = if uri == SITEMAP_NS {
+            NsClass::Sitemap
+        } else if uri == RS_NS {
+            NsClass::ResourceSync
+        } else {
+            NsClass::Other
+        };
+        self.slots[self.next] = Some((key.0, key.1, key.2, class));
+        self.next = (self.next + 1) % NS_SLOTS;
+        class
+    }
+}
+
+fn classify(class: NsClass, ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
+    match class {
+        NsClass::Sitemap => match local {
             "urlset" => Name::UrlSet,
             "sitemapindex" => Name::SitemapIndex,
             "url" => Name::Url,
@@ -461,13 +561,16 @@ fn classify(ns: &ResolveResult<'_>, local: &str, qname: &str) -> Name {
             "priority" => Name::Priority,
             _ => Name::Unknown(qname.to_owned()),
         },
-        ResolveResult::Bound(_) if uri == RS_NS => match local {
+        NsClass::ResourceSync => match local {
             "md" => Name::RsMd,
             "ln" => Name::RsLn,
             _ => Name::Unknown(qname.to_owned()),
         },
-        ResolveResult::Bound(_) => Name::Foreign(uri.into_owned()),
-        ResolveResult::Unbound | ResolveResult::Unknown(_) => Name::Unknown(qname.to_owned()),
+        NsClass::Other => match ns {
+            ResolveResult::Bound(n) => Name::Foreign(ns_value(n.as_ref()).into_owned()),
+            _ => Name::Unknown(qname.to_owned()),
+        },
+        NsClass::None => Name::Unknown(qname.to_owned()),
     }
 }
 
@@ -494,8 +597,11 @@ fn position_in_first_token(end: u64, text: &str, at: usize) -> Position {
 /// U+FFFE, U+FFFF), if any. Runs over every text and attribute value, so it scans bytes.
 fn forbidden_char(s: &str) -> Option<u32> {
     let b = s.as_bytes();
-    // Branch-free first pass (vectorizes); the exact search only when something is there.
-    let control = b.iter().fold(false, |acc, &c| acc | (c < 0x20));
+    // One branch-free pass (vectorizes) for both suspects, a control byte or the lead byte of
+    // U+FFFE/U+FFFF; the exact search only when one is there.
+    let (control, ef) = b.iter().fold((false, false), |(ctl, ef), &c| {
+        (ctl | (c < 0x20), ef | (c == 0xEF))
+    });
     if control {
         if let Some(&c) = b
             .iter()
@@ -504,7 +610,7 @@ fn forbidden_char(s: &str) -> Option<u32> {
             return Some(u32::from(c));
         }
     }
-    if memchr::memchr(0xEF, b).is_some() {
+    if ef {
         return s
             .chars()
             .find(|&c| c == '\u{FFFE}' || c == '\u{FFFF}')

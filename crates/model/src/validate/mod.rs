@@ -220,7 +220,9 @@ pub fn validate_each<R: Read>(
 ) -> Result<Report, Error> {
     let max = reader.max_findings();
     let mut v = Validator::new(reader.header(), reader.header_position(), max);
-    while let Some(e) = reader.next_entry()? {
+    // One entry, reused: its buffers serve every entry of the document.
+    let mut e = Entry::default();
+    while reader.next_entry_into(&mut e)? {
         v.entry(&e);
         each(&e);
     }

@@ -6,5 +6,6 @@ mod common;
 mod corpus;
 mod hostile;
 mod proptest_roundtrip;
+mod reader_reuse;
 mod rules;
 mod spec_examples;
