@@ -32,6 +32,7 @@ pub mod options;
 mod outcome;
 pub mod ports;
 pub mod report;
+pub mod share;
 
 // The stages, in the order data flows through them; each imports only the stages before it.
 pub mod audit;
@@ -48,7 +49,7 @@ pub mod sync;
 pub mod watch;
 
 pub use discover::docs;
-pub use fetch::{patch, repair};
+pub use fetch::{SharedFetcher, SharedOutcome, patch, repair};
 pub use plan::staging;
 pub use sync::catch_up;
 
@@ -61,6 +62,7 @@ pub use http::{HttpOptions, USER_AGENT};
 pub use mapping::UriMapper;
 pub use options::{AuditOptions, SyncOptions};
 pub use ports::Ports;
+pub use share::{Downloads, SharedFetch};
 pub use push::{PushOptions, PushStats, watch_push};
 pub use report::{
     AuditDifference, AuditReport, Failed, Failure, FailureKind, Mode, Observer, Planned, Quiet,
