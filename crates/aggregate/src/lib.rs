@@ -24,6 +24,7 @@ pub mod config;
 pub mod error;
 pub mod follow;
 pub mod published;
+mod queue;
 pub mod republish;
 pub mod service;
 mod shared;

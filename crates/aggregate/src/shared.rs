@@ -260,7 +260,7 @@ impl Shared {
         let fenced = Arc::new(Fenced::new(pg.clone(), lease));
         let (store, scratch) = self.store_of(name, true)?;
         // A large sync's fetches go to the Source's queue, for every worker (crate::work).
-        let downloads = crate::work::Queue::new(pg, self.limits().share_above);
+        let downloads = crate::queue::Queue::new(pg, self.limits().share_above);
         Ok(Opened::Ready(
             Ports::new(
                 store,

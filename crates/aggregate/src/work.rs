@@ -4,12 +4,13 @@
 //! A Source is synced by the worker holding its lease (the coordinator, see
 //! [`crate::follow`]): it discovers, reads the lists, diffs. When its sync has more fetches
 //! than `limits.share_above`, it does not fetch them itself: the Destination engine hands them
-//! to its [`Queue`] (the engine's `Downloads` port), which adds them as work items to the
+//! to its `Queue` (the engine's `Downloads` port, [`crate::queue`]), which adds them as work items to the
 //! Source's own schema (key: the Source and the URI, so that a resource is never queued
 //! twice), then waits, polling with a bounded back-off, until none is left; the sync then goes
 //! on as without sharing (deletes, cursor). Small syncs, and SQLite state, fetch as before.
 //!
-//! Every worker, the coordinator included, runs one [`claimer`]: it asks, in one query over
+//! The queue is the coordinator's side ([`crate::queue`]). Every worker, the coordinator
+//! included, runs one [`claimer`]: it asks, in one query over
 //! the Sources' schemas, which queues hold items to claim, and claims them (`SELECT … FOR
 //! UPDATE SKIP LOCKED`: two workers never hold one), a few more than its downloads in flight
 //! for that Source. Each fetch is the engine's own (`SharedFetcher`: the download, its length
@@ -37,90 +38,21 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
 use resourcesync_destination::http::Http;
-use resourcesync_destination::share::PortFuture;
-use resourcesync_destination::{
-    Downloads, Quiet, SharedFetch, SharedFetcher, SharedOutcome,
-};
-use resourcesync_store::{
-    Batch, Claim, Claimed, Op, PendingChange, PgState, StateStore, WorkItem,
-};
+use resourcesync_destination::{Quiet, SharedFetch, SharedFetcher, SharedOutcome};
+use resourcesync_store::{Batch, Claim, Claimed, Op, PendingChange, PgState, StateStore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::SourceSpec;
+use crate::queue::{POLL_MAX, POLL_MIN, blocking};
 use crate::shared::{Shared, StateChoice, schema_of};
 
 /// Claims of one item after which it is given up (recorded as a pending change, untried):
 /// the workers that claimed it died or stalled each time.
 pub const MAX_ATTEMPTS: u32 = 3;
 
-/// The shortest and longest waits between two looks at the queues (doubling while there is
-/// nothing to do, back to the shortest when there is).
-const POLL_MIN: Duration = Duration::from_millis(20);
-const POLL_MAX: Duration = Duration::from_secs(1);
-
-/// The coordinator's side: the engine's `Downloads` port over the Source's PostgreSQL state.
-#[derive(Debug)]
-pub(crate) struct Queue {
-    state: Arc<PgState>,
-    threshold: usize,
-}
-
-impl Queue {
-    pub(crate) fn new(state: Arc<PgState>, threshold: usize) -> Self {
-        Queue { state, threshold }
-    }
-}
-
-/// Runs a blocking call of the state on a blocking thread.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> resourcesync_store::Result<T> + Send + 'static,
-) -> resourcesync_destination::Result<T> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(r) => Ok(r?),
-        Err(e) => Err(resourcesync_destination::Error::Task(e.to_string())),
-    }
-}
-
-impl Downloads for Queue {
-    fn threshold(&self) -> usize {
-        self.threshold
-    }
-
-    fn queue(&self, fetches: Vec<SharedFetch>) -> PortFuture<'_, resourcesync_destination::Result<()>> {
-        let state = self.state.clone();
-        Box::pin(async move {
-            let items: Vec<WorkItem> = fetches
-                .iter()
-                .map(|f| WorkItem {
-                    key: f.key(),
-                    source: f.source.clone(),
-                    payload: f.to_payload(),
-                })
-                .collect();
-            blocking(move || state.add_work(&items)).await?;
-            Ok(())
-        })
-    }
-
-    fn wait(&self, source: &str) -> PortFuture<'_, resourcesync_destination::Result<()>> {
-        let (state, source) = (self.state.clone(), source.to_owned());
-        Box::pin(async move {
-            let mut pause = POLL_MIN;
-            loop {
-                let (st, s) = (state.clone(), source.clone());
-                if blocking(move || st.work_left(&s)).await? == 0 {
-                    return Ok(());
-                }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(POLL_MAX);
-            }
-        })
-    }
-}
 
 /// Every worker's side: claims and does the fetches of every Source's queue until `cancel`
 /// (see the module's documentation). Only with a PostgreSQL state.
