@@ -43,7 +43,10 @@ impl Downloads for Queue {
         self.threshold
     }
 
-    fn queue(&self, fetches: Vec<SharedFetch>) -> PortFuture<'_, resourcesync_destination::Result<()>> {
+    fn queue(
+        &self,
+        fetches: Vec<SharedFetch>,
+    ) -> PortFuture<'_, resourcesync_destination::Result<()>> {
         let state = self.state.clone();
         Box::pin(async move {
             let items: Vec<WorkItem> = fetches
@@ -74,4 +77,3 @@ impl Downloads for Queue {
         })
     }
 }
-

@@ -12,8 +12,8 @@
 //! The queue is the coordinator's side ([`crate::queue`]). Every worker, the coordinator
 //! included, runs one [`claimer`]: it asks, in one query over
 //! the Sources' schemas, which queues hold items to claim, and claims them (`SELECT … FOR
-//! UPDATE SKIP LOCKED`: two workers never hold one), a few more than its downloads in flight
-//! for that Source. Each fetch is the engine's own (`SharedFetcher`: the download, its length
+//! UPDATE SKIP LOCKED`: two workers never hold one), a few times its downloads in flight for
+//! that Source (its `concurrency`): downloads go on while copies wait for their commit. Each fetch is the engine's own (`SharedFetcher`: the download, its length
 //! and digests checked, the copy put in the Source's store by the committer); the row is then
 //! written by a batch that also completes the claim (`Claimed`): one transaction, which fails
 //! if the claim expired and was taken over, so that a stalled worker never writes over the
@@ -53,7 +53,6 @@ use crate::shared::{Shared, StateChoice, schema_of};
 /// the workers that claimed it died or stalled each time.
 pub const MAX_ATTEMPTS: u32 = 3;
 
-
 /// Every worker's side: claims and does the fetches of every Source's queue until `cancel`
 /// (see the module's documentation). Only with a PostgreSQL state.
 pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
@@ -83,13 +82,19 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
         };
         match found {
             Ok(with) if !with.is_empty() => {
-                pause = POLL_MIN;
+                let mut all = true;
                 for schema in with {
                     if let Some(spec) = specs.iter().find(|s| schema_of(&s.name) == schema) {
-                        drain(&shared, spec, &url, &cancel).await;
+                        all &= drain(&shared, spec, &url, &cancel).await;
                     }
                 }
-                continue;
+                if all {
+                    pause = POLL_MIN;
+                    continue;
+                }
+                // A queue it could not work on (its state or store unreachable): not again at
+                // once.
+                pause = POLL_MAX;
             }
             Ok(_) => {}
             Err(e) => {
@@ -113,11 +118,20 @@ struct Done {
 }
 
 /// Claims and does the fetches of the Source `spec` until its queue has nothing to claim (or
-/// `cancel`). A failure to reach its state or store is logged: the items stay queued, for
-/// this worker's next look or another's.
-async fn drain(shared: &Arc<Shared>, spec: &SourceSpec, url: &str, cancel: &CancellationToken) {
-    if let Err(e) = drain_or_fail(shared, spec, url, cancel).await {
-        tracing::warn!(source = %spec.name, "fetching from the shared queue: {e}");
+/// `cancel`); whether it got there. A failure to reach its state or store is logged: the items
+/// stay queued, for this worker's next look or another's.
+async fn drain(
+    shared: &Arc<Shared>,
+    spec: &SourceSpec,
+    url: &str,
+    cancel: &CancellationToken,
+) -> bool {
+    match drain_or_fail(shared, spec, url, cancel).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(source = %spec.name, "fetching from the shared queue: {e}");
+            false
+        }
     }
 }
 
@@ -141,7 +155,11 @@ async fn drain_or_fail(
     let http_opts = crate::follow::http_options(spec, shared);
     let worker = shared.opts.worker.clone();
     let ttl = shared.limits().lease;
+    // Downloads in flight: the Source's `concurrency`, as in a sync. Fetches past their
+    // download wait for their commit without holding a download slot, so that more of them
+    // run at once (and more are claimed ahead) than download.
     let width = spec.concurrency.max(1);
+    let tasks = width.saturating_mul(4);
     let mut fetchers: HashMap<(String, u64), Arc<SharedFetcher>> = HashMap::new();
     let mut waiting: VecDeque<(Claim, SharedFetch)> = VecDeque::new();
     let mut running: JoinSet<Done> = JoinSet::new();
@@ -152,10 +170,10 @@ async fn drain_or_fail(
         if !exhausted
             && outcome.is_ok()
             && !cancel.is_cancelled()
-            && waiting.len() + running.len() <= width
+            && waiting.len() + running.len() <= tasks
         {
             let (st, w) = (pg.clone(), worker.clone());
-            match blocking(move || st.claim_work(&w, width, ttl)).await {
+            match blocking(move || st.claim_work(&w, tasks, ttl)).await {
                 Ok(got) if got.is_empty() => exhausted = true,
                 Ok(got) => {
                     for c in got {
@@ -181,7 +199,7 @@ async fn drain_or_fail(
             let st = pg.clone();
             let _ = blocking(move || st.release(&back)).await;
         }
-        while running.len() < width {
+        while running.len() < tasks {
             let Some((claim, f)) = waiting.pop_front() else {
                 break;
             };
@@ -194,6 +212,7 @@ async fn drain_or_fail(
                         SharedFetcher::new(
                             &f.source,
                             f.max_bytes,
+                            width,
                             store.clone(),
                             claimed.clone() as Arc<dyn StateStore>,
                             http,
@@ -230,11 +249,11 @@ async fn drain_or_fail(
         }
         match running.join_next().await {
             // Counted as they end, for the page and the API.
-            Some(Ok(d)) => shared.status.shared_fetches(
-                &spec.name,
-                u64::from(d.copied),
-                u64::from(d.failed),
-            ),
+            Some(Ok(d)) => {
+                shared
+                    .status
+                    .shared_fetches(&spec.name, u64::from(d.copied), u64::from(d.failed))
+            }
             Some(Err(e)) => {
                 shared.status.shared_fetches(&spec.name, 0, 1);
                 tracing::error!(source = %spec.name, "a shared fetch failed: {e}");

@@ -62,11 +62,11 @@ pub use http::{HttpOptions, USER_AGENT};
 pub use mapping::UriMapper;
 pub use options::{AuditOptions, SyncOptions};
 pub use ports::Ports;
-pub use share::{Downloads, SharedFetch};
 pub use push::{PushOptions, PushStats, watch_push};
 pub use report::{
     AuditDifference, AuditReport, Failed, Failure, FailureKind, Mode, Observer, Planned, Quiet,
     SyncReport,
 };
+pub use share::{Downloads, SharedFetch};
 pub use sync::{Destination, sync};
 pub use watch::{ChangeSeen, Round, StopHandle, WatchOptions, WatchReport, changes_since, watch};

@@ -48,6 +48,6 @@ pub use s3::{S3Config, S3Store};
 pub use state::PgState;
 pub use state::{
     Batch, Claim, Claimed, Fenced, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, MemState, Op,
-    PendingChange,
-    ResourceRecord, SourceCursor, SqliteState, StateStore, WorkItem, for_each_resource,
+    PendingChange, ResourceRecord, SourceCursor, SqliteState, StateStore, WorkItem,
+    for_each_resource,
 };

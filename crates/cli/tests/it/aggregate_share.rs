@@ -114,14 +114,21 @@ fn two_workers_share_the_fetches_of_one_large_source() {
     let (_a, _b) = (Reaped(a), Reaped(b));
 
     // The baseline: synced by one worker, its fetches done by both.
-    until_both(&a_addr, &b_addr, 120, "the Source was not baselined", |a, b| {
-        following(a, &name, N as u64) || following(b, &name, N as u64)
-    });
+    until_both(
+        &a_addr,
+        &b_addr,
+        120,
+        "the Source was not baselined",
+        |a, b| following(a, &name, N as u64) || following(b, &name, N as u64),
+    );
     let (va, vb) = until_both(&a_addr, &b_addr, 30, "fetches uncounted", |a, b| {
         shared_copies(a, &name) + shared_copies(b, &name) >= N as u64
     });
     let (ca, cb) = (shared_copies(&va, &name), shared_copies(&vb, &name));
-    assert!(ca > 0 && cb > 0, "one worker did every fetch: a {ca}, b {cb}");
+    assert!(
+        ca > 0 && cb > 0,
+        "one worker did every fetch: a {ca}, b {cb}"
+    );
     assert_eq!(ca + cb, N as u64, "a {ca} + b {cb}");
     for i in 0..N {
         let p = format!("/f{i:03}.txt");
@@ -210,7 +217,11 @@ fn a_worker_killed_mid_run_loses_no_shared_fetch() {
         let on_disk = std::fs::metadata(store.join(&name).join(&path))
             .map(|m| m.len())
             .unwrap_or(u64::MAX);
-        assert_eq!(Some(on_disk), length.and_then(|l| u64::try_from(l).ok()), "{path}");
+        assert_eq!(
+            Some(on_disk),
+            length.and_then(|l| u64::try_from(l).ok()),
+            "{path}"
+        );
     }
     for table in ["work", "pending"] {
         let n: i64 = db

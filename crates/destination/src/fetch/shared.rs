@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use resourcesync_model::{Change, Hashes, W3cDateTime};
 use resourcesync_store::{RelPath, StateStore, Store};
+use tokio::sync::Semaphore;
 
 use crate::commit::Committer;
 use crate::error::Result;
@@ -150,14 +151,19 @@ pub enum SharedOutcome {
 #[derive(Debug)]
 pub struct SharedFetcher {
     ctx: Arc<Ctx>,
+    /// Downloads in flight: a fetch holds a slot until its body is verified and queued for
+    /// the committer (as in a run, see `Exec`), not while it waits for its batch's commit.
+    slots: Arc<Semaphore>,
 }
 
 impl SharedFetcher {
     /// A fetcher of the Source `source` (its key) into `store` and `state` with `http`, of
-    /// bodies of at most `max_bytes`.
+    /// bodies of at most `max_bytes`, `width` downloads at most in flight (more fetches may
+    /// run at once: those past their download wait for their commit).
     pub fn new(
         source: &str,
         max_bytes: u64,
+        width: usize,
         store: Arc<dyn Store>,
         state: Arc<dyn StateStore>,
         http: Http,
@@ -166,6 +172,7 @@ impl SharedFetcher {
         // Unused: every handed-out fetch says its path.
         let mapper = UriMapper::new(source).or_else(|_| UriMapper::new("http://localhost/"))?;
         Ok(SharedFetcher {
+            slots: Arc::new(Semaphore::new(width.max(1))),
             ctx: Arc::new(Ctx {
                 http: Arc::new(http),
                 committer: Committer::start(store.clone(), state.clone())?,
@@ -220,7 +227,11 @@ impl SharedFetcher {
                 repair: f.repair,
             },
         };
-        match run_at(&self.ctx, job, rel, &mut None, false).await {
+        let mut permit = match self.slots.clone().acquire_owned().await {
+            Ok(p) => Some(p),
+            Err(e) => return SharedOutcome::Failed(format!("{}: {e}", f.uri)),
+        };
+        match run_at(&self.ctx, job, rel, &mut permit, false).await {
             Outcome::Created(n)
             | Outcome::Updated(n)
             | Outcome::Repaired(n)

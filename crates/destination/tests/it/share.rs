@@ -30,7 +30,10 @@ impl Downloads for StateQueue {
         self.threshold
     }
 
-    fn queue(&self, fetches: Vec<SharedFetch>) -> PortFuture<'_, resourcesync_destination::Result<()>> {
+    fn queue(
+        &self,
+        fetches: Vec<SharedFetch>,
+    ) -> PortFuture<'_, resourcesync_destination::Result<()>> {
         Box::pin(async move {
             let items: Vec<WorkItem> = fetches
                 .iter()
@@ -86,6 +89,7 @@ async fn worker(
                 SharedFetcher::new(
                     &f.source,
                     f.max_bytes,
+                    8,
                     store.clone(),
                     claimed.clone() as Arc<dyn StateStore>,
                     Http::new(Default::default()).expect("client"),
@@ -96,7 +100,10 @@ async fn worker(
             claimed.hold(&f.uri, c);
             let o = x.fetch(&f).await;
             assert!(matches!(o, SharedOutcome::Copied(_)), "{o:?}");
-            assert!(claimed.take(&f.uri).is_none(), "the row completed the claim");
+            assert!(
+                claimed.take(&f.uri).is_none(),
+                "the row completed the claim"
+            );
             fetched.fetch_add(1, Ordering::SeqCst);
         }
         done.notify_waiters();
@@ -106,9 +113,17 @@ async fn worker(
 async fn run(threshold: usize) -> (resourcesync_destination::SyncReport, usize, usize) {
     let src = tmp();
     let files: Vec<(String, Vec<u8>)> = (0..30)
-        .map(|i| (format!("d{}/f{i:02}.txt", i % 3), format!("file {i}\n").into_bytes()))
+        .map(|i| {
+            (
+                format!("d{}/f{i:02}.txt", i % 3),
+                format!("file {i}\n").into_bytes(),
+            )
+        })
         .collect();
-    let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (p.as_str(), b.as_slice())).collect();
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
     write_tree(src.path(), &refs);
     let server = Server::start(src.path()).await;
     publish(src.path(), &server.base, None);
@@ -134,14 +149,22 @@ async fn run(threshold: usize) -> (resourcesync_destination::SyncReport, usize, 
     ));
     let ports = Ports::new(store.clone(), state.clone(), scratch.path(), "(memory)")
         .with_downloads(port.clone());
-    let d = Destination::new(&server.base, ports, Http::new(o.http.clone()).expect("client"));
+    let d = Destination::new(
+        &server.base,
+        ports,
+        Http::new(o.http.clone()).expect("client"),
+    );
     let r = d.sync(&o, Arc::new(Quiet)).await.expect("sync");
     w.abort();
     // Every copy in place with its row, whoever fetched it.
     assert_eq!(server.resource_hits(), 30, "each resource fetched once");
     let mut n = 0;
     resourcesync_store::for_each_resource(state.as_ref(), &r.source.key(), |row| {
-        let copy = &files.iter().find(|(p, _)| *p == row.path).expect("a copy of ours").1;
+        let copy = &files
+            .iter()
+            .find(|(p, _)| *p == row.path)
+            .expect("a copy of ours")
+            .1;
         assert_eq!(row.length, Some(copy.len() as u64), "{}", row.path);
         n += 1;
         Ok(())
@@ -161,7 +184,10 @@ async fn a_run_past_the_threshold_hands_its_fetches_to_the_workers() {
     let (r, queued, fetched) = run(10).await;
     assert_eq!((queued, fetched), (30, 30), "{r:?}");
     assert_eq!((r.shared, r.created, r.failed), (30, 0, 0), "{r:?}");
-    assert!(r.cursor.is_some(), "the cursor moved once the queue was empty");
+    assert!(
+        r.cursor.is_some(),
+        "the cursor moved once the queue was empty"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
