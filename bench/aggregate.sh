@@ -9,7 +9,13 @@
 # Usage: bench/aggregate.sh [SOURCES=50] [EACH=2000]
 #   BENCH_BIN: our binary (default: built in release)
 #   BENCH_POSTGRES: a PostgreSQL URL (scripts/postgres.sh): also the baseline of the SOURCES
-#     Sources by one aggregate process and by two sharing that state (goal: two in <= 0.65x)
+#     Sources by one aggregate process and by two sharing that state (goal: two in <= 0.65x),
+#     and of ONE Source of BENCH_SHARE_ONE files (default 100000; 0: not run) by one process
+#     and by two sharing its fetches (issue 16), with the CPU-bound ceiling of this machine:
+#     the CPU seconds (user + system) of every process of the one-worker run (the worker,
+#     nginx, PostgreSQL) over the cores, divided by its wall time: the best ratio two workers
+#     can reach here
+#   BENCH_ONLY=share: only that last case (with BENCH_POSTGRES)
 # Prints a table and the ratios measured in this run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -33,10 +39,16 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-log "generating $SOURCES × $EACH and 1 × $TOTAL files of 512 B"
-python3 - "$W" "$SOURCES" "$EACH" <<'PY'
+PG="${BENCH_POSTGRES:-}"
+SHARE_ONE="${BENCH_SHARE_ONE:-100000}"
+ONLY="${BENCH_ONLY:-}"
+[ "$ONLY" != share ] || [ -n "$PG" ] || die "BENCH_ONLY=share needs BENCH_POSTGRES"
+[ "$ONLY" != share ] || { SOURCES=0; TOTAL=0; }
+[ -n "$PG" ] || SHARE_ONE=0
+log "generating $SOURCES × $EACH, 1 × $TOTAL and 1 × $SHARE_ONE files of 512 B"
+python3 - "$W" "$SOURCES" "$EACH" "$SHARE_ONE" <<'PY'
 import os, sys
-w, n, each = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+w, n, each, big = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 def fill(d, count, tag):
     os.makedirs(d, exist_ok=True)
     for i in range(count):
@@ -47,6 +59,8 @@ def fill(d, count, tag):
 for s in range(n):
     fill(os.path.join(w, "www", "many", "s%03d" % s), each, "s%d" % s)
 fill(os.path.join(w, "www", "one"), n * each, "one")
+if big:
+    fill(os.path.join(w, "www", "big"), big, "big")
 PY
 
 PORT="$(free_port)"
@@ -78,8 +92,11 @@ publish_all() {
     done
     "$BIN" publish "$W/www/one" --base-url "$BASE/one/" -q >/dev/null
 }
+[ "$ONLY" = share ] || {
 log "publishing (load $(load))"
 publish_all
+}
+[ "$SHARE_ONE" = 0 ] || "$BIN" publish "$W/www/big" --base-url "$BASE/big/" -q >/dev/null
 {
     echo '[limits]'; echo 'concurrency = 8'; echo 'per_host = 8'; echo
     for s in $(seq 0 $((SOURCES - 1))); do
@@ -185,16 +202,56 @@ workers() {  # $1 how many aggregate processes share a PostgreSQL state: baselin
     for i in $(seq 1 "$k"); do kill "${PIDS[-$i]}" 2>/dev/null || true; done
 }
 
+# ONE Source of SHARE_ONE files synced by $1 workers sharing its fetches (issue 16); with one
+# worker, also the CPU seconds of every process of the run (CPU[1]).
+declare -A CPU
+share_one() {  # $1 workers; $2 `alone`: the one worker fetching everything itself, as before
+    local k="$1" i port apis="" s e c0 c1 name pids=() pgpid above=500
+    name="big$(date +%s%N)"
+    [ "${2:-}" != alone ] || above=$((SHARE_ONE + 1))
+    printf '[limits]\nconcurrency = 8\nper_host = 8\nshare_above = %s\n\n[[source]]\nname = "%s"\nurl = "%s/big/.well-known/resourcesync"\nschedule = "1h"\ndelete = true\n' \
+        "$above" "$name" "$BASE" >"$W/big$k.toml"
+    # PostgreSQL's server: the process listening on its port (its backends are its children).
+    pgpid="$(ss -Hltnp "sport = :$(python3 -c 'import sys,urllib.parse as u; print(u.urlparse(sys.argv[1]).port or 5432)' "$PG")" \
+        | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)"
+    c0="$(python3 "$ROOT/bench/cpu_tree.py" "${PIDS[0]}" ${pgpid:+"$pgpid"})"
+    s=$(date +%s%N)
+    for i in $(seq 1 "$k"); do
+        port="$(free_port)"
+        "$BIN" aggregate --config "$W/big$k.toml" --store "$W/copies-big$k" --state "$PG" \
+            --worker "w$i" --serve "127.0.0.1:$port" -q >/dev/null 2>"$W/big$k-$i.err" &
+        pids+=($!)
+        PIDS+=($!)
+        apis="${apis:+$apis,}http://127.0.0.1:$port/api/sources"
+    done
+    python3 "$ROOT/bench/aggregate_wait.py" "$apis" 1 "$SHARE_ONE" 1 >/dev/null
+    e=$(date +%s%N)
+    c1="$(python3 "$ROOT/bench/cpu_tree.py" "${PIDS[0]}" ${pgpid:+"$pgpid"} "${pids[@]}")"
+    k="$k${2:-}"
+    T[big/$k]="$(python3 -c "print('%.2f' % (($e - $s) / 1e9))")"
+    CPU[$k]="$(python3 -c "print('%.2f' % ($c1 - $c0))")"
+    log "1 Source × $SHARE_ONE, $k worker(s): ${T[big/$k]} s, ${CPU[$k]} CPU s (load $(load))"
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+
+if [ "$ONLY" != share ]; then
 measure many "$SOURCES" "$EACH"
 measure one 1 "$TOTAL"
-PG="${BENCH_POSTGRES:-}"
-if [ -n "$PG" ]; then
+fi
+if [ "$SHARE_ONE" != 0 ]; then
+    share_one 1 alone
+    share_one 1
+    share_one 2
+fi
+if [ -n "$PG" ] && [ "$ONLY" != share ]; then
     # Fresh Source names (and so schemas) for these runs: the same Sources, renamed.
     sed -i "s/name = \"s\([0-9]*\)\"/name = \"b$(date +%s)s\\1\"/" "$W/many.toml"
     workers 1
     sed -i "s/name = \"b[0-9]*s/name = \"c$(date +%s)s/" "$W/many.toml"
     workers 2
 fi
+if [ "$ONLY" != share ]; then
 printf '\n%-34s %12s %12s %10s\n' "case" "baseline s" "10% changed s" "peak MB"
 printf '%-34s %12s %12s %10s\n' "$SOURCES Sources × $EACH" "${T[many/baseline]}" "${T[many/incremental]}" "${RSS[many]}"
 printf '%-34s %12s %12s %10s\n' "1 Source × $TOTAL" "${T[one/baseline]}" "${T[one/incremental]}" "${RSS[one]}"
@@ -203,8 +260,23 @@ import sys
 mb, ob, mi, oi = map(float, sys.argv[1:])
 print("ratio many/one: baseline %.2f, incremental %.2f (goal <= 1.5)" % (mb / ob, mi / oi))
 PY
-if [ -n "$PG" ]; then
+fi
+if [ -n "$PG" ] && [ "$ONLY" != share ]; then
     printf '%-34s %12s\n' "1 worker, PostgreSQL state" "${T[pg/1]}"
     printf '%-34s %12s\n' "2 workers, PostgreSQL state" "${T[pg/2]}"
     python3 -c "import sys; print('ratio 2 workers / 1: %.2f (goal <= 0.65; %s cores)' % (float(sys.argv[1]) / float(sys.argv[2]), sys.argv[3]))" "${T[pg/2]}" "${T[pg/1]}" "$(nproc)"
+fi
+if [ "$SHARE_ONE" != 0 ]; then
+    printf '\n%-34s %12s %12s\n' "1 Source × $SHARE_ONE, PostgreSQL" "baseline s" "CPU s"
+    printf '%-34s %12s %12s\n' "1 worker, fetching alone" "${T[big/1alone]}" "${CPU[1alone]}"
+    printf '%-34s %12s %12s\n' "1 worker, through the queue" "${T[big/1]}" "${CPU[1]}"
+    printf '%-34s %12s %12s\n' "2 workers sharing its fetches" "${T[big/2]}" "${CPU[2]}"
+    python3 - "${T[big/1]}" "${T[big/2]}" "${CPU[1]}" "$(nproc)" "${T[big/1alone]}" <<'PY'
+import sys
+w1, w2, cpu1, cores, alone = map(float, sys.argv[1:])
+# The best two workers can do here: the one-worker run's CPU spread over every core.
+ceiling = max(cpu1 / cores / w1, 0.5)
+print("ratio 2 workers / 1: %.2f (/ 1 fetching alone: %.2f); CPU-bound ceiling of this "
+      "machine (%d cores): %.2f" % (w2 / w1, w2 / alone, cores, ceiling))
+PY
 fi

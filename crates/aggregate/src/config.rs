@@ -8,6 +8,8 @@
 //! backoff_max = "1h"   # longest wait after repeated failures
 //! lease = "60s"        # with --state postgres://: a dead worker's Sources are taken over after it
 //! bandwidth = "10MB/s" # bodies received per second, over every Source (MB, MiB, Mbit, ...)
+//! share_above = 500    # with --state postgres://: a sync with more fetches shares them with
+//!                      # every worker (a queue per Source), fewer it does itself
 //!
 //! [[source]]
 //! name = "museum"                       # a-z, 0-9, `-`, `_`: its folder and its key
@@ -62,6 +64,10 @@ pub struct Limits {
     pub lease: Duration,
     /// Bytes of bodies received per second, over every Source (`None`: unlimited).
     pub bandwidth: Option<u64>,
+    /// With a shared PostgreSQL state: a sync with more fetches than this hands them to
+    /// every worker through the Source's queue (see [`crate::work`]); with fewer, the worker
+    /// holding the Source does them itself.
+    pub share_above: usize,
 }
 
 impl Default for Limits {
@@ -73,9 +79,14 @@ impl Default for Limits {
             backoff_max: Duration::from_secs(3600),
             lease: Duration::from_secs(60),
             bandwidth: None,
+            share_above: DEFAULT_SHARE_ABOVE,
         }
     }
 }
+
+/// The default of [`Limits::share_above`]: below a few hundred fetches, queueing them and
+/// waiting for the queue costs more than it saves.
+pub const DEFAULT_SHARE_ABOVE: usize = 500;
 
 /// When a Source is synced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +147,7 @@ struct RawLimits {
     backoff_max: Option<Spanned<String>>,
     lease: Option<Spanned<String>>,
     bandwidth: Option<Spanned<String>>,
+    share_above: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -192,6 +204,9 @@ impl Config {
         }
         if let Some(t) = &raw.limits.lease {
             limits.lease = duration(t, "limits.lease", &err)?;
+        }
+        if let Some(n) = &raw.limits.share_above {
+            limits.share_above = *n.get_ref();
         }
         if let Some(b) = &raw.limits.bandwidth {
             limits.bandwidth = Some(Bandwidth::parse_rate(b.get_ref()).ok_or_else(|| {

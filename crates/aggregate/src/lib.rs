@@ -12,6 +12,8 @@
 //! - [`published`]: the republished Sources over HTTP (Source Description, documents, copies).
 //! - [`web`]: the page for operators, the JSON API and the Prometheus metrics, and the
 //!   republished Sources' documents and resources.
+//! - [`work`]: with a PostgreSQL state, a large sync's fetches shared by every worker (a
+//!   queue per Source, claimed per resource; issue 16).
 //!
 //! The copies of each Source go to its own folder of the store (`STORE/NAME/`), its state to
 //! SQLite in that folder (the default) or to PostgreSQL (a schema per Source).
@@ -22,11 +24,13 @@ pub mod config;
 pub mod error;
 pub mod follow;
 pub mod published;
+mod queue;
 pub mod republish;
 pub mod service;
 mod shared;
 pub mod status;
 pub mod web;
+pub mod work;
 
 pub use config::{Config, Limits, Schedule, SourceSpec};
 pub use error::{Error, Result};

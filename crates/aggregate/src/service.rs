@@ -67,6 +67,8 @@ struct Task {
 pub struct Aggregator {
     shared: Arc<Shared>,
     tasks: Mutex<HashMap<String, Task>>,
+    /// The claimer of the Sources' shared fetches (PostgreSQL state, see [`crate::work`]).
+    claimer: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
 }
 
 impl std::fmt::Debug for Aggregator {
@@ -117,11 +119,18 @@ impl Aggregator {
             status: Status::default(),
             gates: RwLock::new(Arc::new(Gates::new(&config.limits))),
             limits: RwLock::new(config.limits.clone()),
+            sources: RwLock::new(Vec::new()),
             opts,
+        });
+        let claimer = matches!(shared.opts.state, StateChoice::Postgres(_)).then(|| {
+            let cancel = CancellationToken::new();
+            let h = tokio::spawn(crate::work::claimer(shared.clone(), cancel.clone()));
+            (cancel, h)
         });
         let a = Aggregator {
             shared,
             tasks: Mutex::new(HashMap::new()),
+            claimer: Mutex::new(claimer),
         };
         a.apply(config);
         Ok(a)
@@ -164,6 +173,13 @@ impl Aggregator {
     }
 
     fn apply(&self, config: &Config) {
+        config.sources.clone_into(
+            &mut self
+                .shared
+                .sources
+                .write()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         let wanted: HashMap<&str, &SourceSpec> = config
             .sources
@@ -221,11 +237,26 @@ impl Aggregator {
         for t in &tasks {
             t.cancel.cancel();
         }
+        let claimer = self
+            .claimer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some((c, _)) = &claimer {
+            c.cancel();
+        }
         let deadline = tokio::time::Instant::now() + grace;
         for t in tasks {
             let mut h = t.handle;
             if tokio::time::timeout_at(deadline, &mut h).await.is_err() {
                 tracing::warn!(source = %t.spec.name, "still syncing after the grace period: stopped");
+                h.abort();
+                let _ = h.await;
+            }
+        }
+        // Its fetches in flight end (their claims released or completed), or are stopped.
+        if let Some((_, mut h)) = claimer {
+            if tokio::time::timeout_at(deadline, &mut h).await.is_err() {
                 h.abort();
                 let _ = h.await;
             }

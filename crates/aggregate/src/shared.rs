@@ -13,7 +13,7 @@ use resourcesync_store::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::config::Limits;
+use crate::config::{Limits, SourceSpec};
 use crate::error::{Error, Result};
 use crate::republish::{Copies, Republish};
 use crate::status::Status;
@@ -110,9 +110,19 @@ pub(crate) struct Shared {
     pub(crate) opts: Options,
     pub(crate) limits: RwLock<Limits>,
     pub(crate) gates: RwLock<Arc<Gates>>,
+    /// The Sources followed now (the claimer watches their queues, crate::work).
+    pub(crate) sources: RwLock<Vec<SourceSpec>>,
 }
 
 impl Shared {
+    /// The Sources followed now.
+    pub(crate) fn sources(&self) -> Vec<SourceSpec> {
+        self.sources
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub(crate) fn limits(&self) -> Limits {
         self.limits
             .read()
@@ -192,21 +202,28 @@ impl Shared {
         })
     }
 
-    /// The store of the Source `name`'s copies, and its scratch directory (local, made).
-    fn store_of(&self, name: &str) -> Result<(Arc<dyn Store>, PathBuf)> {
+    /// The store of the Source `name`'s copies, and its scratch directory (local, made). With
+    /// `clean`, what an interrupted sync left is removed: only by the worker holding the
+    /// Source's lease (a worker fetching from its shared queue opens it without: the holder's
+    /// downloads may be under way).
+    pub(crate) fn store_of(&self, name: &str, clean: bool) -> Result<(Arc<dyn Store>, PathBuf)> {
         let folder = self.folder(name);
         let scratch = folder.join(resourcesync_store::STATE_DIR).join("tmp");
         std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
         let store: Arc<dyn Store> = match self.copies(name)? {
             Copies::Folder => {
                 let s = FsStore::open(&folder)?;
-                s.clean_tmp()?;
+                if clean {
+                    s.clean_tmp()?;
+                }
                 Arc::new(s)
             }
             Copies::Bucket(cfg) => {
                 let s = S3Store::with_config(*cfg)?.with_scratch(&scratch);
                 // Multipart uploads a killed worker left (older than an hour) are aborted.
-                s.clean_interrupted()?;
+                if clean {
+                    s.clean_interrupted()?;
+                }
                 Arc::new(s)
             }
         };
@@ -225,7 +242,7 @@ impl Shared {
             if self.opts.object_store.is_none() {
                 return Ok(Opened::Ready(Ports::directory(&folder, &db)?, None));
             }
-            let (store, scratch) = self.store_of(name)?;
+            let (store, scratch) = self.store_of(name, true)?;
             let state = SqliteState::open(&db)?;
             return Ok(Opened::Ready(
                 Ports::new(store, Arc::new(state) as Arc<dyn StateStore>, scratch, db),
@@ -240,15 +257,18 @@ impl Shared {
         let Some(lease) = pg.lease_source(name, &self.opts.worker, ttl)? else {
             return Ok(Opened::Elsewhere);
         };
-        let fenced = Arc::new(Fenced::new(pg, lease));
-        let (store, scratch) = self.store_of(name)?;
+        let fenced = Arc::new(Fenced::new(pg.clone(), lease));
+        let (store, scratch) = self.store_of(name, true)?;
+        // A large sync's fetches go to the Source's queue, for every worker (crate::work).
+        let downloads = crate::queue::Queue::new(pg, self.limits().share_above);
         Ok(Opened::Ready(
             Ports::new(
                 store,
                 fenced.clone() as Arc<dyn StateStore>,
                 scratch,
                 format!("PostgreSQL schema {}", schema_of(name)),
-            ),
+            )
+            .with_downloads(Arc::new(downloads)),
             Some(fenced),
         ))
     }

@@ -61,6 +61,8 @@ struct Entry {
     elsewhere: bool,
     republishes: u64,
     republish_error: Option<String>,
+    shared_copies: u64,
+    shared_failures: u64,
 }
 
 /// A Source's status as shown (the page, `/api/sources`).
@@ -105,6 +107,11 @@ pub struct SourceView {
     pub republishes: u64,
     /// The error of its last publish, when that failed.
     pub republish_error: Option<String>,
+    /// Copies this worker fetched from the Source's shared queue (PostgreSQL state, issue 16:
+    /// a large sync's fetches are shared by every worker, whichever coordinates it).
+    pub shared_copies: u64,
+    /// Fetches from the Source's shared queue that failed here (kept as pending changes).
+    pub shared_failures: u64,
 }
 
 /// Every Source's status.
@@ -170,10 +177,21 @@ impl Status {
                         elsewhere: false,
                         republishes: 0,
                         republish_error: None,
+                        shared_copies: 0,
+                        shared_failures: 0,
                     },
                 );
             }
         }
+    }
+
+    /// This worker did fetches from the Source's shared queue: `copies` copied (or found
+    /// current), `failures` failed.
+    pub fn shared_fetches(&self, name: &str, copies: u64, failures: u64) {
+        self.with(name, |e| {
+            e.shared_copies += copies;
+            e.shared_failures += failures;
+        });
     }
 
     /// A Source is no longer followed.
@@ -244,6 +262,9 @@ impl Status {
             );
             if r.failed > 0 {
                 summary.push_str(&format!(", {} failed", r.failed));
+            }
+            if r.shared > 0 {
+                summary.push_str(&format!(", {} fetches shared by the workers", r.shared));
             }
             push(&mut e.recent, "sync", summary);
         });
@@ -351,5 +372,7 @@ fn view(e: &Entry, now: Timestamp) -> SourceView {
         recent: e.recent.iter().cloned().collect(),
         republishes: e.republishes,
         republish_error: e.republish_error.clone(),
+        shared_copies: e.shared_copies,
+        shared_failures: e.shared_failures,
     }
 }

@@ -32,6 +32,7 @@ pub mod options;
 mod outcome;
 pub mod ports;
 pub mod report;
+pub mod share;
 
 // The stages, in the order data flows through them; each imports only the stages before it.
 pub mod audit;
@@ -48,7 +49,7 @@ pub mod sync;
 pub mod watch;
 
 pub use discover::docs;
-pub use fetch::{patch, repair};
+pub use fetch::{SharedFetcher, SharedOutcome, patch, repair};
 pub use plan::staging;
 pub use sync::catch_up;
 
@@ -66,5 +67,6 @@ pub use report::{
     AuditDifference, AuditReport, Failed, Failure, FailureKind, Mode, Observer, Planned, Quiet,
     SyncReport,
 };
+pub use share::{Downloads, SharedFetch};
 pub use sync::{Destination, sync};
 pub use watch::{ChangeSeen, Round, StopHandle, WatchOptions, WatchReport, changes_since, watch};

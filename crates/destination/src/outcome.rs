@@ -43,6 +43,8 @@ pub(crate) struct Tally {
     pub(crate) packages: u64,
     pub(crate) from_packages: u64,
     pub(crate) patched: u64,
+    /// Fetches handed to the workers sharing the state (crate::share).
+    pub(crate) shared: u64,
 }
 
 impl Tally {
@@ -75,6 +77,7 @@ impl Tally {
         self.packages += o.packages;
         self.from_packages += o.from_packages;
         self.patched += o.patched;
+        self.shared += o.shared;
         for f in o.failures {
             push_capped(&mut self.failures, f);
         }

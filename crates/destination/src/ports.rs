@@ -14,6 +14,7 @@ use std::sync::Arc;
 use resourcesync_store::{FsStore, SqliteState, StateStore, Store};
 
 use crate::error::{Error, Result};
+use crate::share::Downloads;
 
 /// The store, the state and the scratch space of a Destination.
 #[derive(Debug, Clone)]
@@ -29,6 +30,9 @@ pub struct Ports {
     pub scratch: PathBuf,
     /// How messages name the state (its file, or a description).
     pub state_name: PathBuf,
+    /// Where a run's fetches go when it has enough of them to share with other workers
+    /// ([`crate::share`]; issue 16); none (the default): the run does them all.
+    pub downloads: Option<Arc<dyn Downloads>>,
     /// Keeps a temporary scratch directory alive as long as the ports.
     _held: Option<Arc<tempfile::TempDir>>,
 }
@@ -46,8 +50,16 @@ impl Ports {
             state,
             scratch: scratch.into(),
             state_name: state_name.into(),
+            downloads: None,
             _held: None,
         }
+    }
+
+    /// The same ports, whose runs hand their fetches to `downloads` when they have more than
+    /// its threshold (see [`crate::share`]).
+    pub fn with_downloads(mut self, downloads: Arc<dyn Downloads>) -> Self {
+        self.downloads = Some(downloads);
+        self
     }
 
     /// Ports whose scratch directory is a new temporary one, removed with the last clone.
@@ -62,6 +74,7 @@ impl Ports {
             state,
             scratch: held.path().to_path_buf(),
             state_name: state_name.into(),
+            downloads: None,
             _held: Some(Arc::new(held)),
         })
     }

@@ -192,6 +192,10 @@ pub struct SyncReport {
     pub from_packages: u64,
     /// Copies updated by applying a patch (Z39.99-2014 §14.4; counted in `updated` too).
     pub patched: u64,
+    /// Fetches handed to the workers sharing the state (issue 16, [`crate::share`]): done by
+    /// any of them, each counted by the worker that did it, not in `created` or `updated`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub shared: u64,
     /// Seconds taken.
     pub seconds: f64,
     /// The cursor after the run.
@@ -298,4 +302,9 @@ impl SourceInfo {
             .or_else(|| self.resource_list.clone())
             .unwrap_or_default()
     }
+}
+
+/// Whether a count is 0 (left out of the JSON form).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -47,6 +47,7 @@ pub use s3::{S3Config, S3Store};
 #[cfg(feature = "postgres")]
 pub use state::PgState;
 pub use state::{
-    Batch, Claim, Fenced, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, MemState, Op, PendingChange,
-    ResourceRecord, SourceCursor, SqliteState, StateStore, WorkItem, for_each_resource,
+    Batch, Claim, Claimed, Fenced, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, MemState, Op,
+    PendingChange, ResourceRecord, SourceCursor, SqliteState, StateStore, WorkItem,
+    for_each_resource,
 };

@@ -28,12 +28,14 @@ use resourcesync_model::{Change, Hashes, W3cDateTime};
 
 use crate::error::Result;
 
+mod claimed;
 mod fenced;
 mod mem;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod sqlite;
 
+pub use claimed::Claimed;
 pub use fenced::Fenced;
 pub use mem::MemState;
 #[cfg(feature = "postgres")]
@@ -356,6 +358,9 @@ pub trait StateStore: Send + Sync + Debug {
     fn complete(&self, claims: &[Claim]) -> Result<usize>;
     /// Puts the items of claims still held back in the queue, unclaimed; how many.
     fn release(&self, claims: &[Claim]) -> Result<usize>;
+    /// How many items of the Source `source` are queued, claimed or not (those completed are
+    /// gone): what a worker that queued them waits to see reach 0.
+    fn work_left(&self, source: &str) -> Result<u64>;
 }
 
 /// Calls `f` for every row of a Source, in URI order, a page at a time.

@@ -14,7 +14,7 @@ use resourcesync_testkit::{Fault, Server};
 use crate::aggregate::{following, signal, until};
 use crate::serve::Reaped;
 
-fn postgres() -> String {
+pub(crate) fn postgres() -> String {
     match std::env::var("RESOURCESYNC_TEST_POSTGRES") {
         Ok(u) if !u.is_empty() => u,
         _ => panic!(
@@ -25,7 +25,7 @@ fn postgres() -> String {
 }
 
 /// A directory of `n` files published by our Source and served as files.
-fn source(n: usize) -> (Server, tempfile::TempDir) {
+pub(crate) fn source(n: usize) -> (Server, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_in_thread(dir.path());
     for i in 0..n {
@@ -48,7 +48,7 @@ fn publish(dir: &Path, base: &str) {
 }
 
 /// A worker: `aggregate` over `cfg`, the shared store and state; its page address.
-fn worker(cfg: &Path, store: &Path, name: &str) -> (Child, String) {
+pub(crate) fn worker(cfg: &Path, store: &Path, name: &str) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
         .args(["aggregate", "--config", cfg.to_str().expect("path")])
         .args(["--store", store.to_str().expect("path")])
@@ -80,7 +80,7 @@ fn all_followed(a: &serde_json::Value, b: &serde_json::Value, names: &[String], 
         .all(|s| following(a, s, n) || following(b, s, n))
 }
 
-fn api(addr: &str) -> serde_json::Value {
+pub(crate) fn api(addr: &str) -> serde_json::Value {
     until(addr, "the API answers", |_| true)
 }
 

@@ -10,6 +10,7 @@ mod robust_support;
 mod source_support;
 
 mod aggregate;
+mod aggregate_share;
 mod aggregate_workers;
 mod config;
 mod crash;

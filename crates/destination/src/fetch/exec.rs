@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 
 use crate::commit::{Committer, Origin, Pending};
 use crate::error::{Error, Result};
+use crate::fetch::shared::Handout;
 use crate::filter::UriFilter;
 use crate::http::{Conditional, Http, header};
 use crate::mapping::UriMapper;
@@ -58,6 +59,9 @@ pub(crate) struct Ctx {
     /// The Change List documents fetched before the run, and those its walks read, to
     /// remember ([`crate::discover::known`]).
     pub(crate) lists: Mutex<crate::discover::known::ListMemo>,
+    /// Where the run's fetches go when there are enough of them (issue 16; see
+    /// [`crate::share`]); none: the run does them all.
+    pub(crate) downloads: Option<Arc<dyn crate::share::Downloads>>,
 }
 
 /// Transient store failures in a row after which the store (an object store that went away)
@@ -147,6 +151,8 @@ pub(crate) struct Exec {
     /// Whether a blocked copy is deferred (not on the second try, not without `--delete`).
     may_defer: bool,
     deferred: Vec<Job>,
+    /// The fetches on their way to other workers, with a [`crate::share::Downloads`] port.
+    handout: Option<Handout>,
 }
 
 /// Most copies deferred in one run (see [`Exec`]): past it, a blocked copy fails at once and is
@@ -156,7 +162,13 @@ pub(crate) const MAX_DEFERRED: usize = 100_000;
 impl Exec {
     pub(crate) fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
         let may_defer = ctx.delete && !ctx.dry_run;
+        let handout = ctx
+            .downloads
+            .clone()
+            .filter(|_| !ctx.dry_run)
+            .map(Handout::new);
         Exec {
+            handout,
             ctx,
             sem: Arc::new(Semaphore::new(concurrency.max(1))),
             set: JoinSet::new(),
@@ -189,6 +201,14 @@ impl Exec {
             self.done_inline(Outcome::Filtered);
             return Ok(());
         }
+        // Handed to the workers, when the run shares its fetches (crate::share).
+        let job = match self.handout.as_mut() {
+            Some(h) => match h.offer(&self.ctx, job).await? {
+                Some(job) => job,
+                None => return Ok(()),
+            },
+            None => job,
+        };
         let permit = self
             .sem
             .clone()
@@ -224,6 +244,25 @@ impl Exec {
     }
 
     pub(crate) async fn finish(mut self) -> Tally {
+        // The fetches handed out, waited for; or, too few to share, done here.
+        if let Some(mut h) = self.handout.take() {
+            match h.finish(&self.ctx).await {
+                Ok(back) => {
+                    for job in back {
+                        let uri = job.item.uri.clone();
+                        if let Err(e) = self.submit(job).await {
+                            self.tally
+                                .add(Outcome::Failed(Failure::new(uri, None, e.to_string())));
+                        }
+                    }
+                }
+                // The cursor must not move past fetches that may not be done.
+                Err(e) => self
+                    .ctx
+                    .state_failed(format!("the fetches handed to the other workers: {e}")),
+            }
+            self.tally.shared += h.queued;
+        }
         while let Some(r) = self.set.join_next().await {
             self.collect(r);
         }
@@ -270,6 +309,18 @@ pub(crate) async fn run_job(
             return Outcome::Failed(Failure::new(uri, None, e.to_string()));
         }
     };
+    run_at(ctx, job, rel, permit, defer).await
+}
+
+/// Runs one job whose copy goes to `rel` (see [`run_job`]).
+pub(crate) async fn run_at(
+    ctx: &Arc<Ctx>,
+    job: Job,
+    rel: RelPath,
+    permit: &mut Option<OwnedSemaphorePermit>,
+    defer: bool,
+) -> Outcome {
+    let uri = job.item.uri.clone();
     let res = match job.kind {
         JobKind::Fetch { .. } if defer && path_blocked(ctx.store.as_ref(), &rel) => {
             return Outcome::Deferred;

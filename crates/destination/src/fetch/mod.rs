@@ -6,8 +6,13 @@
 //!   download when the copy allows it.
 //! - [`repair`]: the copies on disk checked against the state; a damaged one is fetched again.
 //! - [`mtime`](self::mtime): the modification time a copy is given.
+//! - [`shared`](self::shared): fetches handed to other workers ([`crate::share`]): the
+//!   executor's hand-out, and [`SharedFetcher`] for the workers that take them.
 
 pub(crate) mod exec;
 pub(crate) mod mtime;
 pub mod patch;
 pub mod repair;
+pub(crate) mod shared;
+
+pub use shared::{SharedFetcher, SharedOutcome};

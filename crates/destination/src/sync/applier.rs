@@ -91,6 +91,7 @@ impl Applier {
             dumped: None,
             filter: self.filter.clone(),
             store_failures: Default::default(),
+            downloads: None,
         })))
     }
 
@@ -168,6 +169,7 @@ impl Applier {
             packages: 0,
             from_packages: 0,
             patched: tally.patched,
+            shared: tally.shared,
             seconds: started.elapsed().as_secs_f64(),
             cursor: None,
             failures: tally.failures,

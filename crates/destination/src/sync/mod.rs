@@ -282,6 +282,7 @@ async fn run(
             open: quick.as_ref().and_then(|q| q.known.open.clone()),
             prefetched: None,
         }),
+        downloads: ports.downloads.clone(),
     });
     let capability_list = match quick {
         Some(q) => {
@@ -686,6 +687,7 @@ fn report(
         packages: tally.packages,
         from_packages: tally.from_packages,
         patched: tally.patched,
+        shared: tally.shared,
         seconds: started.elapsed().as_secs_f64(),
         cursor: cursor.map(|c| c.to_string()),
         failures: tally.failures,

@@ -19,5 +19,6 @@ mod foreign_sources;
 mod hostile;
 mod ports;
 mod remembered;
+mod share;
 mod sync;
 mod watch;

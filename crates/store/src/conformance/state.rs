@@ -34,6 +34,7 @@ pub const CHECKS: &[Check<dyn StateStore>] = &[
         an_expired_lease_is_taken_over,
     ),
     ("work_is_claimed_once", work_is_claimed_once),
+    ("work_left_counts_per_source", work_left_counts_per_source),
     (
         "an_expired_claim_is_taken_over",
         an_expired_claim_is_taken_over,
@@ -440,6 +441,32 @@ fn work_is_claimed_once(s: &dyn StateStore) -> Outcome {
     b.push(Op::CompleteWork(&again[0])).put_resource(&r);
     ok("apply", s.apply(&b))?;
     ensure!(ok("complete", s.complete(&again))? == 0, "completed twice");
+    Ok(())
+}
+
+/// The items of a Source still queued, claimed or not, until completed; another Source's not.
+fn work_left_counts_per_source(s: &dyn StateStore) -> Outcome {
+    ensure!(ok("left", s.work_left("cap"))? == 0, "an empty queue");
+    let mut items: Vec<WorkItem> = (0..5).map(|i| item(&format!("l{i}"))).collect();
+    items.push(WorkItem {
+        key: "other l0".into(),
+        source: "other".into(),
+        payload: String::new(),
+    });
+    ok("add", s.add_work(&items))?;
+    ensure!(ok("left", s.work_left("cap"))? == 5, "5 queued");
+    ensure!(ok("left", s.work_left("other"))? == 1, "1 queued elsewhere");
+    let claims = ok("claim", s.claim_work("w1", 3, LONG))?;
+    ensure!(claims.len() == 3, "claim");
+    ensure!(
+        ok("left", s.work_left("cap"))? == 5,
+        "claimed items are still left"
+    );
+    ensure!(ok("complete", s.complete(&claims[..2]))? == 2, "complete");
+    let mut b = Batch::new();
+    b.push(Op::CompleteWork(&claims[2]));
+    ok("apply", s.apply(&b))?;
+    ensure!(ok("left", s.work_left("cap"))? == 2, "3 completed");
     Ok(())
 }
 

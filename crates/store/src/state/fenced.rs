@@ -135,6 +135,10 @@ impl StateStore for Fenced {
     fn release(&self, claims: &[Claim]) -> Result<usize> {
         self.inner.release(claims)
     }
+
+    fn work_left(&self, source: &str) -> Result<u64> {
+        self.inner.work_left(source)
+    }
 }
 
 #[cfg(test)]

@@ -354,4 +354,9 @@ impl StateStore for MemState {
         }
         Ok(n)
     }
+
+    fn work_left(&self, source: &str) -> Result<u64> {
+        let g = self.lock();
+        Ok(g.work.values().filter(|w| w.item.source == source).count() as u64)
+    }
 }

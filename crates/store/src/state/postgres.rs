@@ -37,10 +37,11 @@ use crate::blocking::offload;
 use crate::error::{Error, Result};
 
 mod sql;
+mod work;
 
 use sql::{
-    CLAIM, COMPLETE, FENCE, LEASE, MIGRATIONS, PENDING_AFTER, PENDING_FROM, PUT_PENDING,
-    PUT_RESOURCE, RELEASE, RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
+    COMPLETE, FENCE, LEASE, MIGRATIONS, PENDING_AFTER, PENDING_FROM, PUT_PENDING, PUT_RESOURCE,
+    RELEASE, RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
 };
 
 /// How many connections one [`PgState`] opens at most.
@@ -687,54 +688,15 @@ impl StateStore for PgState {
     }
 
     fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
-        offload(|| {
-            if items.is_empty() {
-                return Ok(0);
-            }
-            self.in_tx(|tx| {
-                let mut n = 0;
-                for i in items {
-                    n += tx.execute(
-                        "INSERT INTO work(key, source, payload) VALUES($1, $2, $3) \
-                         ON CONFLICT (key) DO NOTHING",
-                        &[&i.key, &i.source, &i.payload],
-                    )?;
-                }
-                Ok(usize::try_from(n).unwrap_or(usize::MAX))
-            })
-        })
+        offload(|| self.queue_work(items))
     }
 
     fn claim_work(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
-        offload(|| {
-            if n == 0 {
-                return Ok(Vec::new());
-            }
-            let n = i64::try_from(n).unwrap_or(i64::MAX);
-            let rows = self.query(CLAIM, &[&worker, &n, &ttl_ms(ttl)])?;
-            let mut out = rows
-                .iter()
-                .map(|r| {
-                    let seq: i64 = r.try_get(6)?;
-                    let claim = Claim {
-                        item: WorkItem {
-                            key: r.try_get(0)?,
-                            source: r.try_get(1)?,
-                            payload: r.try_get(2)?,
-                        },
-                        holder: worker.to_owned(),
-                        token: u64::try_from(r.try_get::<_, i64>(3)?).unwrap_or(0),
-                        expires: from_millis(r.try_get(4)?),
-                        attempts: u32::try_from(r.try_get::<_, i32>(5)?).unwrap_or(0),
-                    };
-                    Ok((seq, claim))
-                })
-                .collect::<std::result::Result<Vec<_>, postgres::Error>>()
-                .map_err(|e| self.err(e))?;
-            // UPDATE … RETURNING says nothing of its order: in the order queued.
-            out.sort_by_key(|(seq, _)| *seq);
-            Ok(out.into_iter().map(|(_, c)| c).collect())
-        })
+        offload(|| self.claim_rows(worker, n, ttl))
+    }
+
+    fn work_left(&self, source: &str) -> Result<u64> {
+        offload(|| self.count_work(source))
     }
 
     fn complete(&self, claims: &[Claim]) -> Result<usize> {

@@ -638,6 +638,18 @@ impl StateStore for SqliteState {
     fn release(&self, claims: &[Claim]) -> Result<usize> {
         self.settle(claims, "UPDATE work SET holder = NULL, expires_ms = NULL")
     }
+
+    fn work_left(&self, source: &str) -> Result<u64> {
+        let c = self.lock();
+        let n: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM work WHERE source = ?1",
+                params![source],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
 }
 
 impl SqliteState {

@@ -394,3 +394,40 @@ fn called_from_async_tasks_on_either_runtime() {
         });
     }
 }
+
+/// A worker watching many Sources' queues (one schema each) learns in one query which have
+/// items it may claim: not an empty queue, not one whose items are all held, not a schema that
+/// does not exist; an expired claim's item is claimable again.
+#[test]
+fn pg_schemas_with_work_names_the_queues_to_claim_from() {
+    let mut schemas = Schemas::new();
+    let (a, b, c) = (schemas.state(), schemas.state(), schemas.state());
+    let missing = format!("{}_none", a.schema());
+    a.add_work(&[item("a1")]).expect("add");
+    b.add_work(&[item("b1")]).expect("add");
+    let names = vec![
+        a.schema().to_owned(),
+        b.schema().to_owned(),
+        c.schema().to_owned(),
+        missing,
+    ];
+    let with = c.schemas_with_work(&names).expect("query");
+    assert_eq!(with, names[..2].to_vec());
+    // Held: not to claim now.
+    let held = b.claim_work("w", 1, LONG).expect("claim");
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        c.schemas_with_work(&names).expect("query"),
+        names[..1].to_vec()
+    );
+    // Held, but expired: to claim again.
+    let stale = a.claim_work("w", 1, Duration::ZERO).expect("claim");
+    assert_eq!(stale.len(), 1);
+    assert_eq!(
+        c.schemas_with_work(&names).expect("query"),
+        names[..1].to_vec()
+    );
+    assert_eq!(a.work_left("cap").expect("left"), 1);
+    // A name that is no plain schema is refused, not spliced into SQL.
+    assert!(c.schemas_with_work(&["x\"; DROP".to_owned()]).is_err());
+}

@@ -1,0 +1,328 @@
+//! Download work shared per resource between the workers sharing a PostgreSQL state
+//! (issue 16).
+//!
+//! A Source is synced by the worker holding its lease (the coordinator, see
+//! [`crate::follow`]): it discovers, reads the lists, diffs. When its sync has more fetches
+//! than `limits.share_above`, it does not fetch them itself: the Destination engine hands them
+//! to its `Queue` (the engine's `Downloads` port, [`crate::queue`]), which adds them as work items to the
+//! Source's own schema (key: the Source and the URI, so that a resource is never queued
+//! twice), then waits, polling with a bounded back-off, until none is left; the sync then goes
+//! on as without sharing (deletes, cursor). Small syncs, and SQLite state, fetch as before.
+//!
+//! The queue is the coordinator's side ([`crate::queue`]). Every worker, the coordinator
+//! included, runs one [`claimer`]: it asks, in one query over
+//! the Sources' schemas, which queues hold items to claim, and claims them (`SELECT … FOR
+//! UPDATE SKIP LOCKED`: two workers never hold one), a few times its downloads in flight for
+//! that Source (its `concurrency`): downloads go on while copies wait for their commit. Each fetch is the engine's own (`SharedFetcher`: the download, its length
+//! and digests checked, the copy put in the Source's store by the committer); the row is then
+//! written by a batch that also completes the claim (`Claimed`): one transaction, which fails
+//! if the claim expired and was taken over, so that a stalled worker never writes over the
+//! one that took its work. A failure is recorded as a pending change of the Source (retried by
+//! its next sync), in the same way; an item claimed [`MAX_ATTEMPTS`] times without completing
+//! (its workers died with it) is recorded so without being tried again.
+//!
+//! Durability as in a single worker's sync: a copy is in place before its row; a worker
+//! killed at any point loses at most its in-flight work, whose claims expire after
+//! `limits.lease` and are taken by another worker; the coordinator waits for them, and if it
+//! dies too, the next holder of the Source's lease resumes from the state (rows written stay,
+//! copies in place without a row are adopted by their digests).
+//!
+//! Why a queue per Source, in the Source's schema, rather than one for all: the completion of
+//! an item and the row of its copy must be one transaction, and the rows are in the Source's
+//! schema. A worker therefore watches many queues: one query per poll over all of them
+//! (`PgState::schemas_with_work`), on one connection, and a connection per Source only
+//! while it fetches from that Source. The claimer takes no sync slot (`limits.concurrency`,
+//! `per_host`): the coordinator holds its Source's slot while the fetches run, and a claimer
+//! waiting for that slot would wait for itself; the bandwidth limit and each Source's `rate`
+//! and `concurrency` apply as to a sync.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use resourcesync_destination::http::Http;
+use resourcesync_destination::{Quiet, SharedFetch, SharedFetcher, SharedOutcome};
+use resourcesync_store::{Batch, Claim, Claimed, Op, PendingChange, PgState, StateStore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::SourceSpec;
+use crate::queue::{POLL_MAX, POLL_MIN, blocking};
+use crate::shared::{Shared, StateChoice, schema_of};
+
+/// Claims of one item after which it is given up (recorded as a pending change, untried):
+/// the workers that claimed it died or stalled each time.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// Every worker's side: claims and does the fetches of every Source's queue until `cancel`
+/// (see the module's documentation). Only with a PostgreSQL state.
+pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
+    let StateChoice::Postgres(url) = shared.opts.state.clone() else {
+        return;
+    };
+    let mut board: Option<Arc<PgState>> = None;
+    let mut pause = POLL_MIN;
+    while !cancel.is_cancelled() {
+        let specs: Vec<SourceSpec> = shared.sources();
+        let schemas: Vec<String> = specs.iter().map(|s| schema_of(&s.name)).collect();
+        let found = match board.clone() {
+            Some(b) => {
+                let s = schemas.clone();
+                blocking(move || b.schemas_with_work(&s)).await
+            }
+            None => {
+                let u = url.clone();
+                match blocking(move || PgState::connect(&u)).await {
+                    Ok(b) => {
+                        board = Some(Arc::new(b));
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match found {
+            Ok(with) if !with.is_empty() => {
+                let mut all = true;
+                for schema in with {
+                    if let Some(spec) = specs.iter().find(|s| schema_of(&s.name) == schema) {
+                        all &= drain(&shared, spec, &url, &cancel).await;
+                    }
+                }
+                if all {
+                    pause = POLL_MIN;
+                    continue;
+                }
+                // A queue it could not work on (its state or store unreachable): not again at
+                // once.
+                pause = POLL_MAX;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("looking for shared work: {e}");
+                board = None;
+                pause = POLL_MAX;
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(POLL_MAX);
+    }
+}
+
+/// What one claimed item came to.
+struct Done {
+    copied: bool,
+    failed: bool,
+}
+
+/// Claims and does the fetches of the Source `spec` until its queue has nothing to claim (or
+/// `cancel`); whether it got there. A failure to reach its state or store is logged: the items
+/// stay queued, for this worker's next look or another's.
+async fn drain(
+    shared: &Arc<Shared>,
+    spec: &SourceSpec,
+    url: &str,
+    cancel: &CancellationToken,
+) -> bool {
+    match drain_or_fail(shared, spec, url, cancel).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(source = %spec.name, "fetching from the shared queue: {e}");
+            false
+        }
+    }
+}
+
+async fn drain_or_fail(
+    shared: &Arc<Shared>,
+    spec: &SourceSpec,
+    url: &str,
+    cancel: &CancellationToken,
+) -> std::result::Result<(), String> {
+    let (u, schema) = (url.to_owned(), schema_of(&spec.name));
+    let pg = blocking(move || PgState::connect_schema(&u, &schema))
+        .await
+        .map_err(|e| e.to_string())?;
+    let pg: Arc<dyn StateStore> = Arc::new(pg);
+    let claimed = Arc::new(Claimed::new(pg.clone()));
+    let (sh, name) = (shared.clone(), spec.name.clone());
+    let (store, _) = tokio::task::spawn_blocking(move || sh.store_of(&name, false))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let http_opts = crate::follow::http_options(spec, shared);
+    let worker = shared.opts.worker.clone();
+    let ttl = shared.limits().lease;
+    // Downloads in flight: the Source's `concurrency`, as in a sync. Fetches past their
+    // download wait for their commit without holding a download slot, so that more of them
+    // run at once (and more are claimed ahead) than download.
+    let width = spec.concurrency.max(1);
+    let tasks = width.saturating_mul(4);
+    let mut fetchers: HashMap<(String, u64), Arc<SharedFetcher>> = HashMap::new();
+    let mut waiting: VecDeque<(Claim, SharedFetch)> = VecDeque::new();
+    let mut running: JoinSet<Done> = JoinSet::new();
+    let mut exhausted = false;
+    let mut outcome = Ok(());
+    loop {
+        // A few more claimed than in flight, so that a download ending starts the next at once.
+        if !exhausted
+            && outcome.is_ok()
+            && !cancel.is_cancelled()
+            && waiting.len() + running.len() <= tasks
+        {
+            let (st, w) = (pg.clone(), worker.clone());
+            match blocking(move || st.claim_work(&w, tasks, ttl)).await {
+                Ok(got) if got.is_empty() => exhausted = true,
+                Ok(got) => {
+                    for c in got {
+                        match given_up(&claimed, c).await {
+                            Ok(Some((c, f))) => waiting.push_back((c, f)),
+                            Ok(None) => shared.status.shared_fetches(&spec.name, 0, 1),
+                            Err(e) => {
+                                outcome = Err(e);
+                                exhausted = true;
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    outcome = Err(e.to_string());
+                    exhausted = true;
+                }
+            }
+        }
+        if cancel.is_cancelled() || outcome.is_err() {
+            // Not started: back to the queue at once, for another worker.
+            let back: Vec<Claim> = waiting.drain(..).map(|(c, _)| c).collect();
+            let st = pg.clone();
+            let _ = blocking(move || st.release(&back)).await;
+        }
+        while running.len() < tasks {
+            let Some((claim, f)) = waiting.pop_front() else {
+                break;
+            };
+            let key = (f.source.clone(), f.max_bytes);
+            let fetcher = match fetchers.get(&key) {
+                Some(x) => x.clone(),
+                None => {
+                    let http = Http::new(http_opts.clone()).map_err(|e| e.to_string())?;
+                    let x = Arc::new(
+                        SharedFetcher::new(
+                            &f.source,
+                            f.max_bytes,
+                            width,
+                            store.clone(),
+                            claimed.clone() as Arc<dyn StateStore>,
+                            http,
+                            Arc::new(Quiet),
+                        )
+                        .map_err(|e| e.to_string())?,
+                    );
+                    fetchers.insert(key, x.clone());
+                    x
+                }
+            };
+            claimed.hold(&f.uri, claim);
+            let (claimed, st) = (claimed.clone(), pg.clone());
+            running.spawn(async move {
+                let o = fetcher.fetch(&f).await;
+                // Nothing written (the copy was current, or its failure could not be
+                // recorded): the claim is settled here.
+                if let Some(c) = claimed.take(&f.uri) {
+                    let failed = matches!(o, SharedOutcome::Failed(_));
+                    let _ = blocking(move || {
+                        if failed {
+                            st.release(&[c])
+                        } else {
+                            st.complete(&[c])
+                        }
+                    })
+                    .await;
+                }
+                Done {
+                    copied: !matches!(o, SharedOutcome::Failed(_)),
+                    failed: matches!(o, SharedOutcome::Failed(_)),
+                }
+            });
+        }
+        match running.join_next().await {
+            // Counted as they end, for the page and the API.
+            Some(Ok(d)) => {
+                shared
+                    .status
+                    .shared_fetches(&spec.name, u64::from(d.copied), u64::from(d.failed))
+            }
+            Some(Err(e)) => {
+                shared.status.shared_fetches(&spec.name, 0, 1);
+                tracing::error!(source = %spec.name, "a shared fetch failed: {e}");
+            }
+            None if waiting.is_empty()
+                && (exhausted || outcome.is_err() || cancel.is_cancelled()) =>
+            {
+                break;
+            }
+            None => {}
+        }
+        if let Some(e) = fetchers.values().find_map(|f| f.state_error()) {
+            outcome = Err(e);
+        }
+    }
+    for f in fetchers.into_values() {
+        let _ = tokio::task::spawn_blocking(move || f.close()).await;
+    }
+    outcome
+}
+
+/// The claim and its fetch, unless the item is given up: its payload unreadable (completed,
+/// dropped), or claimed [`MAX_ATTEMPTS`] times already (recorded as a pending change of its
+/// Source together with the claim's completion: retried by the Source's next sync).
+async fn given_up(
+    claimed: &Arc<Claimed>,
+    c: Claim,
+) -> std::result::Result<Option<(Claim, SharedFetch)>, String> {
+    let f = match SharedFetch::from_payload(&c.item.payload) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!("a shared fetch dropped: {e}");
+            let st = claimed.inner().clone();
+            blocking(move || st.complete(&[c]))
+                .await
+                .map_err(|e| e.to_string())?;
+            return Ok(None);
+        }
+    };
+    if c.attempts <= MAX_ATTEMPTS {
+        return Ok(Some((c, f)));
+    }
+    let p = PendingChange {
+        source: f.source.clone(),
+        uri: f.uri.clone(),
+        change: f
+            .change
+            .as_deref()
+            .map(resourcesync_model::Change::parse)
+            .or(Some(resourcesync_model::Change::Updated)),
+        length: f.length,
+        hashes: resourcesync_model::Hashes::parse(&f.hashes).0,
+        lastmod: f
+            .lastmod
+            .as_deref()
+            .and_then(|d| resourcesync_model::W3cDateTime::parse(d).ok()),
+        duplicates: f.duplicates.clone(),
+        error: format!(
+            "given up after {} claims by workers that did not complete it",
+            c.attempts - 1
+        ),
+    };
+    let st = claimed.inner().clone();
+    blocking(move || {
+        let mut b = Batch::new();
+        b.push(Op::PutPending(&p)).push(Op::CompleteWork(&c));
+        st.apply(&b)
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(None)
+}

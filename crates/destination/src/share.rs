@@ -1,0 +1,104 @@
+//! Download work shared between workers (issue 16): the port through which a run hands its
+//! fetches to other processes, and what one handed-out fetch carries.
+//!
+//! A run fetches its resources itself ([`crate::fetch`]'s executor) unless its [`Ports`]
+//! carry a [`Downloads`]: then, once a run has more fetches than [`Downloads::threshold`], it
+//! queues them ([`Downloads::queue`], each a [`SharedFetch`]) and waits until none is left
+//! ([`Downloads::wait`]) before what follows the fetches (deletes after a baseline, the
+//! cursor). Whoever takes them (any worker, this one included) runs them through
+//! [`crate::SharedFetcher`]: the same download, verification and commit as a local fetch, the
+//! copy in place before its row. Which state the queue lives in, and how workers find it, is
+//! the port's business: the engine only knows this trait.
+//!
+//! [`Ports`]: crate::Ports
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// A future of the port, boxed so that the trait stays object safe.
+pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where a run's fetches go when they are worth sharing (see the module's documentation).
+pub trait Downloads: Send + Sync + Debug {
+    /// The fewest fetches in a run worth handing out; a run with fewer fetches them itself,
+    /// as it would without the port.
+    fn threshold(&self) -> usize;
+    /// Queues fetches for the workers; a fetch of a resource already queued for the same
+    /// Source is not queued again.
+    fn queue(&self, fetches: Vec<SharedFetch>) -> PortFuture<'_, Result<()>>;
+    /// Waits until no fetch of the Source `source` (its key) is left: each was done by some
+    /// worker, its copy in place and its row recorded, or recorded as a pending change.
+    fn wait(&self, source: &str) -> PortFuture<'_, Result<()>>;
+}
+
+/// One fetch handed out: everything a worker needs to do it without the run's lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedFetch {
+    /// The Source's key (its Capability List URL): the `source` of the row and of a pending
+    /// change.
+    pub source: String,
+    /// The resource (`<loc>`).
+    pub uri: String,
+    /// Its path in the store, as the run mapped it.
+    pub path: String,
+    /// The published length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<u64>,
+    /// The published digests, as a `hash` attribute (Z39.99-2014 §7.2: `alg:hex …`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hashes: String,
+    /// The published `<lastmod>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lastmod: Option<String>,
+    /// The change (`created`, `updated`), for a Change List entry (Z39.99-2014 §12.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
+    /// Mirrors (`duplicate` links, Z39.99-2014 §14.2) as (priority, href).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<(u32, String)>,
+    /// From a Change List: skipped when the state proves the change applied.
+    #[serde(default)]
+    pub listed_change: bool,
+    /// The diff found no row of it.
+    #[serde(default)]
+    pub new: bool,
+    /// The copy in place is damaged: fetched whatever the state says.
+    #[serde(default)]
+    pub repair: bool,
+    /// The largest body accepted.
+    pub max_bytes: u64,
+}
+
+/// Most bytes of a payload read back ([`SharedFetch::from_payload`]): a queue row is hostile
+/// input like any other.
+pub const MAX_PAYLOAD: usize = 256 * 1024;
+
+impl SharedFetch {
+    /// The payload of a work item (JSON).
+    pub fn to_payload(&self) -> String {
+        // Plain strings, numbers and booleans: serialising cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A fetch from a work item's payload.
+    pub fn from_payload(s: &str) -> Result<Self> {
+        if s.len() > MAX_PAYLOAD {
+            return Err(Error::Config(format!(
+                "a shared fetch of {} bytes (at most {MAX_PAYLOAD})",
+                s.len()
+            )));
+        }
+        serde_json::from_str(s).map_err(|e| Error::Config(format!("a shared fetch: {e}")))
+    }
+
+    /// The key of its work item: the Source and the resource, so that a resource is never
+    /// queued twice for one Source.
+    pub fn key(&self) -> String {
+        format!("{} {}", self.source, self.uri)
+    }
+}

@@ -1,0 +1,198 @@
+//! A run's fetches handed to other workers through the `Downloads` port (issue 16): past the
+//! port's threshold the run queues them and waits; a worker claims them from the same state's
+//! queue and does each through `SharedFetcher` (the same download, checks and committer), the
+//! row written with the claim's completion (`Claimed`). Under the threshold, the run fetches
+//! them itself as without the port.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::common::*;
+use resourcesync_destination::share::PortFuture;
+use resourcesync_destination::{
+    Destination, Downloads, Ports, Quiet, SharedFetch, SharedFetcher, SharedOutcome, http::Http,
+};
+use resourcesync_store::{Claimed, MemState, MemStore, StateStore, Store, WorkItem};
+use tokio::sync::Notify;
+
+/// The port over a state's own work queue; `queued` counts what it was handed.
+#[derive(Debug)]
+struct StateQueue {
+    state: Arc<MemState>,
+    threshold: usize,
+    queued: AtomicUsize,
+    added: Arc<Notify>,
+    done: Arc<Notify>,
+}
+
+impl Downloads for StateQueue {
+    fn threshold(&self) -> usize {
+        self.threshold
+    }
+
+    fn queue(
+        &self,
+        fetches: Vec<SharedFetch>,
+    ) -> PortFuture<'_, resourcesync_destination::Result<()>> {
+        Box::pin(async move {
+            let items: Vec<WorkItem> = fetches
+                .iter()
+                .map(|f| WorkItem {
+                    key: f.key(),
+                    source: f.source.clone(),
+                    payload: f.to_payload(),
+                })
+                .collect();
+            self.queued.fetch_add(items.len(), Ordering::SeqCst);
+            self.state.add_work(&items)?;
+            self.added.notify_one();
+            Ok(())
+        })
+    }
+
+    fn wait(&self, source: &str) -> PortFuture<'_, resourcesync_destination::Result<()>> {
+        let source = source.to_owned();
+        Box::pin(async move {
+            loop {
+                let done = self.done.notified();
+                if self.state.work_left(&source)? == 0 {
+                    return Ok(());
+                }
+                done.await;
+            }
+        })
+    }
+}
+
+/// A worker: claims every item queued (as they come) and does it, until stopped.
+async fn worker(
+    state: Arc<MemState>,
+    store: Arc<dyn Store>,
+    added: Arc<Notify>,
+    done: Arc<Notify>,
+    fetched: Arc<AtomicUsize>,
+) {
+    let claimed = Arc::new(Claimed::new(state.clone() as Arc<dyn StateStore>));
+    let mut fetcher: Option<SharedFetcher> = None;
+    loop {
+        let more = added.notified();
+        let claims = state
+            .claim_work("w", 8, std::time::Duration::from_secs(60))
+            .expect("claim");
+        if claims.is_empty() {
+            more.await;
+            continue;
+        }
+        for c in claims {
+            let f = SharedFetch::from_payload(&c.item.payload).expect("payload");
+            let x = fetcher.get_or_insert_with(|| {
+                SharedFetcher::new(
+                    &f.source,
+                    f.max_bytes,
+                    8,
+                    store.clone(),
+                    claimed.clone() as Arc<dyn StateStore>,
+                    Http::new(Default::default()).expect("client"),
+                    Arc::new(Quiet),
+                )
+                .expect("fetcher")
+            });
+            claimed.hold(&f.uri, c);
+            let o = x.fetch(&f).await;
+            assert!(matches!(o, SharedOutcome::Copied(_)), "{o:?}");
+            assert!(
+                claimed.take(&f.uri).is_none(),
+                "the row completed the claim"
+            );
+            fetched.fetch_add(1, Ordering::SeqCst);
+        }
+        done.notify_waiters();
+    }
+}
+
+async fn run(threshold: usize) -> (resourcesync_destination::SyncReport, usize, usize) {
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..30)
+        .map(|i| {
+            (
+                format!("d{}/f{i:02}.txt", i % 3),
+                format!("file {i}\n").into_bytes(),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let scratch = tmp();
+    let o = options(&server.base, &scratch.path().join("unused"));
+    let store = Arc::new(MemStore::new());
+    let state = Arc::new(MemState::new());
+    let (added, done) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let port = Arc::new(StateQueue {
+        state: state.clone(),
+        threshold,
+        queued: AtomicUsize::new(0),
+        added: added.clone(),
+        done: done.clone(),
+    });
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let w = tokio::spawn(worker(
+        state.clone(),
+        store.clone(),
+        added,
+        done,
+        fetched.clone(),
+    ));
+    let ports = Ports::new(store.clone(), state.clone(), scratch.path(), "(memory)")
+        .with_downloads(port.clone());
+    let d = Destination::new(
+        &server.base,
+        ports,
+        Http::new(o.http.clone()).expect("client"),
+    );
+    let r = d.sync(&o, Arc::new(Quiet)).await.expect("sync");
+    w.abort();
+    // Every copy in place with its row, whoever fetched it.
+    assert_eq!(server.resource_hits(), 30, "each resource fetched once");
+    let mut n = 0;
+    resourcesync_store::for_each_resource(state.as_ref(), &r.source.key(), |row| {
+        let copy = &files
+            .iter()
+            .find(|(p, _)| *p == row.path)
+            .expect("a copy of ours")
+            .1;
+        assert_eq!(row.length, Some(copy.len() as u64), "{}", row.path);
+        n += 1;
+        Ok(())
+    })
+    .expect("rows");
+    assert_eq!(n, 30, "rows");
+    assert_eq!(state.work_left(&r.source.key()).expect("left"), 0);
+    (
+        r,
+        port.queued.load(Ordering::SeqCst),
+        fetched.load(Ordering::SeqCst),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_the_threshold_hands_its_fetches_to_the_workers() {
+    let (r, queued, fetched) = run(10).await;
+    assert_eq!((queued, fetched), (30, 30), "{r:?}");
+    assert_eq!((r.shared, r.created, r.failed), (30, 0, 0), "{r:?}");
+    assert!(
+        r.cursor.is_some(),
+        "the cursor moved once the queue was empty"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_under_the_threshold_fetches_itself() {
+    let (r, queued, fetched) = run(30).await;
+    assert_eq!((queued, fetched), (0, 0), "{r:?}");
+    assert_eq!((r.shared, r.created, r.failed), (0, 30, 0), "{r:?}");
+}
