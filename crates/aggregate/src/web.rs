@@ -279,6 +279,18 @@ pub fn metrics_text(sources: &[SourceView]) -> String {
         &|v| Some(v.failures as f64),
     );
     family(
+        "shared_copies_total",
+        "counter",
+        "Copies this worker fetched from the Source's shared work queue (PostgreSQL state).",
+        &|v| Some(v.shared_copies as f64),
+    );
+    family(
+        "shared_failures_total",
+        "counter",
+        "Fetches from the Source's shared work queue that failed on this worker (kept as pending).",
+        &|v| Some(v.shared_failures as f64),
+    );
+    family(
         "lag_seconds",
         "gauge",
         "Seconds since the Source's last successful sync started.",

@@ -11,7 +11,7 @@ use resourcesync_testkit::{Fault, Server};
 
 use crate::aggregate::{following, signal};
 use crate::aggregate_workers::{api, postgres, source, worker};
-use crate::serve::Reaped;
+use crate::serve::{Reaped, http_get};
 
 /// Resources of the Source: above the default `limits.share_above` (500).
 const N: usize = 2000;
@@ -130,6 +130,14 @@ fn two_workers_share_the_fetches_of_one_large_source() {
         "one worker did every fetch: a {ca}, b {cb}"
     );
     assert_eq!(ca + cb, N as u64, "a {ca} + b {cb}");
+    // The same counts for operators, in each worker's metrics.
+    for (addr, count) in [(&a_addr, ca), (&b_addr, cb)] {
+        let (status, m) = http_get(addr, "/metrics");
+        assert_eq!(status, 200, "{m}");
+        let line =
+            format!("resourcesync_aggregate_shared_copies_total{{source=\"{name}\"}} {count}\n");
+        assert!(m.contains(&line), "no `{}` in:\n{m}", line.trim_end());
+    }
     for i in 0..N {
         let p = format!("/f{i:03}.txt");
         assert_eq!(server.hits(&p), 1, "{p} fetched {} times", server.hits(&p));
