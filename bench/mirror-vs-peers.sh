@@ -5,7 +5,10 @@
 # loopback and through the kit's WAN delay proxy (default 50 ms round trips): a baseline into
 # an empty directory, then an incremental after 1% of the files changed (half updated, a
 # quarter added, a quarter deleted). Every result is checked: the copy equals the tree (wget
-# never deletes: its check leaves deletions out, and says so).
+# never deletes: its check leaves deletions out, and says so). Ours also syncs a second copy
+# of the tree published with Resource Dumps (`publish --dumps`, same nginx, its own proxy of
+# the same delay): the `ours dump` column, whose baseline must come from the dump packages
+# (the `--json` report's `packages` and `from_packages` say so, else the bench fails).
 #
 # Usage: bench/mirror-vs-peers.sh [N] [RTT_MS]      (default 5000 files, 50 ms)
 #
@@ -14,10 +17,12 @@
 # 2. a tree of N files of 200-4,000 random bytes in 100 folders (python3, seeded)
 # 3. per network (loopback: the proxy with no delay; wan: RTT_MS): nginx (autoindex on: rclone
 #    and wget read its listings) on 127.0.0.1, the proxy in front, the tree published by ours
-#    at the proxy's URL (state outside the tree)
+#    at the proxy's URL (state outside the tree); a copy of the tree published with dumps on a
+#    second nginx server (same process) behind a second proxy
 # 4. times each tool's baseline and incremental, and prints the table and the ratios ours/peer
 #    (ours / the faster rclone setting: goals of issue 24 are <= 0.5 baseline, <= 0.25
-#    incremental, through 50 ms round trips)
+#    incremental, <= 0.1 baseline from a Source with a Resource Dump, through 50 ms round trips),
+#    and the floor of an incremental's local work (1% of N small files written + one syncfs)
 #
 # Environment: BENCH_WGET=auto|1|0 (auto: wget on loopback always, through the delay only when
 # N <= 1000: it makes one request per file per round trip, 5,000 files take minutes),
@@ -113,11 +118,46 @@ secs() {  # runs "$@" quietly, prints wall seconds
     python3 -c "print('%.2f' % (($e - $s) / 1e9))"
 }
 
+floor_write() {  # $1 dir: 1% of N files (200-4,000 B, in as many folders) written, then one syncfs
+    python3 - "$1" "$N" <<'EOF'
+import ctypes, os, random, sys, time
+root, n = sys.argv[1], max(4, int(sys.argv[2]) // 100)
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+rnd = random.Random(13)
+bodies = [rnd.randbytes(rnd.randint(200, 4000)) for _ in range(n)]
+t = time.perf_counter()
+for i, b in enumerate(bodies):
+    d = os.path.join(root, "d%03d" % (i % 100))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%06d.bin" % i), "wb") as f:
+        f.write(b)
+fd = os.open(root, os.O_RDONLY)
+if libc.syncfs(fd) != 0:
+    sys.exit("syncfs failed")
+os.close(fd)
+print("%.2f" % (time.perf_counter() - t))
+EOF
+}
+
+from_dump() {  # $1 a sync's --json report: all of its copies came from dump packages
+    python3 - "$1" "$N" <<'EOF'
+import json, sys
+text = open(sys.argv[1]).read()
+r = json.loads(text[text.index("{"):])
+ok = r.get("packages", 0) >= 1 and r.get("from_packages", 0) == int(sys.argv[2])
+print("== dump path: %s package(s), %s copies from them (of %s), mode %s"
+      % (r.get("packages"), r.get("from_packages"), sys.argv[2], r.get("mode")), file=sys.stderr)
+sys.exit(0 if ok else 1)
+EOF
+}
+
 declare -A T
 run_net() {  # $1 name, $2 rtt ms
-    local net="$1" rtt="$2" tree="$W/tree-$1" port pport url
+    local net="$1" rtt="$2" tree="$W/tree-$1" dtree="$W/dtree-$1" port dport url durl
     cp -a "$W/seed" "$tree"
+    cp -a "$W/seed" "$dtree"
     port="$(free_port)"
+    dport="$(free_port)"
     mkdir -p "$W/nginx-$net/tmp"
     local user=""
     [ "$(id -u)" = 0 ] && user="user root root;"
@@ -141,39 +181,60 @@ http {
     uwsgi_temp_path $W/nginx-$net/tmp/uwsgi;
     scgi_temp_path $W/nginx-$net/tmp/scgi;
     server { listen 127.0.0.1:$port; root $tree; autoindex on; }
+    server { listen 127.0.0.1:$dport; root $dtree; }
 }
 EOF
     "$NGINX" -p "$W/nginx-$net" -c "$W/nginx-$net/nginx.conf" -e "$W/nginx-$net/error.log" >/dev/null 2>&1 &
     PIDS+=($!)
     "$PROXY" "127.0.0.1:$port" "$rtt" >"$W/proxy-$net.out" 2>&1 &
     PIDS+=($!)
-    for _ in $(seq 100); do grep -q listening "$W/proxy-$net.out" && break; sleep 0.05; done
+    "$PROXY" "127.0.0.1:$dport" "$rtt" >"$W/proxy-$net-dump.out" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 100); do
+        grep -q listening "$W/proxy-$net.out" && grep -q listening "$W/proxy-$net-dump.out" && break
+        sleep 0.05
+    done
     url="$(sed -n 's/^listening //p' "$W/proxy-$net.out")"
-    [ -n "$url" ] || die "wan_proxy did not start"
+    durl="$(sed -n 's/^listening //p' "$W/proxy-$net-dump.out")"
+    [ -n "$url" ] && [ -n "$durl" ] || die "wan_proxy did not start"
     for _ in $(seq 100); do curl -sf -o /dev/null "$url" && break; sleep 0.05; done
     "$BIN" publish "$tree" --base-url "$url" --state "$W/state-$net.sqlite" -q >/dev/null
+    "$BIN" publish "$dtree" --dumps --base-url "$durl" --state "$W/state-$net-dump.sqlite" -q >/dev/null
     log "$net: $N files at $url (round trip ${rtt} ms; load $(load))"
     local rc_ex=(--exclude "/resourcesync/**" --exclude "/.well-known/**" --exclude "/robots.txt")
     local wget_on=0
     case "${BENCH_WGET:-auto}" in 1) wget_on=1 ;; 0) wget_on=0 ;; *) [ "$rtt" = 0 ] || [ "$N" -le 1000 ] && wget_on=1 ;; esac
-    local tools=(ours rclone rclone-tuned)
+    local tools=(ours ours-dump rclone rclone-tuned)
     [ "$wget_on" = 1 ] && tools+=(wget)
     for phase in baseline incremental; do
         if [ "$phase" = incremental ]; then
+            # The floor of ours' local work: as many small files as change, made durable.
+            T[$net/floor]="$(floor_write "$W/floor-$net")"
+            printf '%-9s %-12s %-13s %8s s\n' "$net" floor "write+syncfs" "${T[$net/floor]}"
             change_tree "$tree"
             "$BIN" publish "$tree" --base-url "$url" --state "$W/state-$net.sqlite" -q >/dev/null
+            change_tree "$dtree"
+            "$BIN" publish "$dtree" --dumps --base-url "$durl" --state "$W/state-$net-dump.sqlite" -q >/dev/null
         fi
         for t in "${tools[@]}"; do
             local d="$W/copy-$net-$t"
             case "$t" in
                 ours) T[$net/$phase/$t]="$(secs "$BIN" sync "$url" "$d" --delete -q)" ;;
+                ours-dump)
+                    T[$net/$phase/$t]="$(secs "$BIN" sync "$durl" "$d" --delete -q --json)"
+                    if [ "$phase" = baseline ]; then
+                        from_dump "$W/last.out" || die "$net: the dumps baseline did not come from the Resource Dump"
+                    fi
+                    ;;
                 rclone) T[$net/$phase/$t]="$(secs rclone sync --http-url "$url" :http: "$d" "${rc_ex[@]}")" ;;
                 rclone-tuned) T[$net/$phase/$t]="$(secs rclone sync --http-url "$url" :http: "$d" "${rc_ex[@]}" --transfers 32 --checkers 32)" ;;
                 wget) T[$net/$phase/$t]="$(secs wget -m -np -nH -q -e robots=off -X /resourcesync,/.well-known -P "$d" "$url")" ;;
             esac
             local nodelete=""
             [ "$t" = wget ] && nodelete=nodelete
-            same_tree "$tree" "$d" $nodelete || die "$net $phase $t: the copy differs from the tree"
+            local src="$tree"
+            [ "$t" = ours-dump ] && src="$dtree"
+            same_tree "$src" "$d" $nodelete || die "$net $phase $t: the copy differs from the tree"
             printf '%-9s %-12s %-13s %8s s\n' "$net" "$phase" "$t" "${T[$net/$phase/$t]}"
         done
     done
@@ -194,17 +255,26 @@ run_net loopback 0
 run_net wan "$RTT"
 
 echo
-printf '%-9s %-12s %8s %8s %8s %8s   %s\n' network phase ours rclone tuned wget "ours / faster rclone"
+printf '%-9s %-12s %8s %9s %8s %8s %8s   %-20s %s\n' network phase ours "ours dump" rclone tuned wget \
+    "ours / faster rclone" "dump / faster rclone"
 for net in "${NETS[@]}"; do
     for phase in baseline incremental; do
         o="${T[$net/$phase/ours]}"; r="${T[$net/$phase/rclone]}"; t="${T[$net/$phase/rclone-tuned]}"
+        od="${T[$net/$phase/ours-dump]}"
         g="${T[$net/$phase/wget]:--}"
         ratio="$(python3 -c "print('%.2f' % ($o / min($r, $t)))")"
-        printf '%-9s %-12s %8s %8s %8s %8s   %s\n' "$net" "$phase" "$o" "$r" "$t" "$g" "$ratio"
+        dratio="$(python3 -c "print('%.2f' % ($od / min($r, $t)))")"
+        printf '%-9s %-12s %8s %9s %8s %8s %8s   %-20s %s\n' "$net" "$phase" "$o" "$od" "$r" "$t" "$g" "$ratio" "$dratio"
     done
 done
 for net in "${NETS[@]}"; do
     printf '%-9s %-12s %8s   %s requests\n' "$net" unchanged "${T[$net/unchanged/ours]}" "${REQS[$net]}"
 done
+for net in "${NETS[@]}"; do
+    printf '%-9s %-12s %8s   ours incremental / it: %s\n' "$net" floor "${T[$net/floor]}" \
+        "$(python3 -c "print('%.1f' % (${T[$net/incremental/ours]} / max(${T[$net/floor]}, 0.01)))")"
+done
 echo "(seconds; $N files; wan = ${RTT} ms round trips through the kit's proxy; wget never deletes;"
-echo " unchanged: ours once more with nothing changed, its requests as nginx logged them)"
+echo " unchanged: ours once more with nothing changed, its requests as nginx logged them;"
+echo " ours dump: ours from the same tree published with dumps, its baseline from the packages;"
+echo " floor: 1% of N small files written and made durable with one syncfs, just before the incremental)"

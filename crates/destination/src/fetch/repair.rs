@@ -16,8 +16,19 @@
 //! A damaged copy is fetched again at the version the state records (verified against the
 //! recorded length and digests), through the same path as any download; the run reports how
 //! many were repaired.
+//!
+//! The check of every copy is proportional to the copies, not to the changes: on an
+//! incremental of 100 changes to 10,000 copies it was most of the run's local time (issue 24).
+//! So a run starts it as a [`Scan`] beside the run proper, on a blocking thread, while the
+//! changes are read and fetched (on a wide-area link mostly waiting): the scan writes nothing
+//! and only notes the URIs of the copies that look damaged, or whose time differs (their
+//! digest is not read then). Once the run proper is done, each of those few is checked again
+//! as above against its row as it is then (a copy the run replaced meanwhile is what its new
+//! row says), which sets times and decides what is fetched again. A scan that notes more than
+//! [`MAX_SUSPECTS`] gives up, and every copy is checked after the run, as without a scan.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use resourcesync_store::{RelPath, ResourceRecord};
 
@@ -29,6 +40,9 @@ use crate::plan::staging::StagedItem;
 
 /// Rows checked per page (one blocking task each).
 const PAGE: usize = 1000;
+/// Most URIs a [`Scan`] notes before it gives up (a bound on its memory: beyond, the copies
+/// are all checked after the run).
+pub(crate) const MAX_SUSPECTS: usize = 10_000;
 
 /// The copies found damaged in one page of rows.
 pub(crate) fn check_page(
@@ -41,7 +55,7 @@ pub(crate) fn check_page(
         let Ok(rel) = RelPath::parse(&r.path) else {
             continue;
         };
-        if let Some(why) = damage(ctx, r, &rel, how) {
+        if let Some(why) = damage(ctx, r, &rel, how, false) {
             out.push((
                 StagedItem {
                     uri: r.uri.clone(),
@@ -58,8 +72,16 @@ pub(crate) fn check_page(
     out
 }
 
-/// Why the copy of `r` is not what the state records, if it is not.
-fn damage(ctx: &Ctx, r: &ResourceRecord, rel: &RelPath, how: CheckCopies) -> Option<String> {
+/// Why the copy of `r` is not what the state records, if it is not. With `scan`, nothing is
+/// written and a copy whose time differs is answered at once, its digest not read (see
+/// [`Scan`]).
+fn damage(
+    ctx: &Ctx,
+    r: &ResourceRecord,
+    rel: &RelPath,
+    how: CheckCopies,
+    scan: bool,
+) -> Option<String> {
     let m = match ctx.store.head(rel) {
         Ok(Some(m)) if m.regular => m,
         Ok(_) => return Some("missing".into()),
@@ -72,6 +94,9 @@ fn damage(ctx: &Ctx, r: &ResourceRecord, rel: &RelPath, how: CheckCopies) -> Opt
     let time_differs = time.is_some() && m.modified != time;
     if !(time_differs || how == CheckCopies::Checksum) {
         return None;
+    }
+    if scan && time_differs {
+        return Some("modification time differs".into());
     }
     let algs = r.hashes.known_algs();
     if algs.is_empty() {
@@ -116,4 +141,88 @@ pub(crate) async fn next_damaged(
     Ok(Some(
         tokio::task::spawn_blocking(move || check_page(&c, &page, how)).await?,
     ))
+}
+
+/// The check of every copy made beside the run proper (see the module documentation): started
+/// by [`Scan::start`], its notes taken by [`Scan::suspects`]; stopped when dropped.
+#[derive(Debug)]
+pub(crate) struct Scan {
+    ctx: Arc<Ctx>,
+    task: Option<tokio::task::JoinHandle<Result<Option<Vec<String>>>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Scan {
+    /// Starts the scan of the Source's copies on a blocking thread.
+    pub(crate) fn start(ctx: &Arc<Ctx>, how: CheckCopies) -> Scan {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, s) = (ctx.clone(), stop.clone());
+        let task = tokio::task::spawn_blocking(move || scan(&c, how, &s));
+        Scan {
+            ctx: ctx.clone(),
+            task: Some(task),
+            stop,
+        }
+    }
+
+    /// The rows of the copies the scan noted, read again now; `None` when it gave up (or
+    /// failed): then every copy is to be checked.
+    pub(crate) async fn suspects(mut self) -> Result<Option<Vec<ResourceRecord>>> {
+        let Some(task) = self.task.take() else {
+            return Ok(None);
+        };
+        let uris = match task.await? {
+            Ok(Some(u)) => u,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                tracing::info!("checking the copies beside the run: {e}: checked after it");
+                return Ok(None);
+            }
+        };
+        let mut rows = Vec::with_capacity(uris.len());
+        for u in uris {
+            // Deleted by the run, kept after the Source deleted it, or now another Source's:
+            // not a copy to check.
+            if let Some(r) = self.ctx.state.resource(&u)? {
+                if r.source == self.ctx.key && !r.gone {
+                    rows.push(r);
+                }
+            }
+        }
+        Ok(Some(rows))
+    }
+}
+
+impl Drop for Scan {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The scan proper: the URIs of the copies that look damaged, `None` past [`MAX_SUSPECTS`]
+/// or when stopped.
+fn scan(ctx: &Ctx, how: CheckCopies, stop: &AtomicBool) -> Result<Option<Vec<String>>> {
+    let mut out = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let page = ctx.state.resources_page(&ctx.key, after.as_deref(), PAGE)?;
+        let Some(last) = page.last() else {
+            return Ok(Some(out));
+        };
+        after = Some(last.uri.clone());
+        for r in page.iter().filter(|r| !r.gone) {
+            let Ok(rel) = RelPath::parse(&r.path) else {
+                continue;
+            };
+            if damage(ctx, r, &rel, how, true).is_some() {
+                if out.len() >= MAX_SUSPECTS {
+                    return Ok(None);
+                }
+                out.push(r.uri.clone());
+            }
+        }
+    }
 }

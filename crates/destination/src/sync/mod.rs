@@ -49,7 +49,7 @@ use crate::discover::known::{Known, ListMemo, Quick, Validated, quick_start, sta
 use crate::discover::{SourceInfo, discover};
 use crate::error::{Error, Result};
 use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Tally};
-use crate::fetch::repair::{CheckCopies, next_damaged};
+use crate::fetch::repair::{CheckCopies, Scan, check_page, next_damaged};
 use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::SyncOptions;
@@ -297,6 +297,10 @@ async fn run(
             validators: None,
         },
     };
+    // The copies checked beside the run proper (crate::fetch::repair::Scan). Not after a first
+    // baseline: every copy the state records was written by this run.
+    let scan = (!opts.dry_run && cursor.is_some() && opts.check_copies != CheckCopies::Off)
+        .then(|| Scan::start(&ctx, opts.check_copies));
     let earlier = delete_gone(&ctx, opts).await?;
     let mut exec = Exec::new(ctx.clone(), opts.concurrency);
     let mut w = Vec::new();
@@ -333,9 +337,8 @@ async fn run(
         ),
         _ => new_cursor,
     };
-    // Not after a first baseline: every copy the state records was written by this run.
-    if !opts.dry_run && cursor.is_some() && opts.check_copies != CheckCopies::Off {
-        tally.merge(repair(&ctx, opts).await?);
+    if let Some(scan) = scan {
+        tally.merge(repair(&ctx, opts, scan).await?);
     }
     if baseline_at.is_some() {
         catch_up::explain_stale(&mut tally, baseline_at.as_ref(), info.change_list.is_some());
@@ -640,11 +643,27 @@ async fn from_baseline(
 }
 
 /// The copies on disk against the state (crate::fetch::repair): a damaged one is fetched again.
-async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions) -> Result<Tally> {
+/// The copies `scan` noted are checked again; all of them when it gave up.
+async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions, scan: Scan) -> Result<Tally> {
     ctx.obs.phase("checking the copies");
     let mut rex = Exec::new(ctx.clone(), opts.concurrency);
+    let how = opts.check_copies;
+    if let Some(rows) = scan.suspects().await? {
+        let c = ctx.clone();
+        let damaged = tokio::task::spawn_blocking(move || check_page(&c, &rows, how)).await?;
+        for (item, why) in damaged {
+            tracing::info!("{}: {why}: fetched again", item.uri);
+            let kind = JobKind::Fetch {
+                change: false,
+                new: false,
+                repair: true,
+            };
+            rex.submit(Job { item, kind }).await?;
+        }
+        return Ok(rex.finish().await);
+    }
     let mut after = None;
-    while let Some(damaged) = next_damaged(ctx, opts.check_copies, &mut after).await? {
+    while let Some(damaged) = next_damaged(ctx, how, &mut after).await? {
         for (item, why) in damaged {
             tracing::info!("{}: {why}: fetched again", item.uri);
             let kind = JobKind::Fetch {

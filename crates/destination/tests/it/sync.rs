@@ -900,3 +900,70 @@ async fn http2_prior_knowledge_is_opt_in() {
         );
     }
 }
+
+/// An incremental checks every copy beside the run proper (`fetch/repair.rs`, `Scan`), and
+/// judges what that check noted against the rows as they are once the changes are applied: a
+/// copy deleted at the destination is fetched again, one whose time was changed gets its time
+/// back without a download, and one damaged at the destination that the Source also updated
+/// is fetched once, as the update, never again at the version the state held before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incremental_repairs_beside_the_changes_against_the_rows_after_them() {
+    let src = tmp();
+    write_tree(
+        src.path(),
+        &[
+            ("gone.txt", b"deleted at the destination"),
+            ("both.txt", b"damaged here, updated there"),
+            ("touched.txt", b"only its time changed"),
+            ("fine.txt", b"left alone"),
+        ],
+    );
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = options(&server.base, &dest);
+    let r = run(&o).await;
+    assert_eq!((r.created, r.failed), (4, 0), "{:?}", r.failures);
+    let touched_at = std::fs::metadata(dest.join("touched.txt"))
+        .and_then(|m| m.modified())
+        .expect("mtime");
+
+    std::fs::remove_file(dest.join("gone.txt")).expect("rm");
+    std::fs::write(dest.join("both.txt"), b"short").expect("damage");
+    std::fs::File::options()
+        .write(true)
+        .open(dest.join("touched.txt"))
+        .and_then(|f| f.set_modified(touched_at + std::time::Duration::from_secs(3600)))
+        .expect("touch");
+    write_tree(
+        src.path(),
+        &[("both.txt", b"updated at the Source, another length")],
+    );
+    publish(src.path(), &server.base, None);
+
+    server.reset_hits();
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental);
+    assert_eq!(
+        (r.updated, r.repaired, r.failed),
+        (1, 1, 0),
+        "{:?}",
+        r.failures
+    );
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+    assert_eq!(server.hits("/both.txt"), 1, "fetched once, as the update");
+    assert_eq!(server.hits("/gone.txt"), 1);
+    assert_eq!(
+        server.hits("/touched.txt"),
+        0,
+        "same content: its time set back"
+    );
+    assert_eq!(server.hits("/fine.txt"), 0);
+    assert_eq!(
+        std::fs::metadata(dest.join("touched.txt"))
+            .and_then(|m| m.modified())
+            .expect("mtime"),
+        touched_at
+    );
+}
