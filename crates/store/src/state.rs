@@ -28,6 +28,97 @@ use resourcesync_model::{Change, Hashes, W3cDateTime};
 
 use crate::error::Result;
 
+/// The methods of [`StateStore`] other than `apply`, forwarded to `self.inner`: for the
+/// wrappers that change only how a batch is written ([`Fenced`], [`Claimed`]).
+macro_rules! forward_all_but_apply {
+    () => {
+        fn resource(
+            &self,
+            uri: &str,
+        ) -> $crate::error::Result<Option<$crate::state::ResourceRecord>> {
+            self.inner.resource(uri)
+        }
+
+        fn resources_page(
+            &self,
+            source: &str,
+            after: Option<&str>,
+            limit: usize,
+        ) -> $crate::error::Result<Vec<$crate::state::ResourceRecord>> {
+            self.inner.resources_page(source, after, limit)
+        }
+
+        fn has_path(&self, path: &str) -> $crate::error::Result<bool> {
+            self.inner.has_path(path)
+        }
+
+        fn count_resources(&self, source: &str) -> $crate::error::Result<u64> {
+            self.inner.count_resources(source)
+        }
+
+        fn cursor(
+            &self,
+            source: &str,
+        ) -> $crate::error::Result<Option<$crate::state::SourceCursor>> {
+            self.inner.cursor(source)
+        }
+
+        fn documents(
+            &self,
+            start: &str,
+        ) -> $crate::error::Result<Vec<$crate::state::KnownDocument>> {
+            self.inner.documents(start)
+        }
+
+        fn pending_page(
+            &self,
+            source: &str,
+            after: Option<&str>,
+            limit: usize,
+        ) -> $crate::error::Result<Vec<$crate::state::PendingChange>> {
+            self.inner.pending_page(source, after, limit)
+        }
+
+        fn lease_source(
+            &self,
+            source: &str,
+            worker: &str,
+            ttl: std::time::Duration,
+        ) -> $crate::error::Result<Option<$crate::state::Lease>> {
+            self.inner.lease_source(source, worker, ttl)
+        }
+
+        fn release_source(&self, lease: &$crate::state::Lease) -> $crate::error::Result<bool> {
+            self.inner.release_source(lease)
+        }
+
+        fn add_work(&self, items: &[$crate::state::WorkItem]) -> $crate::error::Result<usize> {
+            self.inner.add_work(items)
+        }
+
+        fn claim_work(
+            &self,
+            worker: &str,
+            n: usize,
+            ttl: std::time::Duration,
+        ) -> $crate::error::Result<Vec<$crate::state::Claim>> {
+            self.inner.claim_work(worker, n, ttl)
+        }
+
+        fn complete(&self, claims: &[$crate::state::Claim]) -> $crate::error::Result<usize> {
+            self.inner.complete(claims)
+        }
+
+        fn release(&self, claims: &[$crate::state::Claim]) -> $crate::error::Result<usize> {
+            self.inner.release(claims)
+        }
+
+        fn work_left(&self, source: &str) -> $crate::error::Result<u64> {
+            self.inner.work_left(source)
+        }
+    };
+}
+
 mod claimed;
 mod fenced;
 mod mem;

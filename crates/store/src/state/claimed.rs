@@ -13,13 +13,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::error::Result;
-use crate::state::{
-    Batch, Claim, KnownDocument, Lease, Op, PendingChange, ResourceRecord, SourceCursor,
-    StateStore, WorkItem,
-};
+use crate::state::{Batch, Claim, Op, StateStore};
 
 /// A state whose writes complete the claims they concern (see the module's documentation).
 #[derive(Debug)]
@@ -61,43 +57,7 @@ impl Claimed {
 }
 
 impl StateStore for Claimed {
-    fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
-        self.inner.resource(uri)
-    }
-
-    fn resources_page(
-        &self,
-        source: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ResourceRecord>> {
-        self.inner.resources_page(source, after, limit)
-    }
-
-    fn has_path(&self, path: &str) -> Result<bool> {
-        self.inner.has_path(path)
-    }
-
-    fn count_resources(&self, source: &str) -> Result<u64> {
-        self.inner.count_resources(source)
-    }
-
-    fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
-        self.inner.cursor(source)
-    }
-
-    fn documents(&self, start: &str) -> Result<Vec<KnownDocument>> {
-        self.inner.documents(start)
-    }
-
-    fn pending_page(
-        &self,
-        source: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<PendingChange>> {
-        self.inner.pending_page(source, after, limit)
-    }
+    forward_all_but_apply!();
 
     /// The batch, with the completion of every claim held for a resource whose row or pending
     /// change it writes; those claims are let go once it is applied.
@@ -136,40 +96,13 @@ impl StateStore for Claimed {
         }
         Ok(())
     }
-
-    fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
-        self.inner.lease_source(source, worker, ttl)
-    }
-
-    fn release_source(&self, lease: &Lease) -> Result<bool> {
-        self.inner.release_source(lease)
-    }
-
-    fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
-        self.inner.add_work(items)
-    }
-
-    fn claim_work(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
-        self.inner.claim_work(worker, n, ttl)
-    }
-
-    fn complete(&self, claims: &[Claim]) -> Result<usize> {
-        self.inner.complete(claims)
-    }
-
-    fn release(&self, claims: &[Claim]) -> Result<usize> {
-        self.inner.release(claims)
-    }
-
-    fn work_left(&self, source: &str) -> Result<u64> {
-        self.inner.work_left(source)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::MemState;
+    use crate::state::{MemState, ResourceRecord, WorkItem};
+    use std::time::Duration;
 
     fn row(uri: &str) -> ResourceRecord {
         ResourceRecord {

@@ -11,9 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::state::{
-    Batch, Claim, Lease, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
-};
+use crate::state::{Batch, Lease, Op, StateStore};
 
 /// A state whose batches apply only while a lease is held (see the module's documentation).
 #[derive(Debug)]
@@ -62,43 +60,7 @@ impl Fenced {
 }
 
 impl StateStore for Fenced {
-    fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
-        self.inner.resource(uri)
-    }
-
-    fn resources_page(
-        &self,
-        source: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ResourceRecord>> {
-        self.inner.resources_page(source, after, limit)
-    }
-
-    fn has_path(&self, path: &str) -> Result<bool> {
-        self.inner.has_path(path)
-    }
-
-    fn count_resources(&self, source: &str) -> Result<u64> {
-        self.inner.count_resources(source)
-    }
-
-    fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
-        self.inner.cursor(source)
-    }
-
-    fn documents(&self, start: &str) -> Result<Vec<super::KnownDocument>> {
-        self.inner.documents(start)
-    }
-
-    fn pending_page(
-        &self,
-        source: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<PendingChange>> {
-        self.inner.pending_page(source, after, limit)
-    }
+    forward_all_but_apply!();
 
     /// The batch, with the fence first (Z39.99 says nothing of this: it is how shared state
     /// stays consistent when workers stall).
@@ -111,40 +73,12 @@ impl StateStore for Fenced {
         }
         self.inner.apply(&fenced)
     }
-
-    fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
-        self.inner.lease_source(source, worker, ttl)
-    }
-
-    fn release_source(&self, lease: &Lease) -> Result<bool> {
-        self.inner.release_source(lease)
-    }
-
-    fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
-        self.inner.add_work(items)
-    }
-
-    fn claim_work(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
-        self.inner.claim_work(worker, n, ttl)
-    }
-
-    fn complete(&self, claims: &[Claim]) -> Result<usize> {
-        self.inner.complete(claims)
-    }
-
-    fn release(&self, claims: &[Claim]) -> Result<usize> {
-        self.inner.release(claims)
-    }
-
-    fn work_left(&self, source: &str) -> Result<u64> {
-        self.inner.work_left(source)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::MemState;
+    use crate::state::{MemState, ResourceRecord};
 
     fn row(uri: &str) -> ResourceRecord {
         ResourceRecord {
