@@ -651,30 +651,31 @@ async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions, scan: Scan) -> Result<Tally>
     if let Some(rows) = scan.suspects().await? {
         let c = ctx.clone();
         let damaged = tokio::task::spawn_blocking(move || check_page(&c, &rows, how)).await?;
-        for (item, why) in damaged {
-            tracing::info!("{}: {why}: fetched again", item.uri);
-            let kind = JobKind::Fetch {
-                change: false,
-                new: false,
-                repair: true,
-            };
-            rex.submit(Job { item, kind }).await?;
-        }
+        refetch(&mut rex, damaged).await?;
         return Ok(rex.finish().await);
     }
     let mut after = None;
     while let Some(damaged) = next_damaged(ctx, how, &mut after).await? {
-        for (item, why) in damaged {
-            tracing::info!("{}: {why}: fetched again", item.uri);
-            let kind = JobKind::Fetch {
-                change: false,
-                new: false,
-                repair: true,
-            };
-            rex.submit(Job { item, kind }).await?;
-        }
+        refetch(&mut rex, damaged).await?;
     }
     Ok(rex.finish().await)
+}
+
+/// Fetches damaged copies again (a repair: neither a change nor a new resource).
+async fn refetch(
+    rex: &mut Exec,
+    damaged: Vec<(crate::plan::staging::StagedItem, String)>,
+) -> Result<()> {
+    for (item, why) in damaged {
+        tracing::info!("{}: {why}: fetched again", item.uri);
+        let kind = JobKind::Fetch {
+            change: false,
+            new: false,
+            repair: true,
+        };
+        rex.submit(Job { item, kind }).await?;
+    }
+    Ok(())
 }
 
 /// The report of a run.
