@@ -49,14 +49,7 @@ impl Downloads for Queue {
     ) -> PortFuture<'_, resourcesync_destination::Result<()>> {
         let state = self.state.clone();
         Box::pin(async move {
-            let items: Vec<WorkItem> = fetches
-                .iter()
-                .map(|f| WorkItem {
-                    key: f.key(),
-                    source: f.source.clone(),
-                    payload: f.to_payload(),
-                })
-                .collect();
+            let items: Vec<WorkItem> = fetches.iter().map(SharedFetch::work_item).collect();
             blocking(move || state.add_work(&items)).await?;
             Ok(())
         })

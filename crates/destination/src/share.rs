@@ -101,4 +101,13 @@ impl SharedFetch {
     pub fn key(&self) -> String {
         format!("{} {}", self.source, self.uri)
     }
+
+    /// Its work item for the state's queue ([`resourcesync_store::StateStore::add_work`]).
+    pub fn work_item(&self) -> resourcesync_store::WorkItem {
+        resourcesync_store::WorkItem {
+            key: self.key(),
+            source: self.source.clone(),
+            payload: self.to_payload(),
+        }
+    }
 }

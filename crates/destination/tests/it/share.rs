@@ -35,14 +35,7 @@ impl Downloads for StateQueue {
         fetches: Vec<SharedFetch>,
     ) -> PortFuture<'_, resourcesync_destination::Result<()>> {
         Box::pin(async move {
-            let items: Vec<WorkItem> = fetches
-                .iter()
-                .map(|f| WorkItem {
-                    key: f.key(),
-                    source: f.source.clone(),
-                    payload: f.to_payload(),
-                })
-                .collect();
+            let items: Vec<WorkItem> = fetches.iter().map(SharedFetch::work_item).collect();
             self.queued.fetch_add(items.len(), Ordering::SeqCst);
             self.state.add_work(&items)?;
             self.added.notify_one();
