@@ -9,7 +9,9 @@
 //! lease = "60s"        # with --state postgres://: a dead worker's Sources are taken over after it
 //! bandwidth = "10MB/s" # bodies received per second, over every Source (MB, MiB, Mbit, ...)
 //! share_above = 500    # with --state postgres://: a sync with more fetches shares them with
-//!                      # every worker (a queue per Source), fewer it does itself
+//!                      # every worker (a queue per Source), fewer it does itself; unset: off
+//!                      # (each fetch shared costs PostgreSQL work: worth it for workers on
+//!                      # several machines, not for two on one)
 //!
 //! [[source]]
 //! name = "museum"                       # a-z, 0-9, `-`, `_`: its folder and its key
@@ -66,8 +68,8 @@ pub struct Limits {
     pub bandwidth: Option<u64>,
     /// With a shared PostgreSQL state: a sync with more fetches than this hands them to
     /// every worker through the Source's queue (see [`crate::work`]); with fewer, the worker
-    /// holding the Source does them itself.
-    pub share_above: usize,
+    /// holding the Source does them itself. `None` (the default): never shared.
+    pub share_above: Option<usize>,
 }
 
 impl Default for Limits {
@@ -79,14 +81,10 @@ impl Default for Limits {
             backoff_max: Duration::from_secs(3600),
             lease: Duration::from_secs(60),
             bandwidth: None,
-            share_above: DEFAULT_SHARE_ABOVE,
+            share_above: None,
         }
     }
 }
-
-/// The default of [`Limits::share_above`]: below a few hundred fetches, queueing them and
-/// waiting for the queue costs more than it saves.
-pub const DEFAULT_SHARE_ABOVE: usize = 500;
 
 /// When a Source is synced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,7 +204,7 @@ impl Config {
             limits.lease = duration(t, "limits.lease", &err)?;
         }
         if let Some(n) = &raw.limits.share_above {
-            limits.share_above = *n.get_ref();
+            limits.share_above = Some(*n.get_ref());
         }
         if let Some(b) = &raw.limits.bandwidth {
             limits.bandwidth = Some(Bandwidth::parse_rate(b.get_ref()).ok_or_else(|| {

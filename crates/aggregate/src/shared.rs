@@ -259,18 +259,18 @@ impl Shared {
         };
         let fenced = Arc::new(Fenced::new(pg.clone(), lease));
         let (store, scratch) = self.store_of(name, true)?;
-        // A large sync's fetches go to the Source's queue, for every worker (crate::work).
-        let downloads = crate::queue::Queue::new(pg, self.limits().share_above);
-        Ok(Opened::Ready(
-            Ports::new(
-                store,
-                fenced.clone() as Arc<dyn StateStore>,
-                scratch,
-                format!("PostgreSQL schema {}", schema_of(name)),
-            )
-            .with_downloads(Arc::new(downloads)),
-            Some(fenced),
-        ))
+        let mut ports = Ports::new(
+            store,
+            fenced.clone() as Arc<dyn StateStore>,
+            scratch,
+            format!("PostgreSQL schema {}", schema_of(name)),
+        );
+        // With `limits.share_above`, a large sync's fetches go to the Source's queue, for every
+        // worker (crate::work).
+        if let Some(above) = self.limits().share_above {
+            ports = ports.with_downloads(Arc::new(crate::queue::Queue::new(pg, above)));
+        }
+        Ok(Opened::Ready(ports, Some(fenced)))
     }
 }
 

@@ -25,6 +25,7 @@ fn a_full_configuration() {
 concurrency = 4
 per_host = 1
 timeout = "10m"
+share_above = 500
 
 [[source]]
 name = "museum"
@@ -45,6 +46,15 @@ schedule = "push"
     assert_eq!(c.limits.concurrency, 4);
     assert_eq!(c.limits.per_host, 1);
     assert_eq!(c.limits.timeout, Duration::from_secs(600));
+    assert_eq!(c.limits.share_above, Some(500));
+    // Unset, downloads are not shared per resource (an opt-in: see docs/aggregate.md).
+    assert_eq!(
+        parse("[[source]]\nname = \"a\"\nurl = \"http://a.example/\"\n")
+            .expect("valid")
+            .limits
+            .share_above,
+        None
+    );
     assert_eq!(c.sources.len(), 2);
     let m = &c.sources[0];
     assert_eq!(

@@ -13,7 +13,7 @@ use crate::aggregate::{following, signal};
 use crate::aggregate_workers::{api, postgres, source, worker};
 use crate::serve::{Reaped, http_get};
 
-/// Resources of the Source: above the default `limits.share_above` (500).
+/// Resources of the Source: above the `limits.share_above` the workers are given (500).
 const N: usize = 2000;
 
 /// Names (and so PostgreSQL schemas) of this run only.
@@ -39,7 +39,7 @@ fn config(cfg: &Path, name: &str, s: &Server, lease: &str) {
     std::fs::write(
         cfg,
         format!(
-            "[limits]\nlease = \"{lease}\"\n\n[[source]]\nname = \"{name}\"\n\
+            "[limits]\nlease = \"{lease}\"\nshare_above = 500\n\n[[source]]\nname = \"{name}\"\n\
              url = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\nconcurrency = 4\n",
             s.base
         ),
