@@ -182,7 +182,11 @@ fn the_sources_own_files_are_never_published_nor_served() {
     until("the verification", || {
         seen.verifications.load(Ordering::Relaxed) == 1
     });
-    std::fs::write(dir.join("new.txt"), "new").expect("write");
+    // Put in place whole (written beside the tree, then renamed in): a file created empty and
+    // then written is two changes when a scan falls between them, which a loaded machine sees.
+    let staged = parent.path().join("new.txt");
+    std::fs::write(&staged, "new").expect("write");
+    std::fs::rename(&staged, dir.join("new.txt")).expect("rename");
     until("the notification", || {
         seen.deliveries.load(Ordering::Relaxed) == 1
     });
