@@ -54,7 +54,8 @@ use crate::shared::{Shared, StateChoice, schema_of};
 pub const MAX_ATTEMPTS: u32 = 3;
 
 /// Every worker's side: claims and does the fetches of every Source's queue until `cancel`
-/// (see the module's documentation). Only with a PostgreSQL state.
+/// (see the module's documentation). Only with a PostgreSQL state, and while
+/// `limits.share_above` is set.
 pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     let StateChoice::Postgres(url) = shared.opts.state.clone() else {
         return;
@@ -62,6 +63,16 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     let mut board: Option<Arc<PgState>> = None;
     let mut pause = POLL_MIN;
     while !cancel.is_cancelled() {
+        // Sharing off (`limits.share_above` unset, the default): no query at all, only a look
+        // at the configuration now and then (a SIGHUP may turn it on).
+        if shared.limits().share_above.is_none() {
+            board = None;
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(POLL_MAX) => {}
+            }
+            continue;
+        }
         let specs: Vec<SourceSpec> = shared.sources();
         let schemas: Vec<String> = specs.iter().map(|s| schema_of(&s.name)).collect();
         let found = match board.clone() {
