@@ -49,6 +49,8 @@ use crate::error::Error;
 const MAX_CHILDREN: usize = 64;
 /// Most attributes of one `<rs:md>` or `<rs:ln>` the scanner takes.
 const MAX_ATTRS: usize = 16;
+/// Largest entry text (capacity, bytes) kept from one entry to the next.
+const MAX_KEPT_TEXT: usize = 64 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -89,6 +91,8 @@ pub(super) struct Scratch {
     pub(super) taken: u64,
     children: Vec<Child>,
     attrs: Vec<Span>,
+    /// The entry's bytes as text.
+    text: String,
     /// For the namespace generation (see `tokens::NsCache`) it was computed in: whether
     /// unprefixed elements are in the Sitemap namespace, and `rs:` in ResourceSync's.
     ns: Option<(u64, bool, bool)>,
@@ -101,6 +105,7 @@ impl Default for Scratch {
             taken: 0,
             children: Vec::new(),
             attrs: Vec::new(),
+            text: String::new(),
             ns: None,
         }
     }
@@ -151,8 +156,32 @@ impl<R: Read> DocumentReader<R> {
         let Some(found) = found else {
             return Ok(false);
         };
-        let base = self.xml.get_ref().pos;
-        self.xml.get_mut().consume(found.at);
+        // The entry as text, its UTF-8 checked once (the scanner left that to here): offsets
+        // below are relative to `found.at`. Invalid UTF-8: the general path's.
+        let mut text = std::mem::take(&mut self.fast.text);
+        text.clear();
+        {
+            let c = self.xml.get_ref();
+            match std::str::from_utf8(&c.buf[c.pos + found.at..c.pos + found.end]) {
+                Ok(s) => text.push_str(s),
+                Err(_) => {
+                    self.fast.text = text;
+                    return Ok(false);
+                }
+            }
+        }
+        let r = self.fast_replay(e, &found, &text);
+        if text.capacity() <= MAX_KEPT_TEXT {
+            self.fast.text = text;
+        }
+        r.map(|()| true)
+    }
+
+    /// The entry recognized, its children in document order through the general path's
+    /// handlers, with their positions.
+    fn fast_replay(&mut self, e: &mut Entry, found: &Found, text: &str) -> Result<(), Error> {
+        let at = found.at;
+        self.xml.get_mut().consume(at);
         let pos = self.here();
         let name = if found.sitemap {
             Name::Sitemap
@@ -169,7 +198,7 @@ impl<R: Read> DocumentReader<R> {
         };
         let mut seen_loc = false;
         let mut links = 0usize;
-        let mut done = found.at;
+        let mut done = at;
         for i in 0..self.fast.children.len() {
             let ch = self.fast.children[i];
             self.xml.get_mut().consume(ch.at - done);
@@ -177,7 +206,15 @@ impl<R: Read> DocumentReader<R> {
             let cpos = self.here();
             match ch.kind {
                 Kind::Md | Kind::Ln => {
-                    let attrs = self.fast_attrs(base, ch.start, ch.end);
+                    let mut attrs = self.pool.attrs();
+                    for s in &self.fast.attrs[ch.start..ch.end] {
+                        attrs.push(Attr {
+                            prefix: None,
+                            ns: None,
+                            local: intern_attr(&text[s.name.0 - at..s.name.1 - at]),
+                            value: self.pool.string_from(&text[s.value.0 - at..s.value.1 - at]),
+                        });
+                    }
                     if ch.kind == Kind::Md {
                         self.entry_md(e, attrs, cpos);
                     } else {
@@ -192,45 +229,20 @@ impl<R: Read> DocumentReader<R> {
                     }
                 }
                 kind => {
-                    let t = {
-                        let bytes = &self.xml.get_ref().buf[base + ch.start..base + ch.end];
-                        // Checked by the scanner; never empty-handed in practice.
-                        let s = std::str::from_utf8(bytes).unwrap_or_default();
-                        self.pool.string_from(s)
-                    };
+                    let t = &text[ch.start - at..ch.end - at];
                     match kind {
-                        Kind::Loc => self.entry_loc(e, &t, cpos, &mut seen_loc),
-                        Kind::Lastmod => self.entry_lastmod(e, &t, cpos),
-                        Kind::Changefreq => self.entry_changefreq(e, &t, cpos),
+                        Kind::Loc => self.entry_loc(e, t, cpos, &mut seen_loc),
+                        Kind::Lastmod => self.entry_lastmod(e, t, cpos),
+                        Kind::Changefreq => self.entry_changefreq(e, t, cpos),
                         _ => e.priority = Some(t.trim().to_owned()),
                     }
-                    self.pool.give_string(t);
                 }
             }
         }
         self.xml.get_mut().consume(found.end - done);
         self.entry_end(e);
         self.fast.taken += 1;
-        Ok(true)
-    }
-
-    /// The attributes `start..end` of [`Scratch::attrs`], as the general path would give them
-    /// (unprefixed: no namespace).
-    fn fast_attrs(&mut self, base: usize, start: usize, end: usize) -> Vec<Attr> {
-        let mut attrs = self.pool.attrs();
-        let buf = &self.xml.get_ref().buf;
-        for s in &self.fast.attrs[start..end] {
-            let name = std::str::from_utf8(&buf[base + s.name.0..base + s.name.1]).unwrap_or("");
-            let value =
-                std::str::from_utf8(&buf[base + s.value.0..base + s.value.1]).unwrap_or_default();
-            attrs.push(Attr {
-                prefix: None,
-                ns: None,
-                local: intern_attr(name),
-                value: self.pool.string_from(value),
-            });
-        }
-        attrs
+        Ok(())
     }
 
     /// Whether unprefixed elements are in the Sitemap namespace and `rs:` elements in
@@ -289,10 +301,7 @@ fn scan(b: &[u8], rs_prefix: bool, s: &mut Scratch) -> Option<Found> {
         if let Some((kind, name)) = text_child(tag) {
             let at = i;
             let start = i + 2 + name.len();
-            let lt = start + memchr::memchr(b'<', b.get(start..)?)?;
-            if !plain_text(&b[start..lt]) {
-                return None;
-            }
+            let lt = text_end(b, start)?;
             // `</name>`
             let after = &b[lt..];
             let n = name.len();
@@ -382,10 +391,7 @@ fn attributes(b: &[u8], mut i: usize, s: &mut Scratch) -> Option<usize> {
             return None;
         }
         let vstart = i + 2;
-        let vend = vstart + memchr::memchr(q, b.get(vstart..)?)?;
-        if !plain_value(&b[vstart..vend]) {
-            return None;
-        }
+        let vend = value_end(b, vstart, q)?;
         // Attributes are distinct (XML 1.0 §3.1, Unique Att Spec).
         if s.attrs[first..]
             .iter()
@@ -408,32 +414,119 @@ fn skip_space(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// Text the general path would return as it is: no reference, no `]` (so no `]]>`), no CR
-/// (line ends normalized), no character XML 1.0 §2.2 forbids, valid UTF-8.
-fn plain_text(t: &[u8]) -> bool {
-    // One branch-free pass over the bytes (it vectorizes); UTF-8 checked only when needed.
-    let (bad, high) = t.iter().fold((false, false), |(bad, high), &c| {
-        (
-            bad | ((c < 0x20) & (c != b'\t') & (c != b'\n'))
-                | (c == b'&')
-                | (c == b']')
-                | (c == 0xEF),
-            high | (c >= 0x80),
-        )
-    });
-    !bad && (!high || std::str::from_utf8(t).is_ok())
+/// Byte classes: what ends a text or a value, and what the general path must see.
+const PLAIN: u8 = 0;
+const END: u8 = 1;
+const OTHER: u8 = 2;
+
+/// Text the general path would return as it is, up to its `<`: no reference, no `]` (so no
+/// `]]>`), no CR (line ends are normalized), no character XML 1.0 §2.2 forbids (C0 controls
+/// but tab and LF; U+FFFE/U+FFFF, whose UTF-8 starts with 0xEF, the rare other characters
+/// starting so included). UTF-8 is checked over the whole entry afterwards.
+static TEXT: [u8; 256] = {
+    let mut t = [PLAIN; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = OTHER;
+        c += 1;
+    }
+    t[b'\t' as usize] = PLAIN;
+    t[b'\n' as usize] = PLAIN;
+    t[b'&' as usize] = OTHER;
+    t[b']' as usize] = OTHER;
+    t[0xEF] = OTHER;
+    t[b'<' as usize] = END;
+    t
+};
+
+/// An attribute value the general path would return as it is, up to its quote (classified
+/// separately): no reference, no white space character to normalize (XML 1.0 §3.3.3), no
+/// markup character, no forbidden character.
+static VALUE: [u8; 256] = {
+    let mut t = [PLAIN; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = OTHER;
+        c += 1;
+    }
+    t[b'&' as usize] = OTHER;
+    t[b'<' as usize] = OTHER;
+    t[b'>' as usize] = OTHER;
+    t[0xEF] = OTHER;
+    t
+};
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Eight bytes at `i`, if there are.
+#[inline]
+fn word(b: &[u8], i: usize) -> Option<u64> {
+    let w: [u8; 8] = b.get(i..i.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_le_bytes(w))
 }
 
-/// An attribute value the general path would return as it is (no reference, no white space
-/// character to normalize, no markup character, no forbidden character, valid UTF-8).
-fn plain_value(t: &[u8]) -> bool {
-    let (bad, high) = t.iter().fold((false, false), |(bad, high), &c| {
-        (
-            bad | (c < 0x20) | (c == b'&') | (c == b'<') | (c == b'>') | (c == 0xEF),
-            high | (c >= 0x80),
-        )
-    });
-    !bad && (!high || std::str::from_utf8(t).is_ok())
+/// Non-zero when a byte of `v` is `c` (or, after a byte that is, may be: the exact search
+/// follows). The classic SWAR zero-byte test on `v ^ c...c`.
+#[inline]
+fn has_byte(v: u64, c: u8) -> u64 {
+    let x = v ^ (ONES * u64::from(c));
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// Non-zero when a byte of `v` is below `n` (n <= 128; same caveat).
+#[inline]
+fn has_less(v: u64, n: u8) -> u64 {
+    v.wrapping_sub(ONES * u64::from(n)) & !v & HIGHS
+}
+
+/// The `<` ending plain text from `i`: eight bytes at a time while none of them needs a
+/// look, then byte by byte.
+fn text_end(b: &[u8], mut i: usize) -> Option<usize> {
+    while let Some(v) = word(b, i) {
+        let special = has_byte(v, b'<')
+            | has_byte(v, b'&')
+            | has_byte(v, b']')
+            | has_byte(v, 0xEF)
+            | has_less(v, 0x20);
+        if special != 0 {
+            break;
+        }
+        i += 8;
+    }
+    loop {
+        match TEXT[usize::from(*b.get(i)?)] {
+            PLAIN => i += 1,
+            END => return Some(i),
+            _ => return None,
+        }
+    }
+}
+
+/// The quote `q` ending a plain attribute value from `i` (as [`text_end`]).
+fn value_end(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
+    while let Some(v) = word(b, i) {
+        let special = has_byte(v, q)
+            | has_byte(v, b'&')
+            | has_byte(v, b'<')
+            | has_byte(v, b'>')
+            | has_byte(v, 0xEF)
+            | has_less(v, 0x20);
+        if special != 0 {
+            break;
+        }
+        i += 8;
+    }
+    loop {
+        let c = *b.get(i)?;
+        if c == q {
+            return Some(i);
+        }
+        if VALUE[usize::from(c)] != PLAIN {
+            return None;
+        }
+        i += 1;
+    }
 }
 
 #[cfg(test)]
@@ -444,6 +537,33 @@ mod tests {
         let mut sc = Scratch::default();
         scan(s.as_bytes(), true, &mut sc)
             .map(|f| (f.end, sc.children.iter().map(|c| c.kind).collect()))
+    }
+
+    #[test]
+    fn word_tests_find_every_byte_looked_for() {
+        for pos in 0..8 {
+            for c in 0..=255u8 {
+                let mut w = [b'a'; 8];
+                w[pos] = c;
+                let v = u64::from_le_bytes(w);
+                assert_eq!(has_byte(v, b'<') != 0, c == b'<', "{c} at {pos}");
+                assert_eq!(has_byte(v, 0xEF) != 0, c == 0xEF, "{c} at {pos}");
+                assert_eq!(has_less(v, 0x20) != 0, c < 0x20, "{c} at {pos}");
+            }
+        }
+        // Text and values of every length end where the byte-by-byte reading ends them.
+        for n in 0..40 {
+            let mut t = vec![b'x'; n];
+            t.extend_from_slice(b"</loc>");
+            assert_eq!(text_end(&t, 0), Some(n));
+            t[n / 2] = b'&';
+            assert_eq!(text_end(&t, 0), None);
+            let mut v = vec![b'x'; n];
+            v.extend_from_slice(b"\"/>");
+            assert_eq!(value_end(&v, 0, b'"'), Some(n));
+            v[n / 2] = b'\n';
+            assert_eq!(value_end(&v, 0, b'"'), None);
+        }
     }
 
     #[test]
@@ -487,6 +607,5 @@ mod tests {
         }
         let mut sc = Scratch::default();
         assert!(scan(b"<url><rs:md a='1'/></url> ", false, &mut sc).is_none());
-        assert!(scan(b"<url><loc>\xff</loc></url> ", true, &mut sc).is_none());
     }
 }
