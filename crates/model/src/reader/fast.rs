@@ -12,7 +12,8 @@
 //!   <rs:md hash="md5:..." length="512" type="text/plain"/></url>
 //! ```
 //!
-//! is recognized here by a few `memchr`s and byte comparisons, with no per-token allocation.
+//! is recognized here by byte comparisons (eight bytes at a time through text and values), its
+//! UTF-8 checked once, with no per-token allocation.
 //!
 //! The scanner accepts only a strict subset of XML, every document in it well-formed with one
 //! meaning, and hands anything else to the general path (quick-xml and `tokens`) untouched:

@@ -40,7 +40,7 @@ mod attributes;
 mod capture;
 mod content;
 #[cfg(test)]
-mod differential;
+pub(crate) mod differential;
 mod entry;
 mod fast;
 mod header;
@@ -305,6 +305,14 @@ impl<R: Read> DocumentReader<R> {
             self.failed = true;
         }
         r
+    }
+}
+
+#[cfg(test)]
+impl<R: Read> DocumentReader<R> {
+    /// Turns the entry fast path (`fast`) on or off: tests compare it with the general path.
+    pub(crate) fn set_fast_path(&mut self, on: bool) {
+        self.fast.enabled = on;
     }
 }
 
