@@ -4,10 +4,10 @@
 use std::io::Read;
 
 use super::content::trim_xml;
-use super::tokens::{Name, Tok, qname_of};
+use super::tokens::{Attr, Name, Tok, qname_of};
 use super::{DocumentReader, State};
 use crate::datetime::W3cDateTime;
-use crate::document::{ChangeFreq, Entry, ExtElement, Metadata};
+use crate::document::{ChangeFreq, Entry, ExtElement, Metadata, Position};
 use crate::error::Error;
 use crate::rules;
 
@@ -16,6 +16,10 @@ impl<R: Read> DocumentReader<R> {
     /// end of the document.
     pub(super) fn next_entry_inner(&mut self, e: &mut Entry) -> Result<bool, Error> {
         loop {
+            if self.state == State::InRoot && self.fast_entry(e)? {
+                self.entries += 1;
+                return Ok(true);
+            }
             match self.state {
                 State::Done => return Ok(false),
                 State::AtEntry { pos, empty } => {
@@ -104,7 +108,6 @@ impl<R: Read> DocumentReader<R> {
     }
 
     fn entry(&mut self, e: &mut Entry, empty: bool) -> Result<(), Error> {
-        let pos = e.position;
         let mut seen_loc = false;
         let mut children = 0usize;
         if !empty {
@@ -119,75 +122,30 @@ impl<R: Read> DocumentReader<R> {
                     } => match name {
                         Name::Loc => {
                             let t = self.text(empty, "loc")?;
-                            if seen_loc {
-                                self.findings.push(
-                                    rules::SM_DUPLICATE_CHILD,
-                                    cpos,
-                                    "more than one <loc> in an entry",
-                                );
-                            } else {
-                                e.loc.push_str(trim_xml(&t));
-                                seen_loc = true;
-                            }
+                            self.entry_loc(e, &t, cpos, &mut seen_loc);
                             self.pool.give_string(t);
                         }
                         Name::Lastmod => {
                             let t = self.text(empty, "lastmod")?;
-                            if e.lastmod.is_some() {
-                                self.findings.push(
-                                    rules::SM_DUPLICATE_CHILD,
-                                    cpos,
-                                    "more than one <lastmod> in an entry",
-                                );
-                            }
-                            match W3cDateTime::parse(t.trim()) {
-                                Ok(v) => e.lastmod = Some(v),
-                                Err(err) => self.findings.push(
-                                    rules::SM_LASTMOD,
-                                    cpos,
-                                    format!("<lastmod>: {err}"),
-                                ),
-                            }
+                            self.entry_lastmod(e, &t, cpos);
                             self.pool.give_string(t);
                         }
                         Name::Changefreq => {
                             let t = self.text(empty, "changefreq")?;
-                            let cf = ChangeFreq::parse(&t);
-                            if let ChangeFreq::Other(v) = &cf {
-                                let v: String = v.chars().take(40).collect();
-                                self.findings.push(
-                                    rules::SM_CHANGEFREQ,
-                                    cpos,
-                                    format!("<changefreq> {v:?} is not a defined value"),
-                                );
-                            }
-                            e.changefreq = Some(cf);
+                            self.entry_changefreq(e, &t, cpos);
                         }
                         Name::Priority => {
                             let t = self.text(empty, "priority")?;
                             e.priority = Some(t.trim().to_owned());
                         }
                         Name::RsMd => {
-                            if e.md.is_some() {
-                                // Read for its findings, then dropped.
-                                self.metadata(attrs, cpos);
-                                self.findings.push(
-                                    rules::SM_DUPLICATE_CHILD,
-                                    cpos,
-                                    "<rs:md> is not repeatable",
-                                );
-                            } else {
-                                let md = e.md.insert(Metadata::default());
-                                self.metadata_into(md, attrs, cpos);
-                            }
+                            self.entry_md(e, attrs, cpos);
                             self.expect_empty(empty, cpos, "rs:md")?;
                         }
                         Name::RsLn => {
                             children += 1;
                             self.check_children(children, cpos)?;
-                            if let Some(l) = self.link(attrs, cpos) {
-                                e.links.push(l);
-                            }
+                            self.entry_ln(e, attrs, cpos);
                             self.expect_empty(empty, cpos, "rs:ln")?;
                         }
                         Name::Foreign(ns) => {
@@ -219,10 +177,83 @@ impl<R: Read> DocumentReader<R> {
                 }
             }
         }
+        self.entry_end(e);
+        Ok(())
+    }
+
+    // The handling of each child once read, shared by `entry` and the fast path (`fast`), so
+    // that both turn the same child into the same fields and findings.
+
+    /// An entry's `<loc>` text.
+    pub(super) fn entry_loc(&mut self, e: &mut Entry, t: &str, cpos: Position, seen: &mut bool) {
+        if *seen {
+            self.findings.push(
+                rules::SM_DUPLICATE_CHILD,
+                cpos,
+                "more than one <loc> in an entry",
+            );
+        } else {
+            e.loc.push_str(trim_xml(t));
+            *seen = true;
+        }
+    }
+
+    /// An entry's `<lastmod>` text.
+    pub(super) fn entry_lastmod(&mut self, e: &mut Entry, t: &str, cpos: Position) {
+        if e.lastmod.is_some() {
+            self.findings.push(
+                rules::SM_DUPLICATE_CHILD,
+                cpos,
+                "more than one <lastmod> in an entry",
+            );
+        }
+        match W3cDateTime::parse(t.trim()) {
+            Ok(v) => e.lastmod = Some(v),
+            Err(err) => self
+                .findings
+                .push(rules::SM_LASTMOD, cpos, format!("<lastmod>: {err}")),
+        }
+    }
+
+    /// An entry's `<changefreq>` text.
+    pub(super) fn entry_changefreq(&mut self, e: &mut Entry, t: &str, cpos: Position) {
+        let cf = ChangeFreq::parse(t);
+        if let ChangeFreq::Other(v) = &cf {
+            let v: String = v.chars().take(40).collect();
+            self.findings.push(
+                rules::SM_CHANGEFREQ,
+                cpos,
+                format!("<changefreq> {v:?} is not a defined value"),
+            );
+        }
+        e.changefreq = Some(cf);
+    }
+
+    /// An entry's `<rs:md>` attributes.
+    pub(super) fn entry_md(&mut self, e: &mut Entry, attrs: Vec<Attr>, cpos: Position) {
+        if e.md.is_some() {
+            // Read for its findings, then dropped.
+            self.metadata(attrs, cpos);
+            self.findings
+                .push(rules::SM_DUPLICATE_CHILD, cpos, "<rs:md> is not repeatable");
+        } else {
+            let md = e.md.insert(Metadata::default());
+            self.metadata_into(md, attrs, cpos);
+        }
+    }
+
+    /// An entry's `<rs:ln>` attributes (its count already checked).
+    pub(super) fn entry_ln(&mut self, e: &mut Entry, attrs: Vec<Attr>, cpos: Position) {
+        if let Some(l) = self.link(attrs, cpos) {
+            e.links.push(l);
+        }
+    }
+
+    /// The entry has ended.
+    pub(super) fn entry_end(&mut self, e: &Entry) {
         if e.loc.is_empty() {
             self.findings
-                .push(rules::SM_LOC_MANDATORY, pos, "entry without a <loc>");
+                .push(rules::SM_LOC_MANDATORY, e.position, "entry without a <loc>");
         }
-        Ok(())
     }
 }

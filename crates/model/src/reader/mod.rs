@@ -21,7 +21,9 @@
 //! and `<rs:ln>`), `entry` (one `<url>` or `<sitemap>` at a time), `attributes` (the
 //! attributes of `<rs:md>` and `<rs:ln>`), `content` (text, skipping, misplaced content),
 //! `capture` (extension elements kept as XML), `prolog` (the XML declaration and
-//! processing instructions) and `pool` (buffers reused from one entry to the next).
+//! processing instructions), `pool` (buffers reused from one entry to the next) and `fast`
+//! (the common entry recognized in one pass over the buffered bytes, quick-xml bypassed; the
+//! rest goes the way above).
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::Arc;
@@ -37,7 +39,10 @@ use crate::finding::Findings;
 mod attributes;
 mod capture;
 mod content;
+#[cfg(test)]
+pub(crate) mod differential;
 mod entry;
+mod fast;
 mod header;
 mod limits;
 mod pool;
@@ -92,6 +97,11 @@ pub struct DocumentReader<R: Read> {
     pool: pool::Pool,
     /// The last namespace resolved and what it is (see `tokens::NsCache`).
     ns_cache: tokens::NsCache,
+    /// The XML parser's last event was a start or end tag: it is between markup, where the
+    /// fast path may take the bytes that follow (see `fast`).
+    xml_between_markup: bool,
+    /// The entry fast path's record of one entry (see `fast`).
+    fast: fast::Scratch,
 }
 
 impl DocumentReader<Box<dyn Read + Send>> {
@@ -169,6 +179,8 @@ impl<R: Read> DocumentReader<R> {
             late_root_md: None,
             pool: pool::Pool::default(),
             ns_cache: tokens::NsCache::default(),
+            xml_between_markup: false,
+            fast: fast::Scratch::default(),
         };
         r.header.md = None;
         r.read_header()?;
@@ -293,6 +305,14 @@ impl<R: Read> DocumentReader<R> {
             self.failed = true;
         }
         r
+    }
+}
+
+#[cfg(test)]
+impl<R: Read> DocumentReader<R> {
+    /// Turns the entry fast path (`fast`) on or off: tests compare it with the general path.
+    pub(crate) fn set_fast_path(&mut self, on: bool) {
+        self.fast.enabled = on;
     }
 }
 

@@ -123,6 +123,7 @@ impl<R: Read> DocumentReader<R> {
             self.ns.pop();
             self.pending_pop = false;
         }
+        self.xml_between_markup = false;
         let ev = match self.xml.read_event_into(&mut self.buf) {
             Ok(ev) => ev,
             Err(e) => return Err(self.convert_xml_error(e, pos)),
@@ -133,6 +134,7 @@ impl<R: Read> DocumentReader<R> {
         let empty = matches!(ev, Event::Empty(_));
         let tok = match ev {
             Event::Start(e) | Event::Empty(e) => {
+                self.xml_between_markup = true;
                 // A new namespace scope (XML Namespaces 1.0 §6.1): its declarations are read
                 // from the attributes only when there is one, else the scope is empty.
                 let pushed = if declares_namespace(e.attributes_raw()) {
@@ -283,6 +285,7 @@ impl<R: Read> DocumentReader<R> {
                 }
             }
             Event::End(_) => {
+                self.xml_between_markup = true;
                 self.pending_pop = true;
                 self.depth = self.depth.saturating_sub(1);
                 Tok::End { pos }
@@ -390,7 +393,7 @@ impl<R: Read> DocumentReader<R> {
 
 /// The attribute names ResourceSync defines (Z39.99-2014 §7, Appendix A), shared rather than
 /// allocated per attribute; one match, compiled to a dispatch on the bytes.
-fn intern_attr(local: &str) -> Cow<'static, str> {
+pub(super) fn intern_attr(local: &str) -> Cow<'static, str> {
     Cow::Borrowed(match local {
         "capability" => "capability",
         "at" => "at",
@@ -521,6 +524,11 @@ pub(super) struct NsCache {
 }
 
 impl NsCache {
+    /// Changes whenever a declaration is added.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// A declaration was added: every slot is stale.
     pub(super) fn declared(&mut self) {
         self.generation = self.generation.wrapping_add(1);

@@ -17,7 +17,6 @@ impl Validator {
         let pos = e.position;
         let cap = self.header.capability().cloned();
         let index = self.header.is_index();
-        let kind = self.kind.clone();
         // <loc> (§7; Sitemap protocol).
         if !e.loc.is_empty() {
             if !is_absolute_uri(&e.loc) {
@@ -95,14 +94,20 @@ impl Validator {
             self.push(
                 rules::RS_ENTRY_AT_NOT_USED,
                 pos,
-                format!("an entry's at/completed are not used in a {kind}"),
+                format!(
+                    "an entry's at/completed are not used in a {kind}",
+                    kind = self.kind
+                ),
             );
         }
         if (md.from.is_some() || md.until.is_some()) && !entry_from_ok {
             self.push(
                 rules::RS_ENTRY_FROM_NOT_USED,
                 pos,
-                format!("an entry's from/until are not used in a {kind}"),
+                format!(
+                    "an entry's from/until are not used in a {kind}",
+                    kind = self.kind
+                ),
             );
         }
         self.check_interval(md.from.as_ref(), md.until.as_ref(), pos);
@@ -120,7 +125,7 @@ impl Validator {
             self.push(
                 rules::RS_PATH_NOT_USED,
                 pos,
-                format!("path is not used in a {kind}"),
+                format!("path is not used in a {kind}", kind = self.kind),
             );
         }
         let change_kind = matches!(
@@ -135,14 +140,17 @@ impl Validator {
             self.push(
                 rules::RS_CHANGE_NOT_USED,
                 pos,
-                format!("change is not used in a {kind}"),
+                format!("change is not used in a {kind}", kind = self.kind),
             );
         }
         if change_kind && md.change.is_none() {
             self.push(
                 rules::RS_CHANGE_MANDATORY,
                 pos,
-                format!("every {kind} entry must have <rs:md change=\"...\">"),
+                format!(
+                    "every {kind} entry must have <rs:md change=\"...\">",
+                    kind = self.kind
+                ),
             );
         }
         if md.datetime.is_some() && !change_kind {
@@ -151,7 +159,7 @@ impl Validator {
             self.push(
                 rules::RS_DATETIME_NOT_USED,
                 pos,
-                format!("datetime is used in Change Lists, Change Dump Manifests and notifications, not in a {kind}"),
+                format!("datetime is used in Change Lists, Change Dump Manifests and notifications, not in a {kind}", kind = self.kind),
             );
         }
         // datetime within the document's interval (1.1 §7).
@@ -262,7 +270,10 @@ impl Validator {
                     self.push(
                         rules::RS_DUMP_ENTRY_MD,
                         pos,
-                        format!("a {kind} entry should give the package's type and length"),
+                        format!(
+                            "a {kind} entry should give the package's type and length",
+                            kind = self.kind
+                        ),
                     );
                 }
                 if cap == Capability::ChangeDump {
@@ -275,7 +286,10 @@ impl Validator {
                     self.push(
                         rules::RS_CLI_ENTRY_MD,
                         pos,
-                        format!("a {kind} entry should have <rs:md from=\"...\">"),
+                        format!(
+                            "a {kind} entry should have <rs:md from=\"...\">",
+                            kind = self.kind
+                        ),
                     );
                 }
                 if let Some(open) = self.open_entry.take() {
@@ -298,7 +312,7 @@ impl Validator {
                     rules::RS_CL_CHRONOLOGICAL
                 };
                 self.change_order
-                    .entry(e, rule, Some(&kind), &mut self.findings);
+                    .entry(e, rule, Some(&self.kind), &mut self.findings);
                 if manifest {
                     let deleted = md.change == Some(Change::Deleted);
                     self.manifest_path(&md.path, pos, !deleted);

@@ -34,6 +34,8 @@ use crate::hash::HashAlg;
 use crate::reader::DocumentReader;
 use crate::rules::{self, Rule};
 
+#[cfg(test)]
+mod differential;
 mod document;
 mod entry;
 mod links;
