@@ -70,11 +70,9 @@ impl OpenDir {
         }
         let mut dir = RawDir::new(&self.fd, buf.spare_capacity_mut());
         while let Some(entry) = dir.next() {
-            let entry = match entry {
-                Ok(e) => e,
-                // A name longer than the buffer: not on Linux (names are at most 255 bytes).
-                Err(e) => return Err(e.into()),
-            };
+            // An error ends the reading (`EINVAL`, an entry larger than the buffer, cannot
+            // happen: names are at most 255 bytes).
+            let entry = entry?;
             let name = entry.file_name().to_bytes();
             if name == b"." || name == b".." {
                 continue;
@@ -130,11 +128,17 @@ impl OpenDir {
         Ok(())
     }
 
-    /// Size and modification time of the file `name` of this directory, not following a
-    /// link (the walk stats only what `readdir` called a regular file).
+    /// Size and modification time of a file of this directory, `path` under the root, its
+    /// name from byte `name_at` on; not following a link (the walk stats only what `readdir`
+    /// called a regular file).
     #[cfg(target_os = "linux")]
-    pub(super) fn stat(&self, name: &OsStr) -> StatOut {
+    pub(super) fn stat(&self, path: &Path, name_at: usize) -> StatOut {
         use rustix::fs::{AtFlags, StatxFlags};
+        let name = path
+            .as_os_str()
+            .as_encoded_bytes()
+            .get(name_at..)
+            .unwrap_or_default();
         let st = rustix::fs::statx(
             &self.fd,
             name,
@@ -142,13 +146,13 @@ impl OpenDir {
             StatxFlags::SIZE | StatxFlags::MTIME,
         )
         .map_err(|e| std::io::Error::from(e).to_string())?;
-        let ns = i128::from(st.stx_mtime.tv_sec) * 1_000_000_000
-            + i128::from(st.stx_mtime.tv_nsec);
+        let ns = i128::from(st.stx_mtime.tv_sec) * 1_000_000_000 + i128::from(st.stx_mtime.tv_nsec);
         Ok((st.stx_size, ns.max(0)))
     }
 
     #[cfg(not(target_os = "linux"))]
-    pub(super) fn stat(&self, name: &OsStr) -> StatOut {
+    pub(super) fn stat(&self, path: &Path, _name_at: usize) -> StatOut {
+        let name = path.file_name().unwrap_or(path.as_os_str());
         std::fs::symlink_metadata(self.path.join(name))
             .map(|md| (md.len(), super::super::mtime_ns(&md)))
             .map_err(|e| e.to_string())
@@ -158,9 +162,3 @@ impl OpenDir {
 /// Bytes of the buffer `getdents64` fills (a few hundred entries per call).
 #[cfg(target_os = "linux")]
 const READ_BUF: usize = 32 * 1024;
-
-/// The name of `path` (its last component; the whole of it when it has none).
-pub(super) fn name_of(path: &Path) -> &OsStr {
-    path.file_name().unwrap_or(path.as_os_str())
-}
-

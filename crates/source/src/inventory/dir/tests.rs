@@ -475,10 +475,20 @@ fn the_stat_threads_give_a_large_directory_in_order() {
     let dirs = (0..n).filter(|i| i % 200 == 7).count();
     assert_eq!(got.len(), n + dirs + 1 + 2, "every file");
     for w in got.windows(2) {
-        assert!(path_bytes(&w[0].rel) < path_bytes(&w[1].rel), "{:?} before {:?}", w[0].rel, w[1].rel);
+        assert!(
+            path_bytes(&w[0].rel) < path_bytes(&w[1].rel),
+            "{:?} before {:?}",
+            w[0].rel,
+            w[1].rel
+        );
     }
     for l in &got {
         let md = std::fs::metadata(f.tree.join(&l.rel)).expect("stat");
-        assert_eq!((l.len, l.mtime_ns), (md.len(), mtime_ns(&md)), "{:?}", l.rel);
+        assert_eq!(
+            (l.len, l.mtime_ns),
+            (md.len(), mtime_ns(&md)),
+            "{:?}",
+            l.rel
+        );
     }
 }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 
-use super::read::{Kind, OpenDir, name_of};
+use super::read::{Kind, OpenDir};
 use super::{DirInventory, mtime_ns};
 use crate::inventory::{Listed, Skipped, path_bytes};
 
@@ -55,6 +55,8 @@ struct Level {
 /// A batch of files of one directory to stat, and where they go once stat'ed.
 struct StatJob {
     dir: Arc<OpenDir>,
+    /// Where the names start in the paths (past their directory's path and `/`).
+    name_at: usize,
     paths: Vec<PathBuf>,
     reply: SyncSender<Vec<Item>>,
 }
@@ -79,8 +81,8 @@ impl StatPool {
                             .unwrap_or_else(|poisoned| poisoned.into_inner())
                             .recv();
                         let Ok(job) = next else { break };
-                        let dir = &job.dir;
-                        let out = job.paths.into_iter().map(|p| stat_in(dir, p)).collect();
+                        let (dir, at) = (&job.dir, job.name_at);
+                        let out = job.paths.into_iter().map(|p| stat_in(dir, at, p)).collect();
                         // The walk may be gone (dropped early): nothing to tell.
                         let _ = job.reply.send(out);
                     }
@@ -94,11 +96,16 @@ impl StatPool {
     }
 
     /// Queues a batch; its files come back through the receiver, in the batch's order.
-    fn send(&self, dir: Arc<OpenDir>, paths: Vec<PathBuf>) -> Receiver<Vec<Item>> {
+    fn send(&self, dir: Arc<OpenDir>, name_at: usize, paths: Vec<PathBuf>) -> Receiver<Vec<Item>> {
         let (reply, rx) = std::sync::mpsc::sync_channel(1);
         if let Some(jobs) = &self.jobs {
             // Fails only when no thread is left: the receiver then reports the batch lost.
-            let _ = jobs.send(StatJob { dir, paths, reply });
+            let _ = jobs.send(StatJob {
+                dir,
+                name_at,
+                paths,
+                reply,
+            });
         }
         rx
     }
@@ -113,9 +120,10 @@ impl Drop for StatPool {
     }
 }
 
-/// A regular file of `dir`, stat'ed: listed with its size and time, or the problem.
-fn stat_in(dir: &OpenDir, path: PathBuf) -> Item {
-    match dir.stat(name_of(&path)) {
+/// A regular file of `dir` (its name in `path` from byte `name_at` on), stat'ed: listed with
+/// its size and time, or the problem.
+fn stat_in(dir: &OpenDir, name_at: usize, path: PathBuf) -> Item {
+    match dir.stat(&path, name_at) {
         Ok((len, mtime)) => Item::File(Listed::new(path, len, mtime)),
         Err(reason) => Item::Problem(Skipped { path, reason }),
     }
@@ -305,10 +313,15 @@ impl Walk<'_> {
         let Some(dir) = dir.filter(|_| to_stat > 0) else {
             return Level::new(items);
         };
+        // Each path is `rel/name` (`name` at the root).
+        let name_at = match rel.as_os_str().len() {
+            0 => 0,
+            n => n + 1,
+        };
         if to_stat < POOL_FROM || self.inv.threads < 2 {
             for item in &mut items {
                 if let Item::Stat(path) = item {
-                    *item = stat_in(&dir, std::mem::take(path));
+                    *item = stat_in(&dir, name_at, std::mem::take(path));
                 }
             }
             return Level::new(items);
@@ -326,12 +339,14 @@ impl Walk<'_> {
                 *item = Item::Pooled;
                 if batch.len() == STAT_BATCH {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(STAT_BATCH));
-                    level.batches.push_back(pool.send(dir.clone(), full));
+                    level
+                        .batches
+                        .push_back(pool.send(dir.clone(), name_at, full));
                 }
             }
         }
         if !batch.is_empty() {
-            level.batches.push_back(pool.send(dir, batch));
+            level.batches.push_back(pool.send(dir, name_at, batch));
         }
         level.items = items;
         level
