@@ -444,10 +444,10 @@ fn the_walk_orders_by_whole_paths() {
     );
 }
 
-/// A directory large enough for the stat threads (more files than [`walk::POOL_FROM`], in
-/// several batches, with subdirectories, a link and files of different sizes among them):
-/// listed in whole-path order with every file's own size and time, as a walk without the
-/// threads lists it.
+/// Directories large enough for the stat threads (more files than [`walk::POOL_FROM`], in
+/// several batches, with subdirectories, a link and files of different sizes among them, and
+/// the next one read ahead): listed in whole-path order with every file's own size and time,
+/// as a walk without the threads lists it.
 #[test]
 fn the_stat_threads_give_a_large_directory_in_order() {
     let f = fixture();
@@ -464,6 +464,13 @@ fn the_stat_threads_give_a_large_directory_in_order() {
         }
     }
     symlink("f00010", big.join("f00010.link")).expect("symlink");
+    // Two large directories one after the other: the second is read ahead while the first's
+    // files are stat'ed (and the small `f00007-d/` ahead of them all).
+    let next = f.tree.join("big2");
+    std::fs::create_dir(&next).expect("mkdir");
+    for i in 0..walk::POOL_FROM + 1 {
+        std::fs::write(next.join(format!("g{i:05}")), "y".repeat(i % 13)).expect("write");
+    }
     let mut pooled = DirInventory::new(&f.tree, vec![], false, vec![]).expect("inventory");
     pooled.threads = 3;
     let mut alone = pooled.clone();
@@ -473,7 +480,7 @@ fn the_stat_threads_give_a_large_directory_in_order() {
     assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(got, want);
     let dirs = (0..n).filter(|i| i % 200 == 7).count();
-    assert_eq!(got.len(), n + dirs + 1 + 2, "every file");
+    assert_eq!(got.len(), n + dirs + 1 + walk::POOL_FROM + 1 + 2, "every file");
     for w in got.windows(2) {
         assert!(
             path_bytes(&w[0].rel) < path_bytes(&w[1].rel),
