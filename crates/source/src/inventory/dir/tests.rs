@@ -445,8 +445,8 @@ fn the_walk_orders_by_whole_paths() {
 }
 
 /// Directories large enough for the stat threads (more files than [`walk::POOL_FROM`], in
-/// several batches, with subdirectories, a link and files of different sizes among them, and
-/// the next one read ahead): listed in whole-path order with every file's own size and time,
+/// several batches, with subdirectories, a link and files of different sizes among them, one
+/// after the other): listed in whole-path order with every file's own size and time,
 /// as a walk without the threads lists it.
 #[test]
 fn the_stat_threads_give_a_large_directory_in_order() {
@@ -464,8 +464,7 @@ fn the_stat_threads_give_a_large_directory_in_order() {
         }
     }
     symlink("f00010", big.join("f00010.link")).expect("symlink");
-    // Two large directories one after the other: the second is read ahead while the first's
-    // files are stat'ed (and the small `f00007-d/` ahead of them all).
+    // A second large directory after the first (and the small ones inside it).
     let next = f.tree.join("big2");
     std::fs::create_dir(&next).expect("mkdir");
     for i in 0..walk::POOL_FROM + 1 {
@@ -480,7 +479,11 @@ fn the_stat_threads_give_a_large_directory_in_order() {
     assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(got, want);
     let dirs = (0..n).filter(|i| i % 200 == 7).count();
-    assert_eq!(got.len(), n + dirs + 1 + walk::POOL_FROM + 1 + 2, "every file");
+    assert_eq!(
+        got.len(),
+        n + dirs + 1 + walk::POOL_FROM + 1 + 2,
+        "every file"
+    );
     for w in got.windows(2) {
         assert!(
             path_bytes(&w[0].rel) < path_bytes(&w[1].rel),

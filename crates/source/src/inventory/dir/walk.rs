@@ -11,9 +11,7 @@
 //! files of a large directory go, in that order, in batches to a pool of stat threads started
 //! once for the whole walk ([`StatPool`]), and come back batch by batch in the same order. The
 //! pool's threads are busy while the walk gives the entries already stat'ed and goes down into
-//! subdirectories; nothing is spawned per directory. While a large directory's files are
-//! stat'ed, the directory the walk goes to next is read on the pool too (one directory ahead,
-//! beyond those on the way down), so that its stats start as soon as the walk gets there.
+//! subdirectories; nothing is spawned per directory.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -63,57 +61,30 @@ struct StatJob {
     reply: SyncSender<Vec<Item>>,
 }
 
-/// A directory read, sorted, opened, with how many files are to stat in it (see
-/// [`DirInventory::read_sorted`]).
-type ReadOut = (Vec<Item>, Option<OpenDir>, usize);
-
-/// What the pool's threads do: stat a batch, or read the directory the walk goes to next (while
-/// the walk gives a large directory's files, so that the threads need not wait for it).
-enum Job {
-    Stat(StatJob),
-    Read {
-        rel: PathBuf,
-        stat_files: bool,
-        reply: SyncSender<ReadOut>,
-    },
-}
-
 /// The stat threads of one walk: started with its first large directory, ended with it.
 struct StatPool {
-    jobs: Option<Sender<Job>>,
+    jobs: Option<Sender<StatJob>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl StatPool {
-    fn start(threads: usize, inv: Arc<DirInventory>) -> Self {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    fn start(threads: usize) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<StatJob>();
         let rx = Arc::new(Mutex::new(rx));
         let threads = (0..threads)
             .map(|_| {
-                let (rx, inv) = (rx.clone(), inv.clone());
+                let rx = rx.clone();
                 std::thread::spawn(move || {
-                    let mut buf = Vec::new();
                     loop {
                         let next = rx
                             .lock()
                             .unwrap_or_else(|poisoned| poisoned.into_inner())
                             .recv();
+                        let Ok(job) = next else { break };
+                        let (dir, at) = (&job.dir, job.name_at);
+                        let out = job.paths.into_iter().map(|p| stat_in(dir, at, p)).collect();
                         // The walk may be gone (dropped early): nothing to tell.
-                        match next {
-                            Ok(Job::Stat(job)) => {
-                                let (dir, at) = (&job.dir, job.name_at);
-                                let out = job.paths.into_iter().map(|p| stat_in(dir, at, p));
-                                let _ = job.reply.send(out.collect());
-                            }
-                            Ok(Job::Read {
-                                rel,
-                                stat_files,
-                                reply,
-                            }) => {
-                                let _ = reply.send(inv.read_sorted(&rel, stat_files, &mut buf));
-                            }
-                            Err(_) => break,
-                        }
+                        let _ = job.reply.send(out);
                     }
                 })
             })
@@ -129,23 +100,10 @@ impl StatPool {
         let (reply, rx) = std::sync::mpsc::sync_channel(1);
         if let Some(jobs) = &self.jobs {
             // Fails only when no thread is left: the receiver then reports the batch lost.
-            let _ = jobs.send(Job::Stat(StatJob {
+            let _ = jobs.send(StatJob {
                 dir,
                 name_at,
                 paths,
-                reply,
-            }));
-        }
-        rx
-    }
-
-    /// Queues the reading of a directory; it comes through the receiver.
-    fn read(&self, rel: PathBuf, stat_files: bool) -> Receiver<ReadOut> {
-        let (reply, rx) = std::sync::mpsc::sync_channel(1);
-        if let Some(jobs) = &self.jobs {
-            let _ = jobs.send(Job::Read {
-                rel,
-                stat_files,
                 reply,
             });
         }
@@ -182,8 +140,6 @@ pub(crate) struct Walk<'a> {
     pool: Option<StatPool>,
     /// The buffer directories are read into (reused).
     buf: Vec<u8>,
-    /// The directory the walk goes to next, being read on the pool.
-    ahead: Option<(PathBuf, Receiver<ReadOut>)>,
     /// Entries held now, and the most held at once (what the walk's memory is made of).
     held: usize,
     peak: usize,
@@ -203,7 +159,6 @@ impl DirInventory {
             stack: vec![Level::new(vec![Item::Dir(PathBuf::new())])],
             pool: None,
             buf: Vec::new(),
-            ahead: None,
             held: 1,
             peak: 1,
         }
@@ -354,13 +309,7 @@ impl Walk<'_> {
     /// Reads a directory and stats its files: on this thread, or, when they are many, on the
     /// pool, in batches in the order they will be given.
     fn descend(&mut self, rel: &Path) -> Level {
-        let read = match self.ahead.take() {
-            Some((ahead, rx)) if ahead == rel => rx.recv().ok(),
-            // Read ahead for another directory (not expected): let go.
-            _ => None,
-        };
-        let (mut items, dir, to_stat) =
-            read.unwrap_or_else(|| self.inv.read_sorted(rel, self.stat_files, &mut self.buf));
+        let (mut items, dir, to_stat) = self.inv.read_sorted(rel, self.stat_files, &mut self.buf);
         let Some(dir) = dir.filter(|_| to_stat > 0) else {
             return Level::new(items);
         };
@@ -379,7 +328,7 @@ impl Walk<'_> {
         }
         let pool = self
             .pool
-            .get_or_insert_with(|| StatPool::start(self.inv.threads, Arc::new(self.inv.clone())));
+            .get_or_insert_with(|| StatPool::start(self.inv.threads));
         let dir = Arc::new(dir);
         let mut level = Level::new(Vec::new());
         let mut batch = Vec::with_capacity(STAT_BATCH);
@@ -398,16 +347,6 @@ impl Walk<'_> {
         }
         if !batch.is_empty() {
             level.batches.push_back(pool.send(dir, name_at, batch));
-        }
-        // The directory the walk goes to next: the first in this one's entries, else in those
-        // of the directories above, in the order given.
-        let above = self.stack.iter().rev().flat_map(|l| l.items.iter().rev());
-        let next = items.iter().rev().chain(above).find_map(|item| match item {
-            Item::Dir(p) => Some(p),
-            _ => None,
-        });
-        if let Some(next) = next {
-            self.ahead = Some((next.clone(), pool.read(next.clone(), self.stat_files)));
         }
         level.items = items;
         level
