@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::inventory::READ_BUF;
 use crate::inventory::{Inventory, Listing, Served, feed_known, hidden, path_bytes, under};
 
+mod read;
 mod walk;
 
 /// A directory tree as an inventory.

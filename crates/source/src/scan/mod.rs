@@ -147,12 +147,14 @@ fn item(r: &Resource) -> Item {
     }
 }
 
-/// Listed entries sent at a time from the listing's thread to the merge.
-const LISTING_CHUNK: usize = 1024;
+/// Listed entries sent at a time from the listing's thread to the merge (a chunk stays under
+/// 64 KiB: the allocator consolidates its free lists whenever a larger block is freed, and
+/// chunks are freed on the merge's thread, one per chunk).
+const LISTING_CHUNK: usize = 512;
 
 /// Chunks the listing may run ahead of the merge (bounded memory: at most this many chunks
 /// are held, however large the inventory).
-const LISTING_CHUNKS_AHEAD: usize = 16;
+const LISTING_CHUNKS_AHEAD: usize = 32;
 
 /// Sends a listing's entries in chunks, returning the problems it reported. An entry out of
 /// order (not after the previous one: a bug of the backend) is an error: merged with the
@@ -212,7 +214,9 @@ const KNOWN_PAGE: usize = 4096;
 /// [`Recorder::known_page`]). An error ends it and is kept in `error` (the scan then stops).
 struct KnownPages<'r, 'c> {
     rec: &'r Recorder<'c>,
-    page: std::vec::IntoIter<KnownRow>,
+    /// The rows of the page not yet given, the next one last (one buffer for every page:
+    /// a page is large, and allocating and freeing one each time costs more than reading it).
+    page: Vec<KnownRow>,
     last: Option<Vec<u8>>,
     done: bool,
     error: &'r std::cell::RefCell<Option<Error>>,
@@ -222,25 +226,29 @@ impl Iterator for KnownPages<'_, '_> {
     type Item = KnownRow;
 
     fn next(&mut self) -> Option<KnownRow> {
-        if let Some(k) = self.page.next() {
+        if let Some(k) = self.page.pop() {
             return Some(k);
         }
         if self.done {
             return None;
         }
-        let mut rows = Vec::with_capacity(KNOWN_PAGE);
+        self.page.reserve(KNOWN_PAGE);
         if let Err(e) = self
             .rec
-            .known_page(self.last.as_deref(), KNOWN_PAGE, &mut rows)
+            .known_page(self.last.as_deref(), KNOWN_PAGE, &mut self.page)
         {
             *self.error.borrow_mut() = Some(e);
             self.done = true;
             return None;
         }
-        self.done = rows.len() < KNOWN_PAGE;
-        self.last = rows.last().map(|k| k.path.clone());
-        self.page = rows.into_iter();
-        self.page.next()
+        self.done = self.page.len() < KNOWN_PAGE;
+        if let Some(k) = self.page.last() {
+            let last = self.last.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(&k.path);
+        }
+        self.page.reverse();
+        self.page.pop()
     }
 }
 
@@ -471,7 +479,7 @@ pub fn scan(
             None => {
                 let known = KnownPages {
                     rec: &rec,
-                    page: Vec::new().into_iter(),
+                    page: Vec::new(),
                     last: None,
                     done: !has_resources,
                     error: &known_error,

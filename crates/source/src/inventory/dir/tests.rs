@@ -443,3 +443,62 @@ fn the_walk_orders_by_whole_paths() {
         ]
     );
 }
+
+/// Directories large enough for the stat threads (more files than [`walk::POOL_FROM`], in
+/// several batches, with subdirectories, a link and files of different sizes among them, one
+/// after the other): listed in whole-path order with every file's own size and time,
+/// as a walk without the threads lists it.
+#[test]
+fn the_stat_threads_give_a_large_directory_in_order() {
+    let f = fixture();
+    let big = f.tree.join("big");
+    std::fs::create_dir(&big).expect("mkdir");
+    let n = 3 * walk::POOL_FROM + 17;
+    for i in 0..n {
+        std::fs::write(big.join(format!("f{i:05}")), "x".repeat(i % 97)).expect("write");
+        if i % 200 == 7 {
+            // Sorts among the files: `f00007-d/` after `f00007` and before `f00008`.
+            let d = big.join(format!("f{i:05}-d"));
+            std::fs::create_dir(&d).expect("mkdir");
+            std::fs::write(d.join("inner"), "in").expect("write");
+        }
+    }
+    symlink("f00010", big.join("f00010.link")).expect("symlink");
+    // A second large directory after the first (and the small ones inside it).
+    let next = f.tree.join("big2");
+    std::fs::create_dir(&next).expect("mkdir");
+    for i in 0..walk::POOL_FROM + 1 {
+        std::fs::write(next.join(format!("g{i:05}")), "y".repeat(i % 13)).expect("write");
+    }
+    let mut pooled = DirInventory::new(&f.tree, vec![], false, vec![]).expect("inventory");
+    pooled.threads = 3;
+    let mut alone = pooled.clone();
+    alone.threads = 1;
+    let (got, skipped) = all(pooled.list());
+    let (want, _) = all(alone.list());
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert_eq!(got, want);
+    let dirs = (0..n).filter(|i| i % 200 == 7).count();
+    assert_eq!(
+        got.len(),
+        n + dirs + 1 + walk::POOL_FROM + 1 + 2,
+        "every file"
+    );
+    for w in got.windows(2) {
+        assert!(
+            path_bytes(&w[0].rel) < path_bytes(&w[1].rel),
+            "{:?} before {:?}",
+            w[0].rel,
+            w[1].rel
+        );
+    }
+    for l in &got {
+        let md = std::fs::metadata(f.tree.join(&l.rel)).expect("stat");
+        assert_eq!(
+            (l.len, l.mtime_ns),
+            (md.len(), mtime_ns(&md)),
+            "{:?}",
+            l.rel
+        );
+    }
+}
