@@ -67,6 +67,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY(start, role, url)
     );
 ",
+    "
+    -- 3: a claim finds the free items, and the expired claims, without passing over the held
+    -- ones (a worker holds thousands while their copies wait for their commit; issue 16).
+    CREATE INDEX work_free ON work(seq) WHERE holder IS NULL;
+    CREATE INDEX work_expires ON work(expires) WHERE holder IS NOT NULL;
+",
 ];
 
 /// The schema version this program writes.
@@ -155,10 +161,6 @@ pub(super) const FENCE: &str = "SELECT 1 FROM leases WHERE name = $1 AND holder 
 /// Removes a claimed item while the claim is held.
 pub(super) const COMPLETE: &str =
     "DELETE FROM work WHERE key = $1 AND holder = $2 AND token = $3 AND expires > now()";
-/// Puts a claimed item back in the queue while the claim is held.
-pub(super) const RELEASE: &str = "UPDATE work SET holder = NULL, expires = NULL \
-     WHERE key = $1 AND holder = $2 AND token = $3 AND expires > now()";
-
 /// Takes or renews a lease in one statement: inserted, or updated when its holder renews it or
 /// it expired (the token kept on a renewal, raised otherwise); no row back while another
 /// worker holds it. Concurrent takers of one name are serialised by its row.
@@ -175,10 +177,14 @@ pub(super) const LEASE: &str = concat!(
 );
 
 /// Claims up to `$2` items no one holds (or whose claim expired), first queued first; rows
-/// locked by another claimer at the same moment are skipped, not waited for.
+/// locked by another claimer at the same moment are skipped, not waited for. The free items
+/// and the expired claims are each found by their own index (`work_free`, `work_expires`).
 pub(super) const CLAIM: &str = concat!(
-    "WITH c AS (SELECT key FROM work WHERE holder IS NULL OR expires <= now() \
-     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
+    "WITH e AS (SELECT key, seq FROM work WHERE holder IS NOT NULL AND expires <= now() \
+     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED), \
+     f AS (SELECT key, seq FROM work WHERE holder IS NULL \
+     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED), \
+     c AS (SELECT key FROM (SELECT * FROM e UNION ALL SELECT * FROM f) AS u ORDER BY seq LIMIT $2) \
      UPDATE work w SET holder = $1, token = w.token + 1, attempts = w.attempts + 1, expires = ",
     until!("3"),
     " FROM c WHERE w.key = c.key \
