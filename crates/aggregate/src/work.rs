@@ -40,7 +40,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use resourcesync_destination::http::Http;
-use resourcesync_destination::{Quiet, SharedFetch, SharedFetcher, SharedOutcome, Slot};
+use resourcesync_destination::{Quiet, SharedFetch, SharedFetcher, SharedOutcome};
 use resourcesync_store::{Batch, Claim, Claimed, Op, PendingChange, PgState, StateStore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -163,51 +163,33 @@ async fn drain_or_fail(
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
+    let http_opts = crate::follow::http_options(spec, shared);
     let worker = shared.opts.worker.clone();
     let ttl = shared.limits().lease;
-    // Downloads in flight: the Source's `concurrency`, as in a sync. A fetch takes its
-    // download slot before it starts and lets it go once its body is verified: the fetches
-    // past their download wait for their commit without a slot, as in a sync, so that the
-    // committer puts in place and records many at once (one sync of the store and one
-    // transaction per batch, not one per handful of copies). Claimed ahead, waiting for a
-    // slot: [`AHEAD`] times the downloads in flight, never more (a claim runs out after
-    // `limits.lease`: only what the downloads start soon is claimed).
+    // Downloads in flight: the Source's `concurrency`, as in a sync. Fetches past their
+    // download wait for their commit without holding a download slot, so that more of them
+    // run at once (and more are claimed ahead) than download.
     let width = spec.concurrency.max(1);
-    let ahead = width.saturating_mul(AHEAD);
-    let mut fetchers = Fetchers {
-        map: HashMap::new(),
-        http: crate::follow::http_options(spec, shared),
-        width,
-        store,
-        state: claimed.clone(),
-    };
-    let mut waiting: VecDeque<Waiting> = VecDeque::new();
+    let tasks = width.saturating_mul(4);
+    let mut fetchers: HashMap<(String, u64), Arc<SharedFetcher>> = HashMap::new();
+    let mut waiting: VecDeque<(Claim, SharedFetch)> = VecDeque::new();
     let mut running: JoinSet<Done> = JoinSet::new();
     let mut exhausted = false;
     let mut outcome = Ok(());
     loop {
-        // More claimed once few wait for a download slot, while not too many wait for their
-        // commit.
+        // A few more claimed than in flight, so that a download ending starts the next at once.
         if !exhausted
             && outcome.is_ok()
             && !cancel.is_cancelled()
-            && waiting.len() < width.saturating_mul(2)
-            && running.len() < MAX_RUNNING
+            && waiting.len() + running.len() <= tasks
         {
             let (st, w) = (pg.clone(), worker.clone());
-            let n = ahead.saturating_sub(waiting.len()).max(1);
-            match blocking(move || st.claim_work(&w, n, ttl)).await {
+            match blocking(move || st.claim_work(&w, tasks, ttl)).await {
                 Ok(got) if got.is_empty() => exhausted = true,
                 Ok(got) => {
                     for c in got {
                         match given_up(&claimed, c).await {
-                            Ok(Some((c, f))) => {
-                                let x = fetchers.of(&f);
-                                if let Err(e) = &x {
-                                    outcome = Err(e.clone());
-                                }
-                                waiting.push_back((c, f, x.ok()));
-                            }
+                            Ok(Some((c, f))) => waiting.push_back((c, f)),
                             Ok(None) => shared.status.shared_fetches(&spec.name, 0, 1),
                             Err(e) => {
                                 outcome = Err(e);
@@ -224,154 +206,84 @@ async fn drain_or_fail(
         }
         if cancel.is_cancelled() || outcome.is_err() {
             // Not started: back to the queue at once, for another worker.
-            let back: Vec<Claim> = waiting.drain(..).map(|(c, _, _)| c).collect();
-            if !back.is_empty() {
-                let st = pg.clone();
-                let _ = blocking(move || st.release(&back)).await;
-            }
+            let back: Vec<Claim> = waiting.drain(..).map(|(c, _)| c).collect();
+            let st = pg.clone();
+            let _ = blocking(move || st.release(&back)).await;
         }
-        // Every waiting fetch that has a download slot now starts.
-        while running.len() < MAX_RUNNING {
-            let Some(slot) = waiting
-                .front()
-                .and_then(|(_, _, x)| x.as_ref())
-                .and_then(|x| x.try_slot())
-            else {
+        while running.len() < tasks {
+            let Some((claim, f)) = waiting.pop_front() else {
                 break;
             };
-            if let Some(w) = waiting.pop_front() {
-                start(&mut running, &claimed, &pg, w, slot);
-            }
+            let key = (f.source.clone(), f.max_bytes);
+            let fetcher = match fetchers.get(&key) {
+                Some(x) => x.clone(),
+                None => {
+                    let http = Http::new(http_opts.clone()).map_err(|e| e.to_string())?;
+                    let x = Arc::new(
+                        SharedFetcher::new(
+                            &f.source,
+                            f.max_bytes,
+                            width,
+                            store.clone(),
+                            claimed.clone() as Arc<dyn StateStore>,
+                            http,
+                            Arc::new(Quiet),
+                        )
+                        .map_err(|e| e.to_string())?,
+                    );
+                    fetchers.insert(key, x.clone());
+                    x
+                }
+            };
+            claimed.hold(&f.uri, claim);
+            let (claimed, st) = (claimed.clone(), pg.clone());
+            running.spawn(async move {
+                let o = fetcher.fetch(&f).await;
+                // Nothing written (the copy was current, or its failure could not be
+                // recorded): the claim is settled here.
+                if let Some(c) = claimed.take(&f.uri) {
+                    let failed = matches!(o, SharedOutcome::Failed(_));
+                    let _ = blocking(move || {
+                        if failed {
+                            st.release(&[c])
+                        } else {
+                            st.complete(&[c])
+                        }
+                    })
+                    .await;
+                }
+                Done {
+                    copied: !matches!(o, SharedOutcome::Failed(_)),
+                    failed: matches!(o, SharedOutcome::Failed(_)),
+                }
+            });
         }
-        // Then a fetch ending, or a download slot for the next one waiting.
-        let next = waiting
-            .front()
-            .filter(|_| running.len() < MAX_RUNNING)
-            .and_then(|(_, _, x)| x.clone());
-        tokio::select! {
-            Some(slot) = async {
-                match &next {
-                    Some(x) => Some(x.slot().await),
-                    None => None,
-                }
-            }, if next.is_some() => {
-                if let Some(w) = waiting.pop_front() {
-                    start(&mut running, &claimed, &pg, w, slot);
-                }
+        match running.join_next().await {
+            // Counted as they end, for the page and the API.
+            Some(Ok(d)) => {
+                shared
+                    .status
+                    .shared_fetches(&spec.name, u64::from(d.copied), u64::from(d.failed))
             }
-            r = running.join_next() => match r {
-                // Counted as they end, for the page and the API.
-                Some(Ok(d)) => shared.status.shared_fetches(
-                    &spec.name,
-                    u64::from(d.copied),
-                    u64::from(d.failed),
-                ),
-                Some(Err(e)) => {
-                    shared.status.shared_fetches(&spec.name, 0, 1);
-                    tracing::error!(source = %spec.name, "a shared fetch failed: {e}");
-                }
-                None if waiting.is_empty()
-                    && (exhausted || outcome.is_err() || cancel.is_cancelled()) =>
-                {
-                    break;
-                }
-                None => {}
-            },
+            Some(Err(e)) => {
+                shared.status.shared_fetches(&spec.name, 0, 1);
+                tracing::error!(source = %spec.name, "a shared fetch failed: {e}");
+            }
+            None if waiting.is_empty()
+                && (exhausted || outcome.is_err() || cancel.is_cancelled()) =>
+            {
+                break;
+            }
+            None => {}
         }
-        if let Some(e) = fetchers.state_error() {
+        if let Some(e) = fetchers.values().find_map(|f| f.state_error()) {
             outcome = Err(e);
         }
     }
-    for f in fetchers.map.into_values() {
+    for f in fetchers.into_values() {
         let _ = tokio::task::spawn_blocking(move || f.close()).await;
     }
     outcome
-}
-
-/// Fetches claimed ahead of [`AHEAD`] times a Source's downloads in flight.
-const AHEAD: usize = 8;
-
-/// Fetches of one queue started at most at once, most of them waiting for their commit: the
-/// copies the committer can take in one batch.
-const MAX_RUNNING: usize = 2048;
-
-/// A claimed fetch waiting for a download slot, with its fetcher (`None`: none could be made;
-/// the claim is released).
-type Waiting = (Claim, SharedFetch, Option<Arc<SharedFetcher>>);
-
-/// The fetchers of one queue: one per Source key and body limit of its items (in practice
-/// one), into the Source's store and its claimed state.
-struct Fetchers {
-    map: HashMap<(String, u64), Arc<SharedFetcher>>,
-    http: resourcesync_destination::http::HttpOptions,
-    width: usize,
-    store: Arc<dyn resourcesync_store::Store>,
-    state: Arc<Claimed>,
-}
-
-impl Fetchers {
-    /// The fetcher of `f`, made at its first fetch.
-    fn of(&mut self, f: &SharedFetch) -> std::result::Result<Arc<SharedFetcher>, String> {
-        let key = (f.source.clone(), f.max_bytes);
-        if let Some(x) = self.map.get(&key) {
-            return Ok(x.clone());
-        }
-        let http = Http::new(self.http.clone()).map_err(|e| e.to_string())?;
-        let x = Arc::new(
-            SharedFetcher::new(
-                &f.source,
-                f.max_bytes,
-                self.width,
-                self.store.clone(),
-                self.state.clone() as Arc<dyn StateStore>,
-                http,
-                Arc::new(Quiet),
-            )
-            .map_err(|e| e.to_string())?,
-        );
-        self.map.insert(key, x.clone());
-        Ok(x)
-    }
-
-    /// A state write that failed in one of them.
-    fn state_error(&self) -> Option<String> {
-        self.map.values().find_map(|f| f.state_error())
-    }
-}
-
-/// Starts the fetch `w` in its download slot.
-fn start(
-    running: &mut JoinSet<Done>,
-    claimed: &Arc<Claimed>,
-    pg: &Arc<dyn StateStore>,
-    w: Waiting,
-    slot: Slot,
-) {
-    let (claim, f, Some(fetcher)) = w else {
-        return;
-    };
-    claimed.hold(&f.uri, claim);
-    let (claimed, st) = (claimed.clone(), pg.clone());
-    running.spawn(async move {
-        let o = fetcher.fetch_in(&f, slot).await;
-        // Nothing written (the copy was current, or its failure could not be recorded): the
-        // claim is settled here.
-        if let Some(c) = claimed.take(&f.uri) {
-            let failed = matches!(o, SharedOutcome::Failed(_));
-            let _ = blocking(move || {
-                if failed {
-                    st.release(&[c])
-                } else {
-                    st.complete(&[c])
-                }
-            })
-            .await;
-        }
-        Done {
-            copied: !matches!(o, SharedOutcome::Failed(_)),
-            failed: matches!(o, SharedOutcome::Failed(_)),
-        }
-    });
 }
 
 /// The claim and its fetch, unless the item is given up: its payload unreadable (completed,

@@ -49,7 +49,7 @@ pub mod sync;
 pub mod watch;
 
 pub use discover::docs;
-pub use fetch::{SharedFetcher, SharedOutcome, Slot, patch, repair};
+pub use fetch::{SharedFetcher, SharedOutcome, patch, repair};
 pub use plan::staging;
 pub use sync::catch_up;
 

@@ -15,4 +15,4 @@ pub mod patch;
 pub mod repair;
 pub(crate) mod shared;
 
-pub use shared::{SharedFetcher, SharedOutcome, Slot};
+pub use shared::{SharedFetcher, SharedOutcome};

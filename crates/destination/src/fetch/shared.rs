@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use resourcesync_model::{Change, Hashes, W3cDateTime};
 use resourcesync_store::{RelPath, StateStore, Store};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::commit::Committer;
 use crate::error::Result;
@@ -132,11 +132,6 @@ fn staged(f: &SharedFetch) -> StagedItem {
     }
 }
 
-/// One download slot of a [`SharedFetcher`] (of its `width`), held from before a fetch starts
-/// until its body is verified.
-#[derive(Debug)]
-pub struct Slot(OwnedSemaphorePermit);
-
 /// What a worker did with one handed-out fetch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -210,32 +205,9 @@ impl SharedFetcher {
         self.ctx.max_resource_bytes
     }
 
-    /// A download slot, if one is free now (see [`SharedFetcher::fetch_in`]).
-    pub fn try_slot(&self) -> Option<Slot> {
-        self.slots.clone().try_acquire_owned().ok().map(Slot)
-    }
-
-    /// A download slot, once one is free (slots are handed out first come, first served).
-    pub async fn slot(&self) -> Slot {
-        match self.slots.clone().acquire_owned().await {
-            Ok(p) => Slot(p),
-            // Never closed while the fetcher lives.
-            Err(_) => unreachable!("the download slots of a fetcher are never closed"),
-        }
-    }
-
     /// Does one fetch, which must be of this fetcher's Source and body limit (else it fails,
-    /// untried), once it has a download slot.
+    /// untried).
     pub async fn fetch(&self, f: &SharedFetch) -> SharedOutcome {
-        let slot = self.slot().await;
-        self.fetch_in(f, slot).await
-    }
-
-    /// Does one fetch in the download slot `slot`, which it lets go once its body is
-    /// downloaded and verified (not while the copy waits for its commit). A caller that takes
-    /// the slot before starting the fetch knows how many fetches wait for a download: those it
-    /// has not started.
-    pub async fn fetch_in(&self, f: &SharedFetch, slot: Slot) -> SharedOutcome {
         if f.source != self.ctx.key || f.max_bytes != self.ctx.max_resource_bytes {
             return SharedOutcome::Failed(format!(
                 "{}: a fetch of {} handed to the fetcher of {}",
@@ -255,7 +227,10 @@ impl SharedFetcher {
                 repair: f.repair,
             },
         };
-        let mut permit = Some(slot.0);
+        let mut permit = match self.slots.clone().acquire_owned().await {
+            Ok(p) => Some(p),
+            Err(e) => return SharedOutcome::Failed(format!("{}: {e}", f.uri)),
+        };
         match run_at(&self.ctx, job, rel, &mut permit, false).await {
             Outcome::Created(n)
             | Outcome::Updated(n)

@@ -67,12 +67,6 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY(start, role, url)
     );
 ",
-    "
-    -- 3: a claim finds the free items, and the expired claims, without passing over the held
-    -- ones (a worker holds thousands while their copies wait for their commit; issue 16).
-    CREATE INDEX work_free ON work(seq) WHERE holder IS NULL;
-    CREATE INDEX work_expires ON work(expires) WHERE holder IS NOT NULL;
-",
 ];
 
 /// The schema version this program writes.
@@ -177,14 +171,10 @@ pub(super) const LEASE: &str = concat!(
 );
 
 /// Claims up to `$2` items no one holds (or whose claim expired), first queued first; rows
-/// locked by another claimer at the same moment are skipped, not waited for. The free items
-/// and the expired claims are each found by their own index (`work_free`, `work_expires`).
+/// locked by another claimer at the same moment are skipped, not waited for.
 pub(super) const CLAIM: &str = concat!(
-    "WITH e AS (SELECT key, seq FROM work WHERE holder IS NOT NULL AND expires <= now() \
-     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED), \
-     f AS (SELECT key, seq FROM work WHERE holder IS NULL \
-     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED), \
-     c AS (SELECT key FROM (SELECT * FROM e UNION ALL SELECT * FROM f) AS u ORDER BY seq LIMIT $2) \
+    "WITH c AS (SELECT key FROM work WHERE holder IS NULL OR expires <= now() \
+     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
      UPDATE work w SET holder = $1, token = w.token + 1, attempts = w.attempts + 1, expires = ",
     until!("3"),
     " FROM c WHERE w.key = c.key \

@@ -118,8 +118,7 @@ impl PgState {
                     .map(|s| {
                         format!(
                             "SELECT '{s}'::text WHERE EXISTS (SELECT 1 FROM \"{s}\".work \
-                             WHERE holder IS NULL) OR EXISTS (SELECT 1 FROM \"{s}\".work \
-                             WHERE holder IS NOT NULL AND expires <= now())"
+                             WHERE holder IS NULL OR expires <= now())"
                         )
                     })
                     .collect::<Vec<_>>()
