@@ -36,12 +36,13 @@ use super::{
 use crate::blocking::offload;
 use crate::error::{Error, Result};
 
+mod bulk;
 mod sql;
 mod work;
 
 use sql::{
     COMPLETE, FENCE, LEASE, MIGRATIONS, PENDING_AFTER, PENDING_FROM, PUT_PENDING, PUT_RESOURCE,
-    RELEASE, RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
+    RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
 };
 
 /// How many connections one [`PgState`] opens at most.
@@ -353,18 +354,13 @@ impl PgState {
         Ok(out)
     }
 
-    /// Runs `sql` (a DELETE or an UPDATE) on the items of the claims still held; how many.
-    fn settle(&self, claims: &[Claim], sql: &'static str) -> Result<usize> {
+    /// Completes (`complete`) or releases the claims still held, in one transaction, a
+    /// statement per thousand; how many were held.
+    fn settle(&self, claims: &[Claim], complete: bool) -> Result<usize> {
         if claims.is_empty() {
             return Ok(0);
         }
-        self.in_tx(|tx| {
-            let mut n = 0;
-            for cl in claims {
-                n += tx.execute(sql, &[&cl.item.key, &cl.holder, &token(cl.token)])?;
-            }
-            Ok(usize::try_from(n).unwrap_or(usize::MAX))
-        })
+        self.in_tx(|tx| bulk::settle_all(tx, claims, complete))
     }
 }
 
@@ -652,7 +648,7 @@ impl StateStore for PgState {
             if batch.is_empty() {
                 return Ok(());
             }
-            self.in_tx(|tx| batch.ops().iter().try_for_each(|op| tx.apply_op(op)))
+            self.in_tx(|tx| tx.apply_batch(batch))
         })
     }
 
@@ -700,10 +696,10 @@ impl StateStore for PgState {
     }
 
     fn complete(&self, claims: &[Claim]) -> Result<usize> {
-        offload(|| self.settle(claims, COMPLETE))
+        offload(|| self.settle(claims, true))
     }
 
     fn release(&self, claims: &[Claim]) -> Result<usize> {
-        offload(|| self.settle(claims, RELEASE))
+        offload(|| self.settle(claims, false))
     }
 }

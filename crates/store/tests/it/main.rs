@@ -3,6 +3,8 @@
 
 mod conformance;
 #[cfg(feature = "postgres")]
+mod pg_bulk;
+#[cfg(feature = "postgres")]
 mod pg_state;
 #[cfg(feature = "s3")]
 mod s3_hostile;

@@ -155,10 +155,6 @@ pub(super) const FENCE: &str = "SELECT 1 FROM leases WHERE name = $1 AND holder 
 /// Removes a claimed item while the claim is held.
 pub(super) const COMPLETE: &str =
     "DELETE FROM work WHERE key = $1 AND holder = $2 AND token = $3 AND expires > now()";
-/// Puts a claimed item back in the queue while the claim is held.
-pub(super) const RELEASE: &str = "UPDATE work SET holder = NULL, expires = NULL \
-     WHERE key = $1 AND holder = $2 AND token = $3 AND expires > now()";
-
 /// Takes or renews a lease in one statement: inserted, or updated when its holder renews it or
 /// it expired (the token kept on a renewal, raised otherwise); no row back while another
 /// worker holds it. Concurrent takers of one name are serialised by its row.
