@@ -102,8 +102,11 @@ fn real_push_runs() {
     assert!(v["changes"].as_u64().unwrap_or(0) > 0, "{v}");
     assert_eq!(v["unsynced_changes"], 0, "{v}");
     // The Destination's requests are counted (discovery, then a GET per created or updated
-    // resource). Not more than one per change: deletes need no request, so a run whose
+    // resource). Not necessarily more than one per change: deletes need no request, so a run whose
     // changes include a delete can come out at exactly one per change (seen on a loaded CI run).
     assert!(v["requests"].as_u64().unwrap_or(0) > 0, "{v}");
-    assert!(v["requests_per_change"].as_f64().unwrap_or(0.0) > 0.0, "{v}");
+    assert!(
+        v["requests_per_change"].as_f64().unwrap_or(0.0) > 0.0,
+        "{v}"
+    );
 }
