@@ -12,45 +12,11 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use resourcesync_model::validate::validate;
-use resourcesync_model::{
-    Capability, DocumentReader, DocumentWriter, Entry, Header, Link, Metadata, MultiHasher,
-    ReadOptions, Root, W3cDateTime,
-};
+use resourcesync_model::{DocumentReader, DocumentWriter, ReadOptions};
 
-fn entries(n: usize) -> Vec<Entry> {
-    let algs = [
-        resourcesync_model::HashAlg::Md5,
-        resourcesync_model::HashAlg::Sha256,
-    ];
-    let lastmod = W3cDateTime::parse("2013-01-02T13:00:00Z").expect("datetime");
-    (0..n)
-        .map(|i| {
-            let mut h = MultiHasher::new(&algs);
-            h.update(format!("resource {i}").as_bytes());
-            let mut e = Entry::new(format!("http://example.com/res/{i:07}"));
-            e.lastmod = Some(lastmod);
-            let md = e.md_mut();
-            md.hash = Some(h.finish());
-            md.length = Some(512 + (i as u64 % 1000));
-            md.mime_type = Some("text/plain".into());
-            e
-        })
-        .collect()
-}
-
-fn document(n: usize) -> Vec<u8> {
-    let mut md = Metadata::with_capability(Capability::ResourceList);
-    md.at = W3cDateTime::parse("2013-01-03T09:00:00Z").ok();
-    let mut header = Header::new(Root::UrlSet, md);
-    header
-        .links
-        .push(Link::new("up", "http://example.com/capabilitylist.xml"));
-    let mut w = DocumentWriter::new(Vec::new(), "bench", &header).expect("header");
-    for e in entries(n) {
-        w.write_entry(&e).expect("entry");
-    }
-    w.finish().expect("finish")
-}
+#[path = "support/resourcelist.rs"]
+mod resourcelist;
+use resourcelist::{document, entries, tokenize};
 
 fn bench(c: &mut Criterion) {
     let doc = document(50_000);
@@ -94,21 +60,6 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
-}
-
-/// Every event of `doc` read by quick-xml alone: the floor of any parser built on it.
-fn tokenize(doc: &[u8]) -> usize {
-    let mut r = quick_xml::Reader::from_reader(doc);
-    let mut buf = Vec::with_capacity(1024);
-    let mut events = 0;
-    loop {
-        match r.read_event_into(&mut buf).expect("well-formed") {
-            quick_xml::events::Event::Eof => break,
-            _ => events += 1,
-        }
-        buf.clear();
-    }
-    events
 }
 
 /// parse+validate over the quick-xml floor, best of 7 each, printed against the goal.

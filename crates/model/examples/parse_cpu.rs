@@ -10,33 +10,13 @@
 use std::hint::black_box;
 
 use resourcesync_model::validate::validate;
-use resourcesync_model::{
-    Capability, DocumentReader, DocumentWriter, Entry, HashAlg, Header, Link, Metadata,
-    MultiHasher, ReadOptions, Root, W3cDateTime,
-};
+use resourcesync_model::{DocumentReader, ReadOptions};
 
-fn document(n: usize) -> Vec<u8> {
-    let mut md = Metadata::with_capability(Capability::ResourceList);
-    md.at = W3cDateTime::parse("2013-01-03T09:00:00Z").ok();
-    let mut header = Header::new(Root::UrlSet, md);
-    header
-        .links
-        .push(Link::new("up", "http://example.com/capabilitylist.xml"));
-    let mut w = DocumentWriter::new(Vec::new(), "bench", &header).expect("header");
-    let lastmod = W3cDateTime::parse("2013-01-02T13:00:00Z").expect("datetime");
-    for i in 0..n {
-        let mut h = MultiHasher::new(&[HashAlg::Md5, HashAlg::Sha256]);
-        h.update(format!("resource {i}").as_bytes());
-        let mut e = Entry::new(format!("http://example.com/res/{i:07}"));
-        e.lastmod = Some(lastmod);
-        let md = e.md_mut();
-        md.hash = Some(h.finish());
-        md.length = Some(512 + (i as u64 % 1000));
-        md.mime_type = Some("text/plain".into());
-        w.write_entry(&e).expect("entry");
-    }
-    w.finish().expect("finish")
-}
+// `entries` is the bench's (its write case), unused here.
+#[allow(dead_code)]
+#[path = "../benches/support/resourcelist.rs"]
+mod resourcelist;
+use resourcelist::{document, tokenize};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -52,17 +32,7 @@ fn main() {
                 black_box(report);
             }
             "floor" => {
-                let mut r = quick_xml::Reader::from_reader(&doc[..]);
-                let mut buf = Vec::with_capacity(1024);
-                let mut events = 0usize;
-                loop {
-                    match r.read_event_into(&mut buf).expect("well-formed") {
-                        quick_xml::events::Event::Eof => break,
-                        _ => events += 1,
-                    }
-                    buf.clear();
-                }
-                black_box(events);
+                black_box(tokenize(&doc));
             }
             _ => {}
         }
