@@ -17,7 +17,14 @@
 //! and digests checked, the copy put in the Source's store by the committer); the row is then
 //! written by a batch that also completes the claim (`Claimed`): one transaction, which fails
 //! if the claim expired and was taken over, so that a stalled worker never writes over the
-//! one that took its work. A failure is recorded as a pending change of the Source (retried by
+//! one that took its work. While its claims are held (waiting for a download slot, or
+//! downloading), the worker renews them every third of `limits.lease`, all in one statement
+//! (`StateStore::renew_work`), as the Source's lease is renewed during a sync
+//! ([`crate::follow`]): a download longer than the lease is not taken over by another worker
+//! and fetched twice. A claim is renewed until completed or released; one that a renewal finds
+//! lost (it expired during a stall, and may have been taken over) is not renewed again, and its
+//! completion is refused as above. A worker killed stops renewing: its claims expire.
+//! A failure is recorded as a pending change of the Source (retried by
 //! its next sync), in the same way; an item claimed [`MAX_ATTEMPTS`] times without completing
 //! (its workers died with it) is recorded so without being tried again.
 //!
@@ -36,7 +43,7 @@
 //! waiting for that slot would wait for itself; the bandwidth limit and each Source's `rate`
 //! and `concurrency` apply as to a sync.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use resourcesync_destination::http::Http;
@@ -176,6 +183,12 @@ async fn drain_or_fail(
     let mut running: JoinSet<Done> = JoinSet::new();
     let mut exhausted = false;
     let mut outcome = Ok(());
+    let every = (ttl / 3).max(std::time::Duration::from_millis(10));
+    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Claims found lost on a renewal (expired, perhaps taken over): not renewed again, their
+    // completion refused.
+    let mut lost: HashSet<(String, u64)> = HashSet::new();
     loop {
         // A few more claimed than in flight, so that a download ending starts the next at once.
         if !exhausted
@@ -258,7 +271,19 @@ async fn drain_or_fail(
                 }
             });
         }
-        match running.join_next().await {
+        // Every third of the claims' time to live, the claims held (waiting or downloading)
+        // are renewed, so that a download longer than `limits.lease` is not taken over.
+        let joined = tokio::select! {
+            j = running.join_next() => j,
+            _ = renew.tick(), if !running.is_empty() || !waiting.is_empty() => {
+                let mut held: Vec<Claim> = claimed.held();
+                held.extend(waiting.iter().map(|(c, _)| c.clone()));
+                held.retain(|c| !lost.contains(&(c.item.key.clone(), c.token)));
+                renew_claims(&pg, held, ttl, &mut lost).await;
+                continue;
+            }
+        };
+        match joined {
             // Counted as they end, for the page and the API.
             Some(Ok(d)) => {
                 shared
@@ -284,6 +309,37 @@ async fn drain_or_fail(
         let _ = tokio::task::spawn_blocking(move || f.close()).await;
     }
     outcome
+}
+
+/// Renews `held` for `ttl` in one go; those not renewed (lost: expired, and perhaps taken over
+/// by another worker) join `lost`. A failure to reach the state is logged: the claims may
+/// lapse, as they would without renewal.
+async fn renew_claims(
+    pg: &Arc<dyn StateStore>,
+    held: Vec<Claim>,
+    ttl: std::time::Duration,
+    lost: &mut HashSet<(String, u64)>,
+) {
+    if held.is_empty() {
+        return;
+    }
+    let st = pg.clone();
+    let asked = held.clone();
+    match blocking(move || st.renew_work(&asked, ttl)).await {
+        Ok(renewed) => {
+            let kept: HashSet<(&str, u64)> = renewed
+                .iter()
+                .map(|c| (c.item.key.as_str(), c.token))
+                .collect();
+            for c in held {
+                if !kept.contains(&(c.item.key.as_str(), c.token)) {
+                    tracing::debug!(item = %c.item.key, "a claim was lost or settled before its renewal");
+                    lost.insert((c.item.key, c.token));
+                }
+            }
+        }
+        Err(e) => tracing::warn!("renewing claims of shared work: {e}"),
+    }
 }
 
 /// The claim and its fetch, unless the item is given up: its payload unreadable (completed,

@@ -113,6 +113,14 @@ macro_rules! forward_all_but_apply {
             self.inner.release(claims)
         }
 
+        fn renew_work(
+            &self,
+            claims: &[$crate::state::Claim],
+            ttl: std::time::Duration,
+        ) -> $crate::error::Result<Vec<$crate::state::Claim>> {
+            self.inner.renew_work(claims, ttl)
+        }
+
         fn work_left(&self, source: &str) -> $crate::error::Result<u64> {
             self.inner.work_left(source)
         }
@@ -449,6 +457,13 @@ pub trait StateStore: Send + Sync + Debug {
     fn complete(&self, claims: &[Claim]) -> Result<usize>;
     /// Puts the items of claims still held back in the queue, unclaimed; how many.
     fn release(&self, claims: &[Claim]) -> Result<usize>;
+    /// Extends the claims still held (as each claim says: holder, token, unexpired) to `ttl`
+    /// from now, all in one go (PostgreSQL: one statement per thousand); the claims renewed,
+    /// with their new expiry. A claim missing from the answer was lost (it expired and may
+    /// have been taken over) or settled: its completion is refused as before. A worker
+    /// renews the claims of its downloads in flight so that a download longer than the
+    /// claims' time to live is not taken over by another worker.
+    fn renew_work(&self, claims: &[Claim], ttl: Duration) -> Result<Vec<Claim>>;
     /// How many items of the Source `source` are queued, claimed or not (those completed are
     /// gone): what a worker that queued them waits to see reach 0.
     fn work_left(&self, source: &str) -> Result<u64>;

@@ -9,3 +9,4 @@ mod push;
 mod republish;
 mod republish_s3;
 mod service;
+mod share_renew;

@@ -39,6 +39,7 @@ pub const CHECKS: &[Check<dyn StateStore>] = &[
         "an_expired_claim_is_taken_over",
         an_expired_claim_is_taken_over,
     ),
+    ("a_held_claim_is_renewed", a_held_claim_is_renewed),
     (
         "racing_workers_do_each_item_once",
         racing_workers_do_each_item_once,
@@ -505,6 +506,59 @@ fn an_expired_claim_is_taken_over(s: &dyn StateStore) -> Outcome {
     );
     let rest = ok("claim", s.claim_work("w3", 5, LONG))?;
     ensure!(rest.len() == 1 && rest[0].item.key == "b", "left {rest:?}");
+    Ok(())
+}
+
+/// Renewing extends the claims still held, all at once; a claim that expired and was taken
+/// over, or that was completed or released, is not renewed (and its holder still cannot
+/// complete it).
+fn a_held_claim_is_renewed(s: &dyn StateStore) -> Outcome {
+    ok("add", s.add_work(&[item("a"), item("b"), item("c")]))?;
+    let held = ok("claim", s.claim_work("w1", 3, Duration::from_secs(60)))?;
+    ensure!(held.len() == 3, "claim {held:?}");
+    let renewed = ok("renew", s.renew_work(&held, LONG))?;
+    ensure!(
+        renewed.len() == 3
+            && renewed
+                .iter()
+                .zip(&held)
+                .all(|(r, h)| r.item.key == h.item.key
+                    && r.token == h.token
+                    && r.expires > h.expires),
+        "not renewed: {renewed:?}"
+    );
+    // Renewed, `a` is not taken over by another worker.
+    ensure!(
+        ok("claim", s.claim_work("w2", 3, LONG))?.is_empty(),
+        "a held claim was taken"
+    );
+    // `a` renewed until now (it lapses), then taken over: lost to its first holder.
+    ensure!(
+        ok("renew", s.renew_work(&held[..1], EXPIRED))?.len() == 1,
+        "renew to now"
+    );
+    let taken = ok("claim", s.claim_work("w2", 3, LONG))?;
+    ensure!(
+        taken.len() == 1 && taken[0].item.key == "a",
+        "not taken over: {taken:?}"
+    );
+    // `b` completed, `c` released: none of the three is renewed any more.
+    ensure!(ok("complete", s.complete(&held[1..2]))? == 1, "complete b");
+    ensure!(ok("release", s.release(&held[2..]))? == 1, "release c");
+    let again = ok("renew", s.renew_work(&held, LONG))?;
+    ensure!(
+        again.is_empty(),
+        "renewed a lost or settled claim: {again:?}"
+    );
+    ensure!(
+        ok("complete", s.complete(&held[..1]))? == 0,
+        "completed by the holder that lost it"
+    );
+    ensure!(
+        ok("renew", s.renew_work(&taken, LONG))?.len() == 1,
+        "the new holder renews it"
+    );
+    ensure!(ok("complete", s.complete(&taken))? == 1, "complete a");
     Ok(())
 }
 

@@ -46,6 +46,12 @@ impl Claimed {
         self.lock().remove(uri)
     }
 
+    /// The claims held now (those not yet completed nor taken back): what their worker
+    /// renews while their downloads run ([`StateStore::renew_work`]).
+    pub fn held(&self) -> Vec<Claim> {
+        self.lock().values().cloned().collect()
+    }
+
     /// The state underneath.
     pub fn inner(&self) -> &Arc<dyn StateStore> {
         &self.inner

@@ -355,6 +355,25 @@ impl StateStore for MemState {
         Ok(n)
     }
 
+    fn renew_work(&self, claims: &[Claim], ttl: Duration) -> Result<Vec<Claim>> {
+        let mut g = self.lock();
+        let now = millis(SystemTime::now());
+        let expires = expiry(now, ttl);
+        let mut out = Vec::new();
+        for c in claims {
+            if let Some(seq) = g.held_claim(c, now) {
+                if let Some(w) = g.work.get_mut(&seq) {
+                    w.expires = expires;
+                    out.push(Claim {
+                        expires: from_millis(expires),
+                        ..c.clone()
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn work_left(&self, source: &str) -> Result<u64> {
         let g = self.lock();
         Ok(g.work.values().filter(|w| w.item.source == source).count() as u64)

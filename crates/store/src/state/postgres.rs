@@ -364,6 +364,30 @@ impl PgState {
     }
 }
 
+impl PgState {
+    /// Renews the claims still held, in one transaction, a statement per thousand: those
+    /// renewed, with their new expiry.
+    fn renew_claims(&self, claims: &[Claim], ttl: Duration) -> Result<Vec<Claim>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let renewed: HashMap<(String, i64), i64> = self
+            .in_tx(|tx| bulk::renew_all(tx, claims, ttl_ms(ttl)))?
+            .into_iter()
+            .collect();
+        Ok(claims
+            .iter()
+            .filter_map(|c| {
+                let at = (c.item.key.clone(), token(c.token));
+                renewed.get(&at).map(|ms| Claim {
+                    expires: from_millis(*ms),
+                    ..c.clone()
+                })
+            })
+            .collect())
+    }
+}
+
 /// A transaction and the statements prepared on its connection.
 struct Tx<'s, 'c> {
     state: &'s PgState,
@@ -701,5 +725,9 @@ impl StateStore for PgState {
 
     fn release(&self, claims: &[Claim]) -> Result<usize> {
         offload(|| self.settle(claims, false))
+    }
+
+    fn renew_work(&self, claims: &[Claim], ttl: Duration) -> Result<Vec<Claim>> {
+        offload(|| self.renew_claims(claims, ttl))
     }
 }

@@ -639,6 +639,41 @@ impl StateStore for SqliteState {
         self.settle(claims, "UPDATE work SET holder = NULL, expires_ms = NULL")
     }
 
+    fn renew_work(&self, claims: &[Claim], ttl: Duration) -> Result<Vec<Claim>> {
+        let mut c = self.lock();
+        let tx = c.transaction().map_err(|e| self.err(e))?;
+        let now = millis(SystemTime::now());
+        let expires = expiry(now, ttl);
+        let mut out = Vec::new();
+        {
+            let mut st = tx
+                .prepare_cached(
+                    "UPDATE work SET expires_ms = ?5 \
+                     WHERE key = ?1 AND holder = ?2 AND token = ?3 AND expires_ms > ?4",
+                )
+                .map_err(|e| self.err(e))?;
+            for cl in claims {
+                let n = st
+                    .execute(params![
+                        cl.item.key,
+                        cl.holder,
+                        to_i64(Some(cl.token)),
+                        now,
+                        expires
+                    ])
+                    .map_err(|e| self.err(e))?;
+                if n > 0 {
+                    out.push(Claim {
+                        expires: from_millis(expires),
+                        ..cl.clone()
+                    });
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(out)
+    }
+
     fn work_left(&self, source: &str) -> Result<u64> {
         let c = self.lock();
         let n: i64 = c

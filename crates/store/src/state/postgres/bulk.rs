@@ -54,6 +54,13 @@ const RELEASE_ALL: &str = "UPDATE work w SET holder = NULL, expires = NULL \
      FROM unnest($1::text[], $2::text[], $3::bigint[]) AS c(k, h, t) \
      WHERE w.key = c.k AND w.holder = c.h AND w.token = c.t AND w.expires > now()";
 
+/// Extends claimed items' claims while they are held, to `now()` plus `$4` milliseconds: the
+/// keys and tokens renewed and their new expiry.
+const RENEW_ALL: &str = "UPDATE work w SET expires = now() + $4::BIGINT * interval '1 millisecond' \
+     FROM unnest($1::text[], $2::text[], $3::bigint[]) AS c(k, h, t) \
+     WHERE w.key = c.k AND w.holder = c.h AND w.token = c.t AND w.expires > now() \
+     RETURNING w.key, w.token, floor(extract(epoch FROM w.expires) * 1000)::BIGINT";
+
 /// The kinds of write applied in bulk, and the others (one at a time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -111,6 +118,25 @@ pub(super) fn settle_all(tx: &mut Tx<'_, '_>, claims: &[Claim], complete: bool) 
         };
     }
     Ok(n)
+}
+
+/// Renews the claims still held (see [`RENEW_ALL`]), a statement per [`CHUNK`]: the keys
+/// and tokens renewed, each with its new expiry in milliseconds since the epoch.
+pub(super) fn renew_all(
+    tx: &mut Tx<'_, '_>,
+    claims: &[Claim],
+    ttl_ms: i64,
+) -> Result<Vec<((String, i64), i64)>> {
+    let claims: Vec<&Claim> = claims.iter().collect();
+    let mut out = Vec::new();
+    for chunk in claims.chunks(CHUNK) {
+        let (keys, holders, tokens) = claim_arrays(chunk);
+        for r in tx.query(RENEW_ALL, &[&keys, &holders, &tokens, &ttl_ms])? {
+            let got = (|| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))();
+            out.push(got.map_err(|e: postgres::Error| tx.state.err(e))?);
+        }
+    }
+    Ok(out)
 }
 
 fn claim_arrays<'a>(claims: &[&'a Claim]) -> (Vec<&'a str>, Vec<&'a str>, Vec<i64>) {
