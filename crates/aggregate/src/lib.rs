@@ -10,6 +10,8 @@
 //! - [`republish`]: the aggregator as a Source (Z39.99-2014 §14.8): each Source's copies
 //!   published under `BASE/rs/NAME/`, each entry with `<rs:ln rel="via">` to its original.
 //! - [`published`]: the republished Sources over HTTP (Source Description, documents, copies).
+//! - `bucket_copy`: a copy kept in a bucket sent from the object store, whole or one byte
+//!   range (RFC 9110 §14), the range passed to the store's `GetObject`.
 //! - [`web`]: the page for operators, the JSON API and the Prometheus metrics, and the
 //!   republished Sources' documents and resources.
 //! - [`work`]: with a PostgreSQL state, a large sync's fetches shared by every worker (a
@@ -20,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod bucket_copy;
 pub mod config;
 pub mod error;
 pub mod follow;

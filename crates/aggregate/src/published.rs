@@ -12,7 +12,9 @@
 //! from these: `/rs/` is the one prefix they take.
 //!
 //! Files are sent by `tower-http`'s `ServeFile`: `Last-Modified`, `HEAD`, single byte ranges
-//! (206, 416) and the date preconditions (`If-Modified-Since`, `If-Unmodified-Since`). A path is
+//! (206, 416) and the date preconditions (`If-Modified-Since`, `If-Unmodified-Since`); copies
+//! kept in a bucket by [`crate::bucket_copy`], with single byte ranges too (the range read
+//! from the object store, not the whole object), without the date preconditions. A path is
 //! decoded as the Source's server decodes it ([`decode_path`]: no `.` or `..` segment, no
 //! encoded slash or NUL); a copy is served only when the republished Source's state records
 //! it (the newest snapshot), so nothing else in the folder (the Destination's state, files it
@@ -74,62 +76,6 @@ fn unavailable() -> Response {
         "the copy cannot be read now\n",
     )
         .into_response()
-}
-
-/// Bytes of an object read at once and handed to the response.
-const CHUNK: usize = 64 * 1024;
-
-/// A copy kept in a bucket (its prefix in `cfg`): its bytes streamed from the object store
-/// (a blocking reader on a thread of its own, through a bounded pipe), whole (no ranges), with
-/// its length and type; 404 when the object is not there, 503 when the store does not answer.
-async fn object(cfg: resourcesync_store::S3Config, rel: PathBuf) -> Response {
-    let name = rel.to_string_lossy().into_owned();
-    let (mut tx, rx) = tokio::io::duplex(CHUNK);
-    let (head_tx, head_rx) = tokio::sync::oneshot::channel();
-    let rt = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        use std::io::Read as _;
-        use tokio::io::AsyncWriteExt as _;
-        let opened = resourcesync_store::s3::Bucket::new(cfg).and_then(|b| b.get(&name));
-        let (info, mut reader) = match opened {
-            Ok(Some(o)) => o,
-            Ok(None) => return drop(head_tx.send(Err(StatusCode::NOT_FOUND))),
-            Err(e) => {
-                tracing::warn!("serving the copy {name}: {e}");
-                return drop(head_tx.send(Err(StatusCode::SERVICE_UNAVAILABLE)));
-            }
-        };
-        let _ = head_tx.send(Ok(info));
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            match reader.read(&mut buf) {
-                Ok(0) => return,
-                Ok(n) => {
-                    if rt.block_on(tx.write_all(&buf[..n])).is_err() {
-                        return; // The client went away.
-                    }
-                }
-                // Cut short: the response ends before its Content-Length, which the client
-                // sees as a failed transfer.
-                Err(_) => return,
-            }
-        }
-    });
-    let info = match head_rx.await {
-        Ok(Ok(info)) => info,
-        Ok(Err(StatusCode::NOT_FOUND)) => return not_found(),
-        _ => return unavailable(),
-    };
-    let content_type = info
-        .content_type
-        .as_deref()
-        .and_then(|t| HeaderValue::from_str(t).ok())
-        .unwrap_or_else(|| HeaderValue::from_static("application/octet-stream"));
-    let mut res = Response::new(Body::from_stream(tokio_util::io::ReaderStream::new(rx)));
-    let h = res.headers_mut();
-    h.insert(header::CONTENT_TYPE, content_type);
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(info.length));
-    res
 }
 
 /// The aggregator's Source Description: the Sources followed now whose copies have been
@@ -222,7 +168,10 @@ async fn source_path(State(s): State<Arc<Shared>>, req: Request) -> Response {
             }
             match s.agg.copies(name) {
                 Ok(Copies::Folder) => folder.join(rel),
-                Ok(Copies::Bucket(cfg)) => return object(*cfg, rel).await,
+                Ok(Copies::Bucket(cfg)) => {
+                    let range = req.headers().get(header::RANGE).cloned();
+                    return crate::bucket_copy::serve(*cfg, rel, range).await;
+                }
                 Err(e) => {
                     tracing::warn!("serving a copy of {name}: {e}");
                     return unavailable();

@@ -21,6 +21,7 @@
 pub mod bucket;
 mod client;
 pub mod config;
+pub mod range;
 mod upload;
 mod xml;
 
@@ -38,8 +39,11 @@ use rusty_s3::Method;
 use self::bucket::MAX_KEY;
 use self::client::{Client, Req, not_found};
 use self::upload::{S3Body, S3Sink};
-pub use bucket::{Bucket, BucketWriter, Object, ObjectInfo, ObjectReader, etag_md5, offload};
+pub use bucket::{
+    Bucket, BucketWriter, Object, ObjectInfo, ObjectReader, Ranged, etag_md5, offload,
+};
 pub use config::S3Config;
+pub use range::ByteRange;
 
 use crate::error::{Error, Result};
 use crate::object::{

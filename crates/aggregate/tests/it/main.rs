@@ -7,6 +7,7 @@ mod outage;
 mod page;
 mod push;
 mod republish;
+mod republish_ranges;
 mod republish_s3;
 mod service;
 mod share_renew;

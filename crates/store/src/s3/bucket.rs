@@ -1,5 +1,5 @@
 //! [`Bucket`]: the objects of an S3-compatible bucket under a prefix, as plain operations
-//! (list, head, get, put, delete) over the signed client of `s3/client.rs`. [`super::S3Store`]
+//! (list, head, get, a byte range, put, delete) over the signed client of `s3/client.rs`. [`super::S3Store`]
 //! is built on it, and so are the Source's bucket inventory and document sink (crate
 //! `resourcesync-source`, feature `s3`).
 //!
@@ -13,11 +13,14 @@ use std::io::Read;
 use std::ops::ControlFlow;
 use std::time::SystemTime;
 
-use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, ETAG, HeaderMap, LAST_MODIFIED};
+use reqwest::header::{
+    CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, HeaderMap, LAST_MODIFIED,
+};
 use rusty_s3::Method;
 
 use super::client::{Client, Req, base64, not_found};
 use super::config::S3Config;
+use super::range::{ByteRange, content_range, unsatisfied_length};
 use super::upload::{S3Body, S3Sink};
 use super::{MULTIPART, upload, xml};
 use crate::error::{Error, Result};
@@ -91,6 +94,33 @@ impl Drop for Bucket {
 pub struct ObjectReader {
     resp: Option<reqwest::blocking::Response>,
     left: u64,
+}
+
+/// What a `GetObject` of a [`ByteRange`] ([`Bucket::get_range`]) came to.
+#[derive(Debug)]
+pub enum Ranged {
+    /// The range (206): what the server says of the part (`length` is the part's), its first
+    /// and last byte and the object's whole length (its `Content-Range`), and its bytes.
+    Part {
+        /// What the server says of the part.
+        info: ObjectInfo,
+        /// Its first byte in the object.
+        first: u64,
+        /// Its last byte in the object.
+        last: u64,
+        /// The object's length.
+        total: u64,
+        /// Its bytes.
+        reader: ObjectReader,
+    },
+    /// The whole object: the server ignored the range (RFC 9110 §14.2 allows it).
+    Whole(ObjectInfo, ObjectReader),
+    /// The range starts past the object's end (416); the object's length when the server
+    /// says it (`Content-Range: bytes */LENGTH`).
+    Unsatisfiable {
+        /// The object's length.
+        total: Option<u64>,
+    },
 }
 
 impl std::fmt::Debug for ObjectReader {
@@ -404,6 +434,59 @@ impl Bucket {
                 left,
             },
         )))
+    }
+
+    /// The byte range `range` of the object `name` (`GET` with `Range`: only the part is
+    /// sent), or `None` when there is none; see [`Ranged`]. A `Content-Range` that does not fit
+    /// the object or the part's length is an error.
+    pub fn get_range(&self, name: &str, range: ByteRange) -> Result<Option<Ranged>> {
+        let key = self.key(name)?;
+        let req = Req::new("GetObject", Method::Get, Some(&key)).header("range", range.header());
+        let r = self.client().send(&req, None)?;
+        if not_found(r.status()) {
+            offload(move || drop(r));
+            return Ok(None);
+        }
+        if r.status() == reqwest::StatusCode::RANGE_NOT_SATISFIABLE {
+            let total = header(r.headers(), CONTENT_RANGE.as_str()).and_then(unsatisfied_length);
+            offload(move || drop(r));
+            return Ok(Some(Ranged::Unsatisfiable { total }));
+        }
+        let r = self.client().check(&req, r)?;
+        let bad = |r: reqwest::blocking::Response, what: &str| {
+            offload(move || drop(r));
+            Err(self.client().err("GetObject", Some(&key), None, what))
+        };
+        if r.headers().get(CONTENT_LENGTH).is_none() {
+            return bad(r, "an answer without Content-Length");
+        }
+        let info = info_of(r.headers());
+        let left = info.length;
+        if r.status() != reqwest::StatusCode::PARTIAL_CONTENT {
+            let reader = ObjectReader {
+                resp: Some(r),
+                left,
+            };
+            return Ok(Some(Ranged::Whole(info, reader)));
+        }
+        let Some((first, last, total)) =
+            header(r.headers(), CONTENT_RANGE.as_str()).and_then(content_range)
+        else {
+            return bad(r, "a part without a valid Content-Range");
+        };
+        if last - first + 1 != left {
+            return bad(r, "a part whose Content-Length is not its Content-Range's");
+        }
+        Ok(Some(Ranged::Part {
+            info,
+            first,
+            last,
+            total,
+            reader: ObjectReader {
+                resp: Some(r),
+                left,
+            },
+        }))
     }
 
     /// A writer of the object `name`, made visible whole by [`Bucket::commit`], with this

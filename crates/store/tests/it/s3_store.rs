@@ -398,3 +398,68 @@ fn s3_store_survives_a_kill_at_each_step_of_a_put() {
         assert_eq!(*which, want, "killed at {step}: {seen:?}");
     }
 }
+
+/// A byte range is read from the object store (`GetObject` with `Range`): only the part is
+/// sent (its `Content-Length` is the part's), with the `Content-Range` that places it; a range
+/// past the end is told apart (416), not an error.
+#[test]
+fn a_byte_range_is_read_from_the_object_store() {
+    use resourcesync_store::s3::{Bucket, ByteRange, Ranged};
+    use std::io::Read as _;
+
+    let mut prefixes = Prefixes::new();
+    let cfg = S3Config::parse(&url())
+        .and_then(|c| c.with_prefix(&prefixes.fresh()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bucket = Bucket::new(cfg).unwrap_or_else(|e| panic!("{e}"));
+    let body: Vec<u8> = (0..1000u32)
+        .map(|i| b'0' + (i % 10) as u8 + (i / 100) as u8)
+        .collect();
+    let total = body.len() as u64;
+    bucket
+        .put("ranged.txt", &body, "text/plain")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let from = |first, last| ByteRange::From { first, last };
+    for (range, want) in [
+        (from(0, Some(9)), 0..=9u64),
+        (from(100, Some(199)), 100..=199),
+        (ByteRange::Suffix(50), 950..=999),
+        (from(900, None), 900..=999),
+        // Past the end: cut at the end (RFC 9110 §14.1.2).
+        (from(990, Some(5000)), 990..=999),
+        // Longer than the object: all of it.
+        (ByteRange::Suffix(5000), 0..=999),
+    ] {
+        match bucket.get_range("ranged.txt", range) {
+            Ok(Some(Ranged::Part {
+                info,
+                first,
+                last,
+                total: t,
+                mut reader,
+            })) => {
+                assert_eq!(
+                    (first, last, t),
+                    (*want.start(), *want.end(), total),
+                    "{range:?}"
+                );
+                assert_eq!(info.length, want.end() - want.start() + 1, "{range:?}");
+                let mut got = Vec::new();
+                reader.read_to_end(&mut got).expect("read");
+                let (a, b) = (*want.start() as usize, *want.end() as usize);
+                assert_eq!(got, body[a..=b], "{range:?}");
+            }
+            other => panic!("{range:?}: {other:?}"),
+        }
+    }
+    match bucket.get_range("ranged.txt", from(total, None)) {
+        Ok(Some(Ranged::Unsatisfiable { total: t })) => {
+            assert!(t.is_none_or(|t| t == total), "{t:?}");
+        }
+        other => panic!("past the end: {other:?}"),
+    }
+    assert!(matches!(
+        bucket.get_range("absent.txt", from(0, Some(9))),
+        Ok(None)
+    ));
+}
