@@ -11,7 +11,9 @@
 //!
 //! The queue is the coordinator's side ([`crate::queue`]). Every worker, the coordinator
 //! included, runs one [`claimer`]: it asks, in one query over
-//! the Sources' schemas, which queues hold items to claim, and claims them (`SELECT … FOR
+//! the Sources' schemas, which queues hold items to claim, drains several at once (up to
+//! `limits.concurrency`; one Source's slow download never holds back another's queue), and
+//! claims their items (`SELECT … FOR
 //! UPDATE SKIP LOCKED`: two workers never hold one), a few times its downloads in flight for
 //! that Source (its `concurrency`): downloads go on while copies wait for their commit. Each fetch is the engine's own (`SharedFetcher`: the download, its length
 //! and digests checked, the copy put in the Source's store by the committer); the row is then
@@ -62,71 +64,95 @@ pub const MAX_ATTEMPTS: u32 = 3;
 
 /// Every worker's side: claims and does the fetches of every Source's queue until `cancel`
 /// (see the module's documentation). Only with a PostgreSQL state, and while
-/// `limits.share_above` is set.
+/// `limits.share_above` is set. The queues of several Sources are drained at once (up to
+/// `limits.concurrency` of them), each as its Source's `concurrency` allows, so that one
+/// Source's slow download never holds back another's queue; while some drain, the others are
+/// looked for as when none does.
 pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     let StateChoice::Postgres(url) = shared.opts.state.clone() else {
         return;
     };
     let mut board: Option<Arc<PgState>> = None;
     let mut pause = POLL_MIN;
+    // The queues being drained: by task, the schema.
+    let mut draining: JoinSet<bool> = JoinSet::new();
+    let mut active: HashMap<tokio::task::Id, String> = HashMap::new();
     while !cancel.is_cancelled() {
         // Sharing off (`limits.share_above` unset, the default): no query at all, only a look
         // at the configuration now and then (a SIGHUP may turn it on).
         if shared.limits().share_above.is_none() {
             board = None;
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = tokio::time::sleep(POLL_MAX) => {}
+            pause = POLL_MAX;
+        } else {
+            let specs: Vec<SourceSpec> = shared.sources();
+            let schemas: Vec<String> = specs.iter().map(|s| schema_of(&s.name)).collect();
+            let found = match board.clone() {
+                Some(b) => {
+                    let s = schemas.clone();
+                    blocking(move || b.schemas_with_work(&s)).await
+                }
+                None => {
+                    let u = url.clone();
+                    match blocking(move || PgState::connect(&u)).await {
+                        Ok(b) => {
+                            board = Some(Arc::new(b));
+                            continue;
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            match found {
+                Ok(with) => {
+                    let width = shared.limits().concurrency.max(1);
+                    for schema in with {
+                        if active.len() >= width {
+                            break;
+                        }
+                        if active.values().any(|s| *s == schema) {
+                            continue;
+                        }
+                        let Some(spec) = specs.iter().find(|s| schema_of(&s.name) == schema) else {
+                            continue;
+                        };
+                        let (sh, spec, u, c) =
+                            (shared.clone(), spec.clone(), url.clone(), cancel.clone());
+                        let h = draining.spawn(async move { drain(&sh, &spec, &u, &c).await });
+                        active.insert(h.id(), schema);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("looking for shared work: {e}");
+                    board = None;
+                    pause = POLL_MAX;
+                }
             }
-            continue;
         }
-        let specs: Vec<SourceSpec> = shared.sources();
-        let schemas: Vec<String> = specs.iter().map(|s| schema_of(&s.name)).collect();
-        let found = match board.clone() {
-            Some(b) => {
-                let s = schemas.clone();
-                blocking(move || b.schemas_with_work(&s)).await
-            }
-            None => {
-                let u = url.clone();
-                match blocking(move || PgState::connect(&u)).await {
-                    Ok(b) => {
-                        board = Some(Arc::new(b));
-                        continue;
+        // The next look: when a queue is drained (at once), or after the pause.
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            Some(done) = draining.join_next_with_id(), if !draining.is_empty() => {
+                let (id, ok) = match done {
+                    Ok((id, ok)) => (id, ok),
+                    Err(e) => {
+                        tracing::error!("a shared queue's drain failed: {e}");
+                        (e.id(), false)
                     }
-                    Err(e) => Err(e),
-                }
-            }
-        };
-        match found {
-            Ok(with) if !with.is_empty() => {
-                let mut all = true;
-                for schema in with {
-                    if let Some(spec) = specs.iter().find(|s| schema_of(&s.name) == schema) {
-                        all &= drain(&shared, spec, &url, &cancel).await;
-                    }
-                }
-                if all {
-                    pause = POLL_MIN;
+                };
+                active.remove(&id);
+                // A queue it could not work on (its state or store unreachable): not again
+                // at once.
+                pause = if ok { POLL_MIN } else { POLL_MAX };
+                if ok {
                     continue;
                 }
-                // A queue it could not work on (its state or store unreachable): not again at
-                // once.
-                pause = POLL_MAX;
             }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!("looking for shared work: {e}");
-                board = None;
-                pause = POLL_MAX;
-            }
-        }
-        tokio::select! {
-            () = cancel.cancelled() => return,
             () = tokio::time::sleep(pause) => {}
         }
         pause = (pause * 2).min(POLL_MAX);
     }
+    // Cancelled: each drain gives back what it had not started and ends its fetches in flight.
+    while draining.join_next().await.is_some() {}
 }
 
 /// What one claimed item came to.

@@ -11,3 +11,4 @@ mod republish_ranges;
 mod republish_s3;
 mod service;
 mod share_renew;
+mod share_sources;

@@ -30,14 +30,14 @@ const N: usize = 8;
 
 /// The Source's server: its folder as files, `/slow.txt` sent half at once and half once the
 /// test releases it; the GET requests counted per path.
-struct Held {
-    base: String,
+pub(crate) struct Held {
+    pub(crate) base: String,
     hits: Arc<Mutex<HashMap<String, u64>>>,
-    release: watch::Sender<bool>,
+    pub(crate) release: watch::Sender<bool>,
 }
 
 impl Held {
-    fn hits(&self, path: &str) -> u64 {
+    pub(crate) fn hits(&self, path: &str) -> u64 {
         self.hits
             .lock()
             .expect("hits")
@@ -47,7 +47,7 @@ impl Held {
     }
 }
 
-async fn held_server(dir: &Path) -> Held {
+pub(crate) async fn held_server(dir: &Path) -> Held {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -640,37 +640,20 @@ impl StateStore for SqliteState {
     }
 
     fn renew_work(&self, claims: &[Claim], ttl: Duration) -> Result<Vec<Claim>> {
-        let mut c = self.lock();
-        let tx = c.transaction().map_err(|e| self.err(e))?;
-        let now = millis(SystemTime::now());
-        let expires = expiry(now, ttl);
+        // A statement per claim: a SQLite state is one worker's (the aggregator shares work
+        // through PostgreSQL only).
+        let expires = expiry(millis(SystemTime::now()), ttl);
+        let set = format!("UPDATE work SET expires_ms = {expires}");
         let mut out = Vec::new();
-        {
-            let mut st = tx
-                .prepare_cached(
-                    "UPDATE work SET expires_ms = ?5 \
-                     WHERE key = ?1 AND holder = ?2 AND token = ?3 AND expires_ms > ?4",
-                )
-                .map_err(|e| self.err(e))?;
-            for cl in claims {
-                let n = st
-                    .execute(params![
-                        cl.item.key,
-                        cl.holder,
-                        to_i64(Some(cl.token)),
-                        now,
-                        expires
-                    ])
-                    .map_err(|e| self.err(e))?;
-                if n > 0 {
-                    out.push(Claim {
-                        expires: from_millis(expires),
-                        ..cl.clone()
-                    });
-                }
+        for c in claims {
+            if self.settle(std::slice::from_ref(c), &set)? > 0 {
+                let expires = from_millis(expires);
+                out.push(Claim {
+                    expires,
+                    ..c.clone()
+                });
             }
         }
-        tx.commit().map_err(|e| self.err(e))?;
         Ok(out)
     }
 
