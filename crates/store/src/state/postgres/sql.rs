@@ -4,6 +4,11 @@
 /// one transaction with the new version number. Text compared for order (URIs, Sources) is in
 /// the "C" collation: byte order, as [`crate::StateStore::resources_page`] promises, whatever the
 /// database's locale.
+///
+/// The rule for a new migration: it only adds (tables, columns with defaults, indexes) and
+/// never drops, renames or changes what an earlier release reads or writes: workers of the
+/// earlier release may still be running against the schema it migrated (they refuse only to
+/// connect to it anew; see `docs/aggregate.md`, "Upgrading workers that share a state").
 pub(super) const MIGRATIONS: &[&str] = &[
     "
     CREATE TABLE resources(
