@@ -5,6 +5,10 @@
 //! the same for each bitstream they hold. The verified bodies then go to one committer thread,
 //! which takes whatever has arrived (at most [`MAX_BATCH`] copies) and, for the whole batch:
 //!
+//! 0. records, in one transaction, a placeholder row ([`placeholder`]) for each copy the state
+//!    has no row of yet, so that a file put in place and never recorded is still the
+//!    Destination's: a later run adopts it if the Source still lists it and removes it (with
+//!    `--delete`) if the Source deleted it, instead of leaving it behind unknown;
 //! 1. makes the bodies durable ([`Store::sync`]: for a directory one `syncfs` of the file
 //!    system on Linux, elsewhere each file was `fsync`ed by `finish`);
 //! 2. puts each in place ([`Store::place`]: for a directory a rename, each directory checked
@@ -16,8 +20,9 @@
 //! While copies keep arriving, step 3 of one batch is step 1 of the next: a single sync makes
 //! the renames of the batch before and the bodies of the next one durable, then the batch
 //! before is recorded (on a second thread) while the next one is renamed. The order per copy
-//! is unchanged (body synced → renamed → rename synced → row), with one sync per batch instead
-//! of two; when nothing is waiting, the batch is synced and recorded at once.
+//! is unchanged (placeholder → body synced → renamed → rename synced → row), with one sync
+//! per batch instead of two; when nothing is waiting, the batch is synced and recorded at
+//! once.
 //!
 //! So the guarantees of a commit one file at a time hold (Z39.99-2014 §5.2; DEVELOPERS.md
 //! "Durable"): no file at its final path is ever partial or unverified, and no row is written
@@ -30,7 +35,7 @@
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
-use resourcesync_store::{Finished, ResourceRecord, StateStore, Store};
+use resourcesync_store::{Batch, Finished, Op, ResourceRecord, StateStore, Store};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
@@ -52,6 +57,55 @@ pub(crate) struct Pending {
     pub(crate) row: ResourceRecord,
     /// Which test crash point its rename passes.
     pub(crate) origin: Origin,
+    /// The state has no row of it (as far as its producer knows): a placeholder is recorded
+    /// before it is put in place (step 0 of the module documentation).
+    pub(crate) fresh: bool,
+}
+
+/// The placeholder row of a copy about to be put in place where the state has no row of it:
+/// marked gone, with no length and no digest (a row of a copy kept after a delete always has
+/// its length), so that nothing takes it for a current copy: the baseline diff fetches its
+/// resource again (adopting the file if it has the published digest) or deletes it, a Change
+/// List's delete finds a row to act on, and the committed row replaces it.
+pub(crate) fn placeholder(row: &ResourceRecord) -> ResourceRecord {
+    ResourceRecord {
+        uri: row.uri.clone(),
+        source: row.source.clone(),
+        path: row.path.clone(),
+        length: None,
+        hashes: Default::default(),
+        lastmod: None,
+        etag: None,
+        last_modified: None,
+        gone: true,
+    }
+}
+
+/// Whether a row is a [`placeholder`]: a copy a killed run may have put in place, not
+/// recorded.
+pub(crate) fn is_placeholder(r: &ResourceRecord) -> bool {
+    r.gone && r.length.is_none() && r.hashes.is_empty()
+}
+
+/// Step 0: the placeholders of the fresh copies of a batch, in one transaction.
+fn announce<'a>(
+    state: &dyn StateStore,
+    batch: impl Iterator<Item = &'a Pending>,
+) -> std::result::Result<(), Failed> {
+    let rows: Vec<ResourceRecord> = batch
+        .filter(|p| p.fresh)
+        .map(|p| placeholder(&p.row))
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    // Not `put_resources`: a pending change stays until its copy is recorded (a run killed
+    // now retries it).
+    let mut b = Batch::new();
+    for r in &rows {
+        b.push(Op::PutResource(r));
+    }
+    state.apply(&b).map_err(Failed::from)
 }
 
 /// A copy put in place and recorded.
@@ -83,6 +137,8 @@ struct Placed {
     /// The rows of the copies placed, and their index in `out`.
     rows: Vec<ResourceRecord>,
     slots: Vec<usize>,
+    /// The URIs of the fresh copies not put in place: their placeholders go with the rows.
+    unplaced: Vec<String>,
 }
 
 /// Step 2: puts each copy of the batch in place ([`Store::place`]).
@@ -92,12 +148,19 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
         out: Vec::with_capacity(n),
         rows: Vec::with_capacity(n),
         slots: Vec::with_capacity(n),
+        unplaced: Vec::new(),
     };
     let mut bodies = Vec::with_capacity(n);
     let mut rest = Vec::with_capacity(n);
-    for Pending { body, row, origin } in batch {
+    for Pending {
+        body,
+        row,
+        origin,
+        fresh,
+    } in batch
+    {
         bodies.push(body);
-        rest.push((row, origin));
+        rest.push((row, origin, fresh));
     }
     let placed = store.place(bodies);
     // A store that answers for fewer bodies than it was given: the others failed.
@@ -108,7 +171,7 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
             reason: "the store gave no outcome for this copy",
         })
     }));
-    for (r, (mut row, origin)) in placed.zip(rest) {
+    for (r, (mut row, origin, fresh)) in placed.zip(rest) {
         match r {
             Ok(c) => {
                 crate::crashpoint::point(match origin {
@@ -126,7 +189,12 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
             }
             // The store's error as it is: its category (a bucket over its quota stops the
             // run, a dropped connection is retried) must reach the run.
-            Err(e) => p.out.push(Err(Failed::from(e))),
+            Err(e) => {
+                if fresh {
+                    p.unplaced.push(row.uri);
+                }
+                p.out.push(Err(Failed::from(e)))
+            }
         }
     }
     p
@@ -139,14 +207,21 @@ fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Fai
         mut out,
         rows,
         slots,
-        ..
+        unplaced,
     } = p;
-    if rows.is_empty() {
+    if rows.is_empty() && unplaced.is_empty() {
         return out;
     }
-    // The rows only once the files are durably in place; a failure here leaves files without
-    // rows, which the next run adopts by their digest.
-    match synced.and_then(|()| state.put_resources(&rows).map_err(Failed::from)) {
+    let mut batch = Batch::new();
+    for r in &rows {
+        batch.put_resource(r);
+    }
+    for uri in &unplaced {
+        batch.push(Op::RemoveResource(uri));
+    }
+    // The rows only once the files are durably in place; a failure here leaves files with
+    // their placeholders, which the next run adopts by their digest or deletes.
+    match synced.and_then(|()| state.apply(&batch).map_err(Failed::from)) {
         Ok(()) => {
             // The rows and the removal of their pending changes are one transaction.
             for _ in &rows {
@@ -170,8 +245,7 @@ pub(crate) fn commit_batch(
     state: &dyn StateStore,
     batch: Vec<Pending>,
 ) -> Vec<Done> {
-    if let Err(e) = store.sync() {
-        let e = Failed::from(e);
+    if let Err(e) = announce(state, batch.iter()).and_then(|()| Ok(store.sync()?)) {
         return batch.iter().map(|_| Err(e.clone())).collect();
     }
     let p = place_batch(store, batch);
@@ -281,8 +355,10 @@ fn run(store: &dyn Store, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
                 Err(mpsc::error::TryRecvError::Disconnected) => closed = true,
             }
         }
-        // One sync: the renames of the batch before and the bodies of this one (verified, so
-        // written, before they were queued).
+        // The placeholders of this batch first (step 0), then one sync: the renames of the
+        // batch before and the bodies of this one (verified, so written, before they were
+        // queued).
+        let announced = announce(state, taken.jobs.iter().flat_map(|j| j.items.iter()));
         let synced = store.sync().map_err(Failed::from);
         let before = prev.take();
         if taken.jobs.is_empty() {
@@ -304,7 +380,7 @@ fn run(store: &dyn Store, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
                 let synced = synced.clone();
                 s.spawn(move || answer(record(state, p, synced), r))
             });
-            match &synced {
+            match synced.clone().and(announced) {
                 Ok(()) => prev = Some((place_batch(store, batch), replies)),
                 Err(e) => answer(batch.iter().map(|_| Err(e.clone())).collect(), replies),
             }
@@ -494,6 +570,7 @@ mod tests {
                 ..ResourceRecord::default()
             },
             origin: Origin::Download,
+            fresh: true,
         }
     }
 

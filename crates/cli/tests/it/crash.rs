@@ -376,6 +376,49 @@ fn a_list_baseline_keeps_its_bodies_out_of_the_temporary_folder_and_a_kill_befor
     );
 }
 
+/// Z39.99-2017 §5.2, §5.3: a sync killed once a copy is renamed into place, before its state
+/// row (`after-rename`), then the Source deletes every file the kill left at the destination:
+/// the next run deletes them too (`--delete`). Before the placeholder rows (crate
+/// `resourcesync_destination::commit`), such a copy was unknown to the state: the baseline
+/// diff had no row to delete and the run kept a file the Source no longer had (the harness
+/// above failed so, rarely, when a generation deleted a file a kill had left unrecorded).
+#[test]
+fn a_copy_renamed_before_a_kill_is_deleted_when_the_source_deletes_it() {
+    let src = content_tree(30);
+    let server = Server::start_in_thread(src.path());
+    publish_with(src.path(), &server.base, |c| c.publish.dumps = false);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let ended = run_once(
+        &server.base,
+        &dest,
+        false,
+        "after-rename",
+        1,
+        Duration::ZERO,
+    );
+    assert!(
+        matches!(ended, Ended::Killed),
+        "not killed at after-rename:1"
+    );
+    let placed = dest_files(&dest);
+    assert!(!placed.is_empty(), "nothing in place after the kill");
+    for p in placed.keys() {
+        std::fs::remove_file(src.path().join(p)).expect("rm");
+    }
+    publish_with(src.path(), &server.base, |c| c.publish.dumps = false);
+    let o = sync_cmd(&server.base, &dest, false).output().expect("sync");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (copy, source) = (dest_files(&dest), source_files(src.path()));
+    assert_eq!(
+        copy.keys().collect::<Vec<_>>(),
+        source.keys().collect::<Vec<_>>(),
+        "deleted at the Source: {:?}",
+        placed.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(copy, source);
+}
+
 /// A panic while an extracting thread inflates a Resource Dump entry (the test hook's
 /// `package-entry:N:panic`) is that entry's error: the entry is reported failed (exit 1), and
 /// the other entries of the package are in place. Without the catch, the thread's chunk is

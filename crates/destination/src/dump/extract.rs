@@ -134,6 +134,8 @@ pub(super) fn extract_job(ctx: &Ctx, ex: &mut Extractor, job: Job) -> Result<App
             body,
             row,
             origin: Origin::Package,
+            // A copy the state has no current row of (none, or one kept after a delete).
+            fresh: !update,
         }),
         update,
     })
@@ -375,6 +377,7 @@ pub(super) fn extract_patch(
             body,
             row,
             origin: Origin::Package,
+            fresh: prior.is_none(),
         }),
         update: true,
     })

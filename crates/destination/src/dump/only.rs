@@ -267,7 +267,8 @@ async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
         let Some(l) = page.last() else { break };
         last = Some(l.uri.clone());
         for r in page {
-            if r.gone || ctx.dumped_now(&r.uri) {
+            // A placeholder (crate::commit) not put in place by this run: deleted too.
+            if (r.gone && !crate::commit::is_placeholder(&r)) || ctx.dumped_now(&r.uri) {
                 continue;
             }
             ctx.obs.add_total(1);

@@ -17,7 +17,7 @@ use resourcesync_store::{
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::commit::{Committer, Origin, Pending};
+use crate::commit::{Committer, Origin, Pending, is_placeholder};
 use crate::error::{Error, Result};
 use crate::fetch::shared::Handout;
 use crate::filter::UriFilter;
@@ -689,6 +689,7 @@ pub(crate) async fn download(
             gone: false,
         },
         origin: Origin::Download,
+        fresh: prior.is_none(),
     })))
 }
 
@@ -706,6 +707,23 @@ pub(crate) async fn delete(
         return Ok(Outcome::Unchanged);
     };
     let path = RelPath::parse(&p.path).unwrap_or_else(|_| rel.clone());
+    // The placeholder of a copy a killed run never put in place (crate::commit): nothing to
+    // delete or keep, the row goes; one it put in place and that is kept (without --delete)
+    // becomes a kept copy like any other (its length known: no longer a placeholder).
+    if !ctx.dry_run && is_placeholder(&p) {
+        match ctx.store.head(&path)? {
+            None => {
+                ctx.state.remove_resource(&item.uri)?;
+                let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+                return Ok(Outcome::Unchanged);
+            }
+            Some(m) if !ctx.delete => ctx.state.put_resource(&ResourceRecord {
+                length: Some(m.length),
+                ..p.clone()
+            })?,
+            Some(_) => {}
+        }
+    }
     if ctx.dry_run {
         return Ok(Outcome::Planned(Planned {
             action: if ctx.delete { "delete" } else { "keep" },

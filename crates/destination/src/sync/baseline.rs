@@ -2,12 +2,13 @@
 //! state in URI order by the diff engine; what differs becomes jobs for the executor. After a
 //! Resource Dump (§11), the list is diffed unless it is older than the dump.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use resourcesync_diff::{Action, Item, Page, pages, try_diff_sorted};
 use resourcesync_model::{Capability, Entry, W3cDateTime};
 
+use crate::commit::is_placeholder;
 use crate::discover::SourceInfo;
 use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::error::{Error, Result};
@@ -153,14 +154,36 @@ pub(super) async fn baseline_with(
         .count()?;
     ctx.obs.add_total(total);
     ctx.obs.phase("syncing");
-    // The copy: state rows, skipping copies kept after a delete.
+    // The copy: state rows, skipping copies kept after a delete; the placeholders of copies a
+    // killed run may have put in place without recording them (crate::commit) are in it, so
+    // that one the Source no longer lists is deleted, and noted, so that one it lists is
+    // fetched (adopted when the file in place has the published digest).
+    let placeholders: Mutex<BTreeSet<String>> = Mutex::default();
     let copy = pages(|after| {
         let page = ctx.state.resources_page(&ctx.key, after, 1000)?;
+        let mut marked = placeholders
+            .lock()
+            .map_err(|_| Error::Task("placeholder lock poisoned".into()))?;
+        marked.extend(
+            page.iter()
+                .filter(|r| is_placeholder(r))
+                .map(|r| r.uri.clone()),
+        );
         Ok::<_, Error>(Page {
             last: page.last().map(|r| r.uri.clone()),
-            items: page.iter().filter(|r| !r.gone).map(record_item).collect(),
+            items: page
+                .iter()
+                .filter(|r| !r.gone || is_placeholder(r))
+                .map(record_item)
+                .collect(),
         })
     });
+    let placeholder = |uri: &str| -> Result<bool> {
+        Ok(placeholders
+            .lock()
+            .map_err(|_| Error::Task("placeholder lock poisoned".into()))?
+            .remove(uri))
+    };
     // The original: the staged Resource List. The staged entries read are kept (in `read`)
     // until the diff has passed them, for the jobs: no second lookup per entry.
     let read: Mutex<ReadAhead> = Mutex::new(ReadAhead::default());
@@ -216,6 +239,11 @@ pub(super) async fn baseline_with(
             Action::Delete(c) => {
                 ctx.obs.add_total(1);
                 exec.submit(Job::delete(c.uri)).await?;
+            }
+            // A placeholder has no length, digest or date: it agrees with any entry.
+            Action::Same(o) if placeholder(&o.uri)? => {
+                let item = entry(&o.uri)?.unwrap_or_default();
+                exec.submit(fetch_job(item, false, false)).await?;
             }
             Action::Same(o) => {
                 // A copy a dump package put in place during this run is counted already.

@@ -43,7 +43,7 @@ use std::time::Instant;
 use resourcesync_model::W3cDateTime;
 use resourcesync_store::{Batch, Op, SourceCursor};
 
-use crate::commit::Committer;
+use crate::commit::{Committer, is_placeholder};
 use crate::discover::docs::DocFetcher;
 use crate::discover::known::{Known, ListMemo, Quick, Validated, quick_start, start_key};
 use crate::discover::{SourceInfo, discover};
@@ -481,6 +481,8 @@ impl RunPlan {
 }
 
 /// Copies kept after earlier deletes (runs without --delete) go now that --delete is given.
+/// Not the placeholders of copies a killed run put in place (crate::commit): the Source
+/// may still list them; the diff or the Change Lists decide.
 async fn delete_gone(ctx: &Arc<Ctx>, opts: &SyncOptions) -> Result<Tally> {
     if !opts.delete || opts.dry_run {
         return Ok(Tally::default());
@@ -491,7 +493,7 @@ async fn delete_gone(ctx: &Arc<Ctx>, opts: &SyncOptions) -> Result<Tally> {
         let page = ctx.state.resources_page(&ctx.key, after.as_deref(), 1000)?;
         let Some(last) = page.last() else { break };
         after = Some(last.uri.clone());
-        for r in page.into_iter().filter(|r| r.gone) {
+        for r in page.into_iter().filter(|r| r.gone && !is_placeholder(r)) {
             pre.submit(Job::delete(r.uri)).await?;
         }
     }

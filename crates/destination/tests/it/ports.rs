@@ -181,3 +181,228 @@ async fn a_destination_syncs_into_the_store_and_state_it_is_given() {
         "nothing written to the options' directory"
     );
 }
+
+/// A store in memory that loses the state rows of a batch once armed: the first batch placed
+/// after that stays in place and every later sync fails, so that the committer never records
+/// it, as when a run is killed between the rename of a batch and its state rows (the crash
+/// points `after-rename` and `package-renamed`).
+#[derive(Debug, Default)]
+struct LosesRows {
+    inner: resourcesync_store::MemStore,
+    armed: std::sync::atomic::AtomicBool,
+    placed: std::sync::atomic::AtomicBool,
+}
+
+impl LosesRows {
+    fn arm(&self, on: bool) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.armed.store(on, SeqCst);
+        self.placed.store(false, SeqCst);
+    }
+}
+
+impl resourcesync_store::Store for LosesRows {
+    fn begin(
+        &self,
+        key: &resourcesync_store::RelPath,
+        expect: resourcesync_store::Expect,
+    ) -> resourcesync_store::Result<resourcesync_store::Upload> {
+        self.inner.begin(key, expect)
+    }
+    fn place(
+        &self,
+        batch: Vec<resourcesync_store::Finished>,
+    ) -> Vec<resourcesync_store::Result<resourcesync_store::Placed>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let out = self.inner.place(batch);
+        if self.armed.load(SeqCst) && out.iter().any(Result::is_ok) {
+            self.placed.store(true, SeqCst);
+        }
+        out
+    }
+    fn sync(&self) -> resourcesync_store::Result<()> {
+        if self.placed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(resourcesync_store::Error::Io {
+                path: "(memory)".into(),
+                // ENOSPC: the run stops at once, its cursor unmoved.
+                cause: std::io::Error::from_raw_os_error(28),
+            });
+        }
+        self.inner.sync()
+    }
+    fn get(
+        &self,
+        key: &resourcesync_store::RelPath,
+    ) -> resourcesync_store::Result<Box<dyn std::io::Read + Send>> {
+        self.inner.get(key)
+    }
+    fn head(
+        &self,
+        key: &resourcesync_store::RelPath,
+    ) -> resourcesync_store::Result<Option<resourcesync_store::ObjectMeta>> {
+        self.inner.head(key)
+    }
+    fn delete(&self, key: &resourcesync_store::RelPath) -> resourcesync_store::Result<bool> {
+        self.inner.delete(key)
+    }
+    fn list(
+        &self,
+        after: Option<&resourcesync_store::RelPath>,
+        f: &mut dyn FnMut(
+            resourcesync_store::Result<(
+                resourcesync_store::RelPath,
+                resourcesync_store::ObjectMeta,
+            )>,
+        ) -> resourcesync_store::Result<std::ops::ControlFlow<()>>,
+    ) -> resourcesync_store::Result<()> {
+        self.inner.list(after, f)
+    }
+    fn set_modified(
+        &self,
+        key: &resourcesync_store::RelPath,
+        t: std::time::SystemTime,
+    ) -> resourcesync_store::Result<bool> {
+        self.inner.set_modified(key, t)
+    }
+    fn blocked(&self, key: &resourcesync_store::RelPath) -> resourcesync_store::Result<bool> {
+        self.inner.blocked(key)
+    }
+    fn finish_blocks(&self) -> bool {
+        self.inner.finish_blocks()
+    }
+    fn crash_safe(&self) -> bool {
+        self.inner.crash_safe()
+    }
+}
+
+/// A Destination of `src` over a [`LosesRows`] store and a state in memory, with --delete.
+struct Rig {
+    server: Server,
+    store: Arc<LosesRows>,
+    state: Arc<resourcesync_store::MemState>,
+    d: resourcesync_destination::Destination,
+    o: resourcesync_destination::SyncOptions,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+impl Rig {
+    async fn new(src: &std::path::Path) -> Rig {
+        use resourcesync_destination::{Destination, Ports, http::Http};
+        let server = Server::start(src).await;
+        publish(src, &server.base, None);
+        let (scratch, unused) = (tmp(), tmp());
+        let mut o = options(&server.base, &unused.path().join("never"));
+        o.delete = true;
+        o.use_dumps = false;
+        o.http.retries = 0;
+        let store = Arc::new(LosesRows::default());
+        let state = Arc::new(resourcesync_store::MemState::new());
+        let ports = Ports::new(store.clone(), state.clone(), scratch.path(), "(memory)");
+        let d = Destination::new(
+            &server.base,
+            ports,
+            Http::new(o.http.clone()).expect("client"),
+        );
+        Rig {
+            server,
+            store,
+            state,
+            d,
+            o,
+            _dirs: [scratch, unused],
+        }
+    }
+
+    async fn sync(&self) -> resourcesync_destination::Result<resourcesync_destination::SyncReport> {
+        self.d.sync(&self.o, Arc::new(Quiet)).await
+    }
+
+    /// Objects in the store the state has no current row of.
+    fn unrecorded(&self) -> Vec<String> {
+        use resourcesync_store::StateStore;
+        store_files(&self.store.inner)
+            .into_keys()
+            .filter(|k| {
+                let uri = format!("{}{k}", self.server.base);
+                self.state
+                    .resource(&uri)
+                    .expect("state")
+                    .is_none_or(|r| r.gone)
+            })
+            .collect()
+    }
+}
+
+/// Z39.99-2017 §5.2, §5.3: a copy put in place by a run that never recorded it (killed between
+/// the rename and the state row) is still the Destination's: when the Source deletes its
+/// resource before the next run, that run, a baseline against the Resource List (the first
+/// run stopped without a cursor), deletes it; the copy converges to the Source's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_placed_and_never_recorded_by_a_baseline_is_deleted_with_its_resource() {
+    let src = tmp();
+    let first: Vec<(String, Vec<u8>)> = (0..12)
+        .map(|i| {
+            (
+                format!("d{}/f{i}.txt", i % 2),
+                format!("file {i}").into_bytes(),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &[u8])> = first.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+    write_tree(src.path(), &refs);
+    let rig = Rig::new(src.path()).await;
+    // A baseline whose first batch is placed and never recorded; the run stops without a
+    // cursor (a full disk), so the next one is a baseline again.
+    rig.store.arm(true);
+    let r = rig.sync().await;
+    assert!(r.is_err(), "{r:?}");
+    assert!(
+        !rig.unrecorded().is_empty(),
+        "the fault left no copy unrecorded"
+    );
+    // The Source deletes them all and creates another before the next run.
+    for (p, _) in &first {
+        std::fs::remove_file(src.path().join(p)).expect("rm");
+    }
+    write_tree(src.path(), &[("c.txt", b"charlie")]);
+    publish(src.path(), &rig.server.base, None);
+    rig.store.arm(false);
+    let r = rig.sync().await.expect("second run");
+    assert_eq!(r.mode, Mode::Baseline, "{r:?}");
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert_eq!(
+        store_files(&rig.store.inner),
+        source_files(src.path()),
+        "{r:?}"
+    );
+    assert!(rig.unrecorded().is_empty());
+}
+
+/// The same in an incremental run (Z39.99-2014 §12.1): a created resource placed and never
+/// recorded (the run recorded it as pending and moved its cursor), then deleted at the Source:
+/// the next run, which reads the delete from the Change List, deletes the copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_copy_placed_and_never_recorded_is_deleted_by_the_next_change_list() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha")]);
+    let rig = Rig::new(src.path()).await;
+    let r = rig.sync().await.expect("baseline");
+    assert_eq!(r.failed, 0, "{r:?}");
+    write_tree(src.path(), &[("new/d.txt", b"delta")]);
+    publish(src.path(), &rig.server.base, None);
+    rig.store.arm(true);
+    let _ = rig.sync().await;
+    assert_eq!(rig.unrecorded(), ["new/d.txt"]);
+    std::fs::remove_file(src.path().join("new/d.txt")).expect("rm");
+    publish(src.path(), &rig.server.base, None);
+    rig.store.arm(false);
+    let r = rig.sync().await.expect("third run");
+    assert_eq!(r.mode, Mode::Incremental, "{r:?}");
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert_eq!(
+        store_files(&rig.store.inner),
+        source_files(src.path()),
+        "{r:?}"
+    );
+    assert!(rig.unrecorded().is_empty());
+}
