@@ -13,6 +13,7 @@ use std::time::Duration;
 use resourcesync_model::Hashes;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use super::parse_mtime;
 use crate::error::{Error, Result};
 
 /// Idle connections kept for the next lookups; more lookups at once open more (closed when
@@ -89,7 +90,7 @@ impl Reader {
                 s.query_row([path], |r| {
                     Ok(Recorded {
                         length: r.get::<_, i64>(0)? as u64,
-                        mtime_ns: r.get_ref(1)?.as_str()?.parse().unwrap_or(0),
+                        mtime_ns: parse_mtime(r.get_ref(1)?.as_str()?),
                         mime_type: r.get(2)?,
                         hashes: Hashes::from_known(r.get(3)?, r.get(4)?, r.get(5)?),
                     })

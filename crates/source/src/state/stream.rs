@@ -56,7 +56,7 @@ impl Recorder<'_> {
                 Ok(KnownRow {
                     path: row.get_ref(0)?.as_blob()?.to_vec(),
                     length: row.get::<_, i64>(1)? as u64,
-                    mtime_ns: row.get_ref(2)?.as_str()?.parse().unwrap_or(0),
+                    mtime_ns: parse_mtime(row.get_ref(2)?.as_str()?),
                     algs: row.get::<_, i64>(3)? as u8,
                     via: row.get(4)?,
                 })
@@ -80,7 +80,7 @@ impl Recorder<'_> {
                 Ok(KnownRow {
                     path: path.to_vec(),
                     length: row.get::<_, i64>(0)? as u64,
-                    mtime_ns: row.get_ref(1)?.as_str()?.parse().unwrap_or(0),
+                    mtime_ns: parse_mtime(row.get_ref(1)?.as_str()?),
                     algs: row.get::<_, i64>(2)? as u8,
                     via: row.get(3)?,
                 })

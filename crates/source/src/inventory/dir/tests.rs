@@ -444,6 +444,83 @@ fn the_walk_orders_by_whole_paths() {
     );
 }
 
+/// Names sorted by their first 16 bytes and, where those are equal, whole: names sharing
+/// 16 bytes and more, a directory whose name ends at byte 15 or 16 (its `/` inside or past the
+/// prefix), bytes above 0x7f; in whole-path order, with and without the stat threads.
+#[test]
+fn the_walk_orders_names_past_their_first_16_bytes() {
+    let f = fixture();
+    let t = &f.tree;
+    let names = [
+        "record-0000000000-b",
+        "record-0000000000-a",
+        "record-0000000000",
+        "record-000000000",
+        "record-000000000\u{e9}",
+        "record-00000000-",
+        "record-000000000-z",
+        "record-0000000000-a.d/x",
+        "record-000000001/x",
+        "record-00000000/x",
+        "record-0000000001/x",
+    ];
+    for rel in names {
+        let p = t.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, "x").expect("write");
+    }
+    // Enough files beside them for the stat threads.
+    for i in 0..walk::POOL_FROM {
+        std::fs::write(t.join(format!("record-0000000000-n{i:04}")), "x").expect("write");
+    }
+    for threads in [1, 3] {
+        let mut inv = DirInventory::new(t, vec![], false, vec![]).expect("inventory");
+        inv.threads = threads;
+        let (listed, skipped) = all(inv.list());
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let got: Vec<Vec<u8>> = listed
+            .iter()
+            .map(|l| crate::inventory::path_bytes(&l.rel).into_owned())
+            .collect();
+        let mut want = got.clone();
+        want.sort();
+        assert_eq!(got, want, "{threads} threads: not in whole-path order");
+        assert_eq!(got.len(), names.len() + walk::POOL_FROM + 2, "every file");
+    }
+}
+
+/// With directories large enough for the stat threads, the walk reads the next directory
+/// while the threads stat the current one's files: it then holds two directories' entries,
+/// never more (12 directories of `POOL_FROM + 10` files).
+#[test]
+fn the_walk_reads_one_directory_ahead_and_no_more() {
+    let f = fixture();
+    let per = walk::POOL_FROM + 10;
+    for d in 0..12 {
+        let dir = f.tree.join(format!("d{d:02}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for i in 0..per {
+            std::fs::write(dir.join(format!("f{i:04}")), "x").expect("write");
+        }
+    }
+    let mut inv = DirInventory::new(&f.tree, vec![], false, vec![]).expect("inventory");
+    inv.threads = 2;
+    let mut walk = inv.walk(true);
+    let n = walk.by_ref().filter(|e| e.is_ok()).count();
+    assert_eq!(n, 12 * per + 2, "every file");
+    // The root's 14 entries, the directory given, the one read ahead.
+    assert!(
+        walk.peak() > per + 14,
+        "held {} entries at most: the next directory was not read ahead",
+        walk.peak()
+    );
+    assert!(
+        walk.peak() <= 2 * per + 14,
+        "held {} entries at once: more than two directories'",
+        walk.peak()
+    );
+}
+
 /// Directories large enough for the stat threads (more files than [`walk::POOL_FROM`], in
 /// several batches, with subdirectories, a link and files of different sizes among them, one
 /// after the other): listed in whole-path order with every file's own size and time,

@@ -12,6 +12,13 @@
 //! once for the whole walk ([`StatPool`]), and come back batch by batch in the same order. The
 //! pool's threads are busy while the walk gives the entries already stat'ed and goes down into
 //! subdirectories; nothing is spawned per directory.
+//!
+//! When the walk enters a directory whose files went to the pool, it reads at once the
+//! directory it will enter next (one ahead, no more) and queues that one's files too: the stat
+//! threads then go from one directory's files to the next without waiting for the walk to give
+//! the last of them and read the next directory (a wait of the whole pool at every directory,
+//! about a third of the walk's time with 2 threads and directories of 1,000 files). What is held
+//! is then at most one directory more than those on the way down.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -50,6 +57,9 @@ struct Level {
     items: Vec<Item>,
     batches: VecDeque<Receiver<Vec<Item>>>,
     current: std::vec::IntoIter<Item>,
+    /// `items[no_dir_from..]` holds no directory (searched from the end: see
+    /// [`Level::next_dir`]; each item is looked at once however often it is asked).
+    no_dir_from: usize,
 }
 
 /// A batch of files of one directory to stat, and where they go once stat'ed.
@@ -140,6 +150,8 @@ pub(crate) struct Walk<'a> {
     pool: Option<StatPool>,
     /// The buffer directories are read into (reused).
     buf: Vec<u8>,
+    /// The directory the walk enters next, read ahead and its files queued on the pool.
+    ahead: Option<(PathBuf, Level)>,
     /// Entries held now, and the most held at once (what the walk's memory is made of).
     held: usize,
     peak: usize,
@@ -159,6 +171,7 @@ impl DirInventory {
             stack: vec![Level::new(vec![Item::Dir(PathBuf::new())])],
             pool: None,
             buf: Vec::new(),
+            ahead: None,
             held: 1,
             peak: 1,
         }
@@ -186,6 +199,10 @@ impl DirInventory {
             Err(e) => return (vec![problem(e)], None, 0),
         };
         let mut items: Vec<Item> = Vec::new();
+        // Each entry's sort key's first 16 bytes, and the entry's index (sorted, then the
+        // entries taken in that order: sorting the entries themselves would move each one
+        // several times, and compare through their paths).
+        let mut keys: Vec<(u128, usize)> = Vec::new();
         let mut to_stat = 0usize;
         let read = dir.read(buf, |name, kind| {
             if kind == Kind::Other
@@ -200,6 +217,10 @@ impl DirInventory {
             if self.skipped_path(&path) || self.excluded(&path, kind == Kind::Dir) {
                 return;
             }
+            keys.push((
+                name_prefix(name.as_encoded_bytes(), kind == Kind::Dir),
+                items.len(),
+            ));
             items.push(match kind {
                 Kind::Dir => Item::Dir(path),
                 Kind::File if !stat_files => Item::File(Listed::new(path, 0, 0)),
@@ -210,12 +231,18 @@ impl DirInventory {
                 Kind::Link | Kind::Other => Item::Link(path),
             });
         });
-        if let Err(e) = read {
-            items.push(problem(e));
-        }
         // The last to give first: popped from the end.
-        items.sort_unstable_by(|a, b| order(b, a));
-        (items, Some(dir), to_stat)
+        keys.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| order(&items[b.1], &items[a.1])));
+        let mut sorted = Vec::with_capacity(items.len() + 1);
+        sorted.extend(
+            keys.iter()
+                .map(|&(_, i)| std::mem::replace(&mut items[i], Item::Pooled)),
+        );
+        // A problem reading the directory has no name: given first.
+        if let Err(e) = read {
+            sorted.push(problem(e));
+        }
+        (sorted, Some(dir), to_stat)
     }
 
     /// Follows a link only when its target stays inside the tree, is a file, and would be
@@ -268,6 +295,20 @@ fn sort_key(item: &Item) -> Option<(std::borrow::Cow<'_, [u8]>, bool)> {
     }
 }
 
+/// The first 16 bytes of an entry's name as the walk orders it (a `/` after a directory's
+/// name, then zeros: names hold no NUL), as a number that compares as those bytes do. Two
+/// entries whose prefixes differ are in the order of their prefixes; equal ones are compared
+/// whole ([`order`]).
+fn name_prefix(name: &[u8], dir: bool) -> u128 {
+    let mut b = [0u8; 16];
+    let n = name.len().min(16);
+    b[..n].copy_from_slice(&name[..n]);
+    if dir && n < 16 {
+        b[n] = b'/';
+    }
+    u128::from_be_bytes(b)
+}
+
 /// Compares `a` and `b` as if a `/` followed each directory's name, without building the
 /// keys (names hold no `/`: past their common prefix they differ, or one ends).
 fn cmp_names(a: &[u8], a_dir: bool, b: &[u8], b_dir: bool) -> Ordering {
@@ -283,9 +324,27 @@ fn cmp_names(a: &[u8], a_dir: bool, b: &[u8], b_dir: bool) -> Ordering {
 impl Level {
     fn new(items: Vec<Item>) -> Self {
         Level {
+            no_dir_from: items.len(),
             items,
             batches: VecDeque::new(),
             current: Vec::new().into_iter(),
+        }
+    }
+
+    /// The directory of this level the walk enters next (the nearest to the end of `items`).
+    fn next_dir(&mut self) -> Option<&Path> {
+        // Items are only ever taken from the end: what was searched stays searched.
+        let mut i = self.no_dir_from.min(self.items.len());
+        while i > 0 {
+            if matches!(self.items[i - 1], Item::Dir(_)) {
+                break;
+            }
+            i -= 1;
+        }
+        self.no_dir_from = i;
+        match self.items.get(i.checked_sub(1)?) {
+            Some(Item::Dir(p)) => Some(p),
+            _ => None,
         }
     }
 
@@ -348,8 +407,44 @@ impl Walk<'_> {
         if !batch.is_empty() {
             level.batches.push_back(pool.send(dir, name_at, batch));
         }
+        level.no_dir_from = items.len();
         level.items = items;
         level
+    }
+
+    /// Enters the directory `rel`: the one read ahead, or read now. When its files went to the
+    /// pool, reads ahead the directory after it (see the module's documentation).
+    fn enter(&mut self, rel: PathBuf) {
+        let level = match self.ahead.take() {
+            Some((ahead, level)) if ahead == rel => level,
+            other => {
+                // Read ahead for another directory (not expected: the walk enters the
+                // directories in the order `next_dir` finds them): let go.
+                if let Some((_, level)) = other {
+                    self.held -= level.items.len();
+                }
+                let level = self.descend(&rel);
+                self.held += level.items.len();
+                level
+            }
+        };
+        let pooled = !level.batches.is_empty();
+        self.stack.push(level);
+        self.peak = self.peak.max(self.held);
+        if !pooled {
+            return;
+        }
+        let next = self
+            .stack
+            .iter_mut()
+            .rev()
+            .find_map(|l| l.next_dir().map(Path::to_path_buf));
+        if let Some(next) = next {
+            let level = self.descend(&next);
+            self.held += level.items.len();
+            self.peak = self.peak.max(self.held);
+            self.ahead = Some((next, level));
+        }
     }
 }
 
@@ -374,10 +469,7 @@ impl Iterator for Walk<'_> {
             self.held -= 1;
             let item = match item {
                 Item::Dir(rel) => {
-                    let level = self.descend(&rel);
-                    self.held += level.items.len();
-                    self.peak = self.peak.max(self.held);
-                    self.stack.push(level);
+                    self.enter(rel);
                     continue;
                 }
                 Item::Pooled => top.next_pooled(),
