@@ -16,7 +16,8 @@
 #     nginx, PostgreSQL) over the cores, divided by its wall time: the best ratio two workers
 #     can reach here
 #   BENCH_ONLY=share: only that last case (with BENCH_POSTGRES)
-# Prints a table and the ratios measured in this run.
+# Prints a table and the ratios measured in this run, with the aggregator's CPU seconds (user +
+# system, from /proc) per phase: on a shared machine they vary far less than wall time.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 . "$ROOT/bench/common.sh"
@@ -122,7 +123,8 @@ PY
     publish_all
 }
 
-declare -A T RSS
+declare -A T RSS ACPU
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }  # user + system s
 measure() {  # $1 case, $2 sources, $3 each: baseline, change, incremental; peak RSS
     local c="$1" n="$2" each="$3" port pid api s e
     port="$(free_port)"
@@ -134,7 +136,8 @@ measure() {  # $1 case, $2 sources, $3 each: baseline, change, incremental; peak
     python3 "$ROOT/bench/aggregate_wait.py" "$api" "$n" "$each" 1 >/dev/null
     e=$(date +%s%N)
     T[$c/baseline]="$(python3 -c "print('%.2f' % (($e - $s) / 1e9))")"
-    log "$c: baseline ${T[$c/baseline]} s (load $(load))"
+    ACPU[$c/baseline]="$(cpu_of "$pid")"
+    log "$c: baseline ${T[$c/baseline]} s, ${ACPU[$c/baseline]} CPU s (load $(load))"
     local rss1
     rss1="$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")"
     kill "$pid"; wait "$pid" 2>/dev/null || true
@@ -181,8 +184,9 @@ sys.exit(1 if todo else 0)
 PY
     e=$(date +%s%N)
     T[$c/incremental]="$(python3 -c "print('%.2f' % (($e - $s) / 1e9))")"
+    ACPU[$c/incremental]="$(cpu_of "$pid")"
     RSS[$c]="$(awk -v a="$rss1" '/VmHWM/ {b=$2; printf "%.1f", (a > b ? a : b)/1024}' "/proc/$pid/status")"
-    log "$c: incremental ${T[$c/incremental]} s, peak RSS ${RSS[$c]} MB"
+    log "$c: incremental ${T[$c/incremental]} s, ${ACPU[$c/incremental]} CPU s, peak RSS ${RSS[$c]} MB"
     kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 workers() {  # $1 how many aggregate processes share a PostgreSQL state: baseline of many
@@ -260,6 +264,9 @@ import sys
 mb, ob, mi, oi = map(float, sys.argv[1:])
 print("ratio many/one: baseline %.2f, incremental %.2f (goal <= 1.5)" % (mb / ob, mi / oi))
 PY
+printf '%-34s %12s %12s\n' "aggregator CPU s" "baseline" "10% changed"
+printf '%-34s %12s %12s\n' "$SOURCES Sources × $EACH" "${ACPU[many/baseline]}" "${ACPU[many/incremental]}"
+printf '%-34s %12s %12s\n' "1 Source × $TOTAL" "${ACPU[one/baseline]}" "${ACPU[one/incremental]}"
 fi
 if [ -n "$PG" ] && [ "$ONLY" != share ]; then
     printf '%-34s %12s\n' "1 worker, PostgreSQL state" "${T[pg/1]}"
