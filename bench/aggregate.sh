@@ -182,6 +182,8 @@ while todo and time.time() - start < 3600:
         time.sleep(0.2)
 sys.exit(1 if todo else 0)
 PY
+    # And their republish (what a downstream Destination sees), as for the baseline.
+    python3 "$ROOT/bench/aggregate_wait.py" "$api" "$n" "$each" 1 >/dev/null
     e=$(date +%s%N)
     T[$c/incremental]="$(python3 -c "print('%.2f' % (($e - $s) / 1e9))")"
     ACPU[$c/incremental]="$(cpu_of "$pid")"

@@ -2,7 +2,9 @@
 
 Usage: aggregate_wait.py API_URL[,API_URL...] SOURCES RESOURCES_EACH MIN_SYNCS [TIMEOUT_SECONDS]
 A Source is done when one of the aggregators (workers sharing a state) shows it following with
-RESOURCES_EACH resources after at least MIN_SYNCS syncs. Prints the seconds waited; exit 1 on
+RESOURCES_EACH resources after at least MIN_SYNCS syncs, and its copies republished since the
+aggregator started (`--serve`: the republish is part of the work, and comes after `following`;
+without it the clock stopped before one large Source's republish but after most small ones'). Prints the seconds waited; exit 1 on
 timeout (with the last answers on stderr).
 """
 import json
@@ -24,7 +26,8 @@ while time.time() - start < timeout:
         except OSError:
             continue
         done |= {s["name"] for s in last[u]
-                 if s["resources"] == each and s["syncs"] >= min_syncs and s["phase"] == "following"}
+                 if s["resources"] == each and s["syncs"] >= min_syncs and s["phase"] == "following"
+                 and s.get("republishes", 0) >= 1}
     if len(done) == n:
         print("%.2f" % (time.time() - start))
         sys.exit(0)
