@@ -16,9 +16,10 @@
 //! When the walk enters a directory whose files went to the pool, it reads at once the
 //! directory it will enter next (one ahead, no more) and queues that one's files too: the stat
 //! threads then go from one directory's files to the next without waiting for the walk to give
-//! the last of them and read the next directory (a wait of the whole pool at every directory,
-//! about a third of the walk's time with 2 threads and directories of 1,000 files). What is held
-//! is then at most one directory more than those on the way down.
+//! the last of them and read the next directory (before, the whole pool waited at every
+//! directory: a re-publish of 100,000 files in directories of 1,000 took about 10% longer,
+//! README "On loopback"). What is held is then at most one directory more than those on the way
+//! down.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
