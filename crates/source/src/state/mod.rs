@@ -687,3 +687,27 @@ pub(crate) fn parse_mtime(s: &str) -> i128 {
         Err(_) => s.parse().unwrap_or(0),
     }
 }
+
+#[cfg(test)]
+mod mtime_tests {
+    use super::parse_mtime;
+
+    /// Times within an `i64` and past it (before 1677, after 2262) read back as written; text
+    /// that is no number reads as 0.
+    #[test]
+    fn modification_times_read_back_in_and_past_the_i64_range() {
+        for t in [
+            0i128,
+            1_764_167_000_123_456_789,
+            -1,
+            i128::from(i64::MAX),
+            i128::from(i64::MAX) + 1,
+            i128::from(i64::MIN) - 1,
+            253_402_300_799_000_000_000,
+        ] {
+            assert_eq!(parse_mtime(&t.to_string()), t, "{t}");
+        }
+        assert_eq!(parse_mtime("not a time"), 0);
+        assert_eq!(parse_mtime(""), 0);
+    }
+}
