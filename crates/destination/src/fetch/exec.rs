@@ -17,7 +17,7 @@ use resourcesync_store::{
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::commit::{Committer, Origin, Pending, is_placeholder};
+use crate::commit::{Committer, Origin, Pending, Receipt, is_placeholder};
 use crate::error::{Error, Result};
 use crate::fetch::shared::Handout;
 use crate::filter::UriFilter;
@@ -219,18 +219,21 @@ impl Exec {
         let defer = self.may_defer
             && self.deferred.len() < MAX_DEFERRED
             && matches!(job.kind, JobKind::Fetch { .. });
+        // Boxed: the task keeps it while its copy waits for the batch (see [`run_at`]).
+        let job = Box::new(job);
         self.set.spawn(async move {
-            let again = defer.then(|| job.clone());
             // Handed to the job, which lets it go once its body is downloaded and verified:
             // waiting for the batch commit does not hold a download slot.
             let mut permit = Some(permit);
-            let o = run_job(&ctx, job, &mut permit, defer).await;
+            let r = run_job(&ctx, job, &mut permit, defer).await;
             drop(permit);
-            if matches!(o, Outcome::Deferred) {
-                return (o, again);
+            match r {
+                Ok(o) => {
+                    ctx.obs.resource_done();
+                    (o, None)
+                }
+                Err(job) => (Outcome::Deferred, Some(*job)),
             }
-            ctx.obs.resource_done();
-            (o, None)
         });
         while let Some(r) = self.set.try_join_next() {
             self.collect(r);
@@ -294,44 +297,99 @@ pub(crate) enum Fetched {
     NotModified,
 }
 
-/// Runs one job; with `defer`, a copy whose path is blocked (see [`Exec`]) is
-/// [`Outcome::Deferred`] instead of tried.
+/// Runs one job; with `defer`, a copy whose path is blocked (see [`Exec`]) is not tried but
+/// given back (`Err`), to be tried once every other job has ended.
 pub(crate) async fn run_job(
     ctx: &Arc<Ctx>,
-    job: Job,
+    job: Box<Job>,
     permit: &mut Option<OwnedSemaphorePermit>,
     defer: bool,
-) -> Outcome {
-    let uri = job.item.uri.clone();
-    let rel = match ctx.mapper.map(&uri) {
+) -> std::result::Result<Outcome, Box<Job>> {
+    let rel = match ctx.mapper.map(&job.item.uri) {
         Ok(r) => r,
         Err(e) => {
-            return Outcome::Failed(Failure::new(uri, None, e.to_string()));
+            return Ok(Outcome::Failed(Failure::new(
+                job.item.uri.clone(),
+                None,
+                e.to_string(),
+            )));
         }
     };
-    run_at(ctx, job, rel, permit, defer).await
+    if defer && matches!(job.kind, JobKind::Fetch { .. }) && path_blocked(ctx.store.as_ref(), &rel)
+    {
+        return Err(job);
+    }
+    Ok(run_at(ctx, job, rel, permit).await)
+}
+
+/// How far a job got before its copy waits for the committer.
+pub(crate) enum Started {
+    /// Ended: what was done.
+    Done(Outcome),
+    /// Downloaded, verified and queued: the receipt of its batch, and what the copy will be.
+    Queued(Receipt, Made),
+}
+
+/// What a queued copy will be once its batch is committed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Made {
+    Created,
+    Updated,
+    Repaired,
 }
 
 /// Runs one job whose copy goes to `rel` (see [`run_job`]).
+///
+/// In two steps: up to the commit queue, then the wait for the batch. The first step's future
+/// is large (the HTTP exchange, the digests, the temporary file: kilobytes) and boxed, so that
+/// it is freed as soon as the copy is queued: the thousands of copies waiting for their batch
+/// then each hold their job and a receipt, not a finished download's state (issue 16: the
+/// aggregator's memory, with many Sources syncing at once, grew with them). The job is boxed
+/// for the same reason: each async frame it passes through keeps a slot of its size.
 pub(crate) async fn run_at(
     ctx: &Arc<Ctx>,
-    job: Job,
+    job: Box<Job>,
     rel: RelPath,
     permit: &mut Option<OwnedSemaphorePermit>,
-    defer: bool,
 ) -> Outcome {
-    let uri = job.item.uri.clone();
-    let res = match job.kind {
-        JobKind::Fetch { .. } if defer && path_blocked(ctx.store.as_ref(), &rel) => {
-            return Outcome::Deferred;
-        }
+    let res = match Box::pin(start(ctx, &job, &rel, permit)).await {
+        Ok(Started::Done(o)) => Ok(o),
+        Ok(Started::Queued(receipt, made)) => receipt.done().await.map(|put| match made {
+            Made::Created => Outcome::Created(put.length),
+            Made::Updated => Outcome::Updated(put.length),
+            Made::Repaired => Outcome::Repaired(put.length),
+        }),
+        Err(e) => Err(e),
+    };
+    settle(ctx, job, rel, res)
+}
+
+/// The first step of [`run_at`]: the job run up to the commit queue.
+async fn start(
+    ctx: &Arc<Ctx>,
+    job: &Job,
+    rel: &RelPath,
+    permit: &mut Option<OwnedSemaphorePermit>,
+) -> std::result::Result<Started, Failed> {
+    match job.kind {
         JobKind::Fetch {
             change,
             new,
             repair,
-        } => fetch(ctx, &job.item, &rel, change, new, repair, permit).await,
-        JobKind::Delete => delete(ctx, &job.item, &rel).await,
-    };
+        } => fetch(ctx, &job.item, rel, change, new, repair, permit).await,
+        JobKind::Delete => delete(ctx, &job.item, rel).await.map(Started::Done),
+    }
+}
+
+/// What a job came to: a failure counted against the store, recorded as pending (tried again
+/// by the next run), and stopping the run when it concerns every copy alike.
+fn settle(
+    ctx: &Ctx,
+    job: Box<Job>,
+    rel: RelPath,
+    res: std::result::Result<Outcome, Failed>,
+) -> Outcome {
+    let uri = job.item.uri.clone();
     match res {
         Ok(Outcome::Unchanged) if ctx.dumped_now(&uri) => Outcome::Counted,
         Ok(o) => {
@@ -423,7 +481,7 @@ pub(crate) async fn fetch(
     new: bool,
     repair: bool,
     permit: &mut Option<OwnedSemaphorePermit>,
-) -> std::result::Result<Outcome, Failed> {
+) -> std::result::Result<Started, Failed> {
     let target = item.item();
     // A create the diff found no row for: no lookup (at most a row kept after a delete, which
     // tells nothing about the copy).
@@ -436,18 +494,18 @@ pub(crate) async fn fetch(
     let existing = existing.as_ref();
     // A change the state already shows applied (a resumed run, or a change seen twice).
     if change && change_applied(item, prior.as_ref(), existing) {
-        return Ok(Outcome::Unchanged);
+        return Ok(Started::Done(Outcome::Unchanged));
     }
     if adopt(ctx, item, rel, prior.as_ref(), existing).await? {
-        return Ok(Outcome::Unchanged);
+        return Ok(Started::Done(Outcome::Unchanged));
     }
     let is_update = existing.is_some() || prior.as_ref().is_some_and(|p| !p.gone);
     if ctx.dry_run {
-        return Ok(Outcome::Planned(Planned {
+        return Ok(Started::Done(Outcome::Planned(Planned {
             action: if is_update { "update" } else { "create" },
             uri: item.uri.clone(),
             path: rel.to_string(),
-        }));
+        })));
     }
     // Z39.99-2014 §14.4: an update with a patch link is applied to the copy the state records;
     // on any failure (type, copy, patch, result) the resource is fetched whole.
@@ -457,7 +515,7 @@ pub(crate) async fn fetch(
             .filter(|p| !p.gone && existing.is_some_and(|m| m.regular));
         if let Some(p) = copy {
             match crate::fetch::patch::try_patch(ctx, item, rel, p).await {
-                Ok(n) => return Ok(Outcome::Patched(n)),
+                Ok(n) => return Ok(Started::Done(Outcome::Patched(n))),
                 Err(e) => tracing::info!("{}: {e}: fetching it whole", item.uri),
             }
         }
@@ -483,16 +541,16 @@ pub(crate) async fn fetch(
                 // Queued: the next download may start while this copy waits for its batch (the
                 // queue is bounded, so downloads cannot outrun the commits).
                 drop(permit.take());
-                let n = receipt.done().await?.length;
-                return Ok(if repair {
-                    Outcome::Repaired(n)
+                let made = if repair {
+                    Made::Repaired
                 } else if is_update {
-                    Outcome::Updated(n)
+                    Made::Updated
                 } else {
-                    Outcome::Created(n)
-                });
+                    Made::Created
+                };
+                return Ok(Started::Queued(receipt, made));
             }
-            Ok(Fetched::NotModified) => return Ok(Outcome::Unchanged),
+            Ok(Fetched::NotModified) => return Ok(Started::Done(Outcome::Unchanged)),
             Err(e) => {
                 let msg = e.to_string();
                 first.get_or_insert_with(|| Failed::from(e));

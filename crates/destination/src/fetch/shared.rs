@@ -231,7 +231,7 @@ impl SharedFetcher {
             Ok(p) => Some(p),
             Err(e) => return SharedOutcome::Failed(format!("{}: {e}", f.uri)),
         };
-        match run_at(&self.ctx, job, rel, &mut permit, false).await {
+        match run_at(&self.ctx, Box::new(job), rel, &mut permit).await {
             Outcome::Created(n)
             | Outcome::Updated(n)
             | Outcome::Repaired(n)
