@@ -134,8 +134,11 @@ async fn republish(spec: &SourceSpec, shared: &Shared, key: &str, state: Arc<dyn
         Ok(c) => c,
         Err(e) => return shared.status.republished(&name, Err(e.to_string())),
     };
+    let slot = shared.republish_slot().await;
     let r = tokio::task::spawn_blocking(move || {
-        crate::republish::publish(&at, &name, &folder, &copies, &*state, &key)
+        let r = crate::republish::publish(&at, &name, &folder, &copies, &*state, &key);
+        drop(slot);
+        r
     })
     .await;
     let r = match r {

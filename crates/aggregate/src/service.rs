@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use resourcesync_store::S3Config;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -120,6 +121,9 @@ impl Aggregator {
             gates: RwLock::new(Arc::new(Gates::new(&config.limits))),
             limits: RwLock::new(config.limits.clone()),
             sources: RwLock::new(Vec::new()),
+            republishes: Arc::new(Semaphore::new(
+                std::thread::available_parallelism().map_or(1, usize::from),
+            )),
             opts,
         });
         let claimer = matches!(shared.opts.state, StateChoice::Postgres(_)).then(|| {

@@ -112,6 +112,8 @@ pub(crate) struct Shared {
     pub(crate) gates: RwLock<Arc<Gates>>,
     /// The Sources followed now (the claimer watches their queues, crate::work).
     pub(crate) sources: RwLock<Vec<SourceSpec>>,
+    /// Republishes running at once: one per core (see [`Shared::republish_slot`]).
+    pub(crate) republishes: Arc<Semaphore>,
 }
 
 impl Shared {
@@ -133,6 +135,20 @@ impl Shared {
     /// Where the copies are republished, if they are.
     pub(crate) fn republish(&self) -> Option<&Republish> {
         self.opts.republish.as_ref()
+    }
+
+    /// Waits for a slot to republish a Source in. A republish reads and hashes the copies
+    /// with a thread per core, after its Source's sync and outside the sync gates: without
+    /// this slot, Sources that finish their syncs together (many small ones) would republish
+    /// together, each with its own threads, buffers and SQLite caches, and the aggregator's
+    /// memory would grow with the number of Sources (issue 16: 50 Sources, 210 MB before).
+    pub(crate) async fn republish_slot(&self) -> OwnedSemaphorePermit {
+        // Never closed: acquiring fails only on a closed semaphore.
+        self.republishes
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("open semaphore")
     }
 
     /// The folder of the Source `name`.
