@@ -2,6 +2,8 @@
 //!
 //! - [`exec`](self::exec): jobs (fetch, delete) run with a bounded number in flight, each copy
 //!   downloaded, verified and handed to the committer.
+//! - [`download`](self::download): one copy's download (conditional, mirrors first, capped,
+//!   verified) up to the committer's queue.
 //! - [`patch`]: JSON Patch links of changes (Z39.99-2014 §14.4), applied to a copy instead of a
 //!   download when the copy allows it.
 //! - [`repair`]: the copies on disk checked against the state; a damaged one is fetched again.
@@ -9,6 +11,7 @@
 //! - [`shared`](self::shared): fetches handed to other workers ([`crate::share`]): the
 //!   executor's hand-out, and [`SharedFetcher`] for the workers that take them.
 
+pub(crate) mod download;
 pub(crate) mod exec;
 pub(crate) mod mtime;
 pub mod patch;
