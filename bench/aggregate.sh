@@ -9,7 +9,8 @@
 # Usage: bench/aggregate.sh [SOURCES=50] [EACH=2000]
 #   BENCH_BIN: our binary (default: built in release)
 #   BENCH_POSTGRES: a PostgreSQL URL (scripts/postgres.sh): also the baseline of the SOURCES
-#     Sources by one aggregate process and by two sharing that state (goal: two in <= 0.65x),
+#     Sources by one aggregate process and by two sharing that state (goal: two in <= 0.65x,
+#     beside the CPU-bound ceiling of the one-process run, computed as below),
 #     and of ONE Source of BENCH_SHARE_ONE files (default 100000; 0: not run) by one process
 #     and by two sharing its fetches (issue 16), with the CPU-bound ceiling of this machine:
 #     the CPU seconds (user + system) of every process of the one-worker run (the worker,
@@ -191,20 +192,31 @@ PY
     log "$c: incremental ${T[$c/incremental]} s, ${ACPU[$c/incremental]} CPU s, peak RSS ${RSS[$c]} MB"
     kill "$pid"; wait "$pid" 2>/dev/null || true
 }
+# PostgreSQL's server: the process listening on its port (its backends are its children).
+pg_pid() {
+    ss -Hltnp "sport = :$(python3 -c 'import sys,urllib.parse as u; print(u.urlparse(sys.argv[1]).port or 5432)' "$PG")" \
+        | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2
+}
 workers() {  # $1 how many aggregate processes share a PostgreSQL state: baseline of many
-    local k="$1" i port apis="" s e
+    # (with one, also the CPU seconds of every process of the run, as for share_one)
+    local k="$1" i port apis="" s e c0 c1 pgpid pids=()
+    pgpid="$(pg_pid)"
+    c0="$(python3 "$ROOT/bench/cpu_tree.py" "${PIDS[0]}" ${pgpid:+"$pgpid"})"
     s=$(date +%s%N)
     for i in $(seq 1 "$k"); do
         port="$(free_port)"
         "$BIN" aggregate --config "$W/many.toml" --store "$W/copies-pg$k" --state "$PG" \
             --worker "w$i" --serve "127.0.0.1:$port" -q >/dev/null 2>"$W/pg$k-$i.err" &
         PIDS+=($!)
+        pids+=($!)
         apis="${apis:+$apis,}http://127.0.0.1:$port/api/sources"
     done
     python3 "$ROOT/bench/aggregate_wait.py" "$apis" "$SOURCES" "$EACH" 1 >/dev/null
     e=$(date +%s%N)
+    c1="$(python3 "$ROOT/bench/cpu_tree.py" "${PIDS[0]}" ${pgpid:+"$pgpid"} "${pids[@]}")"
     T[pg/$k]="$(python3 -c "print('%.2f' % (($e - $s) / 1e9))")"
-    log "$k worker(s) sharing PostgreSQL: baseline ${T[pg/$k]} s (load $(load))"
+    CPU[pg/$k]="$(python3 -c "print('%.2f' % ($c1 - $c0))")"
+    log "$k worker(s) sharing PostgreSQL: baseline ${T[pg/$k]} s, ${CPU[pg/$k]} CPU s (load $(load))"
     for i in $(seq 1 "$k"); do kill "${PIDS[-$i]}" 2>/dev/null || true; done
 }
 
@@ -217,9 +229,7 @@ share_one() {  # $1 workers; $2 `alone`: the one worker fetching everything itse
     [ "${2:-}" != alone ] || above=$((SHARE_ONE + 1))
     printf '[limits]\nconcurrency = 8\nper_host = 8\nshare_above = %s\n\n[[source]]\nname = "%s"\nurl = "%s/big/.well-known/resourcesync"\nschedule = "1h"\ndelete = true\n' \
         "$above" "$name" "$BASE" >"$W/big$k.toml"
-    # PostgreSQL's server: the process listening on its port (its backends are its children).
-    pgpid="$(ss -Hltnp "sport = :$(python3 -c 'import sys,urllib.parse as u; print(u.urlparse(sys.argv[1]).port or 5432)' "$PG")" \
-        | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)"
+    pgpid="$(pg_pid)"
     c0="$(python3 "$ROOT/bench/cpu_tree.py" "${PIDS[0]}" ${pgpid:+"$pgpid"})"
     s=$(date +%s%N)
     for i in $(seq 1 "$k"); do
@@ -273,7 +283,9 @@ fi
 if [ -n "$PG" ] && [ "$ONLY" != share ]; then
     printf '%-34s %12s\n' "1 worker, PostgreSQL state" "${T[pg/1]}"
     printf '%-34s %12s\n' "2 workers, PostgreSQL state" "${T[pg/2]}"
-    python3 -c "import sys; print('ratio 2 workers / 1: %.2f (goal <= 0.65; %s cores)' % (float(sys.argv[1]) / float(sys.argv[2]), sys.argv[3]))" "${T[pg/2]}" "${T[pg/1]}" "$(nproc)"
+    # The best two workers can do here: the one-worker run's CPU (worker, nginx, PostgreSQL)
+    # spread over every core.
+    python3 -c "import sys; w2, w1, cpu1, cores = map(float, sys.argv[1:]); print('ratio 2 workers / 1: %.2f (goal <= 0.65); CPU-bound ceiling of this machine (%d cores): %.2f' % (w2 / w1, cores, max(cpu1 / cores / w1, 0.5)))" "${T[pg/2]}" "${T[pg/1]}" "${CPU[pg/1]}" "$(nproc)"
 fi
 if [ "$SHARE_ONE" != 0 ]; then
     printf '\n%-34s %12s %12s\n' "1 Source × $SHARE_ONE, PostgreSQL" "baseline s" "CPU s"
