@@ -19,6 +19,7 @@
 pub mod adaptive;
 pub mod bandwidth;
 pub mod body;
+pub mod cache;
 pub mod client;
 pub mod error;
 pub mod link;
