@@ -138,3 +138,44 @@ async fn the_token_stays_with_its_source() {
         ]
     );
 }
+
+/// The CPU time of this process so far (user and system, `/proc/self/stat`, in clock ticks of
+/// 10 ms).
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // The fields after the command name, which ends with the last ')'.
+    let rest = &stat[stat.rfind(')').expect("stat") + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime")
+}
+
+/// What `Http::new` costs, built 50 times with options all different (each builds a client,
+/// as every construction did before the cache) and 50 times with equal ones (their client
+/// built once before). Run in release:
+/// `cargo test --release -p resourcesync-http --test it shared::construction_cost -- --ignored
+/// --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn construction_cost() {
+    const N: u32 = 50;
+    let measure = |what: &str, opts: &dyn Fn(u32) -> HttpOptions| {
+        let (cpu, wall) = (cpu_ticks(), std::time::Instant::now());
+        for i in 0..N {
+            drop(Http::new(opts(i)).expect("client"));
+        }
+        let (cpu, wall) = (cpu_ticks() - cpu, wall.elapsed());
+        println!(
+            "{what}: {N} in {wall:?} ({:?} each), {} ms CPU ({:.2} ms each)",
+            wall / N,
+            cpu * 10,
+            (cpu * 10) as f64 / f64::from(N)
+        );
+    };
+    measure("all different (a client each)", &|i| HttpOptions {
+        request_timeout: Duration::from_secs(600) + Duration::from_millis(u64::from(i) + 1),
+        ..HttpOptions::default()
+    });
+    // The first of equal options builds their client: built here, the 50 find it.
+    drop(Http::new(HttpOptions::default()).expect("client"));
+    measure("all equal (one client)", &|_| HttpOptions::default());
+}
