@@ -244,11 +244,11 @@ mod tests {
             ClientKey::new(rt, "ua", &o, None)
         };
         let mut cache = ClientCache::default();
-        let mut builds = 0;
-        let mut get = |cache: &mut ClientCache, n| {
+        let builds = std::cell::Cell::new(0);
+        let get = |cache: &mut ClientCache, n| {
             cache
                 .get_or_build(key(n), || {
-                    builds += 1;
+                    builds.set(builds.get() + 1);
                     client()
                 })
                 .expect("client");
@@ -261,8 +261,7 @@ mod tests {
         assert_eq!(cache.len(), CAPACITY);
         get(&mut cache, 0);
         get(&mut cache, 2);
-        drop(get);
-        assert_eq!(builds, CAPACITY + 1, "0 and 2 kept, built once");
+        assert_eq!(builds.get(), CAPACITY + 1, "0 and 2 kept, built once");
         let mut rebuilt = false;
         cache
             .get_or_build(key(1), || {
