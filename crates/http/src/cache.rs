@@ -12,7 +12,9 @@
 //! they are now), the three timeouts, the idle connections per host, HTTP/2 prior knowledge,
 //! the *contents* of the CA certificate file (its SHA-256: an operator who replaces the file
 //! gets a new client), and the Tokio runtime it is built in (a pooled connection's task runs
-//! on the runtime that opened it, and dies with it: a client is never shared across runtimes).
+//! on the runtime that opened it, and dies with it: a client is never shared across runtimes;
+//! Tokio numbers runtimes from a process-wide counter, so a new runtime does not find an ended
+//! one's clients).
 //! Nothing per Source is in a client: the bearer token, the request rate, the bandwidth limit
 //! and the adaptive limits per host stay in each `Http`; the redirect policy depends on the
 //! limit alone; the builder sets no header but the user agent; there is no cookie store

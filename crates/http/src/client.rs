@@ -160,7 +160,8 @@ impl Http {
     /// every `Http` of equal options built on the same Tokio runtime ([`crate::cache`]): Sources
     /// on one host share keep-alive connections, which is intended. The bearer token, the
     /// request rate, the bandwidth limit and the adaptive limits per host are this `Http`'s
-    /// own. Outside a Tokio runtime, the client is built anew and not shared.
+    /// own. Outside a Tokio runtime, the client is built anew and not shared. An `Http` is
+    /// used on the runtime it was built on (its pooled connections run there).
     pub fn new(opts: HttpOptions) -> Result<Self> {
         let ca_pem = opts.ca_cert.as_deref().map(read_ca_pem).transpose()?;
         let build = || build_client(&opts, ca_pem.as_deref());
