@@ -15,6 +15,7 @@ use reqwest::{Response, StatusCode, Url};
 use tokio::time::Instant;
 
 use crate::adaptive::HostLimit;
+use crate::cache::ClientKey;
 use crate::error::{Error, Result, Retry, transport};
 use crate::options::{Conditional, HttpOptions, Proxy};
 
@@ -60,21 +61,60 @@ pub const MAX_CA_FILE: u64 = 4 << 20;
 /// Reads a PEM file of root certificates (at most [`MAX_CA_FILE`] bytes, at least one
 /// certificate); errors name the file.
 pub fn read_ca_certs(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>> {
+    parse_ca_certs(path, &read_ca_pem(path)?)
+}
+
+/// The bytes of a CA certificate file, at most [`MAX_CA_FILE`]; errors name the file.
+fn read_ca_pem(path: &std::path::Path) -> Result<Vec<u8>> {
     use std::io::Read;
-    let bad = |m: String| Error::Config(format!("CA certificate {}: {m}", path.display()));
-    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let file = std::fs::File::open(path).map_err(|e| bad_ca(path, e.to_string()))?;
     let mut pem = Vec::new();
     file.take(MAX_CA_FILE + 1)
         .read_to_end(&mut pem)
-        .map_err(|e| bad(e.to_string()))?;
+        .map_err(|e| bad_ca(path, e.to_string()))?;
     if pem.len() as u64 > MAX_CA_FILE {
-        return Err(bad(format!("larger than {MAX_CA_FILE} bytes")));
+        return Err(bad_ca(path, format!("larger than {MAX_CA_FILE} bytes")));
     }
-    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
+    Ok(pem)
+}
+
+/// The certificates of `pem` (read from `path`): at least one.
+fn parse_ca_certs(path: &std::path::Path, pem: &[u8]) -> Result<Vec<reqwest::Certificate>> {
+    let certs =
+        reqwest::Certificate::from_pem_bundle(pem).map_err(|e| bad_ca(path, e.to_string()))?;
     if certs.is_empty() {
-        return Err(bad("no PEM certificate (BEGIN CERTIFICATE) in it".into()));
+        return Err(bad_ca(
+            path,
+            "no PEM certificate (BEGIN CERTIFICATE) in it".into(),
+        ));
     }
     Ok(certs)
+}
+
+fn bad_ca(path: &std::path::Path, m: String) -> Error {
+    Error::Config(format!("CA certificate {}: {m}", path.display()))
+}
+
+/// Builds the reqwest client of `opts` (`ca_pem`: the contents of `opts.ca_cert`).
+fn build_client(opts: &HttpOptions, ca_pem: Option<&[u8]>) -> Result<reqwest::Client> {
+    let mut builder = client_builder(USER_AGENT, opts.max_redirects, &opts.proxy)?
+        .connect_timeout(opts.connect_timeout)
+        .read_timeout(opts.read_timeout)
+        .timeout(opts.request_timeout)
+        .pool_max_idle_per_host(opts.pool_per_host)
+        .pool_idle_timeout(Duration::from_secs(90))
+        // Bodies are hashed as served: no transparent decompression (Z39.99-2014 §7
+        // `hash` is of the representation; `encoding` names a content coding).
+        .no_gzip();
+    if opts.http2_prior_knowledge {
+        builder = builder.http2_prior_knowledge();
+    }
+    if let (Some(path), Some(pem)) = (&opts.ca_cert, ca_pem) {
+        builder = builder.tls_certs_merge(parse_ca_certs(path, pem)?);
+    }
+    builder
+        .build()
+        .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
 }
 
 /// The client.
@@ -116,26 +156,22 @@ pub fn parse_retry_after(v: &str) -> Option<Duration> {
 }
 
 impl Http {
-    /// Builds the client.
+    /// Builds the client. Its `reqwest::Client` (connection pool, TLS settings) is shared with
+    /// every `Http` of equal options built on the same Tokio runtime ([`crate::cache`]): Sources
+    /// on one host share keep-alive connections, which is intended. The bearer token, the
+    /// request rate, the bandwidth limit and the adaptive limits per host are this `Http`'s
+    /// own. Outside a Tokio runtime, the client is built anew and not shared. An `Http` is
+    /// used on the runtime it was built on (its pooled connections run there).
     pub fn new(opts: HttpOptions) -> Result<Self> {
-        let mut builder = client_builder(USER_AGENT, opts.max_redirects, &opts.proxy)?
-            .connect_timeout(opts.connect_timeout)
-            .read_timeout(opts.read_timeout)
-            .timeout(opts.request_timeout)
-            .pool_max_idle_per_host(opts.pool_per_host)
-            .pool_idle_timeout(Duration::from_secs(90))
-            // Bodies are hashed as served: no transparent decompression (Z39.99-2014 §7
-            // `hash` is of the representation; `encoding` names a content coding).
-            .no_gzip();
-        if opts.http2_prior_knowledge {
-            builder = builder.http2_prior_knowledge();
-        }
-        if let Some(path) = &opts.ca_cert {
-            builder = builder.tls_certs_merge(read_ca_certs(path)?);
-        }
-        let client = builder
-            .build()
-            .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))?;
+        let ca_pem = opts.ca_cert.as_deref().map(read_ca_pem).transpose()?;
+        let build = || build_client(&opts, ca_pem.as_deref());
+        let client = match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let key = ClientKey::new(rt.id(), USER_AGENT, &opts, ca_pem.as_deref());
+                crate::cache::shared(key, build)?
+            }
+            Err(_) => build()?,
+        };
         Ok(Http {
             client,
             opts,

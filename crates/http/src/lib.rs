@@ -4,7 +4,8 @@
 //! - [`Http`] ([`client`]): a pooled client; retries with exponential backoff and jitter on
 //!   connection errors, timeouts, 429 and 5xx honouring `Retry-After` (RFC 9110 §10.2.3); a
 //!   request rate per host; conditional GETs (RFC 9110 §13.1); a bearer token sent to one
-//!   origin only; the user agent `resourcesync/VERSION`.
+//!   origin only; the user agent `resourcesync/VERSION`. Its `reqwest::Client` is built once
+//!   per set of options and shared ([`cache`]).
 //! - [`client_builder`]: the settings every client of the project starts from: redirects
 //!   limited and never from `https` to `http` ([`redirect`]), a proxy only when asked
 //!   ([`Proxy`]), rustls.
@@ -19,6 +20,7 @@
 pub mod adaptive;
 pub mod bandwidth;
 pub mod body;
+pub mod cache;
 pub mod client;
 pub mod error;
 pub mod link;

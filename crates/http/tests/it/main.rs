@@ -1,3 +1,4 @@
 //! The integration tests of resourcesync-http, one binary.
 
 mod client;
+mod shared;
