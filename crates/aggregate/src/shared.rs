@@ -140,8 +140,8 @@ impl Shared {
     /// Waits for a slot to republish a Source in. A republish reads and hashes the copies
     /// with a thread per core, after its Source's sync and outside the sync gates: without
     /// this slot, Sources that finish their syncs together (many small ones) would republish
-    /// together, each with its own threads, buffers and SQLite caches, and the aggregator's
-    /// memory would grow with the number of Sources (issue 16: 50 Sources, 210 MB before).
+    /// together, each with its own threads, buffers and SQLite caches: the aggregator's memory
+    /// would grow with the number of Sources that finish at once (issue 16).
     pub(crate) async fn republish_slot(&self) -> OwnedSemaphorePermit {
         // Never closed: acquiring fails only on a closed semaphore.
         self.republishes
