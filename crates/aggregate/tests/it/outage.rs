@@ -20,12 +20,6 @@ use resourcesync_testkit::{CutProxy, Server};
 
 use crate::service::{config, publish, until};
 
-fn env(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!("{var} is not set: run the tests with scripts/test.sh, which starts the server")
-    })
-}
-
 /// `url` with its host and port replaced by `addr`'s (the proxy's).
 fn through(url: &str, addr: std::net::SocketAddr) -> String {
     let mut u = url::Url::parse(url).expect("server URL");
@@ -162,7 +156,7 @@ const N: u64 = 300;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgresql_going_away_mid_run_pauses_the_work_and_loses_nothing() {
-    let pg = env("RESOURCESYNC_TEST_POSTGRES");
+    let pg = crate::server_env("RESOURCESYNC_TEST_POSTGRES");
     let proxy = CutProxy::start(upstream(&pg));
     let (server, dir) = source(N as usize).await;
     let store = tempfile::tempdir().expect("store");
@@ -201,7 +195,7 @@ async fn postgresql_going_away_mid_run_pauses_the_work_and_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_object_store_going_away_mid_run_pauses_the_work_and_loses_nothing() {
-    let s3 = env("RESOURCESYNC_TEST_S3");
+    let s3 = crate::server_env("RESOURCESYNC_TEST_S3");
     let proxy = CutProxy::start(upstream(&s3));
     let (server, dir) = source(N as usize).await;
     let store = tempfile::tempdir().expect("store");
@@ -273,7 +267,7 @@ fn empty(url: &str) {
 /// is in the bucket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bucket_that_fills_up_stops_the_sync_and_records_only_what_it_holds() {
-    let s3 = env("RESOURCESYNC_TEST_S3");
+    let s3 = crate::server_env("RESOURCESYNC_TEST_S3");
     let full = s3.replacen("/resourcesync-test?", "/resourcesync-test-full?", 1);
     assert_ne!(
         full, s3,

@@ -39,9 +39,7 @@ async fn get(url: &str, range: Option<&str>) -> Answer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_in_a_bucket_are_served_with_byte_ranges_as_copies_in_a_folder() {
-    let s3 = std::env::var("RESOURCESYNC_TEST_S3").unwrap_or_else(|_| {
-        panic!("RESOURCESYNC_TEST_S3 is not set: run the tests with scripts/test.sh")
-    });
+    let s3 = crate::server_env("RESOURCESYNC_TEST_S3");
     let dir = tempfile::tempdir().expect("tempdir");
     let origin = Server::start(dir.path()).await;
     let body: Vec<u8> = (0..1000u32)

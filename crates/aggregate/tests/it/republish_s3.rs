@@ -13,9 +13,7 @@ use crate::service::{publish, until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_in_a_bucket_are_republished_and_served_from_it() {
-    let s3 = std::env::var("RESOURCESYNC_TEST_S3").unwrap_or_else(|_| {
-        panic!("RESOURCESYNC_TEST_S3 is not set: run the tests with scripts/test.sh")
-    });
+    let s3 = crate::server_env("RESOURCESYNC_TEST_S3");
     let dir = tempfile::tempdir().expect("tempdir");
     let origin = Server::start(dir.path()).await;
     for i in 0..4 {

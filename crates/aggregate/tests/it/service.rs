@@ -337,13 +337,7 @@ schedule = "1s"
 /// The test S3 server's URL (scripts/s3.sh: Garage on 127.0.0.1), with `prefix` after the
 /// bucket.
 fn s3_url(prefix: &str) -> String {
-    let url = match std::env::var("RESOURCESYNC_TEST_S3") {
-        Ok(u) if !u.is_empty() => u,
-        _ => panic!(
-            "RESOURCESYNC_TEST_S3 is not set: run the tests with scripts/test.sh, which starts an \
-             S3-compatible server (scripts/s3.sh)"
-        ),
-    };
+    let url = crate::server_env("RESOURCESYNC_TEST_S3");
     match url.split_once('?') {
         Some((base, query)) => format!("{}/{prefix}?{query}", base.trim_end_matches('/')),
         None => format!("{}/{prefix}", url.trim_end_matches('/')),

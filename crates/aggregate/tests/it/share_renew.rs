@@ -133,12 +133,7 @@ concurrency = 2
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_download_longer_than_the_lease_is_fetched_once() {
-    let pg = std::env::var("RESOURCESYNC_TEST_POSTGRES").unwrap_or_else(|_| {
-        panic!(
-            "RESOURCESYNC_TEST_POSTGRES is not set: run the tests with scripts/test.sh, which \
-             starts the server"
-        )
-    });
+    let pg = crate::server_env("RESOURCESYNC_TEST_POSTGRES");
     let dir = tempfile::tempdir().expect("tempdir");
     for i in 0..N {
         std::fs::write(

@@ -27,12 +27,7 @@ fn text(slow: (&str, &str), quick: Option<(&str, &str)>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_queue_does_not_hold_back_another_sources() {
-    let pg = std::env::var("RESOURCESYNC_TEST_POSTGRES").unwrap_or_else(|_| {
-        panic!(
-            "RESOURCESYNC_TEST_POSTGRES is not set: run the tests with scripts/test.sh, which \
-             starts the server"
-        )
-    });
+    let pg = crate::server_env("RESOURCESYNC_TEST_POSTGRES");
     // `slow`: a few resources and one whose body is held.
     let slow_dir = tempfile::tempdir().expect("tempdir");
     for i in 0..3 {
