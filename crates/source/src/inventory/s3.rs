@@ -57,10 +57,10 @@ use resourcesync_model::path::RelPath;
 use resourcesync_store::s3::{Bucket, Object, ObjectInfo, etag_md5};
 
 use crate::error::{Error, Result};
-use crate::inventory::{Inventory, Listed, Listing, Served, Skipped, feed_known};
-use crate::uri::{encode_path, path_bytes};
 use crate::inventory::names::SOURCE_DESCRIPTION;
 use crate::inventory::own::DOCS_DIR;
+use crate::inventory::{Inventory, Listed, Listing, Served, Skipped, feed_known};
+use crate::uri::{encode_path, path_bytes};
 
 /// The scheme of `--inventory s3://…`.
 pub(crate) const SCHEME: &str = "s3";

@@ -537,7 +537,10 @@ fn rows_no_destination_could_fetch_are_left_out_with_a_warning() {
     };
     for p in reserved {
         let why = named(&r, p);
-        assert!(why.contains("not published") && why.len() > 40, "{p}: {why}");
+        assert!(
+            why.contains("not published") && why.len() > 40,
+            "{p}: {why}"
+        );
     }
     assert_eq!(r.skipped.len(), reserved.len(), "{:?}", r.skipped);
     let layout = Layout::new(sd.path().join("out"), BASE);
