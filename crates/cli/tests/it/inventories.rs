@@ -368,3 +368,80 @@ fn an_s3_bucket_published_into_itself_served_and_synced() {
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status:?}");
 }
+
+/// An OAI-PMH repository on 127.0.0.1 whose every `ListRecords` page holds one new record and
+/// a new resumption token: a list that never ends. Its base URL.
+fn endless_oai_repository() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/oai", l.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        let envelope = |inner: &str| {
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<OAI-PMH \
+                 xmlns=\"http://www.openarchives.org/OAI/2.0/\"><responseDate>\
+                 2026-01-01T00:00:00Z</responseDate>{inner}</OAI-PMH>"
+            )
+        };
+        for (n, conn) in l.incoming().enumerate() {
+            let Ok(mut conn) = conn else { continue };
+            let mut r = BufReader::new(conn.try_clone().expect("clone"));
+            let mut line = String::new();
+            let _ = r.read_line(&mut line);
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).map_or(true, |n| n == 0) || h == "\r\n" {
+                    break;
+                }
+            }
+            let body = if line.contains("verb=Identify") {
+                envelope(
+                    "<Identify><granularity>YYYY-MM-DDThh:mm:ssZ</granularity>\
+                     <deletedRecord>no</deletedRecord></Identify>",
+                )
+            } else {
+                envelope(&format!(
+                    "<ListRecords><record><header><identifier>r{n}</identifier><datestamp>\
+                     2026-01-01T00:00:00Z</datestamp></header><metadata><x>{n}</x></metadata>\
+                     </record><resumptionToken>t{n}</resumptionToken></ListRecords>"
+                ))
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn an_oai_pmh_list_that_never_ends_is_cut_at_max_pages_and_nothing_is_published() {
+    let url = endless_oai_repository();
+    let work = tempfile::tempdir().expect("work");
+    let dir = work.path().join("bridge");
+    let t = std::time::Instant::now();
+    let out = resourcesync(&[
+        "publish",
+        dir.to_str().expect("path"),
+        "--inventory",
+        &format!("oai-pmh:{url}?maxPages=5"),
+        "--base-url",
+        "http://example.org/",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+    assert!(
+        err.contains("maxPages=5") && err.contains("maxPages=N in the specification"),
+        "{err}"
+    );
+    // No document written: no Capability List, no Resource List, no Source Description.
+    for d in ["resourcesync", ".well-known"] {
+        let p = dir.join(d);
+        let n = std::fs::read_dir(&p).map_or(0, |r| r.count());
+        assert_eq!(n, 0, "{} holds {n} entries: {err}", p.display());
+    }
+}

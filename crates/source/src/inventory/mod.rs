@@ -8,7 +8,8 @@
 //!   digests the backend knows), in strictly increasing order of the path's bytes (the order
 //!   of the state and of the Resource List), in memory bounded by the backend's shape (for a
 //!   directory: the entries of the directories on the way down), never the whole inventory.
-//!   A problem with one entry is an `Err(Skipped)` item: the listing goes on.
+//!   A problem with one entry is an `Err(Skipped)` item: the listing goes on. A path no
+//!   Destination could fetch ([`names::unpublishable`]) is left out by the scan, a `Skipped`.
 //!   A listing that breaks off (the backend lost) ends with [`Skipped::listing_broke`]: the
 //!   caller stops rather than take what was not listed for deleted.
 //! - [`Inventory::open`] and [`Inventory::read_stable`] give a resource's bytes.
@@ -25,10 +26,14 @@
 //! with the feature `oai-pmh`, `oai::OaiInventory` (an OAI-PMH repository, `oai/`), and with
 //! the feature `s3`, `S3Inventory` (the objects of an S3-compatible bucket, `s3.rs`).
 //! [`open::open`] opens them from what a user writes after `--inventory`.
+//!
+//! What any of them may publish is one rule, [`names`]: a scan passes every listing and change
+//! feed through it, and the server routes the names it reserves itself.
 
 pub mod conformance;
 mod dir;
 mod mem;
+pub mod names;
 #[cfg(feature = "oai-pmh")]
 pub mod oai;
 pub mod open;

@@ -57,6 +57,8 @@ use resourcesync_model::path::RelPath;
 use resourcesync_store::s3::{Bucket, Object, ObjectInfo, etag_md5};
 
 use crate::error::{Error, Result};
+use crate::inventory::names::SOURCE_DESCRIPTION;
+use crate::inventory::own::DOCS_DIR;
 use crate::inventory::{Inventory, Listed, Listing, Served, Skipped, feed_known};
 use crate::uri::{encode_path, path_bytes};
 
@@ -108,9 +110,14 @@ fn whole_seconds_ns(t: SystemTime) -> i128 {
     }
 }
 
-/// Whether a safe name is where the Source's own documents are served (never a resource).
+/// Whether a safe name is where the Source's own documents are served, which a Source
+/// publishing into its bucket writes itself: left out silently. Other names no Destination
+/// could fetch are left out, reported, by the rule every inventory's listing goes through
+/// ([`crate::inventory::names`]).
 fn documents_place(name: &str) -> bool {
-    name.starts_with("resourcesync/") || name == ".well-known/resourcesync"
+    name.strip_prefix(DOCS_DIR)
+        .is_some_and(|r| r.starts_with('/'))
+        || name == SOURCE_DESCRIPTION
 }
 
 /// Why an object's name is not a resource's path: `Ok(None)` when it is left out silently.

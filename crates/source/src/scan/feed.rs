@@ -11,13 +11,16 @@
 //! taken *before* the listing: a change made while listing is then given again by the next
 //! feed (recorded twice at worst, never missed). Either way the cursor is written in the scan's
 //! transaction, so it is committed with the changes it covers and never before them.
+//!
+//! Both go through the rule of what an inventory may publish ([`crate::inventory::names`]):
+//! a resource no Destination could fetch is a skipped item, whatever the inventory.
 
 use std::cell::RefCell;
 
 use resourcesync_diff::Merged;
 
 use crate::error::{Error, Result};
-use crate::inventory::{Changed, Inventory, Listed, Listing, Skipped};
+use crate::inventory::{Changed, Inventory, Listed, Listing, Skipped, names};
 use crate::state::{KnownRow, Recorder};
 use crate::uri::path_bytes as key;
 
@@ -51,7 +54,12 @@ pub(super) fn plan<'a>(
     };
     if let (false, Some(cursor)) = (full, recorded) {
         match feed.changes_since(cursor) {
-            Ok(f) => return Ok((Plan::Feed(f.changes), Some(f.cursor))),
+            Ok(f) => {
+                return Ok((
+                    Plan::Feed(names::publishable_changes(f.changes)),
+                    Some(f.cursor),
+                ));
+            }
             Err(e) => tracing::warn!(
                 "the inventory's change feed refused the recorded cursor ({e}): listing everything"
             ),
@@ -62,12 +70,15 @@ pub(super) fn plan<'a>(
     Ok((Plan::List(list(inv, names_only)?), Some(cursor)))
 }
 
+/// The inventory's listing, through the rule of what an inventory may publish
+/// ([`names::publishable`]).
 fn list(inv: &dyn Inventory, names_only: bool) -> Result<Listing<'_>> {
-    if names_only {
+    let listing = if names_only {
         inv.list_names()
     } else {
         inv.list()
-    }
+    }?;
+    Ok(names::publishable(listing))
 }
 
 /// A feed's changes as the steps of a merge with the snapshot: a present resource the snapshot

@@ -518,7 +518,7 @@ fn base_path(base: &str) -> String {
 /// payload (empty, `Content-Length: 0`, before the first).
 async fn topic(app: &App, rest: &str, head: bool) -> Option<Response> {
     let ch = app.channels.as_ref()?;
-    let name = rest.strip_prefix("resourcesync/")?;
+    let name = respond::documents_path(rest)?;
     let (topic, name) = match name {
         crate::notify::CHANGE_TOPIC => (&ch.change_topic, crate::notify::CHANGE_TOPIC),
         crate::notify::FRAMEWORK_TOPIC => (&ch.framework_topic, crate::notify::FRAMEWORK_TOPIC),

@@ -3,6 +3,8 @@
 //! response bodies.
 
 use super::*;
+use crate::inventory::names;
+use crate::inventory::own::DOCS_DIR;
 /// Marks a response the compression layer may gzip (documents only, never resources).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Compressible;
@@ -263,12 +265,14 @@ pub(super) async fn route(
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    if path == "/robots.txt" {
+    // The names routed here are those no inventory may publish (crate::inventory::names).
+    let at_root = path.strip_prefix('/');
+    if at_root == Some(names::ROBOTS) {
         return robots(app, head).await;
     }
     // For load balancers and service managers: the server answers (it shadows a resource
     // named `healthz` at the root of the host).
-    if path == "/healthz" {
+    if at_root == Some(names::HEALTHZ) {
         let mut r = plain(StatusCode::OK, "ok");
         if head {
             *r.body_mut() = Body::empty();
@@ -285,13 +289,13 @@ pub(super) async fn route(
         opened: None,
     };
     // Z39.99-2014 §6.3.2: the Source Description at the well-known URI of the host.
-    if path == "/.well-known/resourcesync" {
+    if at_root == Some(names::SOURCE_DESCRIPTION) {
         return send(&app, head, headers, well_known()).await;
     }
     let Some(rest) = path.strip_prefix(app.prefix.as_str()) else {
         return not_found();
     };
-    if rest == ".well-known/resourcesync" {
+    if rest == names::SOURCE_DESCRIPTION {
         return send(&app, head, headers, well_known()).await;
     }
     if rest.is_empty() {
@@ -306,7 +310,7 @@ pub(super) async fn route(
     if let Some(r) = topic(&app, rest, head).await {
         return r;
     }
-    if !rest.starts_with("resourcesync/") && app.inventory.local() {
+    if documents_path(rest).is_none() && app.inventory.local() {
         // A resource of a local inventory: resolved, opened and checked here; read here too
         // when small.
         return match resolve_resource(&app, rest) {
@@ -316,7 +320,7 @@ pub(super) async fn route(
     }
     let rest = rest.to_owned();
     let a = app.clone();
-    let resolved = tokio::task::spawn_blocking(move || match rest.strip_prefix("resourcesync/") {
+    let resolved = tokio::task::spawn_blocking(move || match documents_path(&rest) {
         Some(doc) => resolve_document(&a, doc).map(open_resolved),
         // A resource of an inventory that asks a server.
         None => resolve_resource(&a, &rest),
@@ -327,6 +331,11 @@ pub(super) async fn route(
         Ok(Err(refusal)) => refusal.response(),
         Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
     }
+}
+
+/// The path under the documents folder of a request's path under the base, when it is there.
+pub(super) fn documents_path(rest: &str) -> Option<&str> {
+    rest.strip_prefix(DOCS_DIR)?.strip_prefix('/')
 }
 
 pub(super) fn hidden(rel: &Path) -> bool {

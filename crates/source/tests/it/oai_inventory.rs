@@ -80,7 +80,7 @@ fn md5(b: &[u8]) -> String {
     h.finish().value_of(&HashAlg::Md5).expect("md5")
 }
 
-fn listed(inv: &dyn Inventory) -> Vec<Listed> {
+pub(crate) fn listed(inv: &dyn Inventory) -> Vec<Listed> {
     inv.list()
         .expect("list")
         .map(|e| e.expect("entry"))
@@ -308,14 +308,14 @@ fn a_source_over_the_provider_publishes_records_and_their_changes() {
 
 /// A loopback server answering each request with `answer(n, target)` (`n` counts the
 /// ListRecords requests from 0); `Identify` is answered for it.
-struct Hostile {
-    url: String,
-    requests: Arc<AtomicUsize>,
+pub(crate) struct Hostile {
+    pub(crate) url: String,
+    pub(crate) requests: Arc<AtomicUsize>,
 }
 
-type Answer = (u16, Vec<(&'static str, String)>, String);
+pub(crate) type Answer = (u16, Vec<(&'static str, String)>, String);
 
-fn hostile(answer: impl Fn(usize, &str) -> Answer + Send + Sync + 'static) -> Hostile {
+pub(crate) fn hostile(answer: impl Fn(usize, &str) -> Answer + Send + Sync + 'static) -> Hostile {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/oai", l.local_addr().expect("addr"));
     let requests = Arc::new(AtomicUsize::new(0));
@@ -364,7 +364,7 @@ fn identify() -> String {
     )
 }
 
-fn envelope(inner: &str) -> String {
+pub(crate) fn envelope(inner: &str) -> String {
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<OAI-PMH \
          xmlns=\"http://www.openarchives.org/OAI/2.0/\">\n<responseDate>2026-01-01T00:00:00Z\
@@ -372,14 +372,14 @@ fn envelope(inner: &str) -> String {
     )
 }
 
-fn rec(ident: &str) -> String {
+pub(crate) fn rec(ident: &str) -> String {
     format!(
         "<record><header><identifier>{ident}</identifier><datestamp>2026-01-01T00:00:00Z\
          </datestamp></header><metadata><x xmlns=\"urn:x\">{ident}</x></metadata></record>"
     )
 }
 
-fn page(records: &[&str], token: Option<&str>) -> String {
+pub(crate) fn page(records: &[&str], token: Option<&str>) -> String {
     let recs: String = records.iter().map(|r| rec(r)).collect();
     let tok = token.map_or(String::new(), |t| {
         format!("<resumptionToken>{t}</resumptionToken>")
@@ -387,15 +387,15 @@ fn page(records: &[&str], token: Option<&str>) -> String {
     envelope(&format!("<ListRecords>{recs}{tok}</ListRecords>"))
 }
 
-fn ok(body: String) -> Answer {
+pub(crate) fn ok(body: String) -> Answer {
     (200, vec![], body)
 }
 
-fn open_hostile(h: &Hostile, work: &Path, opts: OaiOptions) -> OaiInventory {
+pub(crate) fn open_hostile(h: &Hostile, work: &Path, opts: OaiOptions) -> OaiInventory {
     OaiInventory::open(&h.url, opts, work).expect("open")
 }
 
-fn rels(inv: &OaiInventory) -> Vec<String> {
+pub(crate) fn rels(inv: &OaiInventory) -> Vec<String> {
     listed(inv)
         .into_iter()
         .map(|l| l.rel.to_string_lossy().into_owned())

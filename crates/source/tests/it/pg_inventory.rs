@@ -506,3 +506,54 @@ fn a_view_maps_another_schema() {
     // The feed: a cursor of another inventory is refused.
     assert!(inv.changes_since("17").is_err());
 }
+
+#[test]
+fn rows_no_destination_could_fetch_are_left_out_with_a_warning() {
+    // Five rows whose URLs `serve` answers with its own documents, 404 or 400.
+    let reserved = [
+        "resourcesync/capabilitylist.xml",
+        ".well-known/resourcesync",
+        "healthz",
+        ".resourcesync/state.sqlite",
+        "a\\..\\..\\b",
+    ];
+    let mut db = Db::new();
+    db.table("t");
+    db.put("t", "a.txt", b"alpha");
+    for p in reserved {
+        db.put("t", p, b"mine");
+    }
+    let inv = db.inventory("t", None);
+    let sd = tempfile::tempdir().expect("tempdir");
+    let mut state = State::open(&sd.path().join("s.sqlite")).expect("state");
+    let r = scan(&inv, &mut state, BASE, &ScanOptions::default()).expect("scan");
+    assert_eq!(r.resources, 1, "{r:?}");
+    let named = |r: &resourcesync_source::scan::ScanReport, p: &str| {
+        r.skipped
+            .iter()
+            .find(|s| s.path == Path::new(p))
+            .map(|s| s.reason.clone())
+            .unwrap_or_else(|| panic!("{p} not reported: {:?}", r.skipped))
+    };
+    for p in reserved {
+        let why = named(&r, p);
+        assert!(
+            why.contains("not published") && why.len() > 40,
+            "{p}: {why}"
+        );
+    }
+    assert_eq!(r.skipped.len(), reserved.len(), "{:?}", r.skipped);
+    let layout = Layout::new(sd.path().join("out"), BASE);
+    let sink = MemSink::new();
+    publish_to(&sink, &layout, &state, &PublishOptions::default()).expect("publish");
+    let listed: Vec<String> = entries(&sink, &resource_list(&sink))
+        .into_iter()
+        .map(|(loc, _, _)| loc)
+        .collect();
+    assert_eq!(listed, [format!("{BASE}a.txt")]);
+    // Through the change feed too.
+    db.put("t", "robots.txt", b"User-agent: *");
+    let r = scan(&inv, &mut state, BASE, &ScanOptions::default()).expect("scan");
+    assert!(named(&r, "robots.txt").contains("robots.txt"), "{r:?}");
+    assert_eq!(r.resources, 1, "{r:?}");
+}

@@ -467,3 +467,60 @@ fn a_scan_killed_between_batches_leaves_a_state_the_next_scan_recovers_from() {
     )
     .expect("publish");
 }
+
+#[test]
+fn names_serve_answers_itself_are_skipped_from_a_directory_and_from_memory() {
+    let top = tempfile::tempdir().expect("tempdir");
+    let root = top.path().join("d");
+    std::fs::create_dir_all(root.join(".well-known")).expect("mkdir");
+    for f in [
+        "a.txt",
+        "healthz",
+        "robots.txt",
+        "a\\b",
+        ".well-known/resourcesync",
+    ] {
+        std::fs::write(root.join(f), "mine").expect("write");
+    }
+    let dir = DirInventory::new(&root, Vec::new(), true, Vec::new()).expect("inventory");
+    let mem = MemInventory::new();
+    for f in [
+        "a.txt",
+        "healthz",
+        "resourcesync/hub",
+        ".resourcesync/state.sqlite",
+    ] {
+        mem.put(f, b"mine");
+    }
+    for (inv, left_out) in [
+        (
+            &dir as &dyn Inventory,
+            &["healthz", "robots.txt", "a\\b", ".well-known/resourcesync"][..],
+        ),
+        (
+            &mem,
+            &["healthz", "resourcesync/hub", ".resourcesync/state.sqlite"][..],
+        ),
+    ] {
+        let sd = tempfile::tempdir().expect("state");
+        let mut state = State::open(&sd.path().join("s.sqlite")).expect("state");
+        let r = scan(
+            inv,
+            &mut state,
+            "http://example.org/",
+            &ScanOptions::default(),
+        )
+        .expect("scan");
+        assert_eq!(r.resources, 1, "{r:?}");
+        let mut skipped: Vec<String> = r
+            .skipped
+            .iter()
+            .map(|s| s.path.to_string_lossy().into_owned())
+            .collect();
+        skipped.sort();
+        let mut want: Vec<String> = left_out.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(skipped, want, "{:?}", r.skipped);
+        assert!(r.skipped.iter().all(|s| s.reason.contains("not published")));
+    }
+}

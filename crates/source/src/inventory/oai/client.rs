@@ -3,7 +3,7 @@
 //! (§3.1.2.2 "flow control") as told but no longer than a maximum, a bounded number of times.
 
 use std::io::Read;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
@@ -29,6 +29,7 @@ pub(crate) struct Client {
     max_response_bytes: u64,
     max_retries: u32,
     max_retry_wait: Duration,
+    request_timeout: Duration,
 }
 
 /// A request, for messages: the verb and its arguments, as sent.
@@ -75,6 +76,7 @@ impl Client {
             max_response_bytes: opts.max_response_bytes,
             max_retries: opts.max_retries,
             max_retry_wait: opts.max_retry_wait,
+            request_timeout: opts.request_timeout,
         })
     }
 
@@ -95,8 +97,9 @@ impl Client {
         u
     }
 
-    /// Sends a request and gives the response's bytes.
-    pub(crate) fn get(&self, args: &[(&str, &str)]) -> Result<Vec<u8>> {
+    /// Sends a request and gives the response's bytes; by `deadline` when given (the request
+    /// and any wait after a `503` end by then).
+    pub(crate) fn get(&self, args: &[(&str, &str)], deadline: Option<Instant>) -> Result<Vec<u8>> {
         let url = self.url(args);
         let what = describe(args);
         let fail = |m: String| Error::Inventory(format!("oai-pmh {} ({what}): {m}", self.base));
@@ -105,7 +108,14 @@ impl Client {
             let Some(http) = self.http.as_ref() else {
                 return Err(fail("the client is closed".into()));
             };
-            let rb = http.get(&url);
+            let mut rb = http.get(&url);
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if let Some(left) = left {
+                if left.is_zero() {
+                    return Err(fail("the harvest's time is up".into()));
+                }
+                rb = rb.timeout(left.min(self.request_timeout));
+            }
             let resp = resourcesync_store::offload(move || rb.send())
                 .map_err(|e| fail(format!("{e}; is the repository reachable?")))?;
             let status = resp.status();
@@ -124,7 +134,9 @@ impl Client {
                     .and_then(|v| v.to_str().ok())
                     .and_then(resourcesync_http::parse_retry_after)
                     .unwrap_or(DEFAULT_RETRY);
-                let wait = told.min(self.max_retry_wait);
+                let wait = told
+                    .min(self.max_retry_wait)
+                    .min(left.unwrap_or(Duration::MAX));
                 tracing::info!(
                     "oai-pmh {}: {status}, waiting {wait:?} (told {told:?}) before asking again",
                     self.base

@@ -9,8 +9,15 @@
 //! well-formed XML is an error naming the request, the line and what to do. A record whose
 //! identifier has no safe path, or without a usable datestamp or metadata, is skipped with
 //! its reason.
+//!
+//! A harvest is capped (the options `maxPages`, `maxRecords`, `maxHarvestBytes`,
+//! `maxHarvestSeconds`, beside `maxResponseBytes` and `maxRecordBytes` per response and per
+//! record): a repository that hands out a new token and a new record on every page would
+//! otherwise keep one harvest, and its transaction, going for ever. Past a cap, the harvest is
+//! an error naming the cap and how to raise it, and nothing of it is taken.
 
 use std::collections::HashSet;
+use std::time::Instant;
 
 use resourcesync_model::{HashAlg, MultiHasher};
 
@@ -49,12 +56,31 @@ pub struct HarvestReport {
     pub skipped_first: Vec<(String, String)>,
     /// Times the list was started again after `badResumptionToken`.
     pub restarts: u32,
+    /// Bytes of record documents read (deleted records take none).
+    pub bytes: u64,
 }
 
-/// A response read, or an error naming the request, where and what to do.
-pub(crate) fn fetch(client: &Client, args: &[(&str, &str)]) -> Result<Response> {
-    let bytes = client.get(args)?;
-    xml::parse(&bytes).map_err(|e| {
+/// A response read (by `deadline` when given), or an error naming the request, where and what
+/// to do.
+pub(crate) fn fetch(
+    client: &Client,
+    opts: &OaiOptions,
+    args: &[(&str, &str)],
+    deadline: Option<Instant>,
+) -> Result<Response> {
+    let bytes = client.get(args, deadline)?;
+    let limits = xml::Limits {
+        record: opts.max_record_bytes,
+        response: opts.max_response_bytes,
+    };
+    xml::parse(&bytes, limits).map_err(|e| {
+        if e.limit {
+            return Error::Inventory(format!(
+                "oai-pmh {} ({}): {e}; nothing was taken from this harvest",
+                client.base(),
+                describe(args)
+            ));
+        }
         Error::Inventory(format!(
             "oai-pmh {} ({}): the response is not a well-formed OAI-PMH document: {e}; nothing \
              was taken from this harvest (the repository sent a broken page: try again later, \
@@ -65,7 +91,18 @@ pub(crate) fn fetch(client: &Client, args: &[(&str, &str)]) -> Result<Response> 
     })
 }
 
-/// Harvests `ListRecords` into the index (from `from` when given), as harvest number `seq`.
+/// A harvest that reached one of its caps: the error naming it, and how to raise it.
+fn capped(client: &Client, what: String, param: &str) -> Error {
+    Error::Inventory(format!(
+        "oai-pmh {}: {what} before the list ended; nothing was taken from this harvest, and \
+         what was published before stays as it is (if the repository is that large, raise the \
+         cap: {param}=N in the specification)",
+        client.base()
+    ))
+}
+
+/// Harvests `ListRecords` into the index (from `from` when given), as harvest number `seq`,
+/// within the caps of `opts`.
 pub(crate) fn harvest(
     client: &Client,
     opts: &OaiOptions,
@@ -81,6 +118,18 @@ pub(crate) fn harvest(
         full,
         from: from.clone(),
         ..HarvestReport::default()
+    };
+    let started = Instant::now();
+    let deadline = started.checked_add(opts.max_harvest_time);
+    let out_of_time = || {
+        capped(
+            client,
+            format!(
+                "the harvest took longer than maxHarvestSeconds={}",
+                opts.max_harvest_time.as_secs()
+            ),
+            "maxHarvestSeconds",
+        )
     };
     let mut first_date: Option<String> = None;
     let mut first: Vec<(&str, &str)> = vec![("verb", "ListRecords")];
@@ -100,8 +149,24 @@ pub(crate) fn harvest(
                 None => first.clone(),
                 Some(t) => vec![("verb", "ListRecords"), ("resumptionToken", t.as_str())],
             };
+            if rep.requests >= opts.max_pages {
+                return Err(capped(
+                    client,
+                    format!("the harvest sent maxPages={} requests", opts.max_pages),
+                    "maxPages",
+                ));
+            }
+            if started.elapsed() >= opts.max_harvest_time {
+                return Err(out_of_time());
+            }
             rep.requests += 1;
-            let page = fetch(client, &args)?;
+            let page = match fetch(client, opts, &args, deadline) {
+                Ok(p) => p,
+                Err(_) if started.elapsed() >= opts.max_harvest_time => {
+                    return Err(out_of_time());
+                }
+                Err(e) => return Err(e),
+            };
             if first_date.is_none() {
                 if page.response_date.is_empty() {
                     return Err(Error::Inventory(format!(
@@ -162,6 +227,24 @@ pub(crate) fn harvest(
             }
             for rec in &page.records {
                 rep.records += 1;
+                if rep.records > opts.max_records {
+                    return Err(capped(
+                        client,
+                        format!("the harvest read more than maxRecords={}", opts.max_records),
+                        "maxRecords",
+                    ));
+                }
+                rep.bytes += rec.metadata.as_ref().map_or(0, |m| m.len() as u64);
+                if rep.bytes > opts.max_harvest_bytes {
+                    return Err(capped(
+                        client,
+                        format!(
+                            "the harvest's records took more than maxHarvestBytes={} bytes",
+                            opts.max_harvest_bytes
+                        ),
+                        "maxHarvestBytes",
+                    ));
+                }
                 match take(rec) {
                     Err(reason) => {
                         rep.skipped += 1;

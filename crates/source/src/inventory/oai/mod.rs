@@ -60,8 +60,21 @@ pub struct OaiOptions {
     pub metadata_prefix: String,
     /// Only the records of this set (`set`, §3.4), when given.
     pub set: Option<String>,
-    /// The largest response taken, in bytes (64 MiB by default).
+    /// The largest response taken, in bytes, and the most bytes its records may take once
+    /// made standalone documents (`maxResponseBytes`, 64 MiB by default).
     pub max_response_bytes: u64,
+    /// The largest record document, in bytes (`maxRecordBytes`, 16 MiB by default).
+    pub max_record_bytes: u64,
+    /// The most requests (pages) one harvest sends (`maxPages`, 1,000,000 by default).
+    pub max_pages: u64,
+    /// The most records one harvest reads, deleted ones included (`maxRecords`, 100,000,000
+    /// by default).
+    pub max_records: u64,
+    /// The most bytes of record documents one harvest takes (`maxHarvestBytes`, 256 GiB by
+    /// default).
+    pub max_harvest_bytes: u64,
+    /// The longest one harvest may take (`maxHarvestSeconds`, 3 days by default).
+    pub max_harvest_time: Duration,
     /// How many times in a row a `503` (or `429`) is waited for before giving up (5).
     pub max_retries: u32,
     /// The longest wait after one, whatever `Retry-After` says (2 minutes).
@@ -76,6 +89,11 @@ impl Default for OaiOptions {
             metadata_prefix: "oai_dc".into(),
             set: None,
             max_response_bytes: 64 << 20,
+            max_record_bytes: 16 << 20,
+            max_pages: 1_000_000,
+            max_records: 100_000_000,
+            max_harvest_bytes: 256 << 30,
+            max_harvest_time: Duration::from_secs(3 * 24 * 3600),
             max_retries: 5,
             max_retry_wait: Duration::from_secs(120),
             request_timeout: Duration::from_secs(300),
@@ -150,8 +168,9 @@ fn from_after(response_date: &str, g: Granularity) -> Option<String> {
     }
 }
 
-/// Splits a specification `oai-pmh:URL[?metadataPrefix=P&set=S&maxResponseBytes=N]` into the
-/// base URL and the options.
+/// Splits a specification `oai-pmh:URL[?metadataPrefix=P&set=S&maxResponseBytes=N&…]` into
+/// the base URL and the options (the caps: `maxResponseBytes`, `maxRecordBytes`, `maxPages`,
+/// `maxRecords`, `maxHarvestBytes`, `maxHarvestSeconds`, each a positive number).
 pub fn parse_spec(spec: &str) -> Result<(String, OaiOptions)> {
     let bad = |m: String| Error::Config(format!("--inventory {spec:?}: {m}"));
     let rest = spec
@@ -177,16 +196,27 @@ pub fn parse_spec(spec: &str) -> Result<(String, OaiOptions)> {
         match k {
             "metadataPrefix" if !v.is_empty() => opts.metadata_prefix = v,
             "set" if !v.is_empty() => opts.set = Some(v),
-            "maxResponseBytes" => {
-                opts.max_response_bytes =
-                    v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        bad(format!("maxResponseBytes={v:?}: not a positive number"))
-                    })?;
+            "maxResponseBytes" | "maxRecordBytes" | "maxPages" | "maxRecords"
+            | "maxHarvestBytes" | "maxHarvestSeconds" => {
+                let n: u64 = v
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad(format!("{k}={v:?}: not a positive number")))?;
+                match k {
+                    "maxResponseBytes" => opts.max_response_bytes = n,
+                    "maxRecordBytes" => opts.max_record_bytes = n,
+                    "maxPages" => opts.max_pages = n,
+                    "maxRecords" => opts.max_records = n,
+                    "maxHarvestBytes" => opts.max_harvest_bytes = n,
+                    _ => opts.max_harvest_time = Duration::from_secs(n),
+                }
             }
             _ => {
                 return Err(bad(format!(
-                    "unknown or empty parameter {k:?}: it takes metadataPrefix, set and \
-                     maxResponseBytes (the base URL itself has no query)"
+                    "unknown or empty parameter {k:?}: it takes metadataPrefix, set, \
+                     maxResponseBytes, maxRecordBytes, maxPages, maxRecords, maxHarvestBytes \
+                     and maxHarvestSeconds (the base URL itself has no query)"
                 )));
             }
         }
@@ -206,7 +236,7 @@ impl OaiInventory {
     /// the first listing does.
     pub fn open(base: &str, opts: OaiOptions, work: &Path) -> Result<Self> {
         let client = client::Client::new(base, &opts)?;
-        let id = harvest::fetch(&client, &[("verb", "Identify")])?;
+        let id = harvest::fetch(&client, &opts, &[("verb", "Identify")], None)?;
         if let Some(e) = id.errors.first() {
             return Err(Error::Inventory(format!(
                 "oai-pmh {base} (verb=Identify): error {}: {}",
@@ -453,10 +483,27 @@ mod tests {
         assert_eq!(o.metadata_prefix, "marc21");
         assert_eq!(o.set.as_deref(), Some("a:b"));
         assert_eq!(o.max_response_bytes, 9);
+        let (_, o) = parse_spec(
+            "oai-pmh:http://h/oai?maxRecordBytes=1&maxPages=2&maxRecords=3&maxHarvestBytes=4\
+             &maxHarvestSeconds=5",
+        )
+        .expect("caps");
+        assert_eq!(
+            (
+                o.max_record_bytes,
+                o.max_pages,
+                o.max_records,
+                o.max_harvest_bytes,
+                o.max_harvest_time
+            ),
+            (1, 2, 3, 4, Duration::from_secs(5))
+        );
         for bad in [
             "oai-pmh:ftp://h/oai",
             "oai-pmh:http://h/oai?verb=Identify",
             "oai-pmh:http://h/oai?maxResponseBytes=0",
+            "oai-pmh:http://h/oai?maxPages=0",
+            "oai-pmh:http://h/oai?maxHarvestSeconds=soon",
             "postgres://h",
         ] {
             assert!(parse_spec(bad).is_err(), "{bad}");

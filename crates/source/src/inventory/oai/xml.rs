@@ -6,8 +6,17 @@
 //! character references: a document that declares or uses any other is refused. A record's
 //! metadata is the one element inside `<metadata>`, cut from the response as it was written
 //! and made a standalone document: an XML declaration, and on its root the namespace
-//! declarations it inherited from the envelope (every prefixed one; the default namespace
-//! when an unprefixed name inside relies on it).
+//! declarations it inherited from the envelope that it uses: the prefixes of its element and
+//! attribute names, the prefix of an `xsi:type` value (a QName naming a type, XML Schema Part
+//! 1 §2.6.1; QNames in other attribute values or in text are not known without the schema, and
+//! a record relying on one declares it itself), and the default namespace when an unprefixed
+//! element name inside relies on it. The declarations in scope are a map from prefix to its
+//! bindings, so a record costs what it holds, not what the envelope declares.
+//!
+//! Bytes are capped ([`Limits`]): one record's document, and the record documents of one
+//! response together; past either, the response is refused (a [`XmlError`] with `limit`).
+
+use std::collections::{HashMap, HashSet};
 
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::reader::Reader;
@@ -16,6 +25,17 @@ use quick_xml::reader::Reader;
 const MAX_DEPTH: usize = 256;
 /// Longest text kept of one field (identifier, datestamp, token, error message).
 const MAX_FIELD: usize = 64 * 1024;
+/// The namespace of `xsi:type` (XML Schema Part 1 §2.6).
+const XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
+
+/// What the record documents of one response may take, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// One record's document (`maxRecordBytes`).
+    pub(crate) record: u64,
+    /// The record documents of one response together (`maxResponseBytes`).
+    pub(crate) response: u64,
+}
 
 /// A response that cannot be read, with where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +46,9 @@ pub(crate) struct XmlError {
     pub(crate) column: u64,
     /// What is wrong.
     pub(crate) message: String,
+    /// A cap of [`Limits`] was reached (the message names it and how to raise it), rather than
+    /// the document being broken.
+    pub(crate) limit: bool,
 }
 
 impl std::fmt::Display for XmlError {
@@ -105,6 +128,55 @@ fn err_at(body: &str, offset: u64, message: impl Into<String>) -> XmlError {
         line,
         column,
         message: message.into(),
+        limit: false,
+    }
+}
+
+fn limit_err(message: String) -> XmlError {
+    XmlError {
+        line: 0,
+        column: 0,
+        message,
+        limit: true,
+    }
+}
+
+/// The namespace bindings in scope: per prefix (`""` for the default namespace), its URIs from
+/// the outermost declaration to the innermost; per open element, the prefixes it declared,
+/// taken off again when it ends. Looking a prefix up costs the same however many are declared.
+#[derive(Debug, Default)]
+struct Bindings {
+    by_prefix: HashMap<String, Vec<String>>,
+    declared: Vec<Vec<String>>,
+}
+
+impl Bindings {
+    fn push(&mut self, decls: Vec<Decl>) {
+        let mut prefixes = Vec::with_capacity(decls.len());
+        for (p, uri) in decls {
+            self.by_prefix.entry(p.clone()).or_default().push(uri);
+            prefixes.push(p);
+        }
+        self.declared.push(prefixes);
+    }
+
+    fn pop(&mut self) {
+        for p in self.declared.pop().unwrap_or_default() {
+            if let Some(v) = self.by_prefix.get_mut(&p) {
+                v.pop();
+                if v.is_empty() {
+                    self.by_prefix.remove(&p);
+                }
+            }
+        }
+    }
+
+    /// The URI a prefix is bound to here.
+    fn uri(&self, prefix: &str) -> Option<&str> {
+        self.by_prefix
+            .get(prefix)
+            .and_then(|v| v.last())
+            .map(String::as_str)
     }
 }
 
@@ -160,15 +232,50 @@ struct Cut {
     /// Depth of the root (in the envelope's stack).
     depth: usize,
     /// The root's own declarations (prefixes).
-    own: Vec<String>,
+    own: HashSet<String>,
+    /// The prefixes used inside: of element and attribute names, and of `xsi:type` values.
+    used: HashSet<String>,
     /// An unprefixed name inside relies on a default namespace declared outside.
     uses_outer_default: bool,
     /// Per depth inside the cut, whether a default namespace is declared at or above it.
     default_inside: Vec<bool>,
 }
 
-/// Reads a response (see the module's documentation).
-pub(crate) fn parse(bytes: &[u8]) -> Result<Response, XmlError> {
+/// Notes the prefixes a start tag inside a metadata cut uses (see the module's documentation),
+/// with `bindings` those in scope at it (its own declarations included).
+fn note_used(
+    used: &mut HashSet<String>,
+    e: &BytesStart<'_>,
+    bindings: &Bindings,
+) -> Result<(), String> {
+    let mut note = |p: &str| {
+        if p != "xml" && p != "xmlns" && !used.contains(p) {
+            used.insert(p.to_owned());
+        }
+    };
+    if let Some(p) = prefix_of(e.name().0) {
+        note(p);
+    }
+    for a in e.attributes() {
+        let a = a.map_err(|e| e.to_string())?;
+        let Some(p) = prefix_of(a.key.0) else {
+            continue;
+        };
+        note(p);
+        if local(a.key.0) == "type" && bindings.uri(p) == Some(XSI) {
+            let v = a
+                .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                .map_err(|e| e.to_string())?;
+            if let Some(vp) = prefix_of(v.trim()) {
+                note(vp);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads a response (see the module's documentation), its records' documents within `limits`.
+pub(crate) fn parse(bytes: &[u8], limits: Limits) -> Result<Response, XmlError> {
     let body = std::str::from_utf8(bytes).map_err(|e| {
         let (line, column) = position(
             std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
@@ -178,15 +285,17 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Response, XmlError> {
             line,
             column,
             message: "not UTF-8 (OAI-PMH responses are UTF-8)".into(),
+            limit: false,
         }
     })?;
     let body = body.strip_prefix('\u{feff}').unwrap_or(body);
     let mut r = Reader::from_str(body);
     r.config_mut().check_end_names = true;
     let mut out = Response::default();
-    // Local names of the open elements, and the namespaces each declared.
+    // Local names of the open elements, and the namespaces in scope.
     let mut stack: Vec<String> = Vec::new();
-    let mut scopes: Vec<Vec<Decl>> = Vec::new();
+    let mut bindings = Bindings::default();
+    let mut taken = 0u64;
     let mut field = Field::None;
     let mut text = String::new();
     let mut record: Option<Record> = None;
@@ -236,26 +345,36 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Response, XmlError> {
                     seen_root = true;
                 }
                 let depth = stack.len() + 1;
+                let declares_default = decls.iter().any(|(p, _)| p.is_empty());
+                let own: HashSet<String> = if cut.is_none() && in_metadata == Some(depth - 1) {
+                    decls.iter().map(|(p, _)| p.clone()).collect()
+                } else {
+                    HashSet::new()
+                };
+                bindings.push(decls);
                 if let Some(c) = cut.as_mut() {
                     let inherited = *c.default_inside.last().unwrap_or(&false);
-                    let here = inherited || decls.iter().any(|(p, _)| p.is_empty());
+                    let here = inherited || declares_default;
                     if prefix_of(qname).is_none() && !here {
                         c.uses_outer_default = true;
                     }
                     c.default_inside.push(here);
+                    note_used(&mut c.used, e, &bindings).map_err(fail)?;
                 } else if in_metadata == Some(depth - 1) {
                     if record.as_ref().is_some_and(|r| r.metadata.is_some()) {
                         if let Some(rec) = record.as_mut() {
                             rec.problem = Some("<metadata> holds more than one element".into());
                         }
                     }
-                    let own: Vec<String> = decls.iter().map(|(p, _)| p.clone()).collect();
-                    let here = own.iter().any(|p| p.is_empty());
+                    let here = declares_default;
+                    let mut used = HashSet::new();
+                    note_used(&mut used, e, &bindings).map_err(fail)?;
                     cut = Some(Cut {
                         start: before as usize,
                         name_len: qname.len(),
                         depth,
                         own,
+                        used,
                         uses_outer_default: prefix_of(qname).is_none() && !here,
                         default_inside: vec![here],
                     });
@@ -296,9 +415,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Response, XmlError> {
                     }
                 }
                 stack.push(name);
-                scopes.push(decls);
                 if empty {
-                    close(body, &mut r, &mut stack, &mut scopes, &mut cut, &mut record)?;
+                    let mut at = At {
+                        body,
+                        stack: &mut stack,
+                        bindings: &mut bindings,
+                        taken: &mut taken,
+                        limits,
+                    };
+                    close(&mut at, &mut r, &mut cut, &mut record)?;
                     end_field(
                         &mut field,
                         &mut text,
@@ -312,7 +437,14 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Response, XmlError> {
             }
             Event::End(_) => {
                 let depth = stack.len();
-                close(body, &mut r, &mut stack, &mut scopes, &mut cut, &mut record)?;
+                let mut at = At {
+                    body,
+                    stack: &mut stack,
+                    bindings: &mut bindings,
+                    taken: &mut taken,
+                    limits,
+                };
+                close(&mut at, &mut r, &mut cut, &mut record)?;
                 end_field(
                     &mut field,
                     &mut text,
@@ -371,50 +503,41 @@ fn push_text(text: &mut String, s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The reader's state [`close`] needs.
+struct At<'a, 'b> {
+    body: &'a str,
+    stack: &'b mut Vec<String>,
+    bindings: &'b mut Bindings,
+    /// Bytes of record documents made from this response so far.
+    taken: &'b mut u64,
+    limits: Limits,
+}
+
 /// Pops the element just ended; when it is the root of a metadata cut, makes the document.
 fn close(
-    body: &str,
+    at: &mut At<'_, '_>,
     r: &mut Reader<&[u8]>,
-    stack: &mut Vec<String>,
-    scopes: &mut Vec<Vec<Decl>>,
     cut: &mut Option<Cut>,
     record: &mut Option<Record>,
 ) -> Result<(), XmlError> {
-    let depth = stack.len();
+    let depth = at.stack.len();
     if let Some(c) = cut.as_mut() {
         c.default_inside.pop();
         if c.depth == depth {
             let c = cut
                 .take()
-                .ok_or_else(|| err_at(body, 0, "internal: no cut"))?;
+                .ok_or_else(|| err_at(at.body, 0, "internal: no cut"))?;
             let end = r.buffer_position() as usize;
-            // The declarations in scope outside the cut, innermost first wins.
-            let mut inherited: Vec<&Decl> = Vec::new();
-            for scope in scopes[..depth - 1].iter().rev() {
-                for d in scope {
-                    if !inherited.iter().any(|(p, _)| *p == d.0) {
-                        inherited.push(d);
-                    }
-                }
+            let doc = standalone(at, &c, end, record.as_ref())?;
+            *at.taken += doc.len() as u64;
+            if *at.taken > at.limits.response {
+                return Err(limit_err(format!(
+                    "the records of this response take more than maxResponseBytes={} bytes once \
+                     made standalone documents (raise it, maxResponseBytes=N in the \
+                     specification, if the repository's pages are that large)",
+                    at.limits.response
+                )));
             }
-            let mut doc = Vec::with_capacity(end - c.start + 128);
-            doc.extend_from_slice(b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-            let raw = &body.as_bytes()[c.start..end];
-            doc.extend_from_slice(&raw[..1 + c.name_len]);
-            inherited.sort();
-            for (p, uri) in inherited {
-                if c.own.contains(p) || (p.is_empty() && !c.uses_outer_default) {
-                    continue;
-                }
-                let esc = quick_xml::escape::escape(uri.as_str());
-                if p.is_empty() {
-                    doc.extend_from_slice(format!(" xmlns=\"{esc}\"").as_bytes());
-                } else {
-                    doc.extend_from_slice(format!(" xmlns:{p}=\"{esc}\"").as_bytes());
-                }
-            }
-            doc.extend_from_slice(&raw[1 + c.name_len..]);
-            doc.push(b'\n');
             if let Some(rec) = record.as_mut() {
                 if rec.metadata.is_none() {
                     rec.metadata = Some(doc);
@@ -422,9 +545,71 @@ fn close(
             }
         }
     }
-    stack.pop();
-    scopes.pop();
+    at.stack.pop();
+    at.bindings.pop();
     Ok(())
+}
+
+/// The standalone document of a cut ending at `end`: the declaration, the root's start with
+/// the inherited declarations it uses (in prefix order, so a record unchanged gives the same
+/// bytes), the rest as written; refused past the record cap before it is made whole.
+fn standalone(
+    at: &At<'_, '_>,
+    c: &Cut,
+    end: usize,
+    record: Option<&Record>,
+) -> Result<Vec<u8>, XmlError> {
+    const DECL: &[u8] = b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+    let max = at.limits.record;
+    let too_large = || {
+        let id = record.map_or("", |r| r.identifier.as_str());
+        limit_err(format!(
+            "the metadata of record {:?} is larger than maxRecordBytes={max} bytes as a \
+             standalone document (raise it, maxRecordBytes=N in the specification, if the \
+             repository's records are that large)",
+            id.chars().take(200).collect::<String>()
+        ))
+    };
+    let raw = &at.body.as_bytes()[c.start..end];
+    if (DECL.len() + raw.len() + 1) as u64 > max {
+        return Err(too_large());
+    }
+    // The declarations in scope at the root's end are the inherited ones but for the root's
+    // own, which are left as written.
+    let mut wanted: Vec<&str> = c
+        .used
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !c.own.contains(*p))
+        .collect();
+    if c.uses_outer_default && !c.own.contains("") {
+        wanted.push("");
+    }
+    wanted.sort_unstable();
+    let mut doc = Vec::with_capacity(DECL.len() + raw.len() + 1);
+    doc.extend_from_slice(DECL);
+    doc.extend_from_slice(&raw[..1 + c.name_len]);
+    for p in wanted {
+        let Some(uri) = at.bindings.uri(p) else {
+            continue;
+        };
+        let esc = quick_xml::escape::escape(uri);
+        if p.is_empty() {
+            doc.extend_from_slice(b" xmlns=\"");
+        } else {
+            doc.extend_from_slice(b" xmlns:");
+            doc.extend_from_slice(p.as_bytes());
+            doc.extend_from_slice(b"=\"");
+        }
+        doc.extend_from_slice(esc.as_bytes());
+        doc.push(b'"');
+        if (doc.len() + raw.len()) as u64 > max {
+            return Err(too_large());
+        }
+    }
+    doc.extend_from_slice(&raw[1 + c.name_len..]);
+    doc.push(b'\n');
+    Ok(doc)
 }
 
 /// Keeps the text of the field that ended at `depth`, or the record that ended.
@@ -477,103 +662,4 @@ fn end_field(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PAGE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"
-         xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
-  <responseDate>2026-01-02T03:04:05Z</responseDate>
-  <request verb="ListRecords">http://x/oai</request>
-  <ListRecords>
-    <record>
-      <header><identifier>oai:x:1</identifier><datestamp>2026-01-01</datestamp></header>
-      <metadata><oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/"
-          xmlns:dc="http://purl.org/dc/elements/1.1/"
-          xsi:schemaLocation="a b"><dc:title>A &amp; B &#233;</dc:title></oai_dc:dc></metadata>
-    </record>
-    <record>
-      <header status="deleted"><identifier>oai:x:2</identifier><datestamp>2026-01-02</datestamp></header>
-    </record>
-    <record>
-      <header><identifier>oai:x:3</identifier><datestamp>2026-01-03</datestamp></header>
-      <metadata><plain><child/></plain></metadata>
-    </record>
-    <resumptionToken cursor="0">tok&amp;1</resumptionToken>
-  </ListRecords>
-</OAI-PMH>"#;
-
-    #[test]
-    fn a_page_gives_records_token_and_standalone_metadata() {
-        let p = parse(PAGE.as_bytes()).expect("parse");
-        assert_eq!(p.response_date, "2026-01-02T03:04:05Z");
-        assert_eq!(p.token.as_deref(), Some("tok&1"));
-        assert_eq!(p.records.len(), 3);
-        let r = &p.records[0];
-        assert_eq!((r.identifier.as_str(), r.deleted), ("oai:x:1", false));
-        let md = String::from_utf8(r.metadata.clone().expect("metadata")).expect("utf8");
-        assert!(md.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<oai_dc:dc"));
-        // The xsi prefix the record uses was declared on the envelope: declared again here;
-        // the envelope's default namespace is not used inside, so it is left out.
-        assert!(md.contains("xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\""));
-        assert!(!md.contains("xmlns=\""), "{md}");
-        assert!(md.contains("<dc:title>A &amp; B &#233;</dc:title></oai_dc:dc>"));
-        assert!(p.records[1].deleted && p.records[1].metadata.is_none());
-        let plain = String::from_utf8(p.records[2].metadata.clone().expect("md")).expect("u");
-        assert!(
-            plain.contains("<plain xmlns=\"http://www.openarchives.org/OAI/2.0/\""),
-            "an unprefixed name keeps the namespace it had: {plain}"
-        );
-    }
-
-    #[test]
-    fn hostile_documents_are_refused_with_a_place() {
-        let dtd = "<?xml version=\"1.0\"?>\n<!DOCTYPE x [<!ENTITY a \"aaaa\">]>\n<OAI-PMH/>";
-        let e = parse(dtd.as_bytes()).expect_err("dtd");
-        assert!(e.message.contains("DTD") && e.line == 2, "{e}");
-        let ent = "<OAI-PMH>\n<responseDate>&lol;</responseDate></OAI-PMH>";
-        let e = parse(ent.as_bytes()).expect_err("entity");
-        assert!(e.message.contains("&lol;") && e.line == 2, "{e}");
-        let broken = "<OAI-PMH>\n<ListRecords>\n<record></ListRecords></OAI-PMH>";
-        let e = parse(broken.as_bytes()).expect_err("malformed");
-        assert!(e.message.contains("malformed") && e.line == 3, "{e}");
-        let other = "<html><body>hello</body></html>";
-        assert!(
-            parse(other.as_bytes())
-                .expect_err("html")
-                .message
-                .contains("not an OAI-PMH")
-        );
-        assert!(parse(b"\xff\xfe").is_err());
-        let deep = format!("<OAI-PMH>{}", "<a>".repeat(300));
-        assert!(
-            parse(deep.as_bytes())
-                .expect_err("deep")
-                .message
-                .contains("deeper")
-        );
-    }
-
-    #[test]
-    fn errors_and_identify_are_read() {
-        let e = parse(
-            b"<OAI-PMH><responseDate>2026-01-01T00:00:00Z</responseDate>\
-              <error code=\"noRecordsMatch\">none</error></OAI-PMH>",
-        )
-        .expect("parse");
-        assert_eq!(
-            e.errors,
-            [OaiError {
-                code: "noRecordsMatch".into(),
-                message: "none".into()
-            }]
-        );
-        let i = parse(
-            b"<OAI-PMH><Identify><granularity>YYYY-MM-DD</granularity>\
-              <deletedRecord>persistent</deletedRecord></Identify></OAI-PMH>",
-        )
-        .expect("parse");
-        assert_eq!(i.granularity.as_deref(), Some("YYYY-MM-DD"));
-        assert_eq!(i.deleted_record.as_deref(), Some("persistent"));
-    }
-}
+mod tests;
