@@ -30,7 +30,7 @@
 //! `allow_hosts`: the aggregator fetches for a Source only from the origin (scheme, host, port)
 //! of its `url` (and of its `set`), and from the hosts this list allows: every request made
 //! for the Source (documents, resources, dumps, redirects, fetches shared through the work
-//! queue) is checked, and one elsewhere is refused, never retried, and counted as that
+//! queue, the WebSub topic and hub of a pushed Source) is checked, and one elsewhere is refused, never retried, and counted as that
 //! resource's failure. An entry is `[http:// or https://]HOST[:PORT]`: `HOST` a name, an IPv4
 //! address or a bracketed IPv6 address, `*.example.org` every name under `example.org` (not
 //! `example.org` itself), `*` any host; `PORT` a number or `*` (any), left out the default port

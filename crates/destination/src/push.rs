@@ -426,6 +426,14 @@ where
     let channel = info.change_notification.clone();
     let round = record(&mut total, &mut n, Ok(first));
     on_round(&round);
+    let client = push_client(&o)?;
+    let channel = match channel {
+        Some(c) => channel_within_reach(&o, &client, c, obs.as_ref()).await,
+        None => {
+            obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
+            None
+        }
+    };
     let Some(NotificationChannel { topic, hub }) = channel else {
         let rest = poll_instead(&o, wopts, obs, stop, on_round).await?;
         add_polled(&mut total, &rest);
@@ -433,9 +441,6 @@ where
         return Ok(total);
     };
     let applier = Applier::open(&o, obs.clone(), info, base)?;
-    let client = resourcesync_websub::hub::http_client(Duration::from_secs(10))
-        .map_err(|e| Error::Config(e.to_string()))?;
-    let (topic, hub) = topic_and_hub(&client, topic, hub).await;
 
     // 2. The callback server.
     let mut cb = Callback::start(popts, &stats, &topic).await?;
@@ -513,6 +518,63 @@ where
     cb.stop(&client, sub.as_ref()).await;
     total.seconds = started.elapsed().as_secs_f64();
     Ok(total)
+}
+
+/// The client of the subscription: the WebSub one; with a reach (the aggregator's
+/// `allow_hosts`), one resolving through the reach's resolver, without a proxy (which would
+/// resolve past it).
+fn push_client(o: &SyncOptions) -> Result<reqwest::Client> {
+    let Some(reach) = &o.http.reach else {
+        return resourcesync_websub::hub::http_client(Duration::from_secs(10))
+            .map_err(|e| Error::Config(e.to_string()));
+    };
+    resourcesync_http::client_builder(crate::http::USER_AGENT, 0, &crate::http::Proxy::None)
+        .map_err(|e| Error::Config(e.to_string()))?
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(10))
+        .dns_resolver(Arc::new(reach.resolver()))
+        .build()
+        .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
+}
+
+/// The channel to subscribe with (the topic's own Link headers first, [`topic_and_hub`]), or
+/// `None` with a warning when the reach of the requests ([`crate::http::HttpOptions::reach`])
+/// does not allow its topic or its hub: a Source does not get a subscription request sent
+/// where its other requests may not go.
+async fn channel_within_reach(
+    o: &SyncOptions,
+    client: &reqwest::Client,
+    c: NotificationChannel,
+    obs: &dyn Observer,
+) -> Option<NotificationChannel> {
+    let refusal = |c: &NotificationChannel| -> Option<String> {
+        let reach = o.http.reach.as_ref()?;
+        [("topic", &c.topic), ("hub", &c.hub)]
+            .into_iter()
+            .find_map(|(what, u)| {
+                let why = match reqwest::Url::parse(u) {
+                    Ok(p) => reach.check(&p).err()?,
+                    Err(e) => format!("not a URL: {e}"),
+                };
+                Some(format!("the {what} {u}: {why}"))
+            })
+    };
+    let warn = |why: String| {
+        obs.warning(&format!(
+            "not subscribing: {why}; polling the Change Lists instead"
+        ));
+    };
+    if let Some(why) = refusal(&c) {
+        warn(why);
+        return None;
+    }
+    let (topic, hub) = topic_and_hub(client, c.topic, c.hub).await;
+    let c = NotificationChannel { topic, hub };
+    if let Some(why) = refusal(&c) {
+        warn(why);
+        return None;
+    }
+    Some(c)
 }
 
 /// WebSub §4: the topic's own Link headers name the topic and its hub, when it has them;
@@ -620,7 +682,8 @@ async fn first_sync(
     Ok(Some(first))
 }
 
-/// Without a channel to follow: the Change Lists polled, as `watch` does, until stopped.
+/// Without a channel to follow (none advertised, or out of reach): the Change Lists polled,
+/// as `watch` does, until stopped.
 async fn poll_instead<F>(
     o: &SyncOptions,
     wopts: &WatchOptions,
@@ -631,7 +694,6 @@ async fn poll_instead<F>(
 where
     F: FnMut(&Round),
 {
-    obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
     let mut wo = *wopts;
     wo.max_rounds = None;
     crate::watch::watch(o, &wo, obs, stop, on_round).await

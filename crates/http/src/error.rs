@@ -68,9 +68,7 @@ impl Error {
             Error::Status { .. }
             | Error::Transport { .. }
             | Error::TooLarge { .. }
-            | Error::Refused { .. } => {
-                Category::Skip
-            }
+            | Error::Refused { .. } => Category::Skip,
             Error::Config(_) => Category::Stop,
         }
     }

@@ -84,7 +84,10 @@ async fn the_public_resolver_drops_private_addresses() {
         Err(e) => e,
     };
     assert!(err.downcast_ref::<Unreachable>().is_some(), "{err}");
-    assert!(err.to_string().contains("only to private addresses"), "{err}");
+    assert!(
+        err.to_string().contains("only to private addresses"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -101,8 +104,8 @@ async fn the_reach_resolver_trusts_exact_names_only() {
 
 #[test]
 fn the_source_origin_allows_its_scheme_host_and_port_only() {
-    let own = HostRule::origin(&url("http://127.0.0.1:8080/.well-known/resourcesync"))
-        .expect("origin");
+    let own =
+        HostRule::origin(&url("http://127.0.0.1:8080/.well-known/resourcesync")).expect("origin");
     let r = Reach::new(vec![own], "Source \"s\"", "allow_hosts");
     assert!(r.check(&url("http://127.0.0.1:8080/r/1.txt")).is_ok());
     for other in [
@@ -145,7 +148,11 @@ fn ports_and_schemes() {
     let any_port = reach(&["http://cdn.example.org:*"]);
     assert!(any_port.check(&url("http://cdn.example.org:1/a")).is_ok());
     assert!(any_port.check(&url("https://cdn.example.org/a")).is_err());
-    assert!(reach(&["https://files.example/"]).check(&url("https://files.example/x")).is_ok());
+    assert!(
+        reach(&["https://files.example/"])
+            .check(&url("https://files.example/x"))
+            .is_ok()
+    );
 }
 
 #[test]
@@ -175,7 +182,10 @@ fn any_public_host_but_never_a_private_literal() {
     let any = reach(&["*"]);
     assert!(any.check(&url("https://anything.example/")).is_ok());
     assert!(any.check(&url("http://8.8.8.8/")).is_ok());
-    assert!(any.check(&url("http://8.8.8.8:8080/")).is_err(), "default ports only");
+    assert!(
+        any.check(&url("http://8.8.8.8:8080/")).is_err(),
+        "default ports only"
+    );
     for private in [
         "http://127.0.0.1/",
         "http://169.254.169.254/latest/meta-data/",
@@ -190,7 +200,11 @@ fn any_public_host_but_never_a_private_literal() {
     }
     assert!(reach(&["*:*"]).check(&url("http://[::1]:9/")).is_err());
     // Named exactly, a private address is the operator's choice.
-    assert!(reach(&["*", "10.0.0.5"]).check(&url("http://10.0.0.5/")).is_ok());
+    assert!(
+        reach(&["*", "10.0.0.5"])
+            .check(&url("http://10.0.0.5/"))
+            .is_ok()
+    );
 }
 
 #[test]
@@ -249,6 +263,9 @@ fn rules_that_do_not_parse() {
 
 #[test]
 fn equal_rule_sets_make_equal_reaches() {
-    assert_eq!(reach(&["a.example", "b.example"]), reach(&["b.example", "a.example", "a.example"]));
+    assert_eq!(
+        reach(&["a.example", "b.example"]),
+        reach(&["b.example", "a.example", "a.example"])
+    );
     assert_ne!(reach(&["a.example"]), reach(&["b.example"]));
 }

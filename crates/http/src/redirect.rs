@@ -85,7 +85,12 @@ mod tests {
         ));
         // Even after a hop back up and down.
         assert!(matches!(
-            verdict(&urls(&["https://e.org/a", "https://f.org/a"]), &next, 10, None),
+            verdict(
+                &urls(&["https://e.org/a", "https://f.org/a"]),
+                &next,
+                10,
+                None
+            ),
             Verdict::Refuse(_)
         ));
         assert_eq!(
@@ -105,7 +110,10 @@ mod tests {
         let two = urls(&["http://e.org/a", "http://e.org/b"]);
         assert_eq!(verdict(&two, &next, 2, None), Verdict::Follow);
         let three = urls(&["http://e.org/a", "http://e.org/b", "http://e.org/c"]);
-        assert!(matches!(verdict(&three, &next, 2, None), Verdict::Refuse(_)));
+        assert!(matches!(
+            verdict(&three, &next, 2, None),
+            Verdict::Refuse(_)
+        ));
         let file = Url::parse("file:///etc/passwd").expect("url");
         assert_eq!(verdict(&two, &file, 10, None), Verdict::Stop);
     }
@@ -117,7 +125,11 @@ mod tests {
         let from = urls(&["http://e.org/a"]);
         let inside = Url::parse("http://e.org/b").expect("url");
         assert_eq!(verdict(&from, &inside, 10, Some(&reach)), Verdict::Follow);
-        for out in ["http://e.org:8080/b", "http://169.254.169.254/latest", "https://e.org/b"] {
+        for out in [
+            "http://e.org:8080/b",
+            "http://169.254.169.254/latest",
+            "https://e.org/b",
+        ] {
             let next = Url::parse(out).expect("url");
             match verdict(&from, &next, 10, Some(&reach)) {
                 Verdict::OutOfReach(why) => assert!(why.contains(out), "{why}"),

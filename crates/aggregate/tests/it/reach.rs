@@ -65,11 +65,7 @@ fn hostile_source(s: &Server, foreign: &str) {
 /// Runs the aggregator (republishing) on the Source `s` with `extra` lines in its
 /// `[[source]]`, until its first republish: its status, the entries of its republished
 /// Resource List, and its base URL.
-async fn run(
-    s: &Server,
-    extra: &str,
-    store: &std::path::Path,
-) -> (SourceView, Vec<Entry>, String) {
+async fn run(s: &Server, extra: &str, store: &std::path::Path) -> (SourceView, Vec<Entry>, String) {
     let text = format!(
         "[[source]]\nname = \"src\"\nurl = \"{}caps.xml\"\nschedule = \"1h\"\n{extra}\n",
         s.base
