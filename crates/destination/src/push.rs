@@ -49,6 +49,9 @@ use crate::report::{Observer, SyncReport};
 use crate::sync::{Applier, sync};
 use crate::watch::{Round, StopHandle, WatchOptions, WatchReport};
 
+mod topic;
+use topic::{channel_within_reach, push_client};
+
 /// How to receive pushed notifications.
 #[derive(Debug, Clone)]
 pub struct PushOptions {
@@ -426,15 +429,19 @@ where
     let channel = info.change_notification.clone();
     let round = record(&mut total, &mut n, Ok(first));
     on_round(&round);
-    let client = push_client(&o)?;
     let channel = match channel {
-        Some(c) => channel_within_reach(&o, &client, c, obs.as_ref()).await,
+        Some(c) => {
+            let client = push_client(&o)?;
+            channel_within_reach(&o, &client, c, obs.as_ref())
+                .await
+                .map(|c| (c, client))
+        }
         None => {
             obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
             None
         }
     };
-    let Some(NotificationChannel { topic, hub }) = channel else {
+    let Some((NotificationChannel { topic, hub }, client)) = channel else {
         let rest = poll_instead(&o, wopts, obs, stop, on_round).await?;
         add_polled(&mut total, &rest);
         total.seconds = started.elapsed().as_secs_f64();
@@ -518,78 +525,6 @@ where
     cb.stop(&client, sub.as_ref()).await;
     total.seconds = started.elapsed().as_secs_f64();
     Ok(total)
-}
-
-/// The client of the subscription: the WebSub one; with a reach (the aggregator's
-/// `allow_hosts`), one resolving through the reach's resolver, without a proxy (which would
-/// resolve past it).
-fn push_client(o: &SyncOptions) -> Result<reqwest::Client> {
-    let Some(reach) = &o.http.reach else {
-        return resourcesync_websub::hub::http_client(Duration::from_secs(10))
-            .map_err(|e| Error::Config(e.to_string()));
-    };
-    resourcesync_http::client_builder(crate::http::USER_AGENT, 0, &crate::http::Proxy::None)
-        .map_err(|e| Error::Config(e.to_string()))?
-        .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(10))
-        .dns_resolver(Arc::new(reach.resolver()))
-        .build()
-        .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
-}
-
-/// The channel to subscribe with (the topic's own Link headers first, [`topic_and_hub`]), or
-/// `None` with a warning when the reach of the requests ([`crate::http::HttpOptions::reach`])
-/// does not allow its topic or its hub: a Source does not get a subscription request sent
-/// where its other requests may not go.
-async fn channel_within_reach(
-    o: &SyncOptions,
-    client: &reqwest::Client,
-    c: NotificationChannel,
-    obs: &dyn Observer,
-) -> Option<NotificationChannel> {
-    let refusal = |c: &NotificationChannel| -> Option<String> {
-        let reach = o.http.reach.as_ref()?;
-        [("topic", &c.topic), ("hub", &c.hub)]
-            .into_iter()
-            .find_map(|(what, u)| {
-                let why = match reqwest::Url::parse(u) {
-                    Ok(p) => reach.check(&p).err()?,
-                    Err(e) => format!("not a URL: {e}"),
-                };
-                Some(format!("the {what} {u}: {why}"))
-            })
-    };
-    let warn = |why: String| {
-        obs.warning(&format!(
-            "not subscribing: {why}; polling the Change Lists instead"
-        ));
-    };
-    if let Some(why) = refusal(&c) {
-        warn(why);
-        return None;
-    }
-    let (topic, hub) = topic_and_hub(client, c.topic, c.hub).await;
-    let c = NotificationChannel { topic, hub };
-    if let Some(why) = refusal(&c) {
-        warn(why);
-        return None;
-    }
-    Some(c)
-}
-
-/// WebSub §4: the topic's own Link headers name the topic and its hub, when it has them;
-/// otherwise those the Capability List advertises.
-async fn topic_and_hub(client: &reqwest::Client, topic: String, hub: String) -> (String, String) {
-    match subscriber::discover(client, &topic).await {
-        Ok(d) => (
-            d.topic.unwrap_or(topic),
-            d.hubs.into_iter().next().unwrap_or(hub),
-        ),
-        Err(e) => {
-            tracing::info!("discovery at the topic: {e}; using the Capability List's hub");
-            (topic, hub)
-        }
-    }
 }
 
 /// The first subscription and its verification (bounded by `popts.verify_timeout`): the

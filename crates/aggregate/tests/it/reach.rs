@@ -216,3 +216,40 @@ async fn an_origin_allowed_exactly_is_fetched() {
     assert_eq!(copy.status().as_u16(), 200, "{}", e.loc);
     assert_eq!(&copy.bytes().await.expect("body")[..], body);
 }
+
+/// The fetches handed to the workers through the PostgreSQL queue (`share_above`) are held to
+/// the same origins: the worker that claims the internal URL refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetches_shared_through_the_work_queue_keep_to_the_source() {
+    let pg = crate::server_env("RESOURCESYNC_TEST_POSTGRES");
+    let meta = metadata_service().await;
+    let s = Server::empty().await;
+    hostile_source(&s, &meta.url(SECRET_PATH));
+    let name = format!("reach_{:08x}", fastrand::u32(..));
+    let text = format!(
+        "[limits]\nshare_above = 1\n\n[[source]]\nname = \"{name}\"\nurl = \"{}caps.xml\"\n\
+         schedule = \"1h\"\n",
+        s.base
+    );
+    let store = tempfile::tempdir().expect("store");
+    let agg = resourcesync_aggregate::Aggregator::start(
+        &crate::service::config(&text),
+        resourcesync_aggregate::Options {
+            store: store.path().to_owned(),
+            state: resourcesync_aggregate::StateChoice::Postgres(pg),
+            worker: "reach".into(),
+            object_store: None,
+            republish: None,
+        },
+    )
+    .expect("start");
+    // Both fetches done by the worker's claimer, one way or the other.
+    let v = until(&agg, &name, Duration::from_secs(60), |v| {
+        v.syncs >= 1 && v.shared_copies + v.shared_failures >= 2
+    })
+    .await;
+    assert_eq!(meta.hits(SECRET_PATH), 0, "the internal service was asked");
+    assert_eq!((v.shared_copies, v.resources), (1, 1), "{v:#?}");
+    assert!(v.shared_failures >= 1, "{v:#?}");
+    secret_not_stored(store.path());
+}
