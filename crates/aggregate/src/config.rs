@@ -24,7 +24,20 @@
 //! concurrency = 8                       # downloads in flight for this Source
 //! include = ["https://museum.example/objects/*"]  # copy only URIs matching one of these
 //! exclude = ["*.tif", "*/private/*"]      # and none of these (see resourcesync_destination::filter)
+//! allow_hosts = ["cdn.museum.example", "*.museum.example", "https://files.example:8443"]
 //! ```
+//!
+//! `allow_hosts`: the aggregator fetches for a Source only from the origin (scheme, host, port)
+//! of its `url` (and of its `set`), and from the hosts this list allows: every request made
+//! for the Source (documents, resources, dumps, redirects, fetches shared through the work
+//! queue, the WebSub topic and hub of a pushed Source) is checked, and one elsewhere is refused, never retried, and counted as that
+//! resource's failure. An entry is `[http:// or https://]HOST[:PORT]`: `HOST` a name, an IPv4
+//! address or a bracketed IPv6 address, `*.example.org` every name under `example.org` (not
+//! `example.org` itself), `*` any host; `PORT` a number or `*` (any), left out the default port
+//! of the scheme; the scheme left out, `http` and `https`. A host named exactly may be at a
+//! private address (the operator named it); a host allowed only through `*` or `*.domain` is
+//! reached only at public addresses, checked after DNS resolution (so `"*"` is "any public host
+//! on ports 80 and 443"). See [`resourcesync_http::reach`].
 //!
 //! Every problem is an [`Error::Config`] naming the file and line: unknown keys, duplicate
 //! names, URLs that are not http(s), schedules that do not parse.
@@ -118,6 +131,8 @@ pub struct SourceSpec {
     pub include: Vec<String>,
     /// Exclude patterns over resource URIs.
     pub exclude: Vec<String>,
+    /// Origins fetched from for this Source besides its own (`allow_hosts`).
+    pub allow_hosts: Vec<resourcesync_http::HostRule>,
 }
 
 impl SourceSpec {
@@ -162,6 +177,7 @@ struct RawSource {
     concurrency: Option<Spanned<usize>>,
     include: Option<Spanned<Vec<String>>>,
     exclude: Option<Spanned<Vec<String>>>,
+    allow_hosts: Option<Spanned<Vec<String>>>,
 }
 
 /// The default schedule: every five minutes.
@@ -291,6 +307,7 @@ impl Config {
                     return Err(err(Some(list.span()), format!("source {name:?}: {e}")));
                 }
             }
+            let allow_hosts = allow_hosts(&name, s.allow_hosts.as_ref(), &err)?;
             sources.push(SourceSpec {
                 name,
                 url,
@@ -302,6 +319,7 @@ impl Config {
                 concurrency,
                 include: s.include.map(Spanned::into_inner).unwrap_or_default(),
                 exclude: s.exclude.map(Spanned::into_inner).unwrap_or_default(),
+                allow_hosts,
             });
         }
         Ok(Config { limits, sources })
@@ -373,6 +391,31 @@ fn positive(
         0 => Err(err(Some(v.span()), format!("{what} must be at least 1"))),
         n => Ok(n),
     }
+}
+
+/// The rules of a Source's `allow_hosts` (see the module documentation).
+fn allow_hosts(
+    name: &str,
+    list: Option<&Spanned<Vec<String>>>,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<Vec<resourcesync_http::HostRule>> {
+    let Some(list) = list else {
+        return Ok(Vec::new());
+    };
+    list.get_ref()
+        .iter()
+        .map(|e| {
+            resourcesync_http::HostRule::parse(e).map_err(|why| {
+                err(
+                    Some(list.span()),
+                    format!(
+                        "source {name:?}: allow_hosts entry {why} (write [https://]HOST[:PORT], \
+                         HOST a name, *.domain or *)"
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 /// A duration as people write it: `30s`, `5m`, `1h30m`, `2 hours`.

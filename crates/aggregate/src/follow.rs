@@ -12,6 +12,7 @@ use resourcesync_destination::{
     Destination, HttpOptions, PushOptions, Quiet, Round, StopHandle, SyncOptions, SyncReport,
     WatchOptions, watch_push,
 };
+use resourcesync_http::{HostRule, Reach};
 use resourcesync_store::StateStore;
 use tokio_util::sync::CancellationToken;
 
@@ -30,14 +31,30 @@ pub fn backoff(failures: u32, max: Duration) -> Duration {
     d.mul_f64(0.8 + 0.4 * fastrand::f64())
 }
 
+/// The HTTP options of every request made for `spec`: the sync's own and those of the work
+/// queue ([`crate::work`]) alike.
 pub(crate) fn http_options(spec: &SourceSpec, shared: &Shared) -> HttpOptions {
     HttpOptions {
         token: spec.token.clone(),
         rate: spec.rate,
         // One limit over every Source (limits.bandwidth).
         bandwidth: shared.bandwidth(),
+        reach: Some(reach(spec)),
         ..HttpOptions::default()
     }
+}
+
+/// Where requests for `spec` may go: the origin of its `url` and of its `set` (named by the
+/// operator), and its `allow_hosts` (see [`crate::config`]). A service that republishes what
+/// it fetches must not fetch, for a Source, what its own network holds.
+pub fn reach(spec: &SourceSpec) -> Reach {
+    let own = [Some(&spec.url), spec.set.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|u| url::Url::parse(u).ok())
+        .filter_map(|u| HostRule::origin(&u));
+    let rules = own.chain(spec.allow_hosts.iter().cloned()).collect();
+    Reach::new(rules, &format!("Source {:?}", spec.name), "allow_hosts")
 }
 
 pub(crate) fn sync_options(spec: &SourceSpec, shared: &Shared) -> SyncOptions {

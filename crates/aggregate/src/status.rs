@@ -262,6 +262,10 @@ impl Status {
             );
             if r.failed > 0 {
                 summary.push_str(&format!(", {} failed", r.failed));
+                // The first one's reason: what the operator may act on (a host to allow).
+                if let Some(f) = r.failures.first() {
+                    summary.push_str(&format!(" (first: {})", f.error));
+                }
             }
             if r.shared > 0 {
                 summary.push_str(&format!(", {} fetches shared by the workers", r.shared));

@@ -49,6 +49,9 @@ use crate::report::{Observer, SyncReport};
 use crate::sync::{Applier, sync};
 use crate::watch::{Round, StopHandle, WatchOptions, WatchReport};
 
+mod topic;
+use topic::{channel_within_reach, push_client};
+
 /// How to receive pushed notifications.
 #[derive(Debug, Clone)]
 pub struct PushOptions {
@@ -426,16 +429,25 @@ where
     let channel = info.change_notification.clone();
     let round = record(&mut total, &mut n, Ok(first));
     on_round(&round);
-    let Some(NotificationChannel { topic, hub }) = channel else {
+    let channel = match channel {
+        Some(c) => {
+            let client = push_client(&o)?;
+            channel_within_reach(&o, &client, c, obs.as_ref())
+                .await
+                .map(|c| (c, client))
+        }
+        None => {
+            obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
+            None
+        }
+    };
+    let Some((NotificationChannel { topic, hub }, client)) = channel else {
         let rest = poll_instead(&o, wopts, obs, stop, on_round).await?;
         add_polled(&mut total, &rest);
         total.seconds = started.elapsed().as_secs_f64();
         return Ok(total);
     };
     let applier = Applier::open(&o, obs.clone(), info, base)?;
-    let client = resourcesync_websub::hub::http_client(Duration::from_secs(10))
-        .map_err(|e| Error::Config(e.to_string()))?;
-    let (topic, hub) = topic_and_hub(&client, topic, hub).await;
 
     // 2. The callback server.
     let mut cb = Callback::start(popts, &stats, &topic).await?;
@@ -513,21 +525,6 @@ where
     cb.stop(&client, sub.as_ref()).await;
     total.seconds = started.elapsed().as_secs_f64();
     Ok(total)
-}
-
-/// WebSub §4: the topic's own Link headers name the topic and its hub, when it has them;
-/// otherwise those the Capability List advertises.
-async fn topic_and_hub(client: &reqwest::Client, topic: String, hub: String) -> (String, String) {
-    match subscriber::discover(client, &topic).await {
-        Ok(d) => (
-            d.topic.unwrap_or(topic),
-            d.hubs.into_iter().next().unwrap_or(hub),
-        ),
-        Err(e) => {
-            tracing::info!("discovery at the topic: {e}; using the Capability List's hub");
-            (topic, hub)
-        }
-    }
 }
 
 /// The first subscription and its verification (bounded by `popts.verify_timeout`): the
@@ -620,7 +617,8 @@ async fn first_sync(
     Ok(Some(first))
 }
 
-/// Without a channel to follow: the Change Lists polled, as `watch` does, until stopped.
+/// Without a channel to follow (none advertised, or out of reach): the Change Lists polled,
+/// as `watch` does, until stopped.
 async fn poll_instead<F>(
     o: &SyncOptions,
     wopts: &WatchOptions,
@@ -631,7 +629,6 @@ async fn poll_instead<F>(
 where
     F: FnMut(&Round),
 {
-    obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
     let mut wo = *wopts;
     wo.max_rounds = None;
     crate::watch::watch(o, &wo, obs, stop, on_round).await

@@ -11,13 +11,15 @@
 //! redirect limit, the proxy (and, for [`Proxy::FromEnvironment`], the proxy variables as
 //! they are now), the three timeouts, the idle connections per host, HTTP/2 prior knowledge,
 //! the *contents* of the CA certificate file (its SHA-256: an operator who replaces the file
-//! gets a new client), and the Tokio runtime it is built in (a pooled connection's task runs
+//! gets a new client), the [`crate::Reach`] (its redirect policy and resolver are the
+//! client's: Sources with different reaches never share a client), and the Tokio runtime it
+//! is built in (a pooled connection's task runs
 //! on the runtime that opened it, and dies with it: a client is never shared across runtimes;
 //! Tokio numbers runtimes from a process-wide counter, so a new runtime does not find an ended
 //! one's clients).
 //! Nothing per Source is in a client: the bearer token, the request rate, the bandwidth limit
 //! and the adaptive limits per host stay in each `Http`; the redirect policy depends on the
-//! limit alone; the builder sets no header but the user agent; there is no cookie store
+//! limit and the reach alone; the builder sets no header but the user agent; there is no cookie store
 //! (reqwest's `cookies` feature is off).
 //!
 //! The cache holds at most [`CAPACITY`] clients; past it, the least recently used one is
@@ -64,6 +66,8 @@ pub struct ClientKey {
     http2_prior_knowledge: bool,
     /// The SHA-256 of the CA certificate file's contents.
     ca_cert: Option<[u8; 32]>,
+    /// The origins allowed (the redirect policy and the resolver enforce it).
+    reach: Option<crate::reach::Reach>,
 }
 
 impl ClientKey {
@@ -91,6 +95,7 @@ impl ClientKey {
             pool_per_host: opts.pool_per_host,
             http2_prior_knowledge: opts.http2_prior_knowledge,
             ca_cert: ca_pem.map(|pem| Sha256::digest(pem).into()),
+            reach: opts.reach.clone(),
         }
     }
 }
@@ -163,6 +168,11 @@ mod tests {
             .expect("runtime")
     }
 
+    fn reach(rule: &str) -> crate::Reach {
+        let r = crate::HostRule::parse(rule).expect("rule");
+        crate::Reach::new(vec![r], "Source \"s\"", "allow_hosts")
+    }
+
     fn client() -> Result<reqwest::Client> {
         crate::install_tls_provider();
         Ok(reqwest::Client::new())
@@ -219,7 +229,21 @@ mod tests {
                 http2_prior_knowledge: true,
                 ..base.clone()
             },
+            HttpOptions {
+                reach: Some(reach("a.example")),
+                ..base.clone()
+            },
         ];
+        assert_ne!(
+            key(&HttpOptions {
+                reach: Some(reach("a.example")),
+                ..base.clone()
+            }),
+            key(&HttpOptions {
+                reach: Some(reach("b.example")),
+                ..base.clone()
+            })
+        );
         for o in &changed {
             assert_ne!(k, key(o), "{o:?}");
         }

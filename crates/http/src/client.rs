@@ -43,7 +43,7 @@ pub fn client_builder(
     install_tls_provider();
     let builder = reqwest::Client::builder()
         .user_agent(user_agent)
-        .redirect(crate::redirect::policy(max_redirects));
+        .redirect(crate::redirect::policy(max_redirects, None));
     Ok(match proxy {
         Proxy::None => builder.no_proxy(),
         // reqwest reads the environment unless told otherwise.
@@ -112,6 +112,14 @@ fn build_client(opts: &HttpOptions, ca_pem: Option<&[u8]>) -> Result<reqwest::Cl
     if let (Some(path), Some(pem)) = (&opts.ca_cert, ca_pem) {
         builder = builder.tls_certs_merge(parse_ca_certs(path, pem)?);
     }
+    if let Some(reach) = &opts.reach {
+        builder = builder
+            .redirect(crate::redirect::policy(
+                opts.max_redirects,
+                Some(reach.clone()),
+            ))
+            .dns_resolver(std::sync::Arc::new(reach.resolver()));
+    }
     builder
         .build()
         .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
@@ -162,7 +170,18 @@ impl Http {
     /// request rate, the bandwidth limit and the adaptive limits per host are this `Http`'s
     /// own. Outside a Tokio runtime, the client is built anew and not shared. An `Http` is
     /// used on the runtime it was built on (its pooled connections run there).
+    ///
+    /// With a [`HttpOptions::reach`], every request and redirect is checked against it, and
+    /// host names are resolved through its resolver; a proxy is then refused (it would resolve
+    /// and reach the names itself, past the resolver).
     pub fn new(opts: HttpOptions) -> Result<Self> {
+        if opts.reach.is_some() && opts.proxy != Proxy::None {
+            return Err(Error::Config(
+                "a proxy and a reach (allowed hosts) cannot be used together: the proxy would \
+                 resolve the hosts past the reach's checks"
+                    .into(),
+            ));
+        }
         let ca_pem = opts.ca_cert.as_deref().map(read_ca_pem).transpose()?;
         let build = || build_client(&opts, ca_pem.as_deref());
         let client = match tokio::runtime::Handle::try_current() {
@@ -253,6 +272,12 @@ impl Http {
                 message: "only http and https are fetched".into(),
                 transient: false,
             });
+        }
+        if let Some(reach) = &self.opts.reach {
+            reach.check(&parsed).map_err(|reason| Error::Refused {
+                url: url.to_owned(),
+                reason,
+            })?;
         }
         self.pace(&parsed).await;
         let mut headers = HeaderMap::new();

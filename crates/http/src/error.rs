@@ -40,6 +40,16 @@ pub enum Error {
         /// The limit, in bytes.
         limit: u64,
     },
+    /// A request the client's [`crate::Reach`] does not allow (another origin, a redirect
+    /// there, a name resolving only to private addresses): refused before anything was sent
+    /// to it, and never retried.
+    #[error("{url}: {reason}")]
+    Refused {
+        /// The URL.
+        url: String,
+        /// Why, and what the user can do about it.
+        reason: String,
+    },
     /// The client could not be built with the options given.
     #[error("{0}")]
     Config(String),
@@ -55,9 +65,10 @@ impl Error {
             Error::Status { status, .. } if *status == 429 || (500..600).contains(status) => {
                 Category::Retry
             }
-            Error::Status { .. } | Error::Transport { .. } | Error::TooLarge { .. } => {
-                Category::Skip
-            }
+            Error::Status { .. }
+            | Error::Transport { .. }
+            | Error::TooLarge { .. }
+            | Error::Refused { .. } => Category::Skip,
             Error::Config(_) => Category::Stop,
         }
     }
@@ -118,8 +129,19 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     message
 }
 
-/// A reqwest error as a transport error.
+/// A reqwest error as a transport error, or as [`Error::Refused`] when a cause is a refusal of
+/// the client's reach (a redirect out of it, a name resolving only to private addresses).
 pub(crate) fn transport(url: &str, e: &reqwest::Error) -> Error {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(u) = s.downcast_ref::<crate::reach::Unreachable>() {
+            return Error::Refused {
+                url: url.to_owned(),
+                reason: u.0.clone(),
+            };
+        }
+        src = s.source();
+    }
     Error::Transport {
         url: url.to_owned(),
         message: chain(e),
@@ -157,6 +179,12 @@ mod tests {
             limit: 1,
         };
         assert_eq!(big.category(), Category::Skip);
+        let refused = Error::Refused {
+            url: "u".into(),
+            reason: "r".into(),
+        };
+        assert_eq!(refused.category(), Category::Skip);
+        assert!(!refused.is_transient());
         assert_eq!(Error::Config("x".into()).category(), Category::Stop);
     }
 }

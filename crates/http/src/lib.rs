@@ -13,6 +13,9 @@
 //!   of bodies shared by several clients ([`Http::chunk`] reads under it).
 //! - [`link`]: `Link` headers (RFC 8288) read with the one parser of
 //!   [`resourcesync_model::discovery`], and written.
+//! - [`reach`]: where requests may go: public addresses ([`reach::is_public`]), a resolver
+//!   keeping only those, and a per-party allow list of origins ([`Reach`]) enforced before every
+//!   request, on every redirect and at name resolution.
 //! - [`Error`], with [`Error::category`]: retry, skip this resource, or stop.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -25,6 +28,7 @@ pub mod client;
 pub mod error;
 pub mod link;
 pub mod options;
+pub mod reach;
 pub mod redirect;
 
 pub use adaptive::{HostLimit, Slot};
@@ -33,3 +37,4 @@ pub use body::{body_error, header, header_values, read_limited, read_prefix};
 pub use client::{Http, USER_AGENT, client_builder, install_tls_provider, parse_retry_after};
 pub use error::{Category, Error, Result, Retry, chain};
 pub use options::{Conditional, HttpOptions, Proxy};
+pub use reach::{HostRule, Reach};

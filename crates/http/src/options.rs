@@ -60,6 +60,11 @@ pub struct HttpOptions {
     /// A PEM file of extra trusted root certificates (a private CA), trusted on `https://`
     /// besides the system's roots (`sync --ca-cert FILE`).
     pub ca_cert: Option<std::path::PathBuf>,
+    /// The origins requests may go to ([`crate::reach`]): checked before each request and on
+    /// each redirect, with private addresses dropped at name resolution for hosts not named
+    /// exactly. `None` (the default): anywhere. Not with a proxy (which would resolve the names
+    /// itself): [`crate::Http::new`] refuses the two together.
+    pub reach: Option<crate::reach::Reach>,
 }
 
 impl Default for HttpOptions {
@@ -80,6 +85,7 @@ impl Default for HttpOptions {
             http2_prior_knowledge: false,
             bandwidth: None,
             ca_cert: None,
+            reach: None,
         }
     }
 }

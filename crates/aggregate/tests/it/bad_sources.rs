@@ -56,17 +56,22 @@ async fn two_sources_publishing_the_same_uri_each_keep_their_copy() {
     listing(&b, &uri, body);
     let store = tempfile::tempdir().expect("store");
     // The copies map under each Source's base URL: the shared host's, given as the base.
+    // The shared host is another origin than either Source's: each allows it.
     let text = format!(
         r#"
 [[source]]
 name = "a"
 url = "{}caps.xml"
+allow_hosts = ["http://{h}"]
 
 [[source]]
 name = "b"
 url = "{}caps.xml"
+allow_hosts = ["http://{h}"]
 "#,
-        a.base, b.base
+        a.base,
+        b.base,
+        h = host.addr
     );
     let agg = Aggregator::start(
         &config(&text),

@@ -182,3 +182,42 @@ fn top_level_flags_are_the_commands_and_lines_stay_right() {
     let (line, message) = problem("[limit]\nconcurrency = 2\n");
     assert_eq!(line, Some(1), "{message}");
 }
+
+#[test]
+fn allow_hosts_entries_are_read_and_bad_ones_named_with_their_line() {
+    let c = parse(
+        "[[source]]\nname = \"a\"\nurl = \"https://a.example/\"\n\
+         allow_hosts = [\"cdn.a.example\", \"*.a.example:*\", \"https://[::1]:8443\", \"*\"]\n",
+    )
+    .expect("valid");
+    let shown: Vec<String> = c.sources[0]
+        .allow_hosts
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        shown,
+        ["cdn.a.example", "*.a.example:*", "https://[::1]:8443", "*"]
+    );
+    assert!(
+        parse("[[source]]\nname = \"a\"\nurl = \"https://a.example/\"\n")
+            .expect("valid")
+            .sources[0]
+            .allow_hosts
+            .is_empty()
+    );
+    for (entry, why) in [
+        ("user@cdn.example", "user information"),
+        ("ftp://cdn.example", "scheme"),
+        ("cdn.example/files", "path"),
+        ("*.org", "top-level"),
+        ("cdn.example:99999", "port"),
+    ] {
+        let (line, message) = problem(&format!(
+            "[[source]]\nname = \"a\"\nurl = \"https://a.example/\"\nallow_hosts = [\"{entry}\"]\n"
+        ));
+        assert_eq!(line, Some(4), "{message}");
+        assert!(message.contains("allow_hosts"), "{message}");
+        assert!(message.contains(why), "{entry}: {message}");
+    }
+}

@@ -17,6 +17,7 @@ mod limits;
 mod outage;
 mod page;
 mod push;
+mod reach;
 mod republish;
 mod republish_ranges;
 mod republish_s3;

@@ -18,6 +18,7 @@ mod foreign_dumps;
 mod foreign_sources;
 mod hostile;
 mod ports;
+mod push_reach;
 mod remembered;
 mod share;
 mod sync;
