@@ -91,25 +91,29 @@ pub fn open_private(opts: &mut OpenOptions, path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
-/// Makes the open file `f` owner-only when others may read or write it.
+/// Makes the open file `f` owner-only when others may read or write it (nothing on a
+/// read-only file system, where it cannot be changed by anyone).
 fn tighten_open(f: &File) -> io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
         let mode = f.metadata()?.permissions().mode();
         if mode & 0o077 != 0 {
-            f.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))
-                .map_err(|e| {
-                    io::Error::new(
-                        e.kind(),
-                        format!(
-                            "other users may read it (mode {:04o}) and it could not be made \
+            match f.set_permissions(std::fs::Permissions::from_mode(mode & 0o700)) {
+                Err(e) if e.kind() == io::ErrorKind::ReadOnlyFilesystem => return Ok(()),
+                r => r,
+            }
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "other users may read it (mode {:04o}) and it could not be made \
                              owner-only ({e}): chmod 600 it, or give it to the user resourcesync \
                              runs as",
-                            mode & 0o7777
-                        ),
-                    )
-                })?;
+                        mode & 0o7777
+                    ),
+                )
+            })?;
         }
     }
     #[cfg(not(unix))]
@@ -140,7 +144,15 @@ pub fn private_db(path: &Path) -> io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         private_dir_all(dir)?;
     }
-    open_private(OpenOptions::new().read(true).write(true).create(true), path)?;
+    // Created here when missing; an existing one is only looked at (it may be on a read-only
+    // file system, where SQLite opens it read-only).
+    let mut create = OpenOptions::new();
+    create.write(true).create_new(true);
+    match open_private(&mut create, path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => tighten(path)?,
+        Err(e) => return Err(e),
+    }
     for suffix in DB_COMPANIONS {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
