@@ -4,7 +4,8 @@
 # 127.0.0.1, started or reused by scripts/postgres.sh, for the store's PgState; headless Chromium, found
 # or installed by scripts/chromium.sh, for the aggregator's page; an OAI-PMH data provider, started or
 # reused by scripts/oai-provider.sh, for the source's OAI-PMH inventory; a Garage S3 server on 127.0.0.1,
-# built once and started or reused by scripts/s3.sh, for the store's S3Store), then runs every test
+# built once and started or reused by scripts/s3.sh, for the store's S3Store; nginx, found or installed
+# by scripts/nginx.sh, for the README's "Publish a folder behind nginx" example), then runs every test
 # of the workspace. Each crate links one integration test binary, `it` (tests/it/main.rs): the
 # tests of one file `tests/it/NAME.rs` run with `cargo test -p CRATE --test it NAME::`.
 # `--no-fail-fast`: a failing test binary does not hide the failures of those after it.
@@ -22,4 +23,6 @@ RESOURCESYNC_TEST_OAI="$(scripts/oai-provider.sh)"
 export RESOURCESYNC_TEST_OAI
 RESOURCESYNC_TEST_S3="$(scripts/s3.sh)"
 export RESOURCESYNC_TEST_S3
+RESOURCESYNC_TEST_NGINX="$(scripts/nginx.sh)"
+export RESOURCESYNC_TEST_NGINX
 exec cargo test --workspace --no-fail-fast "$@"

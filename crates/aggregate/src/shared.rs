@@ -225,7 +225,9 @@ impl Shared {
     pub(crate) fn store_of(&self, name: &str, clean: bool) -> Result<(Arc<dyn Store>, PathBuf)> {
         let folder = self.folder(name);
         let scratch = folder.join(resourcesync_store::STATE_DIR).join("tmp");
-        std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
+        // Owner-only, as FsStore::open makes it (the state is beside it).
+        std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+        resourcesync_fsmode::private_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
         let store: Arc<dyn Store> = match self.copies(name)? {
             Copies::Folder => {
                 let s = FsStore::open(&folder)?;
@@ -253,7 +255,8 @@ impl Shared {
                 .sqlite_state(name)
                 .unwrap_or_else(|| resourcesync_destination::options::default_state_path(&folder));
             if let Some(parent) = db.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+                // The state's folder is owner-only (SqliteState::open makes it so too).
+                resourcesync_fsmode::private_dir_all(parent).map_err(|e| Error::io(parent, e))?;
             }
             if self.opts.object_store.is_none() {
                 return Ok(Opened::Ready(Ports::directory(&folder, &db)?, None));

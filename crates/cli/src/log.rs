@@ -142,11 +142,13 @@ pub(crate) fn init() -> anyhow::Result<()> {
     let args = &settings.args;
     let (sink, ansi) = match &args.log_file {
         Some(p) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .with_context(|| format!("opening the log file {}", p.display()))?;
+            // Owner-only (0600; an existing one others may read is made so): a log names
+            // subscribers, callbacks and paths (see SECURITY.md).
+            let f = resourcesync_fsmode::open_private(
+                std::fs::OpenOptions::new().create(true).append(true),
+                p,
+            )
+            .with_context(|| format!("opening the log file {}", p.display()))?;
             (Sink::File(Arc::new(Mutex::new(f))), false)
         }
         None => {

@@ -24,6 +24,11 @@
 //! in [`FsStore::place_in`]; see the `anon` module), with the same order of steps and no
 //! temporary name to clean up.
 //!
+//! Every copy gets the mode a new file gets (`0666 & ~umask`) and every directory made for
+//! copies `0777 & ~umask`, whichever way it was written (new, replaced, repaired, extracted from
+//! a dump): the temporary file is created with that mode before it has its final name
+//! ([`resourcesync_fsmode`]).
+//!
 //! A temporary file dropped without being committed is removed. After a crash, leftovers in the
 //! temporary folder are removed by [`FsStore::clean_tmp`]; no file at its final path is ever
 //! partial.
@@ -182,11 +187,15 @@ impl FsStore {
         !SYNC_WHOLE_FS
     }
 
-    /// Opens (creating) a destination directory and its temporary folder.
+    /// Opens (creating) a destination directory and its temporary folder. The destination is
+    /// made as any directory of copies (`0777 & ~umask`), its `.resourcesync` folder and the
+    /// temporary folder in it owner-only (`0700`: the state is there); see
+    /// [`resourcesync_fsmode`].
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
         let tmp = root.join(STATE_DIR).join("tmp");
-        fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
+        resourcesync_fsmode::private_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
         Ok(FsStore::with_paths(root, tmp))
     }
 
@@ -469,10 +478,10 @@ fn seal(out: BufWriter<Sink>, modified: Option<SystemTime>) -> Result<Held> {
 /// The file-system operations (the engine's fast paths, see the module documentation); the
 /// [`crate::Store`] port is built on them.
 impl FsStore {
-    /// A named temporary file in `DEST/.resourcesync/tmp`.
+    /// A named temporary file in `DEST/.resourcesync/tmp`, with the mode a new copy gets
+    /// (`0666 & ~umask`, kept by the rename that puts it in place; see [`resourcesync_fsmode`]).
     fn named_sink(&self) -> Result<Sink> {
-        let tmp = tempfile::Builder::new()
-            .prefix("dl-")
+        let tmp = resourcesync_fsmode::public_temp("dl-")
             .tempfile_in(&self.tmp)
             .map_err(|e| Error::io(&self.tmp, e))?;
         Ok(Sink::Named(tmp))

@@ -113,12 +113,16 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating) the database at `path`.
+    /// Opens (creating) the database at `path`. It holds every subscriber's secret: it and its
+    /// journals are owner-only (`0600`, missing directories `0700`; an existing one others may
+    /// read is made so: [`resourcesync_fsmode::private_db`]).
     pub fn open(path: &Path) -> Result<Self> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::Config(format!("creating {}: {e}", dir.display())))?;
-        }
+        resourcesync_fsmode::private_db(path).map_err(|e| {
+            Error::Config(format!(
+                "preparing the hub database {}: {e}",
+                path.display()
+            ))
+        })?;
         let conn = Connection::open(path).map_err(|cause| Error::State {
             path: path.display().to_string(),
             cause,

@@ -27,6 +27,8 @@ mod interop_websub;
 mod inventories;
 mod logs;
 mod manual;
+mod modes;
+mod nginx_publish;
 mod push;
 mod serve;
 mod serve_robust;

@@ -82,6 +82,9 @@ impl Layout {
 
 /// A file being written durably: a temporary file beside the target, renamed into place by
 /// [`AtomicFile::commit`] after it is flushed and synced. Dropped uncommitted, it is removed.
+/// It is published: created with the mode a new file gets (`0666 & ~umask`), which the rename
+/// keeps, so that a web server running as another user can read it
+/// ([`resourcesync_fsmode::public_temp`]).
 #[derive(Debug)]
 pub struct AtomicFile {
     tmp: tempfile::NamedTempFile,
@@ -95,8 +98,7 @@ impl AtomicFile {
             .parent()
             .ok_or_else(|| Error::Config(format!("{} has no parent folder", target.display())))?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".tmp-")
+        let tmp = resourcesync_fsmode::public_temp(".tmp-")
             .tempfile_in(dir)
             .map_err(|e| Error::io(dir, e))?;
         Ok(AtomicFile {

@@ -228,11 +228,11 @@ pub fn now_us() -> Timestamp {
 }
 
 impl State {
-    /// Opens (creating) the database at `path`.
+    /// Opens (creating) the database at `path`: it and its journals are owner-only (`0600`,
+    /// missing directories `0700`; an existing one others may read is made so:
+    /// [`resourcesync_fsmode::private_db`]).
     pub fn open(path: &Path) -> Result<Self> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        }
+        resourcesync_fsmode::private_db(path).map_err(|e| Error::io(path, e))?;
         let conn = Connection::open(path).map_err(|cause| Error::State {
             path: path.to_owned(),
             cause,

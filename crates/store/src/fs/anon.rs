@@ -416,7 +416,8 @@ fn open_seg(parent: &OwnedFd, seg: &str, path: &Path) -> Result<(OwnedFd, bool)>
             Ok(fd) => return Ok((fd, created)),
             Err(Errno::NOENT) if !tried => {
                 tried = true;
-                match rustix::fs::mkdirat(parent, seg, Mode::from_raw_mode(0o777)) {
+                let mode = Mode::from_raw_mode(resourcesync_fsmode::PUBLIC_DIR);
+                match rustix::fs::mkdirat(parent, seg, mode) {
                     Ok(()) => created = true,
                     // Made by someone else meanwhile: not ours to remove.
                     Err(Errno::EXIST) => {}
@@ -554,11 +555,13 @@ impl Anon {
         let Some(slot) = self.slot(p.slots) else {
             return Ok(None);
         };
+        // The mode of a new copy (`0666 & ~umask`: the kernel applies the umask to an unnamed
+        // file as to a named one; see resourcesync_fsmode), before it has a name.
         let fd = match rustix::fs::openat(
             &dir.fd,
             c".",
             OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o666),
+            Mode::from_raw_mode(resourcesync_fsmode::PUBLIC_FILE),
         ) {
             Ok(fd) => fd,
             // Not on this file system (another one mounted inside the destination).

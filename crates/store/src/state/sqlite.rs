@@ -225,11 +225,11 @@ fn row_to_pending(row: &rusqlite::Row<'_>) -> rusqlite::Result<PendingChange> {
 
 impl SqliteState {
     /// Opens (creating) the state database for a sync, and holds it exclusively until dropped:
-    /// a second process gets [`Error::Locked`].
+    /// a second process gets [`Error::Locked`]. The database and its journals are owner-only
+    /// (`0600`, missing directories `0700`; an existing one others may read is made so:
+    /// [`resourcesync_fsmode::private_db`]).
     pub fn open(path: &Path) -> Result<Self> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        }
+        resourcesync_fsmode::private_db(path).map_err(|e| Error::io(path, e))?;
         let conn = Connection::open(path).map_err(|e| sql(path, e))?;
         let s = SqliteState {
             conn: Mutex::new(conn),

@@ -2,6 +2,7 @@
 //! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
 
 mod conformance;
+mod modes;
 #[cfg(feature = "postgres")]
 mod pg_bulk;
 #[cfg(feature = "postgres")]
