@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use resourcesync_destination::options::Quota;
 use resourcesync_destination::http::Http;
+use resourcesync_destination::options::Quota;
 use resourcesync_destination::{
     Destination, HttpOptions, PushOptions, Quiet, Round, StopHandle, SyncOptions, SyncReport,
     WatchOptions, watch_push,

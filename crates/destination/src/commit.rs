@@ -173,7 +173,12 @@ impl Budget {
     /// Takes `length` bytes for the copy `row`, or says why not (the run stops: every copy
     /// after it would go past too). Near the limit, the length of the copy it replaces is
     /// taken off first (one read of its row).
-    fn take(&mut self, state: &dyn StateStore, row: &ResourceRecord, length: u64) -> Option<Failed> {
+    fn take(
+        &mut self,
+        state: &dyn StateStore,
+        row: &ResourceRecord,
+        length: u64,
+    ) -> Option<Failed> {
         if self.held.saturating_add(length) > self.limit {
             let old = state
                 .resource(&row.uri)

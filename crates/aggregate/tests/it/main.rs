@@ -22,6 +22,6 @@ mod republish;
 mod republish_ranges;
 mod republish_s3;
 mod service;
-mod shown;
 mod share_renew;
 mod share_sources;
+mod shown;

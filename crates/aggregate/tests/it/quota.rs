@@ -18,8 +18,11 @@ async fn source(n: usize, size: usize) -> (Server, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path()).await;
     for i in 0..n {
-        std::fs::write(dir.path().join(format!("r{i}.bin")), vec![b'a' + i as u8; size])
-            .expect("write");
+        std::fs::write(
+            dir.path().join(format!("r{i}.bin")),
+            vec![b'a' + i as u8; size],
+        )
+        .expect("write");
     }
     publish(dir.path(), &server.base).await;
     (server, dir)
@@ -86,7 +89,10 @@ fn a_size_that_does_not_parse_names_its_line() {
     let e = resourcesync_aggregate::Config::parse(text, Path::new("agg.toml"))
         .expect_err("refused")
         .to_string();
-    assert!(e.starts_with("agg.toml:4:") && e.contains("max_bytes"), "{e}");
+    assert!(
+        e.starts_with("agg.toml:4:") && e.contains("max_bytes"),
+        "{e}"
+    );
     let ok = resourcesync_aggregate::Config::parse(
         "[limits]\nmax_bytes_per_source = \"2TB\"\n",
         Path::new("agg.toml"),

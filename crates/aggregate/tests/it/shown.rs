@@ -114,10 +114,17 @@ async fn a_key_in_a_source_url_is_shown_nowhere() {
     })
     .await;
     assert!(
-        v.url.contains("api_key=REDACTED&X-Amz-Signature=REDACTED&page=1"),
+        v.url
+            .contains("api_key=REDACTED&X-Amz-Signature=REDACTED&page=1"),
         "{v:#?}"
     );
-    for path in ["", "sources/keyed", "api/sources", "api/sources/keyed", "metrics"] {
+    for path in [
+        "",
+        "sources/keyed",
+        "api/sources",
+        "api/sources/keyed",
+        "metrics",
+    ] {
         let body = reqwest::get(format!("{base}{path}"))
             .await
             .expect("GET")

@@ -46,14 +46,23 @@ fn print_config_redacts_every_credential() {
     let out = run(bin()
         .args(["aggregate", "--print-config", "--config"])
         .arg(&file)
-        .args(["--store", "s3://KEYID:Secret1@127.0.0.1:9/bucket?region=garage"])
-        .env("RESOURCESYNC_STATE", "postgres://agg:Secret2@127.0.0.1:9/db"));
+        .args([
+            "--store",
+            "s3://KEYID:Secret1@127.0.0.1:9/bucket?region=garage",
+        ])
+        .env(
+            "RESOURCESYNC_STATE",
+            "postgres://agg:Secret2@127.0.0.1:9/db",
+        ));
     shows_none(&out, &["Secret1", "Secret2", "Secret3", "Secret4"]);
     assert!(
         out.contains("store = \"s3://KEYID:REDACTED@127.0.0.1:9/bucket?region=garage\""),
         "{out}"
     );
-    assert!(out.contains("postgres://agg:REDACTED@127.0.0.1:9/db"), "{out}");
+    assert!(
+        out.contains("postgres://agg:REDACTED@127.0.0.1:9/db"),
+        "{out}"
+    );
 
     let out = run(bin().args([
         "sync",
@@ -71,10 +80,19 @@ fn print_config_redacts_every_credential() {
 fn help_hides_secret_values_from_the_environment_and_the_file() {
     let out = run(bin()
         .args(["aggregate", "--help"])
-        .env("RESOURCESYNC_STORE", "s3://KEYID:Secret7@127.0.0.1:9/bucket")
-        .env("RESOURCESYNC_STATE", "postgres://agg:Secret8@127.0.0.1:9/db"));
+        .env(
+            "RESOURCESYNC_STORE",
+            "s3://KEYID:Secret7@127.0.0.1:9/bucket",
+        )
+        .env(
+            "RESOURCESYNC_STATE",
+            "postgres://agg:Secret8@127.0.0.1:9/db",
+        ));
     shows_none(&out, &["Secret7", "Secret8"]);
-    assert!(out.contains("RESOURCESYNC_STORE"), "the variable is named: {out}");
+    assert!(
+        out.contains("RESOURCESYNC_STORE"),
+        "the variable is named: {out}"
+    );
     let out = run(bin()
         .args(["sync", "--help"])
         .env("RESOURCESYNC_TOKEN", "Secret9"));
@@ -82,7 +100,11 @@ fn help_hides_secret_values_from_the_environment_and_the_file() {
     // A value from the configuration file becomes the flag's default: not shown either.
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("aggregate.toml");
-    std::fs::write(&file, "store = \"s3://KEYID:Secret10@127.0.0.1:9/bucket\"\n").expect("write");
+    std::fs::write(
+        &file,
+        "store = \"s3://KEYID:Secret10@127.0.0.1:9/bucket\"\n",
+    )
+    .expect("write");
     let out = run(bin().args(["aggregate", "--help", "--config"]).arg(&file));
     shows_none(&out, &["Secret10"]);
 }

@@ -39,13 +39,27 @@ fn resources_are_sandboxed_and_the_page_keeps_its_policy() {
     for (target, ty) in [("/x.html", "text/html"), ("/y.svg", "image/svg+xml")] {
         let (status, h) = head(&server.addr, target);
         assert_eq!(status, 200, "{target}");
-        assert!(h.get("content-type").is_some_and(|t| t.starts_with(ty)), "{target}: {h:?}");
-        assert_eq!(h.get("content-security-policy").map(String::as_str), Some("sandbox"), "{target}");
-        assert_eq!(h.get("x-content-type-options").map(String::as_str), Some("nosniff"), "{target}");
+        assert!(
+            h.get("content-type").is_some_and(|t| t.starts_with(ty)),
+            "{target}: {h:?}"
+        );
+        assert_eq!(
+            h.get("content-security-policy").map(String::as_str),
+            Some("sandbox"),
+            "{target}"
+        );
+        assert_eq!(
+            h.get("x-content-type-options").map(String::as_str),
+            Some("nosniff"),
+            "{target}"
+        );
     }
     let (status, h) = head(&server.addr, "/");
     assert_eq!(status, 200);
-    let csp = h.get("content-security-policy").cloned().unwrap_or_default();
+    let csp = h
+        .get("content-security-policy")
+        .cloned()
+        .unwrap_or_default();
     assert!(
         csp.contains("default-src 'none'") && csp.contains("style-src 'unsafe-inline'"),
         "{csp}"

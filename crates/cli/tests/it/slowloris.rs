@@ -40,7 +40,10 @@ fn trickle(label: &str, server: &Server, probe: &str) {
         let took = t.elapsed();
         worst = worst.max(took);
         assert_eq!(answer, Some(200), "{label}: round {round}");
-        assert!(took < PROMPT, "{label}: answered in {took:?} in round {round}");
+        assert!(
+            took < PROMPT,
+            "{label}: answered in {took:?} in round {round}"
+        );
         // The pace of the attack, not a synchronisation: a byte per connection per second.
         std::thread::sleep(Duration::from_secs(1).saturating_sub(took));
     }
