@@ -179,16 +179,17 @@ impl Budget {
         row: &ResourceRecord,
         length: u64,
     ) -> Option<Failed> {
-        if self.held.saturating_add(length) > self.limit {
+        let mut held = self.held;
+        if held.saturating_add(length) > self.limit {
             let old = state
                 .resource(&row.uri)
                 .ok()
                 .flatten()
                 .and_then(|r| r.length)
                 .unwrap_or(0);
-            self.held = self.held.saturating_sub(old);
+            held = held.saturating_sub(old);
         }
-        if self.held.saturating_add(length) > self.limit {
+        if held.saturating_add(length) > self.limit {
             return Some(Failed {
                 message: format!(
                     "quota: the copies of {} hold {} bytes and this one has {length}, past the \
@@ -199,7 +200,7 @@ impl Budget {
                 kind: crate::report::FailureKind::Other,
             });
         }
-        self.held += length;
+        self.held = held.saturating_add(length);
         None
     }
 }
@@ -671,6 +672,45 @@ mod tests {
             origin: Origin::Download,
             fresh: true,
         }
+    }
+
+    #[test]
+    fn a_budget_refuses_the_copy_past_it_and_counts_a_replaced_one_once() {
+        let d = tempfile::tempdir().expect("tmp");
+        let state = SqliteState::open(&d.path().join("state.sqlite")).expect("state");
+        let row = |uri: &str, length: Option<u64>| ResourceRecord {
+            uri: uri.into(),
+            source: "cap".into(),
+            path: uri.trim_start_matches("http://h/").into(),
+            length,
+            ..ResourceRecord::default()
+        };
+        state
+            .put_resource(&row("http://h/old", Some(500)))
+            .expect("put");
+        let quota = crate::options::Quota {
+            bytes: 1000,
+            hint: "raise it".into(),
+        };
+        let mut b = Budget::of(Some(&quota), &state, "cap")
+            .expect("read")
+            .expect("a budget");
+        assert_eq!(b.held, 500);
+        assert!(b.take(&state, &row("http://h/new", None), 400).is_none());
+        // 900 + 200 > 1000: refused, and nothing taken.
+        let f = b
+            .take(&state, &row("http://h/more", None), 200)
+            .expect("refused");
+        assert_eq!(f.category, resourcesync_model::Category::Stop);
+        assert!(
+            f.message.contains("1000 bytes") && f.message.contains("raise it"),
+            "{}",
+            f.message
+        );
+        assert_eq!(b.held, 900);
+        // A new copy of `old` replaces its 500 bytes: 900 - 500 + 600 fits.
+        assert!(b.take(&state, &row("http://h/old", None), 600).is_none());
+        assert_eq!(b.held, 1000);
     }
 
     #[test]
