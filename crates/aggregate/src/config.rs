@@ -8,6 +8,8 @@
 //! backoff_max = "1h"   # longest wait after repeated failures
 //! lease = "60s"        # with --state postgres://: a dead worker's Sources are taken over after it
 //! bandwidth = "10MB/s" # bodies received per second, over every Source (MB, MiB, Mbit, ...)
+//! max_bytes_per_source = "100GiB"  # most bytes of copies of one Source (B, kB, MB, GB, TB,
+//!                      # KiB, MiB, GiB, TiB); a Source's `max_bytes` overrides it
 //! share_above = 500    # with --state postgres://: a sync with more fetches shares them with
 //!                      # every worker (a queue per Source), fewer it does itself; unset: off
 //!                      # (each fetch shared costs PostgreSQL work: worth it for workers on
@@ -25,6 +27,7 @@
 //! include = ["https://museum.example/objects/*"]  # copy only URIs matching one of these
 //! exclude = ["*.tif", "*/private/*"]      # and none of these (see resourcesync_destination::filter)
 //! allow_hosts = ["cdn.museum.example", "*.museum.example", "https://files.example:8443"]
+//! max_bytes = "1TB"                     # most bytes of its copies (past it, its sync fails)
 //! ```
 //!
 //! `allow_hosts`: the aggregator fetches for a Source only from the origin (scheme, host, port)
@@ -83,7 +86,12 @@ pub struct Limits {
     /// every worker through the Source's queue (see [`crate::work`]); with fewer, the worker
     /// holding the Source does them itself. `None` (the default): never shared.
     pub share_above: Option<usize>,
+    /// Most bytes of the copies of one Source, unless the Source sets its own `max_bytes`.
+    pub max_bytes_per_source: u64,
 }
+
+/// The default of [`Limits::max_bytes_per_source`]: 100 GiB.
+pub const DEFAULT_MAX_BYTES_PER_SOURCE: u64 = 100 << 30;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -95,6 +103,7 @@ impl Default for Limits {
             lease: Duration::from_secs(60),
             bandwidth: None,
             share_above: None,
+            max_bytes_per_source: DEFAULT_MAX_BYTES_PER_SOURCE,
         }
     }
 }
@@ -133,6 +142,8 @@ pub struct SourceSpec {
     pub exclude: Vec<String>,
     /// Origins fetched from for this Source besides its own (`allow_hosts`).
     pub allow_hosts: Vec<resourcesync_http::HostRule>,
+    /// Most bytes of its copies (`None`: [`Limits::max_bytes_per_source`]).
+    pub max_bytes: Option<u64>,
 }
 
 impl SourceSpec {
@@ -161,6 +172,7 @@ struct RawLimits {
     lease: Option<Spanned<String>>,
     bandwidth: Option<Spanned<String>>,
     share_above: Option<Spanned<usize>>,
+    max_bytes_per_source: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -178,6 +190,7 @@ struct RawSource {
     include: Option<Spanned<Vec<String>>>,
     exclude: Option<Spanned<Vec<String>>>,
     allow_hosts: Option<Spanned<Vec<String>>>,
+    max_bytes: Option<Spanned<String>>,
 }
 
 /// The default schedule: every five minutes.
@@ -234,6 +247,9 @@ impl Config {
                 )
             })?);
         }
+        if let Some(b) = &raw.limits.max_bytes_per_source {
+            limits.max_bytes_per_source = size(b, "limits.max_bytes_per_source", &err)?;
+        }
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut sources = Vec::with_capacity(raw.sources.len());
         for s in raw.sources {
@@ -259,6 +275,19 @@ impl Config {
             }
             let url = s.url.get_ref().trim().to_owned();
             match url::Url::parse(&url) {
+                // Shown on the page and in the API, and sent on every redirect: a credential
+                // belongs in `token`.
+                Ok(u) if !u.username().is_empty() || u.password().is_some() => {
+                    return Err(err(
+                        Some(s.url.span()),
+                        format!(
+                            "source {name:?}: url {:?} has a user name or password in it: give \
+                             the credential as `token = \"…\"` (sent as a bearer token, never \
+                             shown)",
+                            resourcesync_model::redact::url(&url)
+                        ),
+                    ));
+                }
                 Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
                 _ => {
                     return Err(err(
@@ -308,6 +337,10 @@ impl Config {
                 }
             }
             let allow_hosts = allow_hosts(&name, s.allow_hosts.as_ref(), &err)?;
+            let max_bytes = match &s.max_bytes {
+                Some(b) => Some(size(b, &format!("source {name:?}: max_bytes"), &err)?),
+                None => None,
+            };
             sources.push(SourceSpec {
                 name,
                 url,
@@ -320,6 +353,7 @@ impl Config {
                 include: s.include.map(Spanned::into_inner).unwrap_or_default(),
                 exclude: s.exclude.map(Spanned::into_inner).unwrap_or_default(),
                 allow_hosts,
+                max_bytes,
             });
         }
         Ok(Config { limits, sources })
@@ -435,6 +469,43 @@ fn duration(
     })
 }
 
+/// A size as people write it: `500MB`, `100GiB`, `2TB`, `1048576` (bytes).
+fn size(
+    v: &Spanned<String>,
+    what: &str,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<u64> {
+    parse_size(v.get_ref()).ok_or_else(|| {
+        err(
+            Some(v.span()),
+            format!(
+                "{what} {:?} is not a size: write it as 500MB, 100GiB or 2TB",
+                v.get_ref()
+            ),
+        )
+    })
+}
+
+/// Parses a size in bytes: a number and a unit of bytes (B, kB, MB, GB, TB, KiB, MiB, GiB,
+/// TiB; none: bytes), as `limits.bandwidth` writes its rates without the `/s` (no bits);
+/// `None` for anything else, or zero.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.contains('/') || s.contains("bit") {
+        return None;
+    }
+    let (num, factor) = if let Some(n) = s.strip_suffix("TiB") {
+        (n, 1024.0 * 1024.0 * 1024.0 * 1024.0)
+    } else if let Some(n) = s.strip_suffix("TB") {
+        (n, 1e12)
+    } else {
+        return Bandwidth::parse_rate(s);
+    };
+    let num: f64 = num.trim().parse().ok()?;
+    let v = num * factor;
+    (v.is_finite() && v >= 1.0 && v < u64::MAX as f64).then_some(v as u64)
+}
+
 /// Parses `30s`, `5m`, `1h30m`, `2 hours` (jiff's friendly format); `None` for anything else,
 /// negative or zero.
 pub fn parse_duration(s: &str) -> Option<Duration> {
@@ -454,6 +525,18 @@ mod tests {
         assert_eq!(parse_duration("0s"), None);
         assert_eq!(parse_duration("-5m"), None);
         assert_eq!(parse_duration("soon"), None);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("500MB"), Some(500_000_000));
+        assert_eq!(parse_size("100GiB"), Some(100 << 30));
+        assert_eq!(parse_size("2TB"), Some(2_000_000_000_000));
+        assert_eq!(parse_size("1 TiB"), Some(1 << 40));
+        assert_eq!(parse_size("4096"), Some(4096));
+        for bad in ["", "0", "10MB/s", "8Mbit", "lots", "-1GB"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
     }
 
     #[test]

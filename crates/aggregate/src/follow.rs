@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use resourcesync_destination::http::Http;
+use resourcesync_destination::options::Quota;
 use resourcesync_destination::{
     Destination, HttpOptions, PushOptions, Quiet, Round, StopHandle, SyncOptions, SyncReport,
     WatchOptions, watch_push,
@@ -66,6 +67,23 @@ pub(crate) fn sync_options(spec: &SourceSpec, shared: &Shared) -> SyncOptions {
     opts.filter = spec.filter();
     opts.deadline = Some(shared.limits().timeout);
     opts.state = shared.sqlite_state(&spec.name);
+    // One hostile Source cannot fill the store the others share.
+    let (bytes, key) = match spec.max_bytes {
+        Some(b) => (b, "its `max_bytes`"),
+        None => (
+            shared.limits().max_bytes_per_source,
+            "`max_bytes` in its [[source]] table (or limits.max_bytes_per_source, for every \
+             Source)",
+        ),
+    };
+    opts.quota = Some(Quota {
+        bytes,
+        hint: format!(
+            "to let the Source {:?} keep more, raise {key} in the configuration, or remove \
+             copies it no longer needs",
+            spec.name
+        ),
+    });
     opts
 }
 
@@ -112,7 +130,11 @@ async fn every(
                 interval
             }
             Err(e) => {
-                tracing::warn!(source = %spec.name, "sync failed: {e}");
+                tracing::warn!(
+                    source = %spec.name,
+                    "sync failed: {}",
+                    resourcesync_model::redact::text(&e)
+                );
                 status.failed(&spec.name, &e);
                 backoff(
                     status.consecutive_failures(&spec.name),

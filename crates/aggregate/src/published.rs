@@ -64,6 +64,23 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
         )
         .route(&format!("/{PREFIX}/{{name}}/{{*rest}}"), get(source_path))
         .with_state(shared)
+        .layer(axum::middleware::map_response(untrusted))
+}
+
+/// Every response here carries what a Source wrote (a copy, whatever its type: HTML, SVG):
+/// sent with `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`, it runs
+/// no script on the origin of the operators' page and API.
+async fn untrusted(mut res: Response) -> Response {
+    let h = res.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(resourcesync_source::page::SANDBOX_CSP),
+    );
+    res
 }
 
 fn not_found() -> Response {

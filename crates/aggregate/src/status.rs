@@ -294,6 +294,7 @@ impl Status {
                 push(&mut e.recent, "republish", summary);
             }
             Err(err) => {
+                let err = resourcesync_model::redact::text(&err).into_owned();
                 tracing::warn!(source = %name, "republishing failed: {err}");
                 push(&mut e.recent, "republish failure", err.clone());
                 e.republish_error = Some(err);
@@ -308,8 +309,10 @@ impl Status {
             e.failures += 1;
             e.consecutive_failures = e.consecutive_failures.saturating_add(1);
             e.failing_since.get_or_insert_with(Timestamp::now);
-            e.last_error = Some(error.to_owned());
-            push(&mut e.recent, "failure", error.to_owned());
+            // Errors of deeper layers carry URLs (the Source's, with its query): shown here.
+            let error = resourcesync_model::redact::text(error).into_owned();
+            e.last_error = Some(error.clone());
+            push(&mut e.recent, "failure", error);
         });
     }
 
@@ -356,7 +359,7 @@ fn view(e: &Entry, now: Timestamp) -> SourceView {
     };
     SourceView {
         name: e.spec.name.clone(),
-        url: e.spec.url.clone(),
+        url: resourcesync_model::redact::url(&e.spec.url).into_owned(),
         schedule: schedule_text(e.spec.schedule),
         phase,
         running: e.running,

@@ -3,6 +3,11 @@
 //! one page per Source at `/sources/NAME` (its recent syncs and failures), the same as JSON at
 //! `/api/sources` and `/api/sources/NAME`, and Prometheus metrics at `/metrics`; and the
 //! republished Sources (`/.well-known/resourcesync`, `/rs/…`: [`crate::published`]).
+//!
+//! Every response is sent with `X-Content-Type-Options: nosniff`; the pages with a
+//! `Content-Security-Policy` that lets their inline style apply and nothing else
+//! ([`PAGE_CSP`]), everything else (the copies of what the Sources wrote, above all) with
+//! `Content-Security-Policy: sandbox`: an HTML or SVG copy runs no script on this origin.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -12,7 +17,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use resourcesync_source::page::esc;
+use resourcesync_source::page::{PAGE_CSP, SANDBOX_CSP, esc};
 
 use crate::service::Aggregator;
 use crate::status::{Phase, SourceView};
@@ -30,14 +35,38 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .with_state(agg.clone())
         .merge(crate::published::router(agg))
+        .layer(axum::middleware::map_response(hardened))
+}
+
+/// Every response: no type sniffing, and `Content-Security-Policy: sandbox` unless it has a
+/// policy of its own (the pages: [`PAGE_CSP`]).
+async fn hardened(mut res: Response) -> Response {
+    let h = res.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(SANDBOX_CSP),
+        );
+    }
+    res
 }
 
 fn html(body: String) -> Response {
     (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/html; charset=utf-8"),
-        )],
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(PAGE_CSP),
+            ),
+        ],
         body,
     )
         .into_response()

@@ -9,7 +9,7 @@
 //! then the environment, then the file, then the built-in default: the file's values become
 //! the defaults of the clap command before it parses, so clap's own order (command line >
 //! environment > default) does the rest. `--print-config` prints the effective values, each
-//! with where it came from.
+//! with where it came from, credentials redacted (see [`secret_bearing`]).
 //!
 //! `aggregate`'s `--config` is its Sources file (crates/aggregate): the same file carries its
 //! flags as top-level keys (`store = "…"`, `serve = "…"`), beside the `[limits]` and
@@ -78,8 +78,48 @@ fn with_env(arg: Arg) -> Arg {
             ArgAction::Help | ArgAction::HelpShort | ArgAction::HelpLong | ArgAction::Version
         );
     match arg.get_long().map(env_name) {
-        Some(var) if !skip => arg.env(var),
+        Some(var) if !skip => {
+            // `--help` shows `[env: VAR=VALUE]`: never the value of a secret.
+            let hide = secret_bearing(&arg);
+            arg.env(var).hide_env_values(hide)
+        }
         _ => arg,
+    }
+}
+
+/// Whether a flag's value may carry a credential: a token, a URL (user information, a key in
+/// the query: `--store s3://KEY:SECRET@…`, `--state postgres://u:PASSWORD@…`, `--hub`, the
+/// URL of `sync`), an inventory's specification (a database or an OAI-PMH provider). Its
+/// environment value and its default from a configuration file are left out of `--help`,
+/// and `--print-config` redacts it ([`shown`]).
+fn secret_bearing(arg: &Arg) -> bool {
+    matches!(
+        arg.get_id().as_str(),
+        "token" | "store" | "state" | "inventory" | "hub" | "url" | "object_store"
+    ) || arg.get_value_names().is_some_and(|names| {
+        names.iter().any(|n| {
+            let n = n.as_str();
+            n.contains("URL") || n.contains("TOKEN") || n.contains("SPEC") || n.contains("SECRET")
+        })
+    })
+}
+
+/// Whether a flag's whole value is a secret (a bearer token): shown as
+/// [`resourcesync_model::redact::REDACTED`].
+fn whole_secret(arg: &Arg) -> bool {
+    arg.get_id() == "token"
+        || arg
+            .get_value_names()
+            .is_some_and(|names| names.iter().any(|n| n.as_str().contains("TOKEN")))
+}
+
+/// A value as `--print-config` shows it: a token replaced whole, any other value with the
+/// credentials of its URLs replaced (`resourcesync_model::redact`).
+fn shown(arg: &Arg, v: &str) -> String {
+    if whole_secret(arg) && !v.is_empty() {
+        resourcesync_model::redact::REDACTED.to_owned()
+    } else {
+        resourcesync_model::redact::text(v).into_owned()
     }
 }
 
@@ -308,7 +348,13 @@ fn parse_from(args: Vec<OsString>) -> crate::Cli {
                 };
                 for fv in values {
                     origins.insert(fv.id.clone(), fv.at.clone());
-                    let set = |a: Arg| a.required(false).default_values(fv.values.clone());
+                    // A secret from the file is not shown by `--help` as a default.
+                    let set = |a: Arg| {
+                        let hide = secret_bearing(&a);
+                        a.required(false)
+                            .default_values(fv.values.clone())
+                            .hide_default_value(hide)
+                    };
                     if fv.global {
                         cmd = cmd.mut_arg(&fv.id, set);
                     } else {
@@ -400,7 +446,7 @@ fn render(
             .try_get_raw(id)
             .ok()
             .flatten()
-            .map(|vs| vs.map(|v| v.to_string_lossy().into_owned()).collect())
+            .map(|vs| vs.map(|v| shown(arg, &v.to_string_lossy())).collect())
             .unwrap_or_default();
         let from = match (m.value_source(id), origins.get(id)) {
             (Some(ValueSource::CommandLine), _) => "command line".to_owned(),

@@ -1,7 +1,8 @@
 //! The log of the long-running commands (`serve`, `hub`, `aggregate`): `tracing` events
 //! written as text or JSON lines, to standard error or appended to a file; the level from
 //! `-q`/`-v` or `RUST_LOG`; and the access log (a line per request, target `access`, see
-//! `resourcesync_websub::access`) with `--access-log`.
+//! `resourcesync_websub::access`) with `--access-log`. Every line is written with the
+//! credentials of the URLs in it replaced ([`resourcesync_model::redact`]).
 
 use std::fs::File;
 use std::io::Write;
@@ -95,16 +96,22 @@ enum Sink {
 
 impl Write for Sink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // Every line, whatever its layer: the credentials of the URLs in it replaced
+        // (resourcesync_model::redact). A line is written at once, so no URL is cut in two.
+        let text = String::from_utf8_lossy(buf);
+        let line = resourcesync_model::redact::text(&text);
         match self {
-            Sink::Stderr(w) => w.write(buf),
+            Sink::Stderr(w) => {
+                let _ = w.write_all(line.as_bytes());
+            }
             Sink::File(f) => {
                 // A poisoned lock still holds a usable file; a failed write is not worth
                 // stopping the server for.
                 let mut f = f.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let _ = f.write_all(buf);
-                Ok(buf.len())
+                let _ = f.write_all(line.as_bytes());
             }
         }
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

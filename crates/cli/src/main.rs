@@ -158,7 +158,7 @@ fn main() -> ExitCode {
             }
             crate::out::say!(
                 "resourcesync: error: {}",
-                printable::printable_message(&format!("{e:#}"))
+                printable::printable_message(&resourcesync_model::redact::text(&format!("{e:#}")))
             );
             ExitCode::from(EXIT_ERROR)
         }

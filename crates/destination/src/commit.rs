@@ -12,7 +12,8 @@
 //! 1. makes the bodies durable ([`Store::sync`]: for a directory one `syncfs` of the file
 //!    system on Linux, elsewhere each file was `fsync`ed by `finish`);
 //! 2. puts each in place ([`Store::place`]: for a directory a rename, each directory checked
-//!    once per batch);
+//!    once per batch), those within the Source's budget of bytes when it has one ([`Budget`],
+//!    `SyncOptions::quota`): a copy past it is not put in place and stops the run;
 //! 3. makes that durable ([`Store::sync`] again: `syncfs`, or each directory `fsync`ed);
 //! 4. records every copy of the batch in the state in one transaction
 //!    ([`StateStore::put_resources`]), and only then tells each producer its outcome.
@@ -40,6 +41,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
 use crate::report::Failed;
+
+mod budget;
+pub(crate) use budget::Budget;
 
 /// Most copies committed together.
 pub(crate) const MAX_BATCH: usize = 4096;
@@ -141,8 +145,14 @@ struct Placed {
     unplaced: Vec<String>,
 }
 
-/// Step 2: puts each copy of the batch in place ([`Store::place`]).
-fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
+/// Step 2: puts each copy of the batch in place ([`Store::place`]), those its Source's
+/// `budget` allows.
+fn place_batch(
+    store: &dyn Store,
+    state: &dyn StateStore,
+    budget: &mut Option<Budget>,
+    batch: Vec<Pending>,
+) -> Placed {
     let n = batch.len();
     let mut p = Placed {
         out: Vec::with_capacity(n),
@@ -152,6 +162,7 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
     };
     let mut bodies = Vec::with_capacity(n);
     let mut rest = Vec::with_capacity(n);
+    let mut refused = Vec::new();
     for Pending {
         body,
         row,
@@ -159,8 +170,17 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
         fresh,
     } in batch
     {
-        bodies.push(body);
-        rest.push((row, origin, fresh));
+        let over = budget
+            .as_mut()
+            .and_then(|b| b.take(state, &row, body.committed().length));
+        match over {
+            // Not put in place (its temporary body goes with it).
+            Some(f) => refused.push((rest.len() + refused.len(), row, fresh, f)),
+            None => {
+                bodies.push(body);
+                rest.push((row, origin, fresh));
+            }
+        }
     }
     let placed = store.place(bodies);
     // A store that answers for fewer bodies than it was given: the others failed.
@@ -171,7 +191,14 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
             reason: "the store gave no outcome for this copy",
         })
     }));
+    let mut refused = refused.into_iter().peekable();
     for (r, (mut row, origin, fresh)) in placed.zip(rest) {
+        while let Some((_, uri_row, fresh, f)) = refused.next_if(|r| r.0 == p.out.len()) {
+            if fresh {
+                p.unplaced.push(uri_row.uri);
+            }
+            p.out.push(Err(f));
+        }
         match r {
             Ok(c) => {
                 crate::crashpoint::point(match origin {
@@ -196,6 +223,12 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
                 p.out.push(Err(Failed::from(e)))
             }
         }
+    }
+    for (_, row, fresh, f) in refused {
+        if fresh {
+            p.unplaced.push(row.uri);
+        }
+        p.out.push(Err(f));
     }
     p
 }
@@ -248,7 +281,7 @@ pub(crate) fn commit_batch(
     if let Err(e) = announce(state, batch.iter()).and_then(|()| Ok(store.sync()?)) {
         return batch.iter().map(|_| Err(e.clone())).collect();
     }
-    let p = place_batch(store, batch);
+    let p = place_batch(store, state, &mut None, batch);
     let synced = store.sync().map_err(Failed::from);
     record(state, p, synced)
 }
@@ -321,7 +354,12 @@ impl Taken {
 }
 
 /// The committer thread's loop (see the module documentation).
-fn run(store: &dyn Store, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
+fn run(
+    store: &dyn Store,
+    state: &dyn StateStore,
+    mut budget: Option<Budget>,
+    mut rx: mpsc::Receiver<Job>,
+) {
     // The batch renamed but not yet recorded, and who waits for it.
     let mut prev: Option<(Placed, Vec<(Reply, usize)>)> = None;
     let mut closed = false;
@@ -381,7 +419,7 @@ fn run(store: &dyn Store, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
                 s.spawn(move || answer(record(state, p, synced), r))
             });
             match synced.clone().and(announced) {
-                Ok(()) => prev = Some((place_batch(store, batch), replies)),
+                Ok(()) => prev = Some((place_batch(store, state, &mut budget, batch), replies)),
                 Err(e) => answer(batch.iter().map(|_| Err(e.clone())).collect(), replies),
             }
             if let Some(h) = recorded {
@@ -409,15 +447,17 @@ pub(crate) struct Committer {
 }
 
 impl Committer {
-    /// Starts the committer thread for a store and a state.
+    /// Starts the committer thread for a store and a state; the copies it puts in place kept
+    /// within `budget`, when given.
     pub(crate) fn start(
         store: std::sync::Arc<dyn Store>,
         state: std::sync::Arc<dyn StateStore>,
+        budget: Option<Budget>,
     ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(MAX_BATCH * 2);
         let thread = std::thread::Builder::new()
             .name("resourcesync-commit".into())
-            .spawn(move || run(store.as_ref(), state.as_ref(), rx))
+            .spawn(move || run(store.as_ref(), state.as_ref(), budget, rx))
             .map_err(|e| Error::io("starting the commit thread", e))?;
         Ok(Committer {
             tx: Mutex::new(Some(tx)),
@@ -622,7 +662,7 @@ mod tests {
         let store = std::sync::Arc::new(FsStore::open(d.path()).expect("store"));
         let state: std::sync::Arc<dyn StateStore> =
             std::sync::Arc::new(SqliteState::open(&d.path().join("s.sqlite")).expect("state"));
-        let c = Committer::start(store.clone(), state.clone()).expect("start");
+        let c = Committer::start(store.clone(), state.clone(), None).expect("start");
         let (tx, rx) = std::sync::mpsc::channel();
         let mut p = c.producer(tx).expect("producer");
         // Fewer copies than a batch waits for, all announcing more: nothing is committed
@@ -670,7 +710,7 @@ mod tests {
         let store = std::sync::Arc::new(FsStore::open(d.path()).expect("store"));
         let state: std::sync::Arc<dyn StateStore> =
             std::sync::Arc::new(SqliteState::open(&d.path().join("s.sqlite")).expect("state"));
-        let c = Committer::start(store.clone(), state.clone()).expect("start");
+        let c = Committer::start(store.clone(), state.clone(), None).expect("start");
         let mut receipts = Vec::new();
         for i in 0..50 {
             let p = pending(&store, &format!("http://h/{i}"), &format!("d/{i}"), b"x");

@@ -60,6 +60,22 @@ pub struct SyncOptions {
     pub catch_up: bool,
     /// Which resources are copied (default every one; see [`crate::filter`]).
     pub filter: UriFilter,
+    /// The most bytes of copies of the Source this Destination holds (default none).
+    pub quota: Option<Quota>,
+}
+
+/// A budget of bytes for the copies of one Source: the lengths its state records when the run
+/// starts, plus those of the copies the run puts in place (a copy replaced is counted once
+/// the budget is near: its old length is then taken off). Checked before a copy is put in
+/// place ([`crate::commit`]): a copy that would pass it is not put in place, and the run stops
+/// with [`Quota::hint`] in its error; the copies already in place stay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    /// The most bytes.
+    pub bytes: u64,
+    /// What the user can do, for the error (`raise max_bytes of the Source "museum" in
+    /// aggregate.toml`).
+    pub hint: String,
 }
 
 impl SyncOptions {
@@ -84,6 +100,7 @@ impl SyncOptions {
             check_copies: CheckCopies::default(),
             catch_up: true,
             filter: UriFilter::default(),
+            quota: None,
         }
     }
 

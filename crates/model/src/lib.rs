@@ -15,6 +15,8 @@
 //!   ZIP entries.
 //! - [`discovery`]: the parsers of Source discovery (Z39.99-2014 §6.3): `Link` headers
 //!   (RFC 8288), HTML `<link>` and `robots.txt` `Sitemap:` lines.
+//! - [`redact`]: credentials taken out of URLs, and out of texts that carry them, before they are
+//!   shown (pages, APIs, logs, printed configurations).
 //! - [`category`]: [`Category`], what a caller can do about an error (retry, skip, stop),
 //!   which every crate's error type answers.
 //!
@@ -34,6 +36,7 @@ pub mod mapping;
 pub mod package;
 pub mod path;
 pub mod reader;
+pub mod redact;
 pub mod rules;
 pub mod validate;
 pub mod writer;

@@ -56,6 +56,10 @@ macro_rules! forward_all_but_apply {
             self.inner.count_resources(source)
         }
 
+        fn bytes_recorded(&self, source: &str) -> $crate::error::Result<u64> {
+            self.inner.bytes_recorded(source)
+        }
+
         fn cursor(
             &self,
             source: &str,
@@ -379,6 +383,16 @@ pub trait StateStore: Send + Sync + Debug {
         let mut n = 0u64;
         for_each_resource(self, source, |_| {
             n += 1;
+            Ok(())
+        })?;
+        Ok(n)
+    }
+    /// The bytes of a Source's copies: the sum of the lengths its rows record (a placeholder
+    /// has none). The default sums them a page at a time; a database answers with one query.
+    fn bytes_recorded(&self, source: &str) -> Result<u64> {
+        let mut n = 0u64;
+        for_each_resource(self, source, |r| {
+            n = n.saturating_add(r.length.unwrap_or(0));
             Ok(())
         })?;
         Ok(n)

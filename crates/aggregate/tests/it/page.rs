@@ -1,7 +1,8 @@
 //! The page for operators in a real browser: headless Chromium (Debian's `chromium`, found or
 //! installed by scripts/chromium.sh, its path in RESOURCESYNC_TEST_CHROMIUM) loads `/` and a
 //! Source's page while one Source follows and one fails; the DOM it renders says so, and it
-//! takes a screenshot (kept at $RESOURCESYNC_SCREENSHOT when set: the README's picture).
+//! takes a screenshot (kept at $RESOURCESYNC_SCREENSHOT when set: the README's picture), in
+//! which the page's own style shows, its Content-Security-Policy notwithstanding.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -92,8 +93,32 @@ async fn the_page_renders_in_chromium() {
         "{} bytes",
         png.len()
     );
+    // The page's inline style applies under its Content-Security-Policy (a policy that
+    // blocked it would leave the text black): the failing Source's state is red (#b00020).
+    assert!(
+        red_pixels(&png) > 20,
+        "no red text: the page's style did not apply"
+    );
     if let Ok(keep) = std::env::var("RESOURCESYNC_SCREENSHOT") {
         std::fs::copy(&shot, Path::new(&keep)).expect("keep the screenshot");
     }
     agg.drain(Duration::from_secs(5)).await;
+}
+
+/// Pixels of a PNG close to the page's red (#b00020).
+fn red_pixels(png: &[u8]) -> usize {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(png))
+        .read_info()
+        .expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    let step = match info.color_type {
+        png::ColorType::Rgba => 4,
+        png::ColorType::Rgb => 3,
+        other => panic!("colour type {other:?}"),
+    };
+    buf[..info.buffer_size()]
+        .chunks_exact(step)
+        .filter(|p| p[0].abs_diff(0xb0) < 40 && p[1] < 50 && p[2].abs_diff(0x20) < 40)
+        .count()
 }

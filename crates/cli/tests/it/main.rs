@@ -30,10 +30,15 @@ mod manual;
 mod modes;
 mod nginx_publish;
 mod push;
+mod secrets;
 mod serve;
+#[cfg(target_os = "linux")]
+mod serve_headers;
 mod serve_robust;
 mod serve_tls;
 mod simulate;
+#[cfg(target_os = "linux")]
+mod slowloris;
 mod source_first_hour;
 mod source_page;
 mod sync;

@@ -175,7 +175,7 @@ impl SharedFetcher {
             slots: Arc::new(Semaphore::new(width.max(1))),
             ctx: Arc::new(Ctx {
                 http: Arc::new(http),
-                committer: Committer::start(store.clone(), state.clone())?,
+                committer: Committer::start(store.clone(), state.clone(), None)?,
                 store,
                 state,
                 mapper,

@@ -9,7 +9,7 @@ use std::time::Instant;
 use resourcesync_model::{Change, Entry, W3cDateTime};
 use resourcesync_store::{SourceCursor, Store};
 
-use crate::commit::Committer;
+use crate::commit::{Budget, Committer};
 use crate::discover::SourceInfo;
 use crate::error::Result;
 use crate::fetch::exec::{Ctx, Exec, Job, JobKind};
@@ -41,6 +41,7 @@ pub(crate) struct Applier {
     info: SourceInfo,
     base: String,
     filter: crate::filter::UriFilter,
+    quota: Option<crate::options::Quota>,
 }
 
 /// The state opened for one payload.
@@ -68,6 +69,7 @@ impl Applier {
             info,
             base,
             filter: opts.filter.clone(),
+            quota: opts.quota.clone(),
         })
     }
 
@@ -77,7 +79,11 @@ impl Applier {
         Ok(Session(Arc::new(Ctx {
             http: self.http.clone(),
             store: self.store.clone(),
-            committer: Committer::start(self.store.clone(), state.clone())?,
+            committer: Committer::start(
+                self.store.clone(),
+                state.clone(),
+                Budget::of(self.quota.as_ref(), state.as_ref(), &self.info.key())?,
+            )?,
             state_error: Mutex::default(),
             state_path: self.state_path.clone(),
             lists: Mutex::default(),

@@ -43,7 +43,7 @@ use std::time::Instant;
 use resourcesync_model::W3cDateTime;
 use resourcesync_store::{Batch, Op, SourceCursor};
 
-use crate::commit::{Committer, is_placeholder};
+use crate::commit::{Budget, Committer, is_placeholder};
 use crate::discover::docs::DocFetcher;
 use crate::discover::known::{Known, ListMemo, Quick, Validated, quick_start, start_key};
 use crate::discover::{SourceInfo, discover};
@@ -272,7 +272,11 @@ async fn run(
         max_resource_bytes: opts.max_resource_bytes,
         obs: obs.clone(),
         dumped,
-        committer: Committer::start(store.clone(), state.clone())?,
+        committer: Committer::start(
+            store.clone(),
+            state.clone(),
+            Budget::of(opts.quota.as_ref(), state.as_ref(), &key)?,
+        )?,
         state_error: Mutex::default(),
         state_path: ports.state_name.clone(),
         filter: opts.filter.clone(),

@@ -89,6 +89,10 @@ pub(super) async fn page(app: Arc<App>, query: Option<&str>, head: bool) -> Resp
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(HTML));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(crate::page::PAGE_CSP),
+    );
     r
 }
 

@@ -66,7 +66,8 @@ pub(super) fn router(app: Arc<App>) -> Router {
 }
 
 /// Applied to every response after compression: a gzip body is another representation, so it
-/// gets its own strong ETag (RFC 9110 §8.8.3), `-gzip` appended; and no type sniffing.
+/// gets its own strong ETag (RFC 9110 §8.8.3), `-gzip` appended; no type sniffing; and, but
+/// for the page (its own policy), `Content-Security-Policy: sandbox`.
 pub(super) async fn finish(mut res: Response) -> Response {
     let gz = res
         .headers()
@@ -84,10 +85,19 @@ pub(super) async fn finish(mut res: Response) -> Response {
             res.headers_mut().insert(header::ETAG, v);
         }
     }
-    res.headers_mut().insert(
+    let h = res.headers_mut();
+    h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // The page sets its own policy; everything else (resources the publisher wrote, the
+    // documents, the errors) runs sandboxed on this origin.
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(crate::page::SANDBOX_CSP),
+        );
+    }
     res
 }
 

@@ -120,6 +120,13 @@ fn records_page_in_uri_order(s: &dyn StateStore) -> Outcome {
         ok("count", s.count_resources("nobody"))? == 0,
         "count of an unknown Source"
     );
+    // The bytes of a Source's copies: the lengths its rows record (3 each here).
+    let b = ok("bytes", s.bytes_recorded("cap"))?;
+    ensure!(b == 3 * (mine.len() as u64 - 1), "bytes_recorded: {b}");
+    ensure!(
+        ok("bytes", s.bytes_recorded("nobody"))? == 0,
+        "bytes of an unknown Source"
+    );
     Ok(())
 }
 

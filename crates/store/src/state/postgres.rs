@@ -605,6 +605,20 @@ impl StateStore for PgState {
         })
     }
 
+    fn bytes_recorded(&self, source: &str) -> Result<u64> {
+        offload(|| {
+            let rows = self.query(
+                "SELECT coalesce(sum(length), 0)::bigint FROM resources WHERE source = $1",
+                &[&source],
+            )?;
+            let n: i64 = match rows.first() {
+                Some(r) => r.try_get(0).map_err(|e| self.err(e))?,
+                None => 0,
+            };
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
         offload(|| {
             let rows = self.query(

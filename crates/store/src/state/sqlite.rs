@@ -434,6 +434,16 @@ impl StateStore for SqliteState {
             .map_err(|e| self.err(e))
     }
 
+    fn bytes_recorded(&self, source: &str) -> Result<u64> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached("SELECT coalesce(sum(length), 0) FROM resources WHERE source = ?1")
+            .map_err(|e| self.err(e))?;
+        st.query_row([source], |r| r.get::<_, i64>(0))
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .map_err(|e| self.err(e))
+    }
+
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
         self.lock()
             .query_row(
