@@ -591,6 +591,19 @@ impl StateStore for PgState {
         })
     }
 
+    fn path_owner(&self, path: &str) -> Result<Option<String>> {
+        offload(|| {
+            let rows = self.query(
+                "SELECT uri FROM resources WHERE path = $1 ORDER BY uri LIMIT 1",
+                &[&path],
+            )?;
+            rows.first()
+                .map(|r| r.try_get::<_, String>(0))
+                .transpose()
+                .map_err(|e| self.err(e))
+        })
+    }
+
     fn count_resources(&self, source: &str) -> Result<u64> {
         offload(|| {
             let rows = self.query(
