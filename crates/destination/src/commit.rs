@@ -141,8 +141,10 @@ struct Placed {
     unplaced: Vec<String>,
 }
 
-/// Step 2: puts each copy of the batch in place ([`Store::place`]).
-fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
+/// Step 2: puts each copy of the batch in place ([`Store::place`]), but those the gate refused
+/// (`refused`, in order: see [`crate::owner::gate`]), which fail with its reason, their bodies
+/// discarded.
+fn place_batch(store: &dyn Store, batch: Vec<Pending>, refused: Vec<Option<Failed>>) -> Placed {
     let n = batch.len();
     let mut p = Placed {
         out: Vec::with_capacity(n),
@@ -152,16 +154,32 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
     };
     let mut bodies = Vec::with_capacity(n);
     let mut rest = Vec::with_capacity(n);
-    for Pending {
-        body,
-        row,
-        origin,
-        fresh,
-    } in batch
+    // The outcome of each copy refused, by its place in the batch.
+    let mut refusals = Vec::new();
+    let mut refused = refused.into_iter();
+    for (
+        i,
+        Pending {
+            body,
+            row,
+            origin,
+            fresh,
+        },
+    ) in batch.into_iter().enumerate()
     {
+        if let Some(Some(f)) = refused.next() {
+            refusals.push((i, f));
+            continue;
+        }
         bodies.push(body);
         rest.push((row, origin, fresh));
     }
+    let mut refusals = refusals.into_iter().peekable();
+    let mut refuse_due = |p: &mut Placed| {
+        while let Some((_, f)) = refusals.next_if(|(i, _)| *i == p.out.len()) {
+            p.out.push(Err(f));
+        }
+    };
     let placed = store.place(bodies);
     // A store that answers for fewer bodies than it was given: the others failed.
     let missing = rest.len().saturating_sub(placed.len());
@@ -172,6 +190,7 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
         })
     }));
     for (r, (mut row, origin, fresh)) in placed.zip(rest) {
+        refuse_due(&mut p);
         match r {
             Ok(c) => {
                 crate::crashpoint::point(match origin {
@@ -197,6 +216,7 @@ fn place_batch(store: &dyn Store, batch: Vec<Pending>) -> Placed {
             }
         }
     }
+    refuse_due(&mut p);
     p
 }
 
@@ -245,10 +265,12 @@ pub(crate) fn commit_batch(
     state: &dyn StateStore,
     batch: Vec<Pending>,
 ) -> Vec<Done> {
-    if let Err(e) = announce(state, batch.iter()).and_then(|()| Ok(store.sync()?)) {
+    let refused = crate::owner::gate(state, &batch, &[]);
+    let admitted = batch.iter().zip(&refused).filter(|(_, r)| r.is_none());
+    if let Err(e) = announce(state, admitted.map(|(p, _)| p)).and_then(|()| Ok(store.sync()?)) {
         return batch.iter().map(|_| Err(e.clone())).collect();
     }
-    let p = place_batch(store, batch);
+    let p = place_batch(store, batch, refused);
     let synced = store.sync().map_err(Failed::from);
     record(state, p, synced)
 }
@@ -355,23 +377,34 @@ fn run(store: &dyn Store, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
                 Err(mpsc::error::TryRecvError::Disconnected) => closed = true,
             }
         }
-        // The placeholders of this batch first (step 0), then one sync: the renames of the
-        // batch before and the bodies of this one (verified, so written, before they were
-        // queued).
-        let announced = announce(state, taken.jobs.iter().flat_map(|j| j.items.iter()));
-        let synced = store.sync().map_err(Failed::from);
-        let before = prev.take();
-        if taken.jobs.is_empty() {
-            if let Some((p, replies)) = before {
-                answer(record(state, p, synced), replies);
-            }
-            continue;
-        }
+        let no_jobs = taken.jobs.is_empty();
         let mut batch = Vec::with_capacity(taken.copies);
         let mut replies = Vec::with_capacity(taken.jobs.len());
         for j in taken.jobs {
             replies.push((j.reply, j.items.len()));
             batch.extend(j.items);
+        }
+        // No copy at a path another URI has (crate::owner): checked before anything of this
+        // batch is recorded or put in place, against the state, the batch before (placed, its
+        // rows not yet recorded) and the copies before it in this one.
+        let refused = if batch.is_empty() {
+            Vec::new()
+        } else {
+            let unrecorded = prev.as_ref().map_or(&[][..], |(p, _)| p.rows.as_slice());
+            crate::owner::gate(state, &batch, unrecorded)
+        };
+        // The placeholders of this batch first (step 0), then one sync: the renames of the
+        // batch before and the bodies of this one (verified, so written, before they were
+        // queued).
+        let admitted = batch.iter().zip(&refused).filter(|(_, r)| r.is_none());
+        let announced = announce(state, admitted.map(|(p, _)| p));
+        let synced = store.sync().map_err(Failed::from);
+        let before = prev.take();
+        if no_jobs {
+            if let Some((p, replies)) = before {
+                answer(record(state, p, synced), replies);
+            }
+            continue;
         }
         // The batch before is recorded (its renames are synced now) while this one is renamed
         // into place: neither waits for the other, and each copy's order is kept.
@@ -381,7 +414,7 @@ fn run(store: &dyn Store, state: &dyn StateStore, mut rx: mpsc::Receiver<Job>) {
                 s.spawn(move || answer(record(state, p, synced), r))
             });
             match synced.clone().and(announced) {
-                Ok(()) => prev = Some((place_batch(store, batch), replies)),
+                Ok(()) => prev = Some((place_batch(store, batch, refused), replies)),
                 Err(e) => answer(batch.iter().map(|_| Err(e.clone())).collect(), replies),
             }
             if let Some(h) = recorded {

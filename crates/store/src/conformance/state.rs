@@ -171,6 +171,24 @@ fn a_path_names_its_owner(s: &dyn StateStore) -> Outcome {
         owner.as_deref() == Some("http://other/p"),
         "after a removal {owner:?}"
     );
+    let owners = ok(
+        "path_owners",
+        s.path_owners(&["p", "nowhere", "x/doc.txt", "p"]),
+    )?;
+    ensure!(
+        owners
+            == [
+                Some("http://other/p".to_owned()),
+                None,
+                Some("http://h/x/doc.txt".to_owned()),
+                Some("http://other/p".to_owned())
+            ],
+        "path_owners {owners:?}"
+    );
+    ensure!(
+        ok("path_owners", s.path_owners(&[]))?.is_empty(),
+        "path_owners of nothing"
+    );
     // Moved to another path: the old one is free.
     ok("put", s.put_resource(&record("cap", "http://other/p", "q")))?;
     ok("put", s.put_resource(&record("cap", "http://z/p", "r")))?;
