@@ -649,6 +649,68 @@ mod tests {
         );
     }
 
+    /// The gate of `crate::owner`: a copy at a path another URI's row has, or one an earlier
+    /// copy of its batch (or of the batch before, not yet recorded) takes, fails alone, with
+    /// nothing written at the path, no row, and its body discarded.
+    #[test]
+    fn a_copy_at_a_path_another_uri_has_is_refused_in_its_batch() {
+        let d = tempfile::tempdir().expect("tmp");
+        let store = FsStore::open(d.path()).expect("store");
+        let state = SqliteState::open(&d.path().join("state.sqlite")).expect("state");
+        let first = commit_batch(
+            &store,
+            &state,
+            vec![pending(&store, "http://v/doc.txt", "v/doc.txt", b"victim")],
+        );
+        assert!(first[0].is_ok(), "{first:?}");
+        let batch = vec![
+            pending(&store, "http://src/v/doc.txt", "v/doc.txt", b"evil"),
+            pending(&store, "http://h/one", "dup", b"1"),
+            pending(&store, "http://h/two", "dup", b"2"),
+            pending(&store, "http://h/a", "a", b"a"),
+        ];
+        let done = commit_batch(&store, &state, batch);
+        let refused = |i: usize, by: &str| {
+            assert!(
+                done[i]
+                    .as_ref()
+                    .is_err_and(|e| e.message.contains(&format!("taken by {by}"))),
+                "{i}: {done:?}"
+            );
+        };
+        refused(0, "http://v/doc.txt");
+        assert!(done[1].is_ok(), "{done:?}");
+        refused(2, "http://h/one");
+        assert!(done[3].is_ok(), "{done:?}");
+        assert_eq!(
+            std::fs::read(d.path().join("v/doc.txt")).expect("v"),
+            b"victim"
+        );
+        assert_eq!(std::fs::read(d.path().join("dup")).expect("dup"), b"1");
+        for uri in ["http://src/v/doc.txt", "http://h/two"] {
+            assert!(state.resource(uri).expect("get").is_none(), "{uri}");
+        }
+        assert_eq!(store.clean_tmp().expect("clean"), 0, "no body left behind");
+        // The batch before, placed and not yet recorded, holds its paths too.
+        let unrecorded = [ResourceRecord {
+            uri: "http://h/before".into(),
+            path: "b".into(),
+            ..ResourceRecord::default()
+        }];
+        let later = vec![
+            pending(&store, "http://h/after", "b", b"x"),
+            pending(&store, "http://h/before", "b", b"y"),
+        ];
+        let gate = crate::owner::gate(&state, &later, &unrecorded);
+        assert!(
+            gate[0]
+                .as_ref()
+                .is_some_and(|e| e.message.contains("taken by http://h/before")),
+            "{gate:?}"
+        );
+        assert!(gate[1].is_none(), "{gate:?}");
+    }
+
     #[test]
     fn a_producer_gets_every_outcome_by_chunk_and_its_end_releases_the_batch() {
         let d = tempfile::tempdir().expect("tmp");
