@@ -212,3 +212,71 @@ async fn of_two_new_uris_of_one_path_the_first_is_copied_whichever_ends_first() 
     assert!(e.contains(&format!("taken by {first}")), "{e}");
     owned_by(&o, &dest, &p.path, first, first_bytes, second);
 }
+
+/// Through a Resource Dump (a Source with dumps and no list): of two manifest entries whose
+/// URIs map to one path, the first in manifest order is extracted there and the second
+/// refused, in either order; the refusal is a failure of the run, kept as pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_dump_entries_of_one_path_the_first_is_extracted() {
+    use crate::hand::{T1, capability_list, dump_doc, package};
+    for victim_first in [true, false] {
+        let src = tmp();
+        let server = Server::start(src.path()).await;
+        let b = server.base.clone();
+        let cap = format!("{b}resourcesync/cap.xml");
+        let own = format!("{b}victim.example/doc.txt");
+        let victim = "http://victim.example/doc.txt".to_owned();
+        let mut entries = vec![
+            (victim.clone(), "/resources/v", VICTIM, ""),
+            (own.clone(), "/resources/o", ATTACKER, ""),
+        ];
+        if !victim_first {
+            entries.reverse();
+        }
+        let (first, first_bytes, second) =
+            (entries[0].0.clone(), entries[0].2, entries[1].0.clone());
+        let p1 = package(
+            &cap,
+            &format!("capability=\"resourcedump-manifest\" at=\"{T1}\""),
+            &entries,
+        );
+        let rd = dump_doc(
+            &cap,
+            &format!("capability=\"resourcedump\" at=\"{T1}\""),
+            &[(format!("{b}resourcesync/p1.zip"), &p1, "")],
+        );
+        write_tree(
+            src.path(),
+            &[
+                (
+                    "resourcesync/cap.xml",
+                    capability_list(&[("resourcedump", format!("{b}resourcesync/rd.xml"))])
+                        .as_bytes(),
+                ),
+                ("resourcesync/rd.xml", rd.as_bytes()),
+                ("resourcesync/p1.zip", &p1),
+            ],
+        );
+        let out = tmp();
+        let dest = dest_in(&out);
+        let mut o = options(&cap, &dest);
+        o.http.retries = 0;
+        let r = run(&o).await;
+        assert_eq!(
+            (r.created, r.failed),
+            (1, 1),
+            "victim first {victim_first}: {:?}",
+            r.failures
+        );
+        let e = failure(&r, &second);
+        assert!(e.contains(&format!("taken by {first}")), "{e}");
+        owned_by(
+            &o,
+            &dest,
+            "victim.example/doc.txt",
+            &first,
+            first_bytes,
+            &second,
+        );
+    }
+}
