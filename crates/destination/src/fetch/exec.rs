@@ -147,18 +147,21 @@ pub(crate) enum JobKind {
 pub(crate) struct Exec {
     ctx: Arc<Ctx>,
     sem: Arc<Semaphore>,
-    set: JoinSet<(Outcome, Option<(Job, Option<Claim>)>)>,
+    set: JoinSet<(Outcome, Option<Deferred>)>,
     tally: Tally,
     /// Whether a blocked copy is deferred (not on the second try, not without `--delete`).
     may_defer: bool,
     /// Deferred jobs, each with the claim on its path (kept: a later URI of that path is still
     /// refused).
-    deferred: Vec<(Job, Option<Claim>)>,
+    deferred: Vec<Deferred>,
     /// The paths of the fetches in flight.
     in_flight: InFlight,
     /// The fetches on their way to other workers, with a [`crate::share::Downloads`] port.
     handout: Option<Handout>,
 }
+
+/// A deferred job and the claim on its path (see [`Exec`]).
+type Deferred = (Job, Option<Claim>);
 
 /// Most copies deferred in one run (see [`Exec`]): past it, a blocked copy fails at once and is
 /// tried again by the next run, as any failed change.
@@ -186,7 +189,7 @@ impl Exec {
 
     pub(crate) fn collect(
         &mut self,
-        r: std::result::Result<(Outcome, Option<(Job, Option<Claim>)>), tokio::task::JoinError>,
+        r: std::result::Result<(Outcome, Option<Deferred>), tokio::task::JoinError>,
     ) {
         match r {
             Ok((Outcome::Deferred, Some(deferred))) => self.deferred.push(deferred),
