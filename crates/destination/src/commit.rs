@@ -145,13 +145,15 @@ struct Placed {
     unplaced: Vec<String>,
 }
 
-/// Step 2: puts each copy of the batch in place ([`Store::place`]), those its Source's
-/// `budget` allows.
+/// Step 2: puts each copy of the batch in place ([`Store::place`]), but those the gate refused
+/// (`refused`, in order: see [`crate::owner::gate`]) and those past its Source's `budget`,
+/// which fail with their reason, their bodies discarded.
 fn place_batch(
     store: &dyn Store,
     state: &dyn StateStore,
     budget: &mut Option<Budget>,
     batch: Vec<Pending>,
+    refused: Vec<Option<Failed>>,
 ) -> Placed {
     let n = batch.len();
     let mut p = Placed {
@@ -162,26 +164,43 @@ fn place_batch(
     };
     let mut bodies = Vec::with_capacity(n);
     let mut rest = Vec::with_capacity(n);
-    let mut refused = Vec::new();
-    for Pending {
-        body,
-        row,
-        origin,
-        fresh,
-    } in batch
+    // The outcome of each copy refused, by its place in the batch, with the URI whose
+    // placeholder goes (a fresh copy announced but not put in place).
+    let mut refusals: Vec<(usize, Failed, Option<String>)> = Vec::new();
+    let mut refused = refused.into_iter();
+    for (
+        i,
+        Pending {
+            body,
+            row,
+            origin,
+            fresh,
+        },
+    ) in batch.into_iter().enumerate()
     {
+        // Refused by the gate: never announced, so no placeholder to remove.
+        if let Some(Some(f)) = refused.next() {
+            refusals.push((i, f, None));
+            continue;
+        }
         let over = budget
             .as_mut()
             .and_then(|b| b.take(state, &row, body.committed().length));
-        match over {
+        if let Some(f) = over {
             // Not put in place (its temporary body goes with it).
-            Some(f) => refused.push((rest.len() + refused.len(), row, fresh, f)),
-            None => {
-                bodies.push(body);
-                rest.push((row, origin, fresh));
-            }
+            refusals.push((i, f, fresh.then_some(row.uri)));
+            continue;
         }
+        bodies.push(body);
+        rest.push((row, origin, fresh));
     }
+    let mut refusals = refusals.into_iter().peekable();
+    let mut refuse_due = |p: &mut Placed| {
+        while let Some((_, f, unplaced)) = refusals.next_if(|(i, _, _)| *i == p.out.len()) {
+            p.unplaced.extend(unplaced);
+            p.out.push(Err(f));
+        }
+    };
     let placed = store.place(bodies);
     // A store that answers for fewer bodies than it was given: the others failed.
     let missing = rest.len().saturating_sub(placed.len());
@@ -191,14 +210,8 @@ fn place_batch(
             reason: "the store gave no outcome for this copy",
         })
     }));
-    let mut refused = refused.into_iter().peekable();
     for (r, (mut row, origin, fresh)) in placed.zip(rest) {
-        while let Some((_, uri_row, fresh, f)) = refused.next_if(|r| r.0 == p.out.len()) {
-            if fresh {
-                p.unplaced.push(uri_row.uri);
-            }
-            p.out.push(Err(f));
-        }
+        refuse_due(&mut p);
         match r {
             Ok(c) => {
                 crate::crashpoint::point(match origin {
@@ -224,12 +237,7 @@ fn place_batch(
             }
         }
     }
-    for (_, row, fresh, f) in refused {
-        if fresh {
-            p.unplaced.push(row.uri);
-        }
-        p.out.push(Err(f));
-    }
+    refuse_due(&mut p);
     p
 }
 
@@ -278,10 +286,12 @@ pub(crate) fn commit_batch(
     state: &dyn StateStore,
     batch: Vec<Pending>,
 ) -> Vec<Done> {
-    if let Err(e) = announce(state, batch.iter()).and_then(|()| Ok(store.sync()?)) {
+    let refused = crate::owner::gate(state, &batch, &[]);
+    let admitted = batch.iter().zip(&refused).filter(|(_, r)| r.is_none());
+    if let Err(e) = announce(state, admitted.map(|(p, _)| p)).and_then(|()| Ok(store.sync()?)) {
         return batch.iter().map(|_| Err(e.clone())).collect();
     }
-    let p = place_batch(store, state, &mut None, batch);
+    let p = place_batch(store, state, &mut None, batch, refused);
     let synced = store.sync().map_err(Failed::from);
     record(state, p, synced)
 }
@@ -393,23 +403,34 @@ fn run(
                 Err(mpsc::error::TryRecvError::Disconnected) => closed = true,
             }
         }
-        // The placeholders of this batch first (step 0), then one sync: the renames of the
-        // batch before and the bodies of this one (verified, so written, before they were
-        // queued).
-        let announced = announce(state, taken.jobs.iter().flat_map(|j| j.items.iter()));
-        let synced = store.sync().map_err(Failed::from);
-        let before = prev.take();
-        if taken.jobs.is_empty() {
-            if let Some((p, replies)) = before {
-                answer(record(state, p, synced), replies);
-            }
-            continue;
-        }
+        let no_jobs = taken.jobs.is_empty();
         let mut batch = Vec::with_capacity(taken.copies);
         let mut replies = Vec::with_capacity(taken.jobs.len());
         for j in taken.jobs {
             replies.push((j.reply, j.items.len()));
             batch.extend(j.items);
+        }
+        // No copy at a path another URI has (crate::owner): checked before anything of this
+        // batch is recorded or put in place, against the state, the batch before (placed, its
+        // rows not yet recorded) and the copies before it in this one.
+        let refused = if batch.is_empty() {
+            Vec::new()
+        } else {
+            let unrecorded = prev.as_ref().map_or(&[][..], |(p, _)| p.rows.as_slice());
+            crate::owner::gate(state, &batch, unrecorded)
+        };
+        // The placeholders of this batch first (step 0), then one sync: the renames of the
+        // batch before and the bodies of this one (verified, so written, before they were
+        // queued).
+        let admitted = batch.iter().zip(&refused).filter(|(_, r)| r.is_none());
+        let announced = announce(state, admitted.map(|(p, _)| p));
+        let synced = store.sync().map_err(Failed::from);
+        let before = prev.take();
+        if no_jobs {
+            if let Some((p, replies)) = before {
+                answer(record(state, p, synced), replies);
+            }
+            continue;
         }
         // The batch before is recorded (its renames are synced now) while this one is renamed
         // into place: neither waits for the other, and each copy's order is kept.
@@ -419,7 +440,10 @@ fn run(
                 s.spawn(move || answer(record(state, p, synced), r))
             });
             match synced.clone().and(announced) {
-                Ok(()) => prev = Some((place_batch(store, state, &mut budget, batch), replies)),
+                Ok(()) => {
+                    let p = place_batch(store, state, &mut budget, batch, refused);
+                    prev = Some((p, replies));
+                }
                 Err(e) => answer(batch.iter().map(|_| Err(e.clone())).collect(), replies),
             }
             if let Some(h) = recorded {
@@ -654,6 +678,68 @@ mod tests {
             0,
             "no temporary file left"
         );
+    }
+
+    /// The gate of `crate::owner`: a copy at a path another URI's row has, or one an earlier
+    /// copy of its batch (or of the batch before, not yet recorded) takes, fails alone, with
+    /// nothing written at the path, no row, and its body discarded.
+    #[test]
+    fn a_copy_at_a_path_another_uri_has_is_refused_in_its_batch() {
+        let d = tempfile::tempdir().expect("tmp");
+        let store = FsStore::open(d.path()).expect("store");
+        let state = SqliteState::open(&d.path().join("state.sqlite")).expect("state");
+        let first = commit_batch(
+            &store,
+            &state,
+            vec![pending(&store, "http://v/doc.txt", "v/doc.txt", b"victim")],
+        );
+        assert!(first[0].is_ok(), "{first:?}");
+        let batch = vec![
+            pending(&store, "http://src/v/doc.txt", "v/doc.txt", b"evil"),
+            pending(&store, "http://h/one", "dup", b"1"),
+            pending(&store, "http://h/two", "dup", b"2"),
+            pending(&store, "http://h/a", "a", b"a"),
+        ];
+        let done = commit_batch(&store, &state, batch);
+        let refused = |i: usize, by: &str| {
+            assert!(
+                done[i]
+                    .as_ref()
+                    .is_err_and(|e| e.message.contains(&format!("taken by {by}"))),
+                "{i}: {done:?}"
+            );
+        };
+        refused(0, "http://v/doc.txt");
+        assert!(done[1].is_ok(), "{done:?}");
+        refused(2, "http://h/one");
+        assert!(done[3].is_ok(), "{done:?}");
+        assert_eq!(
+            std::fs::read(d.path().join("v/doc.txt")).expect("v"),
+            b"victim"
+        );
+        assert_eq!(std::fs::read(d.path().join("dup")).expect("dup"), b"1");
+        for uri in ["http://src/v/doc.txt", "http://h/two"] {
+            assert!(state.resource(uri).expect("get").is_none(), "{uri}");
+        }
+        assert_eq!(store.clean_tmp().expect("clean"), 0, "no body left behind");
+        // The batch before, placed and not yet recorded, holds its paths too.
+        let unrecorded = [ResourceRecord {
+            uri: "http://h/before".into(),
+            path: "b".into(),
+            ..ResourceRecord::default()
+        }];
+        let later = vec![
+            pending(&store, "http://h/after", "b", b"x"),
+            pending(&store, "http://h/before", "b", b"y"),
+        ];
+        let gate = crate::owner::gate(&state, &later, &unrecorded);
+        assert!(
+            gate[0]
+                .as_ref()
+                .is_some_and(|e| e.message.contains("taken by http://h/before")),
+            "{gate:?}"
+        );
+        assert!(gate[1].is_none(), "{gate:?}");
     }
 
     #[test]

@@ -119,6 +119,25 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A copy refused because its path under the destination is another URI's (two URIs never
+    /// share a copy; see the module `owner`): the other URI's copy is left as it is.
+    #[error(
+        "refused {uri}: its path {path} under the destination is taken by {owner}{}; two \
+         URIs never share a copy: to keep both, sync one of them to another destination (or with \
+         another --base-url), or leave one out (--exclude, or `exclude` of the aggregator's \
+         source)",
+        if *.owner_gone { " (kept after its Source deleted it: --delete removes it)" } else { "" }
+    )]
+    PathTaken {
+        /// The URI refused.
+        uri: String,
+        /// Its path under the destination.
+        path: String,
+        /// The URI whose copy (or copy in progress) has that path.
+        owner: String,
+        /// The other URI's copy was kept after its Source deleted it.
+        owner_gone: bool,
+    },
     /// A dump package was refused as a whole (Z39.99-2014 §11, §13): its length or digest is
     /// not the published one, it is not a readable ZIP, its manifest is missing or invalid, a
     /// `path` is unsafe, an entry is not listed in the manifest, or it inflates too much.
@@ -237,6 +256,7 @@ impl Error {
             Error::Io { cause, .. } => Category::of_io(cause),
             Error::BadDocument { .. }
             | Error::Unmappable { .. }
+            | Error::PathTaken { .. }
             | Error::Package { .. }
             | Error::Patch { .. } => Category::Skip,
             Error::Discovery { .. }

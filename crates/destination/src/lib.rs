@@ -30,6 +30,7 @@ pub mod http;
 pub mod mapping;
 pub mod options;
 mod outcome;
+mod owner;
 pub mod ports;
 pub mod report;
 pub mod share;

@@ -19,6 +19,11 @@
 //!
 //! The URI is examined as written, before any normalization, so `http://host/../x` is refused
 //! rather than silently turned into `http://host/x`.
+//!
+//! The rule is not one to one: `BASE/other.example/x` and `http://other.example/x` map to one
+//! path, as do `%41` and `A`. The Destination gives a path to one URI only (the one whose copy
+//! its state records there) and refuses the others (`resourcesync_destination`'s `owner`
+//! module; SECURITY.md).
 
 use percent_encoding::percent_decode_str;
 use url::Url;

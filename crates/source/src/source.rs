@@ -114,15 +114,13 @@ pub struct Source {
 }
 
 fn check_base(base: &str) -> Result<()> {
-    let ok = (base.starts_with("http://") || base.starts_with("https://"))
-        && !base.contains(['?', '#', ' '])
-        && base.len() > "http://".len() + 1;
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Config(format!(
-            "--base-url {base:?} must be an http(s) URL without query or fragment"
-        )))
+    match crate::uri::base_problem(base) {
+        None => Ok(()),
+        Some(why) => Err(Error::Config(format!(
+            "--base-url {:?}: {why}; give the http(s) URL the Source is served at, written so \
+             that every Destination reads it one way and can map it to folders",
+            base.chars().take(200).collect::<String>()
+        ))),
     }
 }
 

@@ -31,6 +31,59 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b':')
     .remove(b'@');
 
+/// Longest base URL a Source is published under, in bytes: every URI of the Source starts with
+/// it, and the sitemaps.org protocol keeps URLs under 2,048 characters.
+pub const MAX_BASE_BYTES: usize = 1024;
+
+/// Why a base URL (normalized, [`normalize_base`]) is not one to publish a Source under, or
+/// `None`: it must be an http(s) URL that a Destination reads one way and can map (the reading
+/// of `resourcesync_model::mapping::parse_uri`: no user information, which would be published
+/// in every document; no backslash in the authority, no control character or space, a port in
+/// range, a host) with a path that a Destination can map to folders (no empty, `.` or `..`
+/// segment, also percent-encoded; no encoded `/`, `\` or NUL; UTF-8; segments of at most 255
+/// bytes; no `.resourcesync`, the Destination's own folder), no query or fragment, no
+/// character a URI cannot hold unencoded, and at most [`MAX_BASE_BYTES`].
+pub fn base_problem(base: &str) -> Option<String> {
+    if base.len() > MAX_BASE_BYTES {
+        return Some(format!("it is longer than {MAX_BASE_BYTES} bytes"));
+    }
+    if base.contains(['?', '#']) {
+        return Some("it has a query or a fragment".into());
+    }
+    if let Some(c) = base.chars().find(|c| "\"<>\\^`{|}".contains(*c)) {
+        return Some(format!("{c:?} is not allowed unencoded in a URI"));
+    }
+    let parts = match resourcesync_model::mapping::parse_uri(base) {
+        Ok(p) => p,
+        Err(why) => return Some(why.to_owned()),
+    };
+    let path = parts.path.strip_prefix('/').unwrap_or(parts.path);
+    let path = path.strip_suffix('/').unwrap_or(path);
+    if path.is_empty() {
+        return None;
+    }
+    for seg in path.split('/') {
+        let bytes: Vec<u8> = percent_decode_str(seg).collect();
+        let why = if seg.is_empty() {
+            "an empty path segment (//)"
+        } else if bytes == b"." || bytes == b".." {
+            "a dot segment (. or ..), also percent-encoded"
+        } else if bytes.iter().any(|b| matches!(b, b'/' | b'\\' | 0)) {
+            "an encoded /, \\ or NUL in a path segment"
+        } else if std::str::from_utf8(&bytes).is_err() {
+            "a path segment that is not UTF-8 once percent-decoded"
+        } else if bytes.len() > 255 {
+            "a path segment longer than 255 bytes"
+        } else if bytes.eq_ignore_ascii_case(b".resourcesync") {
+            "a path segment .resourcesync (a Destination's own folder)"
+        } else {
+            continue;
+        };
+        return Some(why.to_owned());
+    }
+    None
+}
+
 /// Normalizes a base URL to end with exactly one `/`.
 pub fn normalize_base(base: &str) -> String {
     let mut b = base.trim().trim_end_matches('/').to_owned();

@@ -52,6 +52,14 @@ macro_rules! forward_all_but_apply {
             self.inner.has_path(path)
         }
 
+        fn path_owner(&self, path: &str) -> $crate::error::Result<Option<String>> {
+            self.inner.path_owner(path)
+        }
+
+        fn path_owners(&self, paths: &[&str]) -> $crate::error::Result<Vec<Option<String>>> {
+            self.inner.path_owners(paths)
+        }
+
         fn count_resources(&self, source: &str) -> $crate::error::Result<u64> {
             self.inner.count_resources(source)
         }
@@ -377,6 +385,16 @@ pub trait StateStore: Send + Sync + Debug {
     ) -> Result<Vec<ResourceRecord>>;
     /// Whether some row has this path.
     fn has_path(&self, path: &str) -> Result<bool>;
+    /// The URI whose row has this path (placeholders and copies kept after a delete included),
+    /// if any: the least in byte order when several have it (a state written before a path
+    /// was held by one URI at most may have such rows). The Destination refuses to put one
+    /// URI's copy at a path another URI's row has: two URIs never share a copy.
+    fn path_owner(&self, path: &str) -> Result<Option<String>>;
+    /// [`StateStore::path_owner`] of each path, in order. The default asks for each in turn; a
+    /// database across a network answers with one query.
+    fn path_owners(&self, paths: &[&str]) -> Result<Vec<Option<String>>> {
+        paths.iter().map(|p| self.path_owner(p)).collect()
+    }
     /// How many rows a Source has (copies recorded, those kept after a delete included). The
     /// default counts them a page at a time; a database answers with one query.
     fn count_resources(&self, source: &str) -> Result<u64> {

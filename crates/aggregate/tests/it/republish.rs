@@ -306,3 +306,109 @@ fn strip(files: &BTreeMap<String, Vec<u8>>, prefix: &str) -> BTreeMap<String, Ve
         .map(|(k, v)| (k.strip_prefix(prefix).unwrap_or(k).to_owned(), v.clone()))
         .collect()
 }
+
+/// A hand-written Source whose Resource List is `list` (`(loc, body)` entries; the bodies of
+/// its own URIs are served under their paths).
+fn evil_list(s: &resourcesync_testkit::Server, list: &[(&str, &[u8])]) {
+    let b = &s.base;
+    let mut urls = String::new();
+    for (loc, body) in list {
+        urls.push_str(&format!(
+            "  <url><loc>{loc}</loc><rs:md hash=\"md5:{}\" length=\"{}\"/></url>\n",
+            md5_hex(body),
+            body.len()
+        ));
+        if let Some(path) = loc.strip_prefix(b.as_str()) {
+            s.route(&format!("/{path}"), resourcesync_testkit::Reply::ok(*body));
+        }
+    }
+    s.route(
+        "/list.xml",
+        resourcesync_testkit::Reply::xml(format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{b}caps.xml"/>
+  <rs:md capability="resourcelist" at="2026-11-01T00:00:00Z"/>
+{urls}</urlset>"#
+        )),
+    );
+}
+
+/// Provenance spoofed by a path collision (SECURITY.md, "Two URIs, one path"): a Source lists
+/// its own `BASE/victim.example/doc.txt`, then also `http://victim.example/doc.txt` with the
+/// same digest. Both map to `victim.example/doc.txt` in its folder; the second must not be
+/// recorded against the first one's bytes, so no republished entry claims
+/// `rel="via" href="http://victim.example/doc.txt"` for bytes that came from the Source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_collision_does_not_spoof_a_via() {
+    let evil = resourcesync_testkit::Server::empty().await;
+    let b = evil.base.clone();
+    evil.route(
+        "/.well-known/resourcesync",
+        resourcesync_testkit::Reply::xml(format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="description"/>
+  <url><loc>{b}caps.xml</loc><rs:md capability="capabilitylist"/></url>
+</urlset>"#
+        )),
+    );
+    evil.route(
+        "/caps.xml",
+        resourcesync_testkit::Reply::xml(format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:ln rel="up" href="{b}.well-known/resourcesync"/>
+  <rs:md capability="capabilitylist"/>
+  <url><loc>{b}list.xml</loc><rs:md capability="resourcelist"/></url>
+</urlset>"#
+        )),
+    );
+    let own = format!("{b}victim.example/doc.txt");
+    let victim = "http://victim.example/doc.txt";
+    let body: &[u8] = b"the Source's bytes, not victim.example's\n";
+    evil_list(&evil, &[(&own, body)]);
+    let store = tempfile::tempdir().expect("store");
+    let text = format!(
+        "[[source]]\nname = \"evil\"\nurl = \"{b}.well-known/resourcesync\"\nschedule = \"1s\"\n"
+    );
+    let (agg, base) = aggregator(&text, store.path()).await;
+    let limit = Duration::from_secs(60);
+    let v = until(&agg, "evil", limit, |v| v.republishes >= 1).await;
+    assert!(v.republish_error.is_none(), "{v:#?}");
+    // Now the other host's URI too, with the digest of the copy in place.
+    evil_list(&evil, &[(&own, body), (victim, body)]);
+    let syncs = v.syncs;
+    let v = until(&agg, "evil", limit, |v| {
+        v.syncs >= syncs + 2 && v.republishes >= 3 && !v.running
+    })
+    .await;
+    let capl = format!("{base}rs/evil/resourcesync/capabilitylist.xml");
+    let (_, c) = document(&capl).await;
+    let (_, list) = document(&named(&c, Capability::ResourceList)).await;
+    let vias: Vec<(String, String)> = list
+        .iter()
+        .flat_map(|e| {
+            e.links
+                .iter()
+                .filter(|l| l.rel == "via")
+                .map(|l| (e.loc.clone(), l.href.clone()))
+        })
+        .collect();
+    assert_eq!(
+        vias,
+        [(format!("{base}rs/evil/victim.example/doc.txt"), own.clone())],
+        "{v:#?}"
+    );
+    // The refusal is a failure of the Source's sync (the resource's, kept as pending), and
+    // the copy in place is still the Source's own.
+    assert!(
+        v.recent.iter().any(|e| e.summary.contains("1 failed")),
+        "{:#?}",
+        v.recent
+    );
+    assert_eq!(
+        std::fs::read(store.path().join("evil/victim.example/doc.txt")).expect("copy"),
+        body
+    );
+}

@@ -54,6 +54,10 @@ pub(crate) async fn fetch(
     if change && change_applied(item, prior.as_ref(), existing) {
         return Ok(Started::Done(Outcome::Unchanged));
     }
+    // A file at the path that is another URI's (crate::owner) is neither adopted nor replaced.
+    if existing.is_some() {
+        crate::owner::check(ctx.state.as_ref(), &item.uri, rel.as_str())?;
+    }
     if adopt(ctx, item, rel, prior.as_ref(), existing).await? {
         return Ok(Started::Done(Outcome::Unchanged));
     }

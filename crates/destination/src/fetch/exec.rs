@@ -21,6 +21,7 @@ use crate::filter::UriFilter;
 use crate::http::Http;
 use crate::mapping::UriMapper;
 pub(crate) use crate::outcome::{Outcome, Tally};
+use crate::owner::{Claim, InFlight};
 use crate::plan::staging::{StagedItem, Staging};
 use crate::report::{Failed, Failure, FailureKind, Observer, Planned};
 
@@ -135,6 +136,10 @@ pub(crate) enum JobKind {
 
 /// Runs jobs with a bounded number in flight.
 ///
+/// Of two fetches of one run whose URIs map to one path, the one submitted first is tried and
+/// the other refused while it is in flight ([`InFlight`]; after it, its row refuses it:
+/// [`crate::owner`]).
+///
 /// Jobs run at once, in no set order between resources; so with `--delete`, a copy whose path
 /// is blocked by a file or directory this run may delete (a Source that turned a file `a` into a
 /// directory holding `a/b`, or the other way round) is deferred: tried again once every other job
@@ -142,14 +147,21 @@ pub(crate) enum JobKind {
 pub(crate) struct Exec {
     ctx: Arc<Ctx>,
     sem: Arc<Semaphore>,
-    set: JoinSet<(Outcome, Option<Job>)>,
+    set: JoinSet<(Outcome, Option<Deferred>)>,
     tally: Tally,
     /// Whether a blocked copy is deferred (not on the second try, not without `--delete`).
     may_defer: bool,
-    deferred: Vec<Job>,
+    /// Deferred jobs, each with the claim on its path (kept: a later URI of that path is still
+    /// refused).
+    deferred: Vec<Deferred>,
+    /// The paths of the fetches in flight.
+    in_flight: InFlight,
     /// The fetches on their way to other workers, with a [`crate::share::Downloads`] port.
     handout: Option<Handout>,
 }
+
+/// A deferred job and the claim on its path (see [`Exec`]).
+type Deferred = (Job, Option<Claim>);
 
 /// Most copies deferred in one run (see [`Exec`]): past it, a blocked copy fails at once and is
 /// tried again by the next run, as any failed change.
@@ -171,15 +183,16 @@ impl Exec {
             tally: Tally::default(),
             may_defer,
             deferred: Vec::new(),
+            in_flight: InFlight::default(),
         }
     }
 
     pub(crate) fn collect(
         &mut self,
-        r: std::result::Result<(Outcome, Option<Job>), tokio::task::JoinError>,
+        r: std::result::Result<(Outcome, Option<Deferred>), tokio::task::JoinError>,
     ) {
         match r {
-            Ok((Outcome::Deferred, Some(job))) => self.deferred.push(job),
+            Ok((Outcome::Deferred, Some(deferred))) => self.deferred.push(deferred),
             Ok((o, _)) => self.tally.add(o),
             Err(e) => self.tally.add(Outcome::Failed(Failure::of(
                 String::new(),
@@ -205,6 +218,13 @@ impl Exec {
             },
             None => job,
         };
+        let (job, claim) = match self.claim(job) {
+            Ok(c) => c,
+            Err(o) => {
+                self.done_inline(o);
+                return Ok(());
+            }
+        };
         let permit = self
             .sem
             .clone()
@@ -228,13 +248,37 @@ impl Exec {
                     ctx.obs.resource_done();
                     (o, None)
                 }
-                Err(job) => (Outcome::Deferred, Some(*job)),
+                Err(job) => (Outcome::Deferred, Some((*job, claim))),
             }
         });
         while let Some(r) = self.set.try_join_next() {
             self.collect(r);
         }
         Ok(())
+    }
+
+    /// The claim of a fetch on its path (none for a delete or a URI without a path, which
+    /// `run_job` reports), or, when an earlier fetch of another URI holds it, the job settled
+    /// as refused ([`Error::PathTaken`]: reported, kept as pending).
+    fn claim(&self, job: Job) -> std::result::Result<(Job, Option<Claim>), Outcome> {
+        if !matches!(job.kind, JobKind::Fetch { .. }) {
+            return Ok((job, None));
+        }
+        let Ok(rel) = self.ctx.mapper.map(&job.item.uri) else {
+            return Ok((job, None));
+        };
+        match self.in_flight.take(rel.as_str(), &job.item.uri) {
+            Ok(c) => Ok((job, Some(c))),
+            Err(owner) => {
+                let e = Error::PathTaken {
+                    uri: job.item.uri.clone(),
+                    path: rel.to_string(),
+                    owner,
+                    owner_gone: false,
+                };
+                Err(settle(&self.ctx, Box::new(job), rel, Err(Failed::from(e))))
+            }
+        }
     }
 
     pub(crate) fn done_inline(&mut self, o: Outcome) {
@@ -267,7 +311,9 @@ impl Exec {
         }
         // Every other job has ended, deletes included: the deferred copies once more, for good.
         self.may_defer = false;
-        for job in std::mem::take(&mut self.deferred) {
+        for (job, claim) in std::mem::take(&mut self.deferred) {
+            // Taken again by the job itself.
+            drop(claim);
             let uri = job.item.uri.clone();
             if let Err(e) = self.submit(job).await {
                 self.tally

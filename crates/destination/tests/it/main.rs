@@ -8,6 +8,7 @@ mod dump_support;
 mod hand;
 mod live;
 
+mod collide;
 mod concurrency;
 mod dump;
 mod dump_hostile;

@@ -312,3 +312,80 @@ fn an_older_state_follows_a_listen_address_only() {
         }
     }
 }
+
+/// `publish --move` (and any publish) to a base URL a Destination would read two ways or could
+/// not map: refused before anything moves, saying why; the state stays under its URL, and a
+/// move to another host is a move like any other.
+#[test]
+fn a_move_to_a_hostile_base_url_is_refused_and_changes_nothing() {
+    let long = format!("http://new.example/{}/", "n".repeat(100_000));
+    let long_segment = format!("http://new.example/{}/", "n".repeat(256));
+    let cases: Vec<(&str, &str)> = vec![
+        ("http://new.example/a/../../etc/", "dot segment"),
+        ("http://new.example/a/%2e%2E/b/", "dot segment"),
+        ("http://new.example/a%2F..%2Fb/", "encoded /"),
+        ("http://new.example/a%5cb/", "encoded /"),
+        ("http://new.example/%00/", "NUL"),
+        ("http://new.example/caf%E9/", "not UTF-8"),
+        ("http://new.example//x/", "empty path segment"),
+        ("http://new.example/.resourcesync/", ".resourcesync"),
+        ("http://new.example/x/.ResourceSync/", ".resourcesync"),
+        ("/etc/passwd", "absolute URI"),
+        ("file:///etc/", "only http and https"),
+        (&long, "longer than 1024 bytes"),
+        (&long_segment, "longer than 255 bytes"),
+        ("http:///etc/", "no host"),
+        ("http://new.example/a\nb/", "control character"),
+        ("http://new.example/a\tb/", "control character"),
+        ("http://user:pw@new.example/", "user information"),
+        ("http://new.example:99999/", "bad port"),
+        ("http://[::1/", "IPv6"),
+        (
+            "http://new.example\\@evil.example/",
+            "not allowed unencoded",
+        ),
+        ("http://new.example/a\"b/", "not allowed unencoded"),
+        ("http://new.example/x?y=1", "query"),
+    ];
+    let dir = tempfile::tempdir().expect("dir");
+    let work = tempfile::tempdir().expect("work");
+    let (out, state) = (work.path().join("out"), work.path().join("state.sqlite"));
+    let d = dir.path();
+    std::fs::write(d.join("a.txt"), "alpha").expect("write");
+    let old = "http://old.example/data/";
+    publish_after(
+        &mut Source::open(config(d, &out, &state, old)).expect("open"),
+        || {},
+    );
+    let before = reachable(&out, old).0;
+    for (base, why) in &cases {
+        let mut cfg = config(d, &out, &state, base);
+        cfg.move_base = true;
+        let e = Source::open(cfg).expect_err(base).to_string();
+        assert!(e.contains(why) && e.contains("--base-url"), "{why}: {e}");
+        assert!(
+            e.len() < 600,
+            "the URL is cut short in the error: {} bytes",
+            e.len()
+        );
+        // Refused the same way without --move (a first publish under it).
+        let fresh = tempfile::tempdir().expect("fresh");
+        let cfg = config(
+            d,
+            &fresh.path().join("out"),
+            &fresh.path().join("s.sqlite"),
+            base,
+        );
+        assert!(Source::open(cfg).is_err(), "{base}");
+    }
+    // Nothing moved: the state opens under its URL, its documents as they were.
+    let s = Source::open(config(d, &out, &state, old)).expect("still under the old URL");
+    assert!(s.moved().is_none());
+    drop(s);
+    assert_eq!(reachable(&out, old).0, before);
+    // Another host is a base like any other.
+    let mut cfg = config(d, &out, &state, "https://other.example:8443/x/");
+    cfg.move_base = true;
+    let s = Source::open(cfg).expect("a move to another host");
+    assert_eq!(s.moved().map(|m| m.resources), Some(1));
+}

@@ -19,6 +19,7 @@ use crate::state::{
 pub const CHECKS: &[Check<dyn StateStore>] = &[
     ("records_page_in_uri_order", records_page_in_uri_order),
     ("pending_changes_and_cursors", pending_changes_and_cursors),
+    ("a_path_names_its_owner", a_path_names_its_owner),
     (
         "put_resources_forgets_pending",
         put_resources_forgets_pending,
@@ -126,6 +127,81 @@ fn records_page_in_uri_order(s: &dyn StateStore) -> Outcome {
     ensure!(
         ok("bytes", s.bytes_recorded("nobody"))? == 0,
         "bytes of an unknown Source"
+    );
+    Ok(())
+}
+
+/// [`StateStore::path_owner`]: the URI whose row has a path, whatever its Source, a
+/// placeholder's (gone, no length) included; the least URI when rows share a path.
+fn a_path_names_its_owner(s: &dyn StateStore) -> Outcome {
+    ensure!(
+        ok("path_owner", s.path_owner("x/doc.txt"))?.is_none(),
+        "an owner of nothing"
+    );
+    ok(
+        "put",
+        s.put_resource(&record("cap", "http://h/x/doc.txt", "x/doc.txt")),
+    )?;
+    let owner = ok("path_owner", s.path_owner("x/doc.txt"))?;
+    ensure!(
+        owner.as_deref() == Some("http://h/x/doc.txt"),
+        "owner {owner:?}"
+    );
+    ensure!(
+        ok("path_owner", s.path_owner("x/DOC.txt"))?.is_none(),
+        "paths compared as they are"
+    );
+    let placeholder = ResourceRecord {
+        length: None,
+        hashes: Hashes::default(),
+        gone: true,
+        ..record("other", "http://other/p", "p")
+    };
+    ok("put", s.put_resource(&placeholder))?;
+    let owner = ok("path_owner", s.path_owner("p"))?;
+    ensure!(
+        owner.as_deref() == Some("http://other/p"),
+        "placeholder owner {owner:?}"
+    );
+    // Rows that share a path (written before paths were checked): the least URI, either way
+    // round.
+    ok("put", s.put_resource(&record("cap", "http://a/p", "p")))?;
+    ok("put", s.put_resource(&record("cap", "http://z/p", "p")))?;
+    let owner = ok("path_owner", s.path_owner("p"))?;
+    ensure!(
+        owner.as_deref() == Some("http://a/p"),
+        "shared owner {owner:?}"
+    );
+    ok("remove", s.remove_resource("http://a/p"))?;
+    let owner = ok("path_owner", s.path_owner("p"))?;
+    ensure!(
+        owner.as_deref() == Some("http://other/p"),
+        "after a removal {owner:?}"
+    );
+    let owners = ok(
+        "path_owners",
+        s.path_owners(&["p", "nowhere", "x/doc.txt", "p"]),
+    )?;
+    ensure!(
+        owners
+            == [
+                Some("http://other/p".to_owned()),
+                None,
+                Some("http://h/x/doc.txt".to_owned()),
+                Some("http://other/p".to_owned())
+            ],
+        "path_owners {owners:?}"
+    );
+    ensure!(
+        ok("path_owners", s.path_owners(&[]))?.is_empty(),
+        "path_owners of nothing"
+    );
+    // Moved to another path: the old one is free.
+    ok("put", s.put_resource(&record("cap", "http://other/p", "q")))?;
+    ok("put", s.put_resource(&record("cap", "http://z/p", "r")))?;
+    ensure!(
+        ok("path_owner", s.path_owner("p"))?.is_none(),
+        "an old path still owned"
     );
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! [`MemState`]: the state in memory (tests, dry runs, the simulator). One lock over all of
 //! it: a batch is checked (its fences) before any write, then applied, so it is all or nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -28,8 +28,8 @@ struct Inner {
     resources: BTreeMap<(String, String), ResourceRecord>,
     /// The Source of each URI (a URI has one row).
     source_of: HashMap<String, String>,
-    /// How many rows have each path.
-    paths: HashMap<String, usize>,
+    /// The URIs of the rows of each path.
+    paths: HashMap<String, BTreeSet<String>>,
     cursors: HashMap<String, SourceCursor>,
     /// The documents remembered per start URL, in (role, URL) order.
     documents: HashMap<String, Vec<KnownDocument>>,
@@ -48,9 +48,9 @@ impl Inner {
             return;
         };
         if let Some(r) = self.resources.remove(&(source, uri.to_owned())) {
-            if let Some(n) = self.paths.get_mut(&r.path) {
-                *n -= 1;
-                if *n == 0 {
+            if let Some(uris) = self.paths.get_mut(&r.path) {
+                uris.remove(uri);
+                if uris.is_empty() {
                     self.paths.remove(&r.path);
                 }
             }
@@ -60,7 +60,10 @@ impl Inner {
     fn put_resource(&mut self, r: &ResourceRecord) {
         self.remove_resource(&r.uri);
         self.source_of.insert(r.uri.clone(), r.source.clone());
-        *self.paths.entry(r.path.clone()).or_insert(0) += 1;
+        self.paths
+            .entry(r.path.clone())
+            .or_default()
+            .insert(r.uri.clone());
         self.resources
             .insert((r.source.clone(), r.uri.clone()), r.clone());
     }
@@ -156,6 +159,10 @@ impl StateStore for MemState {
 
     fn has_path(&self, path: &str) -> Result<bool> {
         Ok(self.lock().paths.contains_key(path))
+    }
+
+    fn path_owner(&self, path: &str) -> Result<Option<String>> {
+        Ok(self.lock().paths.get(path).and_then(|u| u.first().cloned()))
     }
 
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {

@@ -591,6 +591,37 @@ impl StateStore for PgState {
         })
     }
 
+    fn path_owner(&self, path: &str) -> Result<Option<String>> {
+        offload(|| {
+            let rows = self.query(
+                "SELECT uri FROM resources WHERE path = $1 ORDER BY uri LIMIT 1",
+                &[&path],
+            )?;
+            rows.first()
+                .map(|r| r.try_get::<_, String>(0))
+                .transpose()
+                .map_err(|e| self.err(e))
+        })
+    }
+
+    fn path_owners(&self, paths: &[&str]) -> Result<Vec<Option<String>>> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        offload(|| {
+            // One statement per batch, each path looked up in the index on `path`, in order.
+            let rows = self.query(
+                "SELECT (SELECT uri FROM resources WHERE path = p.path ORDER BY uri LIMIT 1) \
+                 FROM unnest($1::text[]) WITH ORDINALITY AS p(path, n) ORDER BY p.n",
+                &[&paths],
+            )?;
+            rows.iter()
+                .map(|r| r.try_get::<_, Option<String>>(0))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| self.err(e))
+        })
+    }
+
     fn count_resources(&self, source: &str) -> Result<u64> {
         offload(|| {
             let rows = self.query(

@@ -424,6 +424,32 @@ impl StateStore for SqliteState {
             .map_err(|e| self.err(e))
     }
 
+    fn path_owner(&self, path: &str) -> Result<Option<String>> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached("SELECT uri FROM resources WHERE path = ?1 ORDER BY uri LIMIT 1")
+            .map_err(|e| self.err(e))?;
+        st.query_row([path], |r| r.get::<_, String>(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    fn path_owners(&self, paths: &[&str]) -> Result<Vec<Option<String>>> {
+        // One lock and one statement for the batch.
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached("SELECT uri FROM resources WHERE path = ?1 ORDER BY uri LIMIT 1")
+            .map_err(|e| self.err(e))?;
+        paths
+            .iter()
+            .map(|p| {
+                st.query_row([p], |r| r.get::<_, String>(0))
+                    .optional()
+                    .map_err(|e| self.err(e))
+            })
+            .collect()
+    }
+
     fn count_resources(&self, source: &str) -> Result<u64> {
         let c = self.lock();
         let mut st = c
