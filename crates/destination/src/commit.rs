@@ -143,6 +143,9 @@ struct Placed {
     slots: Vec<usize>,
     /// The URIs of the fresh copies not put in place: their placeholders go with the rows.
     unplaced: Vec<String>,
+    /// The rows of other Sources whose paths copies of this batch took over
+    /// ([`crate::owner::Gate::taken_over`]): removed with the rows.
+    taken_over: Vec<String>,
 }
 
 /// Step 2: puts each copy of the batch in place ([`Store::place`]), but those the gate refused
@@ -153,7 +156,7 @@ fn place_batch(
     state: &dyn StateStore,
     budget: &mut Option<Budget>,
     batch: Vec<Pending>,
-    refused: Vec<Option<Failed>>,
+    gate: crate::owner::Gate,
 ) -> Placed {
     let n = batch.len();
     let mut p = Placed {
@@ -161,13 +164,15 @@ fn place_batch(
         rows: Vec::with_capacity(n),
         slots: Vec::with_capacity(n),
         unplaced: Vec::new(),
+        taken_over: Vec::new(),
     };
     let mut bodies = Vec::with_capacity(n);
     let mut rest = Vec::with_capacity(n);
     // The outcome of each copy refused, by its place in the batch, with the URI whose
     // placeholder goes (a fresh copy announced but not put in place).
     let mut refusals: Vec<(usize, Failed, Option<String>)> = Vec::new();
-    let mut refused = refused.into_iter();
+    let mut refused = gate.refused.into_iter();
+    let mut taken_over = gate.taken_over.into_iter();
     for (
         i,
         Pending {
@@ -178,21 +183,22 @@ fn place_batch(
         },
     ) in batch.into_iter().enumerate()
     {
+        let over = taken_over.next().flatten();
         // Refused by the gate: never announced, so no placeholder to remove.
         if let Some(Some(f)) = refused.next() {
             refusals.push((i, f, None));
             continue;
         }
-        let over = budget
+        let past_budget = budget
             .as_mut()
             .and_then(|b| b.take(state, &row, body.committed().length));
-        if let Some(f) = over {
+        if let Some(f) = past_budget {
             // Not put in place (its temporary body goes with it).
             refusals.push((i, f, fresh.then_some(row.uri)));
             continue;
         }
         bodies.push(body);
-        rest.push((row, origin, fresh));
+        rest.push((row, origin, fresh, over));
     }
     let mut refusals = refusals.into_iter().peekable();
     let mut refuse_due = |p: &mut Placed| {
@@ -210,7 +216,7 @@ fn place_batch(
             reason: "the store gave no outcome for this copy",
         })
     }));
-    for (r, (mut row, origin, fresh)) in placed.zip(rest) {
+    for (r, (mut row, origin, fresh, over)) in placed.zip(rest) {
         refuse_due(&mut p);
         match r {
             Ok(c) => {
@@ -221,6 +227,7 @@ fn place_batch(
                 row.length = Some(c.committed.length);
                 row.hashes = c.committed.hashes;
                 p.slots.push(p.out.len());
+                p.taken_over.extend(over);
                 p.out.push(Ok(Put {
                     length: c.committed.length,
                     replaced: c.replaced,
@@ -249,11 +256,15 @@ fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Fai
         rows,
         slots,
         unplaced,
+        taken_over,
     } = p;
     if rows.is_empty() && unplaced.is_empty() {
         return out;
     }
     let mut batch = Batch::new();
+    for uri in &taken_over {
+        batch.push(Op::RemoveResource(uri));
+    }
     for r in &rows {
         batch.put_resource(r);
     }
@@ -286,12 +297,12 @@ pub(crate) fn commit_batch(
     state: &dyn StateStore,
     batch: Vec<Pending>,
 ) -> Vec<Done> {
-    let refused = crate::owner::gate(state, &batch, &[]);
-    let admitted = batch.iter().zip(&refused).filter(|(_, r)| r.is_none());
+    let gate = crate::owner::gate(state, &batch, &[]);
+    let admitted = batch.iter().zip(&gate.refused).filter(|(_, r)| r.is_none());
     if let Err(e) = announce(state, admitted.map(|(p, _)| p)).and_then(|()| Ok(store.sync()?)) {
         return batch.iter().map(|_| Err(e.clone())).collect();
     }
-    let p = place_batch(store, state, &mut None, batch, refused);
+    let p = place_batch(store, state, &mut None, batch, gate);
     let synced = store.sync().map_err(Failed::from);
     record(state, p, synced)
 }
@@ -413,8 +424,8 @@ fn run(
         // No copy at a path another URI has (crate::owner): checked before anything of this
         // batch is recorded or put in place, against the state, the batch before (placed, its
         // rows not yet recorded) and the copies before it in this one.
-        let refused = if batch.is_empty() {
-            Vec::new()
+        let gate = if batch.is_empty() {
+            crate::owner::Gate::default()
         } else {
             let unrecorded = prev.as_ref().map_or(&[][..], |(p, _)| p.rows.as_slice());
             crate::owner::gate(state, &batch, unrecorded)
@@ -422,7 +433,7 @@ fn run(
         // The placeholders of this batch first (step 0), then one sync: the renames of the
         // batch before and the bodies of this one (verified, so written, before they were
         // queued).
-        let admitted = batch.iter().zip(&refused).filter(|(_, r)| r.is_none());
+        let admitted = batch.iter().zip(&gate.refused).filter(|(_, r)| r.is_none());
         let announced = announce(state, admitted.map(|(p, _)| p));
         let synced = store.sync().map_err(Failed::from);
         let before = prev.take();
@@ -441,7 +452,7 @@ fn run(
             });
             match synced.clone().and(announced) {
                 Ok(()) => {
-                    let p = place_batch(store, state, &mut budget, batch, refused);
+                    let p = place_batch(store, state, &mut budget, batch, gate);
                     prev = Some((p, replies));
                 }
                 Err(e) => answer(batch.iter().map(|_| Err(e.clone())).collect(), replies),
@@ -734,12 +745,48 @@ mod tests {
         ];
         let gate = crate::owner::gate(&state, &later, &unrecorded);
         assert!(
-            gate[0]
+            gate.refused[0]
                 .as_ref()
                 .is_some_and(|e| e.message.contains("taken by http://h/before")),
             "{gate:?}"
         );
-        assert!(gate[1].is_none(), "{gate:?}");
+        assert!(gate.refused[1].is_none(), "{gate:?}");
+    }
+
+    /// A Source that moved to another address (its URIs changed, its paths did not) and is
+    /// synced into the same destination takes its paths over from the rows it left there under
+    /// its old key: they are removed with the new rows, one row per path again.
+    #[test]
+    fn a_path_another_sources_row_has_is_taken_over() {
+        let d = tempfile::tempdir().expect("tmp");
+        let store = FsStore::open(d.path()).expect("store");
+        let state = SqliteState::open(&d.path().join("state.sqlite")).expect("state");
+        let mut old = pending(&store, "http://127.0.0.1:1/a.txt", "a.txt", b"alpha");
+        old.row.source = "http://127.0.0.1:1/capabilitylist.xml".into();
+        let first = commit_batch(&store, &state, vec![old]);
+        assert!(first[0].is_ok(), "{first:?}");
+        let moved = pending(
+            &store,
+            "http://127.0.0.1:2/a.txt",
+            "a.txt",
+            b"alpha, edited",
+        );
+        let done = commit_batch(&store, &state, vec![moved]);
+        assert!(done[0].is_ok(), "{done:?}");
+        assert_eq!(
+            std::fs::read(d.path().join("a.txt")).expect("a"),
+            b"alpha, edited"
+        );
+        assert!(
+            state
+                .resource("http://127.0.0.1:1/a.txt")
+                .expect("get")
+                .is_none()
+        );
+        assert_eq!(
+            state.path_owner("a.txt").expect("owner").as_deref(),
+            Some("http://127.0.0.1:2/a.txt")
+        );
     }
 
     #[test]

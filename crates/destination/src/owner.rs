@@ -2,10 +2,9 @@
 //!
 //! Different URIs can map to one path under the destination ([`crate::mapping`]): a Source
 //! that lists `BASE/victim.example/doc.txt` beside `http://victim.example/doc.txt` (both map
-//! to `DEST/victim.example/doc.txt`), `%41` beside `A`, two notations of one host, or two
-//! Sources synced into one destination. Were both copied, the second would overwrite the
-//! first one's copy, or (same digest) be recorded against the first one's bytes, and an
-//! aggregator republishing it would claim `rel="via"` the first one's URI for bytes that came
+//! to `DEST/victim.example/doc.txt`), `%41` beside `A`, two notations of one host. Were both
+//! copied, the second would overwrite the first one's copy, or (same digest) be recorded
+//! against the first one's bytes, and an aggregator republishing it would claim `rel="via"` the first one's URI for bytes that came
 //! from elsewhere. So a path belongs to the URI whose row in the state has it (a placeholder of
 //! a copy in progress included, [`crate::commit`]), and a copy of any other URI there is
 //! refused with [`Error::PathTaken`] (a per-resource failure, kept as pending like any other;
@@ -26,6 +25,11 @@
 //! read `DEST/<host>/<path>`) and needs no migration; and a prefix would not help against the
 //! other collisions (two notations of one URI, two Sources in one destination), which the
 //! refusal covers too.
+//!
+//! A row of another Source (another key in the state) gives its path up instead: that is the
+//! same Source synced again after it moved to another address (its URIs changed, its paths did
+//! not), or a second Source the user synced into the same destination; the row is removed
+//! with the new one's ([`Gate::taken_over`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -51,60 +55,97 @@ fn taken(state: &dyn StateStore, uri: &str, path: &str, owner: String) -> Error 
     }
 }
 
-/// `Ok` when no row of another URI than `uri` has `path`.
-pub(crate) fn check(state: &dyn StateStore, uri: &str, path: &str) -> Result<()> {
+/// Whether `owner`'s row is of another Source than `source` (the state's key of the Source a
+/// copy is made for): a row an earlier Source left in this destination, such as the same Source
+/// before it moved to another address (its URIs changed, its paths did not). Such a row gives
+/// its path up to the Source synced now (its row removed with the new one's, [`gate`]); two
+/// URIs of one Source never share a path.
+fn of_another_source(state: &dyn StateStore, owner: &str, source: &str) -> bool {
+    state
+        .resource(owner)
+        .ok()
+        .flatten()
+        .is_some_and(|r| r.source != source)
+}
+
+/// `Ok` when no row of another URI of the Source `source` than `uri` has `path`.
+pub(crate) fn check(state: &dyn StateStore, uri: &str, source: &str, path: &str) -> Result<()> {
     match state.path_owner(path)? {
-        Some(owner) if owner != uri => Err(taken(state, uri, path, owner)),
+        Some(owner) if owner != uri && !of_another_source(state, &owner, source) => {
+            Err(taken(state, uri, path, owner))
+        }
         _ => Ok(()),
     }
 }
 
-/// The committer's check of a batch (see the module documentation), in order: `None` for a
-/// copy that may be put in place, else why not. `unrecorded`: the rows of the batch before,
-/// placed and not yet recorded.
+/// The committer's verdict on a batch ([`gate`]), one entry per copy in order.
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    /// `None` for a copy that may be put in place, else why not.
+    pub(crate) refused: Vec<Option<Failed>>,
+    /// The URI of another Source's row that has the copy's path, removed when the copy is
+    /// recorded (see [`of_another_source`]).
+    pub(crate) taken_over: Vec<Option<String>>,
+}
+
+/// The committer's check of a batch (see the module documentation), in order. `unrecorded`:
+/// the rows of the batch before, placed and not yet recorded.
 pub(crate) fn gate(
     state: &dyn StateStore,
     batch: &[Pending],
     unrecorded: &[ResourceRecord],
-) -> Vec<Option<Failed>> {
+) -> Gate {
+    let all = |f: Failed| Gate {
+        refused: batch.iter().map(|_| Some(f.clone())).collect(),
+        taken_over: batch.iter().map(|_| None).collect(),
+    };
     let paths: Vec<&str> = batch.iter().map(|p| p.row.path.as_str()).collect();
     let owners = match state.path_owners(&paths) {
         Ok(o) if o.len() == batch.len() => o,
         Ok(_) => {
-            let f = Failed::other("the state answered for fewer paths than it was asked");
-            return batch.iter().map(|_| Some(f.clone())).collect();
+            return all(Failed::other(
+                "the state answered for fewer paths than it was asked",
+            ));
         }
-        Err(e) => {
-            let f = Failed::from(e);
-            return batch.iter().map(|_| Some(f.clone())).collect();
-        }
+        Err(e) => return all(Failed::from(e)),
     };
     // Bounded by two batches: the one before and this one.
     let mut claimed: HashMap<&str, &str> = unrecorded
         .iter()
         .map(|r| (r.path.as_str(), r.uri.as_str()))
         .collect();
-    batch
-        .iter()
-        .zip(owners)
-        .map(|(p, owner)| {
-            let (uri, path) = (p.row.uri.as_str(), p.row.path.as_str());
-            let other = match owner {
-                Some(o) if o != uri => Some(o),
-                _ => claimed
-                    .get(path)
-                    .filter(|u| **u != uri)
-                    .map(|u| (*u).to_owned()),
-            };
-            match other {
-                Some(o) => Some(Failed::from(taken(state, uri, path, o))),
-                None => {
-                    claimed.entry(path).or_insert(uri);
-                    None
-                }
+    let mut g = Gate::default();
+    for (p, owner) in batch.iter().zip(owners) {
+        let (uri, path) = (p.row.uri.as_str(), p.row.path.as_str());
+        let mut over = None;
+        let other = match owner {
+            Some(o) if o != uri && of_another_source(state, &o, &p.row.source) => {
+                over = Some(o);
+                None
             }
-        })
-        .collect()
+            Some(o) if o != uri => Some(o),
+            _ => None,
+        };
+        let other = other.or_else(|| {
+            claimed
+                .get(path)
+                .filter(|u| **u != uri)
+                .map(|u| (*u).to_owned())
+        });
+        match other {
+            Some(o) => {
+                g.refused
+                    .push(Some(Failed::from(taken(state, uri, path, o))));
+                g.taken_over.push(None);
+            }
+            None => {
+                claimed.entry(path).or_insert(uri);
+                g.refused.push(None);
+                g.taken_over.push(over);
+            }
+        }
+    }
+    g
 }
 
 /// The paths of a run's fetches in flight, the URI each is fetched for and by how many jobs
