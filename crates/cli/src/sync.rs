@@ -349,18 +349,40 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     let report = runtime()?.block_on(resourcesync_destination::sync(&o, bars.clone()));
     bars.clear();
     let report = report?;
-    let mut out = crate::out::stdout();
+    let failed = report.failed > 0;
     if r.json {
+        let mut out = crate::out::stdout();
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        print_sync(&mut out, &report)?;
+        match summary_to(failed) {
+            Summary::Stdout => print_sync(&mut crate::out::stdout(), &report)?,
+            Summary::Stderr => print_sync(&mut crate::out::stderr(), &report)?,
+            Summary::None => {}
+        }
     }
-    Ok(if report.failed > 0 {
-        EXIT_DIFFERENCES
-    } else {
-        EXIT_OK
-    })
+    Ok(if failed { EXIT_DIFFERENCES } else { EXIT_OK })
+}
+
+/// Where a summary goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Summary {
+    Stdout,
+    /// `-q` and something to tell (failures, differences): standard error.
+    Stderr,
+    /// `-q` and nothing to tell.
+    None,
+}
+
+/// Where the summary of `sync` or `audit` goes: standard output, or with `-q` nowhere on
+/// success (cron mails only when there is something to read) and standard error otherwise.
+/// `--json` is asked for explicitly and always printed.
+fn summary_to(differences: bool) -> Summary {
+    match (crate::out::quiet(), differences) {
+        (false, _) => Summary::Stdout,
+        (true, true) => Summary::Stderr,
+        (true, false) => Summary::None,
+    }
 }
 
 fn print_audit(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
@@ -406,12 +428,16 @@ pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
     let report = runtime()?.block_on(resourcesync_destination::audit(&o, bars.clone()));
     bars.clear();
     let report = report?;
-    let mut out = crate::out::stdout();
     if r.json {
+        let mut out = crate::out::stdout();
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        print_audit(&mut out, &report)?;
+        match summary_to(!report.in_sync) {
+            Summary::Stdout => print_audit(&mut crate::out::stdout(), &report)?,
+            Summary::Stderr => print_audit(&mut crate::out::stderr(), &report)?,
+            Summary::None => {}
+        }
     }
     Ok(if report.in_sync {
         EXIT_OK

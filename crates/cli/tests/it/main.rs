@@ -35,4 +35,5 @@ mod simulate;
 mod source_first_hour;
 mod source_page;
 mod sync;
+mod sync_flags;
 mod validate;

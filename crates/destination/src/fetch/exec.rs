@@ -149,7 +149,13 @@ pub(crate) struct Exec {
     deferred: Vec<Job>,
     /// The fetches on their way to other workers, with a [`crate::share::Downloads`] port.
     handout: Option<Handout>,
+    /// Whether this run counted a resource already (`crate::sync::catch_up`): its job's
+    /// outcome then adds its bytes and failures only ([`Outcome::again`]).
+    counted: Option<Counted>,
 }
+
+/// See [`Exec::counted_already`].
+pub(crate) type Counted = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// Most copies deferred in one run (see [`Exec`]): past it, a blocked copy fails at once and is
 /// tried again by the next run, as any failed change.
@@ -171,7 +177,14 @@ impl Exec {
             tally: Tally::default(),
             may_defer,
             deferred: Vec::new(),
+            counted: None,
         }
+    }
+
+    /// Tells the executor which resources this run counted already (a catch-up after a
+    /// baseline): each resource is counted once in a report.
+    pub(crate) fn counted_already(&mut self, f: Counted) {
+        self.counted = Some(f);
     }
 
     pub(crate) fn collect(
@@ -193,8 +206,13 @@ impl Exec {
         // A job failed in a way that stops the run (a full disk, a state write): no more.
         self.ctx.check_state()?;
         // Left out by the include/exclude patterns, whatever the job: left alone.
-        if !self.ctx.filter.wants(&job.item.uri) {
-            self.done_inline(Outcome::Filtered);
+        let again = self.counted.as_ref().is_some_and(|f| f(&job.item.uri));
+        if !self
+            .ctx
+            .filter
+            .wants_mapped(&job.item.uri, &self.ctx.mapper)
+        {
+            self.done_inline(Outcome::Filtered.again_if(again));
             return Ok(());
         }
         // Handed to the workers, when the run shares its fetches (crate::share).
@@ -226,7 +244,7 @@ impl Exec {
             match r {
                 Ok(o) => {
                     ctx.obs.resource_done();
-                    (o, None)
+                    (o.again_if(again), None)
                 }
                 Err(job) => (Outcome::Deferred, Some(*job)),
             }
