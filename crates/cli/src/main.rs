@@ -72,6 +72,7 @@ enum Command {
     /// Serve a directory as a live Source: resources, documents, change detection.
     Serve(serve::ServeArgs),
     /// Synchronize a directory with a Source: discovery, baseline, then incremental.
+    #[command(after_help = sync::SYNC_COUNTS)]
     Sync(sync::SyncArgs),
     /// Compare a synchronized directory with the Source's current state.
     Audit(sync::AuditArgs),
