@@ -22,8 +22,9 @@
 //! token = "…"                           # bearer token for this Source
 //! rate = 10.0                           # requests per second to its host
 //! concurrency = 8                       # downloads in flight for this Source
-//! include = ["https://museum.example/objects/*"]  # copy only URIs matching one of these
-//! exclude = ["*.tif", "*/private/*"]      # and none of these (see resourcesync_destination::filter)
+//! include = ["https://museum.example/objects/*"]  # copy only resources matching one of these
+//! exclude = ["*.tif", "*/private/*"]      # and none of these: names under the folder, decoded,
+//!                                         # or URIs with http(s):// (resourcesync_destination::filter)
 //! ```
 //!
 //! Every problem is an [`Error::Config`] naming the file and line: unknown keys, duplicate
@@ -114,9 +115,11 @@ pub struct SourceSpec {
     pub rate: Option<f64>,
     /// Downloads in flight.
     pub concurrency: usize,
-    /// Include patterns over resource URIs (none: every resource).
+    /// Include patterns over the resources' decoded paths under the Source's folder, or URIs
+    /// for patterns starting with `http(s)://` (none: every resource;
+    /// resourcesync_destination::filter).
     pub include: Vec<String>,
-    /// Exclude patterns over resource URIs.
+    /// Exclude patterns, as `include`.
     pub exclude: Vec<String>,
 }
 

@@ -374,6 +374,7 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     o.set = r.set.clone();
     o.base_url = r.base_url.clone();
     o.delete = a.delete;
+    o.delete_extra = a.delete;
     o.dry_run = a.dry_run;
     o.concurrency = a.concurrency.max(1);
     o.http = r.http(o.concurrency);

@@ -361,7 +361,7 @@ async fn run(
     tally.merge(earlier);
     tally.merge(from_dumps);
     // rsync's --delete: the files no resource maps to go too (crate::sync::extras).
-    if opts.delete {
+    if opts.delete && opts.delete_extra {
         let mut w = Vec::new();
         extras::delete_extras(
             &ctx,

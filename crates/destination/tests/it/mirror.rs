@@ -257,7 +257,13 @@ async fn delete_removes_the_files_no_resource_maps_to_and_nothing_else() {
         a.extra
     );
 
+    // Copies of deleted resources only, as the aggregator's `delete = true`: the extras stay.
     o.delete = true;
+    let r = run(&o).await;
+    assert_eq!(r.extra_deleted, 0, "{r:?}");
+    assert!(dest.join("stray 1.txt").exists());
+
+    o.delete_extra = true;
     o.filter = filter(&[], &["*.tmp"]);
     o.dry_run = true;
     let r = run(&o).await;
