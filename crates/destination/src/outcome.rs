@@ -26,6 +26,9 @@ pub(crate) enum Outcome {
     Deferred,
     /// Bytes received for a resource counted already in this run ([`Outcome::again`]).
     Bytes(u64),
+    /// A delete at the Source of a resource with no copy here: nothing done, and no resource
+    /// of the Source to count.
+    NoCopy,
 }
 
 impl Outcome {
@@ -146,7 +149,7 @@ impl Tally {
                 push_capped(&mut self.planned, p);
             }
             Outcome::Filtered => self.filtered += 1,
-            Outcome::Counted | Outcome::Deferred => {}
+            Outcome::Counted | Outcome::Deferred | Outcome::NoCopy => {}
             Outcome::Bytes(n) => self.bytes += n,
             Outcome::Patched(n) => {
                 self.updated += 1;

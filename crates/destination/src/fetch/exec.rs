@@ -489,7 +489,7 @@ pub(crate) async fn delete(
         if !ctx.dry_run {
             let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
         }
-        return Ok(Outcome::Unchanged);
+        return Ok(Outcome::NoCopy);
     };
     let path = RelPath::parse(&p.path).unwrap_or_else(|_| rel.clone());
     // The placeholder of a copy a killed run never put in place (crate::commit): nothing to
@@ -500,7 +500,7 @@ pub(crate) async fn delete(
             None => {
                 ctx.state.remove_resource(&item.uri)?;
                 let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
-                return Ok(Outcome::Unchanged);
+                return Ok(Outcome::NoCopy);
             }
             Some(m) if !ctx.delete => ctx.state.put_resource(&ResourceRecord {
                 length: Some(m.length),

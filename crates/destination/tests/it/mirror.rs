@@ -20,23 +20,6 @@ fn filter(include: &[&str], exclude: &[&str]) -> UriFilter {
     UriFilter::new(&v(include), &v(exclude)).expect("patterns")
 }
 
-/// The identity every report keeps: each resource the run went through is counted once, as
-/// created, updated, unchanged, failed or filtered.
-#[track_caller]
-pub(crate) fn adds_up(r: &SyncReport, resources: u64) {
-    assert_eq!(
-        r.accounted(),
-        resources,
-        "created {} + updated {} + unchanged {} + failed {} + filtered {} is not the Source's \
-         {resources} resources: {r:?}",
-        r.created,
-        r.updated,
-        r.unchanged,
-        r.failed,
-        r.filtered
-    );
-}
-
 fn names() -> Vec<(&'static str, &'static [u8])> {
     vec![
         ("a.txt", b"alpha"),
@@ -313,4 +296,21 @@ async fn delete_removes_the_files_no_resource_maps_to_and_nothing_else() {
     o.filter = UriFilter::default();
     let r = run(&o).await;
     assert_eq!((r.mode, r.extra_deleted), (Mode::Incremental, 0), "{r:?}");
+}
+
+/// A baseline from the Resource Dump (then the Resource List, whose entries the packages put in
+/// place): each resource counted once, as created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_baseline_from_a_resource_dump_counts_each_resource_once() {
+    let src = tmp();
+    write_tree(src.path(), &names());
+    let server = Server::start(src.path()).await;
+    publish_with(src.path(), &server.base, |c| c.publish.dumps = true);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let r = run(&options(&server.base, &dest)).await;
+    assert_eq!(r.mode, Mode::Baseline, "{r:?}");
+    assert!(r.packages > 0, "from the dump: {r:?}");
+    assert_eq!((r.created, r.failed), (5, 0), "{r:?}");
+    adds_up(&r, 5);
 }
