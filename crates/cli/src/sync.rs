@@ -113,6 +113,9 @@ pub(crate) struct SyncArgs {
     /// DEST/.resourcesync nor a --state inside DEST, never outside DEST, never through a
     /// symbolic link (a link is removed, not followed); files that --include/--exclude leave
     /// out are protected. With --dry-run, listed ("would delete-extra") and not removed.
+    /// "No resource maps to" means no row of the state database names the file: Sources synced
+    /// into one DEST keep their copies when they share the state (the default), not when each
+    /// has its own --state. Each run walks DEST once more (as `audit` does).
     #[arg(long)]
     delete: bool,
     /// The most downloads in flight per host: the number adapts below it, from 32, to what the
