@@ -314,3 +314,88 @@ async fn a_baseline_from_a_resource_dump_counts_each_resource_once() {
     assert_eq!((r.created, r.failed), (5, 0), "{r:?}");
     adds_up(&r, 5);
 }
+
+/// `--delete` on a bucket (the S3 store of `scripts/s3.sh`, `RESOURCESYNC_TEST_S3`): objects no
+/// resource maps to are removed, one the patterns leave out is kept, the copies stay. Under a
+/// random prefix of the bucket, emptied at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_removes_the_objects_no_resource_maps_to_in_a_bucket() {
+    use resourcesync_destination::{Destination, Ports, http::Http};
+    use resourcesync_store::{Expect, MemState, RelPath, S3Config, S3Store, Store};
+
+    let url = match std::env::var("RESOURCESYNC_TEST_S3") {
+        Ok(u) if !u.is_empty() => u,
+        _ => panic!(
+            "RESOURCESYNC_TEST_S3 is not set: run `export RESOURCESYNC_TEST_S3=$(scripts/s3.sh)` \
+             first, or every test with scripts/test.sh"
+        ),
+    };
+    let prefix = format!("mirror-{:08x}/", fastrand::u32(..));
+    let cfg = S3Config::parse(&url)
+        .expect("S3 URL")
+        .with_prefix(&prefix)
+        .expect("prefix");
+    let scratch = tmp();
+    let store = Arc::new(
+        tokio::task::spawn_blocking(move || S3Store::with_config(cfg))
+            .await
+            .expect("task")
+            .expect("bucket")
+            .with_scratch(scratch.path()),
+    );
+    let src = tmp();
+    write_tree(src.path(), &names());
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let work = tmp();
+    let state = Arc::new(MemState::new());
+    let ports = Ports::new(store.clone(), state, work.path(), "(memory)");
+    let mut o = options(&server.base, &work.path().join("unused"));
+    let d = Destination::new(
+        &server.base,
+        ports,
+        Http::new(o.http.clone()).expect("client"),
+    );
+    let r = d.sync(&o, Arc::new(Quiet)).await.expect("baseline");
+    assert_eq!((r.created, r.failed), (5, 0), "{r:?}");
+
+    let s = store.clone();
+    tokio::task::spawn_blocking(move || {
+        for k in ["stray 1.txt", "junk/deep/x.bin", "notes.tmp"] {
+            let key = RelPath::parse(k).expect("key");
+            let expect = Expect {
+                max_bytes: 1 << 20,
+                ..Expect::default()
+            };
+            s.put(&key, expect, &mut &b"nobody's"[..]).expect("put");
+        }
+    })
+    .await
+    .expect("task");
+
+    o.delete = true;
+    o.delete_extra = true;
+    o.filter = filter(&[], &["*.tmp"]);
+    let r = d.sync(&o, Arc::new(Quiet)).await.expect("sync --delete");
+    assert_eq!(r.extra_deleted, 2, "{r:?}");
+    let s = store.clone();
+    let keys = tokio::task::spawn_blocking(move || {
+        let mut keys = Vec::new();
+        s.list(None, &mut |item| {
+            keys.push(item.expect("key").0.to_string());
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .expect("list");
+        for k in &keys {
+            s.delete(&RelPath::parse(k).expect("key"))
+                .expect("clean up");
+        }
+        keys
+    })
+    .await
+    .expect("task");
+    let mut want: Vec<String> = names().iter().map(|(n, _)| (*n).to_owned()).collect();
+    want.push("notes.tmp".into());
+    want.sort_unstable();
+    assert_eq!(keys, want);
+}
