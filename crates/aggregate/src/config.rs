@@ -24,8 +24,9 @@
 //! token = "…"                           # bearer token for this Source
 //! rate = 10.0                           # requests per second to its host
 //! concurrency = 8                       # downloads in flight for this Source
-//! include = ["https://museum.example/objects/*"]  # copy only URIs matching one of these
-//! exclude = ["*.tif", "*/private/*"]      # and none of these (see resourcesync_destination::filter)
+//! include = ["https://museum.example/objects/*"]  # copy only resources matching one of these
+//! exclude = ["*.tif", "*/private/*"]      # and none of these: names under the folder, decoded,
+//!                                         # or URIs with http(s):// (resourcesync_destination::filter)
 //! allow_hosts = ["cdn.museum.example", "*.museum.example", "https://files.example:8443"]
 //! max_bytes = "1TB"                     # most bytes of its copies (past it, its sync fails)
 //! ```
@@ -136,9 +137,11 @@ pub struct SourceSpec {
     pub rate: Option<f64>,
     /// Downloads in flight.
     pub concurrency: usize,
-    /// Include patterns over resource URIs (none: every resource).
+    /// Include patterns over the resources' decoded paths under the Source's folder, or URIs
+    /// for patterns starting with `http(s)://` (none: every resource;
+    /// resourcesync_destination::filter).
     pub include: Vec<String>,
-    /// Exclude patterns over resource URIs.
+    /// Exclude patterns, as `include`.
     pub exclude: Vec<String>,
     /// Origins fetched from for this Source besides its own (`allow_hosts`).
     pub allow_hosts: Vec<resourcesync_http::HostRule>,

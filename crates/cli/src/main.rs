@@ -47,7 +47,9 @@ struct Cli {
     #[arg(short, long, global = true, conflicts_with = "quiet")]
     verbose: bool,
     /// Say less: no progress and no summaries, only errors and warnings (`serve` and `hub`
-    /// log warnings and errors; `validate` reports errors only).
+    /// log warnings and errors; `validate` reports errors only; `sync` and `audit` print
+    /// nothing on success, and their summary on standard error when a resource failed or a
+    /// copy differs; the exit status is the same: 0 ok, 1 failures or differences, 2 error).
     #[arg(short, long, global = true)]
     quiet: bool,
     #[command(flatten)]
@@ -70,6 +72,7 @@ enum Command {
     /// Serve a directory as a live Source: resources, documents, change detection.
     Serve(serve::ServeArgs),
     /// Synchronize a directory with a Source: discovery, baseline, then incremental.
+    #[command(after_help = sync::SYNC_COUNTS)]
     Sync(sync::SyncArgs),
     /// Compare a synchronized directory with the Source's current state.
     Audit(sync::AuditArgs),

@@ -17,6 +17,24 @@ use resourcesync_destination::{
 use crate::printable::{printable, printable_message};
 use crate::{EXIT_DIFFERENCES, EXIT_OK};
 
+/// What each count of a `sync` summary (and its `--json` report) means: shown after
+/// `sync --help`, and in the manual page.
+pub(crate) const SYNC_COUNTS: &str = "\
+The counts of the summary (and of --json), one resource of the Source each:
+  created    copied for the first time
+  updated    copied again: the Source changed it (or its copy, recorded, was older)
+  unchanged  the copy was already current: not fetched
+  failed     not copied in this run (listed; retried by the next run)
+  filtered   left out by --include/--exclude
+These add up to the resources the run went through: every resource of the Resource List
+(and those created after it) for a baseline, the resources changed since the last run for an
+incremental one. Counted apart:
+  deleted    copies removed because the Source deleted the resource (--delete)
+  kept       copies kept although the Source deleted the resource (no --delete)
+  repaired   copies found damaged on disk and fetched again
+  extra_deleted  files under DEST no resource maps to, removed by --delete
+Exit status: 0 ok, 1 a resource failed, 2 error. With -q nothing is printed on success.";
+
 /// Options shared by `sync` and `audit`.
 #[derive(Debug, Args)]
 pub(crate) struct RemoteArgs {
@@ -89,7 +107,15 @@ impl RemoteArgs {
 pub(crate) struct SyncArgs {
     #[command(flatten)]
     remote: RemoteArgs,
-    /// Remove copies of resources the Source deleted (otherwise they are kept and reported).
+    /// Remove what the Source does not have, as rsync --delete does: copies of resources the
+    /// Source deleted (otherwise they are kept and reported), then the files under DEST that
+    /// no resource maps to (the audit's "extra" files; directories left empty go too). Never
+    /// DEST/.resourcesync nor a --state inside DEST, never outside DEST, never through a
+    /// symbolic link (a link is removed, not followed); files that --include/--exclude leave
+    /// out are protected. With --dry-run, listed ("would delete-extra") and not removed.
+    /// "No resource maps to" means no row of the state database names the file: Sources synced
+    /// into one DEST keep their copies when they share the state (the default), not when each
+    /// has its own --state. Each run walks DEST once more (as `audit` does).
     #[arg(long)]
     delete: bool,
     /// The most downloads in flight per host: the number adapts below it, from 32, to what the
@@ -119,12 +145,17 @@ pub(crate) struct SyncArgs {
     /// Do not check the copies on disk against the state.
     #[arg(long)]
     no_check: bool,
-    /// Copy only resources whose URI matches PATTERN (repeatable; `*` any characters, `/`
-    /// included, `?` one, `{a,b}` either). Resources left out are left alone: not fetched,
-    /// their earlier copies neither updated nor deleted.
+    /// Copy only resources whose name matches PATTERN (repeatable), as written under DEST
+    /// (decoded: 'b 1.txt', not 'b%201.txt'): without `/` the file name at any depth ('*.pdf');
+    /// with `/` the path from DEST's top ('/docs/*', 'docs/*'), at any depth when it starts
+    /// with `*` ('*/日本語/*'); starting with http:// or https:// the whole URI as published.
+    /// `*` any characters, `/` included, `?` one, `{a,b}` either. Resources left out are left
+    /// alone: not fetched, their earlier copies neither updated nor deleted, even by --delete.
+    /// A pattern that matched no resource of a baseline is warned about.
     #[arg(long, value_name = "PATTERN")]
     include: Vec<String>,
-    /// Leave out resources whose URI matches PATTERN (repeatable; wins over --include).
+    /// Leave out resources whose name matches PATTERN (as --include; repeatable; wins over
+    /// --include).
     #[arg(long, value_name = "PATTERN")]
     exclude: Vec<String>,
     /// Most bytes of bodies received per second: 10MB/s, 500KiB/s, 100Mbit/s (a number
@@ -257,6 +288,26 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
         crate::units::bytes(r.bytes),
         r.seconds
     )?;
+    if r.filtered > 0 {
+        writeln!(out, "  {} left out by --include/--exclude", r.filtered)?;
+    }
+    if r.extra_deleted > 0 {
+        writeln!(
+            out,
+            "  {} {} no resource maps to {} (--delete)",
+            r.extra_deleted,
+            if r.extra_deleted == 1 {
+                "file"
+            } else {
+                "files"
+            },
+            if r.dry_run {
+                "would be removed"
+            } else {
+                "removed"
+            }
+        )?;
+    }
     if r.repaired > 0 {
         writeln!(
             out,
@@ -273,6 +324,10 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
         )?;
     }
     for p in &r.planned {
+        if p.uri.is_empty() {
+            writeln!(out, "  would {} {}", p.action, printable(&p.path))?;
+            continue;
+        }
         writeln!(
             out,
             "  would {} {} -> {}",
@@ -322,6 +377,7 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     o.set = r.set.clone();
     o.base_url = r.base_url.clone();
     o.delete = a.delete;
+    o.delete_extra = a.delete;
     o.dry_run = a.dry_run;
     o.concurrency = a.concurrency.max(1);
     o.http = r.http(o.concurrency);
@@ -349,18 +405,40 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     let report = runtime()?.block_on(resourcesync_destination::sync(&o, bars.clone()));
     bars.clear();
     let report = report?;
-    let mut out = crate::out::stdout();
+    let failed = report.failed > 0;
     if r.json {
+        let mut out = crate::out::stdout();
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        print_sync(&mut out, &report)?;
+        match summary_to(failed) {
+            Summary::Stdout => print_sync(&mut crate::out::stdout(), &report)?,
+            Summary::Stderr => print_sync(&mut crate::out::stderr(), &report)?,
+            Summary::None => {}
+        }
     }
-    Ok(if report.failed > 0 {
-        EXIT_DIFFERENCES
-    } else {
-        EXIT_OK
-    })
+    Ok(if failed { EXIT_DIFFERENCES } else { EXIT_OK })
+}
+
+/// Where a summary goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Summary {
+    Stdout,
+    /// `-q` and something to tell (failures, differences): standard error.
+    Stderr,
+    /// `-q` and nothing to tell.
+    None,
+}
+
+/// Where the summary of `sync` or `audit` goes: standard output, or with `-q` nowhere on
+/// success (cron mails only when there is something to read) and standard error otherwise.
+/// `--json` is asked for explicitly and always printed.
+fn summary_to(differences: bool) -> Summary {
+    match (crate::out::quiet(), differences) {
+        (false, _) => Summary::Stdout,
+        (true, true) => Summary::Stderr,
+        (true, false) => Summary::None,
+    }
 }
 
 fn print_audit(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
@@ -406,12 +484,16 @@ pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
     let report = runtime()?.block_on(resourcesync_destination::audit(&o, bars.clone()));
     bars.clear();
     let report = report?;
-    let mut out = crate::out::stdout();
     if r.json {
+        let mut out = crate::out::stdout();
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        print_audit(&mut out, &report)?;
+        match summary_to(!report.in_sync) {
+            Summary::Stdout => print_audit(&mut crate::out::stdout(), &report)?,
+            Summary::Stderr => print_audit(&mut crate::out::stderr(), &report)?,
+            Summary::None => {}
+        }
     }
     Ok(if report.in_sync {
         EXIT_OK

@@ -161,6 +161,7 @@ pub(crate) fn run(
     let mut last_failed = 0u64;
     let mut write_err: Option<std::io::Error> = None;
     let verbose = crate::out::verbose();
+    let quiet = crate::out::quiet();
     let observer = obs.clone();
     let on_round = |r: &Round| {
         if observer.on.swap(false, Ordering::Relaxed) {
@@ -170,6 +171,10 @@ pub(crate) fn run(
             last_failed = rep.failed;
         }
         if write_err.is_some() || !(r.round == 1 || verbose || r.changed()) {
+            return;
+        }
+        // -q: a round that went well says nothing (as `sync -q`).
+        if quiet && !json && r.report.as_ref().is_some_and(|rep| rep.failed == 0) {
             return;
         }
         let mut out = crate::out::stdout();

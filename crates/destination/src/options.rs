@@ -30,6 +30,9 @@ pub struct SyncOptions {
     pub base_url: Option<String>,
     /// Remove copies of resources the Source deleted.
     pub delete: bool,
+    /// With `delete`, also remove the files under DEST that no resource maps to, after the run
+    /// (rsync's `--delete`; `crate::sync::extras`): a walk of the whole store each run.
+    pub delete_extra: bool,
     /// Report what would be done; fetch no resource, write nothing.
     pub dry_run: bool,
     /// The most downloads in flight (per host: [`sync()`](crate::sync()) also caps
@@ -88,6 +91,7 @@ impl SyncOptions {
             set: None,
             base_url: None,
             delete: false,
+            delete_extra: false,
             dry_run: false,
             concurrency: resourcesync_http::adaptive::DEFAULT_CEILING,
             http: HttpOptions::default(),

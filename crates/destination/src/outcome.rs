@@ -24,6 +24,29 @@ pub(crate) enum Outcome {
     /// Not tried yet: a file is where its directory goes, or a directory where it goes, which a
     /// delete of this run may take away (see `crate::fetch::exec::Exec`).
     Deferred,
+    /// Bytes received for a resource counted already in this run ([`Outcome::again`]).
+    Bytes(u64),
+    /// A delete at the Source of a resource with no copy here: nothing done, and no resource
+    /// of the Source to count.
+    NoCopy,
+}
+
+impl Outcome {
+    /// The outcome of a job for a resource this run counted already (a change the catch-up
+    /// after a baseline applies to a copy the baseline made: `crate::sync::catch_up`): its
+    /// bytes and its failure count, the rest does not (each resource once in a report).
+    pub(crate) fn again(self) -> Outcome {
+        match self {
+            Outcome::Created(n) | Outcome::Updated(n) | Outcome::Patched(n) => Outcome::Bytes(n),
+            Outcome::Unchanged | Outcome::Filtered => Outcome::Counted,
+            o => o,
+        }
+    }
+
+    /// [`Outcome::again`] when `again`.
+    pub(crate) fn again_if(self, again: bool) -> Outcome {
+        if again { self.again() } else { self }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -31,6 +54,8 @@ pub(crate) struct Tally {
     pub(crate) created: u64,
     pub(crate) updated: u64,
     pub(crate) deleted: u64,
+    /// Files no resource maps to, removed by `--delete` (crate::sync::extras).
+    pub(crate) extra_deleted: u64,
     pub(crate) kept: u64,
     pub(crate) filtered: u64,
     pub(crate) unchanged: u64,
@@ -68,6 +93,7 @@ impl Tally {
         self.created += o.created;
         self.updated += o.updated;
         self.deleted += o.deleted;
+        self.extra_deleted += o.extra_deleted;
         self.kept += o.kept;
         self.filtered += o.filtered;
         self.unchanged += o.unchanged;
@@ -123,7 +149,8 @@ impl Tally {
                 push_capped(&mut self.planned, p);
             }
             Outcome::Filtered => self.filtered += 1,
-            Outcome::Counted | Outcome::Deferred => {}
+            Outcome::Counted | Outcome::Deferred | Outcome::NoCopy => {}
+            Outcome::Bytes(n) => self.bytes += n,
             Outcome::Patched(n) => {
                 self.updated += 1;
                 self.patched += 1;

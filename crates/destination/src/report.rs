@@ -170,8 +170,12 @@ pub struct SyncReport {
     pub created: u64,
     /// Copies updated.
     pub updated: u64,
-    /// Copies removed (`--delete`).
+    /// Copies removed (`--delete`) of resources the Source deleted.
     pub deleted: u64,
+    /// Files under DEST that no resource maps to, removed by `--delete` (listed by a dry run;
+    /// `crate::sync::extras`): not resources, so not in the identity of
+    /// [`SyncReport::accounted`].
+    pub extra_deleted: u64,
     /// Resources deleted at the Source whose copy was kept (no `--delete`).
     pub kept: u64,
     /// Resources already up to date.
@@ -208,6 +212,16 @@ pub struct SyncReport {
     pub planned: Vec<Planned>,
     /// Warnings.
     pub warnings: Vec<String>,
+}
+
+impl SyncReport {
+    /// The resources of the Source this run went through: `created + updated + unchanged +
+    /// failed + filtered`, each counted once, whatever the mode (a baseline, a resumed one, a
+    /// dump, an incremental run's changes). `deleted`, `kept`, `repaired` and `extra_deleted`
+    /// are counted apart.
+    pub fn accounted(&self) -> u64 {
+        self.created + self.updated + self.unchanged + self.failed + self.filtered
+    }
 }
 
 /// How a copy differs from the Source's description of it (the diff engine's reasons).

@@ -42,4 +42,5 @@ mod slowloris;
 mod source_first_hour;
 mod source_page;
 mod sync;
+mod sync_flags;
 mod validate;

@@ -160,6 +160,12 @@ fn kill_9_then_resume_without_refetching() {
     let v = json(&o);
     // Copies in place are not fetched again (recorded, or adopted by their digest).
     assert_eq!(v["created"], 8 - done.len(), "{v}");
+    // Each resource counted once: the copies in place as unchanged.
+    let counted: u64 = ["created", "updated", "unchanged", "failed", "filtered"]
+        .iter()
+        .filter_map(|k| v[k].as_u64())
+        .sum();
+    assert_eq!(counted, 8, "{v}");
     for path in done.keys() {
         assert_eq!(server.hits(&format!("/{path}")), 0, "{path} fetched again");
     }

@@ -10,7 +10,7 @@ use resourcesync_store::{RelPath, ResourceRecord, StateStore};
 use crate::error::{Error, Result};
 use crate::report::{AuditDifference, Observer, push_capped};
 
-use super::copies::{Copies, Step, measure_all};
+use super::copies::{Copies, Step, is_state, measure_all, untracked};
 use super::list::{List, Published};
 use super::{CHUNK, PAGE};
 
@@ -91,6 +91,8 @@ pub(super) struct Compare<'a> {
     pub(super) obs: &'a dyn Observer,
     pub(super) fast: bool,
     pub(super) threads: usize,
+    /// The key of a state database inside DEST ([`super::copies::state_key`]): not extra.
+    pub(super) own_state: Option<String>,
 }
 
 impl Compare<'_> {
@@ -309,7 +311,7 @@ impl Compare<'_> {
                 left.sort_unstable();
                 for path in left {
                     // A copy of another Source synced into the same DEST.
-                    if !self.state.has_path(&path)? {
+                    if !is_state(self.own_state.as_deref(), &path) && !self.state.has_path(&path)? {
                         found.extra(AuditDifference {
                             uri: String::new(),
                             path: Some(path),
@@ -326,18 +328,12 @@ impl Compare<'_> {
                 }
             }
             Copies::OnDisk(store) => {
-                let mut list_err: Option<Error> = None;
-                store.list(None, &mut |r| {
+                untracked(store, self.state, None, &mut |r| {
                     match r {
-                        Ok((rel, _)) => {
-                            let listed = match list.has_path(rel.as_str()) {
-                                Ok(b) => b,
-                                Err(e) => {
-                                    list_err.get_or_insert(e);
-                                    true
-                                }
-                            };
-                            if !listed && !self.state.has_path(rel.as_str())? {
+                        Ok(rel) => {
+                            if !is_state(self.own_state.as_deref(), rel.as_str())
+                                && !list.has_path(rel.as_str())?
+                            {
                                 found.extra(AuditDifference {
                                     uri: String::new(),
                                     path: Some(rel.to_string()),
@@ -345,20 +341,14 @@ impl Compare<'_> {
                                 });
                             }
                         }
-                        // A copy that went while it was listed.
-                        Err(resourcesync_store::Error::Io { cause, .. })
-                            if cause.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => found.extra(AuditDifference {
+                        Err(why) => found.extra(AuditDifference {
                             uri: String::new(),
                             path: None,
-                            why: e.to_string(),
+                            why,
                         }),
                     }
                     Ok(std::ops::ControlFlow::Continue(()))
                 })?;
-                if let Some(e) = list_err {
-                    return Err(e);
-                }
             }
         }
         Ok(())

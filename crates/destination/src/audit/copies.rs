@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use resourcesync_model::{HashAlg, Hashes};
-use resourcesync_store::{RelPath, ResourceRecord, Store};
+use resourcesync_store::{RelPath, ResourceRecord, StateStore, Store};
 
 use crate::error::Result;
 
@@ -176,4 +176,60 @@ pub(super) fn measure_all(copies: &Copies<'_>, steps: &mut [Step], threads: usiz
             run(p);
         }
     });
+}
+
+/// What the walk of [`untracked`] found: a key no row of the state names, or a name in the
+/// store that is not a valid key (the store's error, as a message).
+pub(crate) type Untracked = std::result::Result<RelPath, String>;
+
+/// Walks the store in key order (after `after`), never following a symbolic link, and gives
+/// `f` each object no row of the state names (of any Source), in bounded memory: a copy of no
+/// resource the Destination knows. The audit reports them as extra; `sync --delete` removes
+/// them (`crate::sync::extras`).
+pub(crate) fn untracked(
+    store: &dyn Store,
+    state: &dyn StateStore,
+    after: Option<&RelPath>,
+    f: &mut dyn FnMut(Untracked) -> Result<ControlFlow<()>>,
+) -> Result<()> {
+    let mut failed: Option<crate::error::Error> = None;
+    store.list(after, &mut |r| {
+        let found = match r {
+            Ok((rel, _)) => match state.has_path(rel.as_str()) {
+                Ok(true) => return Ok(ControlFlow::Continue(())),
+                Ok(false) => Ok(rel),
+                Err(e) => return Err(e),
+            },
+            // A copy that went while it was listed.
+            Err(resourcesync_store::Error::Io { cause, .. })
+                if cause.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(ControlFlow::Continue(()));
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        match f(found) {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                failed = Some(e);
+                Ok(ControlFlow::Break(()))
+            }
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
+}
+
+/// The key of a state database given inside DEST (`--state`), outside the Destination's own
+/// folder: it and its journals (`-wal`, `-shm`, `-journal`) are the Destination's, never extra.
+pub(crate) fn state_key(dest: &std::path::Path, state: &std::path::Path) -> Option<String> {
+    let rel = state.strip_prefix(dest).ok()?.to_str()?;
+    RelPath::parse(rel).ok().map(|r| r.to_string())
+}
+
+/// Whether `key` is the state database of [`state_key`] or one of its journals.
+pub(crate) fn is_state(own: Option<&str>, key: &str) -> bool {
+    own.is_some_and(|o| {
+        key.strip_prefix(o)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+    })
 }

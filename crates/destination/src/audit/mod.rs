@@ -41,7 +41,7 @@ use crate::ports::Ports;
 use crate::report::{AuditReport, Observer};
 
 mod compare;
-mod copies;
+pub(crate) mod copies;
 mod list;
 
 use compare::{Compare, rows_ahead};
@@ -185,6 +185,13 @@ async fn audit_with(
     let store = ports.store.clone();
     let obs2 = obs.clone();
     let fast = opts.fast;
+    let own_state = copies::state_key(
+        &opts.dest,
+        &opts
+            .state
+            .clone()
+            .unwrap_or_else(|| default_state_path(&opts.dest)),
+    );
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let found = tokio::task::spawn_blocking(move || {
         let copies = match tree {
@@ -196,6 +203,7 @@ async fn audit_with(
             obs: obs2.as_ref(),
             fast,
             threads,
+            own_state,
         };
         compare.run(&mut list, copies, |_| {
             rows.recv()

@@ -289,6 +289,7 @@ fn run(f: &Fixture, limits: Limits, fast: bool) -> (u64, Vec<(String, String, St
         obs: &Quiet,
         fast,
         threads: 2,
+        own_state: None,
     };
     let found = if limits.list_bytes == 0 {
         // Small pages.

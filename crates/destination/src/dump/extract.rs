@@ -60,7 +60,7 @@ pub(super) struct Job {
 /// twice is written twice.
 pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> Result<Plan> {
     let uri = e.loc.as_str();
-    if !ctx.filter.wants(uri) {
+    if !ctx.filter.wants_mapped(uri, &ctx.mapper) {
         return Ok(Plan::Filtered);
     }
     let rel = ctx.mapper.map(uri)?;

@@ -158,10 +158,15 @@ pub(crate) struct Exec {
     in_flight: InFlight,
     /// The fetches on their way to other workers, with a [`crate::share::Downloads`] port.
     handout: Option<Handout>,
+    /// Whether this run counted a resource already (`crate::sync::catch_up`): its job's
+    /// outcome then adds its bytes and failures only ([`Outcome::again`]).
+    counted: Option<Counted>,
 }
 
 /// A deferred job and the claim on its path (see [`Exec`]).
 type Deferred = (Job, Option<Claim>);
+/// See [`Exec::counted_already`].
+pub(crate) type Counted = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// Most copies deferred in one run (see [`Exec`]): past it, a blocked copy fails at once and is
 /// tried again by the next run, as any failed change.
@@ -184,7 +189,14 @@ impl Exec {
             may_defer,
             deferred: Vec::new(),
             in_flight: InFlight::default(),
+            counted: None,
         }
+    }
+
+    /// Tells the executor which resources this run counted already (a catch-up after a
+    /// baseline): each resource is counted once in a report.
+    pub(crate) fn counted_already(&mut self, f: Counted) {
+        self.counted = Some(f);
     }
 
     pub(crate) fn collect(
@@ -206,8 +218,13 @@ impl Exec {
         // A job failed in a way that stops the run (a full disk, a state write): no more.
         self.ctx.check_state()?;
         // Left out by the include/exclude patterns, whatever the job: left alone.
-        if !self.ctx.filter.wants(&job.item.uri) {
-            self.done_inline(Outcome::Filtered);
+        let again = self.counted.as_ref().is_some_and(|f| f(&job.item.uri));
+        if !self
+            .ctx
+            .filter
+            .wants_mapped(&job.item.uri, &self.ctx.mapper)
+        {
+            self.done_inline(Outcome::Filtered.again_if(again));
             return Ok(());
         }
         // Handed to the workers, when the run shares its fetches (crate::share).
@@ -246,7 +263,7 @@ impl Exec {
             match r {
                 Ok(o) => {
                     ctx.obs.resource_done();
-                    (o, None)
+                    (o.again_if(again), None)
                 }
                 Err(job) => (Outcome::Deferred, Some((*job, claim))),
             }
@@ -517,7 +534,7 @@ pub(crate) async fn delete(
         if !ctx.dry_run {
             let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
         }
-        return Ok(Outcome::Unchanged);
+        return Ok(Outcome::NoCopy);
     };
     let path = RelPath::parse(&p.path).unwrap_or_else(|_| rel.clone());
     // The placeholder of a copy a killed run never put in place (crate::commit): nothing to
@@ -528,7 +545,7 @@ pub(crate) async fn delete(
             None => {
                 ctx.state.remove_resource(&item.uri)?;
                 let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
-                return Ok(Outcome::Unchanged);
+                return Ok(Outcome::NoCopy);
             }
             Some(m) if !ctx.delete => ctx.state.put_resource(&ResourceRecord {
                 length: Some(m.length),

@@ -166,6 +166,7 @@ impl Applier {
             created: tally.created,
             updated: tally.updated,
             deleted: tally.deleted,
+            extra_deleted: tally.extra_deleted,
             kept: tally.kept,
             unchanged: tally.unchanged,
             filtered: tally.filtered,

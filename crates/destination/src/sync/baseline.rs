@@ -220,7 +220,7 @@ pub(super) async fn baseline_with(
         // baseline after a Resource Dump takes none: every entry is the same as the state's).
         lock_read()?.pass(action_uri(&action));
         // Left out by the include/exclude patterns: neither fetched, nor updated, nor deleted.
-        if !ctx.filter.wants(action_uri(&action)) {
+        if !ctx.filter.wants_mapped(action_uri(&action), &ctx.mapper) {
             exec.done_inline(Outcome::Filtered);
             continue;
         }

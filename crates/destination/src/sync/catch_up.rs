@@ -59,6 +59,7 @@ pub(crate) async fn catch_up(
             break;
         }
         let mut exec = Exec::new(ctx.clone(), concurrency);
+        exec.counted_already(counted_by_baseline(ctx, wrong.clone()));
         let mut retried: HashSet<String> = HashSet::new();
         let mut seen = |uri: &str| {
             if wrong.contains(uri) {
@@ -115,6 +116,24 @@ pub(crate) async fn catch_up(
         }
     }
     Ok(cursor)
+}
+
+/// Whether the baseline (or an earlier round) counted a resource already: its copy is
+/// recorded, or the patterns leave it out; not one whose failure a change now replaces (the
+/// failure is taken back, the change's outcome counts). A change of it then adds no count
+/// (each resource once in a report: `SyncReport::accounted`).
+fn counted_by_baseline(ctx: &Arc<Ctx>, wrong: HashSet<String>) -> crate::fetch::exec::Counted {
+    let c = ctx.clone();
+    Arc::new(move |uri: &str| {
+        if wrong.contains(uri) {
+            return false;
+        }
+        let left_out = c
+            .mapper
+            .map(uri)
+            .is_ok_and(|p| c.filter.leaves_out_path(c.mapper.base(), p.as_str()));
+        left_out || matches!(c.state.resource(uri), Ok(Some(r)) if !r.gone)
+    })
 }
 
 /// Says, on each failure of a baseline that looks like a list older than the resource (see

@@ -31,6 +31,7 @@
 mod applier;
 mod baseline;
 pub mod catch_up;
+mod extras;
 mod incremental;
 mod moved;
 
@@ -279,7 +280,7 @@ async fn run(
         )?,
         state_error: Mutex::default(),
         state_path: ports.state_name.clone(),
-        filter: opts.filter.clone(),
+        filter: opts.filter.fresh(),
         store_failures: Default::default(),
         lists: Mutex::new(ListMemo {
             top: quick.as_ref().and_then(|q| q.known.top.clone()),
@@ -347,6 +348,11 @@ async fn run(
     if baseline_at.is_some() {
         catch_up::explain_stale(&mut tally, baseline_at.as_ref(), info.change_list.is_some());
     }
+    // A run that went through every resource: a pattern that matched none is most likely a
+    // typo (crate::filter).
+    if matches!(mode, Mode::Baseline | Mode::BaselineDiff) {
+        w.extend(ctx.filter.unmatched_warnings());
+    }
     w.retain(|m| !warnings.contains(m));
     for m in &w {
         obs.warning(m);
@@ -358,6 +364,20 @@ async fn run(
     ctx.check_state()?;
     tally.merge(earlier);
     tally.merge(from_dumps);
+    // rsync's --delete: the files no resource maps to go too (crate::sync::extras).
+    if opts.delete && opts.delete_extra {
+        let mut w = Vec::new();
+        extras::delete_extras(
+            &ctx,
+            &opts.filter,
+            &opts.dest,
+            &opts.state_path(),
+            &mut tally,
+            &mut w,
+        )
+        .await?;
+        warnings.extend(w);
+    }
     if !opts.dry_run {
         crate::crashpoint::point("cursor");
         // What this run found, for the next one to start from (crate::discover::known).
@@ -704,6 +724,7 @@ fn report(
         created: tally.created,
         updated: tally.updated,
         deleted: tally.deleted,
+        extra_deleted: tally.extra_deleted,
         kept: tally.kept,
         unchanged: tally.unchanged,
         filtered: tally.filtered,

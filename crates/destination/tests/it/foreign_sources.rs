@@ -321,6 +321,8 @@ async fn resources_that_change_during_the_baseline_are_caught_up_in_the_same_run
         "the copy the Source last published"
     );
     assert_eq!(r.cursor.as_deref(), Some("2024-03-01T00:00:05Z"), "{r:?}");
+    // a, b and c of the list and new.txt, each once (gone.txt: deleted, counted apart).
+    adds_up(&r, 4);
     assert_eq!(live.hits("/rs/cl.xml"), 2, "read again once, for a.txt");
     assert_eq!(live.hits("/a.txt"), 3, "listed, then v2, then v3");
 

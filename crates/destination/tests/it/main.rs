@@ -7,6 +7,7 @@ mod dump_support;
 #[path = "common/hand.rs"]
 mod hand;
 mod live;
+mod mirror;
 
 mod collide;
 mod concurrency;

@@ -54,6 +54,7 @@ async fn baseline_from_the_site_root_then_incremental_with_delete() {
     // Discovery from the site root: /.well-known/resourcesync, then the Capability List.
     let r = run(&o).await;
     assert_eq!(r.mode, Mode::Baseline);
+    adds_up(&r, 3);
     assert_eq!(
         r.source.capability_list.as_deref(),
         Some(format!("{}resourcesync/capabilitylist.xml", server.base).as_str())

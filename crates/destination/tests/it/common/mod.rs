@@ -110,3 +110,20 @@ pub fn seed(test: &str) -> u64 {
     eprintln!("{test}: seed {s} (replay with RESOURCESYNC_TEST_SEED={s})");
     s
 }
+
+/// The identity every report keeps: each resource the run went through is counted once, as
+/// created, updated, unchanged, failed or filtered.
+#[track_caller]
+pub fn adds_up(r: &resourcesync_destination::SyncReport, resources: u64) {
+    assert_eq!(
+        r.accounted(),
+        resources,
+        "created {} + updated {} + unchanged {} + failed {} + filtered {} is not the Source's \
+         {resources} resources: {r:?}",
+        r.created,
+        r.updated,
+        r.unchanged,
+        r.failed,
+        r.filtered
+    );
+}

@@ -1,0 +1,199 @@
+//! `sync` and `audit` flags as an rsync user reads them: `-q` (nothing on success), `--delete`
+//! (files no resource maps to go too), `--include`/`--exclude` over names as written, and
+//! counts that add up to the Source's resources.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::*;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_resourcesync"))
+        .args(args)
+        .output()
+        .expect("run resourcesync")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(o)))
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// `-q`: nothing at all on success (cron mails nothing); a failure or a difference is told on
+/// standard error, with exit status 1.
+#[test]
+fn quiet_sync_and_audit_say_nothing_on_success_and_differences_on_stderr() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha"), ("b 1.txt", b"bravo")]);
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+
+    for args in [
+        vec!["-q", "sync", &server.base, p(&dest)],
+        vec!["sync", "-q", &server.base, p(&dest)],
+        vec!["-q", "audit", &server.base, p(&dest)],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        assert!(o.stdout.is_empty(), "{args:?}: {}", text(&o));
+        assert!(o.stderr.is_empty(), "{args:?}: {}", text(&o));
+    }
+
+    std::fs::write(dest.join("a.txt"), b"ALPHA").expect("tamper");
+    let o = run(&["-q", "audit", &server.base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("different a.txt"),
+        "{}",
+        text(&o)
+    );
+
+    let out2 = tmp();
+    let dest2 = dest_in(&out2);
+    server.fault("/a.txt", Fault::Body(b"ALPHA".to_vec()));
+    let o = run(&["-q", "sync", &server.base, p(&dest2), "--retries", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("failed"),
+        "{}",
+        text(&o)
+    );
+    server.clear_faults();
+
+    // Without -q the summary is on standard output, as before.
+    let o = run(&["sync", &server.base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("created"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// The created + updated + unchanged + failed + filtered of a JSON report.
+fn accounted(v: &serde_json::Value) -> u64 {
+    ["created", "updated", "unchanged", "failed", "filtered"]
+        .iter()
+        .map(|k| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}")))
+        .sum()
+}
+
+/// `sync --delete`: a dry run lists the files no resource maps to (counted, in `--json` too),
+/// the run removes them, the audit then exits 0; patterns match names as written; the counts
+/// add up to the Source's resources; `--help` says what each count means.
+#[test]
+fn delete_removes_extra_files_and_patterns_match_names_as_written() {
+    let src = tmp();
+    write_tree(
+        src.path(),
+        &[
+            ("a.txt", b"alpha"),
+            ("b 1.txt", b"bravo"),
+            ("日本語/ü.txt", b"umlaut"),
+            ("100%.txt", b"percent"),
+        ],
+    );
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let base = server.base.clone();
+
+    let o = run(&[
+        "sync",
+        &base,
+        p(&dest),
+        "--json",
+        "--exclude",
+        "b 1*.txt",
+        "--exclude",
+        "100%.txt",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(
+        (v["created"].as_u64(), v["filtered"].as_u64()),
+        (Some(2), Some(2)),
+        "{v}"
+    );
+    assert_eq!(accounted(&v), 4, "{v}");
+    assert!(!dest.join("b 1.txt").exists() && !dest.join("100%.txt").exists());
+
+    // One pattern matches, one is a typo: warned about, once.
+    let out2 = tmp();
+    let dest2 = dest_in(&out2);
+    let o = run(&[
+        "sync",
+        &base,
+        p(&dest2),
+        "--include",
+        "*/日本語/*",
+        "--include",
+        "*.pfd",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dest2.join("日本語/ü.txt").is_file(), "{}", text(&o));
+    assert!(!dest2.join("a.txt").exists());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("matched no resource").count(), 1, "{err}");
+    assert!(err.contains("\"*.pfd\""), "{err}");
+
+    // Files of nobody's in a whole copy: the audit finds them, --delete removes them.
+    let out3 = tmp();
+    let dest = dest_in(&out3);
+    let o = run(&["sync", &base, p(&dest), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(accounted(&json(&o)), 4, "{}", text(&o));
+    write_tree(&dest, &[("stray.txt", b"x"), ("old/deep/b 1.bak", b"y")]);
+    let o = run(&["audit", &base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let o = run(&["sync", &base, p(&dest), "--delete", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("would delete-extra stray.txt"), "{t}");
+    assert!(t.contains("would delete-extra old/deep/b 1.bak"), "{t}");
+    assert!(
+        t.contains("2 files no resource maps to would be removed"),
+        "{t}"
+    );
+    assert!(dest.join("stray.txt").exists());
+    let o = run(&["sync", &base, p(&dest), "--delete", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v["extra_deleted"], 2, "{v}");
+    assert!(!dest.join("stray.txt").exists() && !dest.join("old").exists());
+    assert_eq!(
+        (v["created"].as_u64(), v["deleted"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+    let o = run(&["audit", &base, p(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    let o = run(&["sync", "--help"]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    for says in [
+        "unchanged  the copy was already current",
+        "These add up",
+        "no resource maps to",
+    ] {
+        assert!(t.contains(says), "{says}: {t}");
+    }
+}
