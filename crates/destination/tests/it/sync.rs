@@ -8,6 +8,8 @@ use std::sync::Arc;
 use common::*;
 use resourcesync_destination::{AuditOptions, Error, Mode, Quiet, SyncReport, sync};
 
+mod mtime;
+
 /// Signals once `left` resources are done.
 struct Counting {
     left: std::sync::Mutex<u64>,

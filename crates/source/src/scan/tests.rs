@@ -460,3 +460,83 @@ fn a_listing_that_breaks_off_records_nothing() {
     assert_eq!(state.last_seq().expect("seq"), seq, "deletions recorded");
     assert_eq!(state.resource_count().expect("count"), 3);
 }
+
+/// 2023-11-14T22:13:20.120456789Z: a modification time finer than a millisecond.
+const SUB_SECOND_NS: i128 = 1_700_000_000_120_456_789;
+
+/// `<lastmod>` carries the fraction of the file's time, to the microsecond (Z39.99-2014 §7:
+/// W3C Datetime with fractional seconds), trimmed of trailing zeros; a whole second has none.
+#[test]
+fn lastmod_keeps_the_fraction_of_the_time_to_the_microsecond() {
+    let (_d, mut state) = state();
+    let inv = MemInventory::new();
+    inv.put_at("a.txt", b"alpha", SUB_SECOND_NS);
+    inv.put_at("b.txt", b"bravo", 1_700_000_000_500_000_000);
+    inv.put_at("c.txt", b"charlie", 1_700_000_000_000_000_000);
+    scan(&inv, &mut state, BASE, &ScanOptions::default()).expect("scan");
+    let lastmods: Vec<String> = state
+        .resources_by_path()
+        .expect("rows")
+        .iter()
+        .map(|r| r.lastmod.to_string())
+        .collect();
+    assert_eq!(
+        lastmods,
+        [
+            "2023-11-14T22:13:20.120456Z",
+            "2023-11-14T22:13:20.5Z",
+            "2023-11-14T22:13:20Z"
+        ]
+    );
+}
+
+/// A state recorded by a version that published whole seconds: the next scan keeps its files
+/// (same size and time: not read, not recorded as updated, no Change List entry for them) and
+/// reads their rows with the fraction, so the next Resource List carries it.
+#[test]
+fn whole_second_rows_of_an_earlier_version_are_not_changes() {
+    let (d, mut state) = state();
+    let inv = MemInventory::new();
+    inv.put_at("a.txt", b"alpha", SUB_SECOND_NS);
+    inv.put_at("b.txt", b"bravo", SUB_SECOND_NS + 1_000_000_000);
+    let opts = ScanOptions::default();
+    scan(&inv, &mut state, BASE, &opts).expect("baseline");
+    // What the earlier version recorded: the whole seconds of the time.
+    let conn = rusqlite::Connection::open(d.path().join("state.sqlite")).expect("open");
+    let n = conn
+        .execute(
+            "UPDATE resources SET lastmod = CASE path
+               WHEN CAST('a.txt' AS BLOB) THEN '2023-11-14T22:13:20Z'
+               ELSE '2023-11-14T22:13:21Z' END",
+            [],
+        )
+        .expect("downgrade");
+    assert_eq!(n, 2);
+    drop(conn);
+    let seq = state.last_seq().expect("seq");
+
+    inv.put_at("c.txt", b"new", SUB_SECOND_NS);
+    let r = scan(&inv, &mut state, BASE, &opts).expect("scan");
+    assert_eq!(
+        (r.created, r.updated, r.deleted, r.hashed),
+        (1, 0, 0, 1),
+        "{r:?}"
+    );
+    let changes = state.changes_after(seq, 10).expect("changes");
+    let uris: Vec<&str> = changes.iter().map(|c| c.uri.as_str()).collect();
+    assert_eq!(uris, [format!("{BASE}c.txt")]);
+    let lastmods: Vec<String> = state
+        .resources_by_path()
+        .expect("rows")
+        .iter()
+        .map(|r| r.lastmod.to_string())
+        .collect();
+    assert_eq!(
+        lastmods,
+        [
+            "2023-11-14T22:13:20.120456Z",
+            "2023-11-14T22:13:21.120456Z",
+            "2023-11-14T22:13:20.120456Z"
+        ]
+    );
+}

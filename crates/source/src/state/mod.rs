@@ -616,12 +616,19 @@ impl State {
 }
 
 fn row_resource(r: &rusqlite::Row<'_>) -> rusqlite::Result<Resource> {
+    let mtime_ns: i128 = r.get::<_, String>(3)?.parse().unwrap_or(0);
+    let mut lastmod = dt(&r.get::<_, String>(4)?);
+    // A row recorded with the whole seconds of its time (by an earlier version) is read with
+    // the fraction the time has: see `crate::scan::whole_second_lastmod_of`.
+    if lastmod == crate::scan::whole_second_lastmod_of(mtime_ns) {
+        lastmod = crate::scan::lastmod_of(mtime_ns);
+    }
     Ok(Resource {
         path: r.get(0)?,
         uri: r.get(1)?,
         length: r.get::<_, i64>(2)? as u64,
-        mtime_ns: r.get::<_, String>(3)?.parse().unwrap_or(0),
-        lastmod: dt(&r.get::<_, String>(4)?),
+        mtime_ns,
+        lastmod,
         mime_type: r.get(5)?,
         hashes: Hashes::from_known(r.get(6)?, r.get(7)?, r.get(8)?),
         via: via_column(r, 9)?,
