@@ -305,7 +305,7 @@ fn percent_decode(s: &str) -> String {
 
 /// Every file under `dir`, by relative path (`/`-separated), with its content; `skip` names
 /// top-level entries left out.
-fn files(dir: &Path, skip: &[&str]) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn files(dir: &Path, skip: &[&str]) -> BTreeMap<String, Vec<u8>> {
     resourcesync_testkit::tree::files(dir, skip)
 }
 
@@ -315,7 +315,7 @@ fn source_files(src: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// The destination's files under their decoded names (resync defect 1 in the header).
-fn dest_files(dst: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn dest_files(dst: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     for (raw, content) in files(dst, &[]) {
         let name = percent_decode(&raw);
@@ -382,7 +382,7 @@ pub(crate) fn resync(cwd: &Path, args: &[&str]) -> String {
 }
 
 /// resync's `Status: WORDS (k=n, ...)` lines, e.g. `("SYNCED", {"created": 3, ...})`.
-fn statuses(out: &str) -> Vec<(String, BTreeMap<String, u64>)> {
+pub(crate) fn statuses(out: &str) -> Vec<(String, BTreeMap<String, u64>)> {
     out.lines()
         .filter_map(|l| l.trim().strip_prefix("Status:"))
         .map(|l| {
@@ -401,7 +401,7 @@ fn statuses(out: &str) -> Vec<(String, BTreeMap<String, u64>)> {
         .collect()
 }
 
-fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+pub(crate) fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
@@ -423,7 +423,7 @@ fn wait_for<T>(server: &Server, what: &str, mut f: impl FnMut() -> Option<T>) ->
 
 /// Writes a file atomically (complete before it appears), via a staging directory on the
 /// same file system.
-fn put(staging: &Path, path: &Path, content: &[u8]) {
+pub(crate) fn put(staging: &Path, path: &Path, content: &[u8]) {
     let tmp = staging.join("next");
     std::fs::write(&tmp, content).expect("write");
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
