@@ -226,7 +226,11 @@ impl Server {
         // resync can read.
         let cl_url = cap_url(Capability::ChangeList);
         let (cl_header, cl) = self.document(&cl_url);
-        assert_eq!(cl_header.root, Root::UrlSet, "{cl_url}: a plain Change List");
+        assert_eq!(
+            cl_header.root,
+            Root::UrlSet,
+            "{cl_url}: a plain Change List"
+        );
         assert!(
             cl_header.md.as_ref().is_some_and(|m| m.until.is_none()),
             "{cl_url}: the open Change List"

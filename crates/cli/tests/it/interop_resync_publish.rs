@@ -32,7 +32,9 @@ fn named_change_list(base: &str) -> String {
     let (_, sd) = document(&format!("{base}.well-known/resourcesync"));
     let (_, caps) = document(&sd[0].loc);
     caps.iter()
-        .find(|e| e.md.as_ref().and_then(|m| m.capability.as_ref()) == Some(&Capability::ChangeList))
+        .find(|e| {
+            e.md.as_ref().and_then(|m| m.capability.as_ref()) == Some(&Capability::ChangeList)
+        })
         .map(|e| e.loc.clone())
         .expect("a Change List in the Capability List")
 }
@@ -61,7 +63,11 @@ fn resync_incremental_from_the_named_change_list_against_publish() {
         std::fs::create_dir_all(d).expect("mkdir");
     }
     let dst_s = dst.to_str().expect("UTF-8 temp path");
-    for (rel, content) in [("a.txt", "alpha\n"), ("b.txt", "bravo\n"), ("sub/c.txt", "c\n")] {
+    for (rel, content) in [
+        ("a.txt", "alpha\n"),
+        ("b.txt", "bravo\n"),
+        ("sub/c.txt", "c\n"),
+    ] {
         put(&staging, &src.join(rel), content.as_bytes());
     }
     let server = Server::start_in_thread(&src);
@@ -69,7 +75,9 @@ fn resync_incremental_from_the_named_change_list_against_publish() {
     publish(&src, &base);
     let out = resync(&work, &["--baseline", &base, dst_s]);
     assert!(
-        statuses(&out).iter().any(|(w, c)| w == "SYNCED" && c["created"] == 3),
+        statuses(&out)
+            .iter()
+            .any(|(w, c)| w == "SYNCED" && c["created"] == 3),
         "{out}"
     );
     assert_eq!(dest_files(&dst), source_files(&src));

@@ -490,7 +490,10 @@ fn open_change_list(s: &Served) -> Vec<(String, Change)> {
     let (header, entries) = read_valid(&url, &r.body);
     assert_eq!(capability_of(&header), "changelist");
     assert!(!header.is_index(), "{url}: a plain Change List");
-    assert!(header.md.as_ref().is_some_and(|m| m.until.is_none()), "{url}: open");
+    assert!(
+        header.md.as_ref().is_some_and(|m| m.until.is_none()),
+        "{url}: open"
+    );
     entries
         .into_iter()
         .filter_map(|e| Some((e.loc, e.md?.change?)))
