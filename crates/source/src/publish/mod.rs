@@ -640,7 +640,7 @@ fn write_capability_list_and_page(
     let mut offered: Vec<(&str, String, Capability)> = vec![
         ("Resource List", rl_url.to_owned(), Capability::ResourceList),
         (
-            "Change List Index",
+            "Change List",
             layout.doc_url(CHANGE_LIST),
             Capability::ChangeList,
         ),
