@@ -228,7 +228,7 @@ fn doc_kind(
         return Some((
             url,
             Capability::ChangeList,
-            Some(layout.doc_url("changelist.xml")),
+            Some(layout.doc_url(crate::publish::CHANGE_LIST_INDEX)),
         ));
     }
     if name.starts_with("resourcelists/") && name.ends_with("/resourcelist.xml") {

@@ -231,12 +231,8 @@ async fn the_aggregator_republishes_what_it_copied_with_provenance() {
     loop {
         until(&agg, "ours", limit, |v| v.republishes > before).await;
         let (_, c) = document(&capl).await;
-        let (_, index) = document(&named(&c, Capability::ChangeList)).await;
-        let mut changes = Vec::new();
-        for l in &index {
-            let (_, cl) = document(&l.loc).await;
-            changes.extend(cl);
-        }
+        // What the Capability List names: the open Change List itself (Z39.99-2014 §12.1).
+        let (_, changes) = document(&named(&c, Capability::ChangeList)).await;
         let updated = changes.iter().find(|e| {
             e.loc == format!("{base}rs/ours/r1.txt")
                 && e.md.as_ref().and_then(|m| m.change.clone()) == Some(Change::Updated)

@@ -74,11 +74,8 @@ async fn copies_in_a_bucket_are_republished_and_served_from_it() {
     loop {
         until(&agg, "ours", limit, |v| v.republishes > before).await;
         let (_, c) = document(&capl).await;
-        let (_, index) = document(&named(&c, Capability::ChangeList)).await;
-        let mut changes = Vec::new();
-        for l in &index {
-            changes.extend(document(&l.loc).await.1);
-        }
+        // What the Capability List names: the open Change List itself (Z39.99-2014 §12.1).
+        let (_, changes) = document(&named(&c, Capability::ChangeList)).await;
         let updated = changes.iter().find(|e| {
             e.loc == format!("{base}rs/ours/r1.txt")
                 && e.md.as_ref().and_then(|m| m.change.clone()) == Some(Change::Updated)

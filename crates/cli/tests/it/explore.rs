@@ -54,7 +54,10 @@ fn the_tree_its_json_and_the_exit_status() {
         "└─ Capability List  ",
         "├─ Resource List Index  ",
         "Resource List  ",
-        "Change List Index  ",
+        // What the Capability List names is the open Change List (Z39.99-2014 §12.1); its
+        // index is reached through its `index` link.
+        "├─ Change List  ",
+        "Change List Index (index)  ",
         // The first scan is the baseline: its Change List is open and empty.
         "Change List  ",
         "0 entries; from ",

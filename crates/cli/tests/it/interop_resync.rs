@@ -18,13 +18,12 @@
 //!
 //! 2. resync cannot read a Change List Index (Z39.99-2014 §12.2): `ChangeList.read` of a
 //!    `<sitemapindex>` adds the index's `<sitemap>` entries to the Change List itself, and
-//!    `ChangeList.add` refuses them ("FatalError: Can't read source change list from
-//!    http://127.0.0.1:38809/resourcesync/changelist.xml (<ChangeTypeError: got None, expected
-//!    one of ['created', 'updated', 'deleted']>)"; the same with a two-line local file, so it is
-//!    not about our documents). Nor does `--incremental` discover the Change List from the
-//!    Capability List: it defaults to `BASE/changelist.xml`. So the test finds the open Change
-//!    List through the Capability List and the Change List Index, as a client should, and
-//!    passes it with `--changelist-uri`.
+//!    `ChangeList.add` refuses them ("ChangeTypeError: got None, expected one of ['created',
+//!    'updated', 'deleted']"). Nor does `--incremental` discover the Change List from the
+//!    Capability List: it defaults to `BASE/changelist.xml`. Our Source publishes what its
+//!    Capability List names as a plain Change List while the open period fits in one document
+//!    (the index is at another URL, linked from it), so the test passes that URL, as resync's
+//!    README shows: `--changelist-uri URL` with the URL the Capability List names.
 //!
 //! 3. resync's `--incremental` without `--from` misses deletions of resources it got in the
 //!    baseline. After a baseline it stores, as where to resume, the greatest `<lastmod>` of the
@@ -223,18 +222,19 @@ impl Server {
                 (self.rel(&e.loc), len)
             })
             .collect();
-        // The Change List, or the open part (no `until`) of a Change List Index.
-        let mut cl_url = cap_url(Capability::ChangeList);
-        let (cl_header, mut cl) = self.document(&cl_url);
-        if cl_header.root == Root::SitemapIndex {
-            cl_url = cl
-                .iter()
-                .rfind(|e| e.md.as_ref().is_none_or(|m| m.until.is_none()))
-                .expect("an open Change List in the index")
-                .loc
-                .clone();
-            cl = self.document(&cl_url).1;
-        }
+        // The Change List the Capability List names: a plain, open Change List (§12.1), what
+        // resync can read.
+        let cl_url = cap_url(Capability::ChangeList);
+        let (cl_header, cl) = self.document(&cl_url);
+        assert_eq!(
+            cl_header.root,
+            Root::UrlSet,
+            "{cl_url}: a plain Change List"
+        );
+        assert!(
+            cl_header.md.as_ref().is_some_and(|m| m.until.is_none()),
+            "{cl_url}: the open Change List"
+        );
         let changes = cl
             .iter()
             .map(|e| {
@@ -269,7 +269,7 @@ impl Server {
 struct Published {
     /// Relative path → length, from the Resource List.
     resources: BTreeMap<String, u64>,
-    /// The URL of the open Change List.
+    /// The URL of the Change List the Capability List names (the open one).
     changelist: String,
     /// Relative path, change, datetime, in the order of the open Change List.
     changes: Vec<(String, &'static str, W3cDateTime)>,
@@ -309,7 +309,7 @@ fn percent_decode(s: &str) -> String {
 
 /// Every file under `dir`, by relative path (`/`-separated), with its content; `skip` names
 /// top-level entries left out.
-fn files(dir: &Path, skip: &[&str]) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn files(dir: &Path, skip: &[&str]) -> BTreeMap<String, Vec<u8>> {
     resourcesync_testkit::tree::files(dir, skip)
 }
 
@@ -319,7 +319,7 @@ fn source_files(src: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// The destination's files under their decoded names (resync defect 1 in the header).
-fn dest_files(dst: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn dest_files(dst: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     for (raw, content) in files(dst, &[]) {
         let name = percent_decode(&raw);
@@ -386,7 +386,7 @@ pub(crate) fn resync(cwd: &Path, args: &[&str]) -> String {
 }
 
 /// resync's `Status: WORDS (k=n, ...)` lines, e.g. `("SYNCED", {"created": 3, ...})`.
-fn statuses(out: &str) -> Vec<(String, BTreeMap<String, u64>)> {
+pub(crate) fn statuses(out: &str) -> Vec<(String, BTreeMap<String, u64>)> {
     out.lines()
         .filter_map(|l| l.trim().strip_prefix("Status:"))
         .map(|l| {
@@ -405,7 +405,7 @@ fn statuses(out: &str) -> Vec<(String, BTreeMap<String, u64>)> {
         .collect()
 }
 
-fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+pub(crate) fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
@@ -427,7 +427,7 @@ fn wait_for<T>(server: &Server, what: &str, mut f: impl FnMut() -> Option<T>) ->
 
 /// Writes a file atomically (complete before it appears), via a staging directory on the
 /// same file system.
-fn put(staging: &Path, path: &Path, content: &[u8]) {
+pub(crate) fn put(staging: &Path, path: &Path, content: &[u8]) {
     let tmp = staging.join("next");
     std::fs::write(&tmp, content).expect("write");
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -561,8 +561,8 @@ fn resync_baseline_incremental_and_audit_against_serve() {
         assert_eq!(first.1, *change, "first change of {rel}: {new_changes:?}");
     }
 
-    // Incremental from the open Change List (resync defect 2), from the first of our changes
-    // (resync defect 3).
+    // Incremental from the Change List the Capability List names (resync defect 2), from the
+    // first of our changes (resync defect 3).
     let from = new_changes
         .iter()
         .map(|c| c.2)

@@ -22,6 +22,7 @@ mod hub_robust;
 mod hub_under_load;
 mod interop_aggregate;
 mod interop_resync;
+mod interop_resync_publish;
 mod interop_simulator;
 mod interop_websub;
 mod inventories;

@@ -94,7 +94,9 @@ async fn a_live_source_is_explored_from_its_root_and_is_valid() {
     let kinds: HashSet<&str> = cl.children.iter().map(|c| c.kind.as_str()).collect();
     for k in [
         "Resource List Index",
-        "Change List Index",
+        // What the Capability List names: the open Change List, fitting in one document
+        // (Z39.99-2014 §12.1); its index is reached through its `index` link.
+        "Change List",
         "Resource Dump",
         "Change Dump",
         "Resource List Archive",
@@ -119,6 +121,7 @@ async fn a_live_source_is_explored_from_its_root_and_is_valid() {
     assert_eq!(parts.iter().map(|p| p.entries.unwrap_or(0)).sum::<u64>(), 7);
     assert!(parts.iter().all(|p| p.via == "part" && p.span.is_some()));
     // The Change List Index (§12.2) and its open Change List, with a time span.
+    assert_eq!(of_kind(&r, "Change List Index").len(), 1, "{}", dump(&r));
     let cls = of_kind(&r, "Change List");
     assert!(!cls.is_empty(), "{}", dump(&r));
     assert!(cls.iter().all(|c| c.from.is_some() && c.span.is_some()));

@@ -527,7 +527,9 @@ async fn a_change_list_going_back_in_time_falls_back_to_the_resource_list() {
         md(b"a, changed"),
         md(b"b"),
     );
-    let cl = "changelist.xml";
+    // The open Change List, which the Change List the Capability List names links to through
+    // its index (and a run that remembers the index reads directly).
+    let cl = "changelists/00001.xml";
     server.fault(
         &format!("/resourcesync/{cl}"),
         Fault::Body(backwards.into_bytes()),
@@ -624,7 +626,7 @@ async fn a_lastmod_only_entry_among_datetimes_is_not_out_of_order() {
         md(b"c"),
     );
     server.fault(
-        "/resourcesync/changelist.xml",
+        "/resourcesync/changelists/00001.xml",
         Fault::Body(mixed.into_bytes()),
     );
     o.delete = true;

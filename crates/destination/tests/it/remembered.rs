@@ -295,3 +295,60 @@ async fn a_capability_list_that_moved_carries_the_copies_over() {
     assert_eq!((r.created, r.failed), (1, 0), "{r:?}");
     assert_eq!(std::fs::read(dest.join("b.txt")).expect("b"), b"bravo");
 }
+
+/// What the Capability List names as the Change List is a plain, open Change List while the
+/// open period fits in one document, and the Change List Index when it does not (Z39.99-2014
+/// §12.1, §12.2): across runs the same URL turns from one into the other and back. Each
+/// incremental run stays incremental and applies every change, including those of a period
+/// closed since the last run, found through the plain list's `index` link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_list_turning_from_an_index_into_a_list_and_back_loses_no_change() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha"), ("b.txt", b"bravo")]);
+    let server = Server::start(src.path()).await;
+    // One entry makes a document; three changes close a period.
+    let small = |cfg: &mut resourcesync_source::SourceConfig| {
+        cfg.publish.split.max_entries = 1;
+        cfg.scan.rotation.max_entries = 3;
+    };
+    let is_index = || {
+        std::fs::read_to_string(src.path().join("resourcesync/changelist.xml"))
+            .expect("changelist.xml")
+            .contains("<sitemapindex")
+    };
+    publish_with(src.path(), &server.base, small);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = options(&server.base, &dest);
+    assert_eq!(run(&o).await.mode, Mode::Baseline);
+
+    // Two changes in the open period: past one document, an index.
+    write_tree(src.path(), &[("c.txt", b"charlie"), ("d.txt", b"delta")]);
+    publish_with(src.path(), &server.base, small);
+    assert!(is_index());
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental, "{r:?}");
+    assert_eq!((r.created, r.updated, r.failed), (2, 0, 0), "{r:?}");
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+
+    // e.txt fills the period, which closes; a.txt's update opens the next one, alone: a plain
+    // list, whose history starts after this Destination's cursor.
+    write_tree(src.path(), &[("e.txt", b"echo")]);
+    publish_with(src.path(), &server.base, small);
+    write_tree(src.path(), &[("a.txt", b"alpha, changed")]);
+    publish_with(src.path(), &server.base, small);
+    assert!(!is_index());
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental, "{r:?}");
+    assert_eq!((r.created, r.updated, r.failed), (1, 1, 0), "{r:?}");
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+
+    // And back to an index.
+    write_tree(src.path(), &[("f.txt", b"foxtrot")]);
+    publish_with(src.path(), &server.base, small);
+    assert!(is_index());
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental, "{r:?}");
+    assert_eq!((r.created, r.updated, r.failed), (1, 0, 0), "{r:?}");
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}

@@ -201,10 +201,10 @@ async fn files_turned_into_directories_and_back_with_delete() {
         std::fs::write(root.join(format!("g{i}/inner.txt")), "inside again").expect("g/inner");
     }
     publish(src.path(), &server.base, None);
-    let index =
-        std::fs::read_to_string(src.path().join("resourcesync/changelist.xml")).expect("index");
+    let index = std::fs::read_to_string(src.path().join("resourcesync/changelist-index.xml"))
+        .expect("index");
     server.fault(
-        "/resourcesync/changelist.xml",
+        "/resourcesync/changelist-index.xml",
         Fault::Body(history_from_2999(&index)),
     );
     let r = run(&o).await;
@@ -726,8 +726,8 @@ async fn incremental_across_rotated_change_lists_and_a_history_gap() {
         &[("a.txt", b"a, third and last"), ("c.txt", b"c")],
     );
     publish_with(src.path(), &server.base, rotate);
-    let index =
-        std::fs::read_to_string(src.path().join("resourcesync/changelist.xml")).expect("index");
+    let index = std::fs::read_to_string(src.path().join("resourcesync/changelist-index.xml"))
+        .expect("index");
     assert!(index.matches("<sitemap>").count() > 2, "{index}");
     server.reset_hits();
     let r = run(&o).await;
@@ -740,7 +740,7 @@ async fn incremental_across_rotated_change_lists_and_a_history_gap() {
     write_tree(src.path(), &[("b.txt", b"b, changed")]);
     publish_with(src.path(), &server.base, rotate);
     server.fault(
-        "/resourcesync/changelist.xml",
+        "/resourcesync/changelist-index.xml",
         Fault::Body(history_from_2999(&index)),
     );
     let r = run(&o).await;

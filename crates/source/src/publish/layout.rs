@@ -8,7 +8,10 @@
 //! resourcesync/capabilitylist.xml          Capability List (§9)
 //! resourcesync/resourcelist.xml            Resource List, or its index (§10)
 //! resourcesync/resourcelist-NNNNN.xml      parts of a split Resource List
-//! resourcesync/changelist.xml              Change List Index (§12.2)
+//! resourcesync/changelist.xml              the open Change List (§12.1), what the Capability
+//!                                          List names; the Change List Index instead when the
+//!                                          open period exceeds one document (§12.2)
+//! resourcesync/changelist-index.xml        Change List Index of every period (§12.2)
 //! resourcesync/changelists/NNNNN.xml       Change Lists, one per period, the last one open
 //! resourcesync/resourcedump.xml            Resource Dump (§11.1)
 //! resourcesync/dumps/...                   ZIP packages and copies of their manifests

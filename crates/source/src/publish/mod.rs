@@ -1,6 +1,7 @@
 //! Writing every capability document from the state: Source Description, Capability List,
 //! Resource List (split into an index past the limits), Change Lists (one per period, grouped in a
-//! Change List Index), the archives, and a page for people.
+//! Change List Index; the open one also as the Change List the Capability List names), the
+//! archives, and a page for people.
 //!
 //! Every document goes through the model crate's writer and is written durably; documents that
 //! cannot have changed (closed Change Lists, the Resource List of an unchanged snapshot) are not
@@ -65,6 +66,57 @@ pub struct PublishReport {
 /// Name of the Resource List of a snapshot (relative to the documents folder, without `.xml`).
 pub fn resource_list_name(snapshot: i64) -> String {
     format!("resourcelists/{snapshot:06}/resourcelist")
+}
+
+/// What the Capability List names as the Change List (relative to the documents folder): the
+/// open Change List while it fits in one document, the Change List Index otherwise.
+pub const CHANGE_LIST: &str = "changelist.xml";
+
+/// The Change List Index, of every period's Change List (relative to the documents folder).
+pub const CHANGE_LIST_INDEX: &str = "changelist-index.xml";
+
+/// The open period's Change List as published at [`CHANGE_LIST`], when it fits in one
+/// document under `split`; `None` when there is no open period or it does not fit.
+fn open_change_list(
+    layout: &Layout,
+    state: &State,
+    periods: &[Period],
+    split: &SplitLimits,
+) -> Result<Option<Vec<u8>>> {
+    let Some(open) = periods.last().filter(|p| p.until.is_none()) else {
+        return Ok(None);
+    };
+    if usize::try_from(open.count).map_or(true, |n| n > split.max_entries) {
+        return Ok(None);
+    }
+    let mut md = Metadata::with_capability(Capability::ChangeList);
+    md.from = Some(open.from);
+    let mut header = Header::new(Root::UrlSet, md);
+    header.links.push(up(layout));
+    header
+        .links
+        .push(Link::new("index", layout.doc_url(CHANGE_LIST_INDEX)));
+    header.links.push(Link::new(
+        "archives",
+        layout.doc_url("changelist-archive.xml"),
+    ));
+    let mut w = DocumentWriter::new(Vec::new(), CHANGE_LIST, &header)?;
+    let mut entries = 0usize;
+    let mut too_big = false;
+    state.for_each_change(open.id, |c| {
+        entries += 1;
+        if entries > split.max_entries {
+            too_big = true;
+        } else if !too_big {
+            w.write_entry(&change_entry(&c))?;
+        }
+        Ok(())
+    })?;
+    let bytes = w.finish()?;
+    if too_big || bytes.len() as u64 > split.max_bytes {
+        return Ok(None);
+    }
+    Ok(Some(bytes))
 }
 
 /// Name of the Change List of a period.
@@ -269,9 +321,10 @@ fn publish_change_lists(
     layout: &Layout,
     state: &State,
     periods: &[Period],
+    split: &SplitLimits,
     report: &mut PublishReport,
 ) -> Result<()> {
-    let index_url = layout.doc_url("changelist.xml");
+    let index_url = layout.doc_url(CHANGE_LIST_INDEX);
     // Each document is synced before it is renamed into place: a few are written at once, so
     // that their syncs overlap (at most WRITERS documents in memory).
     const WRITERS: usize = 4;
@@ -332,13 +385,13 @@ fn publish_change_lists(
     // The index, in forward chronological order.
     let mut md = Metadata::with_capability(Capability::ChangeList);
     md.from = periods.first().map(|p| p.from);
-    let mut header = Header::new(Root::SitemapIndex, md);
-    header.links.push(up(layout));
-    header.links.push(Link::new(
+    let mut index_header = Header::new(Root::SitemapIndex, md);
+    index_header.links.push(up(layout));
+    index_header.links.push(Link::new(
         "archives",
         layout.doc_url("changelist-archive.xml"),
     ));
-    let entries: Vec<Entry> = periods
+    let index_entries: Vec<Entry> = periods
         .iter()
         .map(|p| {
             let mut e = Entry::new(layout.doc_url(&format!("{}.xml", change_list_name(p.id))));
@@ -351,10 +404,21 @@ fn publish_change_lists(
     report.written.push(write_doc(
         sink,
         layout,
-        "changelist.xml",
-        &header,
-        &entries,
+        CHANGE_LIST_INDEX,
+        &index_header,
+        &index_entries,
     )?);
+    // What the Capability List names: the open Change List itself while it fits in one
+    // document (Z39.99-2014 §12.1; earlier changes through its `index` and `archives` links),
+    // the index when the open period alone exceeds the Sitemap limits (§12.2).
+    let key = layout.doc_key(CHANGE_LIST);
+    match open_change_list(layout, state, periods, split)? {
+        Some(bytes) => sink.put(&key, &bytes)?,
+        None => {
+            write_doc(sink, layout, CHANGE_LIST, &index_header, &index_entries)?;
+        }
+    }
+    report.written.push(written(sink, &key));
     // The archive of closed Change Lists (Archives §5).
     let mut md = Metadata::with_capability(Capability::ChangeListArchive);
     md.from = None;
@@ -405,7 +469,7 @@ pub fn publish_to(
     // the last publish to this layout and its documents are there, there is nothing to write.
     let periods = state.periods()?;
     let fingerprint = format!(
-        "{current} {} {:?} {} {} {:?} {} {}",
+        "{current} {} {:?} {} {} {:?} {} {} {CHANGE_LIST_INDEX}",
         state.last_seq()?,
         periods
             .iter()
@@ -457,7 +521,7 @@ pub fn publish_to(
         &entries,
     )?);
 
-    publish_change_lists(sink, layout, state, &periods, &mut report)?;
+    publish_change_lists(sink, layout, state, &periods, &opts.split, &mut report)?;
 
     let listed = (rl_url.as_str(), snapshot.1, report.resources);
     write_capability_list_and_page(sink, layout, state, opts, listed, &mut report)?;
@@ -545,7 +609,7 @@ pub fn publish_changes_to(
     // What is written now no longer matches a full publish's fingerprint.
     state.set_meta(PUBLISHED_KEY, "")?;
     let periods = state.periods()?;
-    publish_change_lists(sink, layout, state, &periods, &mut report)?;
+    publish_change_lists(sink, layout, state, &periods, &opts.split, &mut report)?;
 
     let listed = (rl_url.as_str(), snapshot_at, count);
     write_capability_list_and_page(sink, layout, state, opts, listed, &mut report)?;
@@ -576,8 +640,8 @@ fn write_capability_list_and_page(
     let mut offered: Vec<(&str, String, Capability)> = vec![
         ("Resource List", rl_url.to_owned(), Capability::ResourceList),
         (
-            "Change List Index",
-            layout.doc_url("changelist.xml"),
+            "Change List",
+            layout.doc_url(CHANGE_LIST),
             Capability::ChangeList,
         ),
     ];

@@ -85,7 +85,7 @@ fn config(dir: &Path, out: &Path, state: &Path, base: &str) -> SourceConfig {
 
 /// (path under the base, change, datetime) of every entry of every Change List in `out`.
 fn history(out: &Path, base: &str) -> Vec<(String, Change, String)> {
-    let index: Vec<String> = read(&out.join("resourcesync/changelist.xml"))
+    let index: Vec<String> = read(&out.join("resourcesync/changelist-index.xml"))
         .1
         .into_iter()
         .map(|e| e.loc)

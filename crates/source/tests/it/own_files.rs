@@ -210,7 +210,7 @@ async fn only_the_published_files_leave(p: Placement) {
         listed, want,
         "the Resource List lists what the Source wrote"
     );
-    let (_, index) = get(&client, &format!("{base}resourcesync/changelist.xml")).await;
+    let (_, index) = get(&client, &format!("{base}resourcesync/changelist-index.xml")).await;
     for part in locs(&index) {
         let (_, cl) = get(&client, &part).await;
         for loc in locs(&cl) {

@@ -227,7 +227,22 @@ fn change_lists_rotate_into_an_index_of_consecutive_periods() {
     }
     s.publish().expect("publish");
     assert_all_valid(out.path());
-    let (h, lists) = read(&out.path().join("resourcesync/changelist.xml"));
+    // Z39.99-2014 §12.1: what the Capability List names is the open Change List itself (it
+    // fits in one document), linked to the index and the archive of the earlier ones.
+    let (h, open) = read(&out.path().join("resourcesync/changelist.xml"));
+    assert!(!h.is_index());
+    assert_eq!(open.len(), 1);
+    assert!(h.md.as_ref().expect("md").until.is_none());
+    let base = "http://127.0.0.1:8080/data/resourcesync/";
+    assert_eq!(
+        h.link("index").map(|l| l.href.as_str()),
+        Some(format!("{base}changelist-index.xml").as_str())
+    );
+    assert_eq!(
+        h.link("archives").map(|l| l.href.as_str()),
+        Some(format!("{base}changelist-archive.xml").as_str())
+    );
+    let (h, lists) = read(&out.path().join("resourcesync/changelist-index.xml"));
     assert!(h.is_index());
     assert_eq!(lists.len(), 3);
     // Closed lists carry until; the last is open; each starts where the previous ended.
@@ -237,8 +252,41 @@ fn change_lists_rotate_into_an_index_of_consecutive_periods() {
         assert_eq!(a.until, b.from);
     }
     assert!(lists[2].md.as_ref().expect("md").until.is_none());
+    assert_eq!(
+        open_from(&out.path().join("resourcesync/changelist.xml")),
+        lists[2].md.as_ref().expect("md").from
+    );
     let (_, archive) = read(&out.path().join("resourcesync/changelist-archive.xml"));
     assert_eq!(archive.len(), 2);
+    // The closed lists are still files, as the archive lists them.
+    for e in &archive {
+        assert!(url_to_doc(out.path(), &e.loc).is_file(), "{}", e.loc);
+    }
+}
+
+fn open_from(path: &Path) -> Option<resourcesync_model::W3cDateTime> {
+    read(path).0.md.and_then(|m| m.from)
+}
+
+#[test]
+fn an_open_period_past_one_document_is_published_as_an_index() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = tempfile::tempdir().expect("out");
+    let mut cfg = config(dir.path(), out.path());
+    // Z39.99-2014 §12.2 / Sitemap limits: here 2 entries make a document.
+    cfg.publish.split.max_entries = 2;
+    let mut s = Source::open(cfg).expect("open");
+    s.scan().expect("baseline");
+    for i in 0..3 {
+        std::fs::write(dir.path().join(format!("r{i}.txt")), format!("v{i}")).expect("write");
+    }
+    s.scan().expect("scan");
+    s.publish().expect("publish");
+    assert_all_valid(out.path());
+    let (h, lists) = read(&out.path().join("resourcesync/changelist.xml"));
+    assert!(h.is_index());
+    assert_eq!(lists.len(), 1);
+    assert!(lists[0].md.as_ref().expect("md").until.is_none());
 }
 
 #[test]

@@ -179,6 +179,13 @@ fn every_document_validates_and_is_discoverable() {
                 queue.push_back(e.loc.clone());
             }
         }
+        // The Change List's index and archive, through its links (Z39.99-2014 §12.1,
+        // Archives §5).
+        for l in &header.links {
+            if ["index", "archives"].contains(&l.rel.as_str()) {
+                queue.push_back(l.href.clone());
+            }
+        }
     }
     for c in [
         "description",
@@ -474,20 +481,19 @@ fn dotfiles_with_include_hidden_but_never_the_state() {
     s.stop();
 }
 
-/// The open Change List's entries as (URI, change), in document order.
+/// The open Change List's entries as (URI, change), in document order: what the Capability
+/// List names as the Change List (Z39.99-2014 §12.1), a plain, open list.
 fn open_change_list(s: &Served) -> Vec<(String, Change)> {
-    let index_url = format!("{}resourcesync/changelist.xml", s.base);
-    let r = s.get_url(&index_url);
+    let url = format!("{}resourcesync/changelist.xml", s.base);
+    let r = s.get_url(&url);
     assert_eq!(r.status, 200);
-    let (_, periods) = read_valid(&index_url, &r.body);
-    let open = periods
-        .iter()
-        .find(|e| e.md.as_ref().is_some_and(|m| m.until.is_none()))
-        .expect("an open Change List");
-    let r = s.get_url(&open.loc);
-    assert_eq!(r.status, 200);
-    let (header, entries) = read_valid(&open.loc, &r.body);
+    let (header, entries) = read_valid(&url, &r.body);
     assert_eq!(capability_of(&header), "changelist");
+    assert!(!header.is_index(), "{url}: a plain Change List");
+    assert!(
+        header.md.as_ref().is_some_and(|m| m.until.is_none()),
+        "{url}: open"
+    );
     entries
         .into_iter()
         .filter_map(|e| Some((e.loc, e.md?.change?)))

@@ -218,7 +218,7 @@ pub(crate) fn fetch_every_document(base: &str) -> (BTreeSet<String>, BTreeSet<St
 /// The (path under `base`, change) of every entry of every Change List the Source at `base`
 /// serves, in order.
 pub(crate) fn served_history(base: &str) -> Vec<(String, String)> {
-    let (status, index) = get(&format!("{base}resourcesync/changelist.xml"));
+    let (status, index) = get(&format!("{base}resourcesync/changelist-index.xml"));
     assert_eq!(status, 200);
     let mut all = Vec::new();
     for cl in urls_in(&index)
