@@ -588,8 +588,7 @@ fn docs_named(out: &Path, prefix: &str) -> Vec<PathBuf> {
 fn published(out: &Path) -> (Vec<String>, Vec<String>) {
     let rl = docs_named(out, "resourcelist")
         .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n == "resourcelist.xml"))
-        .next_back()
+        .rfind(|p| p.file_name().is_some_and(|n| n == "resourcelist.xml"))
         .expect("a Resource List");
     let listed = parse(&std::fs::read(&rl).expect("read"))
         .into_iter()
