@@ -745,7 +745,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__serve)
-            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --config --print-config --listen --out --resourcelist-interval --rescan-interval --no-watch --hub --debounce-ms --hub-private-addresses --tls-cert --tls-key --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --config --print-config --listen --out --resourcelist-interval --rescan-interval --no-watch --full-every --hub --debounce-ms --hub-private-addresses --tls-cert --tls-key --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -812,6 +812,10 @@ _resourcesync() {
                     return 0
                     ;;
                 --rescan-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --full-every)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

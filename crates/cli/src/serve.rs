@@ -38,6 +38,11 @@ pub(crate) struct ServeArgs {
     /// Do not use a file-system watcher: find changes by the periodic rescan only.
     #[arg(long)]
     no_watch: bool,
+    /// With an inventory that has a change feed (PostgreSQL, OAI-PMH): list every resource at
+    /// startup and then at least this often, to find resources removed without a trace the
+    /// feed sees (a row deleted from the table); the rescans in between read the feed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    full_every: u64,
     /// Push Change Notifications and Framework Notifications over WebSub through this hub: a
     /// hub URL, or `embedded` to run one in this process at BASE/resourcesync/hub. The
     /// Capability List then advertises the topics.
@@ -92,6 +97,7 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         );
     }
     server::prepare_config(&mut cfg);
+    cfg.scan.full_every = Duration::from_secs(a.full_every);
     let progress = std::sync::Arc::new(ScanProgress::default());
     cfg.scan.progress = Some(progress.clone());
     let spec = a.source.inventory.clone();

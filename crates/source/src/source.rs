@@ -111,6 +111,8 @@ pub struct Source {
     state_path: PathBuf,
     own: OwnPaths,
     moved: Option<Moved>,
+    /// When the last scan that listed everything started (none yet: the next one lists).
+    last_listing: Option<std::time::Instant>,
 }
 
 fn check_base(base: &str) -> Result<()> {
@@ -223,6 +225,7 @@ impl Source {
             own,
             cfg,
             moved,
+            last_listing: None,
         })
     }
 
@@ -232,14 +235,33 @@ impl Source {
         self.moved.as_ref()
     }
 
-    /// Scans the inventory and records changes.
+    /// Scans the inventory and records changes. With an inventory's change feed, the first
+    /// scan of this Source and then one at least every [`ScanOptions::full_every`] list
+    /// everything, so that resources removed without a trace the feed can see (a row deleted
+    /// from a table) are recorded as deleted (Z39.99-2017 §12.1).
     pub fn scan(&mut self) -> Result<ScanReport> {
-        scan(
-            &*self.inventory,
-            &mut self.state,
-            &self.layout.base,
-            &self.cfg.scan,
-        )
+        let started = std::time::Instant::now();
+        let due = self
+            .last_listing
+            .is_none_or(|t| started.duration_since(t) >= self.cfg.scan.full_every);
+        let report = if due && !self.cfg.scan.full {
+            let opts = ScanOptions {
+                full: true,
+                ..self.cfg.scan.clone()
+            };
+            scan(&*self.inventory, &mut self.state, &self.layout.base, &opts)?
+        } else {
+            scan(
+                &*self.inventory,
+                &mut self.state,
+                &self.layout.base,
+                &self.cfg.scan,
+            )?
+        };
+        if !report.from_feed {
+            self.last_listing = Some(started);
+        }
+        Ok(report)
     }
 
     /// Writes every document for the newest scan; with dumps enabled, the Resource Dump and

@@ -42,7 +42,16 @@ pub struct ScanOptions {
     /// records: a row removed from a table without a trace is found only by a full listing
     /// (see `scan/feed.rs`); the caller chooses when (a flag, every Nth run).
     pub full: bool,
+    /// How often [`crate::Source::scan`] lists everything although the inventory has a change
+    /// feed (default one hour): the first scan of a [`crate::Source`] always does, so `publish`
+    /// (one scan) and a restarted `serve` always see rows removed without a trace; `serve`'s
+    /// later rescans then use the feed until this much time has passed since the last listing.
+    /// [`scan`] itself reads only [`ScanOptions::full`].
+    pub full_every: std::time::Duration,
 }
+
+/// The default of [`ScanOptions::full_every`]: one hour.
+pub const DEFAULT_FULL_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl Default for ScanOptions {
     fn default() -> Self {
@@ -54,6 +63,7 @@ impl Default for ScanOptions {
                 .unwrap_or(2),
             progress: None,
             full: false,
+            full_every: DEFAULT_FULL_EVERY,
         }
     }
 }

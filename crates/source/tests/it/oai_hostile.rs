@@ -7,13 +7,15 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use resourcesync_source::inventory::Inventory;
 use resourcesync_source::inventory::oai::OaiOptions;
+use resourcesync_source::{Source, SourceConfig};
 
-use super::oai_inventory::{hostile, listed, ok, open_hostile, page, rels};
+use super::oai_inventory::{envelope, hostile, listed, ok, open_hostile, page, rec, rels};
 
 /// A `ListRecords` page whose root declares `decls` namespace prefixes (`n0` … ), holding
 /// `records` records whose metadata is `body(i)`.
@@ -218,4 +220,54 @@ fn an_endless_list_ends_at_max_records_bytes_or_seconds() {
         took >= std::time::Duration::from_secs(1) && took < std::time::Duration::from_secs(30),
         "{took:?}"
     );
+}
+
+/// A record whose header says `status="deleted"` (OAI-PMH 2.0 §2.5.1) is a deletion whatever
+/// else it carries: some provider libraries send a `<metadata>` element with it, here one
+/// larger than `maxRecordBytes` and one holding two elements. The record leaves the listing and
+/// a Source publishes it as deleted; the harvest is not refused for the metadata.
+#[test]
+fn a_deleted_record_carrying_metadata_is_a_deletion() {
+    let deleted = |ident: &str, md: &str| {
+        format!(
+            "<record><header status=\"deleted\"><identifier>{ident}</identifier><datestamp>\
+             2026-01-02T00:00:00Z</datestamp></header><metadata>{md}</metadata></record>"
+        )
+    };
+    let big = format!("<x xmlns=\"urn:x\">{}</x>", "z".repeat(4096));
+    let second = format!(
+        "<ListRecords>{}{}{}</ListRecords>",
+        rec("a"),
+        deleted("b", &big),
+        deleted("c", "<x xmlns=\"urn:x\">c</x><y xmlns=\"urn:y\">c</y>")
+    );
+    let second = envelope(&second);
+    let changed = Arc::new(AtomicBool::new(false));
+    let flag = changed.clone();
+    let h = hostile(move |_, _| {
+        if flag.load(Ordering::SeqCst) {
+            ok(second.clone())
+        } else {
+            ok(page(&["a", "b", "c"], None))
+        }
+    });
+    let work = tempfile::tempdir().expect("work");
+    let opts = OaiOptions {
+        max_record_bytes: 1024,
+        ..OaiOptions::default()
+    };
+    let inv: Arc<dyn Inventory> = Arc::new(open_hostile(&h, work.path(), opts));
+    let mut cfg = SourceConfig::new(work.path(), "http://127.0.0.1:1/");
+    cfg.out = Some(work.path().join("out"));
+    let mut s = Source::open_with(cfg, inv.clone()).expect("source");
+    let r = s.scan().expect("baseline");
+    assert_eq!(r.resources, 3, "{r:?}");
+    changed.store(true, Ordering::SeqCst);
+    let r = s.scan().expect("scan");
+    assert_eq!((r.deleted, r.resources), (2, 1), "{r:?}");
+    let rels: Vec<String> = listed(&*inv)
+        .into_iter()
+        .map(|l| l.rel.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(rels.len(), 1, "{rels:?}");
 }

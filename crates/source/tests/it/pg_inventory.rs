@@ -7,6 +7,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use resourcesync_source::publish::sink::MemSink;
 use resourcesync_source::publish::{PublishOptions, publish_to};
 use resourcesync_source::scan::{ScanOptions, scan};
 use resourcesync_source::state::State;
+use resourcesync_source::{Source, SourceConfig};
 
 /// The variable holding the URL of the test server.
 const URL_VAR: &str = "RESOURCESYNC_TEST_POSTGRES";
@@ -556,4 +558,103 @@ fn rows_no_destination_could_fetch_are_left_out_with_a_warning() {
     let r = scan(&inv, &mut state, BASE, &ScanOptions::default()).expect("scan");
     assert!(named(&r, "robots.txt").contains("robots.txt"), "{r:?}");
     assert_eq!(r.resources, 1, "{r:?}");
+}
+
+/// Every document file under `out` whose name starts with `prefix`, newest directory last.
+fn docs_named(out: &Path, prefix: &str) -> Vec<PathBuf> {
+    fn walk(d: &Path, prefix: &str, v: &mut Vec<PathBuf>) {
+        let Ok(rd) = std::fs::read_dir(d) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, prefix, v);
+            } else if p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".xml"))
+            {
+                v.push(p);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(&out.join("resourcesync"), prefix, &mut v);
+    v.sort();
+    v
+}
+
+/// The locs of the newest Resource List under `out`, and the locs the Change Lists say are
+/// deleted.
+fn published(out: &Path) -> (Vec<String>, Vec<String>) {
+    let rl = docs_named(out, "resourcelist")
+        .into_iter()
+        .rfind(|p| p.file_name().is_some_and(|n| n == "resourcelist.xml"))
+        .expect("a Resource List");
+    let listed = parse(&std::fs::read(&rl).expect("read"))
+        .into_iter()
+        .map(|e| e.loc)
+        .collect();
+    let mut deleted = Vec::new();
+    for cl in docs_named(out, "changelist") {
+        for e in parse(&std::fs::read(&cl).expect("read")) {
+            if e.md.as_ref().and_then(|m| m.change.as_ref()) == Some(&Change::Deleted) {
+                deleted.push(e.loc);
+            }
+        }
+    }
+    (listed, deleted)
+}
+
+/// A row deleted from the table without a trace (no flag, not the newest row: the feed's
+/// cursor stays valid) leaves the Resource List and is published as deleted: by the next
+/// `publish` (a Source's first scan lists everything), by a restarted `serve` (the same), and
+/// by a running one once `full_every` has passed since its last listing (Z39.99-2017 §12.1).
+#[test]
+fn a_row_deleted_from_the_table_is_published_as_deleted() {
+    let mut db = Db::new();
+    db.table("t");
+    for p in ["a", "b", "c", "d"] {
+        db.put("t", p, p.as_bytes());
+    }
+    let work = tempfile::tempdir().expect("work");
+    let out = work.path().join("out");
+    let inv: Arc<dyn Inventory> = Arc::new(db.inventory("t", None));
+    let open = |full_every: Duration| {
+        let mut cfg = SourceConfig::new(work.path(), BASE);
+        cfg.out = Some(out.clone());
+        cfg.scan.full_every = full_every;
+        Source::open_with(cfg, inv.clone()).expect("source")
+    };
+    let loc = |p: &str| format!("{BASE}{p}");
+    // `publish`: one Source, one scan.
+    let mut s = open(resourcesync_source::scan::DEFAULT_FULL_EVERY);
+    s.scan().expect("baseline");
+    s.publish().expect("publish");
+    drop(s);
+    db.exec("DELETE FROM S.t WHERE path = 'a'");
+    let mut s = open(resourcesync_source::scan::DEFAULT_FULL_EVERY);
+    let r = s.scan().expect("scan");
+    assert!(!r.from_feed && r.deleted == 1, "{r:?}");
+    s.publish().expect("publish");
+    let (listed, deleted) = published(&out);
+    assert_eq!(listed, [loc("b"), loc("c"), loc("d")]);
+    assert_eq!(deleted, [loc("a")]);
+
+    // `serve`'s rescans: the feed until `full_every` has passed, then a listing.
+    db.exec("DELETE FROM S.t WHERE path = 'b'");
+    let r = s.scan().expect("rescan");
+    assert!(r.from_feed && r.deleted == 0, "within full_every: {r:?}");
+    let mut s = open(Duration::ZERO);
+    s.scan().expect("restart");
+    s.publish().expect("publish");
+    let (listed, deleted) = published(&out);
+    assert_eq!(listed, [loc("c"), loc("d")]);
+    assert_eq!(deleted, [loc("a"), loc("b")]);
+    db.exec("DELETE FROM S.t WHERE path = 'c'");
+    let r = s.scan().expect("rescan");
+    assert!(!r.from_feed && r.deleted == 1, "full_every passed: {r:?}");
+    s.publish().expect("publish");
+    let (listed, deleted) = published(&out);
+    assert_eq!(listed, [loc("d")]);
+    assert_eq!(deleted, [loc("a"), loc("b"), loc("c")]);
 }

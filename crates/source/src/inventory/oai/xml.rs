@@ -527,6 +527,13 @@ fn close(
             let c = cut
                 .take()
                 .ok_or_else(|| err_at(at.body, 0, "internal: no cut"))?;
+            if record.as_ref().is_some_and(|r| r.deleted) {
+                // A deleted record is a deletion whatever it carries (OAI-PMH 2.0 §2.5.1):
+                // metadata sent with it is neither kept nor counted against the limits.
+                at.stack.pop();
+                at.bindings.pop();
+                return Ok(());
+            }
             let end = r.buffer_position() as usize;
             let doc = standalone(at, &c, end, record.as_ref())?;
             *at.taken += doc.len() as u64;
