@@ -155,14 +155,19 @@ pub(crate) fn open_source(spec: Option<&str>, cfg: SourceConfig) -> anyhow::Resu
 
 /// Says that the Source moved to another base URL, and what it means for Destinations.
 pub(crate) fn say_moved(m: &resourcesync_source::state::Moved, why: &str) {
-    crate::out::say!(
-        "resourcesync: moved the Source from {} to {}{why}: {} and {} carried over; Destinations \
+    crate::out::say!("resourcesync: {}", moved_message(m, why));
+}
+
+/// The line of [`say_moved`], without the program's name (`serve` logs it).
+pub(crate) fn moved_message(m: &resourcesync_source::state::Moved, why: &str) -> String {
+    format!(
+        "moved the Source from {} to {}{why}: {} and {} carried over; Destinations \
          following the old URL now sync from the new one",
         printable(&m.from),
         printable(&m.to),
         count(m.resources, "resource", "resources"),
         count(m.changes, "change", "changes"),
-    );
+    )
 }
 
 /// `--out s3://…`: the bucket the documents go to. Refused with `--dumps` (dumps are written

@@ -87,8 +87,8 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         .source
         .config(a.out.clone(), Some(format!("{scheme}://{addr}/")))?;
     if a.source.base_url.is_none() && addr.ip().is_unspecified() {
-        crate::out::say!(
-            "resourcesync: note: listening on {addr}; documents will name {scheme}://{addr}/: use --base-url for the URL clients reach"
+        tracing::warn!(
+            "listening on {addr}; documents will name {scheme}://{addr}/: use --base-url for the URL clients reach"
         );
     }
     server::prepare_config(&mut cfg);
@@ -104,7 +104,7 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         } else {
             " (it follows its listen address: no --base-url)"
         };
-        crate::publish::say_moved(m, why);
+        tracing::info!("{}", crate::publish::moved_message(m, why));
     }
     let hub = match a.hub.as_deref() {
         None => None,
@@ -166,12 +166,19 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         }
         out.flush()?;
     }
+    // The same in the log (with --log-file or --log-format json, collectors see the start).
+    tracing::info!(
+        dir = %a.source.dir.display(),
+        url = %running.source_description_url(),
+        resources = running.first_batch().scan.resources,
+        "serving {} at {}",
+        a.source.dir.display(),
+        running.source_description_url()
+    );
     let handle = running.shutdown_handle();
     tokio::spawn(async move {
         signals.next().await;
-        if !crate::out::quiet() {
-            crate::out::say!("resourcesync: shutting down");
-        }
+        tracing::info!("shutting down");
         handle.shutdown();
     });
     running.wait().await?;
