@@ -153,6 +153,16 @@ pub(crate) fn open_source(spec: Option<&str>, cfg: SourceConfig) -> anyhow::Resu
     })
 }
 
+/// What a scan reads, as the summaries count it: a PostgreSQL inventory's rows, else files.
+pub(crate) fn read_unit(spec: Option<&str>) -> (&'static str, &'static str) {
+    match spec {
+        Some(s) if s.starts_with("postgres://") || s.starts_with("postgresql://") => {
+            ("row", "rows")
+        }
+        _ => ("file", "files"),
+    }
+}
+
 /// Says that the Source moved to another base URL, and what it means for Destinations.
 pub(crate) fn say_moved(m: &resourcesync_source::state::Moved, why: &str) {
     crate::out::say!("resourcesync: {}", moved_message(m, why));
@@ -232,6 +242,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
         format!("publish {}", a.source.dir.display()),
     );
     let scan = source.scan()?;
+    let unit = read_unit(a.source.inventory.as_deref());
     display.writing();
     let (publish, layout) = match &bucket {
         None => (source.publish()?, source.layout().clone()),
@@ -299,7 +310,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             "{}, {} ({what}; {} read, {}) in {:.2} s",
             count(scan.resources, "resource", "resources"),
             bytes(scan.bytes),
-            count(scan.hashed, "file", "files"),
+            count(scan.hashed, unit.0, unit.1),
             bytes(scan.bytes_hashed),
             secs
         )?;
@@ -325,7 +336,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             writeln!(
                 out,
                 "{} skipped (listed on stderr)",
-                count(scan.skipped.len() as u64, "file", "files")
+                count(scan.skipped.len() as u64, unit.0, unit.1)
             )?;
         }
     }

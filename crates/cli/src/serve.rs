@@ -146,13 +146,14 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
             running.source_description_url()
         )?;
         let scan = &running.first_batch().scan;
+        let unit = crate::publish::read_unit(a.source.inventory.as_deref());
         if !crate::out::quiet() {
             writeln!(
                 out,
                 "{}, {} (first scan: {} read, {})",
                 crate::units::count(scan.resources, "resource", "resources"),
                 crate::units::bytes(scan.bytes),
-                crate::units::count(scan.hashed, "file", "files"),
+                crate::units::count(scan.hashed, unit.0, unit.1),
                 crate::units::bytes(scan.bytes_hashed),
             )?;
         }
