@@ -166,6 +166,13 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
         }
         out.flush()?;
     }
+    tracing::info!(
+        sources = config.sources.len(),
+        store = %shown,
+        serve = ?addr.map(|a| format!("http://{a}/")),
+        "aggregating {} into {shown}",
+        crate::units::count(config.sources.len() as u64, "Source", "Sources"),
+    );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let web = listener.map(|l| {
         let router = resourcesync_aggregate::web::router(agg.clone());
@@ -194,23 +201,18 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
             () = signals.next() => break,
             () = hangup => {
                 match Config::load(&a.config).and_then(|c| agg.reload(&c).map(|()| c)) {
-                    Ok(c) => crate::out::say!(
-                        "resourcesync: configuration read again: {}",
+                    Ok(c) => tracing::info!(
+                        "configuration read again: {}",
                         crate::units::count(c.sources.len() as u64, "Source", "Sources")
                     ),
-                    Err(e) => crate::out::say!(
-                        "resourcesync: configuration not read again, the previous one stays: {e}"
+                    Err(e) => tracing::error!(
+                        "configuration not read again, the previous one stays: {e}"
                     ),
                 }
             }
         }
     }
-    if !crate::out::quiet() {
-        crate::out::say!(
-            "resourcesync: draining (running syncs have {} s to finish)",
-            a.grace
-        );
-    }
+    tracing::info!("draining (running syncs have {} s to finish)", a.grace);
     agg.drain(Duration::from_secs(a.grace)).await;
     let _ = stop.send(());
     if let Some(w) = web {

@@ -81,6 +81,12 @@ fn with_env(arg: Arg) -> Arg {
         Some(var) if !skip => {
             // `--help` shows `[env: VAR=VALUE]`: never the value of a secret.
             let hide = secret_bearing(&arg);
+            let arg = if kind(&arg) == Kind::Bool {
+                // 1/0, yes/no, true/false, on/off, any case (checked first by [`check_env`]).
+                arg.value_parser(clap::builder::BoolishValueParser::new())
+            } else {
+                arg
+            };
             arg.env(var).hide_env_values(hide)
         }
         _ => arg,
@@ -368,6 +374,12 @@ fn parse_from(args: Vec<OsString>) -> crate::Cli {
             }
         }
     }
+    if let Some((name, sm)) = pre_sub {
+        if let Err(msg) = check_env(&cmd, name, pre.as_ref(), sm) {
+            crate::out::say!("resourcesync: error: {msg}");
+            std::process::exit(i32::from(EXIT_ERROR));
+        }
+    }
     let matches = cmd.clone().get_matches_from(&args);
     if print {
         if let Some((name, sm)) = matches.subcommand() {
@@ -380,6 +392,85 @@ fn parse_from(args: Vec<OsString>) -> crate::Cli {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     }
+}
+
+/// The words a boolean variable may take, any case: `(true, false)`.
+const BOOL_WORDS: &[(&str, &str)] = &[("1", "0"), ("yes", "no"), ("true", "false"), ("on", "off")];
+
+/// A boolean environment value: 1/0, yes/no, true/false, on/off, any case.
+pub(crate) fn env_bool(value: &str) -> Option<bool> {
+    let v = value.trim().to_ascii_lowercase();
+    BOOL_WORDS.iter().find_map(|(t, f)| {
+        if v == *t {
+            Some(true)
+        } else if v == *f {
+            Some(false)
+        } else {
+            None
+        }
+    })
+}
+
+/// What is wrong with the value `value` of the environment variable `var` of `arg`, naming
+/// the variable (clap would name the flag, which the user did not type).
+fn env_error(arg: &Arg, var: &str, value: &str) -> Option<String> {
+    let shown_value = shown(arg, value);
+    if kind(arg) == Kind::Bool {
+        return env_bool(value).is_none().then(|| {
+            format!(
+                "environment variable {var}={shown_value:?}: not a boolean; set it to 1/0, \
+                 yes/no, true/false or on/off, or unset it"
+            )
+        });
+    }
+    check_value(arg, value).err().map(|e| {
+        format!(
+            "environment variable {var}={shown_value:?}: {e}; fix it or unset it (it sets --{})",
+            arg.get_long().unwrap_or_default()
+        )
+    })
+}
+
+/// Checks the environment variables of the command `name` and of the global flags whose flag
+/// is not on the command line.
+fn check_env(
+    cmd: &Command,
+    name: &str,
+    root: Option<&ArgMatches>,
+    sm: &ArgMatches,
+) -> Result<(), String> {
+    let on_line = |m: Option<&ArgMatches>, id: &str| {
+        m.and_then(|m| m.try_contains_id(id).ok().filter(|c| *c).map(|_| m))
+            .and_then(|m| m.value_source(id))
+            == Some(ValueSource::CommandLine)
+    };
+    let globals = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| (a, root));
+    let own = cmd
+        .find_subcommand(name)
+        .into_iter()
+        .flat_map(Command::get_arguments)
+        .map(|a| (a, Some(sm)));
+    for (arg, m) in own.chain(globals) {
+        let Some(var) = arg.get_env() else { continue };
+        let Some(value) = std::env::var_os(var) else {
+            continue;
+        };
+        if value.is_empty()
+            || on_line(m, arg.get_id().as_str())
+            || on_line(Some(sm), arg.get_id().as_str())
+        {
+            continue;
+        }
+        let var = var.to_string_lossy();
+        let value = value.to_string_lossy();
+        if let Some(e) = env_error(arg, &var, &value) {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// A TOML string (JSON's escapes are TOML's).

@@ -238,6 +238,7 @@ pub(crate) fn print_report(
 }
 
 pub(crate) fn run(a: &ExploreArgs) -> anyhow::Result<u8> {
+    crate::input::check_url(&a.url)?;
     let o = a.options();
     let spinner = Arc::new(Spinner::new(crate::out::progress_allowed() && !a.json));
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -144,6 +144,7 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
         }
         out.flush()?;
     }
+    tracing::info!(hub = %url, listen = %addr, state = %a.state.display(), "WebSub hub at {url}");
     let router = hub.router();
     let listener = resourcesync_source::server::IdleListener::new(
         listener,
@@ -153,9 +154,7 @@ async fn hub(a: &HubArgs) -> anyhow::Result<u8> {
     // unread responses.
     resourcesync_websub::server::serve_http1(listener, router, async move {
         signals.next().await;
-        if !crate::out::quiet() {
-            crate::out::say!("resourcesync: hub shutting down (pending deliveries are kept)");
-        }
+        tracing::info!("hub shutting down (pending deliveries are kept)");
     })
     .await;
     hub.shutdown();

@@ -29,6 +29,63 @@ pub(crate) fn open(spec: &str, timeout: Duration) -> anyhow::Result<Box<dyn Read
         }
         return Ok(Box::new(resp));
     }
-    let f = File::open(spec).with_context(|| format!("opening {spec}"))?;
+    let f = File::open(spec).with_context(|| match host_port(spec) {
+        Some(url) => format!("opening {spec} (a file; for the URL write {url})"),
+        None => format!("opening {spec}"),
+    })?;
     Ok(Box::new(f))
+}
+
+/// `http://` and `spec`, when `spec` starts with a host and a port (`127.0.0.1:8181`,
+/// `localhost:8080/rs.xml`, `[::1]:80`): a URL written without its scheme.
+pub(crate) fn host_port(spec: &str) -> Option<String> {
+    if spec.contains("://") {
+        return None;
+    }
+    let authority = spec.split('/').next().unwrap_or_default();
+    let (host, port) = authority.rsplit_once(':')?;
+    let port_ok = !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b));
+    (port_ok && host_ok).then(|| format!("http://{spec}"))
+}
+
+/// The URL of `sync`, `audit` and `explore`: one without `scheme://` is refused with the URL
+/// it probably means (`127.0.0.1:8181` → `http://127.0.0.1:8181`).
+pub(crate) fn check_url(spec: &str) -> anyhow::Result<()> {
+    if spec.contains("://") {
+        return Ok(());
+    }
+    let meant = host_port(spec).unwrap_or_else(|| format!("http://{spec}"));
+    bail!("{spec:?} is not a URL (it has no http:// or https://): did you mean {meant}?")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_without_its_scheme_is_told_what_it_means() {
+        assert_eq!(
+            host_port("127.0.0.1:8181").as_deref(),
+            Some("http://127.0.0.1:8181")
+        );
+        assert_eq!(
+            host_port("localhost:80/rs/capabilitylist.xml").as_deref(),
+            Some("http://localhost:80/rs/capabilitylist.xml")
+        );
+        assert_eq!(host_port("docs/resourcelist.xml"), None);
+        assert_eq!(host_port("http://127.0.0.1:8181/"), None);
+        let e = check_url("127.0.0.1:8181")
+            .expect_err("no scheme")
+            .to_string();
+        assert_eq!(
+            e,
+            "\"127.0.0.1:8181\" is not a URL (it has no http:// or https://): did you mean \
+             http://127.0.0.1:8181?"
+        );
+        assert!(check_url("https://example.org/").is_ok());
+    }
 }

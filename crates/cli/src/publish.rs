@@ -153,16 +153,31 @@ pub(crate) fn open_source(spec: Option<&str>, cfg: SourceConfig) -> anyhow::Resu
     })
 }
 
+/// What a scan reads, as the summaries count it: a PostgreSQL inventory's rows, else files.
+pub(crate) fn read_unit(spec: Option<&str>) -> (&'static str, &'static str) {
+    match spec {
+        Some(s) if s.starts_with("postgres://") || s.starts_with("postgresql://") => {
+            ("row", "rows")
+        }
+        _ => ("file", "files"),
+    }
+}
+
 /// Says that the Source moved to another base URL, and what it means for Destinations.
 pub(crate) fn say_moved(m: &resourcesync_source::state::Moved, why: &str) {
-    crate::out::say!(
-        "resourcesync: moved the Source from {} to {}{why}: {} and {} carried over; Destinations \
+    crate::out::say!("resourcesync: {}", moved_message(m, why));
+}
+
+/// The line of [`say_moved`], without the program's name (`serve` logs it).
+pub(crate) fn moved_message(m: &resourcesync_source::state::Moved, why: &str) -> String {
+    format!(
+        "moved the Source from {} to {}{why}: {} and {} carried over; Destinations \
          following the old URL now sync from the new one",
         printable(&m.from),
         printable(&m.to),
         count(m.resources, "resource", "resources"),
         count(m.changes, "change", "changes"),
-    );
+    )
 }
 
 /// `--out s3://…`: the bucket the documents go to. Refused with `--dumps` (dumps are written
@@ -227,6 +242,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
         format!("publish {}", a.source.dir.display()),
     );
     let scan = source.scan()?;
+    let unit = read_unit(a.source.inventory.as_deref());
     display.writing();
     let (publish, layout) = match &bucket {
         None => (source.publish()?, source.layout().clone()),
@@ -294,7 +310,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             "{}, {} ({what}; {} read, {}) in {:.2} s",
             count(scan.resources, "resource", "resources"),
             bytes(scan.bytes),
-            count(scan.hashed, "file", "files"),
+            count(scan.hashed, unit.0, unit.1),
             bytes(scan.bytes_hashed),
             secs
         )?;
@@ -320,7 +336,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             writeln!(
                 out,
                 "{} skipped (listed on stderr)",
-                count(scan.skipped.len() as u64, "file", "files")
+                count(scan.skipped.len() as u64, unit.0, unit.1)
             )?;
         }
     }

@@ -92,8 +92,8 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         .source
         .config(a.out.clone(), Some(format!("{scheme}://{addr}/")))?;
     if a.source.base_url.is_none() && addr.ip().is_unspecified() {
-        crate::out::say!(
-            "resourcesync: note: listening on {addr}; documents will name {scheme}://{addr}/: use --base-url for the URL clients reach"
+        tracing::warn!(
+            "listening on {addr}; documents will name {scheme}://{addr}/: use --base-url for the URL clients reach"
         );
     }
     server::prepare_config(&mut cfg);
@@ -110,7 +110,7 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         } else {
             " (it follows its listen address: no --base-url)"
         };
-        crate::publish::say_moved(m, why);
+        tracing::info!("{}", crate::publish::moved_message(m, why));
     }
     let hub = match a.hub.as_deref() {
         None => None,
@@ -152,13 +152,14 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
             running.source_description_url()
         )?;
         let scan = &running.first_batch().scan;
+        let unit = crate::publish::read_unit(a.source.inventory.as_deref());
         if !crate::out::quiet() {
             writeln!(
                 out,
                 "{}, {} (first scan: {} read, {})",
                 crate::units::count(scan.resources, "resource", "resources"),
                 crate::units::bytes(scan.bytes),
-                crate::units::count(scan.hashed, "file", "files"),
+                crate::units::count(scan.hashed, unit.0, unit.1),
                 crate::units::bytes(scan.bytes_hashed),
             )?;
         }
@@ -172,12 +173,19 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         }
         out.flush()?;
     }
+    // The same in the log (with --log-file or --log-format json, collectors see the start).
+    tracing::info!(
+        dir = %a.source.dir.display(),
+        url = %running.source_description_url(),
+        resources = running.first_batch().scan.resources,
+        "serving {} at {}",
+        a.source.dir.display(),
+        running.source_description_url()
+    );
     let handle = running.shutdown_handle();
     tokio::spawn(async move {
         signals.next().await;
-        if !crate::out::quiet() {
-            crate::out::say!("resourcesync: shutting down");
-        }
+        tracing::info!("shutting down");
         handle.shutdown();
     });
     running.wait().await?;

@@ -372,6 +372,7 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
 
 pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     let r = &a.remote;
+    crate::input::check_url(&r.url)?;
     let mut o = SyncOptions::new(&r.url, &r.dest);
     o.state = r.state.clone();
     o.set = r.set.clone();
@@ -472,6 +473,7 @@ fn print_audit(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
 }
 
 pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
+    crate::input::check_url(&a.remote.url)?;
     let r = &a.remote;
     let mut o = AuditOptions::new(&r.url, &r.dest);
     o.state = r.state.clone();

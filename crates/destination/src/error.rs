@@ -395,3 +395,9 @@ impl From<tokio::task::JoinError> for Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// DEST names something that is not a directory (a regular file, say): the error of `sync`
+/// and `audit` alike, `what` saying what cannot be done there and what to do.
+pub(crate) fn not_a_directory(dest: &std::path::Path, what: &str) -> Error {
+    Error::Config(format!("{} is not a directory: {what}", dest.display()))
+}

@@ -130,6 +130,16 @@ impl Failure {
     }
 }
 
+/// `message` about `uri`, naming the URI once: as it is when it names it already (`URI: No
+/// space left on device`, `refused URI: …`), else `URI: message`.
+pub(crate) fn about(uri: &str, message: &str) -> String {
+    if !uri.is_empty() && message.contains(uri) {
+        message.to_owned()
+    } else {
+        format!("{uri}: {message}")
+    }
+}
+
 /// An action a dry run would take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Planned {
@@ -321,4 +331,19 @@ impl SourceInfo {
 /// Whether a count is 0 (left out of the JSON form).
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::about;
+
+    #[test]
+    fn a_message_about_a_uri_names_it_once() {
+        let uri = "http://127.0.0.1:8181/a.txt";
+        let full = format!("{uri}: No space left on device (os error 28)");
+        assert_eq!(about(uri, &full), full);
+        assert_eq!(about(uri, "No space left on device (os error 28)"), full);
+        let refused = format!("refused {uri}: too long");
+        assert_eq!(about(uri, &refused), refused);
+    }
 }

@@ -65,6 +65,21 @@ pub enum Error {
         /// The client's error (said in the message, not exposed as `source()`).
         cause: postgres::Error,
     },
+    /// The PostgreSQL inventory's table (or view) is not in the database.
+    #[cfg(feature = "postgres")]
+    #[error(
+        "inventory database {target}: the table {table} does not exist (nor a view of that \
+         name): create it, for example `CREATE TABLE {table} (path text PRIMARY KEY, updated_at \
+         timestamptz NOT NULL DEFAULT now(), body bytea)` (the columns are in \
+         docs/inventories.md), or name the table that holds the resources with \
+         `table=SCHEMA.NAME` in the inventory's URL"
+    )]
+    MissingTable {
+        /// The server, database and table (no user nor password).
+        target: String,
+        /// The table, as given (`table=`, default `resources`).
+        table: String,
+    },
 }
 
 impl Error {
@@ -88,7 +103,7 @@ impl Error {
             #[cfg(feature = "postgres")]
             Error::Postgres { cause, .. } if cause.is_closed() => Category::Retry,
             #[cfg(feature = "postgres")]
-            Error::Postgres { .. } => Category::Stop,
+            Error::Postgres { .. } | Error::MissingTable { .. } => Category::Stop,
         }
     }
 

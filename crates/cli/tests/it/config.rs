@@ -321,3 +321,47 @@ fn aggregate_reads_its_flags_from_its_sources_file() {
         "{err}"
     );
 }
+
+/// A boolean variable takes 1/0, yes/no, true/false, on/off in any case (seen through
+/// `--print-config`); anything else is refused naming the VARIABLE, not the flag.
+#[test]
+fn boolean_variables_take_the_usual_words_and_a_bad_one_names_the_variable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (value, want) in [
+        ("1", "true"),
+        ("0", "false"),
+        ("YES", "true"),
+        ("no", "false"),
+        ("True", "true"),
+        ("off", "false"),
+        ("On", "true"),
+    ] {
+        let o = bin()
+            .arg("serve")
+            .arg(dir.path())
+            .arg("--print-config")
+            .env("RESOURCESYNC_NO_WATCH", value)
+            .output()
+            .expect("run");
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{value}: {err}");
+        assert!(
+            line(&out, "no-watch").starts_with(&format!("no-watch = {want}")),
+            "{value}: {out}"
+        );
+    }
+    let o = bin()
+        .arg("serve")
+        .arg(dir.path())
+        .arg("--print-config")
+        .env("RESOURCESYNC_NO_WATCH", "maybe")
+        .output()
+        .expect("run");
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("RESOURCESYNC_NO_WATCH=\"maybe\": not a boolean; set it to 1/0, yes/no"),
+        "{err}"
+    );
+    assert!(!err.contains("--no-watch"), "{err}");
+}

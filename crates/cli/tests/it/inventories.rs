@@ -445,3 +445,69 @@ fn an_oai_pmh_list_that_never_ends_is_cut_at_max_pages_and_nothing_is_published(
         assert_eq!(n, 0, "{} holds {n} entries: {err}", p.display());
     }
 }
+
+/// The PostgreSQL inventory's summary counts rows, not files; a table that does not exist is
+/// named, with how to create it or name another (`table=`), not "configuration: …".
+#[test]
+fn a_postgresql_inventory_speaks_of_rows_and_names_a_missing_table() {
+    let url = env("RESOURCESYNC_TEST_POSTGRES", "postgres.sh");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let schema = format!("cli_rows_{}_{nanos}", std::process::id());
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    db.batch_execute(&format!(
+        "CREATE SCHEMA {schema};
+         CREATE TABLE {schema}.resources (path text PRIMARY KEY, body bytea, url text,
+             updated_at timestamptz NOT NULL DEFAULT now());
+         INSERT INTO {schema}.resources(path, body) VALUES ('a.txt', 'alpha'), ('b.txt', 'beta');
+         INSERT INTO {schema}.resources(path, url) VALUES ('big.pdf', 'http://files.example/big.pdf');"
+    ))
+    .expect("table");
+    let work = tempfile::tempdir().expect("work");
+    let ws = work.path().join("source");
+    let ws = ws.to_str().expect("path");
+    let spec = format!("{url}?table={schema}.resources");
+    let o = resourcesync(&[
+        "publish",
+        ws,
+        "--inventory",
+        &spec,
+        "--base-url",
+        "http://example.org/",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("(baseline, the first snapshot: no changes recorded; 2 rows read"),
+        "{out}"
+    );
+    assert!(out.contains("1 row skipped"), "{out}");
+    assert!(!out.contains("file"), "{out}");
+
+    let missing = format!("{schema}.missing");
+    let spec = format!("{url}?table={missing}");
+    let o = resourcesync(&[
+        "publish",
+        ws,
+        "--inventory",
+        &spec,
+        "--base-url",
+        "http://example.org/",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for part in [
+        format!("the table {missing} does not exist"),
+        format!("CREATE TABLE {missing} (path text PRIMARY KEY"),
+        "`table=SCHEMA.NAME`".to_owned(),
+    ] {
+        assert!(err.contains(&part), "{part} in {err}");
+    }
+    assert!(!err.contains("configuration:"), "{err}");
+    let _ = db.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
+}

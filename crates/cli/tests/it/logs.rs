@@ -116,6 +116,72 @@ fn serve_writes_an_access_log_as_json_to_a_file() {
     assert_eq!(access("/healthz")["bytes"], 3);
 }
 
+/// `serve` and `hub` with `--log-format json --log-file`: their start-up and shut-down lines
+/// are JSON objects in the file, and nothing is written to standard error.
+#[cfg(unix)]
+#[test]
+fn start_and_stop_lines_go_through_the_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    std::fs::write(data.join("a.txt"), "hello\n").expect("write");
+    let serve = [
+        "serve".into(),
+        data.display().to_string(),
+        "--no-watch".into(),
+    ];
+    let hub = [
+        "hub".into(),
+        "--state".into(),
+        dir.path().join("hub.sqlite").display().to_string(),
+    ];
+    for (args, start, stop_line) in [
+        (&serve, "serving ", "shutting down"),
+        (&hub, "WebSub hub at http://", "hub shutting down"),
+    ] {
+        let log = dir.path().join(format!("{}.log", args[0]));
+        let mut child = bin()
+            .args(args)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--log-file",
+            ])
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let out = lines(child.stdout.take().expect("stdout"));
+        let mut err = child.stderr.take().expect("stderr");
+        out.recv_timeout(Duration::from_secs(60))
+            .expect("first line");
+        stop(&mut child);
+        let mut said = String::new();
+        std::io::Read::read_to_string(&mut err, &mut said).expect("stderr");
+        assert_eq!(said, "", "{}: nothing on standard error", args[0]);
+        let text = std::fs::read_to_string(&log).expect("the log file");
+        let messages: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value =
+                    serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+                v["message"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect();
+        assert!(
+            messages.iter().any(|m| m.starts_with(start)),
+            "{start} in {text}"
+        );
+        assert!(
+            messages.iter().any(|m| m.starts_with(stop_line)),
+            "{stop_line} in {text}"
+        );
+    }
+}
+
 /// Without `--access-log` no request is logged (the rest of the log still is).
 #[cfg(unix)]
 #[test]

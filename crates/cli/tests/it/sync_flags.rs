@@ -197,3 +197,50 @@ fn delete_removes_extra_files_and_patterns_match_names_as_written() {
         assert!(t.contains(says), "{says}: {t}");
     }
 }
+
+/// DEST a regular file: `sync` and `audit` say it is not a directory and what to do (not
+/// "DEST/.resourcesync/tmp: Not a directory"); the file is left as it was.
+#[test]
+fn a_regular_file_as_dest_is_named_as_not_a_directory() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha")]);
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let file = out.path().join("destfile");
+    std::fs::write(&file, b"mine").expect("write");
+    for (cmd, what) in [
+        ("sync", "nothing can be synced into it (give a directory"),
+        ("audit", "nothing to audit"),
+    ] {
+        let o = run(&[cmd, &server.base, p(&file)]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
+        let t = text(&o);
+        assert!(
+            t.contains(&format!("{} is not a directory: {what}", file.display())),
+            "{cmd}: {t}"
+        );
+        assert!(!t.contains(".resourcesync"), "{cmd}: {t}");
+    }
+    assert_eq!(std::fs::read(&file).expect("read"), b"mine");
+}
+
+/// A URL without its scheme (`127.0.0.1:8181`): `sync`, `audit`, `explore` and `validate` say
+/// the URL it means, not "relative URL without a base".
+#[test]
+fn a_url_without_its_scheme_is_told_the_url_it_means() {
+    let out = tmp();
+    let dest = dest_in(&out);
+    for args in [
+        vec!["sync", "127.0.0.1:8181", p(&dest)],
+        vec!["audit", "127.0.0.1:8181", p(&dest)],
+        vec!["explore", "127.0.0.1:8181"],
+        vec!["validate", "127.0.0.1:8181"],
+    ] {
+        let o = run(&args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains("http://127.0.0.1:8181"), "{args:?}: {t}");
+        assert!(!t.contains("relative URL"), "{args:?}: {t}");
+    }
+}

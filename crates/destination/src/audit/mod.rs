@@ -118,11 +118,10 @@ async fn audit_inner(
     limits: Limits,
 ) -> Result<AuditReport> {
     if !opts.dest.is_dir() {
-        return Err(Error::Config(format!(
-            "{} is not a directory: nothing to audit (sync into it first, or give the directory \
-             the copy is in)",
-            opts.dest.display()
-        )));
+        return Err(crate::error::not_a_directory(
+            &opts.dest,
+            "nothing to audit (sync into it first, or give the directory the copy is in)",
+        ));
     }
     let (ports, no_state) = open_ports(opts)?;
     audit_with(&ports, no_state, opts, obs, limits).await

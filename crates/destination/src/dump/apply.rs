@@ -505,7 +505,7 @@ impl Batch {
                         // A full, read-only or forbidden store fails every copy after this one
                         // alike: the run stops, as for a download (crate::fetch::exec).
                         if f.category == resourcesync_model::Category::Stop {
-                            ctx.state_failed(format!("{}: {}", item.uri, f.message));
+                            ctx.state_failed(crate::report::about(&item.uri, &f.message));
                         }
                         entry_failed(ctx, url, item, f.message, stats, warnings, dropped)?
                     }

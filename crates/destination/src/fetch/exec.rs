@@ -463,8 +463,8 @@ fn settle(
                 if n == STORE_DOWN_AFTER {
                     ctx.state_failed(format!(
                         "the store is not answering: {n} copies in a row could not be stored \
-                         (the last: {uri}: {}); the run stops here and the next one resumes",
-                        error.message
+                         (the last: {}); the run stops here and the next one resumes",
+                        crate::report::about(&uri, &error.message)
                     ));
                 }
             }
@@ -504,7 +504,7 @@ fn settle(
             // A full, read-only or forbidden disk fails every copy after this one alike: the
             // run stops (exit status 2) instead of trying them all; its cursor stays.
             if error.category == Category::Stop {
-                ctx.state_failed(format!("{uri}: {}", error.message));
+                ctx.state_failed(crate::report::about(&uri, &error.message));
             }
             Outcome::Failed(Failure::of(uri, Some(rel.to_string()), error))
         }

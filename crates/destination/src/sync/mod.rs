@@ -111,6 +111,14 @@ async fn with_deadline<T>(
 
 /// The ports of `opts.dest`: read only for a dry run (nothing written under DEST).
 fn open_ports(opts: &SyncOptions) -> Result<Ports> {
+    // A DEST that exists is a directory (a new one is created).
+    if opts.dest.exists() && !opts.dest.is_dir() {
+        return Err(crate::error::not_a_directory(
+            &opts.dest,
+            "nothing can be synced into it (give a directory, new or existing, or move the \
+             file away)",
+        ));
+    }
     let state = opts.state_path();
     if opts.dry_run {
         Ok(Ports::directory_read_only(&opts.dest, &state)?.0)

@@ -304,7 +304,7 @@ fn describe(c: &Config, table: &str) -> String {
 }
 
 /// The table's columns this inventory uses, checked against the contract.
-fn columns(conn: &mut Pooled, quoted: &str) -> Result<Columns> {
+fn columns(conn: &mut Pooled, table: &str, quoted: &str) -> Result<Columns> {
     let rows = conn
         .client()
         .query(
@@ -317,7 +317,10 @@ fn columns(conn: &mut Pooled, quoted: &str) -> Result<Columns> {
         .map_err(|e| conn.err(e))?;
     let target = conn.target().to_owned();
     if rows.is_empty() {
-        return Err(Error::Config(format!("{target}: no such table or view")));
+        return Err(Error::MissingTable {
+            target,
+            table: table.to_owned(),
+        });
     }
     let mut cols = Columns::default();
     let (mut path, mut updated) = (false, false);
@@ -464,7 +467,7 @@ impl PgInventory {
             }),
             freed: Condvar::new(),
         });
-        let cols = columns(&mut shared.conn()?, &quoted)?;
+        let cols = columns(&mut shared.conn()?, &table, &quoted)?;
         let inv = PgInventory {
             shared,
             sql: Arc::new(Sql::new(quoted, cols)),
