@@ -33,27 +33,6 @@ use percent_encoding::percent_decode_str;
 
 use crate::error::{Error, Result};
 
-/// The characters percent-encoded in a path segment of a URI (RFC 3986 §3.3: all but
-/// unreserved characters, sub-delimiters, `:` and `@`).
-const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~')
-    .remove(b'!')
-    .remove(b'$')
-    .remove(b'&')
-    .remove(b'\'')
-    .remove(b'(')
-    .remove(b')')
-    .remove(b'*')
-    .remove(b'+')
-    .remove(b',')
-    .remove(b';')
-    .remove(b'=')
-    .remove(b':')
-    .remove(b'@');
-
 /// What a pattern is matched against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Subject {
@@ -118,7 +97,10 @@ impl UriFilter {
         }
         let encoded: Vec<String> = path
             .split('/')
-            .map(|s| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
+            .map(|s| {
+                percent_encoding::utf8_percent_encode(s, resourcesync_model::mapping::PATH_SEGMENT)
+                    .to_string()
+            })
             .collect();
         let uri = format!("{base}{}", encoded.join("/"));
         !self.decide(&uri, Some(path), false)

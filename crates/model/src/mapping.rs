@@ -25,11 +25,33 @@
 //! its state records there) and refuses the others (`resourcesync_destination`'s `owner`
 //! module; SECURITY.md).
 
-use percent_encoding::percent_decode_str;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str};
 use url::Url;
 
 use crate::error::Error;
 use crate::path::RelPath;
+
+/// The bytes percent-encoded in a path segment of a URI: all but RFC 3986's `pchar`
+/// characters (unreserved `-._~`, the sub-delimiters `!$&'()*+,;=`, `:` and `@`), so `%`, `#`,
+/// `?`, space, `/` and every non-ASCII byte are. The one set every crate encodes paths with.
+pub const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@');
 
 /// What [`UriMapper`] returns.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

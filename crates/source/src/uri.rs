@@ -8,28 +8,7 @@
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, percent_encode};
-
-/// Bytes encoded in a path segment: all but unreserved (`-._~`) and `!$&'()*+,;=:@`, which RFC
-/// 3986 allows in segments. `%`, `#`, `?`, space, `/` and every non-ASCII byte are encoded.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~')
-    .remove(b'!')
-    .remove(b'$')
-    .remove(b'&')
-    .remove(b'\'')
-    .remove(b'(')
-    .remove(b')')
-    .remove(b'*')
-    .remove(b'+')
-    .remove(b',')
-    .remove(b';')
-    .remove(b'=')
-    .remove(b':')
-    .remove(b'@');
+use percent_encoding::{percent_decode_str, percent_encode};
 
 /// Longest base URL a Source is published under, in bytes: every URI of the Source starts with
 /// it, and the sitemaps.org protocol keeps URLs under 2,048 characters.
@@ -124,7 +103,10 @@ pub fn encode_path(rel: &Path) -> Option<String> {
         if !out.is_empty() {
             out.push('/');
         }
-        out.extend(percent_encode(&os_bytes(name), SEGMENT));
+        out.extend(percent_encode(
+            &os_bytes(name),
+            resourcesync_model::mapping::PATH_SEGMENT,
+        ));
     }
     (!out.is_empty()).then_some(out)
 }

@@ -11,27 +11,7 @@
 
 use std::path::PathBuf;
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-
-/// Bytes written `%XX`: all but the RFC 3986 `pchar` characters (without `%`).
-const KEEP: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~')
-    .remove(b'!')
-    .remove(b'$')
-    .remove(b'&')
-    .remove(b'\'')
-    .remove(b'(')
-    .remove(b')')
-    .remove(b'*')
-    .remove(b'+')
-    .remove(b',')
-    .remove(b';')
-    .remove(b'=')
-    .remove(b':')
-    .remove(b'@');
+use percent_encoding::utf8_percent_encode;
 
 /// The longest segment (with its `.xml`): file systems take 255 bytes per name.
 pub const MAX_SEGMENT: usize = 255;
@@ -44,7 +24,8 @@ pub fn record_path(identifier: &str) -> Result<PathBuf, String> {
     if identifier.is_empty() {
         return Err("an empty identifier has no path".into());
     }
-    let mut seg: String = utf8_percent_encode(identifier, KEEP).collect();
+    let mut seg: String =
+        utf8_percent_encode(identifier, resourcesync_model::mapping::PATH_SEGMENT).collect();
     if seg.starts_with('.') {
         seg.replace_range(..1, "%2E");
     }
