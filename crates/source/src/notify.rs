@@ -224,6 +224,18 @@ fn doc_kind(
     if name == "capabilitylist.xml" {
         return Some((url, Capability::CapabilityList, None));
     }
+    if name == crate::publish::CHANGE_LIST {
+        // What the Capability List names as its Change List: notified while it is the open
+        // Change List itself, not when it is the index (Framework Notification §2).
+        if is_index(path) {
+            return None;
+        }
+        return Some((
+            url,
+            Capability::ChangeList,
+            Some(layout.doc_url(crate::publish::CHANGE_LIST_INDEX)),
+        ));
+    }
     if name.starts_with("changelists/") && name.ends_with(".xml") {
         return Some((
             url,
@@ -242,6 +254,15 @@ fn doc_kind(
     }
     // Indexes (Framework Notification §2: never notified), archives, the page: not notified.
     None
+}
+
+/// Whether a published document is a Sitemap index (`<sitemapindex>` root), by its first bytes:
+/// our writer puts the root element right after the XML declaration.
+fn is_index(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(512);
+    let _ = std::fs::File::open(path).and_then(|f| f.take(512).read_to_end(&mut head));
+    head.windows(13).any(|w| w == b"<sitemapindex")
 }
 
 fn digest(path: &std::path::Path) -> Option<u64> {

@@ -286,3 +286,71 @@ async fn a_hub_that_500s_gets_everything_later() {
     );
     running.shutdown().await.unwrap();
 }
+
+/// Framework Notification §2: when a batch changes the Change List that the Capability List
+/// names (`resourcesync/changelist.xml`, the open Change List while it fits in one document),
+/// the framework topic announces that document, with its `index` link, so that a Destination
+/// following the Capability List's Change List is told it changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_capability_lists_change_list_is_announced_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "first").unwrap();
+    let listener = server::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    let mut cfg = SourceConfig::new(dir.path(), &base);
+    server::prepare_config(&mut cfg);
+    let source = Source::open(cfg).unwrap();
+    let opts = ServeOptions {
+        watch: WatchOptions {
+            use_watcher: false,
+            rescan_interval: Duration::from_secs(3600),
+            ..WatchOptions::default()
+        },
+        ..ServeOptions::default()
+    };
+    let running = server::start_with(source, listener, opts, Some(HubChoice::Embedded))
+        .await
+        .unwrap();
+    let client = resourcesync_websub::hub::http_client(Duration::from_secs(10)).unwrap();
+    let hub_url = format!("{base}resourcesync/hub");
+    let topic = format!("{base}resourcesync/framework-notification");
+    let mut events = running.hub().unwrap().events();
+    let (cb, mut rx) = callback_server().await;
+    subscribe(&client, &hub_url, &topic, &cb, None, None)
+        .await
+        .unwrap();
+    tokio::time::timeout(DEADLINE, async {
+        while !matches!(events.recv().await, Ok(HubEvent::Subscribed { .. })) {}
+    })
+    .await
+    .unwrap();
+    // A first batch learns what exists; the next one, with a change, announces what changed.
+    running.publisher().batch(true).await.unwrap();
+    std::fs::write(dir.path().join("b.txt"), "hello").unwrap();
+    running.publisher().batch(true).await.unwrap();
+    let change_list = format!("{base}resourcesync/changelist.xml");
+    let announced = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let (_, body) = rx.recv().await.unwrap();
+            let (hd, es) = read(&body);
+            assert_eq!(
+                hd.md.unwrap().capability,
+                Some(Capability::FrameworkNotification)
+            );
+            if let Some(e) = es.into_iter().find(|e| e.loc == change_list) {
+                break e;
+            }
+        }
+    })
+    .await
+    .expect("a framework notification naming the Capability List's Change List");
+    assert_eq!(
+        announced.md.as_ref().and_then(|m| m.capability.clone()),
+        Some(Capability::ChangeList)
+    );
+    assert_eq!(
+        announced.link("index").map(|l| l.href.as_str()),
+        Some(format!("{base}resourcesync/changelist-index.xml").as_str())
+    );
+    running.shutdown().await.unwrap();
+}
