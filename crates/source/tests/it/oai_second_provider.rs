@@ -259,3 +259,80 @@ fn a_source_over_http_oai_publishes_the_live_records_then_a_create_an_update_and
     let r = s.scan().expect("scan");
     assert_eq!((r.created, r.updated, r.deleted), (0, 0, 0));
 }
+
+/// Reads one request's head from `r` (its target), or `None` at the end of the connection.
+fn read_request(r: &mut impl std::io::BufRead) -> Option<String> {
+    let mut line = String::new();
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).ok()? == 0 || h == "\r\n" {
+            break;
+        }
+    }
+    line.split(' ').nth(1).map(str::to_owned)
+}
+
+#[test]
+fn a_kept_alive_connection_the_server_closes_is_asked_again_on_a_new_one() {
+    // HTTP::Daemon (the second provider's server) closes a connection after answering
+    // without `Connection: close`, as servers do when their keep-alive time is up: the next
+    // request on the pooled connection is read, then the connection closes unanswered. The
+    // request was a GET (OAI-PMH 2.0 §3.1.1, safe to send again): it is sent again on a new
+    // connection, and the harvest goes on.
+    use std::io::{BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/oai", l.local_addr().expect("addr"));
+    let conns = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = conns.clone();
+    std::thread::spawn(move || {
+        for (n, conn) in l.incoming().enumerate() {
+            let Ok(mut conn) = conn else { continue };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut r = BufReader::new(conn.try_clone().expect("clone"));
+            let Some(target) = read_request(&mut r) else {
+                continue;
+            };
+            let body = if target.contains("verb=Identify") {
+                crate::oai_inventory::envelope(
+                    "<Identify><granularity>YYYY-MM-DD</granularity><deletedRecord>persistent\
+                     </deletedRecord></Identify>",
+                )
+            } else {
+                crate::oai_inventory::page(&["a"], None)
+            };
+            // The first connection is left open as if kept alive; the others say close.
+            let close = if n == 0 { "" } else { "Connection: close\r\n" };
+            let _ = conn.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\
+                     {close}\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            if n == 0 {
+                // The next request on it is read, and the connection closed unanswered.
+                let _ = read_request(&mut r);
+            }
+        }
+    });
+    let work = tempfile::tempdir().expect("work");
+    let inv = OaiInventory::open(&url, OaiOptions::default(), work.path()).expect("open");
+    let rep = inv.harvest().expect("asked again on a new connection");
+    assert_eq!(rep.records, 1);
+    assert_eq!(
+        conns.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "one connection kept alive, one more after it closed"
+    );
+    assert_eq!(
+        listed(&inv)
+            .iter()
+            .map(|l| l.rel.clone())
+            .collect::<Vec<_>>(),
+        [PathBuf::from("records/a.xml")]
+    );
+}
