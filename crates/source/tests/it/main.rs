@@ -8,6 +8,8 @@ mod notify;
 mod oai_hostile;
 #[cfg(feature = "oai-pmh")]
 mod oai_inventory;
+#[cfg(feature = "oai-pmh")]
+mod oai_second_provider;
 mod own_files;
 #[cfg(feature = "postgres")]
 mod pg_inventory;

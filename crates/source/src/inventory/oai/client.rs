@@ -1,6 +1,7 @@
 //! The HTTP side of harvesting: one OAI-PMH request (HTTP GET, OAI-PMH 2.0 §3.1.1), its
 //! response read up to a size limit, `503 Service Unavailable` with `Retry-After` waited for
-//! (§3.1.2.2 "flow control") as told but no longer than a maximum, a bounded number of times.
+//! (§3.1.2.2 "flow control") as told but no longer than a maximum, a bounded number of times;
+//! a request that failed on a kept-alive connection the server closed sent again, once.
 
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -104,6 +105,7 @@ impl Client {
         let what = describe(args);
         let fail = |m: String| Error::Inventory(format!("oai-pmh {} ({what}): {m}", self.base));
         let mut waited = 0u32;
+        let mut resent = false;
         loop {
             let Some(http) = self.http.as_ref() else {
                 return Err(fail("the client is closed".into()));
@@ -116,8 +118,21 @@ impl Client {
                 }
                 rb = rb.timeout(left.min(self.request_timeout));
             }
-            let resp = resourcesync_store::offload(move || rb.send())
-                .map_err(|e| fail(format!("{e}; is the repository reachable?")))?;
+            let resp = match resourcesync_store::offload(move || rb.send()) {
+                Ok(resp) => resp,
+                // A kept-alive connection the server closed as the request went out (servers
+                // close idle connections without saying so): the GET is safe to send again
+                // (OAI-PMH 2.0 §3.1.1), once, on a new connection.
+                Err(e) if !resent && !e.is_timeout() && !e.is_connect() => {
+                    tracing::info!(
+                        "oai-pmh {}: {e}; sending the request again on a new connection",
+                        self.base
+                    );
+                    resent = true;
+                    continue;
+                }
+                Err(e) => return Err(fail(format!("{e}; is the repository reachable?"))),
+            };
             let status = resp.status();
             if status == reqwest::StatusCode::SERVICE_UNAVAILABLE
                 || status == reqwest::StatusCode::TOO_MANY_REQUESTS
