@@ -10,8 +10,8 @@ use jiff::Timestamp;
 use resourcesync_destination::http::Http;
 use resourcesync_destination::options::Quota;
 use resourcesync_destination::{
-    Destination, HttpOptions, PushOptions, Quiet, Round, StopHandle, SyncOptions, SyncReport,
-    WatchOptions, watch_push,
+    Destination, HttpOptions, PushOptions, PushStats, Quiet, Round, StopHandle, SyncOptions,
+    SyncReport, WatchOptions, watch_push,
 };
 use resourcesync_http::{HostRule, Reach};
 use resourcesync_store::StateStore;
@@ -90,6 +90,8 @@ pub(crate) fn sync_options(spec: &SourceSpec, shared: &Shared) -> SyncOptions {
 /// Follows `spec` until `cancel` (a sync running then is finished first: the service's drain
 /// decides how long it may take).
 pub(crate) async fn follow(spec: SourceSpec, shared: Arc<Shared>, cancel: CancellationToken) {
+    // What its state records, shown before its first sync (after a restart, above all).
+    crate::recorded::load(&spec, &shared);
     match spec.schedule {
         Schedule::Every(interval) => every(&spec, interval, &shared, &cancel).await,
         Schedule::Push => push(&spec, &shared, &cancel).await,
@@ -115,12 +117,8 @@ async fn every(
         let wait = match r {
             Ok(Outcome::Synced(report, state)) => {
                 // The copies the state records now (one query), not a sum of the reports.
-                let (st, key) = (state.clone(), report.source.key());
-                let count = tokio::task::spawn_blocking(move || st.count_resources(&key))
-                    .await
-                    .ok()
-                    .and_then(std::result::Result::ok);
-                status.succeeded(&spec.name, &report, count);
+                let recorded = crate::recorded::totals(state.clone()).await;
+                status.succeeded(&spec.name, &report, recorded);
                 // Right after the sync, in this follower: never while its copies are written.
                 republish(spec, shared, &report.source.key(), state).await;
                 interval
@@ -245,7 +243,13 @@ async fn push(spec: &SourceSpec, shared: &Arc<Shared>, cancel: &CancellationToke
     // them one at a time, rounds that come meanwhile coalescing into the next one.
     let (dirty, republisher) = push_republisher(spec, shared);
     let _republisher = AbortOnDrop(republisher);
+    // After each round, what the state records is read again (by a task: not in the round).
+    let (recount, counter) = crate::recorded::counter(spec, shared);
+    let _counter = AbortOnDrop(Some(counter));
+    let wopts = WatchOptions::default();
+    let mut warned = false;
     loop {
+        let stats = Arc::new(PushStats::default());
         let stop = StopHandle::new();
         let stopper = {
             let (stop, cancel) = (stop.clone(), cancel.clone());
@@ -259,8 +263,28 @@ async fn push(spec: &SourceSpec, shared: &Arc<Shared>, cancel: &CancellationToke
         let name = spec.name.clone();
         let on_round = |r: &Round| match (&r.report, &r.error) {
             (Some(rep), _) => {
-                status.succeeded(&name, rep, None);
+                // Without a hub, the rounds after the first are polls (Change Notification
+                // 1.0.1 §5 names none to subscribe to): said once, and not counted as syncs.
+                match stats.polling_instead.get() {
+                    Some(why) => {
+                        if !warned {
+                            warned = true;
+                            tracing::warn!(
+                                source = %name,
+                                "Source {name:?} is configured for push (schedule = \"push\") but \
+                                 {why}: it is polled every {} instead. Ask the Source to advertise a \
+                                 WebSub hub (<rs:ln rel=\"hub\"> in its Capability List), or set \
+                                 an interval schedule for it (schedule = \"10m\")",
+                                crate::status::schedule_text(Schedule::Every(wopts.interval)),
+                            );
+                        }
+                        status.polling_instead(&name, wopts.interval, why);
+                        status.polled(&name, rep, None);
+                    }
+                    _ => status.succeeded(&name, rep, None),
+                }
                 status.started(&name);
+                recount.send_replace(());
                 dirty.send_replace(Some(rep.source.key()));
             }
             (None, Some(e)) => {
@@ -271,11 +295,11 @@ async fn push(spec: &SourceSpec, shared: &Arc<Shared>, cancel: &CancellationToke
         };
         let r = watch_push(
             &opts,
-            &WatchOptions::default(),
+            &wopts,
             &PushOptions::default(),
             Arc::new(Quiet),
             &stop,
-            None,
+            Some(stats.clone()),
             on_round,
         )
         .await;

@@ -6,12 +6,15 @@
 //!   host), reload without a restart, drain.
 //! - [`follow`]: a Source's loop: a sync through the Destination engine on its ports every
 //!   interval (or its push session), failures backed off, never waiting on another Source.
-//! - [`status`]: what each Source is doing, bounded.
+//! - [`status`]: what each Source is doing, bounded; its copies and their bytes as its state
+//!   records them (`recorded`: read at start and after each sync).
 //! - [`republish`]: the aggregator as a Source (Z39.99-2014 §14.8): each Source's copies
 //!   published under `BASE/rs/NAME/`, each entry with `<rs:ln rel="via">` to its original.
 //! - [`published`]: the republished Sources over HTTP (Source Description, documents, copies).
 //! - `bucket_copy`: a copy kept in a bucket sent from the object store, whole or one byte
 //!   range (RFC 9110 §14), the range passed to the store's `GetObject`.
+//! - [`listing`]: the list of Sources for the page and the API: summary counts, a filter by
+//!   name and state, failing Sources first, pages of 100.
 //! - [`web`]: the page for operators, the JSON API and the Prometheus metrics, and the
 //!   republished Sources' documents and resources.
 //! - [`work`]: with a PostgreSQL state, a large sync's fetches shared by every worker (a
@@ -26,8 +29,10 @@ mod bucket_copy;
 pub mod config;
 pub mod error;
 pub mod follow;
+pub mod listing;
 pub mod published;
 mod queue;
+mod recorded;
 pub mod republish;
 pub mod service;
 mod shared;

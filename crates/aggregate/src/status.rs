@@ -36,7 +36,7 @@ pub enum Phase {
 pub struct Event {
     /// When (RFC 3339).
     pub at: String,
-    /// `sync`, `failure`, `elsewhere`, `republish` or `republish failure`.
+    /// `sync`, `poll`, `push`, `failure`, `elsewhere`, `republish` or `republish failure`.
     pub kind: &'static str,
     /// What happened, in a line.
     pub summary: String,
@@ -53,9 +53,13 @@ struct Entry {
     failing_since: Option<Timestamp>,
     consecutive_failures: u32,
     syncs: u64,
+    polls: u64,
+    notifications: u64,
     failures: u64,
     resources: u64,
     bytes: u64,
+    fetched: u64,
+    polling: Option<String>,
     last_error: Option<String>,
     recent: VecDeque<Event>,
     elsewhere: bool,
@@ -72,8 +76,11 @@ pub struct SourceView {
     pub name: String,
     /// Where discovery starts.
     pub url: String,
-    /// `5m`, `push`, ….
+    /// `5m`, `push`, …: as configured.
     pub schedule: String,
+    /// How it is followed in fact: `every 5m`, `push`, or `push (no hub: polling every 10s)`
+    /// for a Source configured for push that advertises no hub (its Change Lists are polled).
+    pub mode: String,
     /// Where it is.
     pub phase: Phase,
     /// A sync is running now.
@@ -88,14 +95,22 @@ pub struct SourceView {
     pub failing_since: Option<String>,
     /// Failed syncs in a row.
     pub consecutive_failures: u32,
-    /// Syncs completed.
+    /// Syncs completed: every sync of an interval Source; the first sync of a push Source and
+    /// its catch-ups from the Change Lists. A push Source's polls (no hub) are not counted here.
     pub syncs: u64,
+    /// Polls of the Change Lists of a push Source that has no hub (see `mode`), completed.
+    pub polls: u64,
+    /// Change notifications applied (push, Change Notification 1.0.1).
+    pub notifications: u64,
     /// Syncs failed.
     pub failures: u64,
-    /// Copies, as its state records them after its last sync (kept ones included).
+    /// Copies, as its state records them (kept ones included): read from the state when the
+    /// service starts and after each sync, so a restart shows what is on disk.
     pub resources: u64,
-    /// Bytes fetched, over every sync.
+    /// Bytes of those copies, as the state records their lengths.
     pub bytes: u64,
+    /// Bytes fetched from the Source by this process since it started.
+    pub fetched_bytes: u64,
     /// How far the copies may lag behind the Source: seconds since its last successful sync
     /// started (none before one).
     pub lag_seconds: Option<f64>,
@@ -169,9 +184,13 @@ impl Status {
                         failing_since: None,
                         consecutive_failures: 0,
                         syncs: 0,
+                        polls: 0,
+                        notifications: 0,
                         failures: 0,
                         resources: 0,
                         bytes: 0,
+                        fetched: 0,
+                        polling: None,
                         last_error: None,
                         recent: VecDeque::new(),
                         elsewhere: false,
@@ -230,26 +249,91 @@ impl Status {
         });
     }
 
-    /// A sync completed with `r`; `count` is the number of copies its state records, when
-    /// known (else it is estimated from the reports).
-    pub fn succeeded(&self, name: &str, r: &SyncReport, count: Option<u64>) {
+    /// What the state records of the Source: `resources` rows, `bytes` of copies.
+    pub fn recorded(&self, name: &str, resources: u64, bytes: u64) {
+        self.with(name, |e| {
+            e.resources = resources;
+            e.bytes = bytes;
+        });
+    }
+
+    /// What the state records of the Source when its follower started: shown unless a sync
+    /// recorded newer figures meanwhile.
+    pub fn recorded_at_start(&self, name: &str, resources: u64, bytes: u64) {
+        self.with(name, |e| {
+            if !e.synced_once {
+                e.resources = resources;
+                e.bytes = bytes;
+            }
+        });
+    }
+
+    /// A Source configured for push is polled instead, every `every`, for `why` (no hub).
+    pub fn polling_instead(&self, name: &str, every: std::time::Duration, why: &str) {
+        self.with(name, |e| {
+            let mode = format!(
+                "push (no hub: polling every {})",
+                schedule_text(Schedule::Every(every))
+            );
+            if e.polling.as_deref() != Some(mode.as_str()) {
+                push(&mut e.recent, "poll", format!("{mode}: {why}"));
+            }
+            e.polling = Some(mode);
+        });
+    }
+
+    /// A sync completed with `r`; `recorded` is what its state records now (rows, bytes),
+    /// when known (else the rows are estimated from the reports, the bytes kept).
+    pub fn succeeded(&self, name: &str, r: &SyncReport, recorded: Option<(u64, u64)>) {
+        self.round(name, r, recorded, false);
+    }
+
+    /// A poll of a push Source without a hub completed with `r` (see [`Status::succeeded`]):
+    /// counted in `polls`, and among the recent events only when it changed something.
+    pub fn polled(&self, name: &str, r: &SyncReport, recorded: Option<(u64, u64)>) {
+        self.round(name, r, recorded, true);
+    }
+
+    fn round(&self, name: &str, r: &SyncReport, recorded: Option<(u64, u64)>, poll: bool) {
         self.with(name, |e| {
             e.running = false;
             e.synced_once = true;
-            e.syncs += 1;
-            e.bytes += r.bytes;
-            e.resources = count.unwrap_or(match r.mode {
-                // Z39.99-2014 §10: a baseline (or a diff against the Resource List) sees every
-                // resource.
-                Mode::Baseline | Mode::BaselineDiff => {
-                    r.created + r.updated + r.unchanged + r.kept + r.repaired
+            let kind = match (poll, r.mode) {
+                (_, Mode::Notification) => {
+                    e.notifications += 1;
+                    "push"
                 }
-                _ => (e.resources + r.created).saturating_sub(r.deleted),
-            });
+                (true, _) => {
+                    e.polls += 1;
+                    "poll"
+                }
+                (false, _) => {
+                    e.syncs += 1;
+                    "sync"
+                }
+            };
+            e.fetched = e.fetched.saturating_add(r.bytes);
+            match recorded {
+                Some((n, b)) => (e.resources, e.bytes) = (n, b),
+                None => {
+                    e.resources = match r.mode {
+                        // Z39.99-2014 §10: a baseline (or a diff against the Resource List)
+                        // sees every resource.
+                        Mode::Baseline | Mode::BaselineDiff => {
+                            r.created + r.updated + r.unchanged + r.kept + r.repaired
+                        }
+                        _ => (e.resources + r.created).saturating_sub(r.deleted),
+                    }
+                }
+            }
             e.last_success = e.last_start;
             e.failing_since = None;
             e.consecutive_failures = 0;
             e.last_error = None;
+            let changed = r.created + r.updated + r.deleted + r.kept + r.failed > 0;
+            if poll && !changed {
+                return;
+            }
             let mode = match r.mode {
                 Mode::Baseline => "baseline",
                 Mode::Incremental => "incremental",
@@ -270,7 +354,7 @@ impl Status {
             if r.shared > 0 {
                 summary.push_str(&format!(", {} fetches shared by the workers", r.shared));
             }
-            push(&mut e.recent, "sync", summary);
+            push(&mut e.recent, kind, summary);
         });
     }
 
@@ -361,6 +445,11 @@ fn view(e: &Entry, now: Timestamp) -> SourceView {
         name: e.spec.name.clone(),
         url: resourcesync_model::redact::url(&e.spec.url).into_owned(),
         schedule: schedule_text(e.spec.schedule),
+        mode: match (&e.polling, e.spec.schedule) {
+            (Some(m), _) => m.clone(),
+            (None, Schedule::Push) => "push".into(),
+            (None, s) => format!("every {}", schedule_text(s)),
+        },
         phase,
         running: e.running,
         last_sync: e.last_start.map(rfc3339),
@@ -369,9 +458,12 @@ fn view(e: &Entry, now: Timestamp) -> SourceView {
         failing_since: e.failing_since.map(rfc3339),
         consecutive_failures: e.consecutive_failures,
         syncs: e.syncs,
+        polls: e.polls,
+        notifications: e.notifications,
         failures: e.failures,
         resources: e.resources,
         bytes: e.bytes,
+        fetched_bytes: e.fetched,
         lag_seconds: e
             .last_success
             .map(|t| now.duration_since(t).as_secs_f64().max(0.0)),

@@ -1,7 +1,10 @@
-//! The service's web face (`--serve ADDR`): a page for people at `/` (every Source, its state,
-//! last and next sync, resources, bytes, lag, last error; refreshed every 10 s, no JavaScript),
-//! one page per Source at `/sources/NAME` (its recent syncs and failures), the same as JSON at
-//! `/api/sources` and `/api/sources/NAME`, and Prometheus metrics at `/metrics`; and the
+//! The service's web face (`--serve ADDR`): a page for people at `/` (summary counts over every
+//! Source, then the Sources, failing ones first, a page of them at a time, filtered by name and
+//! state with a GET form: see [`crate::listing`]; each with its state, last and next sync,
+//! resources, bytes, lag, last error; no JavaScript; reloaded every N s only when asked with
+//! `?refresh=N`), one page per Source at `/sources/NAME` (its recent syncs and failures), the
+//! same as JSON at `/api/sources` (the same parameters) and `/api/sources/NAME`, and Prometheus
+//! metrics at `/metrics`; and the
 //! republished Sources (`/.well-known/resourcesync`, `/rs/…`: [`crate::published`]).
 //!
 //! Every response is sent with `X-Content-Type-Options: nosniff`; the pages with a
@@ -13,12 +16,15 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, State};
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use resourcesync_source::page::{PAGE_CSP, SANDBOX_CSP, esc};
 
+use crate::listing::{ListQuery, Listing, StateFilter};
 use crate::service::Aggregator;
 use crate::status::{Phase, SourceView};
 
@@ -92,7 +98,8 @@ td,th{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-al
 th{background:#f4f4f4;white-space:nowrap}.failing{color:#b00020;font-weight:bold}\
 .following{color:#1b5e20}.baselining{color:#0d47a1}.elsewhere{color:#666}\
 td.n{text-align:right;font-variant-numeric:tabular-nums}td.t{white-space:nowrap;font-size:90%}\
-small{color:#666;overflow-wrap:anywhere}.err{color:#b00020;overflow-wrap:anywhere;font-size:90%}";
+small{color:#666;overflow-wrap:anywhere}.err{color:#b00020;overflow-wrap:anywhere;font-size:90%}\
+.sum td{border:0;padding:.1em .8em .1em 0}form{margin:1em 0}nav{margin:.6em 0}";
 
 /// An RFC 3339 time as the page shows it: `2026-11-26 02:37:35` (the header says UTC).
 fn when(t: Option<&str>) -> String {
@@ -138,31 +145,121 @@ fn lag_text(v: &SourceView) -> String {
         .unwrap_or_else(|| "–".into())
 }
 
-fn page(title: &str, body: &str) -> String {
+/// A page; reloaded by the browser every `refresh` seconds when given.
+fn page(title: &str, body: &str, refresh: Option<u32>) -> String {
+    let reload = refresh.map_or_else(String::new, |r| {
+        format!("<meta http-equiv=\"refresh\" content=\"{r}\">")
+    });
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"refresh\" content=\"10\">\
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">{reload}\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
          <title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>\n",
         esc(title)
     )
 }
 
-async fn index(State(agg): State<Arc<Aggregator>>) -> Response {
-    let sources = agg.status().snapshot();
-    let failing = sources.iter().filter(|s| s.phase == Phase::Failing).count();
+/// The answer that refuses a request's list parameters (400, saying which and why).
+fn bad_list(e: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        format!("{e} (the list takes q, state, page, per_page and refresh)\n"),
+    )
+        .into_response()
+}
+
+/// Longest last error shown in a row of the list (the Source's page shows it whole).
+const ROW_ERROR: usize = 300;
+
+fn cut(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+async fn index(
+    State(agg): State<Arc<Aggregator>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let q = match ListQuery::parse(&params) {
+        Ok(q) => q,
+        Err(e) => return bad_list(&e),
+    };
+    html(index_page(agg.status().snapshot(), &q))
+}
+
+/// The list page (`/`) of `sources` as `q` asks for it: the summary, the filter form, the page
+/// of Sources, the links to the pages before and after.
+pub fn index_page(sources: Vec<SourceView>, q: &ListQuery) -> String {
+    let l = crate::listing::list(sources, q);
+    page("ResourceSync aggregator", &index_body(&l, q), q.refresh)
+}
+
+fn index_body(l: &Listing, q: &ListQuery) -> String {
+    let s = &l.summary;
     let mut b = String::new();
     let _ = write!(
         b,
-        "<h1>ResourceSync aggregator</h1><p>{} Sources, {} failing. JSON: \
-         <a href=\"api/sources\">api/sources</a>; metrics: <a href=\"metrics\">metrics</a>.</p>\
-         <table><thead><tr><th>Source</th><th>state</th><th>schedule</th><th>last sync (UTC)</th>\
+        "<h1>ResourceSync aggregator</h1><table class=\"sum\"><tr><td>{} Sources, {} failing</td>\
+         <td class=\"following\">{} ok</td><td>{} syncing</td><td>{} baselining</td>\
+         <td>{} held by another worker</td><td>{} resources</td><td>{} bytes</td></tr></table>\
+         <p>JSON: <a href=\"api/sources\">api/sources</a>; metrics: <a href=\"metrics\">metrics</a>.",
+        s.sources, s.failing, s.ok, s.syncing, s.baselining, s.elsewhere, s.resources, s.bytes
+    );
+    match q.refresh {
+        Some(r) => {
+            let off = ListQuery {
+                refresh: None,
+                ..q.clone()
+            };
+            let _ = write!(
+                b,
+                " Reloads every {r} s: <a href=\"?{}\">stop</a>.",
+                esc(&off.to_query(l.page))
+            );
+        }
+        None => {
+            let on = ListQuery {
+                refresh: Some(10),
+                ..q.clone()
+            };
+            let _ = write!(
+                b,
+                " <a href=\"?{}\">Reload every 10 s</a>.",
+                esc(&on.to_query(l.page))
+            );
+        }
+    }
+    b.push_str("</p><form method=\"get\" action=\"\"><label>name <input name=\"q\" value=\"");
+    b.push_str(&esc(&q.q));
+    b.push_str("\"></label> <label>state <select name=\"state\">");
+    for (name, f) in StateFilter::ALL {
+        let _ = write!(
+            b,
+            "<option{}>{name}</option>",
+            if f == q.state { " selected" } else { "" }
+        );
+    }
+    b.push_str("</select></label>");
+    if q.per_page != crate::listing::PER_PAGE {
+        let _ = write!(
+            b,
+            "<input type=\"hidden\" name=\"per_page\" value=\"{}\">",
+            q.per_page
+        );
+    }
+    if let Some(r) = q.refresh {
+        let _ = write!(b, "<input type=\"hidden\" name=\"refresh\" value=\"{r}\">");
+    }
+    b.push_str(" <button>show</button></form>");
+    let nav = nav(l, q);
+    b.push_str(&nav);
+    b.push_str(
+        "<table><thead><tr><th>Source</th><th>state</th><th>mode</th><th>last sync (UTC)</th>\
          <th>next sync (UTC)</th><th>resources</th><th>bytes</th><th>lag</th><th>last error</th></tr>\
          </thead><tbody>",
-        sources.len(),
-        failing
     );
-    for v in &sources {
+    for v in &l.sources {
         let _ = write!(
             b,
             "<tr><td><a href=\"sources/{n}\">{n}</a><br><small>{u}</small></td>\
@@ -173,20 +270,60 @@ async fn index(State(agg): State<Arc<Aggregator>>) -> Response {
             u = esc(&v.url),
             c = phase_class(v),
             p = esc(&phase_text(v)),
-            sch = esc(&v.schedule),
+            sch = esc(&v.mode),
             last = esc(&when(v.last_sync.as_deref())),
             next = esc(&when(v.next_sync.as_deref())),
             r = v.resources,
             by = v.bytes,
             lag = lag_text(v),
-            e = esc(v.last_error.as_deref().unwrap_or("")),
+            e = esc(&cut(v.last_error.as_deref().unwrap_or(""), ROW_ERROR)),
         );
     }
     b.push_str("</tbody></table>");
-    html(page("ResourceSync aggregator", &b))
+    if l.pages > 1 {
+        b.push_str(&nav);
+    }
+    b
 }
 
-async fn source_page(State(agg): State<Arc<Aggregator>>, Path(name): Path<String>) -> Response {
+/// "Sources 101–200 of 1800 (page 2 of 18)", with links to the pages before and after.
+fn nav(l: &Listing, q: &ListQuery) -> String {
+    let first = (l.page - 1) * l.per_page;
+    let mut n = format!(
+        "<nav>Sources {}–{} of {} (page {} of {})",
+        if l.matching == 0 { 0 } else { first + 1 },
+        first + l.sources.len(),
+        l.matching,
+        l.page,
+        l.pages
+    );
+    if l.page > 1 {
+        let _ = write!(
+            n,
+            " <a rel=\"prev\" href=\"?{}\">previous</a>",
+            esc(&q.to_query(l.page - 1))
+        );
+    }
+    if l.page < l.pages {
+        let _ = write!(
+            n,
+            " <a rel=\"next\" href=\"?{}\">next</a>",
+            esc(&q.to_query(l.page + 1))
+        );
+    }
+    n.push_str("</nav>");
+    n
+}
+
+async fn source_page(
+    State(agg): State<Arc<Aggregator>>,
+    Path(name): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let refresh = match ListQuery::parse(&params) {
+        Ok(q) => q.refresh,
+        Err(e) => return bad_list(&e),
+    };
     let Some(v) = agg.status().get(&name) else {
         return (StatusCode::NOT_FOUND, "no such Source\n").into_response();
     };
@@ -195,10 +332,12 @@ async fn source_page(State(agg): State<Arc<Aggregator>>, Path(name): Path<String
         b,
         "<p><a href=\"../\">all Sources</a></p><h1>{n}</h1><table>\
          <tr><th>URL</th><td>{u}</td></tr><tr><th>state</th><td class=\"{c}\">{p}</td></tr>\
-         <tr><th>schedule</th><td>{sch}</td></tr><tr><th>last sync</th><td>{last}</td></tr>\
+         <tr><th>schedule</th><td>{sch}</td></tr><tr><th>mode</th><td>{mode}</td></tr>\
+         <tr><th>last sync</th><td>{last}</td></tr>\
          <tr><th>last success</th><td>{ok}</td></tr><tr><th>next sync</th><td>{next}</td></tr>\
-         <tr><th>resources</th><td>{r}</td></tr><tr><th>bytes fetched</th><td>{by}</td></tr>\
-         <tr><th>lag</th><td>{lag}</td></tr><tr><th>syncs / failed</th><td>{s} / {f}</td></tr>\
+         <tr><th>resources</th><td>{r}</td></tr><tr><th>bytes of copies</th><td>{by}</td></tr>\
+         <tr><th>bytes fetched since start</th><td>{fb}</td></tr><tr><th>lag</th><td>{lag}</td></tr>\
+         <tr><th>syncs / polls / notifications / failed</th><td>{s} / {po} / {no} / {f}</td></tr>\
          <tr><th>last error</th><td class=\"err\">{e}</td></tr></table>\
          <h2>Recent syncs and failures</h2><table><thead><tr><th>when</th><th>what</th>\
          <th></th></tr></thead><tbody>",
@@ -207,13 +346,17 @@ async fn source_page(State(agg): State<Arc<Aggregator>>, Path(name): Path<String
         c = phase_class(&v),
         p = esc(&phase_text(&v)),
         sch = esc(&v.schedule),
+        mode = esc(&v.mode),
         last = esc(v.last_sync.as_deref().unwrap_or("–")),
         ok = esc(v.last_success.as_deref().unwrap_or("–")),
         next = esc(v.next_sync.as_deref().unwrap_or("–")),
         r = v.resources,
         by = v.bytes,
+        fb = v.fetched_bytes,
         lag = lag_text(&v),
         s = v.syncs,
+        po = v.polls,
+        no = v.notifications,
         f = v.failures,
         e = esc(v.last_error.as_deref().unwrap_or("")),
     );
@@ -232,11 +375,28 @@ async fn source_page(State(agg): State<Arc<Aggregator>>, Path(name): Path<String
         );
     }
     b.push_str("</tbody></table>");
-    html(page(&format!("{} — ResourceSync aggregator", v.name), &b))
+    html(page(
+        &format!("{} — ResourceSync aggregator", v.name),
+        &b,
+        refresh,
+    ))
 }
 
-async fn api_sources(State(agg): State<Arc<Aggregator>>) -> Response {
-    json(&agg.status().snapshot())
+/// Without parameters, every Source by name (the answer of earlier versions); with any of
+/// `q`, `state`, `page`, `per_page`, a [`Listing`]: the summary and that page of Sources.
+async fn api_sources(
+    State(agg): State<Arc<Aggregator>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let q = match ListQuery::parse(&params) {
+        Ok(q) => q,
+        Err(e) => return bad_list(&e),
+    };
+    let all = agg.status().snapshot();
+    if !q.given {
+        return json(&all);
+    }
+    json(&crate::listing::list(all, &q))
 }
 
 async fn api_source(State(agg): State<Arc<Aggregator>>, Path(name): Path<String>) -> Response {
@@ -290,16 +450,40 @@ pub fn metrics_text(sources: &[SourceView]) -> String {
         &|v| Some(v.resources as f64),
     );
     family(
+        "bytes",
+        "gauge",
+        "Bytes of the copies of the Source's resources, as its state records them.",
+        &|v| Some(v.bytes as f64),
+    );
+    family(
         "fetched_bytes_total",
         "counter",
-        "Bytes fetched from the Source.",
-        &|v| Some(v.bytes as f64),
+        "Bytes fetched from the Source by this process.",
+        &|v| Some(v.fetched_bytes as f64),
     );
     family(
         "syncs_total",
         "counter",
         "Syncs of the Source completed.",
         &|v| Some(v.syncs as f64),
+    );
+    family(
+        "polls_total",
+        "counter",
+        "Polls of the Change Lists of a push Source that has no hub, completed.",
+        &|v| Some(v.polls as f64),
+    );
+    family(
+        "notifications_total",
+        "counter",
+        "Change notifications of the Source applied.",
+        &|v| Some(v.notifications as f64),
+    );
+    family(
+        "push_polling",
+        "gauge",
+        "1 for a Source configured for push that advertises no hub, polled instead.",
+        &|v| (v.schedule == "push").then(|| f64::from(u8::from(v.mode != "push"))),
     );
     family(
         "sync_failures_total",

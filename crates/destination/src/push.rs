@@ -109,6 +109,11 @@ pub struct PushStats {
     pub invalid: AtomicU64,
     /// Subscriptions verified (first and renewals).
     pub subscribed: AtomicU64,
+    /// Why the session polls the Change Lists instead of following pushes, once it found it
+    /// has no channel to follow: no hub advertised (Change Notification 1.0.1 §5), or one out
+    /// of reach. Its polls are then the rounds of [`WatchOptions::interval`].
+    #[serde(skip)]
+    pub polling_instead: std::sync::OnceLock<String>,
     /// The address the callback server listens on, once bound (a proxy in front of it, as the
     /// simulator runs one, learns it here instead of choosing a port that may be taken).
     #[serde(skip)]
@@ -437,11 +442,21 @@ where
                 .map(|c| (c, client))
         }
         None => {
+            let _ = stats.polling_instead.set(
+                "the Source advertises no hub (no change-notification channel in its Capability \
+                 List, Change Notification 1.0.1 §5)"
+                    .into(),
+            );
             obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
             None
         }
     };
     let Some((NotificationChannel { topic, hub }, client)) = channel else {
+        let _ = stats.polling_instead.set(
+            "the Source's notification channel is out of reach (its topic or hub is on a host \
+             this Source may not use)"
+                .into(),
+        );
         let rest = poll_instead(&o, wopts, obs, stop, on_round).await?;
         add_polled(&mut total, &rest);
         total.seconds = started.elapsed().as_secs_f64();

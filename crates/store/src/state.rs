@@ -68,6 +68,10 @@ macro_rules! forward_all_but_apply {
             self.inner.bytes_recorded(source)
         }
 
+        fn recorded_totals(&self) -> $crate::error::Result<(u64, u64)> {
+            self.inner.recorded_totals()
+        }
+
         fn cursor(
             &self,
             source: &str,
@@ -415,6 +419,11 @@ pub trait StateStore: Send + Sync + Debug {
         })?;
         Ok(n)
     }
+    /// The rows and the bytes they record over every Source of this state (what
+    /// [`StateStore::count_resources`] and [`StateStore::bytes_recorded`] give, summed), in
+    /// one query: for a caller that keeps one state per Source (an aggregator) and wants its
+    /// figures without knowing the key its rows are recorded under.
+    fn recorded_totals(&self) -> Result<(u64, u64)>;
     /// The cursor of a Source.
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>>;
     /// The documents remembered for a start URL ([`Op::SetDocuments`]), in (role, URL) order,

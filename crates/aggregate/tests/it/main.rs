@@ -14,11 +14,14 @@ pub(crate) fn server_env(var: &str) -> String {
 mod bad_sources;
 mod config;
 mod limits;
+mod logs;
+mod many;
 mod outage;
 mod page;
 mod push;
 mod quota;
 mod reach;
+mod recorded;
 mod republish;
 mod republish_ranges;
 mod republish_s3;

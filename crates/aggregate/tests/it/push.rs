@@ -3,7 +3,10 @@
 //! reaches the copy through a notification, and each round is republished: the change shows
 //! in the aggregator's own Change List (Z39.99-2014 §12, §14.8).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use resourcesync_aggregate::{Aggregator, Options, StateChoice};
 
 use resourcesync_model::Capability;
 use resourcesync_source::server::{self, HubChoice, ServeOptions};
@@ -11,7 +14,7 @@ use resourcesync_source::watch::WatchOptions as SourceWatch;
 use resourcesync_source::{Source, SourceConfig};
 
 use crate::republish::{aggregator, document, named};
-use crate::service::until;
+use crate::service::{config, hand_written, until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_followed_by_push_is_copied_and_republished() {
@@ -71,4 +74,84 @@ async fn a_source_followed_by_push_is_copied_and_republished() {
         found,
         "the pushed change in the republished Change Lists: {changes:?}"
     );
+}
+
+/// A Source configured for push whose Capability List names no hub (Change Notification 1.0.1
+/// §5): the aggregator polls its Change Lists instead, and says so once in the log (naming the
+/// Source, the interval and what to do), on the page and in the JSON API; its polls are
+/// counted as polls, not as syncs nor as notifications.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_source_without_a_hub_is_polled_and_says_so() {
+    crate::logs::capture();
+    let src = hand_written().await;
+    let store = tempfile::tempdir().expect("store");
+    let text = format!(
+        "[[source]]\nname = \"nohub\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"push\"\n",
+        src.base
+    );
+    let agg = Arc::new(
+        Aggregator::start(
+            &config(&text),
+            Options {
+                store: store.path().to_owned(),
+                state: StateChoice::PerSource,
+                worker: "test".into(),
+                object_store: None,
+                republish: None,
+            },
+        )
+        .expect("start"),
+    );
+    // Its first sync, then polls every 10 s (the Destination's watch interval): two of them.
+    let v = until(&agg, "nohub", Duration::from_secs(60), |v| v.polls >= 2).await;
+    assert_eq!(v.mode, "push (no hub: polling every 10s)", "{v:#?}");
+    assert_eq!(v.schedule, "push");
+    assert_eq!((v.syncs, v.notifications), (1, 0), "{v:#?}");
+    assert_eq!((v.resources, v.bytes), (2, 22), "{v:#?}");
+    let warned = crate::logs::lines_with(&["nohub", "polled every 10s", "hub"]);
+    assert_eq!(warned.len(), 1, "one warning: {warned:#?}");
+    assert!(
+        warned[0].contains("WARN") && warned[0].contains("schedule ="),
+        "{}",
+        warned[0]
+    );
+
+    let web = resourcesync_testkit::serve(resourcesync_aggregate::web::router(agg.clone())).await;
+    let page = reqwest::get(format!("http://{web}/"))
+        .await
+        .expect("GET /")
+        .text()
+        .await
+        .expect("page");
+    assert!(
+        page.contains("<td>push (no hub: polling every 10s)</td>"),
+        "{page}"
+    );
+    let one = reqwest::get(format!("http://{web}/sources/nohub"))
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("page");
+    assert!(one.contains("push (no hub: polling every 10s)"), "{one}");
+    let api: serde_json::Value = reqwest::get(format!("http://{web}/api/sources/nohub"))
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).expect("json"))
+        .expect("body");
+    assert_eq!(api["mode"], "push (no hub: polling every 10s)", "{api}");
+    assert_eq!(api["notifications"], 0, "{api}");
+    let metrics = reqwest::get(format!("http://{web}/metrics"))
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("metrics");
+    assert!(
+        metrics.contains("resourcesync_aggregate_push_polling{source=\"nohub\"} 1"),
+        "{metrics}"
+    );
+    agg.drain(Duration::from_secs(5)).await;
 }

@@ -128,6 +128,12 @@ fn records_page_in_uri_order(s: &dyn StateStore) -> Outcome {
         ok("bytes", s.bytes_recorded("nobody"))? == 0,
         "bytes of an unknown Source"
     );
+    // Over every Source: "cap" and "other" (3 bytes recorded for each row).
+    let (rows, bytes) = ok("totals", s.recorded_totals())?;
+    ensure!(
+        rows == 2 * mine.len() as u64 - 1 && bytes == b + 3 * mine.len() as u64,
+        "recorded_totals: {rows} rows, {bytes} bytes"
+    );
     Ok(())
 }
 

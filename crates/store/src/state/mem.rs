@@ -141,6 +141,13 @@ impl StateStore for MemState {
             .cloned())
     }
 
+    fn recorded_totals(&self) -> Result<(u64, u64)> {
+        let g = self.lock();
+        Ok(g.resources.values().fold((0u64, 0u64), |(n, b), r| {
+            (n + 1, b.saturating_add(r.length.unwrap_or(0)))
+        }))
+    }
+
     fn resources_page(
         &self,
         source: &str,

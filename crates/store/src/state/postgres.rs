@@ -650,6 +650,23 @@ impl StateStore for PgState {
         })
     }
 
+    fn recorded_totals(&self) -> Result<(u64, u64)> {
+        offload(|| {
+            let rows = self.query(
+                "SELECT count(*), coalesce(sum(length), 0)::bigint FROM resources",
+                &[],
+            )?;
+            let (n, b): (i64, i64) = match rows.first() {
+                Some(r) => (
+                    r.try_get(0).map_err(|e| self.err(e))?,
+                    r.try_get(1).map_err(|e| self.err(e))?,
+                ),
+                None => (0, 0),
+            };
+            Ok((u64::try_from(n).unwrap_or(0), u64::try_from(b).unwrap_or(0)))
+        })
+    }
+
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
         offload(|| {
             let rows = self.query(

@@ -470,6 +470,16 @@ impl StateStore for SqliteState {
             .map_err(|e| self.err(e))
     }
 
+    fn recorded_totals(&self) -> Result<(u64, u64)> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached("SELECT count(*), coalesce(sum(length), 0) FROM resources")
+            .map_err(|e| self.err(e))?;
+        st.query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+            .map(|(n, b)| (u64::try_from(n).unwrap_or(0), u64::try_from(b).unwrap_or(0)))
+            .map_err(|e| self.err(e))
+    }
+
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
         self.lock()
             .query_row(
