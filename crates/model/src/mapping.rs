@@ -170,7 +170,9 @@ pub fn parse_uri(uri: &str) -> Result<UriParts<'_>, &'static str> {
 /// the HTTP client's to read, [`parse_uri`], and an ASCII URI is kept as the Source wrote it).
 pub fn iri_to_uri(loc: &str) -> Option<String> {
     let start = loc.find("://").map_or(0, |i| i + 3);
-    let at = loc[start..].find(['/', '?', '#']).map_or(loc.len(), |i| start + i);
+    let at = loc[start..]
+        .find(['/', '?', '#'])
+        .map_or(loc.len(), |i| start + i);
     let (head, tail) = loc.split_at(at);
     if !tail.bytes().any(|b| b == b' ' || b >= 0x80) || loc.chars().any(char::is_control) {
         return None;

@@ -53,7 +53,10 @@ fn a_source_resync_built_with_iris_in_loc_is_mirrored_whole() {
     let data = site.join("data");
     let names: [(&str, &[u8]); 4] = [
         ("sub dir/\u{fc} 1.txt", b"u umlaut\n"),
-        ("\u{65e5}\u{672c}\u{8a9e}/a b.txt", "\u{65e5}\u{672c}\n".as_bytes()),
+        (
+            "\u{65e5}\u{672c}\u{8a9e}/a b.txt",
+            "\u{65e5}\u{672c}\n".as_bytes(),
+        ),
         ("50% off.txt", b"percent\n"),
         ("plain.txt", b"plain\n"),
     ];

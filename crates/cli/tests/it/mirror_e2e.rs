@@ -44,7 +44,8 @@ fn sync(base: &str, dest: &Path, more: &[&str]) -> serde_json::Value {
 }
 
 fn n(v: &serde_json::Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("no count {k} in {v}"))
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("no count {k} in {v}"))
 }
 
 /// The report's identity: each resource the run went through counted once.
@@ -104,7 +105,10 @@ fn mirror_through_update_repair_and_delete() {
         & 0o7777;
     let initial: [(&str, &[u8]); 6] = [
         ("sub dir/\u{fc} 1.txt", b"u umlaut\n"),
-        ("\u{65e5}\u{672c}\u{8a9e}/a b.txt", "\u{65e5}\u{672c}\n".as_bytes()),
+        (
+            "\u{65e5}\u{672c}\u{8a9e}/a b.txt",
+            "\u{65e5}\u{672c}\n".as_bytes(),
+        ),
         ("50% off.txt", b"half\n"),
         ("100%.txt", b"whole\n"),
         ("a%20b.txt", b"a literal %20\n"),
@@ -137,7 +141,11 @@ fn mirror_through_update_repair_and_delete() {
 
     // An update, a deletion, an addition; followed incrementally, deletions applied.
     let seen = server.published().changes;
-    put(&staging, &src.join("sub dir/\u{fc} 1.txt"), b"u umlaut, again\n");
+    put(
+        &staging,
+        &src.join("sub dir/\u{fc} 1.txt"),
+        b"u umlaut, again\n",
+    );
     std::fs::remove_file(src.join("gone soon.txt")).expect("rm");
     put(&staging, &src.join("new dir/\u{f1} 5%.txt"), b"new\n");
     let want: BTreeMap<String, &str> = [

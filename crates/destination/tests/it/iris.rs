@@ -68,7 +68,11 @@ async fn an_iri_and_its_encoded_form_are_one_resource_at_one_path() {
     assert_eq!((r.created, r.failed), (2, 1), "{:?}", r.failures);
     let w = iri_warnings(&r);
     assert_eq!(w.len(), 1, "{:?}", r.warnings);
-    assert!(w[0].starts_with("2 resources of ") && w[0].contains("list.xml"), "{}", w[0]);
+    assert!(
+        w[0].starts_with("2 resources of ") && w[0].contains("list.xml"),
+        "{}",
+        w[0]
+    );
     let f = &r.failures[0];
     assert!(f.error.contains("control character"), "{f:?}");
     assert_eq!(std::fs::read(dest.join(u)).expect("copy"), b"one\n");
@@ -83,7 +87,10 @@ async fn an_iri_and_its_encoded_form_are_one_resource_at_one_path() {
 
     // The Source now writes the encoded forms (and changed one file): the same resources.
     write_tree(root.path(), &[(u, b"one, changed\n")]);
-    let list = [(u_enc.clone(), &b"one, changed\n"[..]), (p_enc.clone(), b"two\n")];
+    let list = [
+        (u_enc.clone(), &b"one, changed\n"[..]),
+        (p_enc.clone(), b"two\n"),
+    ];
     write_tree(root.path(), &[("list.xml", rl(&list).as_bytes())]);
     let r = sync(&o, Arc::new(Quiet)).await.expect("sync");
     assert_eq!(
@@ -93,7 +100,10 @@ async fn an_iri_and_its_encoded_form_are_one_resource_at_one_path() {
         r.failures
     );
     assert!(iri_warnings(&r).is_empty(), "{:?}", r.warnings);
-    assert_eq!(std::fs::read(dest.join(u)).expect("copy"), b"one, changed\n");
+    assert_eq!(
+        std::fs::read(dest.join(u)).expect("copy"),
+        b"one, changed\n"
+    );
 
     // And back to the raw forms: nothing to do.
     let list = [(u_raw, &b"one, changed\n"[..]), (p_raw, b"two\n")];
