@@ -341,7 +341,7 @@ pub(crate) fn dest_files(dst: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-fn assert_same_tree(src: &Path, dst: &Path, when: &str) {
+pub(crate) fn assert_same_tree(src: &Path, dst: &Path, when: &str) {
     let (s, d) = (source_files(src), dest_files(dst));
     let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
     assert_eq!(names(&d), names(&s), "{when}: file names differ");

@@ -6,9 +6,11 @@
 //! (`0666 & ~umask`, docs/operations.md "File modes") and the Source file's modification time
 //! to the millisecond, and the report's counts add up; `audit` exits 0 at the end.
 //!
-//! Python resync 2.0.1 following the same kind of Source (baseline, then `--incremental
-//! --changelist-uri` with the Change List our Capability List names, and `--audit`) is
-//! `interop_resync::resync_baseline_incremental_and_audit_against_serve`.
+//! Python resync 2.0.1 follows the same Source beside it with its documented flags: a
+//! `--baseline`, then `--incremental --changelist-uri` with the Change List our Capability List
+//! names (as resync's README shows; no `--from`), and ends with the Source's files (under the
+//! names it writes, still percent-encoded: `interop_resync`, defect 1). Its audit and its
+//! other defects are `interop_resync::resync_baseline_incremental_and_audit_against_serve`.
 #![cfg(unix)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,7 +19,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use crate::interop_resync::{Server, files, put, source_files, wait_for};
+use crate::interop_resync::{
+    Server, assert_same_tree, counts, files, put, resync, resync_sync, source_files, statuses,
+    wait_for,
+};
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_resourcesync"))
@@ -87,13 +92,18 @@ fn check(src: &Path, dest: &Path, fresh_mode: u32, when: &str) {
 
 #[test]
 fn mirror_through_update_repair_and_delete() {
+    // Fail first, and clearly, when the reference client is not installed.
+    resync_sync();
     let root = tempfile::tempdir().expect("tmp");
-    let (src, dest, staging) = (
+    let (src, dest, staging, work) = (
         root.path().join("src"),
         root.path().join("dest"),
         root.path().join("staging"),
+        root.path().join("resync"),
     );
-    for d in [&src, &staging] {
+    let resync_dest = root.path().join("resync-dest");
+    let resync_dest = resync_dest.to_str().expect("utf-8");
+    for d in [&src, &staging, &work] {
         std::fs::create_dir_all(d).expect("mkdir");
     }
     // The mode a new file gets here: what every copy must have.
@@ -138,6 +148,12 @@ fn mirror_through_update_repair_and_delete() {
     assert_eq!((n(&v, "created"), n(&v, "failed")), (6, 0), "{v}");
     adds_up(&v, 6);
     check(&src, &dest, fresh_mode, "baseline");
+    let out = resync(&work, &["--baseline", &server.base, resync_dest]);
+    assert!(
+        statuses(&out).iter().any(|(w, c)| w == "SYNCED"
+            && *c == counts(&[("same", 0), ("created", 6), ("updated", 0), ("deleted", 0)])),
+        "{out}"
+    );
 
     // An update, a deletion, an addition; followed incrementally, deletions applied.
     let seen = server.published().changes;
@@ -155,7 +171,7 @@ fn mirror_through_update_repair_and_delete() {
     ]
     .map(|(k, v)| (k.to_owned(), v))
     .into();
-    wait_for(&server, "the changes in the Change List", || {
+    let changelist = wait_for(&server, "the changes in the Change List", || {
         let p = published("the changed Resource List");
         let new: BTreeMap<String, &str> = p
             .changes
@@ -163,7 +179,7 @@ fn mirror_through_update_repair_and_delete() {
             .filter(|c| !seen.contains(c))
             .map(|c| (c.0, c.1))
             .collect();
-        (new == want).then_some(())
+        (new == want).then_some(p.changelist)
     });
     let v = sync(&base, &dest, &["--retries", "0", "--delete"]);
     assert_eq!(v["mode"], "incremental", "{v}");
@@ -179,6 +195,26 @@ fn mirror_through_update_repair_and_delete() {
     );
     adds_up(&v, 2);
     check(&src, &dest, fresh_mode, "incremental");
+    let out = resync(
+        &work,
+        &[
+            "--incremental",
+            "--delete",
+            "--changelist-uri",
+            &changelist,
+            &server.base,
+            resync_dest,
+        ],
+    );
+    assert_eq!(
+        statuses(&out).first(),
+        Some(&(
+            "CHANGES APPLIED".to_owned(),
+            counts(&[("created", 1), ("updated", 1), ("deleted", 1)])
+        )),
+        "{out}"
+    );
+    assert_same_tree(&src, Path::new(resync_dest), "resync --incremental");
 
     // A copy damaged on disk: audit finds it, the next sync fetches it again.
     let damaged = dest.join("\u{65e5}\u{672c}\u{8a9e}/a b.txt");
