@@ -116,3 +116,104 @@ async fn an_iri_and_its_encoded_form_are_one_resource_at_one_path() {
         r.failures
     );
 }
+
+/// The diff of a Change List against the state matches whichever form either document uses: a
+/// copy made from the raw form in a Resource List is updated and deleted by Change List entries
+/// in the encoded form, and an entry created in the raw form is fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_list_in_the_other_form_updates_and_deletes_the_same_copies() {
+    use crate::hand::{capability_list, lh, url, urlset};
+    let root = tmp();
+    let (u, p, j) = (
+        "sub dir/\u{fc} 1.txt",
+        "50% off.txt",
+        "\u{65e5}\u{672c}/a b.txt",
+    );
+    write_tree(root.path(), &[(u, b"one\n"), (p, b"two\n")]);
+    let server = Server::start(root.path()).await;
+    let b = server.base.clone();
+    let cap = format!("{b}rs/cap.xml");
+    let changes = |entries: &[(String, &str, &[u8])]| {
+        let urls: Vec<String> = entries
+            .iter()
+            .map(|(loc, change, body)| {
+                let lh = if *change == "deleted" {
+                    String::new()
+                } else {
+                    lh(body)
+                };
+                url(
+                    loc,
+                    &format!("change=\"{change}\" datetime=\"2024-02-01T00:00:00Z\" {lh}"),
+                )
+            })
+            .collect();
+        urlset(
+            Some(&cap),
+            "capability=\"changelist\" from=\"2024-01-01T00:00:00Z\"",
+            &urls,
+        )
+    };
+    let rl = urlset(
+        Some(&cap),
+        "capability=\"resourcelist\" at=\"2024-01-01T00:00:00Z\"",
+        &[
+            url(&format!("{b}{u}"), &lh(b"one\n")),
+            url(&format!("{b}{p}"), &lh(b"two\n")),
+        ],
+    );
+    let caps = capability_list(&[
+        ("resourcelist", format!("{b}rs/rl.xml")),
+        ("changelist", format!("{b}rs/cl.xml")),
+    ]);
+    write_tree(
+        root.path(),
+        &[
+            ("rs/cap.xml", caps.as_bytes()),
+            ("rs/rl.xml", rl.as_bytes()),
+            ("rs/cl.xml", changes(&[]).as_bytes()),
+        ],
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&cap, &dest);
+    o.http.retries = 0;
+    o.delete = true;
+    let r = sync(&o, Arc::new(Quiet)).await.expect("sync");
+    assert_eq!((r.created, r.failed), (2, 0), "{:?}", r.failures);
+
+    std::fs::remove_file(root.path().join(p)).expect("rm");
+    write_tree(root.path(), &[(u, b"one, changed\n"), (j, b"three\n")]);
+    let cl = changes(&[
+        (
+            format!("{b}sub%20dir/%C3%BC%201.txt"),
+            "updated",
+            b"one, changed\n",
+        ),
+        (format!("{b}50%25%20off.txt"), "deleted", b""),
+        (format!("{b}{j}"), "created", b"three\n"),
+    ]);
+    write_tree(root.path(), &[("rs/cl.xml", cl.as_bytes())]);
+    let r = sync(&o, Arc::new(Quiet)).await.expect("sync");
+    assert_eq!(
+        (r.created, r.updated, r.deleted, r.failed),
+        (1, 1, 1, 0),
+        "{:?}",
+        r.failures
+    );
+    assert_eq!(
+        dest_files(&dest),
+        [
+            (u.to_owned(), b"one, changed\n".to_vec()),
+            (j.to_owned(), b"three\n".to_vec())
+        ]
+        .into()
+    );
+    let w = iri_warnings(&r);
+    assert_eq!(w.len(), 1, "{:?}", r.warnings);
+    assert!(
+        w[0].starts_with("1 resource of ") && w[0].contains("cl.xml"),
+        "{}",
+        w[0]
+    );
+}
