@@ -216,6 +216,8 @@ struct Payload {
 fn read_payload(body: &[u8], max: usize) -> std::result::Result<Payload, String> {
     let opts = ReadOptions {
         max_document_bytes: max as u64,
+        // As the lists' (crate::discover::docs): one form of each URI.
+        iris_as_uris: true,
         ..ReadOptions::named("change notification")
     };
     let mut r = DocumentReader::new(body, opts).map_err(|e| e.to_string())?;

@@ -17,6 +17,11 @@
 //!    255 bytes; see [`RelPath`]. A query is kept in the last segment
 //!    (`page?id=1`, with `/` in it encoded as `%2F`); a fragment is dropped.
 //!
+//! A `<loc>` that is an IRI (spaces, non-ASCII letters) is read as its URI, percent-encoded as
+//! browsers do ([`iri_to_uri`]), where the Destination reads the document: the state, the
+//! diff, the fetch and this rule see the encoded form only, so `a b.txt` and `a%20b.txt` are
+//! one resource at one path.
+//!
 //! The URI is examined as written, before any normalization, so `http://host/../x` is refused
 //! rather than silently turned into `http://host/x`.
 //!
@@ -83,8 +88,13 @@ pub struct UriParts<'a> {
 /// `b` for a reader of RFC 3986), and controls or spaces anywhere (the client strips tabs and
 /// line breaks: `http://exa<TAB>mple.com/` is `example.com`).
 pub fn parse_uri(uri: &str) -> Result<UriParts<'_>, &'static str> {
-    if uri.bytes().any(|b| b <= b' ' || b == 0x7f) {
-        return Err("a control character or a space in the URI");
+    if uri.bytes().any(|b| b <= b' ' || b == 0x7f)
+        || (!uri.is_ascii() && uri.chars().any(char::is_control))
+    {
+        return Err(
+            "a control character or a space in the URI (tabs and line breaks are refused, not \
+             stripped as browsers do)",
+        );
     }
     let (scheme, rest) = uri.split_once("://").ok_or("not an absolute URI")?;
     let scheme = scheme.to_ascii_lowercase();
@@ -140,6 +150,50 @@ pub fn parse_uri(uri: &str) -> Result<UriParts<'_>, &'static str> {
         path,
         query,
     })
+}
+
+/// The URI of an IRI read in a `<loc>`: `None` when `loc` is not one the Destination rewrites
+/// (left as written), else `loc` with every space and non-ASCII character after the authority
+/// percent-encoded as its UTF-8 bytes (RFC 3987 §3.1; the WHATWG URL parser's path and query
+/// rules, the way browsers, wget and rclone fetch such links), and every `%` there that does
+/// not start a percent-encoded octet as `%25` (the byte the mapping reads it as, so that the
+/// Source's own encoded form is the same URI and a server that refuses a stray `%` serves it).
+///
+/// A `<loc>` must be a URI (Z39.99-2014 §7, after the Sitemap protocol; RFC 3986 §2 has no
+/// space nor non-ASCII character), and `resourcesync validate` still says so; but Sources built
+/// by hand or with Python resync (which writes file names as they are) publish IRIs, and a
+/// Destination that refused them would miss every such file.
+///
+/// Not rewritten, so that [`parse_uri`] refuses them: a `loc` with a control character
+/// anywhere (a tab, a line break: the WHATWG parser strips those silently, fetching another
+/// URI than the one written), and one with nothing to encode after the authority (the host is
+/// the HTTP client's to read, [`parse_uri`], and an ASCII URI is kept as the Source wrote it).
+pub fn iri_to_uri(loc: &str) -> Option<String> {
+    let start = loc.find("://").map_or(0, |i| i + 3);
+    let at = loc[start..]
+        .find(['/', '?', '#'])
+        .map_or(loc.len(), |i| start + i);
+    let (head, tail) = loc.split_at(at);
+    if !tail.bytes().any(|b| b == b' ' || b >= 0x80) || loc.chars().any(char::is_control) {
+        return None;
+    }
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(loc.len() + tail.len() * 2);
+    out.push_str(head);
+    let bytes = tail.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        let stray = b == b'%'
+            && !(bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit));
+        if b == b' ' || b >= 0x80 || stray {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push(char::from(b));
+        }
+    }
+    Some(out)
 }
 
 /// The Source's base URL from what discovery found (rule 1 of the module docs).
@@ -334,6 +388,75 @@ mod tests {
                 .as_str(),
             "p?id=1%2F2"
         );
+    }
+
+    #[test]
+    fn iris_are_read_as_their_percent_encoded_uris() {
+        let m = m();
+        for (iri, uri, path) in [
+            (
+                "http://example.com:8080/data/sub dir/\u{fc} 1.txt",
+                "http://example.com:8080/data/sub%20dir/%C3%BC%201.txt",
+                "sub dir/\u{fc} 1.txt",
+            ),
+            (
+                "http://example.com:8080/data/\u{65e5}\u{672c}\u{8a9e}/a b.txt",
+                "http://example.com:8080/data/%E6%97%A5%E6%9C%AC%E8%AA%9E/a%20b.txt",
+                "\u{65e5}\u{672c}\u{8a9e}/a b.txt",
+            ),
+            // `%` kept where it starts an octet, `%25` where it does not: the mapping reads
+            // both the same way, and so does a server.
+            (
+                "http://example.com:8080/data/50% off %41.txt",
+                "http://example.com:8080/data/50%25%20off%20%41.txt",
+                "50% off A.txt",
+            ),
+            (
+                "http://example.com:8080/data/q b?x=\u{e9} 1#fr ag",
+                "http://example.com:8080/data/q%20b?x=%C3%A9%201#fr%20ag",
+                "q b?x=%C3%A9%201",
+            ),
+        ] {
+            let got = iri_to_uri(iri);
+            assert_eq!(got.as_deref(), Some(uri), "{iri}");
+            // The HTTP client sends it as it is; and it is how the client's parser encodes the
+            // IRI, but for the stray `%` that parser leaves alone.
+            assert_eq!(Url::parse(uri).expect("parses").as_str(), uri, "{uri}");
+            if !iri.contains('%') {
+                assert_eq!(Url::parse(iri).expect("parses").as_str(), uri, "{iri}");
+            }
+            assert_eq!(m.map(uri).expect("maps").as_str(), path, "{uri}");
+        }
+        // URIs are left as written: nothing to encode, or the host (the client's to read).
+        for kept in [
+            "http://example.com:8080/data/a%20b.txt",
+            "http://example.com:8080/data/50%.txt",
+            "http://b\u{fc}cher.example/x.txt",
+        ] {
+            assert_eq!(iri_to_uri(kept), None, "{kept}");
+        }
+        // Control characters are not encoded (the WHATWG parser strips tabs and line breaks,
+        // fetching another URI): left for the mapping to refuse.
+        for bad in [
+            "http://example.com:8080/data/a b\tc.txt",
+            "http://example.com:8080/data/\u{fc}\nx.txt",
+            "http://example.com:8080/data/\u{fc}\rx.txt",
+            "http://example.com:8080/data/\u{fc}\u{0}x.txt",
+            "http://example.com:8080/data/\u{fc}\u{85}x.txt",
+            "http://example.com:8080/data/\u{fc}\u{7f}x.txt",
+        ] {
+            assert_eq!(iri_to_uri(bad), None, "{bad:?}");
+            let e = m.map(bad).expect_err(bad);
+            assert!(e.to_string().contains("control character"), "{e}");
+        }
+        // A tab alone: the client would fetch `ab.txt`; refused, not stripped.
+        assert_eq!(
+            Url::parse("http://example.com:8080/data/a\tb.txt")
+                .expect("parses")
+                .path(),
+            "/data/ab.txt"
+        );
+        assert!(m.map("http://example.com:8080/data/a\tb.txt").is_err());
     }
 
     #[test]

@@ -65,6 +65,16 @@ const RESYNC_DEADLINE: Duration = Duration::from_secs(30);
 /// The peers venv: `$RESOURCESYNC_PEERS_VENV` (set by scripts/test.sh), else
 /// `<workspace>/.venv-peers`. Missing: the test fails, it never passes silently.
 pub(crate) fn resync_sync() -> PathBuf {
+    peer("resync-sync")
+}
+
+/// `resync-build`, resync's tool that writes a Source's documents for a folder, found as
+/// [`resync_sync`] is.
+pub(crate) fn resync_build() -> PathBuf {
+    peer("resync-build")
+}
+
+fn peer(name: &str) -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut tried = Vec::new();
     if let Some(v) = std::env::var_os("RESOURCESYNC_PEERS_VENV").filter(|v| !v.is_empty()) {
@@ -72,23 +82,23 @@ pub(crate) fn resync_sync() -> PathBuf {
     }
     tried.push(workspace.join(".venv-peers"));
     for venv in &tried {
-        let bin = venv.join("bin/resync-sync");
+        let bin = venv.join("bin").join(name);
         if bin.is_file() {
             return bin;
         }
     }
     panic!(
-        "resync-sync (the Python reference client) not found in {tried:?}: \
+        "{name} (the Python reference client) not found in {tried:?}: \
          run scripts/python-peers.sh (or scripts/test.sh, which runs it and sets \
          RESOURCESYNC_PEERS_VENV)"
     );
 }
 
 /// `resourcesync serve`, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     /// `http://127.0.0.1:PORT` (no trailing slash).
-    base: String,
+    pub(crate) base: String,
     /// `127.0.0.1:PORT`.
     addr: String,
     /// Its stderr.
@@ -103,7 +113,7 @@ impl Drop for Server {
 }
 
 impl Server {
-    fn start(dir: &Path, log: &Path) -> Server {
+    pub(crate) fn start(dir: &Path, log: &Path) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
             .arg("serve")
             .arg(dir)
@@ -152,7 +162,7 @@ impl Server {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -203,7 +213,7 @@ impl Server {
 
     /// What the server publishes now, found as a client would: Source Description, Capability
     /// List, then the Resource List and the open Change List.
-    fn published(&self) -> Published {
+    pub(crate) fn published(&self) -> Published {
         let (_, sd) = self.document(&format!("{}/.well-known/resourcesync", self.base));
         assert_eq!(sd.len(), 1, "one Capability List");
         let (_, caps) = self.document(&sd[0].loc);
@@ -266,13 +276,13 @@ impl Server {
 }
 
 #[derive(Debug)]
-struct Published {
+pub(crate) struct Published {
     /// Relative path → length, from the Resource List.
-    resources: BTreeMap<String, u64>,
+    pub(crate) resources: BTreeMap<String, u64>,
     /// The URL of the Change List the Capability List names (the open one).
-    changelist: String,
+    pub(crate) changelist: String,
     /// Relative path, change, datetime, in the order of the open Change List.
-    changes: Vec<(String, &'static str, W3cDateTime)>,
+    pub(crate) changes: Vec<(String, &'static str, W3cDateTime)>,
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
@@ -314,7 +324,7 @@ pub(crate) fn files(dir: &Path, skip: &[&str]) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// The Source's files (its state directory left out).
-fn source_files(src: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn source_files(src: &Path) -> BTreeMap<String, Vec<u8>> {
     files(src, &[".resourcesync"])
 }
 
@@ -331,7 +341,7 @@ pub(crate) fn dest_files(dst: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-fn assert_same_tree(src: &Path, dst: &Path, when: &str) {
+pub(crate) fn assert_same_tree(src: &Path, dst: &Path, when: &str) {
     let (s, d) = (source_files(src), dest_files(dst));
     let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
     assert_eq!(names(&d), names(&s), "{when}: file names differ");
@@ -410,7 +420,7 @@ pub(crate) fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 }
 
 /// Polls `f` until it returns something, for at most [`DEADLINE`].
-fn wait_for<T>(server: &Server, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait_for<T>(server: &Server, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + DEADLINE;
     loop {
         if let Some(v) = f() {

@@ -26,8 +26,11 @@ mod interop_resync_publish;
 mod interop_simulator;
 mod interop_websub;
 mod inventories;
+#[cfg(target_os = "linux")]
+mod iri_sources;
 mod logs;
 mod manual;
+mod mirror_e2e;
 mod modes;
 mod nginx_publish;
 mod push;

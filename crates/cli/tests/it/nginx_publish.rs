@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crate::common::write_tree;
 use crate::modes::{modes, under_umask};
 
-fn nginx_binary() -> String {
+pub(crate) fn nginx_binary() -> String {
     std::env::var("RESOURCESYNC_TEST_NGINX").unwrap_or_else(|_| {
         panic!(
             "RESOURCESYNC_TEST_NGINX is not set: run the tests with scripts/test.sh, which finds \
@@ -30,7 +30,7 @@ fn nginx_binary() -> String {
 }
 
 /// nginx serving `sites` (port, root) from one process; killed when dropped.
-struct Nginx {
+pub(crate) struct Nginx {
     child: Child,
 }
 
@@ -41,14 +41,14 @@ impl Drop for Nginx {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")
         .port()
 }
 
-fn start_nginx(work: &Path, sites: &[(u16, &Path)]) -> Nginx {
+pub(crate) fn start_nginx(work: &Path, sites: &[(u16, &Path)]) -> Nginx {
     let user = if rustix::process::geteuid().is_root() {
         "user nobody nogroup;"
     } else {

@@ -84,10 +84,25 @@ pub(crate) struct Doc {
     max_bytes: u64,
 }
 
+/// The options every document of the Source is read with: IRIs in `<loc>` are read as their
+/// percent-encoded URIs, once, here, so that the state, the diff, the fetch and the mapping see
+/// one form ([`resourcesync_model::mapping::iri_to_uri`]; counted, [`iri_warning`]).
 fn read_opts(url: &str, max_bytes: u64) -> ReadOptions {
     let mut o = ReadOptions::named(url);
     o.max_document_bytes = max_bytes.max(1);
+    o.iris_as_uris = true;
     o
+}
+
+/// The warning, once per list, about its `n` entries whose `<loc>` was an IRI.
+pub(crate) fn iri_warning(list: &str, n: u64) -> String {
+    format!(
+        "{n} resource{s} of {list} {have} URIs with spaces or non-ASCII letters (IRIs, not the \
+         URIs a <loc> must be: Z39.99-2014 §7, RFC 3986 §2): fetched percent-encoded, as \
+         browsers do, and stored like their encoded form; tell the Source's maintainer",
+        s = if n == 1 { "" } else { "s" },
+        have = if n == 1 { "has" } else { "have" },
+    )
 }
 
 impl DocFetcher {
@@ -199,8 +214,9 @@ impl DocFetcher {
 }
 
 impl Doc {
-    /// Streams the entries through `f` on a blocking thread, returning the state back.
-    pub(crate) async fn stream<S, F>(self, mut state: S, mut f: F) -> Result<S>
+    /// Streams the entries through `f` on a blocking thread, returning the state back and how
+    /// many `<loc>`s were IRIs read as their URIs ([`read_opts`]).
+    pub(crate) async fn stream<S, F>(self, mut state: S, mut f: F) -> Result<(S, u64)>
     where
         S: Send + 'static,
         F: FnMut(&mut S, Entry) -> Result<()> + Send + 'static,
@@ -211,7 +227,7 @@ impl Doc {
             max_bytes,
             ..
         } = self;
-        tokio::task::spawn_blocking(move || -> Result<S> {
+        tokio::task::spawn_blocking(move || -> Result<(S, u64)> {
             let fh = File::open(&file).map_err(|e| Error::io(format!("reading {url}"), e))?;
             let mut r = DocumentReader::open(fh, read_opts(&url, max_bytes))?;
             while let Some(e) = r.next_entry()? {
@@ -219,7 +235,7 @@ impl Doc {
                 crate::crashpoint::point("list-entry");
             }
             drop(file);
-            Ok(state)
+            Ok((state, r.iris_read()))
         })
         .await?
     }
@@ -242,6 +258,7 @@ impl Doc {
             Ok(())
         })
         .await
+        .map(|(v, _)| v)
     }
 }
 
@@ -393,6 +410,7 @@ pub(crate) async fn walk_with<S: ListSink>(
     let mut warnings = Vec::new();
     let mut validators = HashMap::new();
     let mut last_part = None;
+    let mut iris = 0u64;
     let mut visited: HashSet<String> = HashSet::new();
     visited.insert(url.to_owned());
     let mut doc = match pre.top.take() {
@@ -486,8 +504,13 @@ pub(crate) async fn walk_with<S: ListSink>(
             continue;
         }
         if sink.document(&d.url, &d.header)? {
-            sink = d.stream(sink, |s: &mut S, e| s.entry(e)).await?;
+            let n;
+            (sink, n) = d.stream(sink, |s: &mut S, e| s.entry(e)).await?;
+            iris += n;
         }
+    }
+    if iris > 0 {
+        warnings.push(iri_warning(&top_url, iris));
     }
     Ok((
         sink,

@@ -189,6 +189,8 @@ impl std::fmt::Debug for Package {
 pub(crate) fn manifest_opts(url: &str, max_bytes: u64) -> ReadOptions {
     let mut o = ReadOptions::named(format!("{url}#{MANIFEST_NAME}"));
     o.max_document_bytes = max_bytes.max(1);
+    // As the lists' (crate::discover::docs): one form of each URI.
+    o.iris_as_uris = true;
     o
 }
 

@@ -19,6 +19,7 @@ mod filter;
 mod foreign_dumps;
 mod foreign_sources;
 mod hostile;
+mod iris;
 mod ports;
 mod push_reach;
 mod remembered;

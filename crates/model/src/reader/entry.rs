@@ -193,7 +193,19 @@ impl<R: Read> DocumentReader<R> {
                 "more than one <loc> in an entry",
             );
         } else {
-            e.loc.push_str(trim_xml(t));
+            let t = trim_xml(t);
+            match self
+                .opts
+                .iris_as_uris
+                .then(|| crate::mapping::iri_to_uri(t))
+                .flatten()
+            {
+                Some(uri) => {
+                    e.loc.push_str(&uri);
+                    self.iris += 1;
+                }
+                None => e.loc.push_str(t),
+            }
             *seen = true;
         }
     }

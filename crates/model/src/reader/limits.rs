@@ -23,6 +23,11 @@ pub struct ReadOptions {
     pub max_children: usize,
     /// Most findings kept (the rest are counted). Default 1,000.
     pub max_findings: usize,
+    /// Read a `<loc>` that is an IRI (spaces, non-ASCII letters) as its percent-encoded URI
+    /// ([`crate::mapping::iri_to_uri`]), counted in
+    /// [`DocumentReader::iris_read`](super::DocumentReader::iris_read): what a Destination
+    /// does. Default `false`: the `<loc>` as written, for validation.
+    pub iris_as_uris: bool,
 }
 
 impl Default for ReadOptions {
@@ -35,6 +40,7 @@ impl Default for ReadOptions {
             max_namespace_bindings: 64,
             max_children: 1024,
             max_findings: 1000,
+            iris_as_uris: false,
         }
     }
 }

@@ -85,6 +85,8 @@ pub struct DocumentReader<R: Read> {
     in_text: bool,
     findings: Findings,
     entries: u64,
+    /// `<loc>`s read as the URI of an IRI (`ReadOptions::iris_as_uris`).
+    iris: u64,
     failed: bool,
     xml_version: XmlVersion,
     header_pos: Position,
@@ -172,6 +174,7 @@ impl<R: Read> DocumentReader<R> {
             capturing: false,
             in_text: false,
             entries: 0,
+            iris: 0,
             failed: false,
             xml_version: XmlVersion::Implicit1_0,
             header_pos: Position { line: 1, column: 1 },
@@ -228,6 +231,12 @@ impl<R: Read> DocumentReader<R> {
     /// Entries returned so far.
     pub fn entries_read(&self) -> u64 {
         self.entries
+    }
+
+    /// Entries (and index entries) whose `<loc>` was an IRI, read as its percent-encoded URI
+    /// so far; always 0 unless [`ReadOptions::iris_as_uris`].
+    pub fn iris_read(&self) -> u64 {
+        self.iris
     }
 
     /// Bytes of (decompressed) document consumed so far.

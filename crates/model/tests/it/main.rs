@@ -5,6 +5,7 @@ mod common;
 
 mod corpus;
 mod hostile;
+mod iris;
 mod proptest_roundtrip;
 mod reader_reuse;
 mod rules;
