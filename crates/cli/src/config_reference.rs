@@ -79,10 +79,7 @@ fn table(args: &[&Arg]) -> String {
     for a in args {
         let (key, flag) = match a.get_long() {
             Some(l) => (l.to_owned(), format!("`--{l}`")),
-            None => (
-                a.get_id().as_str().replace('_', "-"),
-                "argument".to_owned(),
-            ),
+            None => (a.get_id().as_str().replace('_', "-"), "argument".to_owned()),
         };
         let var = a
             .get_env()
@@ -139,8 +136,7 @@ fn generated(root: &Command) -> String {
 
 #[test]
 fn docs_configuration_lists_every_key_of_every_command() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
     let doc = std::fs::read_to_string(&path).unwrap_or_default();
     let now = generated(&crate::config::command());
     let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {

@@ -51,7 +51,10 @@ fn page(root: &Command, name: &str, cmd: Command) -> anyhow::Result<Vec<u8>> {
     let mut buf = Vec::new();
     clap_mangen::Man::new(cmd).render(&mut buf)?;
     let page = String::from_utf8(buf).context("a man page that is not UTF-8")?;
-    Ok(crate::manual_sections::insert(&page, &crate::manual_sections::sections(root, name)).into_bytes())
+    Ok(
+        crate::manual_sections::insert(&page, &crate::manual_sections::sections(root, name))
+            .into_bytes(),
+    )
 }
 
 /// Writes the page of the program and of each of its commands into `dir`.
@@ -61,7 +64,11 @@ fn write_pages(dir: &Path) -> anyhow::Result<()> {
     let mut pages = vec![("resourcesync".to_owned(), String::new(), cmd.clone())];
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let name = format!("resourcesync-{}", sub.get_name());
-        pages.push((name.clone(), sub.get_name().to_owned(), sub.clone().name(name)));
+        pages.push((
+            name.clone(),
+            sub.get_name().to_owned(),
+            sub.clone().name(name),
+        ));
     }
     for (name, sub, c) in pages {
         let path = dir.join(format!("{name}.1"));

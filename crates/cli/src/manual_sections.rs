@@ -125,7 +125,10 @@ fn extra(name: &str) -> Option<Extra> {
             ],
             environment: &[AWS],
             files: &[
-                ("DIR/.resourcesync/state.sqlite", "the Source's state (--state)"),
+                (
+                    "DIR/.resourcesync/state.sqlite",
+                    "the Source's state (--state)",
+                ),
                 (
                     "DIR/.well-known/resourcesync, DIR/resourcesync/",
                     "the documents (--out)",
@@ -150,7 +153,10 @@ fn extra(name: &str) -> Option<Extra> {
             exit: RUNS_UNTIL_STOPPED,
             environment: &[LOG, AWS],
             files: &[
-                ("DIR/.resourcesync/state.sqlite", "the Source's state (--state)"),
+                (
+                    "DIR/.resourcesync/state.sqlite",
+                    "the Source's state (--state)",
+                ),
                 ("DIR/.resourcesync/www/", "the documents (--out)"),
                 (
                     "/etc/resourcesync/serve.toml",
@@ -213,10 +219,7 @@ fn extra(name: &str) -> Option<Extra> {
             ],
             exit: OK_OR_ERROR,
             environment: &[],
-            files: &[(
-                "OUT/simulate.csv, OUT/grid.csv",
-                "the results (--out)",
-            )],
+            files: &[("OUT/simulate.csv, OUT/grid.csv", "the results (--out)")],
         },
         "aggregate" => Extra {
             examples: &[(
@@ -230,7 +233,10 @@ fn extra(name: &str) -> Option<Extra> {
                     "aggregate.toml",
                     "the Sources and limits ([[source]], [limits]) and the flags",
                 ),
-                ("copies/NAME/", "the copies of each Source, beside the file (--store)"),
+                (
+                    "copies/NAME/",
+                    "the copies of each Source, beside the file (--store)",
+                ),
                 ("work/", "the state, beside the file (--state)"),
             ],
         },
@@ -302,7 +308,11 @@ pub(crate) fn sections(root: &Command, name: &str) -> String {
     let Some(cmd) = root.find_subcommand(name) else {
         out.push_str(".SH \"EXIT STATUS\"\n");
         item(&mut out, "0", "ok: valid, in sync, done");
-        item(&mut out, "1", "differences, invalid documents, failed resources");
+        item(
+            &mut out,
+            "1",
+            "differences, invalid documents, failed resources",
+        );
         item(&mut out, "2", "error: could not read, bad arguments");
         out.push_str(".SH \"SEE ALSO\"\nEach command has its page: \\fBresourcesync\\-sync\\fR(1), \\fBresourcesync\\-serve\\fR(1), …\n");
         return out;
@@ -383,7 +393,10 @@ mod tests {
     #[test]
     fn text_is_escaped_for_roff() {
         assert_eq!(roff(".x -a \\b"), "\\&.x \\-a \\eb");
-        assert_eq!(insert("a\n.SH VERSION\nv\n", "X\n"), "a\nX\n.SH VERSION\nv\n");
+        assert_eq!(
+            insert("a\n.SH VERSION\nv\n", "X\n"),
+            "a\nX\n.SH VERSION\nv\n"
+        );
         assert_eq!(insert("a\n", "X\n"), "a\nX\n");
     }
 }

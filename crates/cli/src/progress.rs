@@ -176,7 +176,10 @@ mod tests {
         let p = ScanProgress::default();
         assert_eq!(line(&p), "listing the resources");
         p.read.store(1, Ordering::Relaxed);
-        assert_eq!(line(&p), "listing the resources; 1 resource read so far (0 B)");
+        assert_eq!(
+            line(&p),
+            "listing the resources; 1 resource read so far (0 B)"
+        );
         p.listed.store(true, Ordering::Relaxed);
         p.to_read.store(3, Ordering::Relaxed);
         p.bytes_read.store(2048, Ordering::Relaxed);

@@ -219,9 +219,12 @@ impl Bars {
         bytes.set_style(
             ProgressStyle::with_template("  {received} received  {rate}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner())
-                .with_key("received", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
-                    let _ = w.write_str(&crate::units::bytes(s.pos()));
-                })
+                .with_key(
+                    "received",
+                    |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = w.write_str(&crate::units::bytes(s.pos()));
+                    },
+                )
                 .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
                     let _ = w.write_str(&crate::units::bytes_per_second(s.per_sec()));
                 }),

@@ -243,10 +243,15 @@ fn docs_configuration_names_every_key_of_limits_and_source() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
     )
     .expect("docs/configuration.md");
-    let section = &doc[doc.find("## `aggregate`: the Sources").expect("the section")..];
+    let section = &doc[doc
+        .find("## `aggregate`: the Sources")
+        .expect("the section")..];
     for (table, heading) in [
         ("[limits]", "`[limits]`"),
-        ("[[source]]\nname = \"a\"\nurl = \"http://h/\"", "`[[source]]`"),
+        (
+            "[[source]]\nname = \"a\"\nurl = \"http://h/\"",
+            "`[[source]]`",
+        ),
     ] {
         let keys = keys_of(table);
         assert!(keys.len() >= 8, "{table}: {keys:?}");

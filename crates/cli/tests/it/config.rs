@@ -472,8 +472,17 @@ fn each_commands_help_lists_its_own_options_before_the_global_ones() {
         }
         // Every global flag is under its heading.
         let global_part = &out[globals..];
-        for global in ["--verbose", "--quiet", "--log-format", "--log-file", "--access-log"] {
-            assert!(global_part.contains(global), "{cmd}: no {global} in {global_part}");
+        for global in [
+            "--verbose",
+            "--quiet",
+            "--log-format",
+            "--log-file",
+            "--access-log",
+        ] {
+            assert!(
+                global_part.contains(global),
+                "{cmd}: no {global} in {global_part}"
+            );
             assert!(
                 !out[..globals].contains(&format!(" {global}")),
                 "{cmd}: {global} among the command's own options"

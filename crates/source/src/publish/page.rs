@@ -158,7 +158,15 @@ mod tests {
             "http://other.example/a b"
         );
         // Not UTF-8, or decoded into something else than a name: as written.
-        for kept in ["caf%E9", "a%2Fb", "a%3Fb", "a%23b", "a%0Ab", "a%E2%80%AEgpj.exe", "%ZZ"] {
+        for kept in [
+            "caf%E9",
+            "a%2Fb",
+            "a%3Fb",
+            "a%23b",
+            "a%0Ab",
+            "a%E2%80%AEgpj.exe",
+            "%ZZ",
+        ] {
             assert_eq!(name_shown(base, &format!("{base}{kept}")), kept);
         }
         assert_eq!(name_shown(base, base), base);
@@ -173,7 +181,10 @@ mod tests {
     fn every_time_is_shown_in_one_format() {
         for (written, shown) in [
             ("2024-05-01T12:00:00Z", "2024-05-01 12:00:00 UTC"),
-            ("2024-05-01T14:00:00.123456+02:00", "2024-05-01 12:00:00 UTC"),
+            (
+                "2024-05-01T14:00:00.123456+02:00",
+                "2024-05-01 12:00:00 UTC",
+            ),
             ("2024-05-01", "2024-05-01 00:00:00 UTC"),
         ] {
             let t = W3cDateTime::parse(written).expect("a time");
