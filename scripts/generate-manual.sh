@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes the shell completions and man pages under packaging/ again, from the clap definitions
-# (crates/cli/src/manual.rs); crates/cli/tests/it/manual.rs fails until they are current.
+# (crates/cli/src/manual.rs); crates/cli/tests/it/manual.rs fails until they are current. Also
+# the generated tables of docs/configuration.md (crates/cli/src/config_reference.rs).
 # Usage: scripts/generate-manual.sh [path/to/resourcesync]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,5 @@ for v in $(env | sed -n 's/^\(RESOURCESYNC_[A-Z0-9_]*\)=.*/\1/p'); do clean+=(-u
 "${clean[@]}" "$bin" completions bash > packaging/completions/resourcesync.bash
 "${clean[@]}" "$bin" completions zsh > packaging/completions/_resourcesync
 "${clean[@]}" "$bin" completions fish > packaging/completions/resourcesync.fish
-echo "wrote packaging/man and packaging/completions"
+RESOURCESYNC_BLESS=1 cargo test -q -p resourcesync-cli --bin resourcesync config_reference >/dev/null
+echo "wrote packaging/man, packaging/completions and docs/configuration.md"

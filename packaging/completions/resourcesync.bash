@@ -107,7 +107,7 @@ _resourcesync() {
 
     case "${cmd}" in
         resourcesync)
-            opts="-v -q -h -V --verbose --quiet --log-format --log-file --access-log --help --version demo validate inspect publish audit explore simulate completions man serve hub sync aggregate help"
+            opts="-v -q -h -V --verbose --quiet --log-format --log-file --access-log --help --version demo validate inspect audit explore simulate completions man publish serve hub sync aggregate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -343,7 +343,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__help)
-            opts="demo validate inspect publish audit explore simulate completions man serve hub sync aggregate help"
+            opts="demo validate inspect audit explore simulate completions man publish serve hub sync aggregate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -675,7 +675,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__publish)
-            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --out --json --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --config --print-config --out --json --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -722,6 +722,10 @@ _resourcesync() {
                     return 0
                     ;;
                 --dump-max-files)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 //! Configuration of the long-running commands, from the clap definitions and nothing else.
 //!
-//! Every flag of `serve`, `hub`, `sync` and `aggregate` (and the global ones) is also read from
+//! Every flag of `publish`, `serve`, `hub`, `sync` and `aggregate` (and the global ones) is also read from
 //! an environment variable, `RESOURCESYNC_` and the long name in capitals with `_` for `-`
 //! (`--base-url`: `RESOURCESYNC_BASE_URL`). A command with `--config FILE` and
 //! `--print-config` (see [`ConfigArgs`]) also reads an optional TOML file whose keys are its
@@ -25,7 +25,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 use crate::EXIT_ERROR;
 
 /// The commands whose flags are also read from the environment.
-const ENV_COMMANDS: &[&str] = &["serve", "hub", "sync", "aggregate"];
+const ENV_COMMANDS: &[&str] = &["publish", "serve", "hub", "sync", "aggregate"];
 
 /// The tables of a command's file that are not flags: `aggregate`'s Sources and limits,
 /// read by crates/aggregate.

@@ -28,16 +28,16 @@ pub(crate) enum LogFormat {
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct LogArgs {
     /// Format of the log lines of `serve`, `hub` and `aggregate`.
-    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    #[arg(long, global = true, help_heading = crate::GLOBAL_OPTIONS, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
     /// Append the log to this file instead of writing it to standard error (created if
     /// missing; reopened by a restart, so rotate by moving it and restarting or with
     /// `copytruncate`).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, help_heading = crate::GLOBAL_OPTIONS, value_name = "PATH")]
     pub(crate) log_file: Option<PathBuf>,
     /// Log every request `serve` and `hub` answer: remote, method, path, status, bytes,
     /// duration_ms (target `access`; also on with `RUST_LOG=access=info`).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = crate::GLOBAL_OPTIONS)]
     pub(crate) access_log: bool,
 }
 

@@ -4,12 +4,15 @@
 
 mod aggregate;
 mod config;
+#[cfg(test)]
+mod config_reference;
 mod demo;
 mod explore;
 mod hub;
 mod input;
 mod log;
 mod manual;
+mod manual_sections;
 mod out;
 mod printable;
 mod progress;
@@ -33,6 +36,9 @@ pub(crate) const EXIT_DIFFERENCES: u8 = 1;
 /// Exit status: could not do the job (unreadable input, bad arguments, I/O).
 pub(crate) const EXIT_ERROR: u8 = 2;
 
+/// The heading of the global flags in each command's `--help`, listed after its own.
+pub(crate) const GLOBAL_OPTIONS: &str = "Global options";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "resourcesync",
@@ -44,13 +50,13 @@ pub(crate) const EXIT_ERROR: u8 = 2;
 struct Cli {
     /// More detail: `serve` and `hub` log at debug level, `sync --watch` prints every round,
     /// `publish` lists the documents written, `explore` every finding.
-    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    #[arg(short, long, global = true, conflicts_with = "quiet", help_heading = GLOBAL_OPTIONS)]
     verbose: bool,
     /// Say less: no progress and no summaries, only errors and warnings (`serve` and `hub`
     /// log warnings and errors; `validate` reports errors only; `sync` and `audit` print
     /// nothing on success, and their summary on standard error when a resource failed or a
     /// copy differs; the exit status is the same: 0 ok, 1 failures or differences, 2 error).
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL_OPTIONS)]
     quiet: bool,
     #[command(flatten)]
     log: log::LogArgs,

@@ -45,25 +45,35 @@ pub(crate) fn run_completions(a: &CompletionsArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-/// The page of `cmd`, named `name`.
-fn page(cmd: Command) -> anyhow::Result<Vec<u8>> {
+/// The page of `cmd`, the command `name` of `root` (`""` for the program itself), with the
+/// sections clap has no place for ([`crate::manual_sections`]).
+fn page(root: &Command, name: &str, cmd: Command) -> anyhow::Result<Vec<u8>> {
     let mut buf = Vec::new();
     clap_mangen::Man::new(cmd).render(&mut buf)?;
-    Ok(buf)
+    let page = String::from_utf8(buf).context("a man page that is not UTF-8")?;
+    Ok(
+        crate::manual_sections::insert(&page, &crate::manual_sections::sections(root, name))
+            .into_bytes(),
+    )
 }
 
 /// Writes the page of the program and of each of its commands into `dir`.
 fn write_pages(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let cmd = documented();
-    let mut pages = vec![("resourcesync".to_owned(), cmd.clone())];
+    let mut pages = vec![("resourcesync".to_owned(), String::new(), cmd.clone())];
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let name = format!("resourcesync-{}", sub.get_name());
-        pages.push((name.clone(), sub.clone().name(name)));
+        pages.push((
+            name.clone(),
+            sub.get_name().to_owned(),
+            sub.clone().name(name),
+        ));
     }
-    for (name, c) in pages {
+    for (name, sub, c) in pages {
         let path = dir.join(format!("{name}.1"));
-        std::fs::write(&path, page(c)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, page(&cmd, &sub, c)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
@@ -73,7 +83,8 @@ pub(crate) fn run_man(a: &ManArgs) -> anyhow::Result<u8> {
         Some(dir) => write_pages(dir)?,
         None => {
             let mut out = crate::out::stdout();
-            out.write_all(&page(documented())?)?;
+            let cmd = documented();
+            out.write_all(&page(&cmd, "", cmd.clone())?)?;
             out.flush()?;
         }
     }

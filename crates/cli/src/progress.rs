@@ -87,17 +87,18 @@ impl Drop for ScanDisplay {
     }
 }
 
-/// The line for the scan's counters.
+/// The line for the scan's counters. What is read is called resources whatever the inventory
+/// (files of a directory, rows of a table, objects of a bucket, records of a repository).
 fn line(p: &ScanProgress) -> String {
     if !p.listed.load(Ordering::Relaxed) {
         // The scan reads files while the listing goes on (the total is not known yet).
         let read = p.read.load(Ordering::Relaxed);
         if read == 0 {
-            return "listing the files".into();
+            return "listing the resources".into();
         }
         return format!(
-            "listing the files; {read} {} read so far ({})",
-            noun(read, "file", "files"),
+            "listing the resources; {read} {} read so far ({})",
+            noun(read, "resource", "resources"),
             bytes(p.bytes_read.load(Ordering::Relaxed))
         );
     }
@@ -109,13 +110,13 @@ fn line(p: &ScanProgress) -> String {
         // The scan is recording what it read, or the documents are being written.
         return format!(
             "{read} {} read ({}); recording and writing the documents",
-            noun(read, "file", "files"),
+            noun(read, "resource", "resources"),
             bytes(p.bytes_read.load(Ordering::Relaxed))
         );
     }
     format!(
         "reading {read}/{total} {} ({})",
-        noun(total, "file", "files"),
+        noun(total, "resource", "resources"),
         bytes(p.bytes_read.load(Ordering::Relaxed))
     )
 }
@@ -164,4 +165,29 @@ fn show(p: &ScanProgress, what: &str, rx: &mpsc::Receiver<Note>) {
         bar.tick();
     }
     bar.finish_and_clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scan_line_counts_resources_whatever_the_inventory() {
+        let p = ScanProgress::default();
+        assert_eq!(line(&p), "listing the resources");
+        p.read.store(1, Ordering::Relaxed);
+        assert_eq!(
+            line(&p),
+            "listing the resources; 1 resource read so far (0 B)"
+        );
+        p.listed.store(true, Ordering::Relaxed);
+        p.to_read.store(3, Ordering::Relaxed);
+        p.bytes_read.store(2048, Ordering::Relaxed);
+        assert_eq!(line(&p), "reading 1/3 resources (2.0 KiB)");
+        p.read.store(3, Ordering::Relaxed);
+        assert_eq!(
+            line(&p),
+            "3 resources read (2.0 KiB); recording and writing the documents"
+        );
+    }
 }

@@ -127,6 +127,8 @@ impl SourceArgs {
 pub(crate) struct PublishArgs {
     #[command(flatten)]
     source: SourceArgs,
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
     /// Where to write the documents (default: DIR itself, under DIR/resourcesync/ and
     /// DIR/.well-known/resourcesync), or a bucket:
     /// s3://KEY:SECRET@HOST:PORT/BUCKET/PREFIX?region=R (see docs/inventories.md).

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{
+    MultiProgress, ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle,
+};
 use resourcesync_destination::repair::CheckCopies;
 use resourcesync_destination::{
     AuditOptions, AuditReport, HttpOptions, Observer, SyncOptions, SyncReport,
@@ -201,18 +203,31 @@ impl Bars {
             };
         }
         let mp = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-        let resources = mp.add(ProgressBar::new(0));
+        // Cleared however the run ends (an error drops the bars): no line is left behind.
+        let resources = mp.add(ProgressBar::new(0).with_finish(ProgressFinish::AndClear));
         resources.set_style(
             ProgressStyle::with_template(
-                "{spinner} {msg:24} [{bar:30}] {pos}/{len} resources  {per_sec}  ETA {eta}",
+                "{spinner} {msg:24} [{bar:30}] {pos}/{len} resources  {rate}  ETA {eta}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&crate::units::per_second(s.per_sec()));
+            })
             .progress_chars("=> "),
         );
-        let bytes = mp.add(ProgressBar::new_spinner());
+        let bytes = mp.add(ProgressBar::new_spinner().with_finish(ProgressFinish::AndClear));
         bytes.set_style(
-            ProgressStyle::with_template("  {bytes} received  {binary_bytes_per_sec}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            ProgressStyle::with_template("  {received} received  {rate}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner())
+                .with_key(
+                    "received",
+                    |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = w.write_str(&crate::units::bytes(s.pos()));
+                    },
+                )
+                .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = w.write_str(&crate::units::bytes_per_second(s.per_sec()));
+                }),
         );
         resources.enable_steady_tick(Duration::from_millis(200));
         Bars {
@@ -225,6 +240,15 @@ impl Bars {
     fn clear(&self) {
         self.resources.finish_and_clear();
         self.bytes.finish_and_clear();
+        if let Some(mp) = &self.mp {
+            let _ = mp.clear();
+        }
+    }
+}
+
+impl Drop for Bars {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 

@@ -221,3 +221,49 @@ fn allow_hosts_entries_are_read_and_bad_ones_named_with_their_line() {
         assert!(message.contains(why), "{entry}: {message}");
     }
 }
+
+/// The keys a table accepts, as its error for an unknown key lists them.
+fn keys_of(table: &str) -> Vec<String> {
+    let (_, message) = problem(&format!("{table}\nno_such_key = 1\n"));
+    let expected = message
+        .split("expected one of")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no list of keys in {message:?}"));
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn docs_configuration_names_every_key_of_limits_and_source() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+    )
+    .expect("docs/configuration.md");
+    let section = &doc[doc
+        .find("## `aggregate`: the Sources")
+        .expect("the section")..];
+    for (table, heading) in [
+        ("[limits]", "`[limits]`"),
+        (
+            "[[source]]\nname = \"a\"\nurl = \"http://h/\"",
+            "`[[source]]`",
+        ),
+    ] {
+        let keys = keys_of(table);
+        assert!(keys.len() >= 8, "{table}: {keys:?}");
+        let rows = &section[section.find(heading).expect(heading)..];
+        let rows = &rows[..rows.find("\n\n").unwrap_or(rows.len())];
+        let rows = &section[section.find(heading).expect(heading)..][rows.len()..];
+        let rows = &rows[..rows.trim_start().find("\n\n").map_or(rows.len(), |e| e + 2)];
+        for k in keys {
+            assert!(
+                rows.contains(&format!("| `{k}` |")),
+                "docs/configuration.md: no row for {heading} key `{k}`"
+            );
+        }
+    }
+}

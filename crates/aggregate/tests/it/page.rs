@@ -1,7 +1,7 @@
 //! The page for operators in a real browser: headless Chromium (Debian's `chromium`, found or
 //! installed by scripts/chromium.sh, its path in RESOURCESYNC_TEST_CHROMIUM) loads `/` and a
 //! Source's page while one Source follows and one fails; the DOM it renders says so, and it
-//! takes a screenshot (kept at $RESOURCESYNC_SCREENSHOT when set: the README's picture), in
+//! takes a screenshot (kept at $RESOURCESYNC_SCREENSHOT when set: the picture in docs/usage.md), in
 //! which the page's own style shows, its Content-Security-Policy notwithstanding.
 
 use std::path::Path;

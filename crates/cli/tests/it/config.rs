@@ -365,3 +365,128 @@ fn boolean_variables_take_the_usual_words_and_a_bad_one_names_the_variable() {
     );
     assert!(!err.contains("--no-watch"), "{err}");
 }
+
+#[test]
+fn publish_reads_its_flags_from_a_file_like_the_others() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    std::fs::write(data.join("a.txt"), "alpha").expect("write");
+    std::fs::write(data.join("b.tmp"), "scratch").expect("write");
+    let file = dir.path().join("publish.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "dir = {:?}\nbase-url = \"http://file.example/\"\nexclude = [\"*.tmp\"]\n",
+            data.to_str().expect("utf-8")
+        ),
+    )
+    .expect("write");
+    let o = bin()
+        .args(["publish", "--config"])
+        .arg(&file)
+        .arg("--print-config")
+        .output()
+        .expect("run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(line(&out, "base-url").ends_with("publish.toml:2"), "{out}");
+    // The file's DIR, base URL and patterns, as if they were flags.
+    let o = bin()
+        .args(["publish", "--config"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let list: String = walk(&data.join("resourcesync"))
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("resourcelist"))
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .collect();
+    assert!(list.contains("http://file.example/a.txt"), "{list}");
+    assert!(!list.contains("b.tmp"), "{list}");
+    // The environment beats the file, as for the other commands.
+    let o = bin()
+        .args(["publish", "--config"])
+        .arg(&file)
+        .arg("--print-config")
+        .env("RESOURCESYNC_BASE_URL", "http://env.example/")
+        .output()
+        .expect("run");
+    let (out, _) = text(&o);
+    assert_eq!(
+        line(&out, "base-url"),
+        "base-url = \"http://env.example/\"   # RESOURCESYNC_BASE_URL"
+    );
+    // A key that is no flag of publish is named with its line.
+    std::fs::write(&file, "dir = \"x\"\nlisten = \"127.0.0.1:1\"\n").expect("write");
+    let o = bin()
+        .args(["publish", "--config"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("publish.toml:2: unknown key `listen` for `resourcesync publish`"),
+        "{err}"
+    );
+}
+
+/// The files under `dir`, at any depth.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn each_commands_help_lists_its_own_options_before_the_global_ones() {
+    for cmd in ["sync", "serve", "publish", "hub", "aggregate", "audit"] {
+        let o = bin().args([cmd, "--help"]).output().expect("run");
+        let (out, _) = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{cmd}: {out}");
+        let options = out
+            .find("\nOptions:\n")
+            .unwrap_or_else(|| panic!("{cmd}: no Options section:\n{out}"));
+        let globals = out
+            .find("\nGlobal options:\n")
+            .unwrap_or_else(|| panic!("{cmd}: no Global options section:\n{out}"));
+        assert!(options < globals, "{cmd}: globals first:\n{out}");
+        // The first option listed is the command's own, not -v/-q or a log flag.
+        let first = out[options + "\nOptions:\n".len()..]
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start();
+        for global in ["-v", "-q", "--log-format", "--log-file", "--access-log"] {
+            assert!(!first.starts_with(global), "{cmd}: first option {first:?}");
+        }
+        // Every global flag is under its heading.
+        let global_part = &out[globals..];
+        for global in [
+            "--verbose",
+            "--quiet",
+            "--log-format",
+            "--log-file",
+            "--access-log",
+        ] {
+            assert!(
+                global_part.contains(global),
+                "{cmd}: no {global} in {global_part}"
+            );
+            assert!(
+                !out[..globals].contains(&format!(" {global}")),
+                "{cmd}: {global} among the command's own options"
+            );
+        }
+    }
+}

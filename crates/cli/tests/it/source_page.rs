@@ -167,7 +167,12 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
         "<p>metadata, revised</p>\n",
     );
     std::fs::remove_file(data.join("images/cover.svg")).expect("rm");
-    write(&data, "articles/2025/notification.html", "<p>push</p>\n");
+    // A name outside ASCII and with a space: shown as people write it.
+    write(
+        &data,
+        "articles/2025/über notification.html",
+        "<p>push</p>\n",
+    );
     // A subscriber, which the page lists without its callback's query.
     let cb = callback();
     let status = post_form(
@@ -185,6 +190,15 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
     let page = until(&addr, "/", "three changes and a subscriber", |b| {
         b.contains("notification.html") && b.contains("cover.svg") && b.contains(&cb_shown)
     });
+    assert!(
+        page.contains(">articles/2025/über notification.html</a>"),
+        "the name decoded: {page}"
+    );
+    assert!(
+        page.contains("href=\"http://")
+            && page.contains("/articles/2025/%C3%BCber%20notification.html\""),
+        "the link as published: {page}"
+    );
     assert!(page.contains("<h2>Recent changes</h2>"), "{page}");
     assert!(page.contains("class=\"deleted\">deleted</td>"), "{page}");
     assert!(page.contains("class=\"updated\">updated</td>"), "{page}");
@@ -214,6 +228,28 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
         })
         .collect();
     assert_eq!(times.len(), 3, "{page}");
+    // Every time on the page in one format: `YYYY-MM-DD HH:MM:SS UTC`.
+    let is_time = |t: &str| {
+        t.len() == 23
+            && t.ends_with(" UTC")
+            && t.bytes().enumerate().all(|(i, b)| match i {
+                4 | 7 => b == b'-',
+                10 => b == b' ',
+                13 | 16 => b == b':',
+                19.. => true,
+                _ => b.is_ascii_digit(),
+            })
+    };
+    for cell in page.split("<td class=t>").skip(1) {
+        let t = &cell[..cell.find('<').expect("cell")];
+        assert!(is_time(t), "{t:?} in {page}");
+    }
+    let snapshot = page
+        .split("<th>Snapshot</th><td>")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .expect("the snapshot's time");
+    assert!(is_time(snapshot), "{snapshot:?}");
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
 
     // A document as a table, 100 entries a page.

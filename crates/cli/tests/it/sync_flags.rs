@@ -244,3 +244,105 @@ fn a_url_without_its_scheme_is_told_the_url_it_means() {
         assert!(!t.contains("relative URL"), "{args:?}: {t}");
     }
 }
+
+/// `CMD` under a pseudo-terminal (`script`, util-linux): what it drew there, and its status.
+fn on_terminal(cmd: &str) -> (String, Option<i32>) {
+    let o = Command::new("script")
+        .args(["-qec", cmd, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("this test needs `script` (util-linux, Debian package bsdutils)");
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        o.status.code(),
+    )
+}
+
+/// Every rate the bars drew, rounded for people: `12.3/s`, `1,234/s`, `4.5 MiB/s`, `512 B/s`.
+fn assert_rates_rounded(shown: &str) {
+    let mut rates = 0;
+    for part in shown.split(" resources  ").skip(1) {
+        let rate = part[..part.find("  ETA").unwrap_or(part.len())].trim();
+        let n = rate
+            .strip_suffix("/s")
+            .unwrap_or_else(|| panic!("{rate:?}"));
+        let (int, frac) = n.split_once('.').unwrap_or((n, ""));
+        assert!(
+            frac.len() <= 1 && frac.bytes().all(|b| b.is_ascii_digit()),
+            "{rate:?}"
+        );
+        assert!(
+            int.bytes().all(|b| b.is_ascii_digit() || b == b','),
+            "{rate:?}"
+        );
+        rates += 1;
+    }
+    for part in shown.split(" received  ").skip(1) {
+        let end = part.find(['\r', '\n', '\x1b']).unwrap_or(part.len());
+        let rate = part[..end].trim_end();
+        let n = rate.trim_end_matches("/s");
+        let (num, unit) = n.split_once(' ').unwrap_or_else(|| panic!("{rate:?}"));
+        assert!(unit.ends_with('B') && rate.ends_with("/s"), "{rate:?}");
+        let frac = num.split_once('.').map_or("", |(_, f)| f);
+        assert!(frac.len() <= 1, "{rate:?}");
+        rates += 1;
+    }
+    assert!(rates > 0, "no rate drawn: {shown:?}");
+}
+
+/// After the last frame of the bars, they are cleared before anything else is printed.
+fn assert_cleared_before(shown: &str, then: &str) {
+    let last_frame = shown.rfind("ETA").expect("the bars drawn");
+    let rest = &shown[last_frame..];
+    let cleared = rest.find("\x1b[2K").unwrap_or(usize::MAX);
+    let printed = rest
+        .find(then)
+        .unwrap_or_else(|| panic!("no {then:?} in {rest:?}"));
+    assert!(
+        cleared < printed,
+        "a line left behind before {then:?}: {rest:?}"
+    );
+}
+
+/// On a terminal, `sync` draws its rates rounded and leaves no progress line behind, when it
+/// ends and when it stops on an error.
+#[test]
+fn sync_progress_shows_rates_rounded_and_leaves_no_line_behind() {
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..20)
+        .map(|i| (format!("f{i}.txt"), format!("file {i}\n").into_bytes()))
+        .collect();
+    let tree: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    write_tree(src.path(), &tree);
+    let server = Server::start_in_thread(src.path());
+    publish(src.path(), &server.base, None);
+    let bin = env!("CARGO_BIN_EXE_resourcesync");
+
+    // A run long enough for the bars to be drawn (a tick is 200 ms).
+    server.fault(
+        "/f0.txt",
+        Fault::Delay(std::time::Duration::from_millis(900)),
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let (shown, code) = on_terminal(&format!("'{bin}' sync '{}' '{}'", server.base, p(&dest)));
+    assert_eq!(code, Some(0), "{shown:?}");
+    assert_rates_rounded(&shown);
+    assert_cleared_before(&shown, "created");
+
+    // A Source that stops answering: the error comes after the bars are gone.
+    server.clear_faults();
+    server.fault("/.well-known/resourcesync", Fault::Stall);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let (shown, code) = on_terminal(&format!(
+        "'{bin}' sync '{}.well-known/resourcesync' '{}' --timeout 1 --retries 0",
+        server.base,
+        p(&dest)
+    ));
+    assert_eq!(code, Some(2), "{shown:?}");
+    assert_cleared_before(&shown, "error");
+}

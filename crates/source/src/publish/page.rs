@@ -51,6 +51,50 @@ pub fn esc(s: &str) -> String {
     o
 }
 
+/// How the pages show every time: in UTC, to the second (`2024-05-01 12:00:00 UTC`), whatever
+/// the offset and precision the document or the state wrote it with.
+const TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S UTC";
+
+/// A time as the pages show it ([`TIME_FORMAT`]).
+pub(crate) fn when(t: &resourcesync_model::W3cDateTime) -> String {
+    stamp(t.timestamp())
+}
+
+/// An instant as the pages show it ([`TIME_FORMAT`]).
+pub(crate) fn stamp(t: jiff::Timestamp) -> String {
+    t.strftime(TIME_FORMAT).to_string()
+}
+
+/// A URI as people write it: under the Source's base URL its name relative to it, each path
+/// segment percent-decoded (`ü 1.txt`, not `%C3%BC%201.txt`; RFC 3986 §2.1). A segment stays
+/// as written when its decoded form is not UTF-8, or would read as another structure or
+/// mislead the eye (a `/`, `?` or `#`, a control or bidirectional formatting character).
+/// The caller escapes the result for HTML.
+pub(crate) fn name_shown(base: &str, uri: &str) -> String {
+    let rest = match uri.strip_prefix(base) {
+        Some(r) if !r.is_empty() && base.ends_with('/') => r,
+        _ => uri,
+    };
+    rest.split('/')
+        .map(|seg| {
+            let decoded = percent_encoding::percent_decode_str(seg).decode_utf8();
+            match decoded {
+                Ok(d) if !d.chars().any(misleading) => d.into_owned(),
+                _ => seg.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Whether a decoded character would change how a name reads: a separator, a control
+/// character, or a bidirectional formatting character (which reorders what follows it).
+fn misleading(c: char) -> bool {
+    matches!(c, '/' | '?' | '#')
+        || c.is_control()
+        || matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 /// Renders the page.
 pub fn render(p: &PageInfo) -> String {
     let mut docs = String::new();
@@ -63,10 +107,11 @@ pub fn render(p: &PageInfo) -> String {
     }
     let last = match &p.last_change {
         Some(c) => format!(
-            "{} <a href=\"{u}\">{u}</a> at {}",
+            "{} <a href=\"{u}\">{n}</a> at {}",
             esc(c.change.as_str()),
-            esc(&c.datetime.to_string()),
-            u = esc(&c.uri)
+            esc(&when(&c.datetime)),
+            u = esc(&c.uri),
+            n = esc(&name_shown(&p.base, &c.uri))
         ),
         None => "none yet".into(),
     };
@@ -91,7 +136,61 @@ pub fn render(p: &PageInfo) -> String {
             .map(|(_, u)| u.as_str())
             .unwrap_or("")),
         n = p.resources,
-        at = esc(&p.snapshot_at.to_string()),
+        at = esc(&when(&p.snapshot_at)),
         cl = p.change_lists,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_shown_decoded_as_people_write_them() {
+        let base = "http://127.0.0.1:8080/";
+        assert_eq!(
+            name_shown(base, "http://127.0.0.1:8080/d%C3%BCr/%C3%BC%201.txt"),
+            "dür/ü 1.txt"
+        );
+        // Outside the base: the whole URI, decoded the same way.
+        assert_eq!(
+            name_shown(base, "http://other.example/a%20b"),
+            "http://other.example/a b"
+        );
+        // Not UTF-8, or decoded into something else than a name: as written.
+        for kept in [
+            "caf%E9",
+            "a%2Fb",
+            "a%3Fb",
+            "a%23b",
+            "a%0Ab",
+            "a%E2%80%AEgpj.exe",
+            "%ZZ",
+        ] {
+            assert_eq!(name_shown(base, &format!("{base}{kept}")), kept);
+        }
+        assert_eq!(name_shown(base, base), base);
+        // Escaped for HTML by the caller.
+        assert_eq!(
+            esc(&name_shown(base, &format!("{base}%3Cb%3E%26"))),
+            "&lt;b&gt;&amp;"
+        );
+    }
+
+    #[test]
+    fn every_time_is_shown_in_one_format() {
+        for (written, shown) in [
+            ("2024-05-01T12:00:00Z", "2024-05-01 12:00:00 UTC"),
+            (
+                "2024-05-01T14:00:00.123456+02:00",
+                "2024-05-01 12:00:00 UTC",
+            ),
+            ("2024-05-01", "2024-05-01 00:00:00 UTC"),
+        ] {
+            let t = W3cDateTime::parse(written).expect("a time");
+            assert_eq!(when(&t), shown, "{written}");
+        }
+        let lease = jiff::Timestamp::from_second(1_714_564_800).expect("instant");
+        assert_eq!(stamp(lease), "2024-05-01 12:00:00 UTC");
+    }
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use resourcesync_model::{DocumentReader, Entry, ReadOptions};
 
 use super::*;
-use crate::publish::page::esc;
+use crate::publish::page::{esc, name_shown, stamp, when};
 
 /// Entries per page of a document.
 pub(super) const PAGE: u64 = 100;
@@ -140,11 +140,6 @@ fn html(app: &App, title: &str, body: &str) -> String {
     )
 }
 
-/// An RFC 3339 time as the page shows it.
-fn when(t: &impl std::fmt::Display) -> String {
-    t.to_string().replacen('T', " ", 1)
-}
-
 /// The link to a document's page.
 fn browse_link(app: &App, name: &str, page: u64) -> String {
     let mut q = format!(
@@ -206,10 +201,11 @@ fn overview(app: &App) -> String {
             let _ = writeln!(
                 b,
                 "<tr><td class=t>{}</td><td class=\"{ch}\">{ch}</td>\
-                 <td><a href=\"{u}\">{u}</a></td><td class=n>{}</td></tr>",
+                 <td><a href=\"{u}\">{n}</a></td><td class=n>{}</td></tr>",
                 esc(&when(&c.datetime)),
                 c.length.map_or_else(String::new, |n| n.to_string()),
-                u = esc(&c.uri)
+                u = esc(&c.uri),
+                n = esc(&name_shown(base, &c.uri))
             );
         }
         b.push_str("</table>\n");
@@ -254,7 +250,7 @@ fn overview(app: &App) -> String {
             );
             for s in &subs {
                 let lease = Timestamp::from_second(s.lease_end)
-                    .map(|t| when(&t.strftime("%Y-%m-%dT%H:%M:%SZ")))
+                    .map(stamp)
                     .unwrap_or_default();
                 let _ = writeln!(
                     b,
@@ -377,7 +373,7 @@ fn browse(app: &App, name: &str, page: u64) -> Option<String> {
             .unwrap_or_default();
         let _ = writeln!(
             b,
-            "<tr><td class=n>{}</td><td><a href=\"{u}\">{u}</a></td><td class=t>{}</td>\
+            "<tr><td class=n>{}</td><td><a href=\"{u}\">{n}</a></td><td class=t>{}</td>\
              <td class=\"{c}\">{c}</td><td class=n>{}</td><td>{}</td><td><small>{}</small></td></tr>",
             i + 1,
             e.lastmod
@@ -390,6 +386,7 @@ fn browse(app: &App, name: &str, page: u64) -> Option<String> {
             esc(md.and_then(|m| m.mime_type.as_deref()).unwrap_or("")),
             esc(&hash),
             u = esc(&e.loc),
+            n = esc(&name_shown(&app.layout.base, &e.loc)),
             c = esc(change.unwrap_or("")),
         );
     }
