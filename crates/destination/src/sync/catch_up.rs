@@ -13,8 +13,17 @@
 //!    removed. A failure of the baseline whose resource a later change names is replaced by the
 //!    outcome of that change.
 //! 2. While failures remain and the last reading found new changes, the Change Lists are read
-//!    again from the last change seen (a resource that changed again during the first round),
-//!    at most [`MAX_ROUNDS`] readings in all.
+//!    again at once from the last change seen (a resource that changed again during the first
+//!    round).
+//! 3. While failures that look like a list older than the resource remain (HTTP 404 or 410, a
+//!    length or digest other than the published one: [`FailureKind::Gone`],
+//!    [`FailureKind::Changed`]) and the last reading listed nothing new, the Source may not have
+//!    listed their changes yet (a busy Source writes its Change List a little after the change):
+//!    the Change Lists are read again after a short wait ([`FIRST_WAIT`], doubling), the waits
+//!    adding up to at most [`MAX_WAIT`]. A change then listed is applied as in 1.
+//!
+//! At most [`MAX_READINGS`] readings in all. Only the failures still unexplained then are
+//! failures of the run.
 //!
 //! The cursor becomes the last change seen. A Change List that does not reach back to the list's
 //! `at` (its `from` is later) is left to the next run, which finds the gap and says it; one that
@@ -27,6 +36,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use resourcesync_model::W3cDateTime;
 
@@ -37,8 +47,14 @@ use crate::plan::after;
 use crate::report::FailureKind;
 use crate::sync::incremental_with;
 
-/// Most readings of the Change Lists after a baseline.
-pub const MAX_ROUNDS: usize = 4;
+/// Most readings of the Change Lists after a baseline (the first and five more).
+pub const MAX_READINGS: usize = 6;
+/// Most time spent waiting, in all, for a Source to list the changes of resources that look
+/// newer than the Resource List (see the module docs, 3).
+pub const MAX_WAIT: Duration = Duration::from_secs(5);
+/// The first wait before the Change Lists are read again for such resources; each next wait is
+/// twice as long, the last one shortened to stay within [`MAX_WAIT`].
+pub const FIRST_WAIT: Duration = Duration::from_millis(200);
 
 /// Catches up from the Change List `cl` after a baseline from a Resource List of `at` (see the
 /// module docs), updating the baseline's `tally`. Returns the new cursor.
@@ -52,7 +68,9 @@ pub(crate) async fn catch_up(
     warnings: &mut Vec<String>,
 ) -> Result<W3cDateTime> {
     let mut cursor = at;
-    for round in 0..MAX_ROUNDS {
+    let mut waited = Duration::ZERO;
+    let mut wait = FIRST_WAIT;
+    for round in 0..MAX_READINGS {
         // The failures so far, which a newer listing may explain.
         let wrong: HashSet<String> = tally.failures.iter().map(|f| f.uri.clone()).collect();
         if round > 0 && wrong.is_empty() {
@@ -111,11 +129,26 @@ pub(crate) async fn catch_up(
         tally.merge(more);
         match last.filter(|l| after(l, &cursor)) {
             Some(l) => cursor = l,
-            // Nothing newer listed: reading again would tell nothing more.
+            // Nothing newer listed: the Source may list the changes of resources newer than
+            // their listing in a moment; nothing else would change by reading again now.
+            None if round + 1 < MAX_READINGS && waited < MAX_WAIT && stale(tally) => {
+                let w = wait.min(MAX_WAIT - waited);
+                tokio::time::sleep(w).await;
+                waited += w;
+                wait *= 2;
+            }
             None => break,
         }
     }
     Ok(cursor)
+}
+
+/// Whether a failure remains that a change the Source has not listed yet would explain.
+fn stale(tally: &Tally) -> bool {
+    tally
+        .failures
+        .iter()
+        .any(|f| matches!(f.kind, FailureKind::Gone | FailureKind::Changed))
 }
 
 /// Whether the baseline (or an earlier round) counted a resource already: its copy is
