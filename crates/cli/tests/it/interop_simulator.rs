@@ -31,6 +31,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
@@ -87,6 +89,11 @@ impl Drop for Simulator {
 
 impl Simulator {
     fn start(dir: &Path, spec_version: &str) -> Simulator {
+        Simulator::start_with(dir, spec_version, MAX_EVENTS)
+    }
+
+    /// [`Simulator::start`], making `max_events` changes after `go`.
+    fn start_with(dir: &Path, spec_version: &str, max_events: u32) -> Simulator {
         let venv = venv();
         let config = dir.join("simulator.yaml");
         std::fs::write(
@@ -98,7 +105,7 @@ impl Simulator {
   change_delay: {CHANGE_DELAY}
   event_types: [create, update, delete]
   average_payload: 100
-  max_events: {MAX_EVENTS}
+  max_events: {max_events}
   stats_interval: 20
 resource_list_builder:
   class: DynamicResourceListBuilder
@@ -493,4 +500,83 @@ fn simulator_spec_1_1() {
 #[test]
 fn simulator_spec_1_0() {
     scenario("1.0");
+}
+
+/// Busy loops beside a run: threads spinning until dropped (a panic of the test included), so
+/// that a run is tried on a loaded machine, not only a quiet one.
+struct Busy {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start(n: usize) -> Busy {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005) + 1);
+                    }
+                })
+            })
+            .collect();
+        Busy { stop, threads }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Changes the simulator makes in the test under load: enough for it to go on changing for the
+/// whole baseline (one every CHANGE_DELAY seconds, slower under load).
+const LOADED_EVENTS: u32 = 1000;
+
+/// Baselines taken, one after the other, in the test under load.
+const LOADED_BASELINES: usize = 3;
+
+/// First baselines from a Source changing every 0.05 s, on a loaded machine (two busy loops
+/// beside them): a resource a baseline finds deleted (HTTP 404) or changed after the Resource
+/// List, before the Change List the run read lists it, is caught up by reading the Change List
+/// again (bounded; `catch_up::MAX_READINGS`): exit 0, no failure, each time.
+#[test]
+fn simulator_baselines_while_changing_on_a_loaded_machine() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let mut sim = Simulator::start_with(tmp.path(), "1.1", LOADED_EVENTS);
+    let url = sim.url("/");
+    sim.go();
+    wait_for_changes(&sim);
+    let runs: Vec<(PathBuf, Output)> = {
+        let _busy = Busy::start(2);
+        (0..LOADED_BASELINES)
+            .map(|i| {
+                let dest = tmp.path().join(format!("dest{i}"));
+                let o = resourcesync(&["sync", &url, p(&dest), "--delete", "--json"]);
+                (dest, o)
+            })
+            .collect()
+    };
+    // Premise: the Source was still changing when the last run ended.
+    let finished = sim.lines.try_iter().any(|l| l.starts_with("FINISHED "));
+    assert!(!finished, "the simulator stopped changing before the runs ended");
+    for (i, (dest, o)) in runs.iter().enumerate() {
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "baseline {i} beside two busy loops: {}",
+            text(o)
+        );
+        let v = json(o);
+        assert_eq!(v["mode"], "baseline", "{v}");
+        assert_eq!(v["failed"], 0, "{v}");
+        assert!(!files(dest).is_empty(), "{v}");
+    }
 }
