@@ -26,8 +26,10 @@
 //! failures of the run.
 //!
 //! The cursor becomes the last change seen. A Change List that does not reach back to the list's
-//! `at` (its `from` is later) is left to the next run, which finds the gap and says it; one that
-//! cannot be read is a warning. A failure that remains and looks like a list older than the
+//! `at` (its `from` is later, or it has none) is left to the next run, which finds the gap and
+//! says it; only the changes it lists of the resources that failed as in 3 are applied (read
+//! again at once, then as in 3), the cursor staying where it is. One that cannot be read is a
+//! warning. A failure that remains and looks like a list older than the
 //! resource (a length or digest other than the published one, HTTP 404 or 410) says so.
 //!
 //! Failure counts are exact while the failures listed in the report are all of them (up to
@@ -70,6 +72,9 @@ pub(crate) async fn catch_up(
     let mut cursor = at;
     let mut waited = Duration::ZERO;
     let mut wait = FIRST_WAIT;
+    // After a reading refused for a history that does not reach back to the cursor: the stale
+    // failures, whose changes alone are applied from then on (the cursor stays).
+    let mut gap: Option<HashSet<String>> = None;
     for round in 0..MAX_READINGS {
         // The failures so far, which a newer listing may explain.
         let wrong: HashSet<String> = tally.failures.iter().map(|f| f.uri.clone()).collect();
@@ -85,8 +90,9 @@ pub(crate) async fn catch_up(
             }
         };
         let mut w = Vec::new();
+        let only = gap.as_ref().map(|_| stale_uris(tally));
         let read = incremental_with(
-            ctx, fetcher, &mut exec, cl, cursor, &mut w, false, &mut seen,
+            ctx, fetcher, &mut exec, cl, cursor, &mut w, false, only, &mut seen,
         )
         .await;
         let more = exec.finish().await;
@@ -97,6 +103,13 @@ pub(crate) async fn catch_up(
         }
         let last = match read {
             Ok(last) => last,
+            // What the lists say of the resources that look newer than their listing is true
+            // all the same: read again at once for them alone.
+            Err(Error::HistoryGap { .. }) if gap.is_none() && stale(tally) => {
+                tally.merge(more);
+                gap = Some(stale_uris(tally));
+                continue;
+            }
             // The next run finds the gap (or the disorder), says it and diffs.
             Err(Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. }) => {
                 tally.merge(more);
@@ -127,6 +140,8 @@ pub(crate) async fn catch_up(
             ctx.state.remove_pending(&ctx.key, u)?;
         }
         tally.merge(more);
+        // Past a gap the cursor stays: the next run finds the gap, says it and diffs.
+        let last = last.filter(|_| gap.is_none());
         match last.filter(|l| after(l, &cursor)) {
             Some(l) => cursor = l,
             // Nothing newer listed: the Source may list the changes of resources newer than
@@ -145,10 +160,17 @@ pub(crate) async fn catch_up(
 
 /// Whether a failure remains that a change the Source has not listed yet would explain.
 fn stale(tally: &Tally) -> bool {
-    tally
-        .failures
-        .iter()
-        .any(|f| matches!(f.kind, FailureKind::Gone | FailureKind::Changed))
+    tally.failures.iter().any(is_stale)
+}
+
+/// The URIs of the failures [`stale`] looks for.
+fn stale_uris(tally: &Tally) -> HashSet<String> {
+    let f = tally.failures.iter().filter(|f| is_stale(f));
+    f.map(|f| f.uri.clone()).collect()
+}
+
+fn is_stale(f: &crate::report::Failure) -> bool {
+    matches!(f.kind, FailureKind::Gone | FailureKind::Changed)
 }
 
 /// Whether the baseline (or an earlier round) counted a resource already: its copy is

@@ -506,6 +506,53 @@ async fn a_change_never_listed_is_read_for_a_bounded_number_of_times_then_fails(
     adds_up(&r, 4);
 }
 
+/// A Change List without `from` (a Source keeping a bounded history: resync-simulator's starts at
+/// the oldest change it keeps, and has no `from` when that is a 1.1 deletion) cannot be shown to
+/// reach back to the Resource List's `at`: the cursor stays there and the next run diffs. The
+/// deletion it lists of the resource the baseline found gone is true all the same: applied, no
+/// failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_a_change_list_without_from_lists_explains_a_404_of_the_baseline() {
+    let live = Arc::new(Live::default());
+    let (b, cap) = changing_source(&live).await;
+    let no_from = urlset(
+        Some(&cap),
+        "capability=\"changelist\"",
+        &[url(
+            &format!("{b}gone.txt"),
+            "change=\"deleted\" datetime=\"2024-03-01T00:00:01Z\"",
+        )],
+    );
+    live.on(
+        "/rs/rl.xml",
+        1,
+        vec![
+            ("/gone.txt".into(), None),
+            ("/rs/cl.xml".into(), Some(no_from.into_bytes())),
+        ],
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&cap, &dest);
+    o.http.retries = 0;
+    let r = run(&o).await;
+    assert_eq!(r.failed, 0, "{:#?}", r.failures);
+    assert_eq!(live.hits("/rs/cl.xml"), 2, "refused, then read for gone.txt");
+    let expected: BTreeMap<String, Vec<u8>> = [
+        ("a.txt".to_owned(), b"alpha".to_vec()),
+        ("b.txt".to_owned(), b"bravo".to_vec()),
+        ("c.txt".to_owned(), b"charlie".to_vec()),
+    ]
+    .into();
+    assert_eq!(dest_files(&dest), expected);
+    adds_up(&r, 3);
+    assert_eq!(r.cursor.as_deref(), Some(T0), "the cursor stays: {r:?}");
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::BaselineDiff, "{r:?}");
+    assert_eq!(r.failed, 0, "{:#?}", r.failures);
+    assert_eq!(dest_files(&dest), expected);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Item 6: what a Destination says about a Source.
 
