@@ -26,6 +26,9 @@
 //!    independently too: exactly the resources of the final Resource List, each with the
 //!    simulator's payload (its id repeated to the length, padded with `x`); so is the copy of the
 //!    baseline made during the changes, after an incremental sync.
+//!
+//! Under load ([`simulator_baselines_while_changing_on_a_loaded_machine`]): five first baselines
+//! beside two busy loops, from a simulator that keeps about a second of history, each exit 0.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -571,7 +574,10 @@ fn simulator_baselines_while_changing_on_a_loaded_machine() {
     };
     // Premise: the Source was still changing when the last run ended.
     let finished = sim.lines.try_iter().any(|l| l.starts_with("FINISHED "));
-    assert!(!finished, "the simulator stopped changing before the runs ended");
+    assert!(
+        !finished,
+        "the simulator stopped changing before the runs ended"
+    );
     // Every run that did not end well, with its output (all of them, to count).
     let bad: Vec<String> = runs
         .iter()

@@ -22,7 +22,18 @@ pub(super) async fn incremental(
     cursor: W3cDateTime,
     warnings: &mut Vec<String>,
 ) -> Result<Option<W3cDateTime>> {
-    incremental_with(ctx, fetcher, exec, cl, cursor, warnings, true, None, &mut |_| {}).await
+    incremental_with(
+        ctx,
+        fetcher,
+        exec,
+        cl,
+        cursor,
+        warnings,
+        true,
+        None,
+        &mut |_| {},
+    )
+    .await
 }
 
 /// [`incremental`], with the pending changes of earlier runs only with `pending`, and only the

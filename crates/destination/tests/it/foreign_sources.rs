@@ -449,14 +449,22 @@ async fn changes_a_busy_source_lists_a_little_later_are_caught_up_in_the_same_ru
     assert_eq!(r.mode, Mode::Baseline, "{r:?}");
     assert_eq!(r.failed, 0, "{:#?}", r.failures);
     assert!(r.failures.is_empty(), "{:#?}", r.failures);
-    assert_eq!(live.hits("/rs/cl.xml"), 3, "read until both changes are listed");
+    assert_eq!(
+        live.hits("/rs/cl.xml"),
+        3,
+        "read until both changes are listed"
+    );
     let expected: BTreeMap<String, Vec<u8>> = [
         ("a.txt".to_owned(), a2.to_vec()),
         ("b.txt".to_owned(), b"bravo".to_vec()),
         ("c.txt".to_owned(), b"charlie".to_vec()),
     ]
     .into();
-    assert_eq!(dest_files(&dest), expected, "gone.txt absent, a.txt as listed");
+    assert_eq!(
+        dest_files(&dest),
+        expected,
+        "gone.txt absent, a.txt as listed"
+    );
     // a, b and c, each once (gone.txt: deleted, not present, counted apart).
     adds_up(&r, 3);
     assert_eq!(r.cursor.as_deref(), Some("2024-03-01T00:00:02Z"), "{r:?}");
@@ -537,7 +545,11 @@ async fn a_deletion_a_change_list_without_from_lists_explains_a_404_of_the_basel
     o.http.retries = 0;
     let r = run(&o).await;
     assert_eq!(r.failed, 0, "{:#?}", r.failures);
-    assert_eq!(live.hits("/rs/cl.xml"), 2, "refused, then read for gone.txt");
+    assert_eq!(
+        live.hits("/rs/cl.xml"),
+        2,
+        "refused, then read for gone.txt"
+    );
     let expected: BTreeMap<String, Vec<u8>> = [
         ("a.txt".to_owned(), b"alpha".to_vec()),
         ("b.txt".to_owned(), b"bravo".to_vec()),
