@@ -72,9 +72,9 @@ pub(crate) async fn catch_up(
     let mut cursor = at;
     let mut waited = Duration::ZERO;
     let mut wait = FIRST_WAIT;
-    // After a reading refused for a history that does not reach back to the cursor: the stale
-    // failures, whose changes alone are applied from then on (the cursor stays).
-    let mut gap: Option<HashSet<String>> = None;
+    // After a reading refused for a history that does not reach back to the cursor: only the
+    // changes of the stale failures are applied from then on, and the cursor stays.
+    let mut gap = false;
     for round in 0..MAX_READINGS {
         // The failures so far, which a newer listing may explain.
         let wrong: HashSet<String> = tally.failures.iter().map(|f| f.uri.clone()).collect();
@@ -90,7 +90,7 @@ pub(crate) async fn catch_up(
             }
         };
         let mut w = Vec::new();
-        let only = gap.as_ref().map(|_| stale_uris(tally));
+        let only = gap.then(|| stale_uris(tally));
         let read = incremental_with(
             ctx, fetcher, &mut exec, cl, cursor, &mut w, false, only, &mut seen,
         )
@@ -105,9 +105,9 @@ pub(crate) async fn catch_up(
             Ok(last) => last,
             // What the lists say of the resources that look newer than their listing is true
             // all the same: read again at once for them alone.
-            Err(Error::HistoryGap { .. }) if gap.is_none() && stale(tally) => {
+            Err(Error::HistoryGap { .. }) if !gap && stale(tally) => {
                 tally.merge(more);
-                gap = Some(stale_uris(tally));
+                gap = true;
                 continue;
             }
             // The next run finds the gap (or the disorder), says it and diffs.
@@ -141,7 +141,7 @@ pub(crate) async fn catch_up(
         }
         tally.merge(more);
         // Past a gap the cursor stays: the next run finds the gap, says it and diffs.
-        let last = last.filter(|_| gap.is_none());
+        let last = last.filter(|_| !gap);
         match last.filter(|l| after(l, &cursor)) {
             Some(l) => cursor = l,
             // Nothing newer listed: the Source may list the changes of resources newer than
