@@ -26,11 +26,16 @@
 //!    independently too: exactly the resources of the final Resource List, each with the
 //!    simulator's payload (its id repeated to the length, padded with `x`); so is the copy of the
 //!    baseline made during the changes, after an incremental sync.
+//!
+//! Under load ([`simulator_baselines_while_changing_on_a_loaded_machine`]): five first baselines
+//! beside two busy loops, from a simulator that keeps about a second of history, each exit 0.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
@@ -87,6 +92,12 @@ impl Drop for Simulator {
 
 impl Simulator {
     fn start(dir: &Path, spec_version: &str) -> Simulator {
+        Simulator::start_with(dir, spec_version, MAX_EVENTS, 1000)
+    }
+
+    /// [`Simulator::start`], making `max_events` changes after `go` and keeping the last
+    /// `max_changes` of them in its Change List.
+    fn start_with(dir: &Path, spec_version: &str, max_events: u32, max_changes: u32) -> Simulator {
         let venv = venv();
         let config = dir.join("simulator.yaml");
         std::fs::write(
@@ -98,7 +109,7 @@ impl Simulator {
   change_delay: {CHANGE_DELAY}
   event_types: [create, update, delete]
   average_payload: 100
-  max_events: {MAX_EVENTS}
+  max_events: {max_events}
   stats_interval: 20
 resource_list_builder:
   class: DynamicResourceListBuilder
@@ -106,7 +117,7 @@ resource_list_builder:
 changememory:
   class: DynamicChangeList
   uri_path: changelist.xml
-  max_changes: 1000
+  max_changes: {max_changes}
 "
             ),
         )
@@ -493,4 +504,97 @@ fn simulator_spec_1_1() {
 #[test]
 fn simulator_spec_1_0() {
     scenario("1.0");
+}
+
+/// Busy loops beside a run: threads spinning until dropped (a panic of the test included), so
+/// that a run is tried on a loaded machine, not only a quiet one.
+struct Busy {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start(n: usize) -> Busy {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005) + 1);
+                    }
+                })
+            })
+            .collect();
+        Busy { stop, threads }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Changes the simulator makes in the test under load: enough for it to go on changing for the
+/// whole test (one every CHANGE_DELAY seconds, slower under load).
+const LOADED_EVENTS: u32 = 1000;
+/// Changes its Change List keeps in the test under load: about a second of history, as a busy
+/// Source keeps a short one. Its `from` is then often after a Resource List's `at`, or absent
+/// (its oldest change kept a 1.1 deletion, which has no `lastmod`).
+const LOADED_HISTORY: u32 = 20;
+/// Baselines taken, one after the other, in the test under load.
+const LOADED_BASELINES: usize = 5;
+
+/// First baselines from a Source changing every 0.05 s with a short history, on a loaded
+/// machine (two busy loops beside them): a resource a baseline finds deleted (HTTP 404) or
+/// changed after the Resource List is caught up from what the Change List lists of it, read
+/// again while it lists nothing yet (bounded; `catch_up::MAX_READINGS`), and even when its
+/// history does not reach back to the list's `at`: exit 0, no failure, each time.
+#[test]
+fn simulator_baselines_while_changing_on_a_loaded_machine() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let mut sim = Simulator::start_with(tmp.path(), "1.1", LOADED_EVENTS, LOADED_HISTORY);
+    let url = sim.url("/");
+    sim.go();
+    wait_for_changes(&sim);
+    let runs: Vec<(PathBuf, Output)> = {
+        let _busy = Busy::start(2);
+        (0..LOADED_BASELINES)
+            .map(|i| {
+                let dest = tmp.path().join(format!("dest{i}"));
+                let o = resourcesync(&["sync", &url, p(&dest), "--delete", "--json"]);
+                (dest, o)
+            })
+            .collect()
+    };
+    // Premise: the Source was still changing when the last run ended.
+    let finished = sim.lines.try_iter().any(|l| l.starts_with("FINISHED "));
+    assert!(
+        !finished,
+        "the simulator stopped changing before the runs ended"
+    );
+    // Every run that did not end well, with its output (all of them, to count).
+    let bad: Vec<String> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, (dest, o))| {
+            o.status.code() != Some(0) || {
+                let v = json(o);
+                v["mode"] != "baseline" || v["failed"] != 0 || files(dest).is_empty()
+            }
+        })
+        .map(|(i, (_, o))| format!("baseline {i}: {}", text(o)))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} of {LOADED_BASELINES} baselines beside two busy loops did not end well (exit 0, no \
+         failure):\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }

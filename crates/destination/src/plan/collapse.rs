@@ -23,6 +23,10 @@ pub(crate) struct ChangeListSink {
     /// The top document is the open Change List of an index known unchanged since the last
     /// run, whose history was checked then: its `from` is not checked again.
     pub(crate) continued: bool,
+    /// Only the changes of these URIs are staged, and a history that does not reach back to
+    /// the cursor is no error: what the lists say of these resources is true all the same
+    /// (`crate::sync::catch_up`).
+    pub(crate) only: Option<std::collections::HashSet<String>>,
 }
 
 /// The order of a Change List's entries so far (Z39.99-2014 §12.1: forward chronological).
@@ -48,6 +52,7 @@ impl ChangeListSink {
             doc: String::new(),
             previous: Order::default(),
             continued: false,
+            only: None,
         }
     }
 }
@@ -81,6 +86,7 @@ impl ListSink for ChangeListSink {
         // Z39.99-2014 §12.1: `from` says the document has every change since then; the history
         // reaches the cursor when it starts at or before it.
         match h.md.as_ref().and_then(|m| m.from) {
+            _ if self.only.is_some() => Ok(()),
             Some(from) if !after(&from, &self.cursor) => Ok(()),
             from => Err(Error::HistoryGap {
                 url: self.doc.clone(),
@@ -126,7 +132,9 @@ impl ListSink for ChangeListSink {
                 previous: p.to_string(),
             });
         }
-        if t.is_some_and(|t| !after(&t, &self.cursor)) {
+        if t.is_some_and(|t| !after(&t, &self.cursor))
+            || self.only.as_ref().is_some_and(|o| !o.contains(&e.loc))
+        {
             return Ok(());
         }
         match e.change() {

@@ -13,12 +13,23 @@
 //!    removed. A failure of the baseline whose resource a later change names is replaced by the
 //!    outcome of that change.
 //! 2. While failures remain and the last reading found new changes, the Change Lists are read
-//!    again from the last change seen (a resource that changed again during the first round),
-//!    at most [`MAX_ROUNDS`] readings in all.
+//!    again at once from the last change seen (a resource that changed again during the first
+//!    round).
+//! 3. While failures that look like a list older than the resource remain (HTTP 404 or 410, a
+//!    length or digest other than the published one: [`FailureKind::Gone`],
+//!    [`FailureKind::Changed`]) and the last reading listed nothing new, the Source may not have
+//!    listed their changes yet (a busy Source writes its Change List a little after the change):
+//!    the Change Lists are read again after a short wait ([`FIRST_WAIT`], doubling), the waits
+//!    adding up to at most [`MAX_WAIT`]. A change then listed is applied as in 1.
+//!
+//! At most [`MAX_READINGS`] readings in all. Only the failures still unexplained then are
+//! failures of the run.
 //!
 //! The cursor becomes the last change seen. A Change List that does not reach back to the list's
-//! `at` (its `from` is later) is left to the next run, which finds the gap and says it; one that
-//! cannot be read is a warning. A failure that remains and looks like a list older than the
+//! `at` (its `from` is later, or it has none) is left to the next run, which finds the gap and
+//! says it; only the changes it lists of the resources that failed as in 3 are applied (read
+//! again at once, then as in 3), the cursor staying where it is. One that cannot be read is a
+//! warning. A failure that remains and looks like a list older than the
 //! resource (a length or digest other than the published one, HTTP 404 or 410) says so.
 //!
 //! Failure counts are exact while the failures listed in the report are all of them (up to
@@ -27,6 +38,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use resourcesync_model::W3cDateTime;
 
@@ -37,8 +49,14 @@ use crate::plan::after;
 use crate::report::FailureKind;
 use crate::sync::incremental_with;
 
-/// Most readings of the Change Lists after a baseline.
-pub const MAX_ROUNDS: usize = 4;
+/// Most readings of the Change Lists after a baseline (the first and five more).
+pub const MAX_READINGS: usize = 6;
+/// Most time spent waiting, in all, for a Source to list the changes of resources that look
+/// newer than the Resource List (see the module docs, 3).
+pub const MAX_WAIT: Duration = Duration::from_secs(5);
+/// The first wait before the Change Lists are read again for such resources; each next wait is
+/// twice as long, the last one shortened to stay within [`MAX_WAIT`].
+pub const FIRST_WAIT: Duration = Duration::from_millis(200);
 
 /// Catches up from the Change List `cl` after a baseline from a Resource List of `at` (see the
 /// module docs), updating the baseline's `tally`. Returns the new cursor.
@@ -52,7 +70,12 @@ pub(crate) async fn catch_up(
     warnings: &mut Vec<String>,
 ) -> Result<W3cDateTime> {
     let mut cursor = at;
-    for round in 0..MAX_ROUNDS {
+    let mut waited = Duration::ZERO;
+    let mut wait = FIRST_WAIT;
+    // After a reading refused for a history that does not reach back to the cursor: only the
+    // changes of the stale failures are applied from then on, and the cursor stays.
+    let mut gap = false;
+    for round in 0..MAX_READINGS {
         // The failures so far, which a newer listing may explain.
         let wrong: HashSet<String> = tally.failures.iter().map(|f| f.uri.clone()).collect();
         if round > 0 && wrong.is_empty() {
@@ -67,8 +90,9 @@ pub(crate) async fn catch_up(
             }
         };
         let mut w = Vec::new();
+        let only = gap.then(|| stale_uris(tally));
         let read = incremental_with(
-            ctx, fetcher, &mut exec, cl, cursor, &mut w, false, &mut seen,
+            ctx, fetcher, &mut exec, cl, cursor, &mut w, false, only, &mut seen,
         )
         .await;
         let more = exec.finish().await;
@@ -79,6 +103,13 @@ pub(crate) async fn catch_up(
         }
         let last = match read {
             Ok(last) => last,
+            // What the lists say of the resources that look newer than their listing is true
+            // all the same: read again at once for them alone.
+            Err(Error::HistoryGap { .. }) if !gap && stale(tally) => {
+                tally.merge(more);
+                gap = true;
+                continue;
+            }
             // The next run finds the gap (or the disorder), says it and diffs.
             Err(Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. }) => {
                 tally.merge(more);
@@ -109,13 +140,37 @@ pub(crate) async fn catch_up(
             ctx.state.remove_pending(&ctx.key, u)?;
         }
         tally.merge(more);
+        // Past a gap the cursor stays: the next run finds the gap, says it and diffs.
+        let last = last.filter(|_| !gap);
         match last.filter(|l| after(l, &cursor)) {
             Some(l) => cursor = l,
-            // Nothing newer listed: reading again would tell nothing more.
+            // Nothing newer listed: the Source may list the changes of resources newer than
+            // their listing in a moment; nothing else would change by reading again now.
+            None if round + 1 < MAX_READINGS && waited < MAX_WAIT && stale(tally) => {
+                let w = wait.min(MAX_WAIT - waited);
+                tokio::time::sleep(w).await;
+                waited += w;
+                wait *= 2;
+            }
             None => break,
         }
     }
     Ok(cursor)
+}
+
+/// Whether a failure remains that a change the Source has not listed yet would explain.
+fn stale(tally: &Tally) -> bool {
+    tally.failures.iter().any(is_stale)
+}
+
+/// The URIs of the failures [`stale`] looks for.
+fn stale_uris(tally: &Tally) -> HashSet<String> {
+    let f = tally.failures.iter().filter(|f| is_stale(f));
+    f.map(|f| f.uri.clone()).collect()
+}
+
+fn is_stale(f: &crate::report::Failure) -> bool {
+    matches!(f.kind, FailureKind::Gone | FailureKind::Changed)
 }
 
 /// Whether the baseline (or an earlier round) counted a resource already: its copy is

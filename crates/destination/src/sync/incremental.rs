@@ -22,11 +22,24 @@ pub(super) async fn incremental(
     cursor: W3cDateTime,
     warnings: &mut Vec<String>,
 ) -> Result<Option<W3cDateTime>> {
-    incremental_with(ctx, fetcher, exec, cl, cursor, warnings, true, &mut |_| {}).await
+    incremental_with(
+        ctx,
+        fetcher,
+        exec,
+        cl,
+        cursor,
+        warnings,
+        true,
+        None,
+        &mut |_| {},
+    )
+    .await
 }
 
-/// [`incremental`], with the pending changes of earlier runs only with `pending`; `seen` is
-/// told the URI of each change submitted (see [`crate::sync::catch_up`]).
+/// [`incremental`], with the pending changes of earlier runs only with `pending`, and only the
+/// changes of the URIs `only` when given (a history that does not reach back to the cursor
+/// then being no error: `ChangeListSink::only`); `seen` is told the URI of each change
+/// submitted (see [`crate::sync::catch_up`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn incremental_with(
     ctx: &Arc<Ctx>,
@@ -36,6 +49,7 @@ pub(crate) async fn incremental_with(
     cursor: W3cDateTime,
     warnings: &mut Vec<String>,
     pending: bool,
+    only: Option<std::collections::HashSet<String>>,
     seen: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Option<W3cDateTime>> {
     ctx.obs.phase("reading the Change Lists");
@@ -64,6 +78,7 @@ pub(crate) async fn incremental_with(
         }
     }
     let mut sink = ChangeListSink::new(staging, cursor);
+    sink.only = only;
     // The first walk of a run that started from remembered documents (crate::discover::known).
     let pre = ctx
         .lists

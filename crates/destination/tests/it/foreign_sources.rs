@@ -399,6 +399,172 @@ async fn a_change_not_listed_yet_is_explained_and_caught_up_next_run() {
     assert_eq!(dest_files(&dest), expected);
 }
 
+/// A resource deleted (HTTP 404) and one changed (another digest) after the Resource List was
+/// written, whose changes a busy Source lists only at the second and the third reading of its
+/// Change List (driven by the count of readings): the run reads the Change List again after the
+/// baseline (bounded, `catch_up::MAX_READINGS`) and applies them: no failure (exit 0), the
+/// deleted resource absent, the changed one at its listed version, each resource counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_a_busy_source_lists_a_little_later_are_caught_up_in_the_same_run() {
+    let live = Arc::new(Live::default());
+    let (b, cap) = changing_source(&live).await;
+    let a2 = b"alpha, edited".as_slice();
+    live.on(
+        "/rs/rl.xml",
+        1,
+        vec![
+            ("/a.txt".into(), Some(a2.to_vec())),
+            ("/gone.txt".into(), None),
+        ],
+    );
+    let deleted = (
+        format!("{b}gone.txt"),
+        "deleted",
+        "2024-03-01T00:00:01Z",
+        b"".as_slice(),
+    );
+    let updated = (format!("{b}a.txt"), "updated", "2024-03-01T00:00:02Z", a2);
+    // Once the Change List has been read once, it lists the deletion; once twice, the update.
+    live.on(
+        "/rs/cl.xml",
+        1,
+        vec![(
+            "/rs/cl.xml".into(),
+            Some(change_list(&cap, std::slice::from_ref(&deleted))),
+        )],
+    );
+    live.on(
+        "/rs/cl.xml",
+        2,
+        vec![(
+            "/rs/cl.xml".into(),
+            Some(change_list(&cap, &[deleted.clone(), updated])),
+        )],
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&cap, &dest);
+    o.http.retries = 0;
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Baseline, "{r:?}");
+    assert_eq!(r.failed, 0, "{:#?}", r.failures);
+    assert!(r.failures.is_empty(), "{:#?}", r.failures);
+    assert_eq!(
+        live.hits("/rs/cl.xml"),
+        3,
+        "read until both changes are listed"
+    );
+    let expected: BTreeMap<String, Vec<u8>> = [
+        ("a.txt".to_owned(), a2.to_vec()),
+        ("b.txt".to_owned(), b"bravo".to_vec()),
+        ("c.txt".to_owned(), b"charlie".to_vec()),
+    ]
+    .into();
+    assert_eq!(
+        dest_files(&dest),
+        expected,
+        "gone.txt absent, a.txt as listed"
+    );
+    // a, b and c, each once (gone.txt: deleted, not present, counted apart).
+    adds_up(&r, 3);
+    assert_eq!(r.cursor.as_deref(), Some("2024-03-01T00:00:02Z"), "{r:?}");
+    // The next run has nothing to do.
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental, "{r:?}");
+    assert_eq!(
+        (r.created, r.updated, r.deleted, r.failed),
+        (0, 0, 0, 0),
+        "{r:?}"
+    );
+}
+
+/// The bound of the catch-up: a Change List that never lists the deletion of a resource the
+/// baseline found gone is read `catch_up::MAX_READINGS` times in all, then the failure is the
+/// run's (exit 1), saying what it most likely is and what happens next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_never_listed_is_read_for_a_bounded_number_of_times_then_fails() {
+    use resourcesync_destination::catch_up::{MAX_READINGS, MAX_WAIT};
+    let live = Arc::new(Live::default());
+    let (b, cap) = changing_source(&live).await;
+    live.on("/rs/rl.xml", 1, vec![("/gone.txt".into(), None)]);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&cap, &dest);
+    o.http.retries = 0;
+    let started = std::time::Instant::now();
+    let r = run(&o).await;
+    assert_eq!(
+        live.hits("/rs/cl.xml"),
+        MAX_READINGS as u32,
+        "the Change List read again, a bounded number of times"
+    );
+    // The waits between the readings add up to MAX_WAIT (a lower bound only: the machine may
+    // be slow, never fast).
+    assert!(started.elapsed() >= MAX_WAIT, "{:?}", started.elapsed());
+    assert_eq!(r.failed, 1, "{:#?}", r.failures);
+    let f = &r.failures[0];
+    assert_eq!(f.uri, format!("{b}gone.txt"), "{f:?}");
+    assert!(
+        f.error.contains(&format!(
+            "most likely deleted (or moved) after the Resource List of {T0} was written"
+        )) && f.error.contains("the next sync catches up from them"),
+        "{f:?}"
+    );
+    // a, b, c, and gone.txt failed.
+    adds_up(&r, 4);
+}
+
+/// A Change List without `from` (a Source keeping a bounded history: resync-simulator's starts at
+/// the oldest change it keeps, and has no `from` when that is a 1.1 deletion) cannot be shown to
+/// reach back to the Resource List's `at`: the cursor stays there and the next run diffs. The
+/// deletion it lists of the resource the baseline found gone is true all the same: applied, no
+/// failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_a_change_list_without_from_lists_explains_a_404_of_the_baseline() {
+    let live = Arc::new(Live::default());
+    let (b, cap) = changing_source(&live).await;
+    let no_from = urlset(
+        Some(&cap),
+        "capability=\"changelist\"",
+        &[url(
+            &format!("{b}gone.txt"),
+            "change=\"deleted\" datetime=\"2024-03-01T00:00:01Z\"",
+        )],
+    );
+    live.on(
+        "/rs/rl.xml",
+        1,
+        vec![
+            ("/gone.txt".into(), None),
+            ("/rs/cl.xml".into(), Some(no_from.into_bytes())),
+        ],
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&cap, &dest);
+    o.http.retries = 0;
+    let r = run(&o).await;
+    assert_eq!(r.failed, 0, "{:#?}", r.failures);
+    assert_eq!(
+        live.hits("/rs/cl.xml"),
+        2,
+        "refused, then read for gone.txt"
+    );
+    let expected: BTreeMap<String, Vec<u8>> = [
+        ("a.txt".to_owned(), b"alpha".to_vec()),
+        ("b.txt".to_owned(), b"bravo".to_vec()),
+        ("c.txt".to_owned(), b"charlie".to_vec()),
+    ]
+    .into();
+    assert_eq!(dest_files(&dest), expected);
+    adds_up(&r, 3);
+    assert_eq!(r.cursor.as_deref(), Some(T0), "the cursor stays: {r:?}");
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::BaselineDiff, "{r:?}");
+    assert_eq!(r.failed, 0, "{:#?}", r.failures);
+    assert_eq!(dest_files(&dest), expected);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Item 6: what a Destination says about a Source.
 
