@@ -3,7 +3,7 @@
 
 use super::Validator;
 use crate::datetime::{Precision, Tz};
-use crate::document::{Capability, RS_NS};
+use crate::document::{Capability, Metadata, Position, RS_NS};
 use crate::reader::near_miss;
 use crate::rules;
 
@@ -50,9 +50,9 @@ impl Validator {
         )
     }
 
+    /// Checks the root's `<rs:md>` and `<rs:ln>`s against the document's kind.
     pub(super) fn check_header(&mut self) {
         let pos = self.header_pos;
-        let kind = self.kind.clone();
         let Some(md) = self.header.md.clone() else {
             self.md_missing = Some(self.md_missing_message());
             return;
@@ -65,44 +65,77 @@ impl Validator {
             );
             return;
         };
-        if let Capability::Other(v) = &cap {
+        self.check_capability_value(&cap, pos);
+        if self.header.is_index() {
+            self.check_index_allowed(&cap, pos);
+        }
+        self.check_time_attributes(&cap, &md, pos);
+        self.check_datetime_forms(&md, pos);
+        self.check_interval(md.from.as_ref(), md.until.as_ref(), pos);
+        if let (Some(a), Some(c)) = (&md.at, &md.completed) {
+            if c.cmp_instant(a).is_lt() {
+                self.push(
+                    rules::RS_COMPLETED_AFTER_AT,
+                    pos,
+                    format!("completed {c} is earlier than at {a}"),
+                );
+            }
+        }
+        if md.change.is_some() || md.path.is_some() || md.hash.is_some() {
+            // Entry-level attributes on the root carry no meaning; report as foreign.
+            self.push(
+                rules::RS_ATTR_FOREIGN,
+                pos,
+                "change, path and hash are entry attributes, not document attributes",
+            );
+        }
+        self.check_header_links(&cap, pos);
+    }
+
+    /// The capability is one ResourceSync defines, by its current name.
+    fn check_capability_value(&mut self, cap: &Capability, pos: Position) {
+        if let Capability::Other(v) = cap {
             self.push(
                 rules::RS_CAPABILITY_VALUE,
                 pos,
                 format!("capability {v:?} is not defined by ResourceSync"),
             );
         }
-        if cap == Capability::ChangeListNotification {
+        if *cap == Capability::ChangeListNotification {
             self.push(
                 rules::CN_DRAFT_NAME,
                 pos,
                 "capability changelist-notification is the draft name of change-notification",
             );
         }
-        let index = self.header.is_index();
-        // Kinds without an index form.
-        if index {
-            match cap {
-                Capability::CapabilityList => self.push(
-                    rules::RS_CAP_NO_INDEX,
-                    pos,
-                    "a Capability List should not be a <sitemapindex>",
-                ),
-                Capability::ResourceDumpManifest
-                | Capability::ChangeDumpManifest
-                | Capability::ChangeNotification
-                | Capability::ChangeListNotification
-                | Capability::FrameworkNotification => self.push(
-                    rules::RS_INDEX_NOT_ALLOWED,
-                    pos,
-                    format!("a {kind} must be a <urlset>"),
-                ),
-                _ => {}
-            }
+    }
+
+    /// A `<sitemapindex>` of a kind without an index form.
+    fn check_index_allowed(&mut self, cap: &Capability, pos: Position) {
+        match cap {
+            Capability::CapabilityList => self.push(
+                rules::RS_CAP_NO_INDEX,
+                pos,
+                "a Capability List should not be a <sitemapindex>",
+            ),
+            Capability::ResourceDumpManifest
+            | Capability::ChangeDumpManifest
+            | Capability::ChangeNotification
+            | Capability::ChangeListNotification
+            | Capability::FrameworkNotification => self.push(
+                rules::RS_INDEX_NOT_ALLOWED,
+                pos,
+                format!("a {kind} must be a <urlset>", kind = self.kind),
+            ),
+            _ => {}
         }
-        // Time attributes (§7, Appendix A).
-        let snapshot = at_snapshot_kind(&cap);
-        let change = is_change_doc(&cap) || cap == Capability::FrameworkNotification;
+    }
+
+    /// The time attributes each kind requires and those it does not use (§7, Appendix A).
+    fn check_time_attributes(&mut self, cap: &Capability, md: &Metadata, pos: Position) {
+        let kind = self.kind.clone();
+        let snapshot = at_snapshot_kind(cap);
+        let change = is_change_doc(cap) || *cap == Capability::FrameworkNotification;
         // A present but unreadable at/from is reported once, as a bad datetime (RS-7-datetime).
         if snapshot && md.at.is_none() && !md.invalid.contains("at") {
             self.push(
@@ -149,6 +182,11 @@ impl Validator {
                 format!("from/until are not used on a {kind}"),
             );
         }
+    }
+
+    /// Z39.99-2014 §7: "the use of a complete date and time expressed in UTC using the format
+    /// YYYY-MM-DDThh:mm:ss[.s]Z is recommended". +00:00 is UTC all the same.
+    fn check_datetime_forms(&mut self, md: &Metadata, pos: Position) {
         for (name, d) in [
             ("at", &md.at),
             ("completed", &md.completed),
@@ -159,8 +197,6 @@ impl Validator {
             if d.is_recommended_form() {
                 continue;
             }
-            // Z39.99-2014 §7: "the use of a complete date and time expressed in UTC using the
-            // format YYYY-MM-DDThh:mm:ss[.s]Z is recommended". +00:00 is UTC all the same.
             let what = match (d.tz(), d.precision() >= Precision::Second) {
                 (Tz::Offset(0), true) => "is UTC, written with +00:00 rather than Z".to_owned(),
                 (Tz::Offset(_), true) => "is not in UTC".to_owned(),
@@ -172,25 +208,12 @@ impl Validator {
                 format!("{name} {d} {what}: the recommended form is YYYY-MM-DDThh:mm:ss[.s]Z"),
             );
         }
-        self.check_interval(md.from.as_ref(), md.until.as_ref(), pos);
-        if let (Some(a), Some(c)) = (&md.at, &md.completed) {
-            if c.cmp_instant(a).is_lt() {
-                self.push(
-                    rules::RS_COMPLETED_AFTER_AT,
-                    pos,
-                    format!("completed {c} is earlier than at {a}"),
-                );
-            }
-        }
-        if md.change.is_some() || md.path.is_some() || md.hash.is_some() {
-            // Entry-level attributes on the root carry no meaning; report as foreign.
-            self.push(
-                rules::RS_ATTR_FOREIGN,
-                pos,
-                "change, path and hash are entry attributes, not document attributes",
-            );
-        }
-        // Links (§6.2, §8, §9, §10-13, Archives).
+    }
+
+    /// The root's links (§6.2, §8, §9, §10-13, Archives): `up` where the kind has one,
+    /// `describedby` where §8 and §9 recommend it, then each link.
+    fn check_header_links(&mut self, cap: &Capability, pos: Position) {
+        let kind = self.kind.clone();
         let needs_up = !matches!(
             cap,
             Capability::Description
@@ -200,7 +223,7 @@ impl Validator {
                 | Capability::Other(_)
         );
         if needs_up && self.header.link("up").is_none() {
-            let target = if cap == Capability::CapabilityList {
+            let target = if *cap == Capability::CapabilityList {
                 "the Source Description"
             } else {
                 "its Capability List"
@@ -213,7 +236,8 @@ impl Validator {
         }
         // §8 and §9 recommend the link on the <urlset> of a Source Description and a Capability
         // List; a Source Description Index is not described there.
-        if (cap == Capability::CapabilityList || (cap == Capability::Description && !index))
+        if (*cap == Capability::CapabilityList
+            || (*cap == Capability::Description && !self.header.is_index()))
             && self.header.link("describedby").is_none()
         {
             self.push(

@@ -11,30 +11,54 @@ use crate::document::{Capability, Change, Entry, MAX_ENTRIES, Metadata, Position
 use crate::rules::{self, Rule};
 
 impl Validator {
-    /// Checks one entry.
+    /// Checks one entry: its `<loc>`, the report's statistics, its `<rs:md>` and `<rs:ln>`s,
+    /// then, when the document says what it is, the attributes in the context of its kind and
+    /// what that kind requires of its entries.
     pub fn entry(&mut self, e: &Entry) {
         self.entries += 1;
         let pos = e.position;
         let cap = self.header.capability().cloned();
         let index = self.header.is_index();
-        // <loc> (§7; Sitemap protocol).
-        if !e.loc.is_empty() {
-            if !is_absolute_uri(&e.loc) {
-                let l: String = e.loc.chars().take(80).collect();
-                self.push(
-                    rules::SM_LOC_URI,
-                    pos,
-                    format!("<loc> {l:?} is not an absolute URI"),
-                );
-            } else if e.loc.len() >= 2048 {
-                self.push(
-                    rules::SM_LOC_LENGTH,
-                    pos,
-                    format!("<loc> is {} characters long", e.loc.len()),
-                );
-            }
+        self.check_loc(&e.loc, pos);
+        self.count(e);
+        let no_md = Metadata::default();
+        let md = e.md.as_ref().unwrap_or(&no_md);
+        self.check_change_value(md, pos);
+        for l in &e.links {
+            self.check_link(l, pos);
         }
-        // Statistics.
+        let Some(cap) = cap else {
+            return;
+        };
+        self.check_time_contexts(&cap, index, md, pos);
+        self.check_change_contexts(&cap, index, md, pos);
+        self.check_datetime_in_range(md, pos);
+        self.check_for_kind(&cap, index, e, md);
+    }
+
+    /// `<loc>` (§7; Sitemap protocol): an absolute URI shorter than 2048 characters.
+    fn check_loc(&mut self, loc: &str, pos: Position) {
+        if loc.is_empty() {
+            return;
+        }
+        if !is_absolute_uri(loc) {
+            let l: String = loc.chars().take(80).collect();
+            self.push(
+                rules::SM_LOC_URI,
+                pos,
+                format!("<loc> {l:?} is not an absolute URI"),
+            );
+        } else if loc.len() >= 2048 {
+            self.push(
+                rules::SM_LOC_LENGTH,
+                pos,
+                format!("<loc> is {} characters long", loc.len()),
+            );
+        }
+    }
+
+    /// The report's statistics: the span of change times, digests and changes by kind.
+    fn count(&mut self, e: &Entry) {
         if let Some(t) = e.change_time().copied() {
             self.span = Some(match self.span {
                 None => (t, t),
@@ -58,8 +82,10 @@ impl Validator {
                 None => self.changes.push((c.clone(), 1)),
             }
         }
-        let no_md = Metadata::default();
-        let md = e.md.as_ref().unwrap_or(&no_md);
+    }
+
+    /// `change` is one of the three values §7 defines.
+    fn check_change_value(&mut self, md: &Metadata, pos: Position) {
         if let Some(Change::Other(v)) = &md.change {
             let v: String = v.chars().take(40).collect();
             self.push(
@@ -68,14 +94,11 @@ impl Validator {
                 format!("change {v:?} is not created, updated or deleted"),
             );
         }
-        let links = &e.links;
-        for l in links {
-            self.check_link(l, pos);
-        }
-        let Some(cap) = cap else {
-            return;
-        };
-        // Attribute contexts (§7, Appendix A).
+    }
+
+    /// The time attributes in context (§7, Appendix A): `at`/`completed` and `from`/`until`
+    /// where the document's kind uses them, in order.
+    fn check_time_contexts(&mut self, cap: &Capability, index: bool, md: &Metadata, pos: Position) {
         let entry_at_ok = matches!(cap, Capability::ResourceDump)
             || (index && matches!(cap, Capability::ResourceList | Capability::ResourceDump))
             || matches!(
@@ -120,8 +143,18 @@ impl Validator {
                 );
             }
         }
-        let manifest = cap.is_manifest();
-        if md.path.is_some() && !manifest {
+    }
+
+    /// `path`, `change` and `datetime` in context (§7, Appendix A): `path` in manifests,
+    /// `change` (mandatory) and `datetime` in the change kinds.
+    fn check_change_contexts(
+        &mut self,
+        cap: &Capability,
+        index: bool,
+        md: &Metadata,
+        pos: Position,
+    ) {
+        if md.path.is_some() && !cap.is_manifest() {
             self.push(
                 rules::RS_PATH_NOT_USED,
                 pos,
@@ -162,187 +195,52 @@ impl Validator {
                 format!("datetime is used in Change Lists, Change Dump Manifests and notifications, not in a {kind}", kind = self.kind),
             );
         }
-        // datetime within the document's interval (1.1 §7).
-        if let Some(dt) = md.datetime.as_ref() {
-            if let Some(f) = self.from.as_ref() {
-                if dt.cmp_instant(f).is_lt() {
-                    self.push(
-                        rules::RS_DATETIME_IN_RANGE,
-                        pos,
-                        format!("datetime {dt} is before the document's from {f}"),
-                    );
-                }
-            }
-            if let Some(u) = self.until.as_ref() {
-                if dt.cmp_instant(u).is_gt() {
-                    self.push(
-                        rules::RS_DATETIME_IN_RANGE,
-                        pos,
-                        format!("datetime {dt} is after the document's until {u}"),
-                    );
-                }
+    }
+
+    /// `datetime` within the document's interval (1.1 §7).
+    fn check_datetime_in_range(&mut self, md: &Metadata, pos: Position) {
+        let Some(dt) = md.datetime.as_ref() else {
+            return;
+        };
+        if let Some(f) = self.from.as_ref() {
+            if dt.cmp_instant(f).is_lt() {
+                self.push(
+                    rules::RS_DATETIME_IN_RANGE,
+                    pos,
+                    format!("datetime {dt} is before the document's from {f}"),
+                );
             }
         }
-        match (&cap, index) {
-            (Capability::Description, false) => {
-                // §8: "An optional <rs:md> child element must have a capability attribute with
-                // a value of capabilitylist".
-                if let Some(m) = &e.md {
-                    let msg = match &m.capability {
-                        None => "the entry's <rs:md> has no capability: in a Source Description it must say capability=\"capabilitylist\"".to_owned(),
-                        Some(c) => format!("capability {c}: a Source Description lists Capability Lists, so an entry's <rs:md> must say capability=\"capabilitylist\""),
-                    };
-                    if m.capability != Some(Capability::CapabilityList) {
-                        self.push(rules::RS_SD_ENTRY_CAPABILITY, pos, msg);
-                    }
-                }
-                self.lastmod_omit(e);
+        if let Some(u) = self.until.as_ref() {
+            if dt.cmp_instant(u).is_gt() {
+                self.push(
+                    rules::RS_DATETIME_IN_RANGE,
+                    pos,
+                    format!("datetime {dt} is after the document's until {u}"),
+                );
             }
+        }
+    }
+
+    /// What the document's kind requires of its entries.
+    fn check_for_kind(&mut self, cap: &Capability, index: bool, e: &Entry, md: &Metadata) {
+        let pos = e.position;
+        match (cap, index) {
+            (Capability::Description, false) => self.description_entry(e),
             // A Source Description Index lists Source Descriptions (§8), not Capability Lists.
             (Capability::Description, true) => {}
-            (Capability::CapabilityList, _) => {
-                match &md.capability {
-                    None => self.push(
-                        rules::RS_CAP_ENTRY_CAPABILITY,
-                        pos,
-                        "a Capability List entry must have <rs:md capability=\"...\">",
-                    ),
-                    Some(c) => {
-                        let listed = matches!(
-                            c,
-                            Capability::ResourceList
-                                | Capability::ResourceDump
-                                | Capability::ChangeList
-                                | Capability::ChangeDump
-                        ) || c.is_archive()
-                            || c.is_notification();
-                        if !listed {
-                            self.push(
-                                rules::RS_CAP_ENTRY_VALUE,
-                                pos,
-                                format!(
-                                    "capability {c} is not a capability a Capability List lists"
-                                ),
-                            );
-                        }
-                        if c.is_notification() && e.link("hub").is_none() {
-                            self.push(
-                                rules::CN_HUB_LINK,
-                                pos,
-                                format!("the {c} channel entry must have <rs:ln rel=\"hub\">"),
-                            );
-                        }
-                        if !self.caps_seen.insert(c.clone()) {
-                            self.push(
-                                rules::RS_ONE_PER_CAPABILITY,
-                                pos,
-                                format!("a second entry with capability {c}"),
-                            );
-                        }
-                    }
-                }
-                self.lastmod_omit(e);
-            }
+            (Capability::CapabilityList, _) => self.capability_list_entry(e, md),
             (Capability::ResourceList, false) | (Capability::ResourceDumpManifest, _) => {
-                if self.entries <= MAX_ENTRIES as u64 + 1
-                    && !self.locs.insert(fnv1a(e.loc.as_bytes()))
-                {
-                    self.push(
-                        rules::RS_LOC_DUPLICATE,
-                        pos,
-                        format!("{} is listed more than once", truncate(&e.loc)),
-                    );
-                }
-                if cap == Capability::ResourceDumpManifest {
-                    self.manifest_path(&md.path, pos, true);
-                    if md.mime_type.is_none() {
-                        self.push(
-                            rules::RS_MANIFEST_TYPE,
-                            pos,
-                            "manifest entry without a type",
-                        );
-                    }
-                }
+                self.resource_list_entry(cap, e, md);
             }
             (Capability::ResourceDump | Capability::ChangeDump, false) => {
-                if md.mime_type.is_none() || (md.length.is_none() && !md.invalid.contains("length"))
-                {
-                    self.push(
-                        rules::RS_DUMP_ENTRY_MD,
-                        pos,
-                        format!(
-                            "a {kind} entry should give the package's type and length",
-                            kind = self.kind
-                        ),
-                    );
-                }
-                if cap == Capability::ChangeDump {
-                    let key = md.from.or(e.lastmod);
-                    self.order(key.as_ref(), pos, rules::RS_CD_CHRONOLOGICAL);
-                }
+                self.dump_entry(cap, e, md);
             }
             (Capability::ChangeList, true) | (Capability::ChangeDump, true) => {
-                if md.from.is_none() && !md.invalid.contains("from") {
-                    self.push(
-                        rules::RS_CLI_ENTRY_MD,
-                        pos,
-                        format!(
-                            "a {kind} entry should have <rs:md from=\"...\">",
-                            kind = self.kind
-                        ),
-                    );
-                }
-                if let Some(open) = self.open_entry.take() {
-                    self.push(
-                        rules::RS_CLI_OPEN_LAST,
-                        open,
-                        "an entry without until is followed by another: only the last can be open",
-                    );
-                }
-                if md.until.is_none() {
-                    self.open_entry = Some(pos);
-                }
-                self.order(md.from.as_ref(), pos, rules::RS_CLI_CHRONOLOGICAL);
+                self.change_list_index_entry(md, pos);
             }
             (Capability::ChangeList, false) | (Capability::ChangeDumpManifest, _) => {
-                let manifest = cap == Capability::ChangeDumpManifest;
-                let rule = if manifest {
-                    rules::RS_CDM_CHRONOLOGICAL
-                } else {
-                    rules::RS_CL_CHRONOLOGICAL
-                };
-                self.change_order
-                    .entry(e, rule, Some(&self.kind), &mut self.findings);
-                if manifest {
-                    let deleted = md.change == Some(Change::Deleted);
-                    self.manifest_path(&md.path, pos, !deleted);
-                    if md.mime_type.is_none() && !deleted {
-                        self.push(
-                            rules::RS_MANIFEST_TYPE,
-                            pos,
-                            "manifest entry without a type",
-                        );
-                    }
-                    for l in links {
-                        if l.has_rel(REL_PATCH) && l.path.is_none() {
-                            self.push(
-                                rules::RS_PATCH_PATH,
-                                pos,
-                                "a patch link in a Change Dump Manifest must have a path",
-                            );
-                        }
-                    }
-                }
-                let memento = links
-                    .iter()
-                    .any(|l| l.has_rel("memento") || l.has_rel("timegate") || l.has_rel("timemap"));
-                if memento && e.lastmod.is_none() {
-                    self.push(
-                        rules::RS_MEMENTO_LASTMOD,
-                        pos,
-                        "entry with memento/timegate/timemap links but no <lastmod>",
-                    );
-                }
+                self.change_list_entry(cap, e, md);
             }
             (Capability::ChangeNotification | Capability::ChangeListNotification, _) => {
                 self.change_order
@@ -356,21 +254,203 @@ impl Validator {
                 );
             }
             (Capability::ChangeListArchive | Capability::ChangeDumpArchive, false) => {
-                let key = md.from.or(md.until).or(e.lastmod);
-                if let (Some(f), Some(prev_until)) = (md.from.as_ref(), self.prev_until.as_ref()) {
-                    if f.cmp_instant(prev_until).is_lt() {
-                        self.push(
-                            rules::AR_CONSECUTIVE,
-                            pos,
-                            format!("from {f} is before the previous entry's until {prev_until}: the periods overlap"),
-                        );
-                    }
-                }
-                self.prev_until = md.until;
-                self.order(key.as_ref(), pos, rules::AR_CHRONOLOGICAL);
+                self.archive_entry(e, md);
             }
             _ => {}
         }
+    }
+
+    /// A Source Description's entry (§8): "An optional <rs:md> child element must have a
+    /// capability attribute with a value of capabilitylist".
+    fn description_entry(&mut self, e: &Entry) {
+        if let Some(m) = &e.md {
+            let msg = match &m.capability {
+                None => "the entry's <rs:md> has no capability: in a Source Description it must say capability=\"capabilitylist\"".to_owned(),
+                Some(c) => format!("capability {c}: a Source Description lists Capability Lists, so an entry's <rs:md> must say capability=\"capabilitylist\""),
+            };
+            if m.capability != Some(Capability::CapabilityList) {
+                self.push(rules::RS_SD_ENTRY_CAPABILITY, e.position, msg);
+            }
+        }
+        self.lastmod_omit(e);
+    }
+
+    /// A Capability List's entry (§9; Change Notification 1.0.1 §5): a capability it lists,
+    /// once, and a hub link for a notification channel.
+    fn capability_list_entry(&mut self, e: &Entry, md: &Metadata) {
+        let pos = e.position;
+        match &md.capability {
+            None => self.push(
+                rules::RS_CAP_ENTRY_CAPABILITY,
+                pos,
+                "a Capability List entry must have <rs:md capability=\"...\">",
+            ),
+            Some(c) => {
+                let listed = matches!(
+                    c,
+                    Capability::ResourceList
+                        | Capability::ResourceDump
+                        | Capability::ChangeList
+                        | Capability::ChangeDump
+                ) || c.is_archive()
+                    || c.is_notification();
+                if !listed {
+                    self.push(
+                        rules::RS_CAP_ENTRY_VALUE,
+                        pos,
+                        format!("capability {c} is not a capability a Capability List lists"),
+                    );
+                }
+                if c.is_notification() && e.link("hub").is_none() {
+                    self.push(
+                        rules::CN_HUB_LINK,
+                        pos,
+                        format!("the {c} channel entry must have <rs:ln rel=\"hub\">"),
+                    );
+                }
+                if !self.caps_seen.insert(c.clone()) {
+                    self.push(
+                        rules::RS_ONE_PER_CAPABILITY,
+                        pos,
+                        format!("a second entry with capability {c}"),
+                    );
+                }
+            }
+        }
+        self.lastmod_omit(e);
+    }
+
+    /// A Resource List's or Resource Dump Manifest's entry (§10.1, §11.2): one per resource;
+    /// a manifest's with a path and a type.
+    fn resource_list_entry(&mut self, cap: &Capability, e: &Entry, md: &Metadata) {
+        let pos = e.position;
+        if self.entries <= MAX_ENTRIES as u64 + 1 && !self.locs.insert(fnv1a(e.loc.as_bytes())) {
+            self.push(
+                rules::RS_LOC_DUPLICATE,
+                pos,
+                format!("{} is listed more than once", truncate(&e.loc)),
+            );
+        }
+        if *cap == Capability::ResourceDumpManifest {
+            self.manifest_path(&md.path, pos, true);
+            if md.mime_type.is_none() {
+                self.push(
+                    rules::RS_MANIFEST_TYPE,
+                    pos,
+                    "manifest entry without a type",
+                );
+            }
+        }
+    }
+
+    /// A Resource Dump's or Change Dump's entry (§11.1, §13.1): the package's type and length;
+    /// a Change Dump's in forward chronological order.
+    fn dump_entry(&mut self, cap: &Capability, e: &Entry, md: &Metadata) {
+        let pos = e.position;
+        if md.mime_type.is_none() || (md.length.is_none() && !md.invalid.contains("length")) {
+            self.push(
+                rules::RS_DUMP_ENTRY_MD,
+                pos,
+                format!(
+                    "a {kind} entry should give the package's type and length",
+                    kind = self.kind
+                ),
+            );
+        }
+        if *cap == Capability::ChangeDump {
+            let key = md.from.or(e.lastmod);
+            self.order(key.as_ref(), pos, rules::RS_CD_CHRONOLOGICAL);
+        }
+    }
+
+    /// A Change List Index's or Change Dump Index's entry (§12.2): a `from`, only the last
+    /// open, in forward chronological order.
+    fn change_list_index_entry(&mut self, md: &Metadata, pos: Position) {
+        if md.from.is_none() && !md.invalid.contains("from") {
+            self.push(
+                rules::RS_CLI_ENTRY_MD,
+                pos,
+                format!(
+                    "a {kind} entry should have <rs:md from=\"...\">",
+                    kind = self.kind
+                ),
+            );
+        }
+        if let Some(open) = self.open_entry.take() {
+            self.push(
+                rules::RS_CLI_OPEN_LAST,
+                open,
+                "an entry without until is followed by another: only the last can be open",
+            );
+        }
+        if md.until.is_none() {
+            self.open_entry = Some(pos);
+        }
+        self.order(md.from.as_ref(), pos, rules::RS_CLI_CHRONOLOGICAL);
+    }
+
+    /// A Change List's or Change Dump Manifest's entry (§12.1, §13.2, §14): forward
+    /// chronological order; a manifest's path, type and patch paths; memento links with a
+    /// `<lastmod>` (§14.6).
+    fn change_list_entry(&mut self, cap: &Capability, e: &Entry, md: &Metadata) {
+        let pos = e.position;
+        let manifest = *cap == Capability::ChangeDumpManifest;
+        let rule = if manifest {
+            rules::RS_CDM_CHRONOLOGICAL
+        } else {
+            rules::RS_CL_CHRONOLOGICAL
+        };
+        self.change_order
+            .entry(e, rule, Some(&self.kind), &mut self.findings);
+        if manifest {
+            let deleted = md.change == Some(Change::Deleted);
+            self.manifest_path(&md.path, pos, !deleted);
+            if md.mime_type.is_none() && !deleted {
+                self.push(
+                    rules::RS_MANIFEST_TYPE,
+                    pos,
+                    "manifest entry without a type",
+                );
+            }
+            for l in &e.links {
+                if l.has_rel(REL_PATCH) && l.path.is_none() {
+                    self.push(
+                        rules::RS_PATCH_PATH,
+                        pos,
+                        "a patch link in a Change Dump Manifest must have a path",
+                    );
+                }
+            }
+        }
+        let memento = e
+            .links
+            .iter()
+            .any(|l| l.has_rel("memento") || l.has_rel("timegate") || l.has_rel("timemap"));
+        if memento && e.lastmod.is_none() {
+            self.push(
+                rules::RS_MEMENTO_LASTMOD,
+                pos,
+                "entry with memento/timegate/timemap links but no <lastmod>",
+            );
+        }
+    }
+
+    /// A Change List Archive's or Change Dump Archive's entry (Archives 0.9.1 §5, §6): periods
+    /// that do not overlap, in forward chronological order.
+    fn archive_entry(&mut self, e: &Entry, md: &Metadata) {
+        let pos = e.position;
+        let key = md.from.or(md.until).or(e.lastmod);
+        if let (Some(f), Some(prev_until)) = (md.from.as_ref(), self.prev_until.as_ref()) {
+            if f.cmp_instant(prev_until).is_lt() {
+                self.push(
+                    rules::AR_CONSECUTIVE,
+                    pos,
+                    format!("from {f} is before the previous entry's until {prev_until}: the periods overlap"),
+                );
+            }
+        }
+        self.prev_until = md.until;
+        self.order(key.as_ref(), pos, rules::AR_CHRONOLOGICAL);
     }
 
     fn lastmod_omit(&mut self, e: &Entry) {
