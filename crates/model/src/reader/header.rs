@@ -4,16 +4,44 @@
 
 use std::io::Read;
 
-use super::tokens::{Name, Tok, is_xml_space, qname_of};
+use super::tokens::{Attr, Name, StartExtra, Tok, is_xml_space, qname_of};
 use super::{DocumentReader, State};
 use crate::document::{ExtElement, Position, RS_NS, Root, SITEMAP_NS};
 use crate::error::Error;
 use crate::rules;
 
+/// The root element's start tag, where the prolog ends.
+struct RootStart {
+    name: Name,
+    attrs: Vec<Attr>,
+    decls: Vec<(String, String)>,
+    pos: Position,
+    empty: bool,
+    /// The name as written.
+    qname: String,
+    /// The namespace URI.
+    ns: Option<String>,
+}
+
 impl<R: Read> DocumentReader<R> {
+    /// Reads the header: the prolog, the root element, and its children up to the first entry
+    /// (or the end of an entry-less root, and what follows it).
     pub(super) fn read_header(&mut self) -> Result<(), Error> {
-        // Prolog up to the root element.
-        let (root_name, root_attrs, root_decls, root_pos, root_empty, root_qname, root_ns) = loop {
+        let root = self.read_prolog()?;
+        let empty = root.empty;
+        self.take_root(root)?;
+        if empty {
+            self.state = State::Done;
+            self.finish_root()?;
+            return Ok(());
+        }
+        self.read_root_children()
+    }
+
+    /// The prolog up to the root element: the XML declaration's encoding (documents are
+    /// UTF-8), comments, processing instructions and white space.
+    fn read_prolog(&mut self) -> Result<RootStart, Error> {
+        loop {
             match self.next_tok()? {
                 Tok::Decl { encoding, pos } => {
                     if let Some(enc) = encoding {
@@ -35,7 +63,15 @@ impl<R: Read> DocumentReader<R> {
                 } => {
                     let qname = qname_of(&name, &extra).to_owned();
                     let x = extra.map(|x| *x).unwrap_or_default();
-                    break (name, attrs, x.decls, pos, empty, qname, x.ns);
+                    return Ok(RootStart {
+                        name,
+                        attrs,
+                        decls: x.decls,
+                        pos,
+                        empty,
+                        qname,
+                        ns: x.ns,
+                    });
                 }
                 Tok::Text { text, pos } => {
                     if !is_xml_space(&text) {
@@ -53,35 +89,41 @@ impl<R: Read> DocumentReader<R> {
                     });
                 }
             }
-        };
-        let root = match root_name {
+        }
+    }
+
+    /// The root element (Z39.99-2014 §7): `<urlset>` or `<sitemapindex>`, its namespace
+    /// declarations and its attributes from other namespaces.
+    fn take_root(&mut self, root: RootStart) -> Result<(), Error> {
+        self.header.root = match root.name {
             Name::UrlSet => Root::UrlSet,
             Name::SitemapIndex => Root::SitemapIndex,
             _ => {
-                let message = root_message(&root_qname, root_ns.as_deref());
-                return Err(self.not_sitemap_rest(root_empty, root_pos, message));
+                let message = root_message(&root.qname, root.ns.as_deref());
+                return Err(self.not_sitemap_rest(root.empty, root.pos, message));
             }
         };
-        self.header.root = root;
-        self.header_pos = root_pos;
+        self.header_pos = root.pos;
         // Written documents always bind the default namespace to Sitemap's and `rs` to
         // ResourceSync's; other bindings of those two are carried by the fragments using them.
-        self.header.namespaces = root_decls
+        self.header.namespaces = root
+            .decls
             .into_iter()
             .filter(|(p, uri)| {
                 uri != SITEMAP_NS && uri != RS_NS && !p.is_empty() && p != "rs" && p != "xmlns"
             })
             .collect();
-        for a in root_attrs {
-            if let Some(x) = self.foreign_attr(a, root_pos, "root") {
+        for a in root.attrs {
+            if let Some(x) = self.foreign_attr(a, root.pos, "root") {
                 self.header.extra.push(x);
             }
         }
-        if root_empty {
-            self.state = State::Done;
-            self.finish_root()?;
-            return Ok(());
-        }
+        Ok(())
+    }
+
+    /// The root's children up to the first entry: its `<rs:md>`, `<rs:ln>`s and extension
+    /// elements; or, for a root without entries, up to its end and what follows it.
+    fn read_root_children(&mut self) -> Result<(), Error> {
         let mut children = 0usize;
         loop {
             match self.next_tok()? {
@@ -91,55 +133,14 @@ impl<R: Read> DocumentReader<R> {
                     attrs,
                     extra,
                     pos,
-                } => match name {
-                    Name::RsMd => {
-                        let md = self.metadata(attrs, pos);
-                        if self.header.md.is_none() {
-                            self.header_pos = pos;
-                        }
-                        if self.header.md.is_some() {
-                            self.findings.push(
-                                rules::SM_DUPLICATE_CHILD,
-                                pos,
-                                "the root has more than one <rs:md>",
-                            );
-                        } else {
-                            self.header.md = Some(md);
-                        }
-                        self.expect_empty(empty, pos, "rs:md")?;
-                    }
-                    Name::RsLn => {
-                        children += 1;
-                        self.check_children(children, pos)?;
-                        if let Some(l) = self.link(attrs, pos) {
-                            self.header.links.push(l);
-                        }
-                        self.expect_empty(empty, pos, "rs:ln")?;
-                    }
-                    Name::Url | Name::Sitemap => {
+                } => {
+                    if matches!(name, Name::Url | Name::Sitemap) {
                         self.check_entry_element(&name, pos);
                         self.state = State::AtEntry { pos, empty };
                         return Ok(());
                     }
-                    Name::Foreign(ns) => {
-                        children += 1;
-                        self.check_children(children, pos)?;
-                        let xml = self.capture(Tok::Start {
-                            name: Name::Foreign(ns.clone()),
-                            empty,
-                            attrs,
-                            extra,
-                            pos,
-                        })?;
-                        self.header
-                            .extensions
-                            .push(ExtElement { namespace: ns, xml });
-                    }
-                    other => {
-                        self.unknown_element(&other, qname_of(&other, &extra), pos);
-                        self.skip(empty)?;
-                    }
-                },
+                    children = self.root_child(name, empty, attrs, extra, pos, children)?;
+                }
                 Tok::End { .. } => {
                     self.state = State::Done;
                     self.finish_root()?;
@@ -155,6 +156,65 @@ impl<R: Read> DocumentReader<R> {
                 }
             }
         }
+    }
+
+    /// A child of the root before the first entry: its `<rs:md>` (one), an `<rs:ln>`, an
+    /// extension element, or an element not defined there. Returns the count of children
+    /// bounded by `max_children`.
+    fn root_child(
+        &mut self,
+        name: Name,
+        empty: bool,
+        attrs: Vec<Attr>,
+        extra: Option<Box<StartExtra>>,
+        pos: Position,
+        mut children: usize,
+    ) -> Result<usize, Error> {
+        match name {
+            Name::RsMd => {
+                let md = self.metadata(attrs, pos);
+                if self.header.md.is_none() {
+                    self.header_pos = pos;
+                }
+                if self.header.md.is_some() {
+                    self.findings.push(
+                        rules::SM_DUPLICATE_CHILD,
+                        pos,
+                        "the root has more than one <rs:md>",
+                    );
+                } else {
+                    self.header.md = Some(md);
+                }
+                self.expect_empty(empty, pos, "rs:md")?;
+            }
+            Name::RsLn => {
+                children += 1;
+                self.check_children(children, pos)?;
+                if let Some(l) = self.link(attrs, pos) {
+                    self.header.links.push(l);
+                }
+                self.expect_empty(empty, pos, "rs:ln")?;
+            }
+            Name::Foreign(ns) => {
+                children += 1;
+                self.check_children(children, pos)?;
+                let xml = self.capture(Tok::Start {
+                    name: Name::Foreign(ns.clone()),
+                    empty,
+                    attrs,
+                    extra,
+                    pos,
+                })?;
+                self.header
+                    .extensions
+                    .push(ExtElement { namespace: ns, xml });
+            }
+            other => {
+                self.unknown_element(&other, qname_of(&other, &extra), pos);
+                self.skip(empty)?;
+            }
+        }
+        Ok(children)
     }
 
     /// The error for a document whose root is not a Sitemap's: reads the rest of it, so that

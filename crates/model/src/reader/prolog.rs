@@ -24,13 +24,10 @@ pub(super) fn check_declaration(text: &str) -> Result<(), DeclFault> {
     let mut seen = 0u8;
     loop {
         let space_start = i;
-        while i < b.len() && is_space(b[i]) {
-            i += 1;
-        }
+        i = skip_space(b, i);
         if i == b.len() {
             break;
         }
-        let name_start = i;
         if i == space_start {
             // [24], [80], [32] each begin with S.
             return Err((
@@ -40,122 +37,145 @@ pub(super) fn check_declaration(text: &str) -> Result<(), DeclFault> {
                     .into(),
             ));
         }
-        while i < b.len() && b[i].is_ascii_alphanumeric() {
-            i += 1;
-        }
-        let name = &text[name_start..i];
-        let order = match name {
-            "version" => 1,
-            "encoding" => 2,
-            "standalone" => 3,
-            _ => {
-                let what: String = text[name_start..].chars().take(20).collect();
-                return Err((
-                    name_start,
-                    format!(
-                        "unexpected {what:?} in the XML declaration, which holds version, then \
-                         optionally encoding and standalone (XML 1.0 §2.8 [23])"
-                    ),
-                ));
-            }
-        };
-        if seen == 0 && order != 1 {
-            let msg = if text[i..].contains("version") {
-                format!(
-                    "the XML declaration must begin with version, not {name} (XML 1.0 §2.8 [23])"
-                )
-            } else {
-                "the XML declaration has no version (XML 1.0 §2.8 [23], [24]): write \
-                 <?xml version=\"1.0\" encoding=\"UTF-8\"?>"
-                    .to_owned()
-            };
-            return Err((name_start, msg));
-        }
-        if order <= seen {
-            return Err((
-                name_start,
-                format!(
-                    "{name} is repeated or out of order in the XML declaration: the order is \
-                     version, encoding, standalone (XML 1.0 §2.8 [23])"
-                ),
-            ));
-        }
-        // Eq ::= S? '=' S?   ([25])
-        while i < b.len() && is_space(b[i]) {
-            i += 1;
-        }
-        if b.get(i) != Some(&b'=') {
-            return Err((
-                i,
-                format!("expected '=' after {name} in the XML declaration (XML 1.0 §2.8 [25])"),
-            ));
-        }
-        i += 1;
-        while i < b.len() && is_space(b[i]) {
-            i += 1;
-        }
-        let quote = match b.get(i) {
-            Some(&q @ (b'"' | b'\'')) => q,
-            _ => {
-                return Err((
-                    i,
-                    format!("the value of {name} in the XML declaration must be quoted"),
-                ));
-            }
-        };
-        let value_start = i + 1;
-        let Some(len) = b[value_start..].iter().position(|&c| c == quote) else {
-            return Err((
-                i,
-                format!("the value of {name} in the XML declaration has no closing quote"),
-            ));
-        };
-        let value = &text[value_start..value_start + len];
-        let problem = match order {
-            // VersionNum ::= '1.' [0-9]+   ([26])
-            1 if !(value.len() > 2
-                && value.starts_with("1.")
-                && value[2..].bytes().all(|c| c.is_ascii_digit())) =>
-            {
-                Some(format!(
-                    "version {value:?} is not an XML 1.x version number (XML 1.0 §2.8 [26]): \
-                     write version=\"1.0\""
-                ))
-            }
-            // EncName ::= [A-Za-z] ([A-Za-z0-9._] | '-')*   ([81])
-            2 if !(value
-                .bytes()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic())
-                && value
-                    .bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))) =>
-            {
-                Some(format!(
-                    "encoding name {value:?} is not well-formed (XML 1.0 §4.3.3 [81])"
-                ))
-            }
-            // SDDecl: 'yes' | 'no'   ([32])
-            3 if value != "yes" && value != "no" => Some(format!(
-                "standalone must be \"yes\" or \"no\", not {value:?} (XML 1.0 §2.9 [32])"
-            )),
-            _ => None,
-        };
-        if let Some(p) = problem {
+        let (name, order, name_end) = pseudo_attribute_name(text, i, seen)?;
+        let (value_start, value_end) = pseudo_attribute_value(text, name_end, name)?;
+        if let Err(p) = check_value(order, &text[value_start..value_end]) {
             return Err((value_start, p));
         }
         seen = order;
-        i = value_start + len + 1;
+        i = value_end + 1;
     }
     if seen == 0 {
-        return Err((
-            3,
-            "the XML declaration has no version (XML 1.0 §2.8 [23], [24]): write \
-             <?xml version=\"1.0\" encoding=\"UTF-8\"?>"
-                .into(),
-        ));
+        return Err((3, NO_VERSION.into()));
     }
     Ok(())
+}
+
+/// The fault of a declaration without `version`.
+const NO_VERSION: &str = "the XML declaration has no version (XML 1.0 §2.8 [23], [24]): write \
+                          <?xml version=\"1.0\" encoding=\"UTF-8\"?>";
+
+/// The index of the first byte at or after `i` that is not white space.
+fn skip_space(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && is_space(b[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// The pseudo-attribute name at `start`, after the ones `seen` (see [`check_declaration`]):
+/// the name, its place in the order of [23] and where it ends.
+fn pseudo_attribute_name(
+    text: &str,
+    start: usize,
+    seen: u8,
+) -> Result<(&str, u8, usize), DeclFault> {
+    let b = text.as_bytes();
+    let mut i = start;
+    while i < b.len() && b[i].is_ascii_alphanumeric() {
+        i += 1;
+    }
+    let name = &text[start..i];
+    let order = match name {
+        "version" => 1,
+        "encoding" => 2,
+        "standalone" => 3,
+        _ => {
+            let what: String = text[start..].chars().take(20).collect();
+            return Err((
+                start,
+                format!(
+                    "unexpected {what:?} in the XML declaration, which holds version, then \
+                     optionally encoding and standalone (XML 1.0 §2.8 [23])"
+                ),
+            ));
+        }
+    };
+    if seen == 0 && order != 1 {
+        let msg = if text[i..].contains("version") {
+            format!("the XML declaration must begin with version, not {name} (XML 1.0 §2.8 [23])")
+        } else {
+            NO_VERSION.to_owned()
+        };
+        return Err((start, msg));
+    }
+    if order <= seen {
+        return Err((
+            start,
+            format!(
+                "{name} is repeated or out of order in the XML declaration: the order is \
+                 version, encoding, standalone (XML 1.0 §2.8 [23])"
+            ),
+        ));
+    }
+    Ok((name, order, i))
+}
+
+/// The `= "value"` after pseudo-attribute `name`, from `i`: where the value starts and ends
+/// (at its closing quote).
+///
+/// Eq ::= S? '=' S?   ([25])
+fn pseudo_attribute_value(text: &str, i: usize, name: &str) -> Result<(usize, usize), DeclFault> {
+    let b = text.as_bytes();
+    let i = skip_space(b, i);
+    if b.get(i) != Some(&b'=') {
+        return Err((
+            i,
+            format!("expected '=' after {name} in the XML declaration (XML 1.0 §2.8 [25])"),
+        ));
+    }
+    let i = skip_space(b, i + 1);
+    let quote = match b.get(i) {
+        Some(&q @ (b'"' | b'\'')) => q,
+        _ => {
+            return Err((
+                i,
+                format!("the value of {name} in the XML declaration must be quoted"),
+            ));
+        }
+    };
+    let value_start = i + 1;
+    let Some(len) = b[value_start..].iter().position(|&c| c == quote) else {
+        return Err((
+            i,
+            format!("the value of {name} in the XML declaration has no closing quote"),
+        ));
+    };
+    Ok((value_start, value_start + len))
+}
+
+/// What is wrong with the value of the pseudo-attribute at place `order` of [23], if anything.
+fn check_value(order: u8, value: &str) -> Result<(), String> {
+    match order {
+        // VersionNum ::= '1.' [0-9]+   ([26])
+        1 if !(value.len() > 2
+            && value.starts_with("1.")
+            && value[2..].bytes().all(|c| c.is_ascii_digit())) =>
+        {
+            Err(format!(
+                "version {value:?} is not an XML 1.x version number (XML 1.0 §2.8 [26]): \
+                 write version=\"1.0\""
+            ))
+        }
+        // EncName ::= [A-Za-z] ([A-Za-z0-9._] | '-')*   ([81])
+        2 if !(value
+            .bytes()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic())
+            && value
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))) =>
+        {
+            Err(format!(
+                "encoding name {value:?} is not well-formed (XML 1.0 §4.3.3 [81])"
+            ))
+        }
+        // SDDecl: 'yes' | 'no'   ([32])
+        3 if value != "yes" && value != "no" => Err(format!(
+            "standalone must be \"yes\" or \"no\", not {value:?} (XML 1.0 §2.9 [32])"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Checks a processing instruction's target: an XML name ([16]), and not `xml` in any case

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::io::Read;
 
-use quick_xml::events::{BytesStart, Event};
+use quick_xml::events::{BytesDecl, BytesRef, BytesStart, BytesText, Event};
 use quick_xml::name::{PrefixDeclaration, ResolveResult};
 
 use super::{DocumentReader, prolog};
@@ -117,277 +117,334 @@ impl<R: Read> DocumentReader<R> {
             let c = self.xml.get_mut();
             c.token_start = c.offset;
         }
-        self.buf.clear();
         // The scope of the previous element, if it ended, closes before the next event.
         if self.pending_pop {
             self.ns.pop();
             self.pending_pop = false;
         }
         self.xml_between_markup = false;
-        let ev = match self.xml.read_event_into(&mut self.buf) {
+        // The event borrows the buffer: it is out of `self` while the event is turned into a
+        // token, and goes back (with its capacity) whatever the outcome.
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let tok = self.tok_from(&mut buf, pos);
+        self.buf = buf;
+        tok
+    }
+
+    /// Reads one event into `buf` and turns it into a token, one step per kind of event.
+    #[inline]
+    fn tok_from(&mut self, buf: &mut Vec<u8>, pos: Position) -> Result<Tok, Error> {
+        let ev = match self.xml.read_event_into(buf) {
             Ok(ev) => ev,
             Err(e) => return Err(self.convert_xml_error(e, pos)),
         };
         // Whether this is the document's first token (only a byte order mark, which the XML
         // parser skips, may come before it): every token before it consumed at least one byte.
         let first = self.xml.get_ref().token_start == 0;
-        let empty = matches!(ev, Event::Empty(_));
-        let tok = match ev {
-            Event::Start(e) | Event::Empty(e) => {
-                self.xml_between_markup = true;
-                // A new namespace scope (XML Namespaces 1.0 §6.1): its declarations are read
-                // from the attributes only when there is one, else the scope is empty.
-                let pushed = if declares_namespace(e.attributes_raw()) {
-                    self.ns_cache.declared();
-                    self.ns.push(&e)
-                } else {
-                    self.ns.push(&BytesStart::from_content("", 0))
-                };
-                self.pending_pop = empty;
-                if let Err(err) = pushed {
-                    return Err(self.convert_xml_error(err.into(), pos));
-                }
-                let qname = e.name();
-                let (ns, local) = self.ns.resolve_element(qname);
-                if let ResolveResult::Unknown(p) = &ns {
-                    let msg = format!(
-                        "namespace prefix {p:?} of <{}> is not declared",
-                        qname.as_ref()
-                    );
-                    return Err(Error::Malformed {
-                        doc: self.doc.clone(),
-                        pos,
-                        message: msg,
-                    });
-                }
-                if !attributes_well_formed(e.attributes_raw()) {
-                    let msg = format!(
-                        "attributes of <{}> are not well-formed (a raw '<' in a value, or no white space between attributes)",
-                        qname.as_ref()
-                    );
-                    return Err(Error::Malformed {
-                        doc: self.doc.clone(),
-                        pos,
-                        message: msg,
-                    });
-                }
-                let class = match &ns {
-                    ResolveResult::Bound(n) => self.ns_cache.class(n.as_ref()),
-                    _ => NsClass::None,
-                };
-                let name = classify(class, &ns, local.as_ref(), qname.as_ref());
-                let keep_qname = capture_all(self.capturing, &name);
-                let mut attrs = Vec::new();
-                let mut decls = Vec::new();
-                let capture = self.capturing || matches!(name, Name::Foreign(_));
-                let want_attrs = capture
-                    || !matches!(
-                        name,
-                        Name::Url
-                            | Name::Sitemap
-                            | Name::Loc
-                            | Name::Lastmod
-                            | Name::Changefreq
-                            | Name::Priority
-                    );
-                // Kept for captured elements, and for the root (named in SM-root errors).
-                let elem_ns = match (&ns, capture || self.depth == 0) {
-                    (ResolveResult::Bound(n), true) => Some(ns_value(n.as_ref()).into_owned()),
-                    _ => None,
-                };
-                let raw = capture.then(|| {
-                    let a = e.attributes_raw();
-                    format!("<{}{}", qname.as_ref(), a)
-                });
-                if want_attrs && !is_xml_space(e.attributes_raw()) {
-                    attrs = self.pool.attrs();
-                    for a in e.attributes() {
-                        let a = match a {
-                            Ok(a) => a,
-                            Err(err) => {
-                                return Err(
-                                    self.err_malformed(pos, format!("bad attribute: {err}"))
-                                );
-                            }
-                        };
-                        let value = match a.normalized_value(self.xml_version) {
-                            Ok(Cow::Owned(v)) => v,
-                            Ok(Cow::Borrowed(v)) => self.pool.string_from(v),
-                            Err(err) => return Err(self.convert_xml_error(err, pos)),
-                        };
-                        if let Some(c) = forbidden_char(&value) {
-                            return Err(self.err_malformed(
-                                pos,
-                                format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
-                            ));
-                        }
-                        match a.key.as_namespace_binding() {
-                            Some(PrefixDeclaration::Default) => {
-                                decls.push((String::new(), value));
-                                continue;
-                            }
-                            Some(PrefixDeclaration::Named(p)) => {
-                                decls.push((p.to_owned(), value));
-                                continue;
-                            }
-                            None => {}
-                        }
-                        let (ans, alocal) = self.ns.resolve_attribute(a.key);
-                        let ns = match ans {
-                            ResolveResult::Bound(n) => Some(ns_value(n.as_ref()).into_owned()),
-                            ResolveResult::Unbound => None,
-                            ResolveResult::Unknown(p) => {
-                                let msg = format!(
-                                    "namespace prefix {p:?} of attribute {} is not declared",
-                                    a.key.as_ref()
-                                );
-                                return Err(Error::Malformed {
-                                    doc: self.doc.clone(),
-                                    pos,
-                                    message: msg,
-                                });
-                            }
-                        };
-                        attrs.push(Attr {
-                            prefix: a.key.prefix().map(|p| p.as_ref().to_owned()),
-                            ns,
-                            local: intern_attr(alocal.as_ref()),
-                            value,
-                        });
-                    }
-                }
-                if !empty {
-                    self.depth += 1;
-                    if self.depth > self.opts.max_depth {
-                        return Err(Error::Limit {
-                            doc: self.doc.clone(),
-                            pos,
-                            limit: LimitKind::Depth,
-                            max: self.opts.max_depth as u64,
-                        });
-                    }
-                }
-                let extra = (keep_qname || !decls.is_empty() || raw.is_some() || elem_ns.is_some())
-                    .then(|| {
-                        Box::new(StartExtra {
-                            decls,
-                            raw,
-                            ns: elem_ns,
-                            qname: keep_qname.then(|| qname.as_ref().to_owned()),
-                        })
-                    });
-                Tok::Start {
-                    name,
-                    empty,
-                    attrs,
-                    extra,
-                    pos,
-                }
-            }
+        match ev {
+            Event::Start(e) => self.start_tok(&e, false, pos),
+            Event::Empty(e) => self.start_tok(&e, true, pos),
             Event::End(_) => {
                 self.xml_between_markup = true;
                 self.pending_pop = true;
                 self.depth = self.depth.saturating_sub(1);
-                Tok::End { pos }
+                Ok(Tok::End { pos })
             }
-            Event::Text(t) => {
-                let text = t.xml_content(self.xml_version);
-                if let Some(c) = forbidden_char(&text) {
-                    return Err(self.err_malformed(
-                        pos,
-                        format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
-                    ));
-                }
-                if !self.capturing && !self.in_text && is_xml_space(&text) {
-                    Tok::Space
-                } else {
-                    let text = match text {
-                        Cow::Owned(t) => t,
-                        Cow::Borrowed(t) => self.pool.string_from(t),
-                    };
-                    Tok::Text { text, pos }
-                }
-            }
+            Event::Text(t) => self.text_tok(&t, pos),
             Event::CData(t) => {
                 let text = t.xml_content(self.xml_version).into_owned();
-                if let Some(c) = forbidden_char(&text) {
-                    return Err(self.err_malformed(
-                        pos,
-                        format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
-                    ));
+                self.check_chars(&text, pos)?;
+                Ok(Tok::Text { text, pos })
+            }
+            Event::GeneralRef(r) => self.reference_tok(&r, pos),
+            Event::DocType(_) => Err(Error::Forbidden {
+                doc: self.doc.clone(),
+                pos,
+                message: "document type declarations (<!DOCTYPE>) are not allowed; entities are never expanded".into(),
+            }),
+            Event::Decl(d) => self.decl_tok(&d, first, pos),
+            Event::PI(p) => match prolog::check_pi_target(p.target(), first) {
+                Ok(()) => Ok(Tok::Other),
+                Err(message) => Err(self.err_malformed(pos, message)),
+            },
+            Event::Comment(_) => Ok(Tok::Other),
+            Event::Eof => Ok(Tok::Eof { pos }),
+        }
+    }
+
+    /// A start or empty-element tag: its namespace scope, its name, its attributes when they
+    /// are wanted, the depth, and what only some elements keep ([`StartExtra`]).
+    #[inline]
+    fn start_tok(&mut self, e: &BytesStart<'_>, empty: bool, pos: Position) -> Result<Tok, Error> {
+        self.xml_between_markup = true;
+        self.open_scope(e, empty, pos)?;
+        let (name, elem_ns) = self.element_name(e, pos)?;
+        let qname = e.name();
+        let keep_qname = capture_all(self.capturing, &name);
+        let capture = self.capturing || matches!(name, Name::Foreign(_));
+        let want_attrs = capture
+            || !matches!(
+                name,
+                Name::Url
+                    | Name::Sitemap
+                    | Name::Loc
+                    | Name::Lastmod
+                    | Name::Changefreq
+                    | Name::Priority
+            );
+        let raw = capture.then(|| {
+            let a = e.attributes_raw();
+            format!("<{}{}", qname.as_ref(), a)
+        });
+        let mut attrs = Vec::new();
+        let mut decls = Vec::new();
+        if want_attrs && !is_xml_space(e.attributes_raw()) {
+            attrs = self.pool.attrs();
+            self.read_attributes(e, pos, &mut attrs, &mut decls)?;
+        }
+        self.enter(empty, pos)?;
+        let extra =
+            (keep_qname || !decls.is_empty() || raw.is_some() || elem_ns.is_some()).then(|| {
+                Box::new(StartExtra {
+                    decls,
+                    raw,
+                    ns: elem_ns,
+                    qname: keep_qname.then(|| qname.as_ref().to_owned()),
+                })
+            });
+        Ok(Tok::Start {
+            name,
+            empty,
+            attrs,
+            extra,
+            pos,
+        })
+    }
+
+    /// Opens the element's namespace scope (XML Namespaces 1.0 §6.1): its declarations are
+    /// read from the attributes only when there is one, else the scope is empty. An empty
+    /// element's scope closes before the next event.
+    #[inline]
+    fn open_scope(&mut self, e: &BytesStart<'_>, empty: bool, pos: Position) -> Result<(), Error> {
+        let pushed = if declares_namespace(e.attributes_raw()) {
+            self.ns_cache.declared();
+            self.ns.push(e)
+        } else {
+            self.ns.push(&BytesStart::from_content("", 0))
+        };
+        self.pending_pop = empty;
+        if let Err(err) = pushed {
+            return Err(self.convert_xml_error(err.into(), pos));
+        }
+        Ok(())
+    }
+
+    /// The element's name resolved in the scope and classified, after the checks on its
+    /// prefix and attribute text; and its namespace URI, kept for captured elements and for
+    /// the root (named in SM-root errors).
+    #[inline]
+    fn element_name(
+        &mut self,
+        e: &BytesStart<'_>,
+        pos: Position,
+    ) -> Result<(Name, Option<String>), Error> {
+        let qname = e.name();
+        let (ns, local) = self.ns.resolve_element(qname);
+        if let ResolveResult::Unknown(p) = &ns {
+            let msg = format!(
+                "namespace prefix {p:?} of <{}> is not declared",
+                qname.as_ref()
+            );
+            return Err(Error::Malformed {
+                doc: self.doc.clone(),
+                pos,
+                message: msg,
+            });
+        }
+        if !attributes_well_formed(e.attributes_raw()) {
+            let msg = format!(
+                "attributes of <{}> are not well-formed (a raw '<' in a value, or no white space between attributes)",
+                qname.as_ref()
+            );
+            return Err(Error::Malformed {
+                doc: self.doc.clone(),
+                pos,
+                message: msg,
+            });
+        }
+        let class = match &ns {
+            ResolveResult::Bound(n) => self.ns_cache.class(n.as_ref()),
+            _ => NsClass::None,
+        };
+        let name = classify(class, &ns, local.as_ref(), qname.as_ref());
+        let capture = self.capturing || matches!(name, Name::Foreign(_));
+        let elem_ns = match (&ns, capture || self.depth == 0) {
+            (ResolveResult::Bound(n), true) => Some(ns_value(n.as_ref()).into_owned()),
+            _ => None,
+        };
+        Ok((name, elem_ns))
+    }
+
+    /// The attributes of a start tag: namespace declarations into `decls`, the others,
+    /// resolved, into `attrs`; values normalized and checked for characters XML 1.0 forbids.
+    fn read_attributes(
+        &mut self,
+        e: &BytesStart<'_>,
+        pos: Position,
+        attrs: &mut Vec<Attr>,
+        decls: &mut Vec<(String, String)>,
+    ) -> Result<(), Error> {
+        for a in e.attributes() {
+            let a = match a {
+                Ok(a) => a,
+                Err(err) => {
+                    return Err(self.err_malformed(pos, format!("bad attribute: {err}")));
                 }
-                Tok::Text { text, pos }
+            };
+            let value = match a.normalized_value(self.xml_version) {
+                Ok(Cow::Owned(v)) => v,
+                Ok(Cow::Borrowed(v)) => self.pool.string_from(v),
+                Err(err) => return Err(self.convert_xml_error(err, pos)),
+            };
+            self.check_chars(&value, pos)?;
+            match a.key.as_namespace_binding() {
+                Some(PrefixDeclaration::Default) => {
+                    decls.push((String::new(), value));
+                    continue;
+                }
+                Some(PrefixDeclaration::Named(p)) => {
+                    decls.push((p.to_owned(), value));
+                    continue;
+                }
+                None => {}
             }
-            Event::GeneralRef(r) => {
-                let text = match r.resolve_char_ref() {
-                    Ok(Some(c)) if forbidden_char(c.encode_utf8(&mut [0u8; 4])).is_some() => {
-                        return Err(self.err_malformed(
-                            pos,
-                            format!(
-                                "character reference to U+{:04X}, which XML 1.0 does not allow (§2.2)",
-                                c as u32
-                            ),
-                        ));
-                    }
-                    Ok(Some(c)) => c.to_string(),
-                    Ok(None) => match quick_xml::escape::resolve_predefined_entity(&r) {
-                        Some(s) => s.to_owned(),
-                        None => {
-                            let name: String = r.chars().take(64).collect();
-                            return Err(Error::Forbidden {
-                                doc: self.doc.clone(),
-                                pos,
-                                message: format!(
-                                    "undefined entity &{name}; (only the five predefined XML entities are allowed)"
-                                ),
-                            });
-                        }
-                    },
-                    Err(e) => return Err(self.err_malformed(pos, e.to_string())),
-                };
-                Tok::Text { text, pos }
-            }
-            Event::DocType(_) => {
-                return Err(Error::Forbidden {
+            let (ans, alocal) = self.ns.resolve_attribute(a.key);
+            let ns = match ans {
+                ResolveResult::Bound(n) => Some(ns_value(n.as_ref()).into_owned()),
+                ResolveResult::Unbound => None,
+                ResolveResult::Unknown(p) => {
+                    let msg = format!(
+                        "namespace prefix {p:?} of attribute {} is not declared",
+                        a.key.as_ref()
+                    );
+                    return Err(Error::Malformed {
+                        doc: self.doc.clone(),
+                        pos,
+                        message: msg,
+                    });
+                }
+            };
+            attrs.push(Attr {
+                prefix: a.key.prefix().map(|p| p.as_ref().to_owned()),
+                ns,
+                local: intern_attr(alocal.as_ref()),
+                value,
+            });
+        }
+        Ok(())
+    }
+
+    /// One level deeper for a start tag that is not empty, within `max_depth`.
+    #[inline]
+    fn enter(&mut self, empty: bool, pos: Position) -> Result<(), Error> {
+        if !empty {
+            self.depth += 1;
+            if self.depth > self.opts.max_depth {
+                return Err(Error::Limit {
                     doc: self.doc.clone(),
                     pos,
-                    message: "document type declarations (<!DOCTYPE>) are not allowed; entities are never expanded".into(),
+                    limit: LimitKind::Depth,
+                    max: self.opts.max_depth as u64,
                 });
             }
-            Event::Decl(d) => {
-                // XML 1.0 §2.8 [22], [23]: one declaration, first in the document (only a
-                // byte order mark may precede it), following its productions.
-                if !first {
-                    let message = if self.declared {
-                        "a second XML declaration: a document has at most one, at its very \
-                         start (XML 1.0 §2.8 [22], [23])"
-                    } else {
-                        "an XML declaration is only allowed at the very start of the document, \
-                         before any white space, comment or other markup (XML 1.0 §2.8 [22], [23])"
-                    };
-                    return Err(self.err_malformed(pos, message));
-                }
-                self.declared = true;
-                if let Err((at, message)) = prolog::check_declaration(&d) {
-                    let pos = position_in_first_token(self.xml.get_ref().offset, &d, at);
-                    return Err(self.err_malformed(pos, message));
-                }
-                if let Ok(v) = d.xml_version() {
-                    self.xml_version = v;
-                }
-                let encoding = d.encoding().and_then(Result::ok).map(|e| e.into_owned());
-                Tok::Decl { encoding, pos }
+        }
+        Ok(())
+    }
+
+    /// Character data: white space between elements, or a text.
+    #[inline]
+    fn text_tok(&mut self, t: &BytesText<'_>, pos: Position) -> Result<Tok, Error> {
+        let text = t.xml_content(self.xml_version);
+        self.check_chars(&text, pos)?;
+        if !self.capturing && !self.in_text && is_xml_space(&text) {
+            Ok(Tok::Space)
+        } else {
+            let text = match text {
+                Cow::Owned(t) => t,
+                Cow::Borrowed(t) => self.pool.string_from(t),
+            };
+            Ok(Tok::Text { text, pos })
+        }
+    }
+
+    /// A character reference or one of the five predefined entities, as text; any other
+    /// entity is refused (no DTD defines one).
+    fn reference_tok(&mut self, r: &BytesRef<'_>, pos: Position) -> Result<Tok, Error> {
+        let text = match r.resolve_char_ref() {
+            Ok(Some(c)) if forbidden_char(c.encode_utf8(&mut [0u8; 4])).is_some() => {
+                return Err(self.err_malformed(
+                    pos,
+                    format!(
+                        "character reference to U+{:04X}, which XML 1.0 does not allow (§2.2)",
+                        c as u32
+                    ),
+                ));
             }
-            Event::PI(p) => {
-                if let Err(message) = prolog::check_pi_target(p.target(), first) {
-                    return Err(self.err_malformed(pos, message));
+            Ok(Some(c)) => c.to_string(),
+            Ok(None) => match quick_xml::escape::resolve_predefined_entity(r) {
+                Some(s) => s.to_owned(),
+                None => {
+                    let name: String = r.chars().take(64).collect();
+                    return Err(Error::Forbidden {
+                        doc: self.doc.clone(),
+                        pos,
+                        message: format!(
+                            "undefined entity &{name}; (only the five predefined XML entities are allowed)"
+                        ),
+                    });
                 }
-                Tok::Other
-            }
-            Event::Comment(_) => Tok::Other,
-            Event::Eof => Tok::Eof { pos },
+            },
+            Err(e) => return Err(self.err_malformed(pos, e.to_string())),
         };
-        Ok(tok)
+        Ok(Tok::Text { text, pos })
+    }
+
+    /// The XML declaration. XML 1.0 §2.8 [22], [23]: one declaration, first in the document
+    /// (only a byte order mark may precede it), following its productions.
+    fn decl_tok(&mut self, d: &BytesDecl<'_>, first: bool, pos: Position) -> Result<Tok, Error> {
+        if !first {
+            let message = if self.declared {
+                "a second XML declaration: a document has at most one, at its very \
+                 start (XML 1.0 §2.8 [22], [23])"
+            } else {
+                "an XML declaration is only allowed at the very start of the document, \
+                 before any white space, comment or other markup (XML 1.0 §2.8 [22], [23])"
+            };
+            return Err(self.err_malformed(pos, message));
+        }
+        self.declared = true;
+        if let Err((at, message)) = prolog::check_declaration(d) {
+            let pos = position_in_first_token(self.xml.get_ref().offset, d, at);
+            return Err(self.err_malformed(pos, message));
+        }
+        if let Ok(v) = d.xml_version() {
+            self.xml_version = v;
+        }
+        let encoding = d.encoding().and_then(Result::ok).map(|e| e.into_owned());
+        Ok(Tok::Decl { encoding, pos })
+    }
+
+    /// No character XML 1.0 §2.2 forbids in a text or attribute value.
+    #[inline]
+    fn check_chars(&self, s: &str, pos: Position) -> Result<(), Error> {
+        match forbidden_char(s) {
+            None => Ok(()),
+            Some(c) => Err(self.err_malformed(
+                pos,
+                format!("character U+{c:04X} is not allowed in XML 1.0 (§2.2)"),
+            )),
+        }
     }
 }
 
