@@ -289,100 +289,142 @@ fn expect(b: &[u8], at: usize, c: u8, what: &'static str) -> Result<(), &'static
     }
 }
 
+/// The fields of a value as written, before they are checked as a date and a time of day.
+struct Fields {
+    year: i16,
+    month: u8,
+    day: u8,
+    hour: u8,
+    minute: u8,
+    second: u8,
+    nanos: u32,
+    frac_digits: u8,
+    precision: Precision,
+    tz: Tz,
+}
+
 fn parse(b: &[u8]) -> Result<W3cDateTime, &'static str> {
     if b.len() > 64 {
         return Err("too long");
     }
-    let year = digits(b, 0, 4)? as i16;
-    let (mut month, mut day, mut hour, mut minute, mut second, mut nanos, mut frac_digits) =
-        (1u8, 1u8, 0u8, 0u8, 0u8, 0u32, 0u8);
-    let precision;
-    let mut tz = Tz::None;
-    let mut i = 4;
-    if b.len() == 4 {
-        precision = Precision::Year;
-    } else {
-        expect(b, 4, b'-', "expected '-' after the year")?;
-        month = digits(b, 5, 2)? as u8;
-        i = 7;
-        if b.len() == 7 {
-            precision = Precision::Month;
-        } else {
-            expect(b, 7, b'-', "expected '-' after the month")?;
-            day = digits(b, 8, 2)? as u8;
-            i = 10;
-            if b.len() == 10 {
-                precision = Precision::Day;
-            } else {
-                expect(b, 10, b'T', "expected 'T' after the date")?;
-                hour = digits(b, 11, 2)? as u8;
-                expect(b, 13, b':', "expected ':' after the hour")?;
-                minute = digits(b, 14, 2)? as u8;
-                i = 16;
-                if b.get(16) == Some(&b':') {
-                    second = digits(b, 17, 2)? as u8;
-                    i = 19;
-                    if b.get(19) == Some(&b'.') {
-                        let start = 20;
-                        let mut end = start;
-                        while end < b.len() && b[end].is_ascii_digit() {
-                            end += 1;
-                        }
-                        let n = end - start;
-                        if n == 0 {
-                            return Err("expected digits after the decimal point");
-                        }
-                        if n > 9 {
-                            return Err("more than nine fractional digits");
-                        }
-                        let v = digits(b, start, n)?;
-                        nanos = v * 10u32.pow(9 - n as u32);
-                        frac_digits = n as u8;
-                        precision = Precision::Fraction;
-                        i = end;
-                    } else {
-                        precision = Precision::Second;
-                    }
-                } else {
-                    precision = Precision::Minute;
-                }
-                tz = match b.get(i) {
-                    Some(b'Z') => {
-                        i += 1;
-                        Tz::Utc
-                    }
-                    Some(&s @ (b'+' | b'-')) => {
-                        let oh = digits(b, i + 1, 2)?;
-                        expect(b, i + 3, b':', "expected ':' in the time zone offset")?;
-                        let om = digits(b, i + 4, 2)?;
-                        if oh > 23 || om > 59 {
-                            return Err("time zone offset out of range");
-                        }
-                        i += 6;
-                        let m = (oh * 60 + om) as i16;
-                        Tz::Offset(if s == b'-' { -m } else { m })
-                    }
-                    None => return Err("a time of day needs a time zone designator (Z or +hh:mm)"),
-                    Some(_) => return Err("expected a time zone designator (Z or +hh:mm)"),
-                };
-            }
-        }
-    }
-    if i != b.len() {
+    let (f, end) = parse_fields(b)?;
+    if end != b.len() {
         return Err("unexpected characters after the value");
     }
-    if !(1..=12).contains(&month) {
+    to_value(f)
+}
+
+/// The fields of the six formats of the W3C profile, as far as `b` goes: the date to the
+/// precision given, then a time of day with its designator. Returns where they end.
+#[inline]
+fn parse_fields(b: &[u8]) -> Result<(Fields, usize), &'static str> {
+    let mut f = Fields {
+        year: digits(b, 0, 4)? as i16,
+        month: 1,
+        day: 1,
+        hour: 0,
+        minute: 0,
+        second: 0,
+        nanos: 0,
+        frac_digits: 0,
+        precision: Precision::Year,
+        tz: Tz::None,
+    };
+    if b.len() == 4 {
+        return Ok((f, 4));
+    }
+    expect(b, 4, b'-', "expected '-' after the year")?;
+    f.month = digits(b, 5, 2)? as u8;
+    f.precision = Precision::Month;
+    if b.len() == 7 {
+        return Ok((f, 7));
+    }
+    expect(b, 7, b'-', "expected '-' after the month")?;
+    f.day = digits(b, 8, 2)? as u8;
+    f.precision = Precision::Day;
+    if b.len() == 10 {
+        return Ok((f, 10));
+    }
+    let i = parse_time(b, &mut f)?;
+    let i = parse_tz(b, i, &mut f)?;
+    Ok((f, i))
+}
+
+/// `Thh:mm`, then `:ss` and `.s` when given (from byte 10). Returns where it ends.
+#[inline]
+fn parse_time(b: &[u8], f: &mut Fields) -> Result<usize, &'static str> {
+    expect(b, 10, b'T', "expected 'T' after the date")?;
+    f.hour = digits(b, 11, 2)? as u8;
+    expect(b, 13, b':', "expected ':' after the hour")?;
+    f.minute = digits(b, 14, 2)? as u8;
+    f.precision = Precision::Minute;
+    if b.get(16) != Some(&b':') {
+        return Ok(16);
+    }
+    f.second = digits(b, 17, 2)? as u8;
+    f.precision = Precision::Second;
+    if b.get(19) != Some(&b'.') {
+        return Ok(19);
+    }
+    let start = 20;
+    let mut end = start;
+    while end < b.len() && b[end].is_ascii_digit() {
+        end += 1;
+    }
+    let n = end - start;
+    if n == 0 {
+        return Err("expected digits after the decimal point");
+    }
+    if n > 9 {
+        return Err("more than nine fractional digits");
+    }
+    let v = digits(b, start, n)?;
+    f.nanos = v * 10u32.pow(9 - n as u32);
+    f.frac_digits = n as u8;
+    f.precision = Precision::Fraction;
+    Ok(end)
+}
+
+/// The time zone designator at `i`: `Z` or `+hh:mm`/`-hh:mm`. Returns where it ends.
+#[inline]
+fn parse_tz(b: &[u8], i: usize, f: &mut Fields) -> Result<usize, &'static str> {
+    match b.get(i) {
+        Some(b'Z') => {
+            f.tz = Tz::Utc;
+            Ok(i + 1)
+        }
+        Some(&s @ (b'+' | b'-')) => {
+            let oh = digits(b, i + 1, 2)?;
+            expect(b, i + 3, b':', "expected ':' in the time zone offset")?;
+            let om = digits(b, i + 4, 2)?;
+            if oh > 23 || om > 59 {
+                return Err("time zone offset out of range");
+            }
+            let m = (oh * 60 + om) as i16;
+            f.tz = Tz::Offset(if s == b'-' { -m } else { m });
+            Ok(i + 6)
+        }
+        None => Err("a time of day needs a time zone designator (Z or +hh:mm)"),
+        Some(_) => Err("expected a time zone designator (Z or +hh:mm)"),
+    }
+}
+
+/// The value of fields that name a day of the calendar and a time of day, at the instant
+/// they give.
+#[inline]
+fn to_value(f: Fields) -> Result<W3cDateTime, &'static str> {
+    if !(1..=12).contains(&f.month) {
         return Err("month out of range");
     }
-    if hour > 23 || minute > 59 || second > 59 {
+    if f.hour > 23 || f.minute > 59 || f.second > 59 {
         return Err("time of day out of range");
     }
-    let date = civil::Date::new(year, month as i8, day as i8).map_err(|_| "no such day")?;
+    let date = civil::Date::new(f.year, f.month as i8, f.day as i8).map_err(|_| "no such day")?;
     let dt = date.to_datetime(
-        civil::Time::new(hour as i8, minute as i8, second as i8, nanos as i32)
+        civil::Time::new(f.hour as i8, f.minute as i8, f.second as i8, f.nanos as i32)
             .map_err(|_| "time of day out of range")?,
     );
-    let offset = match tz {
+    let offset = match f.tz {
         Tz::Offset(m) => Offset::from_seconds(i32::from(m) * 60).map_err(|_| "bad offset")?,
         _ => Offset::UTC,
     };
@@ -391,16 +433,16 @@ fn parse(b: &[u8]) -> Result<W3cDateTime, &'static str> {
         .map_err(|_| "instant out of the supported range")?;
     Ok(W3cDateTime {
         ts,
-        year,
-        month,
-        day,
-        hour,
-        minute,
-        second,
-        nanos,
-        frac_digits,
-        precision,
-        tz,
+        year: f.year,
+        month: f.month,
+        day: f.day,
+        hour: f.hour,
+        minute: f.minute,
+        second: f.second,
+        nanos: f.nanos,
+        frac_digits: f.frac_digits,
+        precision: f.precision,
+        tz: f.tz,
     })
 }
 
