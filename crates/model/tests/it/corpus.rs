@@ -154,126 +154,129 @@ fn message(file: &str, rule: &str) -> String {
     }
 }
 
+/// Fixtures whose finding's message is checked: the file, the rule, and the parts the message
+/// must contain.
+const MESSAGE_CASES: &[(&str, &str, &[&str])] = &[
+    // The root error names the element and its namespace.
+    (
+        "validator/root-other-namespace.xml",
+        "SM-root",
+        &[
+            ":2:1:",
+            "<urlset> in the namespace http://example.org/other_namespace",
+            "http://www.sitemaps.org/schemas/sitemap/0.9",
+        ],
+    ),
+    (
+        "validator/not-sitemap.xml",
+        "SM-root",
+        &[
+            ":2:1:",
+            "<feed> in the namespace http://www.w3.org/2005/Atom",
+        ],
+    ),
+    // Broken XML under a root that is not a Sitemap's: the XML first, the root as well.
+    (
+        "validator/not-sitemap-broken.xml",
+        "XML-wellformed",
+        &[":5:1:", "<feed>", "SM-root"],
+    ),
+    // The ResourceSync namespace without its trailing slash.
+    (
+        "validator/rs-namespace-no-slash.xml",
+        "RS-7-md-mandatory",
+        &[
+            "2:1:",
+            "http://www.openarchives.org/rs/terms,",
+            "trailing slash",
+            "http://www.openarchives.org/rs/terms/",
+        ],
+    ),
+    // The root <rs:md> after the first entry.
+    (
+        "validator/md-after-first-url.xml",
+        "RS-7-md-position",
+        &["8:3:", "the root's <rs:md> comes after the first entry"],
+    ),
+    // +00:00 is UTC: the warning says what is recommended, not that it is not UTC.
+    (
+        "validator/datetime-plus-zero.xml",
+        "RS-7-datetime-form",
+        &["is UTC, written with +00:00 rather than Z"],
+    ),
+    // The 1.1 ordering compares datetimes with datetimes.
+    (
+        "validator/cl-datetime-out-of-order.xml",
+        "RS-12.1-chronological",
+        &[
+            "11:3:",
+            "datetime 2013-01-03T13:00:00Z is earlier than datetime 2013-01-03T14:00:00Z of the entry at line 6",
+        ],
+    ),
+    (
+        "validator/cl-lastmod-out-of-order.xml",
+        "RS-12.1-chronological",
+        &["11:3:", "no entry has a datetime"],
+    ),
+    // XML declarations: the line and column of the fault.
+    (
+        "validator/decl-after-space.xml",
+        "XML-wellformed",
+        &[":1:2:", "only allowed at the very start"],
+    ),
+    (
+        "validator/decl-after-comment.xml",
+        "XML-wellformed",
+        &[":1:25:", "only allowed at the very start"],
+    ),
+    (
+        "validator/decl-twice.xml",
+        "XML-wellformed",
+        &[":2:1:", "a second XML declaration"],
+    ),
+    (
+        "validator/pi-xml-mixed-case.xml",
+        "XML-wellformed",
+        &[":2:1:", "XmL", "§2.6"],
+    ),
+    (
+        "validator/decl-no-version.xml",
+        "XML-wellformed",
+        &[":1:7:", "has no version"],
+    ),
+    (
+        "validator/decl-encoding-first.xml",
+        "XML-wellformed",
+        &[":1:7:", "must begin with version"],
+    ),
+    (
+        "validator/decl-version-2.xml",
+        "XML-wellformed",
+        &[":1:16:", "\"2.0\"", "[26]"],
+    ),
+    (
+        "validator/decl-standalone-maybe.xml",
+        "XML-wellformed",
+        &[":1:50:", "\"maybe\"", "[32]"],
+    ),
+    (
+        "validator/decl-uppercase.xml",
+        "XML-wellformed",
+        &[":1:1:", "<?XML is not an XML declaration"],
+    ),
+    (
+        "validator/decl-no-space.xml",
+        "XML-wellformed",
+        &[":1:20:", "separated by white space"],
+    ),
+];
+
 /// Findings whose rule id does not change with a fix, but whose message does: each must name
 /// the fault and what to do, with the position.
 #[test]
 fn messages_name_the_fault() {
-    let cases: &[(&str, &str, &[&str])] = &[
-        // The root error names the element and its namespace.
-        (
-            "validator/root-other-namespace.xml",
-            "SM-root",
-            &[
-                ":2:1:",
-                "<urlset> in the namespace http://example.org/other_namespace",
-                "http://www.sitemaps.org/schemas/sitemap/0.9",
-            ],
-        ),
-        (
-            "validator/not-sitemap.xml",
-            "SM-root",
-            &[
-                ":2:1:",
-                "<feed> in the namespace http://www.w3.org/2005/Atom",
-            ],
-        ),
-        // Broken XML under a root that is not a Sitemap's: the XML first, the root as well.
-        (
-            "validator/not-sitemap-broken.xml",
-            "XML-wellformed",
-            &[":5:1:", "<feed>", "SM-root"],
-        ),
-        // The ResourceSync namespace without its trailing slash.
-        (
-            "validator/rs-namespace-no-slash.xml",
-            "RS-7-md-mandatory",
-            &[
-                "2:1:",
-                "http://www.openarchives.org/rs/terms,",
-                "trailing slash",
-                "http://www.openarchives.org/rs/terms/",
-            ],
-        ),
-        // The root <rs:md> after the first entry.
-        (
-            "validator/md-after-first-url.xml",
-            "RS-7-md-position",
-            &["8:3:", "the root's <rs:md> comes after the first entry"],
-        ),
-        // +00:00 is UTC: the warning says what is recommended, not that it is not UTC.
-        (
-            "validator/datetime-plus-zero.xml",
-            "RS-7-datetime-form",
-            &["is UTC, written with +00:00 rather than Z"],
-        ),
-        // The 1.1 ordering compares datetimes with datetimes.
-        (
-            "validator/cl-datetime-out-of-order.xml",
-            "RS-12.1-chronological",
-            &[
-                "11:3:",
-                "datetime 2013-01-03T13:00:00Z is earlier than datetime 2013-01-03T14:00:00Z of the entry at line 6",
-            ],
-        ),
-        (
-            "validator/cl-lastmod-out-of-order.xml",
-            "RS-12.1-chronological",
-            &["11:3:", "no entry has a datetime"],
-        ),
-        // XML declarations: the line and column of the fault.
-        (
-            "validator/decl-after-space.xml",
-            "XML-wellformed",
-            &[":1:2:", "only allowed at the very start"],
-        ),
-        (
-            "validator/decl-after-comment.xml",
-            "XML-wellformed",
-            &[":1:25:", "only allowed at the very start"],
-        ),
-        (
-            "validator/decl-twice.xml",
-            "XML-wellformed",
-            &[":2:1:", "a second XML declaration"],
-        ),
-        (
-            "validator/pi-xml-mixed-case.xml",
-            "XML-wellformed",
-            &[":2:1:", "XmL", "§2.6"],
-        ),
-        (
-            "validator/decl-no-version.xml",
-            "XML-wellformed",
-            &[":1:7:", "has no version"],
-        ),
-        (
-            "validator/decl-encoding-first.xml",
-            "XML-wellformed",
-            &[":1:7:", "must begin with version"],
-        ),
-        (
-            "validator/decl-version-2.xml",
-            "XML-wellformed",
-            &[":1:16:", "\"2.0\"", "[26]"],
-        ),
-        (
-            "validator/decl-standalone-maybe.xml",
-            "XML-wellformed",
-            &[":1:50:", "\"maybe\"", "[32]"],
-        ),
-        (
-            "validator/decl-uppercase.xml",
-            "XML-wellformed",
-            &[":1:1:", "<?XML is not an XML declaration"],
-        ),
-        (
-            "validator/decl-no-space.xml",
-            "XML-wellformed",
-            &[":1:20:", "separated by white space"],
-        ),
-    ];
     let mut wrong = Vec::new();
-    for (file, rule, parts) in cases {
+    for (file, rule, parts) in MESSAGE_CASES {
         let m = message(file, rule);
         for p in *parts {
             if !m.contains(p) {

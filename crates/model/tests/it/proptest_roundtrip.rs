@@ -513,6 +513,11 @@ fn within(t: &W3cDateTime, from: Option<&W3cDateTime>, until: Option<&W3cDateTim
         && until.is_none_or(|u| t.cmp_instant(u) != Ordering::Greater)
 }
 
+/// The period (`from`, `until`) a part's `<rs:md>` gives.
+type Period = (Option<W3cDateTime>, Option<W3cDateTime>);
+
+const INDEX_URL: &str = "http://example.com/cl.xml";
+
 fn split_property(
     header: &Header,
     entries: &[Entry],
@@ -522,7 +527,6 @@ fn split_property(
         base: "http://example.com/cl".to_owned(),
         outputs: Vec::new(),
     };
-    let index_url = "http://example.com/cl.xml";
     let mut w = SplitWriter::new(sink, "cl.xml", header.clone(), limits).expect("writer");
     for e in entries {
         w.write_entry(e).expect("entry");
@@ -550,80 +554,111 @@ fn split_property(
 
     let change_kind = header.capability().is_some_and(Capability::is_change_kind);
     let mut all = Vec::new();
-    let mut periods: Vec<(Option<W3cDateTime>, Option<W3cDateTime>)> = Vec::new();
+    let mut periods: Vec<Period> = Vec::new();
     for (k, (target, bytes)) in parts.iter().enumerate() {
         if parts.len() > 1 {
             prop_assert_eq!(*target, Target::Part(k + 1));
         }
-        let (h, es) = read(&format!("part {}", k + 1), bytes).map_err(TestCaseError::fail)?;
-        prop_assert!(!es.is_empty() || entries.is_empty(), "empty part {}", k + 1);
-        prop_assert!(es.len() <= limits.max_entries);
-        prop_assert_eq!(h.root, Root::UrlSet);
-        prop_assert_eq!(h.capability(), header.capability());
-        // The document's links are copied into every part, plus the index link when split.
-        for l in &header.links {
-            prop_assert!(h.links.contains(l), "part {} lacks link {:?}", k + 1, l);
-        }
-        let index_links: Vec<&Link> = h.links.iter().filter(|l| l.has_rel("index")).collect();
-        if parts.len() > 1 {
-            prop_assert_eq!(index_links.len(), 1, "part {} index links", k + 1);
-            prop_assert_eq!(&index_links[0].href, index_url);
-        } else {
-            prop_assert!(index_links.is_empty());
-        }
-        let md = h.md.clone().unwrap_or_default();
-        if change_kind {
-            for e in &es {
-                let t = e.change_time().expect("change time");
-                prop_assert!(
-                    within(t, md.from.as_ref(), md.until.as_ref()),
-                    "part {}: entry time {} outside [{:?}, {:?}]",
-                    k + 1,
-                    t,
-                    md.from.map(|d| d.to_string()),
-                    md.until.map(|d| d.to_string())
-                );
-            }
-        }
-        periods.push((md.from, md.until));
+        let (period, es) = check_part(header, entries, limits, k, parts.len(), bytes)?;
+        periods.push(period);
         all.extend(es);
     }
     prop_assert_eq!(&all[..], entries, "entries differ after split");
 
     if change_kind {
-        let hmd = header.md.as_ref().expect("md");
-        prop_assert_eq!(
-            periods[0].0,
-            hmd.from,
-            "first part starts at the document's from"
-        );
-        for w in periods.windows(2) {
-            prop_assert!(w[0].1.is_some(), "a part before the last has no until");
-            prop_assert_eq!(w[0].1, w[1].0, "periods not consecutive");
-        }
-        prop_assert_eq!(
-            periods.last().expect("a part").1,
-            hmd.until,
-            "last part ends at until"
-        );
+        check_periods(header, &periods)?;
     }
-
     if let Some((_, bytes)) = indexes.first() {
-        let (ih, ies) = read("index", bytes).map_err(TestCaseError::fail)?;
-        prop_assert_eq!(ih.root, Root::SitemapIndex);
-        prop_assert_eq!(ih.capability(), header.capability());
-        let locs: Vec<&str> = ies.iter().map(|e| e.loc.as_str()).collect();
-        let urls: Vec<String> = (1..=parts.len())
-            .map(|n| format!("http://example.com/cl-{n}.xml"))
-            .collect();
-        prop_assert_eq!(&locs, &urls.iter().map(String::as_str).collect::<Vec<_>>());
-        prop_assert_eq!(&summary.part_urls, &urls);
-        if change_kind {
-            for (e, (from, until)) in ies.iter().zip(&periods) {
-                let md = e.md.clone().unwrap_or_default();
-                prop_assert_eq!(md.from, *from);
-                prop_assert_eq!(md.until, *until);
-            }
+        check_index(header, bytes, &summary, &periods)?;
+    }
+    Ok(())
+}
+
+/// Part `k` (of `n`) read back: its header, its links, its size, and for a change kind its
+/// entries within its period. Returns its period and entries.
+fn check_part(
+    header: &Header,
+    entries: &[Entry],
+    limits: SplitLimits,
+    k: usize,
+    n: usize,
+    bytes: &[u8],
+) -> Result<(Period, Vec<Entry>), TestCaseError> {
+    let (h, es) = read(&format!("part {}", k + 1), bytes).map_err(TestCaseError::fail)?;
+    prop_assert!(!es.is_empty() || entries.is_empty(), "empty part {}", k + 1);
+    prop_assert!(es.len() <= limits.max_entries);
+    prop_assert_eq!(h.root, Root::UrlSet);
+    prop_assert_eq!(h.capability(), header.capability());
+    // The document's links are copied into every part, plus the index link when split.
+    for l in &header.links {
+        prop_assert!(h.links.contains(l), "part {} lacks link {:?}", k + 1, l);
+    }
+    let index_links: Vec<&Link> = h.links.iter().filter(|l| l.has_rel("index")).collect();
+    if n > 1 {
+        prop_assert_eq!(index_links.len(), 1, "part {} index links", k + 1);
+        prop_assert_eq!(&index_links[0].href, INDEX_URL);
+    } else {
+        prop_assert!(index_links.is_empty());
+    }
+    let md = h.md.clone().unwrap_or_default();
+    if header.capability().is_some_and(Capability::is_change_kind) {
+        for e in &es {
+            let t = e.change_time().expect("change time");
+            prop_assert!(
+                within(t, md.from.as_ref(), md.until.as_ref()),
+                "part {}: entry time {} outside [{:?}, {:?}]",
+                k + 1,
+                t,
+                md.from.map(|d| d.to_string()),
+                md.until.map(|d| d.to_string())
+            );
+        }
+    }
+    Ok(((md.from, md.until), es))
+}
+
+/// The parts' periods of a change kind: consecutive, from the document's `from` to its `until`.
+fn check_periods(header: &Header, periods: &[Period]) -> Result<(), TestCaseError> {
+    let hmd = header.md.as_ref().expect("md");
+    prop_assert_eq!(
+        periods[0].0,
+        hmd.from,
+        "first part starts at the document's from"
+    );
+    for w in periods.windows(2) {
+        prop_assert!(w[0].1.is_some(), "a part before the last has no until");
+        prop_assert_eq!(w[0].1, w[1].0, "periods not consecutive");
+    }
+    prop_assert_eq!(
+        periods.last().expect("a part").1,
+        hmd.until,
+        "last part ends at until"
+    );
+    Ok(())
+}
+
+/// The index read back: its header, one entry per part in order, and for a change kind each
+/// part's period.
+fn check_index(
+    header: &Header,
+    bytes: &[u8],
+    summary: &SplitSummary,
+    periods: &[Period],
+) -> Result<(), TestCaseError> {
+    let (ih, ies) = read("index", bytes).map_err(TestCaseError::fail)?;
+    prop_assert_eq!(ih.root, Root::SitemapIndex);
+    prop_assert_eq!(ih.capability(), header.capability());
+    let locs: Vec<&str> = ies.iter().map(|e| e.loc.as_str()).collect();
+    let urls: Vec<String> = (1..=summary.parts)
+        .map(|n| format!("http://example.com/cl-{n}.xml"))
+        .collect();
+    prop_assert_eq!(&locs, &urls.iter().map(String::as_str).collect::<Vec<_>>());
+    prop_assert_eq!(&summary.part_urls, &urls);
+    if header.capability().is_some_and(Capability::is_change_kind) {
+        for (e, (from, until)) in ies.iter().zip(periods) {
+            let md = e.md.clone().unwrap_or_default();
+            prop_assert_eq!(md.from, *from);
+            prop_assert_eq!(md.until, *until);
         }
     }
     Ok(())

@@ -97,19 +97,42 @@ fn many_entries(n: usize, loc_len: usize) -> String {
     rl(&s)
 }
 
+/// A Resource List entry that breaks no rule.
+fn ok_url() -> String {
+    url("http://example.com/res1", "")
+}
+
+/// The head of a valid Capability List.
+const CAP_HEAD: &str = r#"<rs:md capability="capabilitylist"/><rs:ln rel="up" href="http://example.com/.well-known/resourcesync"/><rs:ln rel="describedby" href="http://example.com/info"/>"#;
+
+/// A Capability List entry for capability `c`.
+fn cap_entry(c: &str) -> String {
+    url(
+        &format!("http://example.com/{c}.xml"),
+        &format!(r#"<rs:md capability="{c}"/>"#),
+    )
+}
+
+/// Every case, one group per part of the specifications.
 fn cases() -> Vec<Case> {
-    let ok_url = url("http://example.com/res1", "");
-    let sd_entry = url(
-        "http://example.com/capabilitylist.xml",
-        r#"<rs:md capability="capabilitylist"/>"#,
-    );
-    let cap_head = r#"<rs:md capability="capabilitylist"/><rs:ln rel="up" href="http://example.com/.well-known/resourcesync"/><rs:ln rel="describedby" href="http://example.com/info"/>"#;
-    let cap_entry = |c: &str| {
-        url(
-            &format!("http://example.com/{c}.xml"),
-            &format!(r#"<rs:md capability="{c}"/>"#),
-        )
-    };
+    [
+        xml_and_limit_cases(),
+        sitemap_cases(),
+        md_and_attribute_cases(),
+        attribute_context_cases(),
+        description_and_capability_cases(),
+        resource_and_dump_cases(),
+        change_cases(),
+        notification_and_archive_cases(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Well-formedness and the reader's limits.
+fn xml_and_limit_cases() -> Vec<Case> {
+    let ok_url = ok_url();
     vec![
         case("XML-wellformed", format!("<urlset {NS}><url></urlset>")),
         case(
@@ -148,6 +171,13 @@ fn cases() -> Vec<Case> {
             )),
             |o| o.max_children = 2,
         ),
+    ]
+}
+
+/// The Sitemap protocol: root, elements, `<loc>`, `<lastmod>`, size limits.
+fn sitemap_cases() -> Vec<Case> {
+    let ok_url = ok_url();
+    vec![
         case("SM-root", "<html><body/></html>"),
         case(
             "SM-utf8",
@@ -200,6 +230,13 @@ fn cases() -> Vec<Case> {
         ),
         case("SM-max-entries", many_entries(50_001, 0)),
         case("SM-max-bytes", many_entries(26_000, 2_000)),
+    ]
+}
+
+/// Z39.99-2014 §7: the root's `<rs:md>`, attribute values and `<rs:ln>`.
+fn md_and_attribute_cases() -> Vec<Case> {
+    let ok_url = ok_url();
+    vec![
         case("RS-7-md-mandatory", urlset(&ok_url)),
         case(
             "RS-7-md-position",
@@ -286,6 +323,12 @@ fn cases() -> Vec<Case> {
                 r#"<rs:md capability="resourcelist" {AT}/><rs:ln rel="up" href="capabilitylist.xml"/>"#
             )),
         ),
+    ]
+}
+
+/// Z39.99-2014 §7, Appendix A: which attributes each document kind uses, and their order in time.
+fn attribute_context_cases() -> Vec<Case> {
+    vec![
         case(
             "RS-7-at-not-used",
             doc_with("changelist", &format!("{FROM} {AT}"), ""),
@@ -340,6 +383,18 @@ fn cases() -> Vec<Case> {
                 r#"<rs:md change="created" datetime="2013-01-02T10:00:00Z"/>"#,
             )),
         ),
+    ]
+}
+
+/// Z39.99-2014 Appendix A, §6.2, §8, §9: mandatory attributes and links, Source Descriptions and Capability Lists.
+fn description_and_capability_cases() -> Vec<Case> {
+    let ok_url = ok_url();
+    let sd_entry = url(
+        "http://example.com/capabilitylist.xml",
+        r#"<rs:md capability="capabilitylist"/>"#,
+    );
+    let cap_head = CAP_HEAD;
+    vec![
         case("RS-A-at-mandatory", doc_with("resourcelist", "", &ok_url)),
         case("RS-A-from-mandatory", doc_with("changelist", "", "")),
         case(
@@ -405,6 +460,13 @@ fn cases() -> Vec<Case> {
                 r#"<rs:md capability="resourcedump-manifest" {AT}/>{UP}"#
             )),
         ),
+    ]
+}
+
+/// Z39.99-2014 §10, §11: Resource Lists, Resource Dumps and their Manifests.
+fn resource_and_dump_cases() -> Vec<Case> {
+    let ok_url = ok_url();
+    vec![
         case("RS-10.1-url-per-resource", rl(&format!("{ok_url}{ok_url}"))),
         case(
             "RS-11.1-entry-md",
@@ -437,6 +499,12 @@ fn cases() -> Vec<Case> {
                 &url("http://example.com/a", r#"<rs:md path="/a"/>"#),
             ),
         ),
+    ]
+}
+
+/// Z39.99-2014 §12, §13, §14: Change Lists, their indexes, Change Dumps and their Manifests.
+fn change_cases() -> Vec<Case> {
+    vec![
         case(
             "RS-12.1-change-mandatory",
             cl(&url(
@@ -523,6 +591,14 @@ fn cases() -> Vec<Case> {
                 r#"<rs:md change="updated" datetime="2013-01-03T12:00:00Z"/><rs:ln rel="memento" href="http://example.com/20130103/a"/>"#,
             )),
         ),
+    ]
+}
+
+/// Change and Framework Notifications, and Archives.
+fn notification_and_archive_cases() -> Vec<Case> {
+    let ok_url = ok_url();
+    let cap_head = CAP_HEAD;
+    vec![
         case(
             "CN-3-from-until",
             urlset(&format!(
