@@ -3,7 +3,7 @@
 //! `cargo bench -p resourcesync-model --bench parse_write`; throughput is reported in bytes of
 //! document per second. `bench/parse-vs-resync.sh` compares with the Python reference.
 //!
-//! The floor (issue 17): quick-xml alone tokenizing the same document (every event read, nothing
+//! The floor: quick-xml alone tokenizing the same document (every event read, nothing
 //! built). After criterion's figures a line prints parse+validate over that floor, best of 7
 //! each, against the goal (<= 2.5x); reported, not enforced.
 #![allow(missing_docs)]

@@ -1,4 +1,4 @@
-//! CPU time of parse+validate and of its quick-xml floor, for `perf stat` (issue 17).
+//! CPU time of parse+validate and of its quick-xml floor, for `perf stat`.
 //!
 //! `parse_cpu ours|floor|setup N`: builds the 50,000-entry Resource List of
 //! `benches/parse_write.rs`, then reads it N times with the reader and validator (`ours`), with

@@ -238,9 +238,9 @@ mod tests {
     }
 
     /// Fuzz target `discover` (artifact crash-quoted-rel): RFC 8288 §3 parameter values may be
-    /// quoted strings holding `;`, `,`, `<`, `>` and white space; they were split at `;` and
-    /// `<`, so a quoted `rel` with several types was missed, and a `<...>` inside a quoted
-    /// value was taken for a link.
+    /// quoted strings holding `;`, `,`, `<`, `>` and white space: a quoted `rel` with several
+    /// types is found, and a `<...>` inside a quoted value is not a link (splitting at `;` and
+    /// `<` gets both wrong).
     #[test]
     fn fuzz_link_header_quoted_parameters() {
         assert_eq!(
@@ -265,8 +265,8 @@ mod tests {
         assert!(link_header_targets("<http://e/a; rel=resourcesync").is_empty());
     }
 
-    /// Fuzz target `discover` (artifact crash-lt-in-target): a target was everything between
-    /// the first `<` and the next `>`, `<` included.
+    /// Fuzz target `discover` (artifact crash-lt-in-target): a target holds no `<` (it is not
+    /// everything between the first `<` and the next `>`).
     #[test]
     fn fuzz_link_header_target_has_no_lt() {
         assert_eq!(

@@ -1,6 +1,6 @@
 //! URI → path under DEST.
 //!
-//! The rule (issue 4 item 5; Z39.99-2014 §6.3.2 puts the Source Description at the well-known
+//! The rule (Z39.99-2014 §6.3.2 puts the Source Description at the well-known
 //! URI of the Source's site):
 //!
 //! 1. The Source's **base URL** is, in order: the one given (`--base-url`); else, when the

@@ -1,5 +1,5 @@
 //! The 50,000-entry Resource List that `benches/parse_write.rs` and `examples/parse_cpu.rs`
-//! both measure, and the quick-xml floor they compare with (issue 17): one definition, so
+//! both measure, and the quick-xml floor they compare with: one definition, so
 //! that the two measure the same document.
 
 use resourcesync_model::{
