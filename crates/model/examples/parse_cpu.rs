@@ -1,8 +1,9 @@
 //! CPU time of parse+validate and of its quick-xml floor, for `perf stat`.
 //!
-//! `parse_cpu ours|floor|setup N`: builds the 50,000-entry Resource List of
+//! `parse_cpu ours|parse|floor|setup N`: builds the 50,000-entry Resource List of
 //! `benches/parse_write.rs`, then reads it N times with the reader and validator (`ours`), with
-//! quick-xml alone (`floor`), or not at all (`setup`, to subtract). Per run:
+//! the reader alone (`parse`), with quick-xml alone (`floor`), or not at all (`setup`, to
+//! subtract). Per run:
 //! `(task-clock(ours N) - task-clock(setup N)) / N`. Build with `cargo build --profile bench
 //! -p resourcesync-model --example parse_cpu`.
 #![allow(missing_docs)]
@@ -30,6 +31,15 @@ fn main() {
                 let report = validate(r).expect("valid");
                 assert_eq!(report.entries, 50_000);
                 black_box(report);
+            }
+            "parse" => {
+                let mut r =
+                    DocumentReader::new(&doc[..], ReadOptions::named("bench")).expect("header");
+                let mut n = 0u64;
+                while let Some(e) = r.next_entry().expect("entry") {
+                    n += e.length().unwrap_or(0);
+                }
+                black_box(n);
             }
             "floor" => {
                 black_box(tokenize(&doc));
