@@ -1,4 +1,4 @@
-//! Adaptive concurrency per host (issue 24): how many requests may be in flight to one host,
+//! Adaptive concurrency per host: how many requests may be in flight to one host,
 //! grown while throughput grows and the host answers without 429/503 or rising latency, cut on
 //! them, within a ceiling the user sets. An AIMD controller (additive increase, multiplicative
 //! decrease, as TCP's congestion control): small enough to own, and the crates that do this

@@ -1,4 +1,4 @@
-//! The crash harness (issue 7 item 2): `resourcesync sync` is killed with SIGKILL 20 times at
+//! The crash harness: `resourcesync sync` is killed with SIGKILL 20 times at
 //! points chosen by seed: while a list streams, mid-download, before and after the rename of a
 //! finished download, between a state row and its pending row, before the cursor moves, and
 //! at seeded moments. After every kill, every file at its final path under DEST is a full

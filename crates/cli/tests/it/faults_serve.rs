@@ -1,4 +1,4 @@
-//! `resourcesync sync`, run as a user would, through the fault-injecting proxy (issue 7 item 1)
+//! `resourcesync sync`, run as a user would, through the fault-injecting proxy
 //! in front of a real `resourcesync serve`: at a 20% fault rate, repeated runs reach a copy
 //! that `resourcesync audit` finds in sync, first a baseline, then (after the Source changed and
 //! `serve` was restarted) an incremental sync; after every run, every file at its final path is

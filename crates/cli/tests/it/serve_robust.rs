@@ -1,4 +1,4 @@
-//! `resourcesync serve` against hostile and heavy clients (issue 7 item 4): a load of keep-alive
+//! `resourcesync serve` against hostile and heavy clients: a load of keep-alive
 //! clients for 30 s with every answer checked (0 errors); traversal in every spelling; huge
 //! request heads (431 or a clean close, and the server still answers); 10,000 idle connections
 //! with the server's memory growth measured; the state directory never reachable. Linux only
