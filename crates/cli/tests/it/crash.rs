@@ -12,8 +12,6 @@
 
 #![cfg(unix)]
 
-use crate::common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -21,7 +19,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::*;
+use resourcesync_testkit::Server;
+use resourcesync_testkit::sync::*;
 
 const KILLS: usize = 20;
 const CRASH_AT_VAR: &str = "RESOURCESYNC_TEST_CRASH_AT";

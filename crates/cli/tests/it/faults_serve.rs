@@ -6,8 +6,6 @@
 
 #![cfg(target_os = "linux")]
 
-use crate::common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -16,8 +14,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::fault_proxy::FaultProxy;
-use common::*;
+use resourcesync_testkit::FaultProxy;
+use resourcesync_testkit::sync::*;
 
 const MAX_RUNS: usize = 12;
 
