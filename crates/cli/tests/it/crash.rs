@@ -377,10 +377,10 @@ fn a_list_baseline_keeps_its_bodies_out_of_the_temporary_folder_and_a_kill_befor
 
 /// Z39.99-2017 §5.2, §5.3: a sync killed once a copy is renamed into place, before its state
 /// row (`after-rename`), then the Source deletes every file the kill left at the destination:
-/// the next run deletes them too (`--delete`). Before the placeholder rows (crate
-/// `resourcesync_destination::commit`), such a copy was unknown to the state: the baseline
-/// diff had no row to delete and the run kept a file the Source no longer had (the harness
-/// above failed so, rarely, when a generation deleted a file a kill had left unrecorded).
+/// the next run deletes them too (`--delete`). The placeholder rows (crate
+/// `resourcesync_destination::commit`) make such a copy known to the state: without them the
+/// baseline diff has no row to delete and the run keeps a file the Source no longer has (the
+/// harness above fails so, rarely, when a generation deletes a file a kill left unrecorded).
 #[test]
 fn a_copy_renamed_before_a_kill_is_deleted_when_the_source_deletes_it() {
     let src = content_tree(30);

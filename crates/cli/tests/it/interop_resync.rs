@@ -30,11 +30,9 @@
 //!    Resource List (not its `at`); `prune_updates_before` keeps changes at or after that; then
 //!    `prune_dupes` (`resync/resource_container.py`) drops *both* entries of a URI whose first
 //!    kept change is `created` and whose last is `deleted`, assuming the client never had it.
-//!    Our Source used to record the files present at its first scan as `created` at scan time,
-//!    after their `<lastmod>`, so a file of the baseline deleted afterwards was never deleted by
-//!    resync: without `--from`, this test's incremental reported "Status: CHANGES APPLIED
-//!    (created=9, updated=2, deleted=0)" although the open Change List held 3 `deleted`
-//!    entries. The first snapshot is now the baseline and records no change, but resync's
+//!    A Source that recorded the files present at its first scan as `created` at scan time,
+//!    after their `<lastmod>`, would have a file of the baseline deleted afterwards never
+//!    deleted by resync. Our first snapshot is the baseline and records no change, but resync's
 //!    window still starts at a `<lastmod>`, not at the Resource List's `at`: the test passes
 //!    `--from` the datetime of the first change it made, read from the open Change List, so
 //!    resync's window holds exactly the changes since the baseline.

@@ -277,8 +277,8 @@ fn neither_listed_nor_served(dir: &Path, addr: &str, base: &str) {
     );
 }
 
-/// Files in [`h2_served_dir`]: enough for a Resource List of about 240 KiB, the largest
-/// document size the server used to read whole per request.
+/// Files in [`h2_served_dir`]: enough for a Resource List of about 240 KiB, larger than what a
+/// server reading documents whole per request could hold cheaply for many streams.
 const H2_FILES: usize = 1300;
 
 /// A directory whose Resource List is about 240 KiB, and a 64 KiB resource (the largest one
