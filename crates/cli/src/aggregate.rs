@@ -2,6 +2,7 @@
 //! `resourcesync-aggregate`), with a page, a JSON API and metrics on `--serve`.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,8 +84,9 @@ fn state_choice(s: Option<&str>) -> StateChoice {
     }
 }
 
-async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
-    let config = Config::load(&a.config)?;
+/// Where the copies go: the local directory (the copies, or the work space beside an s3://
+/// store), the s3:// URL if any, and how the start line names the store.
+fn store_choice(a: &AggregateArgs) -> (PathBuf, Option<String>, String) {
     let beside = |name: &str| {
         a.config
             .parent()
@@ -107,14 +109,13 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
                 .unwrap_or_else(|_| "an S3 bucket".into())
         },
     );
-    let listener = match &a.serve {
-        Some(addr) => Some(resourcesync_source::server::bind(addr).await?),
-        None => None,
-    };
-    let republish = match (
-        &a.base_url,
-        listener.as_ref().and_then(|l| l.local_addr().ok()),
-    ) {
+    (store, object_store, shown)
+}
+
+/// The base URL the republished documents name: `--base-url`, else that of the address
+/// served; none without `--serve`.
+fn republish_choice(base_url: Option<&str>, served: Option<SocketAddr>) -> Option<Republish> {
+    match (base_url, served) {
         (Some(u), _) => Some(Republish {
             base_url: resourcesync_source::uri::normalize_base(u),
             origin: BaseOrigin::Given,
@@ -124,7 +125,17 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
             origin: BaseOrigin::Listen,
         }),
         (None, None) => None,
+    }
+}
+
+async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
+    let config = Config::load(&a.config)?;
+    let (store, object_store, shown) = store_choice(a);
+    let listener = match &a.serve {
+        Some(addr) => Some(resourcesync_source::server::bind(addr).await?),
+        None => None,
     };
+    let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
     let agg = Arc::new(Aggregator::start(
         &config,
         Options {
@@ -135,44 +146,16 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
                 .worker
                 .clone()
                 .unwrap_or_else(resourcesync_aggregate::service::worker_name),
-            republish,
+            republish: republish_choice(a.base_url.as_deref(), addr),
         },
     )?);
     // Caught from before the line that says the service is ready.
-    let mut signals = crate::signal::Signals::new();
+    let signals = crate::signal::Signals::new();
     #[cfg(unix)]
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
-    {
-        let mut out = crate::out::stdout();
-        if a.json {
-            let line = serde_json::json!({
-                "sources": config.sources.len(),
-                "store": shown,
-                "serve": addr.map(|a| format!("http://{a}/")),
-            });
-            writeln!(out, "{line}")?;
-        } else {
-            write!(
-                out,
-                "aggregating {} into {}",
-                crate::units::count(config.sources.len() as u64, "Source", "Sources"),
-                shown
-            )?;
-            match addr {
-                Some(addr) => writeln!(out, "; page at http://{addr}/")?,
-                None => writeln!(out)?,
-            }
-        }
-        out.flush()?;
-    }
-    tracing::info!(
-        sources = config.sources.len(),
-        store = %shown,
-        serve = ?addr.map(|a| format!("http://{a}/")),
-        "aggregating {} into {shown}",
-        crate::units::count(config.sources.len() as u64, "Source", "Sources"),
-    );
+    let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    #[cfg(not(unix))]
+    let hup = None;
+    say_start(a.json, config.sources.len(), &shown, addr)?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let web = listener.map(|l| {
         let router = resourcesync_aggregate::web::router(agg.clone());
@@ -185,6 +168,68 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
             },
         ))
     });
+    until_stopped(a, &agg, signals, hup).await;
+    tracing::info!("draining (running syncs have {} s to finish)", a.grace);
+    agg.drain(Duration::from_secs(a.grace)).await;
+    let _ = stop.send(());
+    if let Some(w) = web {
+        let _ = w.await;
+    }
+    Ok(EXIT_OK)
+}
+
+/// The line that says the service is ready (text or JSON), and its log event.
+fn say_start(
+    json: bool,
+    sources: usize,
+    shown: &str,
+    addr: Option<SocketAddr>,
+) -> anyhow::Result<()> {
+    let mut out = crate::out::stdout();
+    if json {
+        let line = serde_json::json!({
+            "sources": sources,
+            "store": shown,
+            "serve": addr.map(|a| format!("http://{a}/")),
+        });
+        writeln!(out, "{line}")?;
+    } else {
+        write!(
+            out,
+            "aggregating {} into {}",
+            crate::units::count(sources as u64, "Source", "Sources"),
+            shown
+        )?;
+        match addr {
+            Some(addr) => writeln!(out, "; page at http://{addr}/")?,
+            None => writeln!(out)?,
+        }
+    }
+    out.flush()?;
+    tracing::info!(
+        sources,
+        store = %shown,
+        serve = ?addr.map(|a| format!("http://{a}/")),
+        "aggregating {} into {shown}",
+        crate::units::count(sources as u64, "Source", "Sources"),
+    );
+    Ok(())
+}
+
+/// SIGHUP where there is one (Unix).
+#[cfg(unix)]
+type Hangup = Option<tokio::signal::unix::Signal>;
+/// SIGHUP where there is one (none here).
+#[cfg(not(unix))]
+type Hangup = Option<std::convert::Infallible>;
+
+/// Until SIGINT or SIGTERM: on SIGHUP, the configuration is read again (and kept on error).
+async fn until_stopped(
+    a: &AggregateArgs,
+    agg: &Aggregator,
+    mut signals: crate::signal::Signals,
+    mut hup: Hangup,
+) {
     loop {
         #[cfg(unix)]
         let hangup = async {
@@ -196,7 +241,10 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
             }
         };
         #[cfg(not(unix))]
-        let hangup = std::future::pending::<()>();
+        let hangup = {
+            let _ = &mut hup;
+            std::future::pending::<()>()
+        };
         tokio::select! {
             () = signals.next() => break,
             () = hangup => {
@@ -212,11 +260,4 @@ async fn aggregate(a: &AggregateArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    tracing::info!("draining (running syncs have {} s to finish)", a.grace);
-    agg.drain(Duration::from_secs(a.grace)).await;
-    let _ = stop.send(());
-    if let Some(w) = web {
-        let _ = w.await;
-    }
-    Ok(EXIT_OK)
 }

@@ -7,23 +7,20 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use resourcesync_destination::{
-    AuditOptions, ExploreOptions, Mode, Quiet, SyncOptions, changes_since,
-};
-use resourcesync_model::W3cDateTime;
+use resourcesync_destination::{Mode, SyncOptions};
 use resourcesync_source::server::{self, ServeOptions};
 use resourcesync_source::watch::WatchOptions;
 use resourcesync_source::{Source, SourceConfig};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::explore::{plural, print_tree, summary};
 use crate::{EXIT_DIFFERENCES, EXIT_OK};
+
+mod steps;
 
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
@@ -263,14 +260,39 @@ async fn demo(a: &DemoArgs, work: &Path) -> anyhow::Result<u8> {
             "resourcesync demo: a Source and a Destination on this machine, over 127.0.0.1\n"
         );
     }
+    let files = make_source(&mut out, &src)?;
+    let (running, base) = serve_source(&mut out, &src, &files).await?;
+    let result = steps::run(&mut out, &src, &dest, &base, &files).await;
+    let stopped = running.shutdown().await;
+    let ok = result?;
+    stopped?;
 
-    // 1. A sample Source.
+    let r = DemoReport {
+        ok,
+        url: base,
+        source_dir: src.display().to_string(),
+        destination_dir: dest.display().to_string(),
+        kept: a.keep.is_some(),
+        steps: out.steps,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    if a.json {
+        let text = serde_json::to_string_pretty(&r)?;
+        crate::out::say_out!("{text}");
+    } else {
+        say_outcome(&r);
+    }
+    Ok(if ok { EXIT_OK } else { EXIT_DIFFERENCES })
+}
+
+/// Step 1: a sample Source written under `src`; its files.
+fn make_source(out: &mut Out, src: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let t = Instant::now();
     let files = sample_files();
     for (rel, bytes) in &files {
-        write(&src, rel, bytes)?;
+        write(src, rel, bytes)?;
     }
-    let total_bytes: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
+    let total_bytes = files_bytes(&files);
     let folders: std::collections::BTreeSet<&str> = files
         .iter()
         .filter_map(|(p, _)| p.rsplit_once('/').map(|(d, _)| d))
@@ -292,13 +314,25 @@ async fn demo(a: &DemoArgs, work: &Path) -> anyhow::Result<u8> {
         },
         &[format!("at {}", src.display())],
     )?;
+    Ok(files)
+}
 
-    // 2. Served in-process on an ephemeral loopback port.
+/// Bytes of the sample files.
+fn files_bytes(files: &[(String, Vec<u8>)]) -> u64 {
+    files.iter().map(|(_, b)| b.len() as u64).sum()
+}
+
+/// Step 2: `src` served in-process on an ephemeral loopback port; the server and its base URL.
+async fn serve_source(
+    out: &mut Out,
+    src: &Path,
+    files: &[(String, Vec<u8>)],
+) -> anyhow::Result<(server::Running, String)> {
     let t = Instant::now();
     let listener = server::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let base = format!("http://{addr}/");
-    let mut cfg = SourceConfig::new(&src, &base);
+    let mut cfg = SourceConfig::new(src, &base);
     server::prepare_config(&mut cfg);
     let source = tokio::task::spawn_blocking(move || Source::open(cfg)).await??;
     let opts = ServeOptions {
@@ -317,285 +351,35 @@ async fn demo(a: &DemoArgs, work: &Path) -> anyhow::Result<u8> {
             step: "serve",
             summary: format!("serving the Source at {base}"),
             files: files.len() as u64,
-            bytes: total_bytes,
+            bytes: files_bytes(files),
             seconds: t.elapsed().as_secs_f64(),
             ok: true,
             details: json!({ "url": base, "source_description": well_known }),
         },
         &[format!("Source Description: {well_known}")],
     )?;
-    let result = steps(&mut out, &src, &dest, &base, &files).await;
-    let stopped = running.shutdown().await;
-    let ok = result?;
-    stopped?;
-
-    let secs = started.elapsed().as_secs_f64();
-    let kept = a.keep.is_some();
-    if a.json {
-        let r = DemoReport {
-            ok,
-            url: base,
-            source_dir: src.display().to_string(),
-            destination_dir: dest.display().to_string(),
-            kept,
-            steps: out.steps,
-            seconds: secs,
-        };
-        let text = serde_json::to_string_pretty(&r)?;
-        crate::out::say_out!("{text}");
-    } else {
-        if !crate::out::quiet() {
-            crate::out::say_stdout(format_args!(""));
-        }
-        if kept {
-            crate::out::say_out!("kept: Source in {}", src.display());
-            crate::out::say_out!("      Destination in {}", dest.display());
-        }
-        if ok {
-            if !crate::out::quiet() {
-                crate::out::say_out!(
-                    "demo succeeded: the Destination is in sync with the Source, in {secs:.2} s"
-                );
-            }
-        } else {
-            crate::out::say_out!("demo FAILED: the final audit found differences");
-        }
-    }
-    Ok(if ok { EXIT_OK } else { EXIT_DIFFERENCES })
+    Ok((running, base))
 }
 
-/// Steps 3 to 8, against the running Source. Returns whether the final audit is clean.
-async fn steps(
-    out: &mut Out,
-    src: &Path,
-    dest: &Path,
-    base: &str,
-    files: &[(String, Vec<u8>)],
-) -> anyhow::Result<bool> {
-    // 3. Explore: the documents, each validated (short: a few parts per index).
-    let t = Instant::now();
-    let mut eo = ExploreOptions::new(base);
-    eo.max_parts = 3;
-    eo.max_messages = 1;
-    let ex = resourcesync_destination::explore(&eo, Arc::new(Quiet)).await?;
-    let mut tree = Vec::new();
-    for root in &ex.roots {
-        print_tree(&mut tree, root, "", true, true, !ex.is_valid())?;
+/// The closing lines of the text output: where the directories were kept, and the outcome.
+fn say_outcome(r: &DemoReport) {
+    if !crate::out::quiet() {
+        crate::out::say_stdout(format_args!(""));
     }
-    let tree: Vec<String> = String::from_utf8_lossy(&tree)
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    out.step(
-        Step {
-            step: "explore",
-            summary: if ex.is_valid() {
-                format!(
-                    "explored the Source's documents: {} read, all valid ({}, {})",
-                    ex.documents,
-                    plural(ex.errors, "error"),
-                    plural(ex.warnings, "warning")
-                )
-            } else {
-                format!("explored the Source's documents: {}", summary(&ex))
-            },
-            files: ex.documents,
-            bytes: 0,
-            seconds: t.elapsed().as_secs_f64(),
-            ok: ex.is_valid(),
-            details: json!({
-                "documents": ex.documents,
-                "valid": ex.valid,
-                "invalid": ex.invalid,
-                "unreadable": ex.unreadable,
-                "errors": ex.errors,
-                "warnings": ex.warnings,
-            }),
-        },
-        &tree,
-    )?;
-
-    // 4. Baseline: the Destination from the Resource List.
-    let t = Instant::now();
-    let r = resourcesync_destination::sync(&sync_opts(base, dest), Arc::new(Quiet)).await?;
-    out.step(
-        Step {
-            step: "baseline",
-            summary: format!(
-                "synced a Destination ({}): {} created, {} failed; {}",
-                mode(r.mode),
-                plural(r.created, "file"),
-                r.failed,
-                crate::units::bytes(r.bytes)
-            ),
-            files: r.created,
-            bytes: r.bytes,
-            seconds: t.elapsed().as_secs_f64(),
-            ok: r.failed == 0 && r.created == files.len() as u64,
-            details: json!({ "mode": r.mode, "created": r.created, "failed": r.failed, "cursor": r.cursor, "dir": dest.display().to_string() }),
-        },
-        &[format!("into {}", dest.display())],
-    )?;
-    // What the Change List shows already: the changes that made the sample (their times may
-    // follow the Resource List's `at`, §10.1, §12.1). The demo waits for what comes after them.
-    let http = resourcesync_destination::HttpOptions {
-        retries: 1,
-        ..Default::default()
-    };
-    let cursor: Option<W3cDateTime> = r.cursor.as_deref().and_then(|c| c.parse().ok());
-    let since = changes_since(base, &http, cursor.as_ref())
-        .await?
-        .iter()
-        .filter_map(|c| c.time)
-        .chain(cursor)
-        .max();
-
-    // 5. Change the Source: create, update, delete.
-    let t = Instant::now();
-    let created = ["docs/guide/chapter-07 (draft).md", "data/2025/q1.csv"];
-    let updated = "docs/notes/meeting notes 2024.txt";
-    let deleted = "images/pixel-03.bin";
-    let contents: [&[u8]; 3] = [
-        b"# Chapter 7\n\nNot finished.\n",
-        b"date,value\n2025-01-01,42\n",
-        b"Agreed: publish a Change List.\nDone: it is published.\n",
-    ];
-    write(src, created[0], contents[0])?;
-    write(src, created[1], contents[1])?;
-    write(src, updated, contents[2])?;
-    std::fs::remove_file(src.join(deleted)).context("deleting a file")?;
-    let changed_bytes: u64 = contents.iter().map(|c| c.len() as u64).sum();
-    out.step(
-        Step {
-            step: "change",
-            summary: format!(
-                "changed the Source: created {} and {}, updated {updated}, deleted {deleted}",
-                created[0], created[1]
-            ),
-            files: 4,
-            bytes: changed_bytes,
-            seconds: t.elapsed().as_secs_f64(),
-            ok: true,
-            details: json!({ "created": created, "updated": [updated], "deleted": [deleted] }),
-        },
-        &[],
-    )?;
-
-    // 6. Wait until the Source's Change List shows the four changes (its watcher publishes them).
-    let t = Instant::now();
-    let expect: Vec<(String, &str)> = vec![
-        (uri(base, created[0]), "created"),
-        (uri(base, created[1]), "created"),
-        (uri(base, updated), "updated"),
-        (uri(base, deleted), "deleted"),
-    ];
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let seen = loop {
-        let seen = changes_since(base, &http, since.as_ref()).await?;
-        let all = expect
-            .iter()
-            .all(|(u, c)| seen.iter().any(|s| s.uri == *u && s.change == *c));
-        if all {
-            break seen;
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "the Source's Change List did not show the changes within 60 s (it shows {} new)",
-                crate::units::count(seen.len() as u64, "change", "changes")
+    if r.kept {
+        crate::out::say_out!("kept: Source in {}", r.source_dir);
+        crate::out::say_out!("      Destination in {}", r.destination_dir);
+    }
+    if r.ok {
+        if !crate::out::quiet() {
+            crate::out::say_out!(
+                "demo succeeded: the Destination is in sync with the Source, in {:.2} s",
+                r.seconds
             );
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    out.step(
-        Step {
-            step: "publish",
-            summary: format!(
-                "the Source noticed the changes: its Change List shows {}",
-                plural(seen.len() as u64, "change")
-            ),
-            files: seen.len() as u64,
-            bytes: 0,
-            seconds: t.elapsed().as_secs_f64(),
-            ok: true,
-            details: json!({ "changes": seen }),
-        },
-        &seen
-            .iter()
-            .map(|s| format!("{:<8} {}", s.change, s.uri))
-            .collect::<Vec<_>>(),
-    )?;
-
-    // 7. Incremental: the changes from the Change List (§12.1).
-    let t = Instant::now();
-    let r = resourcesync_destination::sync(&sync_opts(base, dest), Arc::new(Quiet)).await?;
-    out.step(
-        Step {
-            step: "incremental",
-            summary: format!(
-                "synced the changes ({}): {} created, {} updated, {} deleted, {} unchanged, {} failed; {}",
-                mode(r.mode),
-                r.created,
-                r.updated,
-                r.deleted,
-                r.unchanged,
-                r.failed,
-                crate::units::bytes(r.bytes)
-            ),
-            files: r.created + r.updated + r.deleted,
-            bytes: r.bytes,
-            seconds: t.elapsed().as_secs_f64(),
-            ok: r.failed == 0 && r.mode == Mode::Incremental,
-            details: json!({ "mode": r.mode, "created": r.created, "updated": r.updated, "deleted": r.deleted, "failed": r.failed }),
-        },
-        &[],
-    )?;
-
-    // 8. Audit: every copy against the Source's current state (§5.2).
-    let t = Instant::now();
-    let au =
-        resourcesync_destination::audit(&AuditOptions::new(base, dest), Arc::new(Quiet)).await?;
-    let mut lines = Vec::new();
-    for (what, list) in [
-        ("missing", &au.missing),
-        ("extra", &au.extra),
-        ("different", &au.different),
-    ] {
-        for d in list.iter().take(10) {
-            lines.push(format!(
-                "{what} {}: {}",
-                d.path.as_deref().unwrap_or(&d.uri),
-                d.why
-            ));
-        }
+    } else {
+        crate::out::say_out!("demo FAILED: the final audit found differences");
     }
-    let dest_bytes = dir_bytes(dest);
-    out.step(
-        Step {
-            step: "audit",
-            summary: format!(
-                "{}: {} at the Source, {} in sync, {} missing, {} extra, {} different",
-                if au.in_sync { "in sync" } else { "NOT in sync" },
-                plural(au.resources, "resource"),
-                au.in_sync_count,
-                au.missing_count,
-                au.extra_count,
-                au.different_count
-            ),
-            files: au.resources,
-            bytes: dest_bytes,
-            seconds: t.elapsed().as_secs_f64(),
-            ok: au.in_sync,
-            details: json!({
-                "in_sync": au.in_sync,
-                "resources": au.resources,
-                "missing": au.missing_count,
-                "extra": au.extra_count,
-                "different": au.different_count,
-            }),
-        },
-        &lines,
-    )?;
-    Ok(au.in_sync)
 }
 
 /// The URI the Source publishes for a relative path.

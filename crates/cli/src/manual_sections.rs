@@ -40,9 +40,11 @@ const AWS: (&str, &str) = (
     "credentials and region of an s3:// URL that names none",
 );
 
-fn extra(name: &str) -> Option<Extra> {
-    Some(match name {
-        "demo" => Extra {
+/// Each command's own sections, by command name.
+const EXTRAS: &[(&str, Extra)] = &[
+    (
+        "demo",
+        Extra {
             examples: &[
                 ("The whole job on this machine", "resourcesync demo"),
                 (
@@ -58,7 +60,10 @@ fn extra(name: &str) -> Option<Extra> {
             environment: &[],
             files: &[("DIR/source, DIR/destination", "kept with --keep DIR")],
         },
-        "validate" => Extra {
+    ),
+    (
+        "validate",
+        Extra {
             examples: &[
                 ("Check documents", "resourcesync validate changelist.xml"),
                 (
@@ -75,7 +80,10 @@ fn extra(name: &str) -> Option<Extra> {
             environment: &[PROXY],
             files: &[],
         },
-        "inspect" => Extra {
+    ),
+    (
+        "inspect",
+        Extra {
             examples: &[(
                 "Summarize a Change List",
                 "resourcesync inspect https://data.example.org/resourcesync/changelist.xml",
@@ -88,7 +96,10 @@ fn extra(name: &str) -> Option<Extra> {
             environment: &[PROXY],
             files: &[],
         },
-        "explore" => Extra {
+    ),
+    (
+        "explore",
+        Extra {
             examples: &[(
                 "The tree of a Source's documents",
                 "resourcesync explore https://data.example.org/",
@@ -101,7 +112,10 @@ fn extra(name: &str) -> Option<Extra> {
             environment: &[PROXY],
             files: &[],
         },
-        "publish" => Extra {
+    ),
+    (
+        "publish",
+        Extra {
             examples: &[
                 (
                     "Publish a folder a web server serves at the URL",
@@ -135,7 +149,10 @@ fn extra(name: &str) -> Option<Extra> {
                 ),
             ],
         },
-        "serve" => Extra {
+    ),
+    (
+        "serve",
+        Extra {
             examples: &[
                 (
                     "Serve a folder",
@@ -164,7 +181,10 @@ fn extra(name: &str) -> Option<Extra> {
                 ),
             ],
         },
-        "sync" => Extra {
+    ),
+    (
+        "sync",
+        Extra {
             examples: &[
                 (
                     "Mirror a Source",
@@ -190,7 +210,10 @@ fn extra(name: &str) -> Option<Extra> {
                 "the Destination's state (--state)",
             )],
         },
-        "audit" => Extra {
+    ),
+    (
+        "audit",
+        Extra {
             examples: &[(
                 "Is the copy in sync?",
                 "resourcesync audit https://data.example.org/ /srv/mirror",
@@ -206,7 +229,10 @@ fn extra(name: &str) -> Option<Extra> {
                 "the Destination's state (--state)",
             )],
         },
-        "simulate" => Extra {
+    ),
+    (
+        "simulate",
+        Extra {
             examples: &[
                 (
                     "One configuration",
@@ -221,7 +247,10 @@ fn extra(name: &str) -> Option<Extra> {
             environment: &[],
             files: &[("OUT/simulate.csv, OUT/grid.csv", "the results (--out)")],
         },
-        "aggregate" => Extra {
+    ),
+    (
+        "aggregate",
+        Extra {
             examples: &[(
                 "Follow the Sources of a file, with a page",
                 "resourcesync aggregate --config aggregate.toml --serve 127.0.0.1:8095",
@@ -240,7 +269,10 @@ fn extra(name: &str) -> Option<Extra> {
                 ("work/", "the state, beside the file (--state)"),
             ],
         },
-        "hub" => Extra {
+    ),
+    (
+        "hub",
+        Extra {
             examples: &[(
                 "A hub for the Sources of this network",
                 "resourcesync hub --listen 127.0.0.1:8090 --public-url https://hub.example.org/",
@@ -252,7 +284,10 @@ fn extra(name: &str) -> Option<Extra> {
                 "subscriptions and pending deliveries (--state)",
             )],
         },
-        "completions" => Extra {
+    ),
+    (
+        "completions",
+        Extra {
             examples: &[(
                 "Bash completions",
                 "resourcesync completions bash > /etc/bash_completion.d/resourcesync",
@@ -261,7 +296,10 @@ fn extra(name: &str) -> Option<Extra> {
             environment: &[],
             files: &[],
         },
-        "man" => Extra {
+    ),
+    (
+        "man",
+        Extra {
             examples: &[(
                 "Every page",
                 "resourcesync man --out /usr/local/share/man/man1",
@@ -270,8 +308,12 @@ fn extra(name: &str) -> Option<Extra> {
             environment: &[],
             files: &[],
         },
-        _ => return None,
-    })
+    ),
+];
+
+/// The own sections of the command `name`, if it has any.
+fn extra(name: &str) -> Option<&'static Extra> {
+    EXTRAS.iter().find(|(n, _)| *n == name).map(|(_, e)| e)
 }
 
 /// Escapes text for roff: backslashes and dashes, and a leading `.` or `'`.

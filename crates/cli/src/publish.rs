@@ -7,10 +7,10 @@ use anyhow::Context;
 use clap::Args;
 use resourcesync_source::layout::Layout;
 use resourcesync_source::publish::sink::{BucketSink, DocSink};
-use resourcesync_source::publish::{PublishOptions, publish_to};
-use resourcesync_source::scan::{ScanOptions, ScanProgress};
+use resourcesync_source::publish::{PublishOptions, PublishReport, publish_to};
+use resourcesync_source::scan::{ScanOptions, ScanProgress, ScanReport};
 use resourcesync_source::source::parse_algs;
-use resourcesync_source::state::Rotation;
+use resourcesync_source::state::{Moved, Rotation};
 use resourcesync_source::{BaseOrigin, Source, SourceConfig};
 use serde_json::json;
 
@@ -244,9 +244,43 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
         format!("publish {}", a.source.dir.display()),
     );
     let scan = source.scan()?;
-    let unit = read_unit(a.source.inventory.as_deref());
     display.writing();
-    let (publish, layout) = match &bucket {
+    let (publish, layout) = publish_documents(&mut source, bucket.as_ref())?;
+    display.finish();
+    for s in &scan.skipped {
+        crate::out::say!(
+            "resourcesync: skipped {}: {}",
+            printable(&s.path.display().to_string()),
+            printable(&s.reason.to_string())
+        );
+    }
+    let summary = Summary {
+        scan: &scan,
+        publish: &publish,
+        layout: &layout,
+        moved: source.moved(),
+        unit: read_unit(a.source.inventory.as_deref()),
+        secs: started.elapsed().as_secs_f64(),
+    };
+    let mut out = crate::out::stdout();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &summary.json())?;
+        writeln!(out)?;
+    } else if crate::out::quiet() {
+        // -q: no summary (skipped files are said above, on standard error).
+    } else {
+        summary.say(&mut out)?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// Writes the documents of the scanned Source: into its output directory, or into the bucket
+/// of `--out s3://`. The report, and the layout the documents were written to.
+fn publish_documents(
+    source: &mut Source,
+    bucket: Option<&BucketSink>,
+) -> anyhow::Result<(PublishReport, Layout)> {
+    Ok(match bucket {
         None => (source.publish()?, source.layout().clone()),
         Some(sink) => {
             // The documents' keys in the bucket are their paths under an output directory;
@@ -260,19 +294,25 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             let opts = source.config().publish.clone();
             (publish_to(sink, &layout, source.state(), &opts)?, layout)
         }
-    };
-    display.finish();
-    let secs = started.elapsed().as_secs_f64();
-    for s in &scan.skipped {
-        crate::out::say!(
-            "resourcesync: skipped {}: {}",
-            printable(&s.path.display().to_string()),
-            printable(&s.reason.to_string())
-        );
-    }
-    let mut out = crate::out::stdout();
-    if a.json {
-        let v = json!({
+    })
+}
+
+/// What a `publish` run did, as it is reported.
+struct Summary<'a> {
+    scan: &'a ScanReport,
+    publish: &'a PublishReport,
+    layout: &'a Layout,
+    moved: Option<&'a Moved>,
+    /// What the scan read, singular and plural (files, objects, rows, records).
+    unit: (&'static str, &'static str),
+    secs: f64,
+}
+
+impl Summary<'_> {
+    /// The report of `--json`.
+    fn json(&self) -> serde_json::Value {
+        let (scan, publish, layout) = (self.scan, self.publish, self.layout);
+        json!({
             "resources": scan.resources,
             "baseline": scan.baseline,
             "created": scan.created,
@@ -288,16 +328,16 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             "source_description": layout.well_known_url(),
             "capability_list": layout.doc_url("capabilitylist.xml"),
             "out": layout.out.display().to_string(),
-            "moved": source.moved().map(|m| json!({
+            "moved": self.moved.map(|m| json!({
                 "from": m.from, "to": m.to, "resources": m.resources, "changes": m.changes,
             })),
-            "seconds": secs,
-        });
-        serde_json::to_writer_pretty(&mut out, &v)?;
-        writeln!(out)?;
-    } else if crate::out::quiet() {
-        // -q: no summary (skipped files are said above, on standard error).
-    } else {
+            "seconds": self.secs,
+        })
+    }
+
+    /// The text summary: what the scan found, what was written, where the Source is described.
+    fn say(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let (scan, publish, layout, unit) = (self.scan, self.publish, self.layout, self.unit);
         // The first snapshot is the baseline: it records no changes (Z39.99-2017 §5.1, §7).
         let what = if scan.baseline {
             "baseline, the first snapshot: no changes recorded".to_owned()
@@ -314,7 +354,7 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
             bytes(scan.bytes),
             count(scan.hashed, unit.0, unit.1),
             bytes(scan.bytes_hashed),
-            secs
+            self.secs
         )?;
         writeln!(
             out,
@@ -341,6 +381,6 @@ pub(crate) fn run(a: &PublishArgs) -> anyhow::Result<u8> {
                 count(scan.skipped.len() as u64, unit.0, unit.1)
             )?;
         }
+        Ok(())
     }
-    Ok(EXIT_OK)
 }

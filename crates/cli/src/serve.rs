@@ -112,28 +112,8 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         };
         tracing::info!("{}", crate::publish::moved_message(m, why));
     }
-    let hub = match a.hub.as_deref() {
-        None => None,
-        Some("embedded") => Some(server::HubChoice::Embedded),
-        Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
-            Some(server::HubChoice::Url(u.to_owned()))
-        }
-        Some(u) => anyhow::bail!("--hub {u:?}: give an http(s) URL or `embedded`"),
-    };
-    let debounce = a
-        .debounce_ms
-        .unwrap_or(if hub.is_some() { 10 } else { 200 });
-    let opts = ServeOptions {
-        watch: WatchOptions {
-            rescan_interval: Duration::from_secs(a.rescan_interval.max(1)),
-            resourcelist_interval: Duration::from_secs(a.resourcelist_interval),
-            use_watcher: !a.no_watch,
-            debounce: Duration::from_millis(debounce),
-            ..WatchOptions::default()
-        },
-        hub_private_addresses: a.hub_private_addresses.choice(),
-        ..ServeOptions::default()
-    };
+    let hub = hub_choice(a.hub.as_deref())?;
+    let opts = serve_options(a, hub.is_some());
     // The first scan and publish, drawn on a terminal once they have taken two seconds (see
     // crate::progress).
     let display =
@@ -143,6 +123,48 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
     let running = running?;
     // Caught from before the line that says the server is ready.
     let mut signals = crate::signal::Signals::new();
+    say_serving(a, &running)?;
+    let handle = running.shutdown_handle();
+    tokio::spawn(async move {
+        signals.next().await;
+        tracing::info!("shutting down");
+        handle.shutdown();
+    });
+    running.wait().await?;
+    Ok(EXIT_OK)
+}
+
+/// The hub of `--hub`: none, the embedded one, or one at an http(s) URL.
+fn hub_choice(hub: Option<&str>) -> anyhow::Result<Option<server::HubChoice>> {
+    Ok(match hub {
+        None => None,
+        Some("embedded") => Some(server::HubChoice::Embedded),
+        Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+            Some(server::HubChoice::Url(u.to_owned()))
+        }
+        Some(u) => anyhow::bail!("--hub {u:?}: give an http(s) URL or `embedded`"),
+    })
+}
+
+/// The server's options from the flags (a shorter debounce with a hub: subscribers hear of
+/// changes sooner).
+fn serve_options(a: &ServeArgs, hub: bool) -> ServeOptions {
+    let debounce = a.debounce_ms.unwrap_or(if hub { 10 } else { 200 });
+    ServeOptions {
+        watch: WatchOptions {
+            rescan_interval: Duration::from_secs(a.rescan_interval.max(1)),
+            resourcelist_interval: Duration::from_secs(a.resourcelist_interval),
+            use_watcher: !a.no_watch,
+            debounce: Duration::from_millis(debounce),
+            ..WatchOptions::default()
+        },
+        hub_private_addresses: a.hub_private_addresses.choice(),
+        ..ServeOptions::default()
+    }
+}
+
+/// The lines that say the server is ready (and the same in the log).
+fn say_serving(a: &ServeArgs, running: &server::Running) -> anyhow::Result<()> {
     {
         let mut out = crate::out::stdout();
         writeln!(
@@ -182,12 +204,5 @@ async fn serve(a: &ServeArgs) -> anyhow::Result<u8> {
         a.source.dir.display(),
         running.source_description_url()
     );
-    let handle = running.shutdown_handle();
-    tokio::spawn(async move {
-        signals.next().await;
-        tracing::info!("shutting down");
-        handle.shutdown();
-    });
-    running.wait().await?;
-    Ok(EXIT_OK)
+    Ok(())
 }

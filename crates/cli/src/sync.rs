@@ -347,6 +347,11 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
             r.from_packages, r.packages, r.patched
         )?;
     }
+    print_sync_items(out, r)
+}
+
+/// The resources a round names one by one: what a dry run would do, copies kept, failures.
+fn print_sync_items(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
     for p in &r.planned {
         if p.uri.is_empty() {
             writeln!(out, "  would {} {}", p.action, printable(&p.path))?;

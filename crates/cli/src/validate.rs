@@ -4,6 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::Args;
+use resourcesync_model::document::Header;
 use resourcesync_model::validate::{Report, validate};
 use resourcesync_model::{DocumentReader, Error, ReadOptions, Severity, rules};
 use serde_json::{Value, json};
@@ -112,18 +113,7 @@ fn report_json(r: &Report) -> Value {
 pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
     let mut out = crate::out::stdout();
     if a.rules {
-        if a.json {
-            serde_json::to_writer_pretty(&mut out, rules::ALL)?;
-            writeln!(out)?;
-        } else {
-            for r in rules::ALL {
-                writeln!(
-                    out,
-                    "{:<34} {:<7} {}  [{}]",
-                    r.id, r.severity, r.summary, r.section
-                )?;
-            }
-        }
+        write_rules(&mut out, a.json)?;
         return Ok(EXIT_OK);
     }
     let mut worst = EXIT_OK;
@@ -131,71 +121,19 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
     for spec in &a.inputs {
         match check(spec, &a.read, a.max_findings) {
             Outcome::Report(r) => {
-                let valid = r.is_valid();
-                if !valid {
+                if !r.is_valid() {
                     worst = worst.max(EXIT_DIFFERENCES);
                 }
                 if a.json {
-                    let mut d = report_json(&r);
-                    d["name"] = json!(spec);
-                    d["valid"] = json!(valid);
-                    d["errors"] = json!(r.findings.error_count());
-                    d["warnings"] = json!(r.findings.warning_count());
-                    d["findings_not_shown"] = json!(r.findings.dropped());
-                    d["findings"] = json!(findings_json(&r, crate::out::quiet()));
-                    docs.push(d);
+                    docs.push(validated_json(spec, &r));
                 } else {
-                    for f in r.findings.as_slice() {
-                        if crate::out::quiet() && f.severity() != Severity::Error {
-                            continue;
-                        }
-                        writeln!(
-                            out,
-                            "{spec}:{}:{}: {}[{}]: {} ({})",
-                            f.position.line,
-                            f.position.column,
-                            f.severity(),
-                            f.rule.id,
-                            printable(&f.message),
-                            f.rule.section
-                        )?;
-                    }
-                    if r.findings.dropped() > 0 {
-                        writeln!(
-                            out,
-                            "{spec}: {} not shown",
-                            count(r.findings.dropped(), "more finding", "more findings")
-                        )?;
-                    }
-                    writeln!(
-                        out,
-                        "{spec}: {} ({}, {}, {}, {})",
-                        if valid { "valid" } else { "invalid" },
-                        r.kind,
-                        count(r.entries, "entry", "entries"),
-                        count(r.findings.error_count(), "error", "errors"),
-                        count(r.findings.warning_count(), "warning", "warnings")
-                    )?;
+                    write_validated(&mut out, spec, &r)?;
                 }
             }
             Outcome::Rejected(e) => {
                 worst = worst.max(EXIT_DIFFERENCES);
                 if a.json {
-                    let pos = e.position().unwrap_or_default();
-                    docs.push(json!({
-                        "name": spec,
-                        "valid": false,
-                        "errors": 1,
-                        "warnings": 0,
-                        "findings": [{
-                            "line": pos.line,
-                            "column": pos.column,
-                            "severity": "error",
-                            "rule": e.rule(),
-                            "section": rules::by_id(e.rule()).map(|r| r.section),
-                            "message": e.to_string(),
-                        }],
-                    }));
+                    docs.push(rejected_json(spec, &e));
                 } else {
                     writeln!(out, "{}", printable(&e.to_string()))?;
                     writeln!(
@@ -222,6 +160,99 @@ pub(crate) fn run_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
     Ok(worst)
 }
 
+/// `validate --rules`: every rule, as JSON or a line each.
+fn write_rules(out: &mut impl Write, json: bool) -> anyhow::Result<()> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, rules::ALL)?;
+        writeln!(out)?;
+    } else {
+        for r in rules::ALL {
+            writeln!(
+                out,
+                "{:<34} {:<7} {}  [{}]",
+                r.id, r.severity, r.summary, r.section
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The JSON of a document validated, named `spec`.
+fn validated_json(spec: &str, r: &Report) -> Value {
+    let mut d = report_json(r);
+    d["name"] = json!(spec);
+    d["valid"] = json!(r.is_valid());
+    d["errors"] = json!(r.findings.error_count());
+    d["warnings"] = json!(r.findings.warning_count());
+    d["findings_not_shown"] = json!(r.findings.dropped());
+    d["findings"] = json!(findings_json(r, crate::out::quiet()));
+    d
+}
+
+/// A document validated, as text: a line per finding (errors only with -q), then its verdict.
+fn write_validated(out: &mut impl Write, spec: &str, r: &Report) -> std::io::Result<()> {
+    for f in r.findings.as_slice() {
+        if crate::out::quiet() && f.severity() != Severity::Error {
+            continue;
+        }
+        writeln!(
+            out,
+            "{spec}:{}:{}: {}[{}]: {} ({})",
+            f.position.line,
+            f.position.column,
+            f.severity(),
+            f.rule.id,
+            printable(&f.message),
+            f.rule.section
+        )?;
+    }
+    if r.findings.dropped() > 0 {
+        writeln!(
+            out,
+            "{spec}: {} not shown",
+            count(r.findings.dropped(), "more finding", "more findings")
+        )?;
+    }
+    writeln!(
+        out,
+        "{spec}: {} ({}, {}, {}, {})",
+        if r.is_valid() { "valid" } else { "invalid" },
+        r.kind,
+        count(r.entries, "entry", "entries"),
+        count(r.findings.error_count(), "error", "errors"),
+        count(r.findings.warning_count(), "warning", "warnings")
+    )
+}
+
+/// The JSON of a document not readable as a ResourceSync document: one error, its rule.
+fn rejected_json(spec: &str, e: &Error) -> Value {
+    let pos = e.position().unwrap_or_default();
+    json!({
+        "name": spec,
+        "valid": false,
+        "errors": 1,
+        "warnings": 0,
+        "findings": [{
+            "line": pos.line,
+            "column": pos.column,
+            "severity": "error",
+            "rule": e.rule(),
+            "section": rules::by_id(e.rule()).map(|r| r.section),
+            "message": e.to_string(),
+        }],
+    })
+}
+
+/// The exit status of a document `inspect` could not read or validate.
+fn unread_exit(e: &Error) -> u8 {
+    crate::out::say!("{e}");
+    if e.is_invalid_input() {
+        EXIT_DIFFERENCES
+    } else {
+        EXIT_ERROR
+    }
+}
+
 pub(crate) fn run_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
     let mut out = crate::out::stdout();
     let input = input::open(&a.input, Duration::from_secs(a.read.timeout))?;
@@ -231,97 +262,99 @@ pub(crate) fn run_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
     };
     let reader = match DocumentReader::open(input, opts) {
         Ok(r) => r,
-        Err(e) => {
-            crate::out::say!("{e}");
-            return Ok(if e.is_invalid_input() {
-                EXIT_DIFFERENCES
-            } else {
-                EXIT_ERROR
-            });
-        }
+        Err(e) => return Ok(unread_exit(&e)),
     };
     let header = reader.header().clone();
     let r = match validate(reader) {
         Ok(r) => r,
-        Err(e) => {
-            crate::out::say!("{e}");
-            return Ok(if e.is_invalid_input() {
-                EXIT_DIFFERENCES
-            } else {
-                EXIT_ERROR
-            });
-        }
+        Err(e) => return Ok(unread_exit(&e)),
     };
-    let md = header.md.clone().unwrap_or_default();
-    let links: Vec<Value> = header
-        .links
-        .iter()
-        .map(|l| json!({"rel": l.rel, "href": l.href}))
-        .collect();
     if a.json {
-        let mut d = report_json(&r);
-        d["name"] = json!(a.input);
-        d["valid"] = json!(r.is_valid());
-        d["errors"] = json!(r.findings.error_count());
-        d["warnings"] = json!(r.findings.warning_count());
-        d["at"] = json!(md.at.map(|v| v.to_string()));
-        d["completed"] = json!(md.completed.map(|v| v.to_string()));
-        d["from"] = json!(md.from.map(|v| v.to_string()));
-        d["until"] = json!(md.until.map(|v| v.to_string()));
-        d["links"] = json!(links);
-        serde_json::to_writer_pretty(&mut out, &d)?;
+        serde_json::to_writer_pretty(&mut out, &inspected_json(&a.input, &r, &header))?;
         writeln!(out)?;
     } else {
-        writeln!(out, "document:   {}", a.input)?;
-        writeln!(out, "kind:       {} (<{}>)", r.kind, r.root.element())?;
-        for (name, v) in [
-            ("at", md.at),
-            ("completed", md.completed),
-            ("from", md.from),
-            ("until", md.until),
-        ] {
-            if let Some(v) = v {
-                writeln!(out, "{name:<11} {v}")?;
-            }
-        }
-        for l in &header.links {
-            writeln!(out, "link:       {} -> {}", l.rel, l.href)?;
-        }
-        writeln!(out, "entries:    {}", r.entries)?;
-        writeln!(out, "bytes:      {}", r.bytes)?;
-        match r.time_span {
-            Some((a, b)) => writeln!(out, "time span:  {a} .. {b}")?,
-            None => writeln!(out, "time span:  (no entry times)")?,
-        }
-        if r.digests.is_empty() {
-            writeln!(out, "digests:    none")?;
-        } else {
-            let d: Vec<String> = r
-                .digests
-                .iter()
-                .map(|(a, n)| format!("{a} ({n})"))
-                .collect();
-            writeln!(out, "digests:    {}", d.join(", "))?;
-        }
-        if !r.changes.is_empty() {
-            let c: Vec<String> = r
-                .changes
-                .iter()
-                .map(|(a, n)| format!("{a} ({n})"))
-                .collect();
-            writeln!(out, "changes:    {}", c.join(", "))?;
-        }
-        writeln!(
-            out,
-            "validity:   {} ({}, {}; run `resourcesync validate` for details)",
-            if r.is_valid() { "valid" } else { "invalid" },
-            count(r.findings.error_count(), "error", "errors"),
-            count(r.findings.warning_count(), "warning", "warnings")
-        )?;
+        write_inspected(&mut out, &a.input, &r, &header)?;
     }
     Ok(if r.is_valid() {
         EXIT_OK
     } else {
         EXIT_DIFFERENCES
     })
+}
+
+/// The JSON of `inspect`: the report, the document's metadata and links.
+fn inspected_json(input: &str, r: &Report, header: &Header) -> Value {
+    let md = header.md.clone().unwrap_or_default();
+    let links: Vec<Value> = header
+        .links
+        .iter()
+        .map(|l| json!({"rel": l.rel, "href": l.href}))
+        .collect();
+    let mut d = report_json(r);
+    d["name"] = json!(input);
+    d["valid"] = json!(r.is_valid());
+    d["errors"] = json!(r.findings.error_count());
+    d["warnings"] = json!(r.findings.warning_count());
+    d["at"] = json!(md.at.map(|v| v.to_string()));
+    d["completed"] = json!(md.completed.map(|v| v.to_string()));
+    d["from"] = json!(md.from.map(|v| v.to_string()));
+    d["until"] = json!(md.until.map(|v| v.to_string()));
+    d["links"] = json!(links);
+    d
+}
+
+/// `inspect` as text: a line per fact about the document.
+fn write_inspected(
+    out: &mut impl Write,
+    input: &str,
+    r: &Report,
+    header: &Header,
+) -> std::io::Result<()> {
+    let md = header.md.clone().unwrap_or_default();
+    writeln!(out, "document:   {input}")?;
+    writeln!(out, "kind:       {} (<{}>)", r.kind, r.root.element())?;
+    for (name, v) in [
+        ("at", md.at),
+        ("completed", md.completed),
+        ("from", md.from),
+        ("until", md.until),
+    ] {
+        if let Some(v) = v {
+            writeln!(out, "{name:<11} {v}")?;
+        }
+    }
+    for l in &header.links {
+        writeln!(out, "link:       {} -> {}", l.rel, l.href)?;
+    }
+    writeln!(out, "entries:    {}", r.entries)?;
+    writeln!(out, "bytes:      {}", r.bytes)?;
+    match r.time_span {
+        Some((a, b)) => writeln!(out, "time span:  {a} .. {b}")?,
+        None => writeln!(out, "time span:  (no entry times)")?,
+    }
+    if r.digests.is_empty() {
+        writeln!(out, "digests:    none")?;
+    } else {
+        let d: Vec<String> = r
+            .digests
+            .iter()
+            .map(|(a, n)| format!("{a} ({n})"))
+            .collect();
+        writeln!(out, "digests:    {}", d.join(", "))?;
+    }
+    if !r.changes.is_empty() {
+        let c: Vec<String> = r
+            .changes
+            .iter()
+            .map(|(a, n)| format!("{a} ({n})"))
+            .collect();
+        writeln!(out, "changes:    {}", c.join(", "))?;
+    }
+    writeln!(
+        out,
+        "validity:   {} ({}, {}; run `resourcesync validate` for details)",
+        if r.is_valid() { "valid" } else { "invalid" },
+        count(r.findings.error_count(), "error", "errors"),
+        count(r.findings.warning_count(), "warning", "warnings")
+    )
 }

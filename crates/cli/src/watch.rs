@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use resourcesync_destination::{Observer, Round, StopHandle, SyncOptions, WatchOptions};
+use resourcesync_destination::{
+    Observer, Round, StopHandle, SyncOptions, WatchOptions, WatchReport,
+};
 
 use crate::printable::{printable, printable_message};
 use crate::{EXIT_DIFFERENCES, EXIT_OK};
@@ -141,23 +143,7 @@ pub(crate) fn run(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let stop = StopHandle::new();
-    {
-        let stop = stop.clone();
-        let mut signals = {
-            let _in_runtime = rt.enter();
-            crate::signal::Signals::new()
-        };
-        rt.spawn(async move {
-            signals.next().await;
-            crate::out::say!(
-                "resourcesync: stopping after the current round (signal again to stop at once)"
-            );
-            stop.stop();
-            signals.next().await;
-            stop.stop_now();
-        });
-    }
+    let stop = stop_on_signals(&rt);
     let mut last_failed = 0u64;
     let mut write_err: Option<std::io::Error> = None;
     let verbose = crate::out::verbose();
@@ -177,28 +163,7 @@ pub(crate) fn run(
         if quiet && !json && r.report.as_ref().is_some_and(|rep| rep.failed == 0) {
             return;
         }
-        let mut out = crate::out::stdout();
-        let res = if json {
-            serde_json::to_string(r)
-                .map_err(std::io::Error::other)
-                .and_then(|t| writeln!(out, "{t}"))
-        } else {
-            let mut res = writeln!(out, "{}", round_line(r));
-            if let Some(rep) = &r.report {
-                for f in rep.failures.iter().take(10) {
-                    if res.is_ok() {
-                        res = writeln!(
-                            out,
-                            "  failed {}: {}",
-                            printable(&f.uri),
-                            printable(&f.error)
-                        );
-                    }
-                }
-            }
-            res
-        };
-        if let Err(e) = res.and_then(|()| out.flush()) {
+        if let Err(e) = write_round(r, json) {
             write_err = Some(e);
         }
     };
@@ -241,6 +206,59 @@ pub(crate) fn run(
             "interrupted before the first sync completed (work done is kept: run again to resume)"
         );
     }
+    say_total(&total, json)?;
+    Ok(if last_failed > 0 {
+        EXIT_DIFFERENCES
+    } else {
+        EXIT_OK
+    })
+}
+
+/// A stop handle that the first SIGINT/SIGTERM stops after the current round, the second at
+/// once.
+fn stop_on_signals(rt: &tokio::runtime::Runtime) -> StopHandle {
+    let stop = StopHandle::new();
+    let handle = stop.clone();
+    let mut signals = {
+        let _in_runtime = rt.enter();
+        crate::signal::Signals::new()
+    };
+    rt.spawn(async move {
+        signals.next().await;
+        crate::out::say!(
+            "resourcesync: stopping after the current round (signal again to stop at once)"
+        );
+        handle.stop();
+        signals.next().await;
+        handle.stop_now();
+    });
+    stop
+}
+
+/// Writes a round to standard output: a JSON line, or its line and its first failures.
+fn write_round(r: &Round, json: bool) -> std::io::Result<()> {
+    let mut out = crate::out::stdout();
+    if json {
+        let t = serde_json::to_string(r).map_err(std::io::Error::other)?;
+        writeln!(out, "{t}")?;
+    } else {
+        writeln!(out, "{}", round_line(r))?;
+        if let Some(rep) = &r.report {
+            for f in rep.failures.iter().take(10) {
+                writeln!(
+                    out,
+                    "  failed {}: {}",
+                    printable(&f.uri),
+                    printable(&f.error)
+                )?;
+            }
+        }
+    }
+    out.flush()
+}
+
+/// The closing line (or JSON object) of the watch: the totals of every round.
+fn say_total(total: &WatchReport, json: bool) -> anyhow::Result<()> {
     let mut out = crate::out::stdout();
     if json {
         let t = serde_json::to_string(&serde_json::json!({ "watch": total }))?;
@@ -264,9 +282,5 @@ pub(crate) fn run(
             total.seconds
         )?;
     }
-    Ok(if last_failed > 0 {
-        EXIT_DIFFERENCES
-    } else {
-        EXIT_OK
-    })
+    Ok(())
 }

@@ -1,11 +1,11 @@
-//! Adaptive concurrency per host (issue 24): how many requests may be in flight to one host,
+//! Adaptive concurrency per host: how many requests may be in flight to one host,
 //! grown while throughput grows and the host answers without 429/503 or rising latency, cut on
 //! them, within a ceiling the user sets. An AIMD controller (additive increase, multiplicative
 //! decrease, as TCP's congestion control): small enough to own, and the crates that do this
 //! (tower's load shedding, governor's rate limits) limit rates or shed load rather than adapt a
 //! number in flight to what a remote server answers.
 //!
-//! - Start at [`START`] in flight (the former fixed default), or the ceiling when lower.
+//! - Start at [`START`] in flight, or the ceiling when lower.
 //! - Each window of `limit` responses: when none was a 429/503, the mean latency is at most
 //!   twice the best window's, and throughput did not fall, the limit grows by a quarter (at
 //!   least one), up to the ceiling; rising latency cuts it by a quarter.
@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// Requests in flight per host at first (the former fixed `--concurrency` default).
+/// Requests in flight per host at first.
 pub const START: usize = 32;
 /// The default ceiling of requests in flight per host.
 pub const DEFAULT_CEILING: usize = 256;

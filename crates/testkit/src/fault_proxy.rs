@@ -1,4 +1,4 @@
-//! A fault-injecting HTTP/1.1 proxy on 127.0.0.1:0, for tests (issue 7 item 1).
+//! A fault-injecting HTTP/1.1 proxy on 127.0.0.1:0, for tests.
 //!
 //! It sits between a Destination and an upstream server (a test Source or `resourcesync serve`):
 //! the Destination is pointed at the proxy (publish the Source with the proxy's base URL, so that

@@ -13,6 +13,8 @@
 //! - [`pages()`]: a loopback server answering every request with a page of the test's making.
 //! - [`tls`]: a private CA and a server certificate for 127.0.0.1 and localhost, as PEM files.
 //! - [`tree`]: the files under a directory, and a readable difference between two trees.
+//! - `sync` (feature `sync`): publish a Source tree, compare a Destination's copy with it,
+//!   Destination options with small timeouts, a replayable seed.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -22,6 +24,8 @@ pub mod cut;
 pub mod fault_proxy;
 pub mod pages;
 pub mod server;
+#[cfg(feature = "sync")]
+pub mod sync;
 pub mod tls;
 pub mod tree;
 pub mod wan;

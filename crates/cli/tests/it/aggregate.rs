@@ -86,20 +86,8 @@ fn aggregate_follows_reloads_on_sighup_and_drains_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    let stdout = agg.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let stderr = agg.stderr.take().expect("stderr");
-    let (etx, erx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = etx.send(line);
-        }
-    });
+    let rx = lines_of(agg.stdout.take().expect("stdout"));
+    let erx = lines_of(agg.stderr.take().expect("stderr"));
     let first: serde_json::Value = serde_json::from_str(
         &rx.recv_timeout(Duration::from_secs(60))
             .expect("start line"),
@@ -176,6 +164,17 @@ fn aggregate_follows_reloads_on_sighup_and_drains_on_sigterm() {
         let _ = c.kill();
         let _ = c.wait();
     }
+}
+
+/// The lines of a child's output, as they come.
+fn lines_of(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }
 
 #[test]

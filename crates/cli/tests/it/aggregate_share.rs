@@ -1,8 +1,8 @@
 //! Two `resourcesync aggregate` processes sharing a PostgreSQL state (scripts/postgres.sh,
-//! RESOURCESYNC_TEST_POSTGRES) and one store share the download work of ONE large Source
-//! (issue 16): the worker holding its lease queues its fetches, both workers claim and do
-//! them, each resource fetched once; a worker killed with SIGKILL mid-run loses nothing, the
-//! other finishing its work after its claims expire.
+//! RESOURCESYNC_TEST_POSTGRES) and one store share the download work of ONE large Source:
+//! the worker holding its lease queues its fetches, both workers claim and do them, each
+//! resource fetched once; a worker killed with SIGKILL mid-run loses nothing, the other
+//! finishing its work after its claims expire.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

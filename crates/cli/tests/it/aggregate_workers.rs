@@ -133,39 +133,9 @@ fn two_workers_share_the_sources_and_take_over_from_a_dead_one() {
         fetched, 40,
         "each resource fetched once across the two workers"
     );
-    let (va, vb) = (api(&a_addr), api(&b_addr));
-
-    // Steady state: rounds go on (by either worker, from the shared cursor), nothing fetched.
-    for (s, _) in &sources {
-        s.reset_hits();
-    }
-    let before = syncs(&va) + syncs(&vb);
-    let end = Instant::now() + Duration::from_secs(60);
-    while syncs(&api(&a_addr)) + syncs(&api(&b_addr)) < before + 8 {
-        assert!(Instant::now() < end, "no further rounds");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let fetched: u64 = sources.iter().map(|(s, _)| s.resource_hits()).sum();
-    assert_eq!(fetched, 0, "a resource fetched again in the steady state");
-    // Both take part: a lease is given up after each sync, and the next round goes to
-    // whichever worker asks first.
-    let end = Instant::now() + Duration::from_secs(60);
-    while !(syncs(&api(&a_addr)) > 0 && syncs(&api(&b_addr)) > 0) {
-        assert!(Instant::now() < end, "one worker never synced a Source");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-
-    // One change: fetched once, by whichever worker syncs next.
+    steady_state_fetches_nothing(&sources, &a_addr, &b_addr);
     let (s0, d0) = &sources[0];
-    std::fs::write(d0.path().join("f005.txt"), "changed\n").expect("write");
-    publish(d0.path(), &s0.base);
-    let copy = store.join(&names[0]).join("f005.txt");
-    let end = Instant::now() + Duration::from_secs(60);
-    while std::fs::read(&copy).ok().as_deref() != Some(b"changed\n".as_slice()) {
-        assert!(Instant::now() < end, "the change did not arrive");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(s0.hits("/f005.txt"), 1);
+    one_change_is_fetched_once(s0, d0.path(), &store.join(&names[0]));
 
     // A worker killed with SIGKILL mid-sync: a new Source whose resources are slow, so that
     // whoever takes it first is still fetching when killed.
@@ -223,4 +193,46 @@ fn two_workers_share_the_sources_and_take_over_from_a_dead_one() {
         .filter(|n| !n.starts_with('.'))
         .collect();
     assert_eq!(names_in.len(), 6, "{names_in:?}");
+}
+
+/// Steady state: rounds go on (by either worker, from the shared cursor), nothing fetched;
+/// both workers take part.
+fn steady_state_fetches_nothing(
+    sources: &[(Server, tempfile::TempDir)],
+    a_addr: &str,
+    b_addr: &str,
+) {
+    let (va, vb) = (api(a_addr), api(b_addr));
+    for (s, _) in sources {
+        s.reset_hits();
+    }
+    let before = syncs(&va) + syncs(&vb);
+    let end = Instant::now() + Duration::from_secs(60);
+    while syncs(&api(a_addr)) + syncs(&api(b_addr)) < before + 8 {
+        assert!(Instant::now() < end, "no further rounds");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let fetched: u64 = sources.iter().map(|(s, _)| s.resource_hits()).sum();
+    assert_eq!(fetched, 0, "a resource fetched again in the steady state");
+    // Both take part: a lease is given up after each sync, and the next round goes to
+    // whichever worker asks first.
+    let end = Instant::now() + Duration::from_secs(60);
+    while !(syncs(&api(a_addr)) > 0 && syncs(&api(b_addr)) > 0) {
+        assert!(Instant::now() < end, "one worker never synced a Source");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One change at the Source served by `s` from `dir`: fetched once, by whichever worker syncs
+/// next, into `copies` (the Source's folder in the store).
+fn one_change_is_fetched_once(s: &Server, dir: &Path, copies: &Path) {
+    std::fs::write(dir.join("f005.txt"), "changed\n").expect("write");
+    publish(dir, &s.base);
+    let copy = copies.join("f005.txt");
+    let end = Instant::now() + Duration::from_secs(60);
+    while std::fs::read(&copy).ok().as_deref() != Some(b"changed\n".as_slice()) {
+        assert!(Instant::now() < end, "the change did not arrive");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(s.hits("/f005.txt"), 1);
 }

@@ -1,4 +1,4 @@
-//! The crash harness (issue 7 item 2): `resourcesync sync` is killed with SIGKILL 20 times at
+//! The crash harness: `resourcesync sync` is killed with SIGKILL 20 times at
 //! points chosen by seed: while a list streams, mid-download, before and after the rename of a
 //! finished download, between a state row and its pending row, before the cursor moves, and
 //! at seeded moments. After every kill, every file at its final path under DEST is a full
@@ -12,8 +12,6 @@
 
 #![cfg(unix)]
 
-use crate::common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -21,7 +19,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::*;
+use resourcesync_testkit::Server;
+use resourcesync_testkit::sync::*;
 
 const KILLS: usize = 20;
 const CRASH_AT_VAR: &str = "RESOURCESYNC_TEST_CRASH_AT";
@@ -378,10 +377,10 @@ fn a_list_baseline_keeps_its_bodies_out_of_the_temporary_folder_and_a_kill_befor
 
 /// Z39.99-2017 §5.2, §5.3: a sync killed once a copy is renamed into place, before its state
 /// row (`after-rename`), then the Source deletes every file the kill left at the destination:
-/// the next run deletes them too (`--delete`). Before the placeholder rows (crate
-/// `resourcesync_destination::commit`), such a copy was unknown to the state: the baseline
-/// diff had no row to delete and the run kept a file the Source no longer had (the harness
-/// above failed so, rarely, when a generation deleted a file a kill had left unrecorded).
+/// the next run deletes them too (`--delete`). The placeholder rows (crate
+/// `resourcesync_destination::commit`) make such a copy known to the state: without them the
+/// baseline diff has no row to delete and the run keeps a file the Source no longer has (the
+/// harness above fails so, rarely, when a generation deletes a file a kill left unrecorded).
 #[test]
 fn a_copy_renamed_before_a_kill_is_deleted_when_the_source_deletes_it() {
     let src = content_tree(30);

@@ -1,11 +1,10 @@
 //! `resourcesync explore URL`, run as a user would, against a Source on 127.0.0.1: the tree, its
 //! JSON form, and the exit status (0 valid, 1 invalid or unreadable documents, 2 nothing found).
 
-use crate::common;
-
 use std::process::{Command, Output};
 
-use common::*;
+use resourcesync_testkit::sync::*;
+use resourcesync_testkit::{Fault, Server};
 
 fn explore(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_resourcesync"))

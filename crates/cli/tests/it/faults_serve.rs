@@ -1,12 +1,10 @@
-//! `resourcesync sync`, run as a user would, through the fault-injecting proxy (issue 7 item 1)
+//! `resourcesync sync`, run as a user would, through the fault-injecting proxy
 //! in front of a real `resourcesync serve`: at a 20% fault rate, repeated runs reach a copy
 //! that `resourcesync audit` finds in sync, first a baseline, then (after the Source changed and
 //! `serve` was restarted) an incremental sync; after every run, every file at its final path is
 //! a version the Source published.
 
 #![cfg(target_os = "linux")]
-
-use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -16,8 +14,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::fault_proxy::FaultProxy;
-use common::*;
+use resourcesync_testkit::FaultProxy;
+use resourcesync_testkit::sync::*;
 
 const MAX_RUNS: usize = 12;
 

@@ -3,14 +3,13 @@
 
 #![cfg(unix)]
 
-use crate::common;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use resourcesync_testkit::Server;
+use resourcesync_testkit::sync::*;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_resourcesync"))

@@ -1,4 +1,4 @@
-//! `resourcesync hub` against hostile and heavy clients (issue 7 item 4, WebSub hub side): a
+//! `resourcesync hub` against hostile and heavy clients (the WebSub hub side): a
 //! load of keep-alive clients for 30 s with every answer checked, huge request heads, 10,000 idle
 //! connections, oversized bodies, its state never reachable, the embedded hub of `serve`, its
 //! listen backlog, idle and stalled connections, private addresses. Linux only (the server's

@@ -1,4 +1,4 @@
-//! Interoperability of the republishing aggregator (issue 16 item 4) with the Python reference
+//! Interoperability of the republishing aggregator with the Python reference
 //! client: `resourcesync aggregate --serve` follows a Source served by `resourcesync serve`,
 //! and `resync-sync --baseline` syncs from the aggregator's republished Source
 //! (`/rs/NAME/`, discovered at its `.well-known/resourcesync`) to the same bytes. The venv

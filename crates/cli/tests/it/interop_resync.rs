@@ -30,11 +30,9 @@
 //!    Resource List (not its `at`); `prune_updates_before` keeps changes at or after that; then
 //!    `prune_dupes` (`resync/resource_container.py`) drops *both* entries of a URI whose first
 //!    kept change is `created` and whose last is `deleted`, assuming the client never had it.
-//!    Our Source used to record the files present at its first scan as `created` at scan time,
-//!    after their `<lastmod>`, so a file of the baseline deleted afterwards was never deleted by
-//!    resync: without `--from`, this test's incremental reported "Status: CHANGES APPLIED
-//!    (created=9, updated=2, deleted=0)" although the open Change List held 3 `deleted`
-//!    entries. The first snapshot is now the baseline and records no change, but resync's
+//!    A Source that recorded the files present at its first scan as `created` at scan time,
+//!    after their `<lastmod>`, would have a file of the baseline deleted afterwards never
+//!    deleted by resync. Our first snapshot is the baseline and records no change, but resync's
 //!    window still starts at a `<lastmod>`, not at the Resource List's `at`: the test passes
 //!    `--from` the datetime of the first change it made, read from the open Change List, so
 //!    resync's window holds exactly the changes since the baseline.
@@ -460,32 +458,7 @@ fn resync_baseline_incremental_and_audit_against_serve() {
     }
     let dst_s = dst.to_str().expect("UTF-8 temp path");
     assert!(!dst_s.contains('='), "resync takes uri=path: {dst_s}");
-
-    // Nested folders; spaces, non-ASCII and reserved characters in names; an empty file and a
-    // binary one.
-    let binary: Vec<u8> = (0..200_000u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
-    let initial: Vec<(&str, Vec<u8>)> = vec![
-        ("a.txt", b"alpha\n".to_vec()),
-        ("empty.txt", Vec::new()),
-        ("binary.bin", binary),
-        ("sub dir/b c.txt", b"bravo charlie\n".to_vec()),
-        (
-            "sub dir/deeper/na\u{ef}ve r\u{e9}sum\u{e9}.txt",
-            "caf\u{e9}\n".as_bytes().to_vec(),
-        ),
-        (
-            "\u{65e5}\u{672c}\u{8a9e}/\u{30c6}\u{30b9}\u{30c8}.txt",
-            "\u{65e5}\u{672c}\n".as_bytes().to_vec(),
-        ),
-        ("100%.txt", b"percent\n".to_vec()),
-        ("odd/x#y?z.txt", b"hash and query\n".to_vec()),
-        ("odd/it's (1);+&=.txt", b"sub-delims\n".to_vec()),
-        ("gone/one.txt", b"one\n".to_vec()),
-        ("gone/two.txt", b"two\n".to_vec()),
-        ("\u{ee}le.txt", b"island\n".to_vec()),
-    ];
+    let initial = initial_files();
     for (rel, content) in &initial {
         put(&staging, &src.join(rel), content);
     }
@@ -513,8 +486,6 @@ fn resync_baseline_incremental_and_audit_against_serve() {
     // resync defect 1 (header): the names on disk are the URI paths, still percent-encoded.
     assert!(dst.join("sub%20dir/b%20c.txt").is_file());
 
-    // Changes: two updates (one nested, non-ASCII), a new folder with two files, one deletion
-    // and a deleted folder.
     let before = server.published();
     // The first scan is the baseline: its Change List is empty (Z39.99-2017 §5.1, §12.1).
     assert!(before.changes.is_empty(), "{:?}", before.changes);
@@ -523,53 +494,9 @@ fn resync_baseline_incremental_and_audit_against_serve() {
         .iter()
         .map(|c| c.2)
         .max_by(|a, b| a.cmp_instant(b));
-    let updated = ["a.txt", "sub dir/deeper/na\u{ef}ve r\u{e9}sum\u{e9}.txt"];
-    let created = ["new \u{f6}/x y.txt", "new \u{f6}/\u{df}/z%20.txt"];
-    let deleted = ["\u{ee}le.txt", "gone/one.txt", "gone/two.txt"];
-    put(&staging, &src.join(updated[0]), b"alpha, second version\n");
-    put(
-        &staging,
-        &src.join(updated[1]),
-        "caf\u{e9} cr\u{e8}me\n".as_bytes(),
-    );
-    put(&staging, &src.join(created[0]), b"new\n");
-    put(
-        &staging,
-        &src.join(created[1]),
-        b"literal %20 in the name\n",
-    );
-    std::fs::remove_file(src.join(deleted[0])).expect("rm");
-    std::fs::remove_dir_all(src.join("gone")).expect("rm -r");
-
-    // Wait until the open Change List shows every change and the Resource List is current.
+    change_source(&staging, &src);
     let want_files = source_files(&src);
-    let want_changes: BTreeMap<&str, &str> = updated
-        .iter()
-        .map(|r| (*r, "updated"))
-        .chain(created.iter().map(|r| (*r, "created")))
-        .chain(deleted.iter().map(|r| (*r, "deleted")))
-        .collect();
-    let (now, new_changes) = wait_for(&server, "the changes to be published", || {
-        let p = server.published();
-        let new: Vec<_> = p
-            .changes
-            .iter()
-            .filter(|c| seen_max.is_none_or(|m| c.2.cmp_instant(&m).is_gt()))
-            .cloned()
-            .collect();
-        let last: BTreeMap<&str, &str> = new.iter().map(|c| (c.0.as_str(), c.1)).collect();
-        let current = p.resources.len() == want_files.len()
-            && want_files
-                .iter()
-                .all(|(r, c)| p.resources.get(r) == Some(&(c.len() as u64)));
-        (last == want_changes && current).then_some((p, new))
-    });
-    // Only what changed, each first seen as it should be (a file written atomically is
-    // `created` once, an update is never a creation).
-    for (rel, change) in &want_changes {
-        let first = new_changes.iter().find(|c| c.0 == *rel).expect("a change");
-        assert_eq!(first.1, *change, "first change of {rel}: {new_changes:?}");
-    }
+    let (now, new_changes) = wait_published(&server, &want_files, seen_max);
 
     // Incremental from the Change List the Capability List names (resync defect 2), from the
     // first of our changes (resync defect 3).
@@ -620,12 +547,101 @@ fn resync_baseline_incremental_and_audit_against_serve() {
         )],
         "{out}"
     );
+    the_audit_finds_a_tampered_copy(&work, &audit, &dst);
+    drop(server);
+}
 
-    // The audit can fail: a copy with the same length but other bytes, modified a minute after
-    // the copy resync made, is found. (resync 2.0.1 decides by size and timestamp: with the
-    // timestamp put back exactly, its `--audit --hash md5` still reports IN SYNC, and a rewrite
-    // within the same second as the original was reported IN SYNC too, which made this check
-    // depend on the clock; so the timestamp is set, not left to chance.)
+/// The Source at the start: nested folders; spaces, non-ASCII and reserved characters in
+/// names; an empty file and a binary one.
+fn initial_files() -> Vec<(&'static str, Vec<u8>)> {
+    let binary: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    vec![
+        ("a.txt", b"alpha\n".to_vec()),
+        ("empty.txt", Vec::new()),
+        ("binary.bin", binary),
+        ("sub dir/b c.txt", b"bravo charlie\n".to_vec()),
+        (
+            "sub dir/deeper/na\u{ef}ve r\u{e9}sum\u{e9}.txt",
+            "caf\u{e9}\n".as_bytes().to_vec(),
+        ),
+        (
+            "\u{65e5}\u{672c}\u{8a9e}/\u{30c6}\u{30b9}\u{30c8}.txt",
+            "\u{65e5}\u{672c}\n".as_bytes().to_vec(),
+        ),
+        ("100%.txt", b"percent\n".to_vec()),
+        ("odd/x#y?z.txt", b"hash and query\n".to_vec()),
+        ("odd/it's (1);+&=.txt", b"sub-delims\n".to_vec()),
+        ("gone/one.txt", b"one\n".to_vec()),
+        ("gone/two.txt", b"two\n".to_vec()),
+        ("\u{ee}le.txt", b"island\n".to_vec()),
+    ]
+}
+
+/// The files [`change_source`] updates, creates and deletes.
+const UPDATED: [&str; 2] = ["a.txt", "sub dir/deeper/na\u{ef}ve r\u{e9}sum\u{e9}.txt"];
+const CREATED: [&str; 2] = ["new \u{f6}/x y.txt", "new \u{f6}/\u{df}/z%20.txt"];
+const DELETED: [&str; 3] = ["\u{ee}le.txt", "gone/one.txt", "gone/two.txt"];
+
+/// Changes: two updates (one nested, non-ASCII), a new folder with two files, one deletion
+/// and a deleted folder.
+fn change_source(staging: &Path, src: &Path) {
+    put(staging, &src.join(UPDATED[0]), b"alpha, second version\n");
+    put(
+        staging,
+        &src.join(UPDATED[1]),
+        "caf\u{e9} cr\u{e8}me\n".as_bytes(),
+    );
+    put(staging, &src.join(CREATED[0]), b"new\n");
+    put(staging, &src.join(CREATED[1]), b"literal %20 in the name\n");
+    std::fs::remove_file(src.join(DELETED[0])).expect("rm");
+    std::fs::remove_dir_all(src.join("gone")).expect("rm -r");
+}
+
+/// Waits until the open Change List shows every change after `seen_max` and the Resource List
+/// is `want_files`: what is published then, and the changes since.
+fn wait_published(
+    server: &Server,
+    want_files: &BTreeMap<String, Vec<u8>>,
+    seen_max: Option<W3cDateTime>,
+) -> (Published, Vec<(String, &'static str, W3cDateTime)>) {
+    let want_changes: BTreeMap<&str, &str> = UPDATED
+        .iter()
+        .map(|r| (*r, "updated"))
+        .chain(CREATED.iter().map(|r| (*r, "created")))
+        .chain(DELETED.iter().map(|r| (*r, "deleted")))
+        .collect();
+    let (now, new_changes) = wait_for(server, "the changes to be published", || {
+        let p = server.published();
+        let new: Vec<_> = p
+            .changes
+            .iter()
+            .filter(|c| seen_max.is_none_or(|m| c.2.cmp_instant(&m).is_gt()))
+            .cloned()
+            .collect();
+        let last: BTreeMap<&str, &str> = new.iter().map(|c| (c.0.as_str(), c.1)).collect();
+        let current = p.resources.len() == want_files.len()
+            && want_files
+                .iter()
+                .all(|(r, c)| p.resources.get(r) == Some(&(c.len() as u64)));
+        (last == want_changes && current).then_some((p, new))
+    });
+    // Only what changed, each first seen as it should be (a file written atomically is
+    // `created` once, an update is never a creation).
+    for (rel, change) in &want_changes {
+        let first = new_changes.iter().find(|c| c.0 == *rel).expect("a change");
+        assert_eq!(first.1, *change, "first change of {rel}: {new_changes:?}");
+    }
+    (now, new_changes)
+}
+
+/// The audit can fail: a copy with the same length but other bytes, modified a minute after
+/// the copy resync made, is found.
+fn the_audit_finds_a_tampered_copy(work: &Path, audit: &[&str], dst: &Path) {
+    // resync 2.0.1 decides by size and timestamp: with the timestamp put back exactly, its
+    // `--audit --hash md5` still reports IN SYNC, and a rewrite within the same second as the
+    // original is reported IN SYNC too; so the timestamp is set, not left to the clock.
     let tampered = dst.join("a.txt");
     let mtime = std::fs::metadata(&tampered)
         .and_then(|m| m.modified())
@@ -636,7 +652,7 @@ fn resync_baseline_incremental_and_audit_against_serve() {
         .open(&tampered)
         .and_then(|f| f.set_modified(mtime + std::time::Duration::from_secs(60)))
         .expect("set mtime");
-    let out = resync(&work, &audit);
+    let out = resync(work, audit);
     assert_eq!(
         statuses(&out)
             .first()
@@ -644,5 +660,4 @@ fn resync_baseline_incremental_and_audit_against_serve() {
         Some(("NOT IN SYNC", Some(&1))),
         "{out}"
     );
-    drop(server);
 }

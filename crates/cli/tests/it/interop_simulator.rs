@@ -370,30 +370,8 @@ fn scenario(spec_version: &str) {
     let cursor0 = v["cursor"].as_str().expect("a cursor").to_owned();
     assert_copy_matches(&sim, &dest);
 
-    // 2. The simulator's known bug: no Change List until the first change
-    // (simulator/http.py DynamicChangeListHandler: `change_list.resources[0]` of an empty list).
-    let (status, body) = get(&sim.url("/changelist.xml"));
-    assert_eq!(
-        status, 500,
-        "premise: the Change List is a 500 before any change: {body}"
-    );
-    assert!(body.contains("IndexError"), "{body}");
-    // Taken as an error (exit 2, the document named), never as "nothing changed".
-    for cmd in ["sync", "audit"] {
-        let o = resourcesync(&[cmd, &url, p(&dest), "--retries", "0"]);
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{cmd} on a 500 Change List: {}",
-            text(&o)
-        );
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            err.contains("changelist.xml") && err.contains("500"),
-            "{cmd}: {}",
-            text(&o)
-        );
-    }
+    // 2. The simulator's known bug: a 500 for the Change List until the first change.
+    a_500_change_list_is_an_error(&sim, &url, &dest);
 
     // 3. Changes start; sync while the Source is changing.
     sim.go();
@@ -429,20 +407,8 @@ fn scenario(spec_version: &str) {
             .any(|w| w.as_str().is_some_and(|w| w.contains("after the cursor"))),
         "the reason for the baseline diff: {v}"
     );
-    // A first baseline while the Source changes: a body newer than its listing is fetched again
-    // at the version the Change List lists (exit 0); the cursor is the last change caught up,
-    // which step 4 checks by syncing this copy too.
     let fresh = tmp.path().join("fresh");
-    let o = resourcesync(&["sync", &url, p(&fresh), "--delete", "--json"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "a baseline during changes: {}",
-        text(&o)
-    );
-    let v = json(&o);
-    assert_eq!(v["mode"], "baseline", "{v}");
-    assert_eq!(v["failed"], 0, "{v}");
+    a_baseline_during_changes(&url, &fresh);
 
     // 4. The Source stops changing: incremental sync, then a clean audit.
     let finished = sim.wait_line("FINISHED ");
@@ -486,8 +452,55 @@ fn scenario(spec_version: &str) {
         "{a}"
     );
 
-    // Nothing new: an incremental run that changes nothing.
-    let o = resourcesync(&["sync", &url, p(&dest), "--delete", "--json"]);
+    nothing_new(&url, &dest);
+}
+
+/// The simulator's known bug: no Change List until the first change (simulator/http.py
+/// DynamicChangeListHandler: `change_list.resources[0]` of an empty list). Taken as an error
+/// (exit 2, the document named), never as "nothing changed".
+fn a_500_change_list_is_an_error(sim: &Simulator, url: &str, dest: &Path) {
+    let (status, body) = get(&sim.url("/changelist.xml"));
+    assert_eq!(
+        status, 500,
+        "premise: the Change List is a 500 before any change: {body}"
+    );
+    assert!(body.contains("IndexError"), "{body}");
+    for cmd in ["sync", "audit"] {
+        let o = resourcesync(&[cmd, url, p(dest), "--retries", "0"]);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{cmd} on a 500 Change List: {}",
+            text(&o)
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("changelist.xml") && err.contains("500"),
+            "{cmd}: {}",
+            text(&o)
+        );
+    }
+}
+
+/// A first baseline while the Source changes (into `fresh`): a body newer than its listing is
+/// fetched again at the version the Change List lists (exit 0); the cursor is the last change
+/// caught up, which step 4 checks by syncing this copy too.
+fn a_baseline_during_changes(url: &str, fresh: &Path) {
+    let o = resourcesync(&["sync", url, p(fresh), "--delete", "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "a baseline during changes: {}",
+        text(&o)
+    );
+    let v = json(&o);
+    assert_eq!(v["mode"], "baseline", "{v}");
+    assert_eq!(v["failed"], 0, "{v}");
+}
+
+/// Nothing new: an incremental run that changes nothing.
+fn nothing_new(url: &str, dest: &Path) {
+    let o = resourcesync(&["sync", url, p(dest), "--delete", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v = json(&o);
     assert_eq!(v["mode"], "incremental", "{v}");

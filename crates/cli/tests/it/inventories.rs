@@ -260,15 +260,7 @@ fn an_s3_bucket_published_into_itself_served_and_synced() {
         r["out"].as_str().is_some_and(|o| o.starts_with("s3://")),
         "{r}"
     );
-    let rl: Vec<String> = {
-        let mut keys = Vec::new();
-        b.list("resourcesync/resourcelists/", None, &mut |o| {
-            keys.push(o.name);
-            Ok(std::ops::ControlFlow::Continue(()))
-        })
-        .expect("list");
-        keys
-    };
+    let rl = keys_under(b, "resourcesync/resourcelists/");
     assert_eq!(rl.len(), 1, "{rl:?}");
     assert_eq!(
         bucket_doc(b, &rl[0]),
@@ -310,12 +302,10 @@ fn an_s3_bucket_published_into_itself_served_and_synced() {
         (Some(1), Some(1)),
         "{r}"
     );
-    let mut changes = Vec::new();
-    b.list("resourcesync/changelists/", None, &mut |o| {
-        changes.extend(bucket_doc(b, &o.name).into_iter().map(|(l, _, c)| (l, c)));
-        Ok(std::ops::ControlFlow::Continue(()))
-    })
-    .expect("list");
+    let changes: Vec<_> = keys_under(b, "resourcesync/changelists/")
+        .iter()
+        .flat_map(|k| bucket_doc(b, k).into_iter().map(|(l, _, c)| (l, c)))
+        .collect();
     assert_eq!(
         changes,
         [
@@ -324,49 +314,8 @@ fn an_s3_bucket_published_into_itself_served_and_synced() {
         ]
     );
 
-    // Documents inside the prefix but not at it would be listed: refused.
-    let inside = s3_url(&format!("{prefix}/sub"));
-    let out = resourcesync(&[
-        "publish",
-        ws,
-        "--inventory",
-        &url,
-        "--out",
-        &inside,
-        "--base-url",
-        "http://example.org/",
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("inside the inventory's prefix"));
-
-    // Served (bytes streamed from the bucket) and synced.
-    let (mut child, sd, addr) = serve_inventory(&work.path().join("served"), &url);
-    let (status, raw) = http_get(&addr, "/docs/b.txt");
-    assert_eq!((status, body(&raw)), (200, "beta"));
-    let (status, _) = http_get(&addr, "/a.txt");
-    assert_eq!(status, 404);
-    let dest = work.path().join("dest");
-    let out = resourcesync(&["sync", &sd, dest.to_str().expect("path")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        std::fs::read(dest.join("docs/b.txt")).expect("copy"),
-        b"beta"
-    );
-    assert_eq!(std::fs::read(dest.join("c.txt")).expect("copy"), b"gamma");
-    assert!(!dest.join("a.txt").exists());
-    // SIGTERM: a clean exit (the bucket's client closed where blocking is allowed).
-    crate::aggregate::signal(&child, "-TERM");
-    let status = child.wait().expect("wait");
-    assert!(status.success(), "{status:?}");
+    out_inside_the_prefix_is_refused(ws, &url, &prefix);
+    served_and_synced(work.path(), &url);
 }
 
 /// An OAI-PMH repository on 127.0.0.1 whose every `ListRecords` page holds one new record and
@@ -510,4 +459,66 @@ fn a_postgresql_inventory_speaks_of_rows_and_names_a_missing_table() {
     }
     assert!(!err.contains("configuration:"), "{err}");
     let _ = db.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
+}
+
+/// The keys under `prefix` in the bucket, in the order listed.
+fn keys_under(b: &resourcesync_store::s3::Bucket, prefix: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    b.list(prefix, None, &mut |o| {
+        keys.push(o.name);
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .expect("list");
+    keys
+}
+
+/// `publish --inventory URL --out` a place inside the inventory's prefix (not at it): the
+/// documents would be listed as resources, so it is refused.
+fn out_inside_the_prefix_is_refused(ws: &str, url: &str, prefix: &str) {
+    // Documents inside the prefix but not at it would be listed: refused.
+    let inside = s3_url(&format!("{prefix}/sub"));
+    let out = resourcesync(&[
+        "publish",
+        ws,
+        "--inventory",
+        url,
+        "--out",
+        &inside,
+        "--base-url",
+        "http://example.org/",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("inside the inventory's prefix"));
+}
+
+/// The inventory `url` served (bytes streamed from the bucket) and synced; SIGTERM then exits
+/// cleanly.
+fn served_and_synced(work: &std::path::Path, url: &str) {
+    let (mut child, sd, addr) = serve_inventory(&work.join("served"), url);
+    let (status, raw) = http_get(&addr, "/docs/b.txt");
+    assert_eq!((status, body(&raw)), (200, "beta"));
+    let (status, _) = http_get(&addr, "/a.txt");
+    assert_eq!(status, 404);
+    let dest = work.join("dest");
+    let out = resourcesync(&["sync", &sd, dest.to_str().expect("path")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(dest.join("docs/b.txt")).expect("copy"),
+        b"beta"
+    );
+    assert_eq!(std::fs::read(dest.join("c.txt")).expect("copy"), b"gamma");
+    assert!(!dest.join("a.txt").exists());
+    // SIGTERM: a clean exit (the bucket's client closed where blocking is allowed).
+    crate::aggregate::signal(&child, "-TERM");
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
 }

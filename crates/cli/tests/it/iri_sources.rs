@@ -10,9 +10,9 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::common::write_tree;
 use crate::interop_resync::{files, resync_build};
 use crate::nginx_publish::{free_port, nginx_binary, start_nginx};
+use resourcesync_testkit::sync::write_tree;
 
 fn build(args: &[&str]) {
     let o = Command::new(resync_build())

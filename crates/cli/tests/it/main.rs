@@ -1,9 +1,6 @@
 //! The integration tests of this crate, in one test binary (linked once): each former
 //! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
 
-// The Destination's test support: a published Source on 127.0.0.1, trees compared.
-#[path = "../../../destination/tests/it/common/mod.rs"]
-mod common;
 #[cfg(target_os = "linux")]
 mod robust_support;
 #[cfg(unix)]

@@ -20,8 +20,8 @@ use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
 use crate::interop_resync::{
-    Server, assert_same_tree, counts, files, put, resync, resync_sync, source_files, statuses,
-    wait_for,
+    Published, Server, assert_same_tree, counts, files, put, resync, resync_sync, source_files,
+    statuses, wait_for,
 };
 
 fn run(args: &[&str]) -> Output {
@@ -106,13 +106,7 @@ fn mirror_through_update_repair_and_delete() {
     for d in [&src, &staging, &work] {
         std::fs::create_dir_all(d).expect("mkdir");
     }
-    // The mode a new file gets here: what every copy must have.
-    std::fs::write(staging.join("fresh"), b"").expect("fresh file");
-    let fresh_mode = std::fs::metadata(staging.join("fresh"))
-        .expect("stat")
-        .permissions()
-        .mode()
-        & 0o7777;
+    let fresh_mode = fresh_mode(&staging);
     let initial: [(&str, &[u8]); 6] = [
         ("sub dir/\u{fc} 1.txt", b"u umlaut\n"),
         (
@@ -129,19 +123,7 @@ fn mirror_through_update_repair_and_delete() {
     }
     let server = Server::start(&src, &root.path().join("serve.log"));
     let base = format!("{}/", server.base);
-    let published = |what: &str| {
-        let want = source_files(&src);
-        wait_for(&server, what, || {
-            let p = server.published();
-            let current = p.resources.keys().collect::<BTreeSet<_>>()
-                == want.keys().collect::<BTreeSet<_>>()
-                && want
-                    .iter()
-                    .all(|(r, c)| p.resources.get(r) == Some(&(c.len() as u64)));
-            current.then_some(p)
-        })
-    };
-    published("the first Resource List");
+    published(&server, &src, "the first Resource List");
 
     // Baseline.
     let v = sync(&base, &dest, &["--retries", "0"]);
@@ -156,31 +138,7 @@ fn mirror_through_update_repair_and_delete() {
     );
 
     // An update, a deletion, an addition; followed incrementally, deletions applied.
-    let seen = server.published().changes;
-    put(
-        &staging,
-        &src.join("sub dir/\u{fc} 1.txt"),
-        b"u umlaut, again\n",
-    );
-    std::fs::remove_file(src.join("gone soon.txt")).expect("rm");
-    put(&staging, &src.join("new dir/\u{f1} 5%.txt"), b"new\n");
-    let want: BTreeMap<String, &str> = [
-        ("sub dir/\u{fc} 1.txt", "updated"),
-        ("gone soon.txt", "deleted"),
-        ("new dir/\u{f1} 5%.txt", "created"),
-    ]
-    .map(|(k, v)| (k.to_owned(), v))
-    .into();
-    let changelist = wait_for(&server, "the changes in the Change List", || {
-        let p = published("the changed Resource List");
-        let new: BTreeMap<String, &str> = p
-            .changes
-            .into_iter()
-            .filter(|c| !seen.contains(c))
-            .map(|c| (c.0, c.1))
-            .collect();
-        (new == want).then_some(p.changelist)
-    });
+    let changelist = change_and_wait(&server, &staging, &src);
     let v = sync(&base, &dest, &["--retries", "0", "--delete"]);
     assert_eq!(v["mode"], "incremental", "{v}");
     assert_eq!(
@@ -216,25 +174,85 @@ fn mirror_through_update_repair_and_delete() {
     );
     assert_same_tree(&src, Path::new(resync_dest), "resync --incremental");
 
+    repair_and_delete(&base, &src, &dest, fresh_mode);
+    drop(server);
+}
+
+/// The mode a new file gets here (a file made in `dir`): what every copy must have.
+fn fresh_mode(dir: &Path) -> u32 {
+    std::fs::write(dir.join("fresh"), b"").expect("fresh file");
+    std::fs::metadata(dir.join("fresh"))
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// A copy damaged on disk is found and fetched again; a file no resource maps to is removed
+/// by `--delete`; the audit then finds the copy in sync.
+fn repair_and_delete(base: &str, src: &Path, dest: &Path, fresh_mode: u32) {
     // A copy damaged on disk: audit finds it, the next sync fetches it again.
     let damaged = dest.join("\u{65e5}\u{672c}\u{8a9e}/a b.txt");
     std::fs::write(&damaged, b"not what the Source has\n").expect("damage");
     let dest_s = dest.to_str().expect("utf-8");
-    let o = run(&["audit", &base, dest_s]);
+    let o = run(&["audit", base, dest_s]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("a b.txt"), "{}", text(&o));
-    let v = sync(&base, &dest, &["--retries", "0"]);
+    let v = sync(base, dest, &["--retries", "0"]);
     assert_eq!((n(&v, "repaired"), n(&v, "failed")), (1, 0), "{v}");
-    check(&src, &dest, fresh_mode, "repair");
+    check(src, dest, fresh_mode, "repair");
 
     // A file no resource maps to: `--delete` removes it, and nothing else.
     std::fs::write(dest.join("sub dir/stray file.txt"), b"stray\n").expect("stray");
-    let v = sync(&base, &dest, &["--retries", "0", "--delete"]);
+    let v = sync(base, dest, &["--retries", "0", "--delete"]);
     assert_eq!((n(&v, "extra_deleted"), n(&v, "failed")), (1, 0), "{v}");
     assert!(!dest.join("sub dir/stray file.txt").exists());
-    check(&src, &dest, fresh_mode, "--delete");
+    check(src, dest, fresh_mode, "--delete");
 
-    let o = run(&["audit", &base, dest_s]);
+    let o = run(&["audit", base, dest_s]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    drop(server);
+}
+
+/// Waits until `server` publishes what `src` holds (every file, at its length).
+fn published(server: &Server, src: &Path, what: &str) -> Published {
+    let want = source_files(src);
+    wait_for(server, what, || {
+        let p = server.published();
+        let current = p.resources.keys().collect::<BTreeSet<_>>()
+            == want.keys().collect::<BTreeSet<_>>()
+            && want
+                .iter()
+                .all(|(r, c)| p.resources.get(r) == Some(&(c.len() as u64)));
+        current.then_some(p)
+    })
+}
+
+/// An update, a deletion, an addition at `src`; waits until the Change List shows exactly
+/// those three changes; its URL.
+fn change_and_wait(server: &Server, staging: &Path, src: &Path) -> String {
+    let seen = server.published().changes;
+    put(
+        staging,
+        &src.join("sub dir/\u{fc} 1.txt"),
+        b"u umlaut, again\n",
+    );
+    std::fs::remove_file(src.join("gone soon.txt")).expect("rm");
+    put(staging, &src.join("new dir/\u{f1} 5%.txt"), b"new\n");
+    let want: BTreeMap<String, &str> = [
+        ("sub dir/\u{fc} 1.txt", "updated"),
+        ("gone soon.txt", "deleted"),
+        ("new dir/\u{f1} 5%.txt", "created"),
+    ]
+    .map(|(k, v)| (k.to_owned(), v))
+    .into();
+    wait_for(server, "the changes in the Change List", || {
+        let p = published(server, src, "the changed Resource List");
+        let new: BTreeMap<String, &str> = p
+            .changes
+            .into_iter()
+            .filter(|c| !seen.contains(c))
+            .map(|c| (c.0, c.1))
+            .collect();
+        (new == want).then_some(p.changelist)
+    })
 }

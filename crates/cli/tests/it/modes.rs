@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Server, tmp, write_tree};
+use resourcesync_testkit::Server;
+use resourcesync_testkit::sync::{tmp, write_tree};
 
 /// `resourcesync` run through a shell that sets the umask `mask` first.
 pub(crate) fn under_umask(mask: &str) -> Command {

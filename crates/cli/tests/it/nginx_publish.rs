@@ -17,8 +17,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::write_tree;
 use crate::modes::{modes, under_umask};
+use resourcesync_testkit::sync::write_tree;
 
 pub(crate) fn nginx_binary() -> String {
     std::env::var("RESOURCESYNC_TEST_NGINX").unwrap_or_else(|_| {

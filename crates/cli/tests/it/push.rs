@@ -5,12 +5,13 @@
 //! polling with a deadline, never by sleeping a fixed time.
 #![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use resourcesync_destination::{
-    PushOptions, PushStats, Quiet, StopHandle, SyncOptions, WatchOptions,
+    PushOptions, PushStats, Quiet, StopHandle, SyncOptions, WatchOptions, WatchReport,
 };
 use resourcesync_source::server::{self, HubChoice, ServeOptions};
 use resourcesync_source::watch::WatchOptions as SourceWatch;
@@ -40,14 +41,11 @@ fn payload(base: &str, from: &str, until: &str, loc: &str, dt: &str) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_at_the_source_reaches_the_destination_by_push() {
-    let src_dir = tempfile::tempdir().unwrap();
-    let dst_dir = tempfile::tempdir().unwrap();
-    std::fs::write(src_dir.path().join("before.txt"), "present at the start").unwrap();
+/// A Source served with its embedded hub (a short debounce); the server and its base URL.
+async fn start_source(dir: &Path) -> (server::Running, String) {
     let listener = server::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", listener.local_addr().unwrap());
-    let mut cfg = SourceConfig::new(src_dir.path(), &base);
+    let mut cfg = SourceConfig::new(dir, &base);
     server::prepare_config(&mut cfg);
     let source = Source::open(cfg).unwrap();
     let sopts = ServeOptions {
@@ -60,9 +58,20 @@ async fn a_write_at_the_source_reaches_the_destination_by_push() {
     let running = server::start_with(source, listener, sopts, Some(HubChoice::Embedded))
         .await
         .unwrap();
-    let hub = running.hub().unwrap().clone();
+    (running, base)
+}
 
-    let mut opts = SyncOptions::new(base.clone(), dst_dir.path());
+/// A Destination following `base` into `dest` by push (the safety-net poll an hour away).
+struct Follower {
+    stop: StopHandle,
+    stats: Arc<PushStats>,
+    /// Rounds completed.
+    rounds: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<resourcesync_destination::Result<WatchReport>>,
+}
+
+fn follow(base: &str, dest: &Path) -> Follower {
+    let mut opts = SyncOptions::new(base, dest);
     opts.concurrency = 4;
     let popts = PushOptions {
         poll_interval: Duration::from_secs(3600),
@@ -70,7 +79,7 @@ async fn a_write_at_the_source_reaches_the_destination_by_push() {
     };
     let stop = StopHandle::new();
     let stats = Arc::new(PushStats::default());
-    let rounds = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let rounds = Arc::new(AtomicU64::new(0));
     let task = {
         let (stop, stats, rounds) = (stop.clone(), stats.clone(), rounds.clone());
         tokio::spawn(async move {
@@ -88,6 +97,39 @@ async fn a_write_at_the_source_reaches_the_destination_by_push() {
             .await
         })
     };
+    Follower {
+        stop,
+        stats,
+        rounds,
+        task,
+    }
+}
+
+/// Posts a notification to a subscriber's callback, signed with `signature` if given.
+async fn deliver(
+    client: &reqwest::Client,
+    callback: &str,
+    body: &str,
+    signature: Option<String>,
+) -> reqwest::StatusCode {
+    let mut req = client
+        .post(callback)
+        .header("content-type", "application/xml");
+    if let Some(sig) = signature {
+        req = req.header("x-hub-signature", sig);
+    }
+    req.body(body.to_owned()).send().await.unwrap().status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_at_the_source_reaches_the_destination_by_push() {
+    let src_dir = tempfile::tempdir().unwrap();
+    let dst_dir = tempfile::tempdir().unwrap();
+    std::fs::write(src_dir.path().join("before.txt"), "present at the start").unwrap();
+    let (running, base) = start_source(src_dir.path()).await;
+    let hub = running.hub().unwrap().clone();
+    let f = follow(&base, dst_dir.path());
+    let stats = &f.stats;
     let before = dst_dir.path().join("before.txt");
     until("the baseline", || before.exists()).await;
     until("the subscription", || {
@@ -96,7 +138,7 @@ async fn a_write_at_the_source_reaches_the_destination_by_push() {
     .await;
     // Round 1 the baseline, round 2 the catch-up after subscribing.
     until("the catch-up after subscribing", || {
-        rounds.load(Ordering::SeqCst) >= 2
+        f.rounds.load(Ordering::SeqCst) >= 2
     })
     .await;
     assert_eq!(stats.catch_ups.load(Ordering::Relaxed), 1);
@@ -118,7 +160,6 @@ async fn a_write_at_the_source_reaches_the_destination_by_push() {
         "no poll was needed"
     );
 
-    // Forged deliveries: no signature, a wrong one. Nothing applied.
     let subs = hub.subscriptions().unwrap();
     let sub = subs
         .iter()
@@ -126,91 +167,10 @@ async fn a_write_at_the_source_reaches_the_destination_by_push() {
         .unwrap();
     let secret = sub.secret.clone().unwrap();
     let client = resourcesync_websub::hub::http_client(Duration::from_secs(10)).unwrap();
-    let forged = payload(
-        &base,
-        "2000-01-01T00:00:00Z",
-        "2999-01-01T00:00:00Z",
-        "evil.txt",
-        "2998-01-01T00:00:00Z",
-    );
-    let r = client
-        .post(&sub.callback)
-        .header("content-type", "application/xml")
-        .body(forged.clone())
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        r.status().is_success(),
-        "acknowledged (WebSub §7.1.2) but ignored"
-    );
-    let r = client
-        .post(&sub.callback)
-        .header("content-type", "application/xml")
-        .header(
-            "x-hub-signature",
-            signature::sign(b"not the secret", forged.as_bytes()),
-        )
-        .body(forged.clone())
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    until("two rejections", || {
-        stats.rejected.load(Ordering::Relaxed) == 2
-    })
-    .await;
-    // A delivery to a callback path this process does not hold: 410.
-    let other = format!("{}x", sub.callback);
-    let r = client.post(&other).body("x").send().await.unwrap();
-    assert_eq!(r.status().as_u16(), 410);
-
-    // Replayed / out-of-order: a correctly signed payload older than the cursor changes nothing.
-    let old = payload(
-        &base,
-        "2001-01-01T00:00:00Z",
-        "2001-01-01T00:00:01Z",
-        "old.txt",
-        "2001-01-01T00:00:01Z",
-    );
-    let stale_before = stats.stale.load(Ordering::Relaxed);
-    let r = client
-        .post(&sub.callback)
-        .header("content-type", "application/xml")
-        .header("x-hub-signature", signature::sign(&secret, old.as_bytes()))
-        .body(old)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    until("the stale payload", || {
-        stats.stale.load(Ordering::Relaxed) > stale_before
-    })
-    .await;
+    forged_deliveries_are_rejected(&client, &sub.callback, &base, stats).await;
+    a_stale_payload_changes_nothing(&client, &sub.callback, &secret, &base, stats).await;
     assert!(!dst_dir.path().join("old.txt").exists());
-
-    // A gap (from after the cursor): a catch-up from the Change List before anything else.
-    let gap = payload(
-        &base,
-        "2999-01-01T00:00:00Z",
-        "2999-01-01T00:00:01Z",
-        "never.txt",
-        "2999-01-01T00:00:01Z",
-    );
-    let r = client
-        .post(&sub.callback)
-        .header("content-type", "application/xml")
-        .header("x-hub-signature", signature::sign(&secret, gap.as_bytes()))
-        .body(gap)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    until("the gap", || stats.gaps.load(Ordering::Relaxed) >= 1).await;
-    until("the catch-up", || {
-        stats.catch_ups.load(Ordering::Relaxed) >= 2
-    })
-    .await;
+    a_gap_catches_up(&client, &sub.callback, &secret, &base, stats).await;
     // Its entry names a resource the Source does not have: the fetch fails, nothing written.
     assert!(!dst_dir.path().join("never.txt").exists());
     assert!(!dst_dir.path().join("evil.txt").exists());
@@ -228,8 +188,8 @@ async fn a_write_at_the_source_reaches_the_destination_by_push() {
     })
     .await;
 
-    stop.stop();
-    let total = tokio::time::timeout(DEADLINE, task)
+    f.stop.stop();
+    let total = tokio::time::timeout(DEADLINE, f.task)
         .await
         .unwrap()
         .unwrap()
@@ -244,4 +204,86 @@ async fn a_write_at_the_source_reaches_the_destination_by_push() {
     })
     .await;
     running.shutdown().await.unwrap();
+}
+
+/// Forged deliveries: no signature, a wrong one. Nothing applied; a delivery to a callback
+/// path this process does not hold: 410.
+async fn forged_deliveries_are_rejected(
+    client: &reqwest::Client,
+    callback: &str,
+    base: &str,
+    stats: &PushStats,
+) {
+    let forged = payload(
+        base,
+        "2000-01-01T00:00:00Z",
+        "2999-01-01T00:00:00Z",
+        "evil.txt",
+        "2998-01-01T00:00:00Z",
+    );
+    let status = deliver(client, callback, &forged, None).await;
+    assert!(
+        status.is_success(),
+        "acknowledged (WebSub §7.1.2) but ignored"
+    );
+    let wrong = signature::sign(b"not the secret", forged.as_bytes());
+    let status = deliver(client, callback, &forged, Some(wrong)).await;
+    assert!(status.is_success());
+    until("two rejections", || {
+        stats.rejected.load(Ordering::Relaxed) == 2
+    })
+    .await;
+    let other = format!("{callback}x");
+    let r = client.post(&other).body("x").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 410);
+}
+
+/// Replayed / out-of-order: a correctly signed payload older than the cursor changes nothing.
+async fn a_stale_payload_changes_nothing(
+    client: &reqwest::Client,
+    callback: &str,
+    secret: &[u8],
+    base: &str,
+    stats: &PushStats,
+) {
+    let old = payload(
+        base,
+        "2001-01-01T00:00:00Z",
+        "2001-01-01T00:00:01Z",
+        "old.txt",
+        "2001-01-01T00:00:01Z",
+    );
+    let stale_before = stats.stale.load(Ordering::Relaxed);
+    let signed = signature::sign(secret, old.as_bytes());
+    let status = deliver(client, callback, &old, Some(signed)).await;
+    assert!(status.is_success());
+    until("the stale payload", || {
+        stats.stale.load(Ordering::Relaxed) > stale_before
+    })
+    .await;
+}
+
+/// A gap (from after the cursor): a catch-up from the Change List before anything else.
+async fn a_gap_catches_up(
+    client: &reqwest::Client,
+    callback: &str,
+    secret: &[u8],
+    base: &str,
+    stats: &PushStats,
+) {
+    let gap = payload(
+        base,
+        "2999-01-01T00:00:00Z",
+        "2999-01-01T00:00:01Z",
+        "never.txt",
+        "2999-01-01T00:00:01Z",
+    );
+    let signed = signature::sign(secret, gap.as_bytes());
+    let status = deliver(client, callback, &gap, Some(signed)).await;
+    assert!(status.is_success());
+    until("the gap", || stats.gaps.load(Ordering::Relaxed) >= 1).await;
+    until("the catch-up", || {
+        stats.catch_ups.load(Ordering::Relaxed) >= 2
+    })
+    .await;
 }

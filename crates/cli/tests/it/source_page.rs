@@ -103,6 +103,22 @@ fn stop(mut child: Child) {
 fn the_sources_page_shows_documents_changes_and_subscribers() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("collection");
+    write_collection(&data);
+    let served = start_serve(dir.path(), &data);
+    let addr = &served.addr;
+    let cb_shown = change_and_subscribe(&data, &served);
+    let page = until(addr, "/", "three changes and a subscriber", |b| {
+        b.contains("notification.html") && b.contains("cover.svg") && b.contains(&cb_shown)
+    });
+    assert_overview(&page, addr, &served.topic, &cb_shown);
+    assert_times_newest_first(&page);
+    assert_document_paged(&page, addr);
+    assert_in_browser(addr);
+    stop(served.child);
+}
+
+/// The collection served: six files in folders and 230 records.
+fn write_collection(data: &Path) {
     for (rel, body) in [
         ("README.txt", "A small collection.\n"),
         ("articles/2024/open-access.html", "<p>open access</p>\n"),
@@ -114,21 +130,36 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
             "<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n",
         ),
     ] {
-        write(&data, rel, body);
+        write(data, rel, body);
     }
     for i in 0..230 {
         write(
-            &data,
+            data,
             &format!("records/{i:04}.json"),
             &format!("{{\"id\":{i}}}\n"),
         );
     }
+}
+
+/// `resourcesync serve` with its embedded hub, as its start lines tell it.
+struct Served {
+    child: Child,
+    /// HOST:PORT.
+    addr: String,
+    /// The change topic.
+    topic: String,
+    /// The hub's path on the server.
+    hub_path: String,
+}
+
+/// Starts `serve DATA --hub embedded` (state under `dir`) and reads its start lines.
+fn start_serve(dir: &Path, data: &Path) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
         .arg("serve")
-        .arg(&data)
+        .arg(data)
         .args(["--listen", "127.0.0.1:0", "--hub", "embedded"])
         .arg("--state")
-        .arg(dir.path().join("state.sqlite"))
+        .arg(dir.join("state.sqlite"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -158,38 +189,47 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
     let mut w = topic_line.split_whitespace();
     let topic = w.nth(3).expect("topic URL").to_owned();
     let hub = w.nth(2).expect("hub URL").to_owned();
-    let hub_path = &hub[hub.find(&addr).expect("hub on serve") + addr.len()..];
+    let hub_path = hub[hub.find(&addr).expect("hub on serve") + addr.len()..].to_owned();
+    Served {
+        child,
+        addr,
+        topic,
+        hub_path,
+    }
+}
 
-    // Changes, which the page lists newest first.
+/// Changes, which the page lists newest first, and a subscriber, which the page lists without
+/// its callback's query. The callback as the page shows it.
+fn change_and_subscribe(data: &Path, served: &Served) -> String {
     write(
-        &data,
+        data,
         "articles/2024/metadata.html",
         "<p>metadata, revised</p>\n",
     );
     std::fs::remove_file(data.join("images/cover.svg")).expect("rm");
     // A name outside ASCII and with a space: shown as people write it.
     write(
-        &data,
+        data,
         "articles/2025/über notification.html",
         "<p>push</p>\n",
     );
-    // A subscriber, which the page lists without its callback's query.
     let cb = callback();
     let status = post_form(
-        &addr,
-        hub_path,
+        &served.addr,
+        &served.hub_path,
         &format!(
             "hub.mode=subscribe&hub.topic={}&hub.callback={}",
-            enc(&topic),
+            enc(&served.topic),
             enc(&cb)
         ),
     );
     assert_eq!(status, 202, "subscription request");
-    let cb_shown = cb.split('?').next().expect("callback").to_owned();
+    cb.split('?').next().expect("callback").to_owned()
+}
 
-    let page = until(&addr, "/", "three changes and a subscriber", |b| {
-        b.contains("notification.html") && b.contains("cover.svg") && b.contains(&cb_shown)
-    });
+/// The overview: names decoded, links as published, changes, subscribers (no token), the
+/// topic, the Capability List linked, no script.
+fn assert_overview(page: &str, addr: &str, topic: &str, cb_shown: &str) {
     assert!(
         page.contains(">articles/2025/über notification.html</a>"),
         "the name decoded: {page}"
@@ -216,6 +256,10 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
         "{page}"
     );
     assert!(!page.contains("<script"), "{page}");
+}
+
+/// Every time on the page in one format, the changes newest first.
+fn assert_times_newest_first(page: &str) {
     // The newest change first.
     let times: Vec<String> = page
         .split("<tr><td class=t>")
@@ -251,8 +295,10 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
         .expect("the snapshot's time");
     assert!(is_time(snapshot), "{snapshot:?}");
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+}
 
-    // A document as a table, 100 entries a page.
+/// A document as a table, 100 entries a page; only the documents listed are opened.
+fn assert_document_paged(page: &str, addr: &str) {
     let doc = page
         .split("href=\"/?doc=")
         .skip(1)
@@ -260,7 +306,7 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
         .find(|d| d.starts_with("resourcelists/"))
         .expect("a Resource List on the page")
         .to_owned();
-    let (status, first) = http_get(&addr, &format!("/?doc={doc}"));
+    let (status, first) = http_get(addr, &format!("/?doc={doc}"));
     assert_eq!(status, 200);
     assert!(first.contains("<th>Entries</th><td>236</td>"), "{first}");
     assert!(first.contains("<td class=n>100</td>"), "{first}");
@@ -270,18 +316,20 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
         first.contains(&format!("href=\"/?doc={doc}&amp;page=2\">next</a>")),
         "{first}"
     );
-    let (_, last) = http_get(&addr, &format!("/?doc={doc}&page=3"));
+    let (_, last) = http_get(addr, &format!("/?doc={doc}&page=3"));
     assert!(last.contains("<td class=n>236</td>"), "{last}");
     assert!(!last.contains("<td class=n>200</td>"), "{last}");
     assert!(last.contains("Page 3 of 3"), "{last}");
     assert!(last.contains("md5:"), "{last}");
     // Only the documents listed are opened.
     for bad in ["../state.sqlite", "..%2F..%2Fetc%2Fpasswd", "nothing.xml"] {
-        let (status, _) = http_get(&addr, &format!("/?doc={bad}"));
+        let (status, _) = http_get(addr, &format!("/?doc={bad}"));
         assert_eq!(status, 404, "{bad}");
     }
+}
 
-    // In a browser, without script.
+/// In a browser, without script: the page and a screenshot.
+fn assert_in_browser(addr: &str) {
     let url = format!("http://{addr}/");
     let dom = headless(&url, &["--dump-dom"]);
     assert!(dom.contains("<h1>ResourceSync Source</h1>"), "{dom}");
@@ -304,5 +352,4 @@ fn the_sources_page_shows_documents_changes_and_subscribers() {
     if let Ok(keep) = std::env::var("RESOURCESYNC_SCREENSHOT") {
         std::fs::copy(&shot, Path::new(&keep)).expect("keep the screenshot");
     }
-    stop(child);
 }

@@ -1,13 +1,12 @@
 //! `resourcesync sync` and `resourcesync audit`, run as a user would, against an in-process
 //! Source on 127.0.0.1.
 
-use crate::common;
-
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::*;
+use resourcesync_testkit::sync::*;
+use resourcesync_testkit::{Fault, Server};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_resourcesync"))

@@ -2,12 +2,11 @@
 //! (files no resource maps to go too), `--include`/`--exclude` over names as written, and
 //! counts that add up to the Source's resources.
 
-use crate::common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::*;
+use resourcesync_testkit::sync::*;
+use resourcesync_testkit::{Fault, Server};
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_resourcesync"))

@@ -2,7 +2,7 @@
 //! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
 
 mod common;
-// Not in `common`, which the command line's tests include too (without `zip`).
+// What the dump tests share: ZIP packages, digests, warnings.
 mod dump_support;
 #[path = "common/hand.rs"]
 mod hand;
