@@ -8,7 +8,7 @@ use resourcesync_model::package::{DumpLimits, patch_path};
 use resourcesync_model::{Capability, Change, DocumentReader, Entry, W3cDateTime};
 use resourcesync_store::PendingChange;
 
-use crate::commit::{Done, MAX_BATCH, Pending, Producer};
+use crate::commit::{Done, MAX_BATCH, Pending, Producer, Write, not_recorded};
 use crate::discover::docs::DocFetcher;
 use crate::error::{Error, Result};
 use crate::fetch::exec::Ctx;
@@ -194,7 +194,7 @@ pub(super) fn entry_failed(
          pending, the next sync tries again (from its URI, or from a newer package)"
     );
     if !ctx.dry_run {
-        ctx.state.put_pending(&PendingChange {
+        let p = PendingChange {
             source: ctx.key.clone(),
             uri: item.uri.clone(),
             change: item.change.clone().or(Some(Change::Updated)),
@@ -203,7 +203,10 @@ pub(super) fn entry_failed(
             lastmod: item.lastmod,
             duplicates: item.duplicates.clone(),
             error: error.clone(),
-        })?;
+        };
+        ctx.committer
+            .write_blocking(vec![Write::Pending(p)])
+            .map_err(not_recorded)?;
     }
     let path = ctx.mapper.map(&item.uri).ok().map(|r| r.to_string());
     // Dealt with: the pending changes retried in this run leave it alone.

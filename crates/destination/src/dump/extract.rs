@@ -9,7 +9,7 @@ use resourcesync_model::package::{DumpLimits, entry_name};
 use resourcesync_model::{Capability, Change, DocumentReader, Entry, W3cDateTime};
 use resourcesync_store::{Committed, Expect, RelPath, ResourceRecord, Store, Upload};
 
-use crate::commit::{Origin, Pending};
+use crate::commit::{Origin, Pending, Write, not_recorded};
 use crate::error::{Error, Result};
 use crate::fetch::exec::Ctx;
 use crate::fetch::patch::{MAX_PATCH_BYTES, PatchLink, patch_copy};
@@ -397,7 +397,12 @@ pub(super) fn delete(ctx: &Ctx, uri: &str) -> Result<Applied> {
         Err(_) => ctx.mapper.map(uri)?,
     };
     ctx.store.delete(&rel)?;
-    ctx.state.remove_resource(uri)?;
-    ctx.state.remove_pending(&ctx.key, uri)?;
+    // The row only once the copy is gone, by the committer.
+    ctx.committer
+        .write_blocking(vec![Write::Removed {
+            source: ctx.key.clone(),
+            uri: uri.to_owned(),
+        }])
+        .map_err(not_recorded)?;
     Ok(Applied::Deleted)
 }

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use resourcesync_model::{Change, W3cDateTime};
 
+use crate::commit::{Write, not_recorded};
 use crate::discover::SourceInfo;
 use crate::discover::docs::DocFetcher;
 use crate::dump::{DumpLimits, DumpStats, change_dumps, resource_dump};
@@ -255,11 +256,15 @@ async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
         let page = ctx.state.pending_page(&ctx.key, last.as_deref(), 1000)?;
         let Some(l) = page.last() else { break };
         last = Some(l.uri.clone());
-        for p in page {
-            if !ctx.dumped_now(&p.uri) {
-                ctx.state.remove_pending(&ctx.key, &p.uri)?;
-            }
-        }
+        let settled = page
+            .into_iter()
+            .filter(|p| !ctx.dumped_now(&p.uri))
+            .map(|p| Write::Settled {
+                source: ctx.key.clone(),
+                uri: p.uri,
+            })
+            .collect();
+        ctx.committer.write(settled).await.map_err(not_recorded)?;
     }
     let mut last: Option<String> = None;
     loop {

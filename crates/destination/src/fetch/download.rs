@@ -13,7 +13,7 @@ use resourcesync_model::Change;
 use resourcesync_store::{Expect, ObjectMeta, RelPath, ResourceRecord};
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::commit::{Origin, Pending};
+use crate::commit::{Origin, Pending, Write};
 use crate::error::{Error, Result};
 use crate::fetch::exec::{Ctx, Made, Outcome, Started, blocking};
 use crate::http::{Conditional, header};
@@ -25,7 +25,8 @@ use crate::report::{Failed, Planned};
 pub(crate) enum Fetched {
     /// Downloaded and verified, to be put in place by the committer.
     Verified(Box<Pending>),
-    NotModified,
+    /// The copy in place is current (RFC 9110 §15.4.5): its row, to be recorded.
+    NotModified(Box<ResourceRecord>),
 }
 
 /// Fetches the copy of `item` at `rel` (unless the state or the file in place shows it current),
@@ -112,7 +113,10 @@ pub(crate) async fn fetch(
                 };
                 return Ok(Started::Queued(receipt, made));
             }
-            Ok(Fetched::NotModified) => return Ok(Started::Done(Outcome::Unchanged)),
+            Ok(Fetched::NotModified(row)) => {
+                ctx.committer.write(vec![Write::Row(*row)]).await?;
+                return Ok(Started::Done(Outcome::Unchanged));
+            }
             Err(e) => {
                 let msg = e.to_string();
                 first.get_or_insert_with(|| Failed::from(e));
@@ -175,8 +179,7 @@ async fn adopt(
             last_modified: prior.and_then(|p| p.last_modified.clone()),
             gone: false,
         };
-        ctx.state.put_resource(&rec)?;
-        ctx.state.remove_pending(&ctx.key, &item.uri)?;
+        ctx.committer.write(vec![Write::Row(rec)]).await?;
     }
     Ok(true)
 }
@@ -238,9 +241,7 @@ pub(crate) async fn download(
             if needs_update(&record_item(p), &item.item()).is_none() {
                 let mut rec = p.clone();
                 rec.lastmod = item.lastmod.or(p.lastmod);
-                ctx.state.put_resource(&rec)?;
-                ctx.state.remove_pending(&ctx.key, &item.uri)?;
-                return Ok(Fetched::NotModified);
+                return Ok(Fetched::NotModified(Box::new(rec)));
             }
         }
         resp = ctx.http.get_once(url, None).await?;

@@ -13,7 +13,7 @@ use resourcesync_store::{PendingChange, RelPath, ResourceRecord, StateStore, Sto
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::commit::{Committer, Receipt, is_placeholder};
+use crate::commit::{Committer, Receipt, Write, is_placeholder};
 use crate::error::{Error, Result};
 use crate::fetch::download::fetch;
 use crate::fetch::shared::Handout;
@@ -235,7 +235,7 @@ impl Exec {
             },
             None => job,
         };
-        let (job, claim) = match self.claim(job) {
+        let (job, claim) = match self.claim(job).await {
             Ok(c) => c,
             Err(o) => {
                 self.done_inline(o);
@@ -277,7 +277,7 @@ impl Exec {
     /// The claim of a fetch on its path (none for a delete or a URI without a path, which
     /// `run_job` reports), or, when an earlier fetch of another URI holds it, the job settled
     /// as refused ([`Error::PathTaken`]: reported, kept as pending).
-    fn claim(&self, job: Job) -> std::result::Result<(Job, Option<Claim>), Outcome> {
+    async fn claim(&self, job: Job) -> std::result::Result<(Job, Option<Claim>), Outcome> {
         if !matches!(job.kind, JobKind::Fetch { .. }) {
             return Ok((job, None));
         }
@@ -293,7 +293,7 @@ impl Exec {
                     owner,
                     owner_gone: false,
                 };
-                Err(settle(&self.ctx, Box::new(job), rel, Err(Failed::from(e))))
+                Err(settle(&self.ctx, Box::new(job), rel, Err(Failed::from(e))).await)
             }
         }
     }
@@ -414,7 +414,8 @@ pub(crate) async fn run_at(
         }),
         Err(e) => Err(e),
     };
-    settle(ctx, job, rel, res)
+    // Boxed too: a failure's pending change waits for its batch in a frame of its own.
+    Box::pin(settle(ctx, job, rel, res)).await
 }
 
 /// The first step of [`run_at`]: the job run up to the commit queue.
@@ -436,7 +437,7 @@ async fn start(
 
 /// What a job came to: a failure counted against the store, recorded as pending (tried again
 /// by the next run), and stopping the run when it concerns every copy alike.
-fn settle(
+async fn settle(
     ctx: &Ctx,
     job: Box<Job>,
     rel: RelPath,
@@ -490,15 +491,18 @@ fn settle(
                     error: error.message.clone(),
                 };
                 let put = if crate::crashpoint::fails("pending") {
-                    Err(resourcesync_store::Error::Io {
+                    Err(Failed::from(resourcesync_store::Error::Io {
                         path: ctx.state_path.clone(),
                         cause: std::io::Error::from_raw_os_error(28),
-                    })
+                    }))
                 } else {
-                    ctx.state.put_pending(&p)
+                    ctx.committer.write(vec![Write::Pending(p)]).await
                 };
                 if let Err(e) = put {
-                    ctx.state_failed(format!("recording the failed change of {uri}: {e}"));
+                    ctx.state_failed(format!(
+                        "recording the failed change of {uri}: {}",
+                        e.message
+                    ));
                 }
             }
             // A full, read-only or forbidden disk fails every copy after this one alike: the
@@ -529,10 +533,14 @@ pub(crate) async fn delete(
     rel: &RelPath,
 ) -> std::result::Result<Outcome, Failed> {
     let prior = ctx.state.resource(&item.uri)?;
+    let (source, uri) = (ctx.key.clone(), item.uri.clone());
     // Only copies the Destination made (with a row) are ever removed.
     let Some(p) = prior else {
         if !ctx.dry_run {
-            let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+            let _ = ctx
+                .committer
+                .write(vec![Write::Settled { source, uri }])
+                .await;
         }
         return Ok(Outcome::NoCopy);
     };
@@ -540,17 +548,19 @@ pub(crate) async fn delete(
     // The placeholder of a copy a killed run never put in place (crate::commit): nothing to
     // delete or keep, the row goes; one it put in place and that is kept (without --delete)
     // becomes a kept copy like any other (its length known: no longer a placeholder).
+    let mut writes = Vec::new();
     if !ctx.dry_run && is_placeholder(&p) {
         match ctx.store.head(&path)? {
             None => {
-                ctx.state.remove_resource(&item.uri)?;
-                let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+                ctx.committer
+                    .write(vec![Write::Removed { source, uri }])
+                    .await?;
                 return Ok(Outcome::NoCopy);
             }
-            Some(m) if !ctx.delete => ctx.state.put_resource(&ResourceRecord {
+            Some(m) if !ctx.delete => writes.push(Write::Row(ResourceRecord {
                 length: Some(m.length),
                 ..p.clone()
-            })?,
+            })),
             Some(_) => {}
         }
     }
@@ -563,19 +573,15 @@ pub(crate) async fn delete(
     }
     if ctx.delete {
         let store = ctx.store.clone();
-        let state = ctx.state.clone();
-        let (uri, key) = (item.uri.clone(), ctx.key.clone());
-        blocking(move || {
-            store.delete(&path)?;
-            state.remove_resource(&uri)?;
-            state.remove_pending(&key, &uri)?;
-            Ok(())
-        })
-        .await?;
+        blocking(move || Ok(store.delete(&path)?)).await?;
+        // The row only once the copy is gone.
+        ctx.committer
+            .write(vec![Write::Removed { source, uri }])
+            .await?;
         Ok(Outcome::Deleted)
     } else {
-        ctx.state.set_gone(&item.uri, true)?;
-        let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+        writes.push(Write::Kept { source, uri });
+        ctx.committer.write(writes).await?;
         Ok(Outcome::Kept(item.uri.clone()))
     }
 }

@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use resourcesync_model::W3cDateTime;
 
+use crate::commit::{Write, not_recorded};
 use crate::discover::docs::DocFetcher;
 use crate::error::{Error, Result};
 use crate::fetch::exec::{Ctx, Exec, Tally};
@@ -136,9 +137,15 @@ pub(crate) async fn catch_up(
         tally.failed = tally.failed.saturating_sub(retried.len() as u64);
         tally.failures.retain(|f| !retried.contains(&f.uri));
         let still: HashSet<&str> = more.failures.iter().map(|f| f.uri.as_str()).collect();
-        for u in retried.iter().filter(|u| !still.contains(u.as_str())) {
-            ctx.state.remove_pending(&ctx.key, u)?;
-        }
+        let settled = retried
+            .iter()
+            .filter(|u| !still.contains(u.as_str()))
+            .map(|u| Write::Settled {
+                source: ctx.key.clone(),
+                uri: u.clone(),
+            })
+            .collect();
+        ctx.committer.write(settled).await.map_err(not_recorded)?;
         tally.merge(more);
         // Past a gap the cursor stays: the next run finds the gap, says it and diffs.
         let last = last.filter(|_| !gap);
