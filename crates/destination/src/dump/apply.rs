@@ -11,7 +11,7 @@ use resourcesync_store::PendingChange;
 use crate::commit::{Done, MAX_BATCH, Pending, Producer, Write, not_recorded};
 use crate::discover::docs::DocFetcher;
 use crate::error::{Error, Result};
-use crate::fetch::exec::Ctx;
+use crate::fetch::ctx::Ctx;
 use crate::outcome::DumpStats;
 use crate::plan::staging::StagedItem;
 use crate::report::{Failure, push_capped};
@@ -60,7 +60,7 @@ pub(super) fn apply_package(
                 stats.last = Some(*t);
             }
         }
-        ctx.obs.add_total(1);
+        ctx.ports.obs.add_total(1);
         let item = StagedItem::from_entry(&e);
         if let Some(why) = pkg.refused.get(&nth) {
             let res = Err(Error::Package {
@@ -141,7 +141,7 @@ pub(super) fn settle(
     warnings: &mut Vec<String>,
     dropped: &mut u64,
 ) -> Result<()> {
-    ctx.obs.resource_done();
+    ctx.ports.obs.resource_done();
     match res {
         Ok(Applied::Verified { pending, update }) => {
             batch.push(*pending, item, update)?;
@@ -204,7 +204,8 @@ pub(super) fn entry_failed(
             duplicates: item.duplicates.clone(),
             error: error.clone(),
         };
-        ctx.committer
+        ctx.ports
+            .committer
             .write_blocking(vec![Write::Pending(p)])
             .map_err(not_recorded)?;
     }
@@ -360,7 +361,7 @@ pub(super) fn apply_parallel(
             match r.next_entry()? {
                 Some(e) => {
                     nth += 1;
-                    ctx.obs.add_total(1);
+                    ctx.ports.obs.add_total(1);
                     let p = plan_entry(ctx, pkg.refused.get(&nth).cloned(), &url, &e, fresh);
                     chunk.push((StagedItem::from_entry(&e), p));
                     if chunk.len() < JOB_CHUNK {
@@ -394,7 +395,7 @@ pub(super) fn apply_parallel(
 
 /// Remembers that a dump package put this URI's copy in place during this run.
 pub(super) fn note_dumped(ctx: &Ctx, uri: &str) -> Result<()> {
-    if let Some(d) = &ctx.dumped {
+    if let Some(d) = &ctx.memo.dumped {
         d.lock()
             .map_err(|_| Error::Task("staging lock poisoned".into()))?
             .upsert(&StagedItem {
@@ -433,7 +434,7 @@ impl Batch {
             meta: Vec::new(),
             in_flight: std::collections::HashMap::new(),
             next_tag: 0,
-            producer: ctx.committer.producer(tx).map_err(Error::Task)?,
+            producer: ctx.ports.committer.producer(tx).map_err(Error::Task)?,
             rx,
         })
     }
@@ -544,9 +545,16 @@ pub(super) async fn one_package(
     lists: bool,
     limits: &DumpLimits,
 ) -> Result<(DumpStats, Vec<String>, u64)> {
-    ctx.obs.phase("downloading a package");
-    let file = download_package(&ctx.http, ctx.obs.as_ref(), &fetcher.dir, entry, limits).await?;
-    ctx.obs.phase("unpacking");
+    ctx.ports.obs.phase("downloading a package");
+    let file = download_package(
+        &ctx.ports.http,
+        ctx.ports.obs.as_ref(),
+        &fetcher.dir,
+        entry,
+        limits,
+    )
+    .await?;
+    ctx.ports.obs.phase("unpacking");
     let (ctx2, url, scratch, limits) =
         (ctx.clone(), entry.loc.clone(), fetcher.dir.clone(), *limits);
     let max_doc = fetcher.max_bytes;

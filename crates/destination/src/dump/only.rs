@@ -27,7 +27,9 @@ use crate::discover::SourceInfo;
 use crate::discover::docs::DocFetcher;
 use crate::dump::{DumpLimits, DumpStats, change_dumps, resource_dump};
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::exec::Exec;
+use crate::fetch::job::{Job, JobKind, Reason};
 use crate::plan::after;
 use crate::plan::staging::StagedItem;
 use crate::report::Mode;
@@ -214,22 +216,21 @@ async fn incremental(
 async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
     let mut last: Option<String> = None;
     loop {
-        let page = ctx.state.pending_page(&ctx.key, last.as_deref(), 1000)?;
+        let page = ctx
+            .ports
+            .state
+            .pending_page(&ctx.key, last.as_deref(), 1000)?;
         let Some(l) = page.last() else { break };
         last = Some(l.uri.clone());
         for p in page {
             if ctx.dumped_now(&p.uri) {
                 continue;
             }
-            ctx.obs.add_total(1);
+            ctx.ports.obs.add_total(1);
             let kind = if p.change == Some(Change::Deleted) {
                 JobKind::Delete
             } else {
-                JobKind::Fetch {
-                    change: true,
-                    new: false,
-                    repair: false,
-                }
+                JobKind::Fetch(Reason::Change)
             };
             let item = StagedItem {
                 uri: p.uri,
@@ -253,7 +254,10 @@ async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
 async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
     let mut last: Option<String> = None;
     loop {
-        let page = ctx.state.pending_page(&ctx.key, last.as_deref(), 1000)?;
+        let page = ctx
+            .ports
+            .state
+            .pending_page(&ctx.key, last.as_deref(), 1000)?;
         let Some(l) = page.last() else { break };
         last = Some(l.uri.clone());
         let settled = page
@@ -264,11 +268,18 @@ async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
                 uri: p.uri,
             })
             .collect();
-        ctx.committer.write(settled).await.map_err(not_recorded)?;
+        ctx.ports
+            .committer
+            .write(settled)
+            .await
+            .map_err(not_recorded)?;
     }
     let mut last: Option<String> = None;
     loop {
-        let page = ctx.state.resources_page(&ctx.key, last.as_deref(), 1000)?;
+        let page = ctx
+            .ports
+            .state
+            .resources_page(&ctx.key, last.as_deref(), 1000)?;
         let Some(l) = page.last() else { break };
         last = Some(l.uri.clone());
         for r in page {
@@ -276,7 +287,7 @@ async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
             if (r.gone && !crate::commit::is_placeholder(&r)) || ctx.dumped_now(&r.uri) {
                 continue;
             }
-            ctx.obs.add_total(1);
+            ctx.ports.obs.add_total(1);
             exec.submit(Job::delete(r.uri)).await?;
         }
     }

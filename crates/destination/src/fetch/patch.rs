@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use crate::commit::{Origin, Pending};
 use crate::error::{Error, Result};
-use crate::fetch::exec::Ctx;
+use crate::fetch::ctx::Ctx;
 use crate::http::Http;
 use crate::plan::staging::StagedItem;
 pub use crate::plan::staging::{PATCH_REL, PatchLink};
@@ -166,7 +166,7 @@ pub(crate) async fn try_patch(
         tokio::task::spawn_blocking(move || patched(&ctx, &item, &rel, &link, &body)).await??
     };
     // Put in place and recorded by the committer, like a download.
-    let recorded = match ctx.committer.enqueue(pending).await {
+    let recorded = match ctx.ports.committer.enqueue(pending).await {
         Ok(receipt) => receipt.done().await.map_err(|f| f.message),
         Err(e) => Err(e),
     };
@@ -213,7 +213,7 @@ async fn check_copy(
         return Err(fail("the state has no digest of the copy".into()));
     }
     // The patch applies to the previous version: the copy must be what the state records.
-    let store = ctx.store.clone();
+    let store = ctx.ports.store.clone();
     let r = rel.clone();
     let (len, hashes) = tokio::task::spawn_blocking(move || store.hash(&r, &algs)).await??;
     let recorded = Expect {
@@ -242,8 +242,9 @@ async fn fetch_patch(ctx: &Arc<Ctx>, link: &PatchLink) -> Result<Vec<u8>> {
     }
     let limit = link.length.unwrap_or(MAX_PATCH_BYTES);
     let body = ctx
+        .ports
         .http
-        .with_retries(|| fetch_once(&ctx.http, &url, limit))
+        .with_retries(|| fetch_once(&ctx.ports.http, &url, limit))
         .await?;
     let mut h = MultiHasher::new(&link.hashes.known_algs());
     h.update(&body);
@@ -256,7 +257,7 @@ async fn fetch_patch(ctx: &Arc<Ctx>, link: &PatchLink) -> Result<Vec<u8>> {
     }
     .verify(body.len() as u64, &h.finish())
     .map_err(|e| fail(e.to_string()))?;
-    ctx.obs.bytes(body.len() as u64);
+    ctx.ports.obs.bytes(body.len() as u64);
 
     Ok(body)
 }
@@ -276,7 +277,8 @@ fn patched(
         message,
     };
     let mut original = Vec::new();
-    ctx.store
+    ctx.ports
+        .store
         .get(rel)?
         .take(MAX_PATCHED_BYTES + 1)
         .read_to_end(&mut original)
@@ -302,7 +304,7 @@ fn patched(
             fail("the patched copy does not have the published length and digests".into())
         })?;
     // Through the store like a download: an upload, verified again.
-    let mut up = ctx.store.begin(rel, expect)?;
+    let mut up = ctx.ports.store.begin(rel, expect)?;
     up.write(&chosen)?;
     Ok(Pending {
         body: up.finish()?,

@@ -12,7 +12,9 @@ use crate::commit::is_placeholder;
 use crate::discover::SourceInfo;
 use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Outcome};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::exec::Exec;
+use crate::fetch::job::{Job, Outcome, Reason};
 use crate::plan::after;
 use crate::plan::current::record_item;
 use crate::plan::staging::{StagedItem, Staging};
@@ -139,7 +141,7 @@ pub(super) async fn baseline_with(
     not_before: Option<W3cDateTime>,
     read: Option<Result<StagedList>>,
 ) -> Result<Option<W3cDateTime>> {
-    ctx.obs.phase("reading the Resource List");
+    ctx.ports.obs.phase("reading the Resource List");
     let StagedList { staging, info } = match read {
         Some(s) => s?,
         None => stage_list(fetcher.clone(), rl.to_owned()).await?,
@@ -152,15 +154,15 @@ pub(super) async fn baseline_with(
         .lock()
         .map_err(|_| Error::Task("staging lock poisoned".into()))?
         .count()?;
-    ctx.obs.add_total(total);
-    ctx.obs.phase("syncing");
+    ctx.ports.obs.add_total(total);
+    ctx.ports.obs.phase("syncing");
     // The copy: state rows, skipping copies kept after a delete; the placeholders of copies a
     // killed run may have put in place without recording them (crate::commit) are in it, so
     // that one the Source no longer lists is deleted, and noted, so that one it lists is
     // fetched (adopted when the file in place has the published digest).
     let placeholders: Mutex<BTreeSet<String>> = Mutex::default();
     let copy = pages(|after| {
-        let page = ctx.state.resources_page(&ctx.key, after, 1000)?;
+        let page = ctx.ports.state.resources_page(&ctx.key, after, 1000)?;
         let mut marked = placeholders
             .lock()
             .map_err(|_| Error::Task("placeholder lock poisoned".into()))?;
@@ -211,7 +213,7 @@ pub(super) async fn baseline_with(
         staged(&staging, uri)
     };
     // The URIs dump packages put in place during this run, in the same order as the diff's.
-    let mut dumped = DumpedSet::new(ctx.dumped.as_ref());
+    let mut dumped = DumpedSet::new(ctx.memo.dumped.as_ref());
     for action in try_diff_sorted(copy, original) {
         // A list or state read that failed ends the plan: stop before acting on a plan built
         // from half an inventory.
@@ -237,7 +239,7 @@ pub(super) async fn baseline_with(
                 exec.submit(fetch_job(item, new, false)).await?;
             }
             Action::Delete(c) => {
-                ctx.obs.add_total(1);
+                ctx.ports.obs.add_total(1);
                 exec.submit(Job::delete(c.uri)).await?;
             }
             // A placeholder has no length, digest or date: it agrees with any entry.
@@ -322,14 +324,12 @@ fn not_older(at: Option<W3cDateTime>, not_before: Option<W3cDateTime>) -> Result
 
 /// The job that fetches the copy of a listed resource (not a change).
 fn fetch_job(item: StagedItem, new: bool, repair: bool) -> Job {
-    Job {
-        item,
-        kind: JobKind::Fetch {
-            change: false,
-            new,
-            repair,
-        },
-    }
+    let reason = match (new, repair) {
+        (_, true) => Reason::Repair,
+        (true, _) => Reason::New,
+        _ => Reason::Listed,
+    };
+    Job::fetch(item, reason)
 }
 
 /// Whether the copy the state says current is still in place: a file of the listed length (a
@@ -338,6 +338,7 @@ fn fetch_job(item: StagedItem, new: bool, repair: bool) -> Job {
 fn intact(ctx: &Ctx, o: &Item) -> Result<bool> {
     Ok(match ctx.mapper.map(&o.uri) {
         Ok(rel) => ctx
+            .ports
             .store
             .head(&rel)?
             .is_some_and(|m| m.regular && o.length.is_none_or(|l| l == m.length)),

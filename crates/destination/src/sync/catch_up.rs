@@ -45,7 +45,9 @@ use resourcesync_model::W3cDateTime;
 use crate::commit::{Write, not_recorded};
 use crate::discover::docs::DocFetcher;
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Exec, Tally};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::exec::Exec;
+use crate::outcome::Tally;
 use crate::plan::after;
 use crate::report::FailureKind;
 use crate::sync::incremental_with;
@@ -145,7 +147,11 @@ pub(crate) async fn catch_up(
                 uri: u.clone(),
             })
             .collect();
-        ctx.committer.write(settled).await.map_err(not_recorded)?;
+        ctx.ports
+            .committer
+            .write(settled)
+            .await
+            .map_err(not_recorded)?;
         tally.merge(more);
         // Past a gap the cursor stays: the next run finds the gap, says it and diffs.
         let last = last.filter(|_| !gap);
@@ -194,7 +200,7 @@ fn counted_by_baseline(ctx: &Arc<Ctx>, wrong: HashSet<String>) -> crate::fetch::
             .mapper
             .map(uri)
             .is_ok_and(|p| c.filter.leaves_out_path(c.mapper.base(), p.as_str()));
-        left_out || matches!(c.state.resource(uri), Ok(Some(r)) if !r.gone)
+        left_out || matches!(c.ports.state.resource(uri), Ok(Some(r)) if !r.gone)
     })
 }
 

@@ -9,7 +9,9 @@ use resourcesync_model::{Capability, Change, W3cDateTime};
 use crate::discover::docs::{DocFetcher, WalkInfo, walk_with};
 use crate::discover::known::{ListMemo, Validated};
 use crate::error::Result;
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::exec::Exec;
+use crate::fetch::job::{Job, JobKind, Reason};
 use crate::plan::collapse::ChangeListSink;
 use crate::plan::staging::{StagedItem, Staging};
 
@@ -52,13 +54,16 @@ pub(crate) async fn incremental_with(
     only: Option<std::collections::HashSet<String>>,
     seen: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Option<W3cDateTime>> {
-    ctx.obs.phase("reading the Change Lists");
+    ctx.ports.obs.phase("reading the Change Lists");
     let mut staging = Staging::create(&fetcher.dir)?;
     // Changes that failed last time go first: a later change of the same URI replaces them.
     let mut after: Option<String> = None;
     loop {
         let page = match pending {
-            true => ctx.state.pending_page(&ctx.key, after.as_deref(), 1000)?,
+            true => ctx
+                .ports
+                .state
+                .pending_page(&ctx.key, after.as_deref(), 1000)?,
             false => Vec::new(),
         };
         let Some(last) = page.last() else { break };
@@ -81,6 +86,7 @@ pub(crate) async fn incremental_with(
     sink.only = only;
     // The first walk of a run that started from remembered documents (crate::discover::known).
     let pre = ctx
+        .memo
         .lists
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -93,14 +99,14 @@ pub(crate) async fn incremental_with(
             // The open list of an index known unchanged: its history was checked then.
             sink.continued = p.no_index_link;
             let (sink, info) = walk_with(fetcher, cl, Capability::ChangeList, sink, p).await?;
-            remember(&ctx.lists, &info);
+            remember(&ctx.memo.lists, &info);
             warnings.extend(info.warnings);
             sink
         }
         None => {
             let (sink, info) =
                 walk_with(fetcher, cl, Capability::ChangeList, sink, <_>::default()).await?;
-            remember(&ctx.lists, &info);
+            remember(&ctx.memo.lists, &info);
             warnings.extend(info.warnings);
             sink
         }
@@ -113,8 +119,8 @@ pub(crate) async fn incremental_with(
         ));
     }
     let staging = sink.staging;
-    ctx.obs.add_total(staging.count()?);
-    ctx.obs.phase("syncing");
+    ctx.ports.obs.add_total(staging.count()?);
+    ctx.ports.obs.phase("syncing");
     let mut pos = 0i64;
     loop {
         let page = staging.page_by_seq(pos, 1000)?;
@@ -124,11 +130,7 @@ pub(crate) async fn incremental_with(
             let kind = if item.change == Some(Change::Deleted) {
                 JobKind::Delete
             } else {
-                JobKind::Fetch {
-                    change: true,
-                    new: false,
-                    repair: false,
-                }
+                JobKind::Fetch(Reason::Change)
             };
             seen(&item.uri);
             exec.submit(Job { item, kind }).await?;

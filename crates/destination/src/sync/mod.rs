@@ -49,11 +49,14 @@ use crate::discover::docs::DocFetcher;
 use crate::discover::known::{Known, ListMemo, Quick, Validated, quick_start, start_key};
 use crate::discover::{SourceInfo, discover};
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Tally};
+use crate::fetch::ctx::{Ctx, Memo, RunPorts};
+use crate::fetch::exec::Exec;
+use crate::fetch::job::{Job, JobKind, Reason};
 use crate::fetch::repair::{CheckCopies, Scan, check_page, next_damaged};
 use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::SyncOptions;
+use crate::outcome::Tally;
 use crate::plan::after;
 use crate::plan::staging::Staging;
 use crate::ports::Ports;
@@ -271,35 +274,39 @@ async fn run(
         None
     };
     let ctx = Arc::new(Ctx {
-        http,
-        store: store.clone(),
-        state: state.clone(),
+        ports: RunPorts {
+            http,
+            store: store.clone(),
+            state: state.clone(),
+            obs: obs.clone(),
+            committer: Committer::start(
+                store.clone(),
+                state.clone(),
+                Budget::of(opts.quota.as_ref(), state.as_ref(), &key)?,
+            )?,
+            downloads: ports.downloads.clone(),
+        },
         mapper,
         key: key.clone(),
         delete: opts.delete,
         dry_run: opts.dry_run,
         max_resource_bytes: opts.max_resource_bytes,
-        obs: obs.clone(),
-        dumped,
-        committer: Committer::start(
-            store.clone(),
-            state.clone(),
-            Budget::of(opts.quota.as_ref(), state.as_ref(), &key)?,
-        )?,
-        state_error: Mutex::default(),
         state_path: ports.state_name.clone(),
         filter: opts.filter.fresh(),
-        store_failures: Default::default(),
-        lists: Mutex::new(ListMemo {
-            top: quick.as_ref().and_then(|q| q.known.top.clone()),
-            open: quick.as_ref().and_then(|q| q.known.open.clone()),
-            prefetched: None,
-        }),
-        downloads: ports.downloads.clone(),
+        memo: Memo {
+            dumped,
+            lists: Mutex::new(ListMemo {
+                top: quick.as_ref().and_then(|q| q.known.top.clone()),
+                open: quick.as_ref().and_then(|q| q.known.open.clone()),
+                prefetched: None,
+            }),
+            ..Memo::default()
+        },
     });
     let capability_list = match quick {
         Some(q) => {
-            ctx.lists
+            ctx.memo
+                .lists
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .prefetched = Some(q.prefetched);
@@ -367,7 +374,7 @@ async fn run(
     }
     warnings.extend(w);
     // Every copy downloaded is in place and recorded before the cursor moves.
-    ctx.committer.close();
+    ctx.ports.committer.close();
     // A change neither applied nor recorded as pending keeps the cursor where it is.
     ctx.check_state()?;
     tally.merge(earlier);
@@ -390,7 +397,7 @@ async fn run(
         crate::crashpoint::point("cursor");
         // What this run found, for the next one to start from (crate::discover::known).
         let docs = {
-            let m = ctx.lists.lock().unwrap_or_else(|p| p.into_inner());
+            let m = ctx.memo.lists.lock().unwrap_or_else(|p| p.into_inner());
             Known {
                 info: info.clone(),
                 capability_list,
@@ -522,7 +529,10 @@ async fn delete_gone(ctx: &Arc<Ctx>, opts: &SyncOptions) -> Result<Tally> {
     let mut pre = Exec::new(ctx.clone(), opts.concurrency);
     let mut after: Option<String> = None;
     loop {
-        let page = ctx.state.resources_page(&ctx.key, after.as_deref(), 1000)?;
+        let page = ctx
+            .ports
+            .state
+            .resources_page(&ctx.key, after.as_deref(), 1000)?;
         let Some(last) = page.last() else { break };
         after = Some(last.uri.clone());
         for r in page.into_iter().filter(|r| r.gone && !is_placeholder(r)) {
@@ -679,7 +689,7 @@ async fn from_baseline(
 /// The copies on disk against the state (crate::fetch::repair): a damaged one is fetched again.
 /// The copies `scan` noted are checked again; all of them when it gave up.
 async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions, scan: Scan) -> Result<Tally> {
-    ctx.obs.phase("checking the copies");
+    ctx.ports.obs.phase("checking the copies");
     let mut rex = Exec::new(ctx.clone(), opts.concurrency);
     let how = opts.check_copies;
     if let Some(rows) = scan.suspects().await? {
@@ -702,11 +712,7 @@ async fn refetch(
 ) -> Result<()> {
     for (item, why) in damaged {
         tracing::info!("{}: {why}: fetched again", item.uri);
-        let kind = JobKind::Fetch {
-            change: false,
-            new: false,
-            repair: true,
-        };
+        let kind = JobKind::Fetch(Reason::Repair);
         rex.submit(Job { item, kind }).await?;
     }
     Ok(())
