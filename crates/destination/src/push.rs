@@ -42,9 +42,9 @@ use resourcesync_websub::subscriber::{self, Subscription, VerificationRequest};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch as channel};
 
-use crate::discover::NotificationChannel;
 use crate::error::{Error, Result};
 use crate::options::SyncOptions;
+use crate::report::NotificationChannel;
 use crate::report::{Observer, SyncReport};
 use crate::sync::{Applier, sync};
 use crate::watch::{Round, StopHandle, WatchOptions, WatchReport};

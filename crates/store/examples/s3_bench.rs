@@ -1,7 +1,7 @@
 //! Puts N bodies of SIZE bytes (default 10,000 × 512 B) into an S3 bucket (`S3Store`) and
 //! into a directory (`FsStore`) the way a baseline does (begin, write, finish, then publish in
 //! batches of BATCH), alternating ROUNDS times, and prints each time and the median ratio
-//! (issue 16: the bucket within 2× of the directory). Run by `bench/s3-store.sh`.
+//! (the aim: the bucket within 2× of the directory). Run by `bench/s3-store.sh`.
 //!
 //! Usage: s3_bench S3_URL DIR [N] [SIZE] [BATCH] [ROUNDS] [spread]
 //!

@@ -214,7 +214,7 @@ pub struct PendingChange {
 }
 
 /// A document a Destination found at a Source, remembered with the state so that its next run
-/// starts from it rather than discovering the Source again (issue 24): its URL, what it is to
+/// starts from it rather than discovering the Source again: its URL, what it is to
 /// the Destination (`role`, as the caller names it: the store keeps it as text), and the
 /// validators of the copy last read (RFC 9110 §8.8), for a conditional GET (§13.1).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use resourcesync_model::discovery::{html_link_targets, link_header_targets, robo
 
 use crate::discover::docs::{Doc, DocFetcher};
 use crate::error::{Error, Result};
-pub use crate::report::{NotificationChannel, SourceInfo};
+use crate::report::{NotificationChannel, SourceInfo};
 
 /// Most capabilities of a Capability List named in [`SourceInfo::offered`].
 const MAX_OFFERED: usize = 20;

@@ -12,9 +12,10 @@ use resourcesync_store::{Committed, Expect, RelPath, ResourceRecord, Store, Uplo
 use crate::commit::{Origin, Pending, Write, not_recorded};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
-use crate::fetch::patch::{MAX_PATCH_BYTES, PatchLink, patch_copy};
+use crate::fetch::patch::{MAX_PATCH_BYTES, patch_copy};
 use crate::mapping::UriMapper;
 use crate::plan::current::change_applied;
+use crate::plan::staging::PatchLink;
 use crate::plan::staging::StagedItem;
 
 use super::package::{Extractor, Package, inflate, manifest_opts, open_package};

@@ -23,7 +23,6 @@ use std::sync::Arc;
 use resourcesync_model::{Change, W3cDateTime};
 
 use crate::commit::{Write, not_recorded};
-use crate::discover::SourceInfo;
 use crate::discover::docs::DocFetcher;
 use crate::dump::{DumpLimits, DumpStats, change_dumps, resource_dump};
 use crate::error::{Error, Result};
@@ -33,6 +32,7 @@ use crate::fetch::job::{Job, JobKind, Reason};
 use crate::plan::after;
 use crate::plan::staging::StagedItem;
 use crate::report::Mode;
+use crate::report::SourceInfo;
 
 /// What a run from dumps did: how it synchronized, the new cursor, and the packages' work.
 pub(crate) struct DumpRun {

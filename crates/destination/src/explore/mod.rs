@@ -1,4 +1,4 @@
-//! Explore: the tree of a Source's documents, each validated (issue 4 item 8).
+//! Explore: the tree of a Source's documents, each validated.
 //!
 //! From any URL, discovery ([`crate::discover()`], Z39.99-2014 §6.3) finds the Source
 //! Description (§8) or the Capability List (§9); from there the documents are followed down:
@@ -31,12 +31,13 @@ use resourcesync_model::{
 };
 use serde::Serialize;
 
+use crate::discover::discover;
 use crate::discover::docs::DocFetcher;
-use crate::discover::{SourceInfo, discover};
 use crate::error::{Error, Result};
 use crate::http::{Http, HttpOptions};
 use crate::options::DEFAULT_MAX_DOCUMENT_BYTES;
 use crate::report::Observer;
+use crate::report::SourceInfo;
 
 /// Default most documents read: 10,000.
 pub const DEFAULT_MAX_DOCUMENTS: usize = 10_000;

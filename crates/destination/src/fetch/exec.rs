@@ -272,8 +272,8 @@ pub(crate) async fn run_job(
 /// In two steps: up to the commit queue, then the wait for the batch. The first step's future
 /// is large (the HTTP exchange, the digests, the temporary file: kilobytes) and boxed, so that
 /// it is freed as soon as the copy is queued: the thousands of copies waiting for their batch
-/// then each hold their job and a receipt, not a finished download's state (issue 16: the
-/// aggregator's memory, with many Sources syncing at once, grew with them). The job is boxed
+/// then each hold their job and a receipt, not a finished download's state (the
+/// aggregator's memory, with many Sources syncing at once, would grow with them). The job is boxed
 /// for the same reason: each async frame it passes through keeps a slot of its size.
 pub(crate) async fn run_at(
     ctx: &Arc<Ctx>,

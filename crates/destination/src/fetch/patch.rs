@@ -32,8 +32,7 @@ use crate::commit::{Origin, Pending};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
 use crate::http::Http;
-use crate::plan::staging::StagedItem;
-pub use crate::plan::staging::{PATCH_REL, PatchLink};
+use crate::plan::staging::{PatchLink, StagedItem};
 
 /// Largest patch fetched, in bytes: 16 MiB.
 pub const MAX_PATCH_BYTES: u64 = 16 << 20;

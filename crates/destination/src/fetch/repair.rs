@@ -18,7 +18,7 @@
 //! many were repaired.
 //!
 //! The check of every copy is proportional to the copies, not to the changes: on an
-//! incremental of 100 changes to 10,000 copies it was most of the run's local time (issue 24).
+//! incremental of 100 changes to 10,000 copies it was most of the run's local time.
 //! So a run starts it as a [`Scan`] beside the run proper, on a blocking thread, while the
 //! changes are read and fetched (on a wide-area link mostly waiting): the scan writes nothing
 //! and only notes the URIs of the copies that look damaged, or whose time differs (their
@@ -35,7 +35,7 @@ use resourcesync_store::{RelPath, ResourceRecord};
 use crate::error::Result;
 use crate::fetch::ctx::Ctx;
 use crate::fetch::mtime::copy_time;
-pub use crate::options::CheckCopies;
+use crate::options::CheckCopies;
 use crate::plan::staging::StagedItem;
 
 /// Rows checked per page (one blocking task each).

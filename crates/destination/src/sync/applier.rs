@@ -10,7 +10,6 @@ use resourcesync_model::{Change, Entry, W3cDateTime};
 use resourcesync_store::{SourceCursor, Store};
 
 use crate::commit::{Budget, Committer};
-use crate::discover::SourceInfo;
 use crate::error::Result;
 use crate::fetch::ctx::{Ctx, Memo, RunPorts};
 use crate::fetch::exec::Exec;
@@ -21,6 +20,7 @@ use crate::options::SyncOptions;
 use crate::plan::after;
 use crate::plan::staging::StagedItem;
 use crate::ports::{OpenState, directory_store, state_opener};
+use crate::report::SourceInfo;
 use crate::report::{Mode, Observer, SyncReport};
 
 /// Applies pushed changes (Change Notification 1.0.1 §3) through the same path as an

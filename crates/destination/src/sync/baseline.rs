@@ -9,7 +9,6 @@ use resourcesync_diff::{Action, Item, Page, pages, try_diff_sorted};
 use resourcesync_model::{Capability, Entry, W3cDateTime};
 
 use crate::commit::is_placeholder;
-use crate::discover::SourceInfo;
 use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
@@ -18,6 +17,7 @@ use crate::fetch::job::{Job, Outcome, Reason};
 use crate::plan::after;
 use crate::plan::current::record_item;
 use crate::plan::staging::{StagedItem, Staging};
+use crate::report::SourceInfo;
 
 use super::incremental::incremental;
 

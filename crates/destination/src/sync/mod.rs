@@ -45,21 +45,23 @@ use resourcesync_model::W3cDateTime;
 use resourcesync_store::{Batch, Op, SourceCursor};
 
 use crate::commit::{Budget, Committer, is_placeholder};
+use crate::discover::discover;
 use crate::discover::docs::DocFetcher;
 use crate::discover::known::{Known, ListMemo, Quick, Validated, quick_start, start_key};
-use crate::discover::{SourceInfo, discover};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::{Ctx, Memo, RunPorts};
 use crate::fetch::exec::Exec;
 use crate::fetch::job::{Job, JobKind, Reason};
-use crate::fetch::repair::{CheckCopies, Scan, check_page, next_damaged};
+use crate::fetch::repair::{Scan, check_page, next_damaged};
 use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
+use crate::options::CheckCopies;
 use crate::options::SyncOptions;
 use crate::outcome::Tally;
 use crate::plan::after;
 use crate::plan::staging::Staging;
 use crate::ports::Ports;
+use crate::report::SourceInfo;
 use crate::report::{Mode, Observer, SyncReport};
 
 use baseline::{AbortOnDrop, after_dump, baseline, baseline_with, stage_list};

@@ -80,7 +80,7 @@ const MIGRATIONS: &[&str] = &[
         attempts INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX work_seq ON work(seq);",
-    // 3: the documents discovery found, per start URL (issue 24).
+    // 3: the documents discovery found, per start URL.
     "CREATE TABLE documents(
         start TEXT NOT NULL,
         role TEXT NOT NULL,

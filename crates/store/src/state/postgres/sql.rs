@@ -62,7 +62,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX work_seq ON work(seq);
 ",
     "
-    -- 2: the documents discovery found, per start URL (issue 24).
+    -- 2: the documents discovery found, per start URL.
     CREATE TABLE documents(
         start TEXT NOT NULL,
         role TEXT COLLATE \"C\" NOT NULL,
