@@ -496,7 +496,7 @@ fn run(
                 .then(|| {
                     std::thread::Builder::new()
                         .name(COMMIT_THREAD.into())
-                        .spawn_scoped(s, &record_before)
+                        .spawn_scoped(s, record_before)
                         .ok()
                 })
                 .flatten();

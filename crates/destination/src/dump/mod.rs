@@ -106,6 +106,22 @@ fn warn(warnings: &mut Vec<String>, dropped: &mut u64, msg: String) {
     }
 }
 
+/// What applying one package comes to: its counts, and its warnings (past [`MAX_WARNINGS`],
+/// only counted in `dropped`).
+#[derive(Debug, Default)]
+struct Told {
+    stats: DumpStats,
+    warnings: Vec<String>,
+    dropped: u64,
+}
+
+impl Told {
+    /// Adds a warning (see [`warn`]).
+    fn warn(&mut self, msg: String) {
+        warn(&mut self.warnings, &mut self.dropped, msg);
+    }
+}
+
 /// Collects the package entries of a Resource Dump or Change Dump (or their index).
 struct PackageSink {
     url: String,

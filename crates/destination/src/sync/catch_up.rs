@@ -50,7 +50,7 @@ use crate::fetch::exec::Exec;
 use crate::outcome::Tally;
 use crate::plan::after;
 use crate::report::FailureKind;
-use crate::sync::incremental_with;
+use crate::sync::{Reading, incremental_with};
 
 /// Most readings of the Change Lists after a baseline (the first and five more).
 pub const MAX_READINGS: usize = 6;
@@ -94,10 +94,12 @@ pub(crate) async fn catch_up(
         };
         let mut w = Vec::new();
         let only = gap.then(|| stale_uris(tally));
-        let read = incremental_with(
-            ctx, fetcher, &mut exec, cl, cursor, &mut w, false, only, &mut seen,
-        )
-        .await;
+        let reading = Reading {
+            pending: false,
+            only,
+            seen: &mut seen,
+        };
+        let read = incremental_with(ctx, fetcher, &mut exec, cl, cursor, &mut w, reading).await;
         let more = exec.finish().await;
         for m in w {
             if !warnings.contains(&m) {

@@ -31,18 +31,27 @@ pub(super) async fn incremental(
         cl,
         cursor,
         warnings,
-        true,
-        None,
-        &mut |_| {},
+        Reading {
+            pending: true,
+            only: None,
+            seen: &mut |_| {},
+        },
     )
     .await
 }
 
-/// [`incremental`], with the pending changes of earlier runs only with `pending`, and only the
-/// changes of the URIs `only` when given (a history that does not reach back to the cursor
-/// then being no error: `ChangeListSink::only`); `seen` is told the URI of each change
-/// submitted (see [`crate::sync::catch_up`]).
-#[allow(clippy::too_many_arguments)]
+/// Which changes an incremental applies ([`incremental_with`]).
+pub(crate) struct Reading<'a> {
+    /// The pending changes of earlier runs too (first).
+    pub(crate) pending: bool,
+    /// Only the changes of these URIs, when given (a history that does not reach back to the
+    /// cursor then being no error: `ChangeListSink::only`).
+    pub(crate) only: Option<std::collections::HashSet<String>>,
+    /// Told the URI of each change submitted (see [`crate::sync::catch_up`]).
+    pub(crate) seen: &'a mut (dyn FnMut(&str) + Send),
+}
+
+/// [`incremental`], of the changes `reading` says.
 pub(crate) async fn incremental_with(
     ctx: &Arc<Ctx>,
     fetcher: &DocFetcher,
@@ -50,10 +59,13 @@ pub(crate) async fn incremental_with(
     cl: &str,
     cursor: W3cDateTime,
     warnings: &mut Vec<String>,
-    pending: bool,
-    only: Option<std::collections::HashSet<String>>,
-    seen: &mut (dyn FnMut(&str) + Send),
+    reading: Reading<'_>,
 ) -> Result<Option<W3cDateTime>> {
+    let Reading {
+        pending,
+        only,
+        seen,
+    } = reading;
     ctx.ports.obs.phase("reading the Change Lists");
     let mut staging = Staging::create(&fetcher.dir)?;
     // Changes that failed last time go first: a later change of the same URI replaces them.

@@ -154,17 +154,14 @@ impl Lists<'_> {
         }
         Ok(match (cursor, &info.change_list) {
             _ if plan.dumps_only => {
-                let run = crate::dump::only::sync_from_dumps(
+                let d = crate::dump::only::Dumps {
                     ctx,
                     fetcher,
-                    exec,
                     info,
-                    cursor,
-                    plan.prior,
-                    &opts.dump_limits,
-                    w,
-                )
-                .await?;
+                    limits: &opts.dump_limits,
+                };
+                let run =
+                    crate::dump::only::sync_from_dumps(d, exec, cursor, plan.prior, w).await?;
                 from_dumps.add_dumps(&run.stats);
                 (run.mode, run.cursor.or(cursor))
             }
@@ -199,7 +196,7 @@ impl Lists<'_> {
                 } else {
                     Mode::Baseline
                 };
-                let at = self.from_baseline(exec, from_dumps, w).await?;
+                let at = self.full_baseline(exec, from_dumps, w).await?;
                 (mode, at.or(cursor))
             }
         })
@@ -207,7 +204,7 @@ impl Lists<'_> {
 
     /// A baseline (or baseline diff): Z39.99-2014 §11: the dump first; then the Resource List,
     /// unless it is older than the dump (see crate::dump). Returns the new cursor, if any.
-    async fn from_baseline(
+    async fn full_baseline(
         &self,
         exec: &mut Exec,
         from_dumps: &mut Tally,

@@ -37,7 +37,7 @@ mod lists;
 mod moved;
 
 pub(crate) use applier::Applier;
-pub(crate) use incremental::incremental_with;
+pub(crate) use incremental::{Reading, incremental_with};
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
