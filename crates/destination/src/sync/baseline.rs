@@ -161,25 +161,7 @@ pub(super) async fn baseline_with(
     // that one the Source no longer lists is deleted, and noted, so that one it lists is
     // fetched (adopted when the file in place has the published digest).
     let placeholders: Mutex<BTreeSet<String>> = Mutex::default();
-    let copy = pages(|after| {
-        let page = ctx.ports.state.resources_page(&ctx.key, after, 1000)?;
-        let mut marked = placeholders
-            .lock()
-            .map_err(|_| Error::Task("placeholder lock poisoned".into()))?;
-        marked.extend(
-            page.iter()
-                .filter(|r| is_placeholder(r))
-                .map(|r| r.uri.clone()),
-        );
-        Ok::<_, Error>(Page {
-            last: page.last().map(|r| r.uri.clone()),
-            items: page
-                .iter()
-                .filter(|r| !r.gone || is_placeholder(r))
-                .map(record_item)
-                .collect(),
-        })
-    });
+    let copy = pages(|after| copy_page(ctx, &placeholders, after));
     let placeholder = |uri: &str| -> Result<bool> {
         Ok(placeholders
             .lock()
@@ -189,18 +171,7 @@ pub(super) async fn baseline_with(
     // The original: the staged Resource List. The staged entries read are kept (in `read`)
     // until the diff has passed them, for the jobs: no second lookup per entry.
     let read: Mutex<ReadAhead> = Mutex::new(ReadAhead::default());
-    let original = pages(|after| {
-        let page = staging
-            .lock()
-            .map_err(|_| Error::Task("staging lock poisoned".into()))?
-            .page_by_uri(after, 1000)?;
-        let last = page.last().map(|r| r.uri.clone());
-        let items = page.iter().map(StagedItem::item).collect();
-        read.lock()
-            .map_err(|_| Error::Task("staging lock poisoned".into()))?
-            .extend(page);
-        Ok::<_, Error>(Page { items, last })
-    });
+    let original = pages(|after| original_page(&staging, &read, after));
     let lock_read = || {
         read.lock()
             .map_err(|_| Error::Task("staging lock poisoned".into()))
@@ -264,6 +235,51 @@ pub(super) async fn baseline_with(
         }
     }
     Ok(at)
+}
+
+/// A page of the copy for the diff: the state's rows after `after`, but copies kept after a
+/// delete; the placeholders among them noted in `placeholders`.
+fn copy_page(
+    ctx: &Ctx,
+    placeholders: &Mutex<BTreeSet<String>>,
+    after: Option<&str>,
+) -> Result<Page<Item>> {
+    let page = ctx.ports.state.resources_page(&ctx.key, after, 1000)?;
+    let mut marked = placeholders
+        .lock()
+        .map_err(|_| Error::Task("placeholder lock poisoned".into()))?;
+    marked.extend(
+        page.iter()
+            .filter(|r| is_placeholder(r))
+            .map(|r| r.uri.clone()),
+    );
+    Ok(Page {
+        last: page.last().map(|r| r.uri.clone()),
+        items: page
+            .iter()
+            .filter(|r| !r.gone || is_placeholder(r))
+            .map(record_item)
+            .collect(),
+    })
+}
+
+/// A page of the original for the diff: the staged Resource List's entries after `after`,
+/// kept in `read` for the jobs.
+fn original_page(
+    staging: &Mutex<Staging>,
+    read: &Mutex<ReadAhead>,
+    after: Option<&str>,
+) -> Result<Page<Item>> {
+    let page = staging
+        .lock()
+        .map_err(|_| Error::Task("staging lock poisoned".into()))?
+        .page_by_uri(after, 1000)?;
+    let last = page.last().map(|r| r.uri.clone());
+    let items = page.iter().map(StagedItem::item).collect();
+    read.lock()
+        .map_err(|_| Error::Task("staging lock poisoned".into()))?
+        .extend(page);
+    Ok(Page { items, last })
 }
 
 /// The staged entries the diff has read and not passed yet, in ascending URI order: about a
