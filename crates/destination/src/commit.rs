@@ -32,6 +32,11 @@
 //! recorded are adopted by their digest without being fetched again. While a batch is being
 //! synced the next one fills, so the cost of a sync is shared by as many files as arrive
 //! meanwhile.
+//!
+//! The other state writes of a run (a copy adopted by its digest or found current, a copy
+//! deleted or kept, a change settled or kept as pending: [`Write`]) go to the same thread
+//! ([`Committer::write`]) and are recorded in the transaction of the batch they join, so that
+//! every row and pending change of a run is written here, never beside it.
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
