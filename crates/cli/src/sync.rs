@@ -11,7 +11,7 @@ use clap::Args;
 use indicatif::{
     MultiProgress, ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle,
 };
-use resourcesync_destination::repair::CheckCopies;
+use resourcesync_destination::options::CheckCopies;
 use resourcesync_destination::{
     AuditOptions, AuditReport, HttpOptions, Observer, SyncOptions, SyncReport,
 };

@@ -32,6 +32,11 @@
 //! recorded are adopted by their digest without being fetched again. While a batch is being
 //! synced the next one fills, so the cost of a sync is shared by as many files as arrive
 //! meanwhile.
+//!
+//! The other state writes of a run (a copy adopted by its digest or found current, a copy
+//! deleted or kept, a change settled or kept as pending: [`Write`]) go to the same thread
+//! ([`Committer::write`]) and are recorded in the transaction of the batch they join, so that
+//! every row and pending change of a run is written here, never beside it.
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -43,7 +48,13 @@ use crate::error::{Error, Result};
 use crate::report::Failed;
 
 mod budget;
+mod write;
 pub(crate) use budget::Budget;
+pub(crate) use write::{Write, not_recorded};
+
+/// The name of the committer's threads: every row and pending change of a run is written on
+/// one of them.
+pub(crate) const COMMIT_THREAD: &str = "resourcesync-commit";
 
 /// Most copies committed together.
 pub(crate) const MAX_BATCH: usize = 4096;
@@ -121,6 +132,14 @@ pub(crate) struct Put {
     pub(crate) replaced: bool,
 }
 
+impl Put {
+    /// The outcome of a [`Write`] recorded (no copy put in place).
+    const WRITTEN: Put = Put {
+        length: 0,
+        replaced: false,
+    };
+}
+
 /// What happened to one copy of a batch, or why it failed.
 pub(crate) type Done = std::result::Result<Put, Failed>;
 
@@ -146,6 +165,9 @@ struct Placed {
     /// The rows of other Sources whose paths copies of this batch took over
     /// ([`crate::owner::Gate::taken_over`]): removed with the rows.
     taken_over: Vec<String>,
+    /// The writes with no copy to put in place that joined this batch, and who waits for
+    /// each job of them: recorded with the rows.
+    writes: Vec<(Vec<Write>, Reply)>,
 }
 
 /// Step 2: puts each copy of the batch in place ([`Store::place`]), but those the gate refused
@@ -165,6 +187,7 @@ fn place_batch(
         slots: Vec::with_capacity(n),
         unplaced: Vec::new(),
         taken_over: Vec::new(),
+        writes: Vec::new(),
     };
     let mut bodies = Vec::with_capacity(n);
     let mut rest = Vec::with_capacity(n);
@@ -248,8 +271,9 @@ fn place_batch(
     p
 }
 
-/// Step 4, once the renames are synced (`synced`): records the rows in one transaction; the
-/// outcome of every copy.
+/// Step 4, once the renames are synced (`synced`): records the rows, and the writes that
+/// joined the batch (each job of them answered here), in one transaction; the outcome of every
+/// copy.
 fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Failed>) -> Vec<Done> {
     let Placed {
         mut out,
@@ -257,8 +281,9 @@ fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Fai
         slots,
         unplaced,
         taken_over,
+        writes,
     } = p;
-    if rows.is_empty() && unplaced.is_empty() {
+    if rows.is_empty() && unplaced.is_empty() && writes.is_empty() {
         return out;
     }
     let mut batch = Batch::new();
@@ -271,9 +296,13 @@ fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Fai
     for uri in &unplaced {
         batch.push(Op::RemoveResource(uri));
     }
+    for w in writes.iter().flat_map(|(w, _)| w) {
+        w.add_to(&mut batch);
+    }
     // The rows only once the files are durably in place; a failure here leaves files with
     // their placeholders, which the next run adopts by their digest or deletes.
-    match synced.and_then(|()| state.apply(&batch).map_err(Failed::from)) {
+    let done = synced.and_then(|()| state.apply(&batch).map_err(Failed::from));
+    match &done {
         Ok(()) => {
             // The rows and the removal of their pending changes are one transaction.
             for _ in &rows {
@@ -285,6 +314,10 @@ fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Fai
                 out[i] = Err(e.clone());
             }
         }
+    }
+    drop(batch);
+    for (_, reply) in writes {
+        reply.send(vec![done.clone().map(|()| Put::WRITTEN)]);
     }
     out
 }
@@ -339,6 +372,9 @@ impl Reply {
 #[derive(Debug)]
 struct Job {
     items: Vec<Pending>,
+    /// Writes with no copy (a job holds copies or writes, not both): recorded together, with
+    /// one outcome.
+    writes: Vec<Write>,
     reply: Reply,
     /// More chunks of the same producer follow at once: the batch waits for them (up to
     /// [`MIN_WAITED`] copies) rather than paying a sync for a few.
@@ -368,7 +404,7 @@ impl Taken {
     /// Adds a job; whether its producer announces more.
     fn push(&mut self, j: Job) -> bool {
         let more = j.more;
-        self.copies += j.items.len();
+        self.copies += j.items.len() + j.writes.len();
         self.jobs.push(j);
         more
     }
@@ -417,9 +453,14 @@ fn run(
         let no_jobs = taken.jobs.is_empty();
         let mut batch = Vec::with_capacity(taken.copies);
         let mut replies = Vec::with_capacity(taken.jobs.len());
+        let mut writes = Vec::new();
         for j in taken.jobs {
-            replies.push((j.reply, j.items.len()));
-            batch.extend(j.items);
+            if j.writes.is_empty() {
+                replies.push((j.reply, j.items.len()));
+                batch.extend(j.items);
+            } else {
+                writes.push((j.writes, j.reply));
+            }
         }
         // No copy at a path another URI has (crate::owner): checked before anything of this
         // batch is recorded or put in place, against the state, the batch before (placed, its
@@ -445,22 +486,45 @@ fn run(
         }
         // The batch before is recorded (its renames are synced now) while this one is renamed
         // into place: neither waits for the other, and each copy's order is kept.
+        let has_before = before.is_some();
+        let before = Mutex::new(before);
+        let record_before = || {
+            let taken = before.lock().map(|mut b| b.take()).unwrap_or(None);
+            if let Some((p, r)) = taken {
+                answer(record(state, p, synced.clone()), r);
+            }
+        };
         std::thread::scope(|s| {
-            let recorded = before.map(|(p, r)| {
-                let synced = synced.clone();
-                s.spawn(move || answer(record(state, p, synced), r))
-            });
+            // On a thread of the committer's name (the run's state writes are all on one), or,
+            // when none can be started, here after this batch is placed.
+            let recorded = has_before
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name(COMMIT_THREAD.into())
+                        .spawn_scoped(s, record_before)
+                        .ok()
+                })
+                .flatten();
             match synced.clone().and(announced) {
                 Ok(()) => {
-                    let p = place_batch(store, state, &mut budget, batch, gate);
+                    let mut p = place_batch(store, state, &mut budget, batch, gate);
+                    p.writes = writes;
                     prev = Some((p, replies));
                 }
-                Err(e) => answer(batch.iter().map(|_| Err(e.clone())).collect(), replies),
+                Err(e) => {
+                    for (_, reply) in writes {
+                        reply.send(vec![Err(e.clone())]);
+                    }
+                    answer(batch.iter().map(|_| Err(e.clone())).collect(), replies)
+                }
             }
-            if let Some(h) = recorded {
+            match recorded {
                 // A panic while recording: every copy of that batch waits for its answer in
                 // vain and is reported "the commit thread has stopped"; carry on with this one.
-                let _ = h.join();
+                Some(h) => {
+                    let _ = h.join();
+                }
+                None => record_before(),
             }
         });
     }
@@ -491,7 +555,7 @@ impl Committer {
     ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(MAX_BATCH * 2);
         let thread = std::thread::Builder::new()
-            .name("resourcesync-commit".into())
+            .name(COMMIT_THREAD.into())
             .spawn(move || run(store.as_ref(), state.as_ref(), budget, rx))
             .map_err(|e| Error::io("starting the commit thread", e))?;
         Ok(Committer {
@@ -515,6 +579,7 @@ impl Committer {
         let (reply, rx) = oneshot::channel();
         let job = Job {
             items: vec![p],
+            writes: Vec::new(),
             reply: Reply::One(reply),
             more: false,
         };
@@ -522,6 +587,46 @@ impl Committer {
             return Err("the commit thread has stopped".into());
         }
         Ok(Receipt(rx))
+    }
+
+    /// Records writes with no copy to put in place, in the transaction of the batch they join;
+    /// waits until they are recorded (or failed, all of them).
+    pub(crate) async fn write(&self, writes: Vec<Write>) -> std::result::Result<(), Failed> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let (job, rx) = Self::write_job(writes);
+        let tx = self.sender().map_err(Failed::other)?;
+        if tx.send(job).await.is_err() {
+            return Err(Failed::other("the commit thread has stopped"));
+        }
+        Receipt(rx).done().await.map(|_| ())
+    }
+
+    /// [`Committer::write`] from a blocking thread (a dump package's).
+    pub(crate) fn write_blocking(&self, writes: Vec<Write>) -> std::result::Result<(), Failed> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let (job, rx) = Self::write_job(writes);
+        let tx = self.sender().map_err(Failed::other)?;
+        if tx.blocking_send(job).is_err() {
+            return Err(Failed::other("the commit thread has stopped"));
+        }
+        rx.blocking_recv()
+            .unwrap_or_else(|_| Err(Failed::other("the commit thread has stopped")))
+            .map(|_| ())
+    }
+
+    fn write_job(writes: Vec<Write>) -> (Job, oneshot::Receiver<Done>) {
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            items: Vec::new(),
+            writes,
+            reply: Reply::One(reply),
+            more: false,
+        };
+        (job, rx)
     }
 
     /// A producer of chunks of copies, for a blocking thread (a dump package): outcomes go to
@@ -572,6 +677,7 @@ impl Producer {
     ) -> std::result::Result<(), String> {
         let job = Job {
             items,
+            writes: Vec::new(),
             reply: Reply::Many(tag, self.reply.clone()),
             more,
         };
@@ -592,6 +698,7 @@ impl Producer {
         self.tx
             .blocking_send(Job {
                 items: Vec::new(),
+                writes: Vec::new(),
                 reply: Reply::None,
                 more: false,
             })
@@ -605,6 +712,7 @@ impl Drop for Producer {
             // Without blocking (this may run anywhere): a full queue holds jobs to go on with.
             let _ = self.tx.try_send(Job {
                 items: Vec::new(),
+                writes: Vec::new(),
                 reply: Reply::None,
                 more: false,
             });

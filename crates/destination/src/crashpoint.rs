@@ -1,4 +1,4 @@
-//! A test hook for the crash harness (issue 7 item 2): stops the process at a named point.
+//! A test hook for the crash harness (`crates/cli/tests/it/crash.rs`): stops the process at a named point.
 //!
 //! Compiled always, inert unless the environment variable `RESOURCESYNC_TEST_CRASH_AT` is set
 //! (read once). Its value is `POINT:N`, `POINT:N:pause` or `POINT:N:panic`: at the `N`th time

@@ -51,11 +51,10 @@ pub mod watch;
 
 pub use discover::docs;
 pub use fetch::{SharedFetcher, SharedOutcome, patch, repair};
-pub use plan::staging;
 pub use sync::catch_up;
 
 pub use audit::audit;
-pub use discover::{SourceInfo, discover};
+pub use discover::discover;
 pub use error::{Error, Result};
 pub use explore::{ExploreNode, ExploreOptions, ExploreReport, NodeStatus, explore};
 pub use filter::UriFilter;
@@ -66,7 +65,7 @@ pub use ports::Ports;
 pub use push::{PushOptions, PushStats, watch_push};
 pub use report::{
     AuditDifference, AuditReport, Failed, Failure, FailureKind, Mode, Observer, Planned, Quiet,
-    SyncReport,
+    SourceInfo, SyncReport,
 };
 pub use share::{Downloads, SharedFetch};
 pub use sync::{Destination, sync};

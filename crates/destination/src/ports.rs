@@ -31,7 +31,7 @@ pub struct Ports {
     /// How messages name the state (its file, or a description).
     pub state_name: PathBuf,
     /// Where a run's fetches go when it has enough of them to share with other workers
-    /// ([`crate::share`]; issue 16); none (the default): the run does them all.
+    /// ([`crate::share`]); none (the default): the run does them all.
     pub downloads: Option<Arc<dyn Downloads>>,
     /// Keeps a temporary scratch directory alive as long as the ports.
     _held: Option<Arc<tempfile::TempDir>>,

@@ -42,9 +42,9 @@ use resourcesync_websub::subscriber::{self, Subscription, VerificationRequest};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch as channel};
 
-use crate::discover::NotificationChannel;
 use crate::error::{Error, Result};
 use crate::options::SyncOptions;
+use crate::report::NotificationChannel;
 use crate::report::{Observer, SyncReport};
 use crate::sync::{Applier, sync};
 use crate::watch::{Round, StopHandle, WatchOptions, WatchReport};
@@ -400,6 +400,35 @@ impl Callback {
     }
 }
 
+/// The Source's Change Notification channel, when it advertises one within reach, and the
+/// client to subscribe with; otherwise `None`, and `stats` says why the Source is polled.
+async fn usable_channel(
+    o: &SyncOptions,
+    channel: Option<NotificationChannel>,
+    obs: &dyn Observer,
+    stats: &PushStats,
+) -> Result<Option<(NotificationChannel, reqwest::Client)>> {
+    let Some(c) = channel else {
+        let _ = stats.polling_instead.set(
+            "the Source advertises no hub (no change-notification channel in its Capability \
+             List, Change Notification 1.0.1 §5)"
+                .into(),
+        );
+        obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
+        return Ok(None);
+    };
+    let client = push_client(o)?;
+    let reachable = channel_within_reach(o, &client, c, obs).await;
+    if reachable.is_none() {
+        let _ = stats.polling_instead.set(
+            "the Source's notification channel is out of reach (its topic or hub is on a host \
+             this Source may not use)"
+                .into(),
+        );
+    }
+    Ok(reachable.map(|c| (c, client)))
+}
+
 /// Syncs, subscribes to the Source's Change Notification channel, and applies what is pushed
 /// until stopped (see the module docs). `on_round` is called after every sync and every
 /// payload applied. Returns the totals; `stats` (if given) is updated as it goes.
@@ -436,29 +465,8 @@ where
     let channel = info.change_notification.clone();
     let round = record(&mut total, &mut n, Ok(first));
     on_round(&round);
-    let channel = match channel {
-        Some(c) => {
-            let client = push_client(&o)?;
-            channel_within_reach(&o, &client, c, obs.as_ref())
-                .await
-                .map(|c| (c, client))
-        }
-        None => {
-            let _ = stats.polling_instead.set(
-                "the Source advertises no hub (no change-notification channel in its Capability \
-                 List, Change Notification 1.0.1 §5)"
-                    .into(),
-            );
-            obs.warning("the Source advertises no change-notification channel (Change Notification 1.0.1 §5): polling its Change Lists instead");
-            None
-        }
-    };
+    let channel = usable_channel(&o, channel, obs.as_ref(), &stats).await?;
     let Some((NotificationChannel { topic, hub }, client)) = channel else {
-        let _ = stats.polling_instead.set(
-            "the Source's notification channel is out of reach (its topic or hub is on a host \
-             this Source may not use)"
-                .into(),
-        );
         let rest = poll_instead(&o, wopts, obs, stop, on_round).await?;
         add_polled(&mut total, &rest);
         total.seconds = started.elapsed().as_secs_f64();

@@ -206,7 +206,7 @@ pub struct SyncReport {
     pub from_packages: u64,
     /// Copies updated by applying a patch (Z39.99-2014 §14.4; counted in `updated` too).
     pub patched: u64,
-    /// Fetches handed to the workers sharing the state (issue 16, [`crate::share`]): done by
+    /// Fetches handed to the workers sharing the state ([`crate::share`]): done by
     /// any of them, each counted by the worker that did it, not in `created` or `updated`.
     #[serde(skip_serializing_if = "is_zero")]
     pub shared: u64,

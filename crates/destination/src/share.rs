@@ -1,4 +1,4 @@
-//! Download work shared between workers (issue 16): the port through which a run hands its
+//! Download work shared between workers: the port through which a run hands its
 //! fetches to other processes, and what one handed-out fetch carries.
 //!
 //! A run fetches its resources itself ([`crate::fetch`]'s executor) unless its [`Ports`]

@@ -1,4 +1,4 @@
-//! Watch: keep a destination following a Source (issue 4 item 2, `sync --watch`).
+//! Watch: keep a destination following a Source (`sync --watch`).
 //!
 //! The first round is an ordinary [`sync()`](crate::sync()): a baseline, or an incremental run
 //! when the state has a cursor. Then, every [`WatchOptions::interval`], a round polls the Source's
@@ -213,7 +213,7 @@ where
             }
             Some(Ok(report)) => {
                 // The copies on disk are checked by the first round; later rounds apply changes.
-                o.check_copies = crate::fetch::repair::CheckCopies::Off;
+                o.check_copies = crate::options::CheckCopies::Off;
                 total.rounds += 1;
                 total.created += report.created;
                 total.updated += report.updated;

@@ -1,7 +1,7 @@
 //! The last change per URI (Z39.99-2014 §12.1: a Change List may list several changes of one
 //! resource; a Destination applies the last): the one rule, for sequences held in memory (a
 //! notification's payload, the simulator's log). The Destination's staging database
-//! (`resourcesync_destination::staging`) applies the same rule on disk for Change Lists of
+//! (`crates/destination/src/plan/staging.rs`) applies the same rule on disk for Change Lists of
 //! any size, and is tested against this function.
 
 use std::collections::HashMap;

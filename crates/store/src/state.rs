@@ -441,12 +441,14 @@ pub trait StateStore: Send + Sync + Debug {
     /// them): a failed write, or a fence whose lease is lost, leaves the state as it was.
     fn apply(&self, batch: &Batch<'_>) -> Result<()>;
 
-    /// Writes (replaces) the row of a resource.
+    /// Writes (replaces) the row of a copy just put in place and forgets its pending change,
+    /// in one transaction: [`Batch::put_resource`] alone. (A row without that, such as a
+    /// placeholder, is an [`Op::PutResource`] of a batch.)
     fn put_resource(&self, r: &ResourceRecord) -> Result<()> {
-        self.apply(Batch::new().push(Op::PutResource(r)))
+        self.apply(Batch::new().put_resource(r))
     }
     /// Writes (replaces) the rows of copies just put in place and forgets their pending
-    /// changes, all or nothing.
+    /// changes, all or nothing: [`StateStore::put_resource`] of each, in one transaction.
     fn put_resources(&self, rows: &[ResourceRecord]) -> Result<()> {
         let mut b = Batch::new();
         for r in rows {

@@ -29,8 +29,8 @@ use std::time::Instant;
 
 use resourcesync_model::Capability;
 
+use crate::discover::discover;
 use crate::discover::docs::{DocFetcher, walk};
-use crate::discover::{SourceInfo, discover};
 use crate::dump::DumpLimits;
 use crate::dump::list::manifests;
 use crate::error::{Error, Result};
@@ -38,6 +38,7 @@ use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::{AuditOptions, default_state_path};
 use crate::ports::Ports;
+use crate::report::SourceInfo;
 use crate::report::{AuditReport, Observer};
 
 mod compare;

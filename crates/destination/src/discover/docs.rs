@@ -214,6 +214,13 @@ impl DocFetcher {
 }
 
 impl Doc {
+    /// Keeps the validators it came with, by its URL.
+    fn remember_validators(&self, into: &mut HashMap<String, Conditional>) {
+        if let Some(v) = &self.validators {
+            into.insert(self.url.clone(), v.clone());
+        }
+    }
+
     /// Streams the entries through `f` on a blocking thread, returning the state back and how
     /// many `<loc>`s were IRIs read as their URIs ([`read_opts`]).
     pub(crate) async fn stream<S, F>(self, mut state: S, mut f: F) -> Result<(S, u64)>
@@ -399,6 +406,32 @@ pub(crate) async fn walk<S: ListSink>(
     walk_with(f, url, cap, sink, Prefetched::default()).await
 }
 
+/// The Change List Index at `ix` that the Change List at `url` links to, if it is one (else a
+/// warning says why it is ignored).
+async fn change_list_index(
+    f: &DocFetcher,
+    url: &str,
+    ix: &str,
+    warnings: &mut Vec<String>,
+) -> Option<Doc> {
+    match f.document(ix).await {
+        Ok(d) if d.header.is_index() && d.header.capability() == Some(&Capability::ChangeList) => {
+            Some(d)
+        }
+        Ok(d) => {
+            warnings.push(format!(
+                "{}: the index link of {url} is not a Change List Index: ignored",
+                d.url
+            ));
+            None
+        }
+        Err(e) => {
+            warnings.push(format!("index of {url}: {e}: ignored"));
+            None
+        }
+    }
+}
+
 /// [`walk`], starting from documents fetched already.
 pub(crate) async fn walk_with<S: ListSink>(
     f: &DocFetcher,
@@ -418,26 +451,15 @@ pub(crate) async fn walk_with<S: ListSink>(
         None => f.document(url).await.map_err(named)?,
     };
     check_capability(&doc, &cap, &mut warnings)?;
-    if let Some(v) = &doc.validators {
-        validators.insert(doc.url.clone(), v.clone());
-    }
+    doc.remember_validators(&mut validators);
     // Z39.99-2014 §12.1: a Change List points to its index (`rel="index"`), which lists every
     // Change List; walk the index when the Capability List names a single list.
     if cap == Capability::ChangeList && !doc.header.is_index() && !pre.no_index_link {
         if let Some(ix) = doc.header.link("index").map(|l| l.href.clone()) {
             if visited.insert(ix.clone()) {
-                match f.document(&ix).await {
-                    Ok(d) if d.header.is_index() && d.header.capability() == Some(&cap) => {
-                        if let Some(v) = &d.validators {
-                            validators.insert(d.url.clone(), v.clone());
-                        }
-                        doc = d;
-                    }
-                    Ok(d) => warnings.push(format!(
-                        "{}: the index link of {url} is not a Change List Index: ignored",
-                        d.url
-                    )),
-                    Err(e) => warnings.push(format!("index of {url}: {e}: ignored")),
+                if let Some(d) = change_list_index(f, url, &ix, &mut warnings).await {
+                    d.remember_validators(&mut validators);
+                    doc = d;
                 }
             }
         }
@@ -461,9 +483,7 @@ pub(crate) async fn walk_with<S: ListSink>(
                         None => f.document(&u).await.map_err(named)?,
                     };
                     check_capability(&d, &cap, &mut warnings)?;
-                    if let Some(v) = &d.validators {
-                        validators.insert(d.url.clone(), v.clone());
-                    }
+                    d.remember_validators(&mut validators);
                     d
                 }
                 None => break,

@@ -1,4 +1,4 @@
-//! Remembered discovery (issue 24): what discovery found, and the validators of the Change List
+//! Remembered discovery: what discovery found, and the validators of the Change List
 //! documents last read, are kept with the state ([`resourcesync_store::KnownDocument`], keyed by
 //! the URL the user gave and `--set`). An incremental run then starts from them: the Capability
 //! List, the Change List (or its index) and the open Change List are fetched at once, each with
@@ -20,8 +20,8 @@ use resourcesync_model::Capability;
 use resourcesync_store::{KnownDocument, MAX_KNOWN_DOCUMENTS};
 
 use crate::discover::docs::{DocFetcher, Fetched, Prefetched};
-use crate::discover::{NotificationChannel, SourceInfo};
 use crate::http::Conditional;
+use crate::report::{NotificationChannel, SourceInfo};
 
 const DESCRIPTION: &str = "description";
 const CAPABILITY_LIST: &str = "capabilitylist";

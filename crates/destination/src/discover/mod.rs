@@ -24,7 +24,7 @@ use resourcesync_model::discovery::{html_link_targets, link_header_targets, robo
 
 use crate::discover::docs::{Doc, DocFetcher};
 use crate::error::{Error, Result};
-pub use crate::report::{NotificationChannel, SourceInfo};
+use crate::report::{NotificationChannel, SourceInfo};
 
 /// Most capabilities of a Capability List named in [`SourceInfo::offered`].
 const MAX_OFFERED: usize = 20;
@@ -373,6 +373,26 @@ fn is_site_root(url: &Url) -> bool {
     url.path() == "/" && url.query().is_none()
 }
 
+/// The error of a start URL that does not answer (or answers with an HTTP error status): why,
+/// and what the user can do.
+fn no_place_to_start(url: &str, e: &Error) -> Error {
+    let said = e.to_string();
+    let cause = said
+        .strip_prefix(url)
+        .and_then(|r| r.strip_prefix(": "))
+        .unwrap_or(&said);
+    let hint = if matches!(e, Error::Status { .. }) {
+        "nothing to discover from: give the URL of a ResourceSync document, of a page that \
+         links to one, or the site root"
+    } else {
+        "the Source could not be reached: check the URL and that its server is running"
+    };
+    Error::Discovery {
+        url: url.to_owned(),
+        message: format!("{cause}; {hint}"),
+    }
+}
+
 /// Finds the Capability List (or list) to sync from any URL (see the module docs).
 pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<SourceInfo> {
     let parsed =
@@ -430,21 +450,7 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
         // site root that answers with an HTTP error status goes on to the host's well-known
         // URI (Z39.99-2014 §6.3.2), where the discovery of a host starts anyway.
         Err(e) if !(is_site_root(&parsed) && matches!(e, Error::Status { .. })) => {
-            let said = e.to_string();
-            let cause = said
-                .strip_prefix(url)
-                .and_then(|r| r.strip_prefix(": "))
-                .unwrap_or(&said);
-            let hint = if matches!(e, Error::Status { .. }) {
-                "nothing to discover from: give the URL of a ResourceSync document, of a page \
-                 that links to one, or the site root"
-            } else {
-                "the Source could not be reached: check the URL and that its server is running"
-            };
-            return Err(Error::Discovery {
-                url: url.to_owned(),
-                message: format!("{cause}; {hint}"),
-            });
+            return Err(no_place_to_start(url, &e));
         }
         Err(e) => tried.push(tried_line("", url, &e)),
     }

@@ -8,10 +8,10 @@ use resourcesync_model::package::{DumpLimits, patch_path};
 use resourcesync_model::{Capability, Change, DocumentReader, Entry, W3cDateTime};
 use resourcesync_store::PendingChange;
 
-use crate::commit::{Done, MAX_BATCH, Pending, Producer};
+use crate::commit::{Done, MAX_BATCH, Pending, Producer, Write, not_recorded};
 use crate::discover::docs::DocFetcher;
 use crate::error::{Error, Result};
-use crate::fetch::exec::Ctx;
+use crate::fetch::ctx::Ctx;
 use crate::outcome::DumpStats;
 use crate::plan::staging::StagedItem;
 use crate::report::{Failure, push_capped};
@@ -19,7 +19,7 @@ use crate::report::{Failure, push_capped};
 use super::download::download_package;
 use super::extract::{Applied, Plan, delete, extract, extract_job, extract_patch, plan};
 use super::package::{Extractor, Package, manifest_opts, open_package};
-use super::warn;
+use super::{Told, warn};
 
 /// Second pass over the manifest: applies its entries in order (entries at or before `cursor`
 /// are skipped, for Change Dumps). Entry failures are warnings.
@@ -28,12 +28,10 @@ pub(super) fn apply_package(
     pkg: &mut Package,
     cursor: Option<W3cDateTime>,
     fresh: bool,
-    stats: &mut DumpStats,
-    warnings: &mut Vec<String>,
-    dropped: &mut u64,
+    told: &mut Told,
 ) -> Result<()> {
     for n in std::mem::take(&mut pkg.notes) {
-        warn(warnings, dropped, n);
+        told.warn(n);
     }
     let fh = File::open(&pkg.manifest).map_err(|e| Error::io("reading a manifest", e))?;
     let mut r = DocumentReader::new(fh, manifest_opts(&pkg.url, pkg.max_document_bytes))?;
@@ -41,7 +39,7 @@ pub(super) fn apply_package(
     let threads = extract_threads();
     if !change_dump && cursor.is_none() && threads > 0 {
         // A Resource Dump: no deletes, no patches, every entry on its own.
-        return apply_parallel(ctx, pkg, &mut r, threads, fresh, stats, warnings, dropped);
+        return apply_parallel(ctx, pkg, &mut r, threads, fresh, told);
     }
     let mut batch = Batch::new(ctx)?;
     let mut nth = 0usize;
@@ -53,23 +51,22 @@ pub(super) fn apply_package(
             }
         }
         if let Some(t) = e.change_time() {
-            if stats
+            if told
+                .stats
                 .last
                 .is_none_or(|l| t.cmp_instant(&l) == std::cmp::Ordering::Greater)
             {
-                stats.last = Some(*t);
+                told.stats.last = Some(*t);
             }
         }
-        ctx.obs.add_total(1);
+        ctx.ports.obs.add_total(1);
         let item = StagedItem::from_entry(&e);
         if let Some(why) = pkg.refused.get(&nth) {
             let res = Err(Error::Package {
                 url: pkg.url.clone(),
                 message: why.clone(),
             });
-            settle(
-                ctx, &mut batch, &pkg.url, item, res, stats, warnings, dropped,
-            )?;
+            settle(ctx, &mut batch, &pkg.url, item, res, told)?;
             continue;
         }
         let path = e.md.as_ref().and_then(|m| m.path.clone());
@@ -79,14 +76,14 @@ pub(super) fn apply_package(
         let res = match (change_dump, e.change(), path) {
             (true, Some(Change::Deleted), _) => {
                 // Earlier entries first: the copy a delete removes may be in the batch.
-                batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
+                batch.flush(ctx, &pkg.url, told)?;
                 delete(ctx, &e.loc)
             }
             // The whole bitstream first (nothing to trust but its digests); the patch when
             // there is none or it fails (Z39.99-2014 §14.4).
             (_, _, Some(p)) => match (extract_caught(ctx, pkg, &e, &p, fresh), patch) {
                 (Err(err), Some(pp)) => {
-                    batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
+                    batch.flush(ctx, &pkg.url, told)?;
                     extract_patch(ctx, pkg, &e, &pp).map_err(|why| Error::Package {
                         url: pkg.url.clone(),
                         message: format!("{err}; its patch: {why}"),
@@ -97,7 +94,7 @@ pub(super) fn apply_package(
             (_, _, None) => match patch {
                 Some(pp) => {
                     // The patch applies to the copy as recorded: earlier entries first.
-                    batch.flush(ctx, &pkg.url, stats, warnings, dropped)?;
+                    batch.flush(ctx, &pkg.url, told)?;
                     extract_patch(ctx, pkg, &e, &pp).map_err(|why| Error::Package {
                         url: pkg.url.clone(),
                         message: format!("{}: patch: {why}", e.loc),
@@ -106,11 +103,9 @@ pub(super) fn apply_package(
                 None => Ok(Applied::Skipped),
             },
         };
-        settle(
-            ctx, &mut batch, &pkg.url, item, res, stats, warnings, dropped,
-        )?;
+        settle(ctx, &mut batch, &pkg.url, item, res, told)?;
     }
-    batch.flush(ctx, &pkg.url, stats, warnings, dropped)
+    batch.flush(ctx, &pkg.url, told)
 }
 
 /// [`extract`], where a panic (a bug: nothing known panics there) is that entry's error, as on
@@ -130,32 +125,29 @@ pub(super) fn extract_caught(
 
 /// What one manifest entry came to, taken into account: a verified copy goes to the batch, a
 /// failure to [`entry_failed`].
-#[allow(clippy::too_many_arguments)]
 pub(super) fn settle(
     ctx: &Ctx,
     batch: &mut Batch,
     url: &str,
     item: StagedItem,
     res: Result<Applied>,
-    stats: &mut DumpStats,
-    warnings: &mut Vec<String>,
-    dropped: &mut u64,
+    told: &mut Told,
 ) -> Result<()> {
-    ctx.obs.resource_done();
+    ctx.ports.obs.resource_done();
     match res {
         Ok(Applied::Verified { pending, update }) => {
             batch.push(*pending, item, update)?;
-            return batch.receive(ctx, url, stats, warnings, dropped, false);
+            return batch.receive(ctx, url, told, false);
         }
-        Ok(Applied::Unchanged) => stats.unchanged += 1,
-        Ok(Applied::Deleted) => stats.deleted += 1,
+        Ok(Applied::Unchanged) => told.stats.unchanged += 1,
+        Ok(Applied::Deleted) => told.stats.deleted += 1,
         Ok(Applied::Skipped) => return Ok(()),
         Err(err) => {
             let msg = match err {
                 Error::Package { message, .. } => message,
                 other => other.to_string(),
             };
-            return entry_failed(ctx, url, item, msg, stats, warnings, dropped);
+            return entry_failed(ctx, url, item, msg, told);
         }
     }
     note_dumped(ctx, &item.uri)
@@ -170,31 +162,27 @@ pub(super) fn entry_failed(
     url: &str,
     item: StagedItem,
     msg: String,
-    stats: &mut DumpStats,
-    warnings: &mut Vec<String>,
-    dropped: &mut u64,
+    told: &mut Told,
 ) -> Result<()> {
-    stats.failed += 1;
+    told.stats.failed += 1;
     let msg = if msg.contains(&item.uri) {
         msg
     } else {
         format!("{}: {msg}", item.uri)
     };
-    if stats.lists {
-        warn(
-            warnings,
-            dropped,
-            format!("package {url}: {msg}: left to the lists, which fetch it on its own"),
-        );
+    if told.stats.lists {
+        told.warn(format!(
+            "package {url}: {msg}: left to the lists, which fetch it on its own"
+        ));
         return Ok(());
     }
-    stats.run_failed += 1;
+    told.stats.run_failed += 1;
     let error = format!(
         "package {url}: {msg}; the Source offers no list to fetch it from instead: kept as \
          pending, the next sync tries again (from its URI, or from a newer package)"
     );
     if !ctx.dry_run {
-        ctx.state.put_pending(&PendingChange {
+        let p = PendingChange {
             source: ctx.key.clone(),
             uri: item.uri.clone(),
             change: item.change.clone().or(Some(Change::Updated)),
@@ -203,12 +191,19 @@ pub(super) fn entry_failed(
             lastmod: item.lastmod,
             duplicates: item.duplicates.clone(),
             error: error.clone(),
-        })?;
+        };
+        ctx.ports
+            .committer
+            .write_blocking(vec![Write::Pending(p)])
+            .map_err(not_recorded)?;
     }
     let path = ctx.mapper.map(&item.uri).ok().map(|r| r.to_string());
     // Dealt with: the pending changes retried in this run leave it alone.
     note_dumped(ctx, &item.uri)?;
-    push_capped(&mut stats.failures, Failure::new(item.uri, path, error));
+    push_capped(
+        &mut told.stats.failures,
+        Failure::new(item.uri, path, error),
+    );
     Ok(())
 }
 
@@ -297,16 +292,13 @@ fn extract_worker(
 /// reads the manifest and decides what to do with each entry ([`plan`]); the others inflate
 /// and verify the bitstreams, chunks of [`JOB_CHUNK`] entries at a time; their outcomes are
 /// taken into account here in manifest order, as one thread would have.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn apply_parallel(
     ctx: &Ctx,
     pkg: &mut Package,
     r: &mut DocumentReader<File>,
     threads: usize,
     fresh: bool,
-    stats: &mut DumpStats,
-    warnings: &mut Vec<String>,
-    dropped: &mut u64,
+    told: &mut Told,
 ) -> Result<()> {
     let url = pkg.url.clone();
     let mut batch = Batch::new(ctx)?;
@@ -323,33 +315,28 @@ pub(super) fn apply_parallel(
         // Chunks sent, and outcomes taken into account (in order), counted in chunks.
         let (mut sent, mut settled) = (0u64, 0u64);
         let mut early: std::collections::BTreeMap<u64, Outcomes> = Default::default();
-        let mut take = |wait: bool,
-                        settled: &mut u64,
-                        batch: &mut Batch,
-                        stats: &mut DumpStats,
-                        warnings: &mut Vec<String>,
-                        dropped: &mut u64|
-         -> Result<()> {
-            let got = if wait {
-                Some(
-                    out_rx
-                        .recv()
-                        .map_err(|_| Error::Task("an extracting thread has stopped".into()))?,
-                )
-            } else {
-                out_rx.try_recv().ok()
-            };
-            if let Some((seq, out)) = got {
-                early.insert(seq, out);
-            }
-            while let Some(out) = early.remove(settled) {
-                *settled += 1;
-                for (item, res) in out {
-                    settle(ctx, batch, &url, item, res, stats, warnings, dropped)?;
+        let mut take =
+            |wait: bool, settled: &mut u64, batch: &mut Batch, told: &mut Told| -> Result<()> {
+                let got = if wait {
+                    Some(
+                        out_rx
+                            .recv()
+                            .map_err(|_| Error::Task("an extracting thread has stopped".into()))?,
+                    )
+                } else {
+                    out_rx.try_recv().ok()
+                };
+                if let Some((seq, out)) = got {
+                    early.insert(seq, out);
                 }
-            }
-            Ok(())
-        };
+                while let Some(out) = early.remove(settled) {
+                    *settled += 1;
+                    for (item, res) in out {
+                        settle(ctx, batch, &url, item, res, told)?;
+                    }
+                }
+                Ok(())
+            };
         let mut chunk = Vec::with_capacity(JOB_CHUNK);
         let mut more = true;
         let mut nth = 0usize;
@@ -357,7 +344,7 @@ pub(super) fn apply_parallel(
             match r.next_entry()? {
                 Some(e) => {
                     nth += 1;
-                    ctx.obs.add_total(1);
+                    ctx.ports.obs.add_total(1);
                     let p = plan_entry(ctx, pkg.refused.get(&nth).cloned(), &url, &e, fresh);
                     chunk.push((StagedItem::from_entry(&e), p));
                     if chunk.len() < JOB_CHUNK {
@@ -371,27 +358,27 @@ pub(super) fn apply_parallel(
             }
             // At most two chunks per thread waiting or being extracted.
             while sent - settled >= (threads * 2) as u64 {
-                take(true, &mut settled, &mut batch, stats, warnings, dropped)?;
+                take(true, &mut settled, &mut batch, told)?;
             }
             let jobs = std::mem::replace(&mut chunk, Vec::with_capacity(JOB_CHUNK));
             job_tx
                 .send((sent, jobs))
                 .map_err(|_| Error::Task("the extracting threads have stopped".into()))?;
             sent += 1;
-            take(false, &mut settled, &mut batch, stats, warnings, dropped)?;
+            take(false, &mut settled, &mut batch, told)?;
         }
         drop(job_tx);
         while settled < sent {
-            take(true, &mut settled, &mut batch, stats, warnings, dropped)?;
+            take(true, &mut settled, &mut batch, told)?;
         }
         Ok(())
     })?;
-    batch.flush(ctx, &url, stats, warnings, dropped)
+    batch.flush(ctx, &url, told)
 }
 
 /// Remembers that a dump package put this URI's copy in place during this run.
 pub(super) fn note_dumped(ctx: &Ctx, uri: &str) -> Result<()> {
-    if let Some(d) = &ctx.dumped {
+    if let Some(d) = &ctx.memo.dumped {
         d.lock()
             .map_err(|_| Error::Task("staging lock poisoned".into()))?
             .upsert(&StagedItem {
@@ -430,7 +417,7 @@ impl Batch {
             meta: Vec::new(),
             in_flight: std::collections::HashMap::new(),
             next_tag: 0,
-            producer: ctx.committer.producer(tx).map_err(Error::Task)?,
+            producer: ctx.ports.committer.producer(tx).map_err(Error::Task)?,
             rx,
         })
     }
@@ -461,15 +448,7 @@ impl Batch {
 
     /// Takes the outcomes the committer has sent: those ready, waiting while more than
     /// [`MAX_IN_FLIGHT`] chunks are out, or (`all`) every one.
-    fn receive(
-        &mut self,
-        ctx: &Ctx,
-        url: &str,
-        stats: &mut DumpStats,
-        warnings: &mut Vec<String>,
-        dropped: &mut u64,
-        all: bool,
-    ) -> Result<()> {
+    fn receive(&mut self, ctx: &Ctx, url: &str, told: &mut Told, all: bool) -> Result<()> {
         loop {
             let wait = if all {
                 !self.in_flight.is_empty()
@@ -494,11 +473,11 @@ impl Batch {
                 match d {
                     Ok(put) => {
                         if update || put.replaced {
-                            stats.updated += 1;
+                            told.stats.updated += 1;
                         } else {
-                            stats.created += 1;
+                            told.stats.created += 1;
                         }
-                        stats.bytes += put.length;
+                        told.stats.bytes += put.length;
                         note_dumped(ctx, &item.uri)?;
                     }
                     Err(f) => {
@@ -507,7 +486,7 @@ impl Batch {
                         if f.category == resourcesync_model::Category::Stop {
                             ctx.state_failed(crate::report::about(&item.uri, &f.message));
                         }
-                        entry_failed(ctx, url, item, f.message, stats, warnings, dropped)?
+                        entry_failed(ctx, url, item, f.message, told)?
                     }
                 }
             }
@@ -515,57 +494,47 @@ impl Batch {
     }
 
     /// Hands over what is left and waits until every copy is in place and recorded (or failed).
-    fn flush(
-        &mut self,
-        ctx: &Ctx,
-        url: &str,
-        stats: &mut DumpStats,
-        warnings: &mut Vec<String>,
-        dropped: &mut u64,
-    ) -> Result<()> {
+    fn flush(&mut self, ctx: &Ctx, url: &str, told: &mut Told) -> Result<()> {
         self.hand_over(false)?;
-        self.receive(ctx, url, stats, warnings, dropped, true)
+        self.receive(ctx, url, told, true)
     }
 }
 
 /// Downloads, checks and applies one package. A refused package is an `Err`; entry failures are
 /// warnings.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn one_package(
     ctx: &Arc<Ctx>,
     fetcher: &DocFetcher,
     entry: &Entry,
     cap: Capability,
-    cursor: Option<W3cDateTime>,
-    fresh: bool,
-    lists: bool,
+    (cursor, fresh, lists): (Option<W3cDateTime>, bool, bool),
     limits: &DumpLimits,
 ) -> Result<(DumpStats, Vec<String>, u64)> {
-    ctx.obs.phase("downloading a package");
-    let file = download_package(&ctx.http, ctx.obs.as_ref(), &fetcher.dir, entry, limits).await?;
-    ctx.obs.phase("unpacking");
+    ctx.ports.obs.phase("downloading a package");
+    let file = download_package(
+        &ctx.ports.http,
+        ctx.ports.obs.as_ref(),
+        &fetcher.dir,
+        entry,
+        limits,
+    )
+    .await?;
+    ctx.ports.obs.phase("unpacking");
     let (ctx2, url, scratch, limits) =
         (ctx.clone(), entry.loc.clone(), fetcher.dir.clone(), *limits);
     let max_doc = fetcher.max_bytes;
     tokio::task::spawn_blocking(move || {
         let mut pkg = open_package(&file, &url, cap, limits, &scratch, max_doc)?;
-        let mut stats = DumpStats {
-            lists,
-            ..DumpStats::default()
+        let mut told = Told {
+            stats: DumpStats {
+                lists,
+                ..DumpStats::default()
+            },
+            ..Told::default()
         };
-        let mut warnings = Vec::new();
-        let mut dropped = 0u64;
-        apply_package(
-            &ctx2,
-            &mut pkg,
-            cursor,
-            fresh,
-            &mut stats,
-            &mut warnings,
-            &mut dropped,
-        )?;
+        apply_package(&ctx2, &mut pkg, cursor, fresh, &mut told)?;
         drop(file);
-        Ok((stats, warnings, dropped))
+        Ok((told.stats, told.warnings, told.dropped))
     })
     .await?
 }
@@ -612,7 +581,7 @@ pub(super) async fn apply_all(
     };
     let mut dropped = 0u64;
     for p in packages {
-        match one_package(ctx, fetcher, p, cap.clone(), cursor, fresh, lists, limits).await {
+        match one_package(ctx, fetcher, p, cap.clone(), (cursor, fresh, lists), limits).await {
             Ok((s, w, d)) => {
                 merge(&mut stats, s);
                 stats.packages += 1;

@@ -9,12 +9,13 @@ use resourcesync_model::package::{DumpLimits, entry_name};
 use resourcesync_model::{Capability, Change, DocumentReader, Entry, W3cDateTime};
 use resourcesync_store::{Committed, Expect, RelPath, ResourceRecord, Store, Upload};
 
-use crate::commit::{Origin, Pending};
+use crate::commit::{Origin, Pending, Write, not_recorded};
 use crate::error::{Error, Result};
-use crate::fetch::exec::Ctx;
-use crate::fetch::patch::{MAX_PATCH_BYTES, PatchLink, patch_copy};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::patch::{MAX_PATCH_BYTES, patch_copy};
 use crate::mapping::UriMapper;
 use crate::plan::current::change_applied;
+use crate::plan::staging::PatchLink;
 use crate::plan::staging::StagedItem;
 
 use super::package::{Extractor, Package, inflate, manifest_opts, open_package};
@@ -78,12 +79,12 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
     let prior = if fresh {
         None
     } else {
-        ctx.state.resource(uri)?.filter(|p| !p.gone)
+        ctx.ports.state.resource(uri)?.filter(|p| !p.gone)
     };
     // Already in place (a resumed run, or an earlier package): the state proves it current
     // (crate::plan::current, the rule of every change).
     if let Some(p) = &prior {
-        let m = ctx.store.head(&rel)?;
+        let m = ctx.ports.store.head(&rel)?;
         if change_applied(&StagedItem::from_entry(e), Some(p), m.as_ref()) {
             return Ok(Plan::Unchanged);
         }
@@ -108,13 +109,19 @@ pub(super) fn extract_job(ctx: &Ctx, ex: &mut Extractor, job: Job) -> Result<App
         lastmod,
         update,
     } = job;
-    let obs = ctx.obs.clone();
+    let obs = ctx.ports.obs.clone();
     // A new copy takes the store's path for new objects (a directory: an unnamed file in its
     // directory, linked into place, no temporary name, no rename); one the state has, the
     // usual one (a named temporary file renamed over it).
-    let tmp = inflate_entry(ctx.store.as_ref(), ex, &name, &rel, expect, !update, |n| {
-        obs.bytes(n)
-    })?;
+    let tmp = inflate_entry(
+        ctx.ports.store.as_ref(),
+        ex,
+        &name,
+        &rel,
+        expect,
+        !update,
+        |n| obs.bytes(n),
+    )?;
     // Verified (length, every digest of the manifest entry) now; synced, put in place and
     // recorded with its batch (crate::commit).
     let body = tmp.finish()?;
@@ -341,7 +348,11 @@ pub(super) fn extract_patch(
             Ok(())
         },
     )?;
-    let prior = ctx.state.resource(&e.loc).map_err(|e| e.to_string())?;
+    let prior = ctx
+        .ports
+        .state
+        .resource(&e.loc)
+        .map_err(|e| e.to_string())?;
     let expect = Expect {
         length: e.length(),
         hashes: e.hashes().cloned().unwrap_or_default(),
@@ -350,7 +361,7 @@ pub(super) fn extract_patch(
         uri: Some(e.loc.clone()),
     };
     let body = patch_copy(
-        ctx.store.as_ref(),
+        ctx.ports.store.as_ref(),
         &rel,
         prior.as_ref(),
         &link,
@@ -358,7 +369,11 @@ pub(super) fn extract_patch(
         &expect,
     )?;
     // Through the store like any copy: an upload, verified again, then the batch.
-    let mut tmp = ctx.store.begin(&rel, expect).map_err(|e| e.to_string())?;
+    let mut tmp = ctx
+        .ports
+        .store
+        .begin(&rel, expect)
+        .map_err(|e| e.to_string())?;
     tmp.write(&body).map_err(|e| e.to_string())?;
     let body = tmp.finish().map_err(|e| e.to_string())?;
     let row = ResourceRecord {
@@ -389,15 +404,21 @@ pub(super) fn delete(ctx: &Ctx, uri: &str) -> Result<Applied> {
     if !ctx.delete {
         return Ok(Applied::Skipped);
     }
-    let Some(p) = ctx.state.resource(uri)? else {
+    let Some(p) = ctx.ports.state.resource(uri)? else {
         return Ok(Applied::Skipped);
     };
     let rel = match RelPath::parse(&p.path) {
         Ok(r) => r,
         Err(_) => ctx.mapper.map(uri)?,
     };
-    ctx.store.delete(&rel)?;
-    ctx.state.remove_resource(uri)?;
-    ctx.state.remove_pending(&ctx.key, uri)?;
+    ctx.ports.store.delete(&rel)?;
+    // The row only once the copy is gone, by the committer.
+    ctx.ports
+        .committer
+        .write_blocking(vec![Write::Removed {
+            source: ctx.key.clone(),
+            uri: uri.to_owned(),
+        }])
+        .map_err(not_recorded)?;
     Ok(Applied::Deleted)
 }

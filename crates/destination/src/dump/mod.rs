@@ -80,7 +80,7 @@ use resourcesync_model::{Capability, Entry, Header, W3cDateTime};
 
 use crate::discover::docs::{DocFetcher, ListSink, MAX_INDEX_ENTRIES, walk};
 use crate::error::{Error, Result};
-use crate::fetch::exec::Ctx;
+use crate::fetch::ctx::Ctx;
 pub(crate) use crate::outcome::DumpStats;
 pub use resourcesync_model::package::{
     DEFAULT_MAX_PACKAGE_BYTES, DEFAULT_MAX_RATIO, DEFAULT_MAX_UNPACKED_BYTES, DumpLimits,
@@ -103,6 +103,22 @@ fn warn(warnings: &mut Vec<String>, dropped: &mut u64, msg: String) {
         warnings.push(msg);
     } else {
         *dropped += 1;
+    }
+}
+
+/// What applying one package comes to: its counts, and its warnings (past [`MAX_WARNINGS`],
+/// only counted in `dropped`).
+#[derive(Debug, Default)]
+struct Told {
+    stats: DumpStats,
+    warnings: Vec<String>,
+    dropped: u64,
+}
+
+impl Told {
+    /// Adds a warning (see [`warn`]).
+    fn warn(&mut self, msg: String) {
+        warn(&mut self.warnings, &mut self.dropped, msg);
     }
 }
 
@@ -139,7 +155,7 @@ pub(crate) async fn resource_dump(
     limits: &DumpLimits,
     warnings: &mut Vec<String>,
 ) -> Result<DumpStats> {
-    ctx.obs.phase("reading the Resource Dump");
+    ctx.ports.obs.phase("reading the Resource Dump");
     let Some((packages, top)) = read_packages(
         fetcher,
         url,
@@ -152,7 +168,11 @@ pub(crate) async fn resource_dump(
         return Ok(DumpStats::default());
     };
     // A first baseline not resumed: no row to look up for any entry.
-    let fresh = ctx.state.resources_page(&ctx.key, None, 1)?.is_empty();
+    let fresh = ctx
+        .ports
+        .state
+        .resources_page(&ctx.key, None, 1)?
+        .is_empty();
     let mut stats = apply_all(
         ctx,
         fetcher,
@@ -219,7 +239,7 @@ pub(crate) async fn change_dumps(
     limits: &DumpLimits,
     warnings: &mut Vec<String>,
 ) -> Result<DumpStats> {
-    ctx.obs.phase("reading the Change Dump");
+    ctx.ports.obs.phase("reading the Change Dump");
     let Some((packages, _)) = read_packages(
         fetcher,
         url,

@@ -22,14 +22,17 @@ use std::sync::Arc;
 
 use resourcesync_model::{Change, W3cDateTime};
 
-use crate::discover::SourceInfo;
+use crate::commit::{Write, not_recorded};
 use crate::discover::docs::DocFetcher;
 use crate::dump::{DumpLimits, DumpStats, change_dumps, resource_dump};
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::exec::Exec;
+use crate::fetch::job::{Job, JobKind, Reason};
 use crate::plan::after;
 use crate::plan::staging::StagedItem;
 use crate::report::Mode;
+use crate::report::SourceInfo;
 
 /// What a run from dumps did: how it synchronized, the new cursor, and the packages' work.
 pub(crate) struct DumpRun {
@@ -38,19 +41,28 @@ pub(crate) struct DumpRun {
     pub(crate) stats: DumpStats,
 }
 
+/// What the steps of a sync from dumps share: the run's context, the document fetcher, the
+/// Source and the limits of its packages.
+#[derive(Clone, Copy)]
+pub(crate) struct Dumps<'a> {
+    pub(crate) ctx: &'a Arc<Ctx>,
+    pub(crate) fetcher: &'a DocFetcher,
+    pub(crate) info: &'a SourceInfo,
+    pub(crate) limits: &'a DumpLimits,
+}
+
 /// Runs a sync from dumps alone (see the module docs). `resumed`: the state has a cursor row for
 /// this Source (a baseline is then a baseline diff).
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn sync_from_dumps(
-    ctx: &Arc<Ctx>,
-    fetcher: &DocFetcher,
+    d: Dumps<'_>,
     exec: &mut Exec,
-    info: &SourceInfo,
     cursor: Option<W3cDateTime>,
     resumed: bool,
-    limits: &DumpLimits,
     w: &mut Vec<String>,
 ) -> Result<DumpRun> {
+    let Dumps {
+        ctx, fetcher, info, ..
+    } = d;
     if ctx.dry_run {
         return Err(Error::Config(format!(
             "{}: the Source offers dumps and no list, and a dry run fetches no package: run \
@@ -65,7 +77,7 @@ pub(crate) async fn sync_from_dumps(
         } else {
             Mode::Baseline
         };
-        let (stats, cursor) = baseline(ctx, fetcher, exec, info, rd, limits, w).await?;
+        let (stats, cursor) = baseline(d, exec, rd, w).await?;
         return Ok(DumpRun {
             mode,
             cursor,
@@ -73,7 +85,7 @@ pub(crate) async fn sync_from_dumps(
         });
     };
     if let Some(cd) = &info.change_dump {
-        match incremental(ctx, fetcher, exec, cd, c, true, limits, w).await {
+        match incremental(d, exec, cd, c, true, w).await {
             Ok((stats, cursor)) => {
                 return Ok(DumpRun {
                     mode: Mode::Incremental,
@@ -109,7 +121,7 @@ pub(crate) async fn sync_from_dumps(
     // No Change Dump to follow, or one whose history starts after the cursor: the Resource Dump
     // again (a newer snapshot, or the same one: copies in place are not extracted again).
     let rd = need_resource_dump(info)?;
-    let (stats, at) = baseline(ctx, fetcher, exec, info, rd, limits, w).await?;
+    let (stats, at) = baseline(d, exec, rd, w).await?;
     Ok(DumpRun {
         mode: Mode::BaselineDiff,
         cursor: Some(at.filter(|a| after(a, &c)).unwrap_or(c)),
@@ -133,14 +145,17 @@ fn need_resource_dump(info: &SourceInfo) -> Result<&str> {
 /// from its `at`. Returns what the packages did and the new cursor (`None` when a package was
 /// refused).
 async fn baseline(
-    ctx: &Arc<Ctx>,
-    fetcher: &DocFetcher,
+    d: Dumps<'_>,
     exec: &mut Exec,
-    info: &SourceInfo,
     rd: &str,
-    limits: &DumpLimits,
     w: &mut Vec<String>,
 ) -> Result<(DumpStats, Option<W3cDateTime>)> {
+    let Dumps {
+        ctx,
+        fetcher,
+        info,
+        limits,
+    } = d;
     let mut stats = resource_dump(ctx, fetcher, rd, false, limits, w).await?;
     // Z39.99-2014 §11.1: `at` is set once every package is applied.
     let Some(at) = stats.at else {
@@ -148,7 +163,7 @@ async fn baseline(
     };
     let mut cursor = at;
     if let Some(cd) = &info.change_dump {
-        match incremental(ctx, fetcher, exec, cd, at, false, limits, w).await {
+        match incremental(d, exec, cd, at, false, w).await {
             Ok((more, c)) => {
                 add(&mut stats, more);
                 cursor = c;
@@ -184,17 +199,20 @@ fn add(into: &mut DumpStats, s: DumpStats) {
 
 /// The Change Dump's packages after the cursor, then (with `retry`) the pending changes no
 /// package dealt with. Returns what the packages did and the new cursor.
-#[allow(clippy::too_many_arguments)]
 async fn incremental(
-    ctx: &Arc<Ctx>,
-    fetcher: &DocFetcher,
+    d: Dumps<'_>,
     exec: &mut Exec,
     cd: &str,
     cursor: W3cDateTime,
     retry: bool,
-    limits: &DumpLimits,
     w: &mut Vec<String>,
 ) -> Result<(DumpStats, W3cDateTime)> {
+    let Dumps {
+        ctx,
+        fetcher,
+        limits,
+        ..
+    } = d;
     let stats = change_dumps(ctx, fetcher, cd, cursor, false, limits, w).await?;
     if retry {
         retry_pending(ctx, exec).await?;
@@ -213,22 +231,21 @@ async fn incremental(
 async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
     let mut last: Option<String> = None;
     loop {
-        let page = ctx.state.pending_page(&ctx.key, last.as_deref(), 1000)?;
+        let page = ctx
+            .ports
+            .state
+            .pending_page(&ctx.key, last.as_deref(), 1000)?;
         let Some(l) = page.last() else { break };
         last = Some(l.uri.clone());
         for p in page {
             if ctx.dumped_now(&p.uri) {
                 continue;
             }
-            ctx.obs.add_total(1);
+            ctx.ports.obs.add_total(1);
             let kind = if p.change == Some(Change::Deleted) {
                 JobKind::Delete
             } else {
-                JobKind::Fetch {
-                    change: true,
-                    new: false,
-                    repair: false,
-                }
+                JobKind::Fetch(Reason::Change)
             };
             let item = StagedItem {
                 uri: p.uri,
@@ -252,18 +269,32 @@ async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
 async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
     let mut last: Option<String> = None;
     loop {
-        let page = ctx.state.pending_page(&ctx.key, last.as_deref(), 1000)?;
+        let page = ctx
+            .ports
+            .state
+            .pending_page(&ctx.key, last.as_deref(), 1000)?;
         let Some(l) = page.last() else { break };
         last = Some(l.uri.clone());
-        for p in page {
-            if !ctx.dumped_now(&p.uri) {
-                ctx.state.remove_pending(&ctx.key, &p.uri)?;
-            }
-        }
+        let settled = page
+            .into_iter()
+            .filter(|p| !ctx.dumped_now(&p.uri))
+            .map(|p| Write::Settled {
+                source: ctx.key.clone(),
+                uri: p.uri,
+            })
+            .collect();
+        ctx.ports
+            .committer
+            .write(settled)
+            .await
+            .map_err(not_recorded)?;
     }
     let mut last: Option<String> = None;
     loop {
-        let page = ctx.state.resources_page(&ctx.key, last.as_deref(), 1000)?;
+        let page = ctx
+            .ports
+            .state
+            .resources_page(&ctx.key, last.as_deref(), 1000)?;
         let Some(l) = page.last() else { break };
         last = Some(l.uri.clone());
         for r in page {
@@ -271,7 +302,7 @@ async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
             if (r.gone && !crate::commit::is_placeholder(&r)) || ctx.dumped_now(&r.uri) {
                 continue;
             }
-            ctx.obs.add_total(1);
+            ctx.ports.obs.add_total(1);
             exec.submit(Job::delete(r.uri)).await?;
         }
     }

@@ -270,30 +270,21 @@ pub(crate) fn open_package(
             "no {MANIFEST_NAME} at the top level of the package (Z39.99-2014 §11.2)"
         )));
     };
-    let mut buf = vec![0u8; IO_BUF];
-    let manifest = inflate_manifest(
-        &mut zip,
-        mi,
-        url,
-        &limits,
-        &budget,
-        &mut buf,
-        scratch,
-        max_document_bytes,
-    )?;
+    let mut ex = Extractor {
+        url: url.to_owned(),
+        zip,
+        limits,
+        budget,
+        buf: vec![0u8; IO_BUF],
+    };
+    let manifest = inflate_manifest(&mut ex, mi, scratch, max_document_bytes)?;
     let (header, check, mut notes) =
         check_manifest(&manifest, url, cap, listing, max_document_bytes)?;
     check.declared(&limits).map_err(refuse)?;
-    notes.extend(unlisted(&mut zip, mi, url, &check).map_err(refuse)?);
+    notes.extend(unlisted(&mut ex.zip, mi, url, &check).map_err(refuse)?);
     Ok(Package {
         url: url.to_owned(),
-        ex: Extractor {
-            url: url.to_owned(),
-            zip,
-            limits,
-            budget,
-            buf,
-        },
+        ex,
         manifest,
         header,
         notes,
@@ -343,34 +334,37 @@ fn list_zip(
 
 /// Inflates the manifest (ZIP entry `mi`) into a temporary file of `scratch`, bounded like any
 /// document.
-#[allow(clippy::too_many_arguments)]
 fn inflate_manifest(
-    zip: &mut ZipArchive<PackageReader>,
+    ex: &mut Extractor,
     mi: usize,
-    url: &str,
-    limits: &DumpLimits,
-    budget: &AtomicU64,
-    buf: &mut [u8],
     scratch: &Path,
     max_document_bytes: u64,
 ) -> Result<TempPath> {
+    let url = ex.url.as_str();
     let tmp = tempfile::Builder::new()
         .prefix("doc-manifest-")
         .tempfile_in(scratch)
         .map_err(|e| Error::io(format!("temporary file in {}", scratch.display()), e))?;
     let mut out = BufWriter::new(tmp);
     let mut written = 0u64;
-    inflate(zip, mi, limits, budget, buf, |chunk| {
-        written = written.saturating_add(chunk.len() as u64);
-        if written > max_document_bytes {
-            return Err(Error::BadDocument {
-                url: format!("{url}#{MANIFEST_NAME}"),
-                message: format!("larger than the {max_document_bytes} bytes allowed"),
-            });
-        }
-        out.write_all(chunk)
-            .map_err(|e| Error::io("writing a manifest", e))
-    })
+    inflate(
+        &mut ex.zip,
+        mi,
+        &ex.limits,
+        &ex.budget,
+        &mut ex.buf,
+        |chunk| {
+            written = written.saturating_add(chunk.len() as u64);
+            if written > max_document_bytes {
+                return Err(Error::BadDocument {
+                    url: format!("{url}#{MANIFEST_NAME}"),
+                    message: format!("larger than the {max_document_bytes} bytes allowed"),
+                });
+            }
+            out.write_all(chunk)
+                .map_err(|e| Error::io("writing a manifest", e))
+        },
+    )
     .map_err(|m| Error::Package {
         url: url.to_owned(),
         message: format!("{MANIFEST_NAME}: {m}"),

@@ -1,4 +1,4 @@
-//! Explore: the tree of a Source's documents, each validated (issue 4 item 8).
+//! Explore: the tree of a Source's documents, each validated.
 //!
 //! From any URL, discovery ([`crate::discover()`], Z39.99-2014 §6.3) finds the Source
 //! Description (§8) or the Capability List (§9); from there the documents are followed down:
@@ -31,12 +31,13 @@ use resourcesync_model::{
 };
 use serde::Serialize;
 
+use crate::discover::discover;
 use crate::discover::docs::DocFetcher;
-use crate::discover::{SourceInfo, discover};
 use crate::error::{Error, Result};
 use crate::http::{Http, HttpOptions};
 use crate::options::DEFAULT_MAX_DOCUMENT_BYTES;
 use crate::report::Observer;
+use crate::report::SourceInfo;
 
 /// Default most documents read: 10,000.
 pub const DEFAULT_MAX_DOCUMENTS: usize = 10_000;
@@ -320,6 +321,26 @@ fn archive(kind: Capability) -> Follow {
 /// Reads a downloaded document once: validates it and collects the links to follow (at most
 /// `max_parts` of an index, dump or archive, `max_listed` of other documents; the rest are
 /// counted).
+/// What a node says of the document scanned (its messages taken).
+fn describe(n: &mut ExploreNode, s: &mut Scanned) {
+    let h = &s.header;
+    n.kind = h.kind_name();
+    n.capability = h.capability().map(|c| c.as_str().to_owned());
+    n.entries = Some(s.entries);
+    n.bytes = Some(s.bytes);
+    if let Some(md) = &h.md {
+        n.at = md.at;
+        n.completed = md.completed;
+        n.from = md.from;
+        n.until = md.until;
+    }
+    n.span = s.span.map(|(first, last)| Span { first, last });
+    n.errors = s.errors;
+    n.warnings = s.warnings;
+    n.messages = std::mem::take(&mut s.messages);
+    n.more = s.more;
+}
+
 fn scan(
     path: &std::path::Path,
     url: &str,
@@ -540,7 +561,7 @@ impl Explorer<'_> {
         let scanned =
             tokio::task::spawn_blocking(move || scan(&dl.file, &url, max, parts, listed, msgs))
                 .await;
-        let s = match scanned {
+        let mut s = match scanned {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 if e.is_invalid_input() {
@@ -558,22 +579,8 @@ impl Explorer<'_> {
                 return (n, Vec::new());
             }
         };
+        describe(&mut n, &mut s);
         let h = &s.header;
-        n.kind = h.kind_name();
-        n.capability = h.capability().map(|c| c.as_str().to_owned());
-        n.entries = Some(s.entries);
-        n.bytes = Some(s.bytes);
-        if let Some(md) = &h.md {
-            n.at = md.at;
-            n.completed = md.completed;
-            n.from = md.from;
-            n.until = md.until;
-        }
-        n.span = s.span.map(|(first, last)| Span { first, last });
-        n.errors = s.errors;
-        n.warnings = s.warnings;
-        n.messages = s.messages;
-        n.more = s.more;
         // What the parent said the document is (§9: an entry's `capability` is the linked
         // document's; §10.2, §12.2: an index lists documents of its capability).
         if let (Some(want), Some(got)) = (&c.expected, h.capability()) {
@@ -598,6 +605,13 @@ impl Explorer<'_> {
                 c.expected = Some(manifest.clone());
             }
         }
+        self.queue_header_links(h, depth);
+        (n, next)
+    }
+
+    /// Queues the documents a header links to ([`Self::later`]): its archive, and the index of
+    /// a list.
+    fn queue_header_links(&mut self, h: &Header, depth: usize) {
         // Archives 0.9.1 §2.2: any document may link to its archive.
         if let Some(a) = h.link("archives") {
             self.later.push_back((
@@ -627,7 +641,6 @@ impl Explorer<'_> {
                 ));
             }
         }
-        (n, next)
     }
 
     /// Follows the header links not reached through entries, attaching each document under the
@@ -670,6 +683,72 @@ pub async fn explore(opts: &ExploreOptions, obs: Arc<dyn Observer>) -> Result<Ex
     }
 }
 
+/// Where exploring starts: what discovery found from `url` (its Source Description, Capability
+/// List and Resource List), or, when it found several sets, each of them (all are explored,
+/// §8).
+async fn starting_points(fetcher: &DocFetcher, url: &str) -> Result<(SourceInfo, Vec<String>)> {
+    Ok(match discover(fetcher, url, None).await {
+        Ok(info) => {
+            let mut starts = Vec::new();
+            starts.extend(info.description.clone());
+            starts.extend(info.capability_list.clone());
+            starts.extend(info.resource_list.clone());
+            (info, starts)
+        }
+        // Several sets are no problem here: all are explored, from the Source Description
+        // when discovery reached one (§8), else each Capability List.
+        Err(Error::SeveralSets { url, found }) => {
+            let mut starts = Vec::new();
+            if !url.ends_with("/robots.txt") {
+                starts.push(url.clone());
+            }
+            starts.extend(found);
+            let info = SourceInfo {
+                description: (!url.ends_with("/robots.txt")).then_some(url),
+                ..SourceInfo::default()
+            };
+            (info, starts)
+        }
+        Err(e) => return Err(e),
+    })
+}
+
+/// The report's totals over its nodes, and the notes they call for.
+fn totals(r: &mut ExploreReport, opts: &ExploreOptions) {
+    for root in &r.roots {
+        root.for_each(&mut |n| {
+            match n.status {
+                NodeStatus::Valid => r.valid += 1,
+                NodeStatus::Invalid => r.invalid += 1,
+                NodeStatus::Unreadable => r.unreadable += 1,
+                NodeStatus::Skipped => r.skipped += 1,
+                NodeStatus::Repeated | NodeStatus::Package => {}
+            }
+            if matches!(
+                n.status,
+                NodeStatus::Valid | NodeStatus::Invalid | NodeStatus::Unreadable
+            ) {
+                r.documents += 1;
+                r.errors += n.errors;
+                r.warnings += n.warnings;
+            }
+            r.not_expanded += n.more;
+        });
+    }
+    if r.not_expanded > 0 {
+        r.notes.push(format!(
+            "{} listed document(s) or package(s) not followed (at most {} per document)",
+            r.not_expanded, opts.max_parts
+        ));
+    }
+    if r.skipped > 0 {
+        r.notes.push(format!(
+            "{} document(s) not read (limits: {} documents, depth {})",
+            r.skipped, opts.max_documents, opts.max_depth
+        ));
+    }
+}
+
 async fn explore_inner(opts: &ExploreOptions, obs: Arc<dyn Observer>) -> Result<ExploreReport> {
     let started = Instant::now();
     let http = Arc::new(Http::new(opts.http.clone())?);
@@ -678,31 +757,7 @@ async fn explore_inner(opts: &ExploreOptions, obs: Arc<dyn Observer>) -> Result<
     let fetcher = DocFetcher::new(http, scratch.path(), opts.max_document_bytes);
     obs.phase("discovery");
     let mut notes = Vec::new();
-    let (source, starts): (SourceInfo, Vec<String>) =
-        match discover(&fetcher, &opts.url, None).await {
-            Ok(info) => {
-                let mut starts = Vec::new();
-                starts.extend(info.description.clone());
-                starts.extend(info.capability_list.clone());
-                starts.extend(info.resource_list.clone());
-                (info, starts)
-            }
-            // Several sets are no problem here: all are explored, from the Source Description
-            // when discovery reached one (§8), else each Capability List.
-            Err(Error::SeveralSets { url, found }) => {
-                let mut starts = Vec::new();
-                if !url.ends_with("/robots.txt") {
-                    starts.push(url.clone());
-                }
-                starts.extend(found);
-                let info = SourceInfo {
-                    description: (!url.ends_with("/robots.txt")).then_some(url),
-                    ..SourceInfo::default()
-                };
-                (info, starts)
-            }
-            Err(e) => return Err(e),
-        };
+    let (source, starts) = starting_points(&fetcher, &opts.url).await?;
     notes.extend(source.warnings.iter().cloned());
     obs.phase("exploring");
     let mut ex = Explorer {
@@ -754,38 +809,7 @@ async fn explore_inner(opts: &ExploreOptions, obs: Arc<dyn Observer>) -> Result<
         seconds: 0.0,
         notes,
     };
-    for root in &r.roots {
-        root.for_each(&mut |n| {
-            match n.status {
-                NodeStatus::Valid => r.valid += 1,
-                NodeStatus::Invalid => r.invalid += 1,
-                NodeStatus::Unreadable => r.unreadable += 1,
-                NodeStatus::Skipped => r.skipped += 1,
-                NodeStatus::Repeated | NodeStatus::Package => {}
-            }
-            if matches!(
-                n.status,
-                NodeStatus::Valid | NodeStatus::Invalid | NodeStatus::Unreadable
-            ) {
-                r.documents += 1;
-                r.errors += n.errors;
-                r.warnings += n.warnings;
-            }
-            r.not_expanded += n.more;
-        });
-    }
-    if r.not_expanded > 0 {
-        r.notes.push(format!(
-            "{} listed document(s) or package(s) not followed (at most {} per document)",
-            r.not_expanded, opts.max_parts
-        ));
-    }
-    if r.skipped > 0 {
-        r.notes.push(format!(
-            "{} document(s) not read (limits: {} documents, depth {})",
-            r.skipped, opts.max_documents, opts.max_depth
-        ));
-    }
+    totals(&mut r, opts);
     r.seconds = started.elapsed().as_secs_f64();
     Ok(r)
 }

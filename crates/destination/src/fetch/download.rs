@@ -13,9 +13,10 @@ use resourcesync_model::Change;
 use resourcesync_store::{Expect, ObjectMeta, RelPath, ResourceRecord};
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::commit::{Origin, Pending};
+use crate::commit::{Origin, Pending, Write};
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Made, Outcome, Started, blocking};
+use crate::fetch::ctx::{Ctx, blocking};
+use crate::fetch::job::{Made, Outcome, Reason, Started};
 use crate::http::{Conditional, header};
 use crate::plan::current::{change_applied, record_item};
 use crate::plan::staging::StagedItem;
@@ -25,7 +26,8 @@ use crate::report::{Failed, Planned};
 pub(crate) enum Fetched {
     /// Downloaded and verified, to be put in place by the committer.
     Verified(Box<Pending>),
-    NotModified,
+    /// The copy in place is current (RFC 9110 §15.4.5): its row, to be recorded.
+    NotModified(Box<ResourceRecord>),
 }
 
 /// Fetches the copy of `item` at `rel` (unless the state or the file in place shows it current),
@@ -35,20 +37,19 @@ pub(crate) async fn fetch(
     ctx: &Arc<Ctx>,
     item: &StagedItem,
     rel: &RelPath,
-    change: bool,
-    new: bool,
-    repair: bool,
+    reason: Reason,
     permit: &mut Option<OwnedSemaphorePermit>,
 ) -> std::result::Result<Started, Failed> {
     let target = item.item();
+    let (change, repair) = (reason == Reason::Change, reason == Reason::Repair);
     // A create the diff found no row for: no lookup (at most a row kept after a delete, which
     // tells nothing about the copy).
-    let prior = if new {
+    let prior = if reason == Reason::New {
         None
     } else {
-        ctx.state.resource(&item.uri)?
+        ctx.ports.state.resource(&item.uri)?
     };
-    let existing = ctx.store.head(rel)?;
+    let existing = ctx.ports.store.head(rel)?;
     let existing = existing.as_ref();
     // A change the state already shows applied (a resumed run, or a change seen twice).
     if change && change_applied(item, prior.as_ref(), existing) {
@@ -56,7 +57,7 @@ pub(crate) async fn fetch(
     }
     // A file at the path that is another URI's (crate::owner) is neither adopted nor replaced.
     if existing.is_some() {
-        crate::owner::check(ctx.state.as_ref(), &item.uri, &ctx.key, rel.as_str())?;
+        crate::owner::check(ctx.ports.state.as_ref(), &item.uri, &ctx.key, rel.as_str())?;
     }
     if adopt(ctx, item, rel, prior.as_ref(), existing).await? {
         return Ok(Started::Done(Outcome::Unchanged));
@@ -94,12 +95,13 @@ pub(crate) async fn fetch(
             None
         };
         let r = ctx
+            .ports
             .http
             .with_retries(|| download(ctx, cand, item, rel, c, prior.as_ref(), new_path))
             .await;
         match r {
             Ok(Fetched::Verified(p)) => {
-                let receipt = ctx.committer.enqueue(*p).await?;
+                let receipt = ctx.ports.committer.enqueue(*p).await?;
                 // Queued: the next download may start while this copy waits for its batch (the
                 // queue is bounded, so downloads cannot outrun the commits).
                 drop(permit.take());
@@ -112,7 +114,10 @@ pub(crate) async fn fetch(
                 };
                 return Ok(Started::Queued(receipt, made));
             }
-            Ok(Fetched::NotModified) => return Ok(Started::Done(Outcome::Unchanged)),
+            Ok(Fetched::NotModified(row)) => {
+                ctx.ports.committer.write(vec![Write::Row(*row)]).await?;
+                return Ok(Started::Done(Outcome::Unchanged));
+            }
             Err(e) => {
                 let msg = e.to_string();
                 first.get_or_insert_with(|| Failed::from(e));
@@ -150,7 +155,7 @@ async fn adopt(
     if !m.regular || algs.is_empty() || item.length.is_some_and(|l| l != m.length) {
         return Ok(false);
     }
-    let store = ctx.store.clone();
+    let store = ctx.ports.store.clone();
     let r = rel.clone();
     let (len, hashes) = blocking(move || Ok(store.hash(&r, &algs)?)).await?;
     let expect = Expect {
@@ -175,8 +180,7 @@ async fn adopt(
             last_modified: prior.and_then(|p| p.last_modified.clone()),
             gone: false,
         };
-        ctx.state.put_resource(&rec)?;
-        ctx.state.remove_pending(&ctx.key, &item.uri)?;
+        ctx.ports.committer.write(vec![Write::Row(rec)]).await?;
     }
     Ok(true)
 }
@@ -231,19 +235,17 @@ pub(crate) async fn download(
     prior: Option<&ResourceRecord>,
     new_path: bool,
 ) -> Result<Fetched> {
-    let mut resp = ctx.http.get_once(url, cond).await?;
+    let mut resp = ctx.ports.http.get_once(url, cond).await?;
     if resp.status().as_u16() == 304 {
         // RFC 9110 §15.4.5: the stored copy is current, if what the Source publishes agrees.
         if let Some(p) = prior {
             if needs_update(&record_item(p), &item.item()).is_none() {
                 let mut rec = p.clone();
                 rec.lastmod = item.lastmod.or(p.lastmod);
-                ctx.state.put_resource(&rec)?;
-                ctx.state.remove_pending(&ctx.key, &item.uri)?;
-                return Ok(Fetched::NotModified);
+                return Ok(Fetched::NotModified(Box::new(rec)));
             }
         }
-        resp = ctx.http.get_once(url, None).await?;
+        resp = ctx.ports.http.get_once(url, None).await?;
         if resp.status().as_u16() == 304 {
             return Err(Error::Transport {
                 url: url.to_owned(),
@@ -270,11 +272,11 @@ pub(crate) async fn download(
     // for new objects (a directory: an unnamed file in its final directory, linked into place
     // by the committer instead of renamed; see `Store::begin_new`).
     let mut tmp = if new_path {
-        ctx.store.begin_new(rel, expect)?
+        ctx.ports.store.begin_new(rel, expect)?
     } else {
-        ctx.store.begin(rel, expect)?
+        ctx.ports.store.begin(rel, expect)?
     };
-    while let Some(chunk) = ctx.http.chunk(&mut resp, url).await? {
+    while let Some(chunk) = ctx.ports.http.chunk(&mut resp, url).await? {
         if crate::crashpoint::fails("download") {
             return Err(Error::Store(resourcesync_store::Error::Io {
                 path: PathBuf::from(rel.as_str()),
@@ -283,13 +285,13 @@ pub(crate) async fn download(
         }
         tmp.write(&chunk)?;
         crate::crashpoint::point("download");
-        ctx.obs.bytes(chunk.len() as u64);
+        ctx.ports.obs.bytes(chunk.len() as u64);
     }
     drop(resp);
     crate::crashpoint::point("before-rename");
     // Checked here (length, every published digest); synced, renamed and recorded by the
     // committer, the row only after the file is in place (crate::commit).
-    let body = if ctx.store.finish_blocks() {
+    let body = if ctx.ports.store.finish_blocks() {
         tokio::task::spawn_blocking(move || tmp.finish()).await??
     } else {
         // A write of what is buffered and the digests' last block: no waiting for the disk.

@@ -4,135 +4,24 @@
 //! ([`crate::commit`]); a failure is reported and kept as pending for the next run. The engine
 //! that plans the jobs is the module `sync`.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use resourcesync_model::{Category, Change};
-use resourcesync_store::{PendingChange, RelPath, ResourceRecord, StateStore, Store};
+use resourcesync_store::{PendingChange, RelPath, ResourceRecord, Store};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::commit::{Committer, Receipt, is_placeholder};
+use crate::commit::{Write, is_placeholder};
 use crate::error::{Error, Result};
+use crate::fetch::ctx::{Ctx, STORE_DOWN_AFTER, blocking};
 use crate::fetch::download::fetch;
-use crate::fetch::shared::Handout;
-use crate::filter::UriFilter;
-use crate::http::Http;
-use crate::mapping::UriMapper;
-pub(crate) use crate::outcome::{Outcome, Tally};
+use crate::fetch::handout::Handout;
+use crate::fetch::job::{Job, JobKind, Made, Outcome, Started};
+use crate::outcome::Tally;
 use crate::owner::{Claim, InFlight};
-use crate::plan::staging::{StagedItem, Staging};
-use crate::report::{Failed, Failure, FailureKind, Observer, Planned};
-
-/// Everything a download task needs (also used by [`crate::dump`] and [`crate::fetch::patch`]).
-#[derive(Debug)]
-pub(crate) struct Ctx {
-    pub(crate) http: Arc<Http>,
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) state: Arc<dyn StateStore>,
-    pub(crate) mapper: UriMapper,
-    pub(crate) key: String,
-    pub(crate) delete: bool,
-    pub(crate) dry_run: bool,
-    pub(crate) max_resource_bytes: u64,
-    pub(crate) obs: Arc<dyn Observer>,
-    /// URIs whose copy a dump package put in place during this run (Z39.99-2014 §11, §13), so
-    /// that the lists read afterwards do not count them again.
-    pub(crate) dumped: Option<Mutex<Staging>>,
-    /// Puts downloaded copies in place and records them in batches ([`crate::commit`]).
-    pub(crate) committer: Committer,
-    /// The first write to the state that failed and was not the caller's to report (a failed
-    /// change recorded as pending): the cursor must then not move, and the run fails.
-    pub(crate) state_error: Mutex<Option<String>>,
-    /// Where the state is (named by errors).
-    pub(crate) state_path: PathBuf,
-    /// Which resources are copied: a job for any other is dropped at [`Exec::submit`], and a
-    /// copy of one is neither updated nor deleted ([`crate::filter`]).
-    pub(crate) filter: UriFilter,
-    /// Copies that could not be stored for a transient reason, in a row: at
-    /// [`STORE_DOWN_AFTER`] the store is taken as gone and the run stops.
-    pub(crate) store_failures: AtomicU32,
-    /// The Change List documents fetched before the run, and those its walks read, to
-    /// remember ([`crate::discover::known`]).
-    pub(crate) lists: Mutex<crate::discover::known::ListMemo>,
-    /// Where the run's fetches go when there are enough of them (issue 16; see
-    /// [`crate::share`]); none: the run does them all.
-    pub(crate) downloads: Option<Arc<dyn crate::share::Downloads>>,
-}
-
-/// Transient store failures in a row after which the store (an object store that went away)
-/// is taken as gone: the run stops with its cursor where it was, instead of failing every
-/// copy after, and the next run resumes.
-pub(crate) const STORE_DOWN_AFTER: u32 = 8;
-
-impl Ctx {
-    /// Keeps the first state write that failed (see [`Ctx::state_error`]).
-    pub(crate) fn state_failed(&self, what: String) {
-        tracing::error!("{what}");
-        let mut e = self.state_error.lock().unwrap_or_else(|p| p.into_inner());
-        e.get_or_insert(what);
-    }
-
-    /// Fails when a state write failed during the run: a change that could neither be applied
-    /// nor recorded as pending would be lost if the cursor moved past it.
-    pub(crate) fn check_state(&self) -> Result<()> {
-        let e = self.state_error.lock().unwrap_or_else(|p| p.into_inner());
-        match e.as_ref() {
-            Some(message) => Err(Error::StateWrite {
-                message: message.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Whether a dump package put this URI's copy in place during this run.
-    pub(crate) fn dumped_now(&self, uri: &str) -> bool {
-        self.dumped.as_ref().is_some_and(|d| {
-            d.lock()
-                .ok()
-                .and_then(|s| s.get(uri).ok().flatten())
-                .is_some()
-        })
-    }
-}
-
-/// What to do with one resource.
-#[derive(Debug, Clone)]
-pub(crate) struct Job {
-    pub(crate) item: StagedItem,
-    pub(crate) kind: JobKind,
-}
-
-impl Job {
-    /// The removal of the copy of `uri` (the Source deleted it).
-    pub(crate) fn delete(uri: String) -> Job {
-        Job {
-            item: StagedItem {
-                uri,
-                change: Some(Change::Deleted),
-                ..StagedItem::default()
-            },
-            kind: JobKind::Delete,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JobKind {
-    /// Fetch it. `change` is set for Change List entries: the copy is then skipped only when the
-    /// state proves it current. `new`: the diff found no row of it in the state (a create of a
-    /// baseline), which is then not looked up again.
-    /// `repair`: the copy on disk is damaged ([`crate::fetch::repair`]): fetched whatever the state
-    /// says, unconditionally.
-    Fetch {
-        change: bool,
-        new: bool,
-        repair: bool,
-    },
-    /// The Source deleted it.
-    Delete,
-}
+use crate::plan::staging::StagedItem;
+use crate::report::{Failed, Failure, FailureKind, Planned};
 
 /// Runs jobs with a bounded number in flight.
 ///
@@ -176,6 +65,7 @@ impl Exec {
     pub(crate) fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
         let may_defer = ctx.delete && !ctx.dry_run;
         let handout = ctx
+            .ports
             .downloads
             .clone()
             .filter(|_| !ctx.dry_run)
@@ -235,7 +125,7 @@ impl Exec {
             },
             None => job,
         };
-        let (job, claim) = match self.claim(job) {
+        let (job, claim) = match self.claim(job).await {
             Ok(c) => c,
             Err(o) => {
                 self.done_inline(o);
@@ -262,7 +152,7 @@ impl Exec {
             drop(permit);
             match r {
                 Ok(o) => {
-                    ctx.obs.resource_done();
+                    ctx.ports.obs.resource_done();
                     (o.again_if(again), None)
                 }
                 Err(job) => (Outcome::Deferred, Some((*job, claim))),
@@ -277,7 +167,7 @@ impl Exec {
     /// The claim of a fetch on its path (none for a delete or a URI without a path, which
     /// `run_job` reports), or, when an earlier fetch of another URI holds it, the job settled
     /// as refused ([`Error::PathTaken`]: reported, kept as pending).
-    fn claim(&self, job: Job) -> std::result::Result<(Job, Option<Claim>), Outcome> {
+    async fn claim(&self, job: Job) -> std::result::Result<(Job, Option<Claim>), Outcome> {
         if !matches!(job.kind, JobKind::Fetch { .. }) {
             return Ok((job, None));
         }
@@ -293,13 +183,13 @@ impl Exec {
                     owner,
                     owner_gone: false,
                 };
-                Err(settle(&self.ctx, Box::new(job), rel, Err(Failed::from(e))))
+                Err(settle(&self.ctx, Box::new(job), rel, Err(Failed::from(e))).await)
             }
         }
     }
 
     pub(crate) fn done_inline(&mut self, o: Outcome) {
-        self.ctx.obs.resource_done();
+        self.ctx.ports.obs.resource_done();
         self.tally.add(o);
     }
 
@@ -368,27 +258,13 @@ pub(crate) async fn run_job(
             )));
         }
     };
-    if defer && matches!(job.kind, JobKind::Fetch { .. }) && path_blocked(ctx.store.as_ref(), &rel)
+    if defer
+        && matches!(job.kind, JobKind::Fetch { .. })
+        && path_blocked(ctx.ports.store.as_ref(), &rel)
     {
         return Err(job);
     }
     Ok(run_at(ctx, job, rel, permit).await)
-}
-
-/// How far a job got before its copy waits for the committer.
-pub(crate) enum Started {
-    /// Ended: what was done.
-    Done(Outcome),
-    /// Downloaded, verified and queued: the receipt of its batch, and what the copy will be.
-    Queued(Receipt, Made),
-}
-
-/// What a queued copy will be once its batch is committed.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Made {
-    Created,
-    Updated,
-    Repaired,
 }
 
 /// Runs one job whose copy goes to `rel` (see [`run_job`]).
@@ -396,8 +272,8 @@ pub(crate) enum Made {
 /// In two steps: up to the commit queue, then the wait for the batch. The first step's future
 /// is large (the HTTP exchange, the digests, the temporary file: kilobytes) and boxed, so that
 /// it is freed as soon as the copy is queued: the thousands of copies waiting for their batch
-/// then each hold their job and a receipt, not a finished download's state (issue 16: the
-/// aggregator's memory, with many Sources syncing at once, grew with them). The job is boxed
+/// then each hold their job and a receipt, not a finished download's state (the
+/// aggregator's memory, with many Sources syncing at once, would grow with them). The job is boxed
 /// for the same reason: each async frame it passes through keeps a slot of its size.
 pub(crate) async fn run_at(
     ctx: &Arc<Ctx>,
@@ -414,7 +290,8 @@ pub(crate) async fn run_at(
         }),
         Err(e) => Err(e),
     };
-    settle(ctx, job, rel, res)
+    // Boxed too: a failure's pending change waits for its batch in a frame of its own.
+    Box::pin(settle(ctx, job, rel, res)).await
 }
 
 /// The first step of [`run_at`]: the job run up to the commit queue.
@@ -425,18 +302,14 @@ async fn start(
     permit: &mut Option<OwnedSemaphorePermit>,
 ) -> std::result::Result<Started, Failed> {
     match job.kind {
-        JobKind::Fetch {
-            change,
-            new,
-            repair,
-        } => fetch(ctx, &job.item, rel, change, new, repair, permit).await,
+        JobKind::Fetch(reason) => fetch(ctx, &job.item, rel, reason, permit).await,
         JobKind::Delete => delete(ctx, &job.item, rel).await.map(Started::Done),
     }
 }
 
 /// What a job came to: a failure counted against the store, recorded as pending (tried again
 /// by the next run), and stopping the run when it concerns every copy alike.
-fn settle(
+async fn settle(
     ctx: &Ctx,
     job: Box<Job>,
     rel: RelPath,
@@ -453,13 +326,13 @@ fn settle(
                     | Outcome::Repaired(_)
                     | Outcome::Patched(_)
             ) {
-                ctx.store_failures.store(0, Ordering::Relaxed);
+                ctx.memo.store_failures.store(0, Ordering::Relaxed);
             }
             o
         }
         Err(mut error) => {
             if error.kind == FailureKind::Store && error.category == Category::Retry {
-                let n = ctx.store_failures.fetch_add(1, Ordering::Relaxed) + 1;
+                let n = ctx.memo.store_failures.fetch_add(1, Ordering::Relaxed) + 1;
                 if n == STORE_DOWN_AFTER {
                     ctx.state_failed(format!(
                         "the store is not answering: {n} copies in a row could not be stored \
@@ -472,7 +345,7 @@ fn settle(
             // the Source turned into a directory, or back): say what clears it.
             if !ctx.delete
                 && matches!(job.kind, JobKind::Fetch { .. })
-                && path_blocked(ctx.store.as_ref(), &rel)
+                && path_blocked(ctx.ports.store.as_ref(), &rel)
             {
                 error.message.push_str(
                     " (a copy kept after the Source deleted it may be in the way: `--delete` removes kept copies)",
@@ -490,15 +363,18 @@ fn settle(
                     error: error.message.clone(),
                 };
                 let put = if crate::crashpoint::fails("pending") {
-                    Err(resourcesync_store::Error::Io {
+                    Err(Failed::from(resourcesync_store::Error::Io {
                         path: ctx.state_path.clone(),
                         cause: std::io::Error::from_raw_os_error(28),
-                    })
+                    }))
                 } else {
-                    ctx.state.put_pending(&p)
+                    ctx.ports.committer.write(vec![Write::Pending(p)]).await
                 };
                 if let Err(e) = put {
-                    ctx.state_failed(format!("recording the failed change of {uri}: {e}"));
+                    ctx.state_failed(format!(
+                        "recording the failed change of {uri}: {}",
+                        e.message
+                    ));
                 }
             }
             // A full, read-only or forbidden disk fails every copy after this one alike: the
@@ -511,28 +387,21 @@ fn settle(
     }
 }
 
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> std::result::Result<T, Failed> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(Failed::from(e)),
-        // A task that panicked concerns this one resource (reported, retried by the next
-        // run), as before: it does not stop the run.
-        Err(e) => Err(Failed::other(format!("internal task failed: {e}"))),
-    }
-}
-
 pub(crate) async fn delete(
     ctx: &Arc<Ctx>,
     item: &StagedItem,
     rel: &RelPath,
 ) -> std::result::Result<Outcome, Failed> {
-    let prior = ctx.state.resource(&item.uri)?;
+    let prior = ctx.ports.state.resource(&item.uri)?;
+    let (source, uri) = (ctx.key.clone(), item.uri.clone());
     // Only copies the Destination made (with a row) are ever removed.
     let Some(p) = prior else {
         if !ctx.dry_run {
-            let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+            let _ = ctx
+                .ports
+                .committer
+                .write(vec![Write::Settled { source, uri }])
+                .await;
         }
         return Ok(Outcome::NoCopy);
     };
@@ -540,17 +409,20 @@ pub(crate) async fn delete(
     // The placeholder of a copy a killed run never put in place (crate::commit): nothing to
     // delete or keep, the row goes; one it put in place and that is kept (without --delete)
     // becomes a kept copy like any other (its length known: no longer a placeholder).
+    let mut writes = Vec::new();
     if !ctx.dry_run && is_placeholder(&p) {
-        match ctx.store.head(&path)? {
+        match ctx.ports.store.head(&path)? {
             None => {
-                ctx.state.remove_resource(&item.uri)?;
-                let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+                ctx.ports
+                    .committer
+                    .write(vec![Write::Removed { source, uri }])
+                    .await?;
                 return Ok(Outcome::NoCopy);
             }
-            Some(m) if !ctx.delete => ctx.state.put_resource(&ResourceRecord {
+            Some(m) if !ctx.delete => writes.push(Write::Row(ResourceRecord {
                 length: Some(m.length),
                 ..p.clone()
-            })?,
+            })),
             Some(_) => {}
         }
     }
@@ -562,20 +434,17 @@ pub(crate) async fn delete(
         }));
     }
     if ctx.delete {
-        let store = ctx.store.clone();
-        let state = ctx.state.clone();
-        let (uri, key) = (item.uri.clone(), ctx.key.clone());
-        blocking(move || {
-            store.delete(&path)?;
-            state.remove_resource(&uri)?;
-            state.remove_pending(&key, &uri)?;
-            Ok(())
-        })
-        .await?;
+        let store = ctx.ports.store.clone();
+        blocking(move || Ok(store.delete(&path)?)).await?;
+        // The row only once the copy is gone.
+        ctx.ports
+            .committer
+            .write(vec![Write::Removed { source, uri }])
+            .await?;
         Ok(Outcome::Deleted)
     } else {
-        ctx.state.set_gone(&item.uri, true)?;
-        let _ = ctx.state.remove_pending(&ctx.key, &item.uri);
+        writes.push(Write::Kept { source, uri });
+        ctx.ports.committer.write(writes).await?;
         Ok(Outcome::Kept(item.uri.clone()))
     }
 }

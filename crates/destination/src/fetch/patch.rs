@@ -28,11 +28,11 @@ use resourcesync_model::MultiHasher;
 use resourcesync_store::{Expect, RelPath, ResourceRecord, Store};
 use serde::Serialize;
 
+use crate::commit::{Origin, Pending};
 use crate::error::{Error, Result};
-use crate::fetch::exec::Ctx;
+use crate::fetch::ctx::Ctx;
 use crate::http::Http;
-use crate::plan::staging::StagedItem;
-pub use crate::plan::staging::{PATCH_REL, PatchLink};
+use crate::plan::staging::{PatchLink, StagedItem};
 
 /// Largest patch fetched, in bytes: 16 MiB.
 pub const MAX_PATCH_BYTES: u64 = 16 << 20;
@@ -157,10 +157,24 @@ pub(crate) async fn try_patch(
     };
     check_copy(ctx, item, rel, prior, &link).await?;
     let body = fetch_patch(ctx, &link).await?;
-    let ctx = ctx.clone();
-    let rel = rel.clone();
-    let item = item.clone();
-    tokio::task::spawn_blocking(move || patch_and_commit(&ctx, &item, &rel, &link, &body)).await?
+    let href = link.href.clone();
+    let pending = {
+        let ctx = ctx.clone();
+        let rel = rel.clone();
+        let item = item.clone();
+        tokio::task::spawn_blocking(move || patched(&ctx, &item, &rel, &link, &body)).await??
+    };
+    // Put in place and recorded by the committer, like a download.
+    let recorded = match ctx.ports.committer.enqueue(pending).await {
+        Ok(receipt) => receipt.done().await.map_err(|f| f.message),
+        Err(e) => Err(e),
+    };
+    recorded
+        .map(|put| put.length)
+        .map_err(|message| Error::Patch {
+            url: href,
+            message: format!("putting the patched copy in place: {message}"),
+        })
 }
 
 /// Whether the patch can be applied: JSON Patch, a digest to verify the result by, and the
@@ -198,7 +212,7 @@ async fn check_copy(
         return Err(fail("the state has no digest of the copy".into()));
     }
     // The patch applies to the previous version: the copy must be what the state records.
-    let store = ctx.store.clone();
+    let store = ctx.ports.store.clone();
     let r = rel.clone();
     let (len, hashes) = tokio::task::spawn_blocking(move || store.hash(&r, &algs)).await??;
     let recorded = Expect {
@@ -227,8 +241,9 @@ async fn fetch_patch(ctx: &Arc<Ctx>, link: &PatchLink) -> Result<Vec<u8>> {
     }
     let limit = link.length.unwrap_or(MAX_PATCH_BYTES);
     let body = ctx
+        .ports
         .http
-        .with_retries(|| fetch_once(&ctx.http, &url, limit))
+        .with_retries(|| fetch_once(&ctx.ports.http, &url, limit))
         .await?;
     let mut h = MultiHasher::new(&link.hashes.known_algs());
     h.update(&body);
@@ -241,26 +256,28 @@ async fn fetch_patch(ctx: &Arc<Ctx>, link: &PatchLink) -> Result<Vec<u8>> {
     }
     .verify(body.len() as u64, &h.finish())
     .map_err(|e| fail(e.to_string()))?;
-    ctx.obs.bytes(body.len() as u64);
+    ctx.ports.obs.bytes(body.len() as u64);
 
     Ok(body)
 }
 
 /// Applies the patch to the copy; the first serialization of the result with the change's
-/// length and digests is put in place through the store, like a download, and recorded.
-fn patch_and_commit(
+/// length and digests is written to an upload of the store and verified, like a download, for
+/// the committer to put in place and record.
+fn patched(
     ctx: &Ctx,
     item: &StagedItem,
     rel: &RelPath,
     link: &PatchLink,
     body: &[u8],
-) -> Result<u64> {
+) -> Result<Pending> {
     let fail = |message: String| Error::Patch {
         url: link.href.clone(),
         message,
     };
     let mut original = Vec::new();
-    ctx.store
+    ctx.ports
+        .store
         .get(rel)?
         .take(MAX_PATCHED_BYTES + 1)
         .read_to_end(&mut original)
@@ -285,26 +302,28 @@ fn patch_and_commit(
         .ok_or_else(|| {
             fail("the patched copy does not have the published length and digests".into())
         })?;
-    // Through the store like a download: an upload, verified again, put in place.
-    let c = ctx
-        .store
-        .put(rel, expect, &mut chosen.as_slice())?
-        .committed;
-    let rec = ResourceRecord {
-        uri: item.uri.clone(),
-        source: ctx.key.clone(),
-        path: rel.to_string(),
-        length: Some(c.length),
-        hashes: c.hashes,
-        lastmod: item.lastmod,
-        // The server's validators were for the old representation.
-        etag: None,
-        last_modified: None,
-        gone: false,
-    };
-    ctx.state.put_resource(&rec)?;
-    ctx.state.remove_pending(&ctx.key, &item.uri)?;
-    Ok(c.length)
+    // Through the store like a download: an upload, verified again.
+    let mut up = ctx.ports.store.begin(rel, expect)?;
+    up.write(&chosen)?;
+    Ok(Pending {
+        body: up.finish()?,
+        row: ResourceRecord {
+            uri: item.uri.clone(),
+            source: ctx.key.clone(),
+            path: rel.to_string(),
+            // Taken from the body by the committer.
+            length: None,
+            hashes: Default::default(),
+            lastmod: item.lastmod,
+            // The server's validators were for the old representation.
+            etag: None,
+            last_modified: None,
+            gone: false,
+        },
+        origin: Origin::Download,
+        // The state has its row: the patch applies to the copy it records.
+        fresh: false,
+    })
 }
 
 /// The copy at `rel` with a JSON Patch applied, for a patch that came in a Change Dump package

@@ -18,7 +18,7 @@
 //! many were repaired.
 //!
 //! The check of every copy is proportional to the copies, not to the changes: on an
-//! incremental of 100 changes to 10,000 copies it was most of the run's local time (issue 24).
+//! incremental of 100 changes to 10,000 copies it was most of the run's local time.
 //! So a run starts it as a [`Scan`] beside the run proper, on a blocking thread, while the
 //! changes are read and fetched (on a wide-area link mostly waiting): the scan writes nothing
 //! and only notes the URIs of the copies that look damaged, or whose time differs (their
@@ -33,9 +33,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use resourcesync_store::{RelPath, ResourceRecord};
 
 use crate::error::Result;
-use crate::fetch::exec::Ctx;
+use crate::fetch::ctx::Ctx;
 use crate::fetch::mtime::copy_time;
-pub use crate::options::CheckCopies;
+use crate::options::CheckCopies;
 use crate::plan::staging::StagedItem;
 
 /// Rows checked per page (one blocking task each).
@@ -82,7 +82,7 @@ fn damage(
     how: CheckCopies,
     scan: bool,
 ) -> Option<String> {
-    let m = match ctx.store.head(rel) {
+    let m = match ctx.ports.store.head(rel) {
         Ok(Some(m)) if m.regular => m,
         Ok(_) => return Some("missing".into()),
         Err(e) => return Some(e.to_string()),
@@ -103,7 +103,7 @@ fn damage(
         // Nothing to compare with: the length is all the state knows.
         return None;
     }
-    match ctx.store.hash(rel, &algs) {
+    match ctx.ports.store.hash(rel, &algs) {
         Ok((len, _)) if r.length.is_some_and(|l| l != len) => {
             return Some("length changed while it was read".into());
         }
@@ -115,7 +115,7 @@ fn damage(
     }
     if let Some(t) = time.filter(|_| time_differs) {
         // The content is the one recorded: only its time is set again.
-        if let Err(e) = ctx.store.set_modified(rel, t) {
+        if let Err(e) = ctx.ports.store.set_modified(rel, t) {
             tracing::warn!("{rel}: setting its modification time: {e}");
         }
     }
@@ -132,7 +132,10 @@ pub(crate) async fn next_damaged(
     if how == CheckCopies::Off {
         return Ok(None);
     }
-    let page = ctx.state.resources_page(&ctx.key, after.as_deref(), PAGE)?;
+    let page = ctx
+        .ports
+        .state
+        .resources_page(&ctx.key, after.as_deref(), PAGE)?;
     let Some(last) = page.last() else {
         return Ok(None);
     };
@@ -183,7 +186,7 @@ impl Scan {
         for u in uris {
             // Deleted by the run, kept after the Source deleted it, or now another Source's:
             // not a copy to check.
-            if let Some(r) = self.ctx.state.resource(&u)? {
+            if let Some(r) = self.ctx.ports.state.resource(&u)? {
                 if r.source == self.ctx.key && !r.gone {
                     rows.push(r);
                 }
@@ -208,7 +211,10 @@ fn scan(ctx: &Ctx, how: CheckCopies, stop: &AtomicBool) -> Result<Option<Vec<Str
         if stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let page = ctx.state.resources_page(&ctx.key, after.as_deref(), PAGE)?;
+        let page = ctx
+            .ports
+            .state
+            .resources_page(&ctx.key, after.as_deref(), PAGE)?;
         let Some(last) = page.last() else {
             return Ok(Some(out));
         };

@@ -1,9 +1,8 @@
-//! Fetches handed to other workers ([`crate::share`], issue 16): the executor's side
-//! ([`Handout`]: which jobs of a run go to the port, in pages, once they are enough to be worth
-//! it) and the worker's side ([`SharedFetcher`]: one handed-out fetch done as the run would
-//! have done it, through the same download, verification and committer).
+//! Fetches handed to other workers ([`crate::share`]), the worker's side: [`SharedFetcher`]
+//! does one handed-out fetch as the run would have done it, through the same download,
+//! verification and committer. The executor's side is [`crate::fetch::handout`].
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use resourcesync_model::{Change, Hashes, W3cDateTime};
 use resourcesync_store::{RelPath, StateStore, Store};
@@ -11,108 +10,15 @@ use tokio::sync::Semaphore;
 
 use crate::commit::Committer;
 use crate::error::Result;
-use crate::fetch::exec::{Ctx, Job, JobKind, Outcome, run_at};
+use crate::fetch::ctx::{Ctx, Memo, RunPorts};
+use crate::fetch::exec::run_at;
+use crate::fetch::job::{Job, Outcome, Reason};
 use crate::filter::UriFilter;
 use crate::http::Http;
 use crate::mapping::UriMapper;
 use crate::plan::staging::StagedItem;
 use crate::report::Observer;
-use crate::share::{Downloads, SharedFetch};
-
-/// Fetches queued to the port in one call once a run shares.
-pub(crate) const PAGE: usize = 1000;
-
-/// The jobs of a run on their way to the port: held back until they are more than the port's
-/// threshold (a small run fetches them itself, as without the port), then queued a page at a
-/// time, so that a run of a million fetches holds a page of them, not all.
-#[derive(Debug)]
-pub(crate) struct Handout {
-    port: Arc<dyn Downloads>,
-    held: Vec<Job>,
-    sharing: bool,
-    /// How many were queued.
-    pub(crate) queued: u64,
-}
-
-impl Handout {
-    pub(crate) fn new(port: Arc<dyn Downloads>) -> Self {
-        Handout {
-            port,
-            held: Vec::new(),
-            sharing: false,
-            queued: 0,
-        }
-    }
-
-    /// Takes a fetch job (`None`) or gives it back for the run to do itself: a delete, a job
-    /// whose URI has no path.
-    pub(crate) async fn offer(&mut self, ctx: &Ctx, job: Job) -> Result<Option<Job>> {
-        if !matches!(job.kind, JobKind::Fetch { .. }) || ctx.mapper.map(&job.item.uri).is_err() {
-            return Ok(Some(job));
-        }
-        self.held.push(job);
-        if !self.sharing && self.held.len() > self.port.threshold() {
-            self.sharing = true;
-        }
-        if self.sharing && self.held.len() >= PAGE {
-            self.flush(ctx).await?;
-        }
-        Ok(None)
-    }
-
-    async fn flush(&mut self, ctx: &Ctx) -> Result<()> {
-        let jobs = std::mem::take(&mut self.held);
-        let page: Vec<SharedFetch> = jobs.iter().filter_map(|j| handed(ctx, j)).collect();
-        let n = page.len() as u64;
-        self.port.queue(page).await?;
-        self.queued += n;
-        for _ in 0..n {
-            ctx.obs.resource_done();
-        }
-        Ok(())
-    }
-
-    /// At the end of the run's jobs: queues what is held and waits until no fetch of the
-    /// Source is left (`Ok(vec![])`), or, not sharing, gives the jobs held back to the run.
-    pub(crate) async fn finish(&mut self, ctx: &Ctx) -> Result<Vec<Job>> {
-        if !self.sharing {
-            return Ok(std::mem::take(&mut self.held));
-        }
-        if !self.held.is_empty() {
-            self.flush(ctx).await?;
-        }
-        self.port.wait(&ctx.key).await?;
-        Ok(Vec::new())
-    }
-}
-
-/// The fetch of `job` as handed out (its path as this run maps it).
-fn handed(ctx: &Ctx, job: &Job) -> Option<SharedFetch> {
-    let JobKind::Fetch {
-        change,
-        new,
-        repair,
-    } = job.kind
-    else {
-        return None;
-    };
-    let item = &job.item;
-    let path = ctx.mapper.map(&item.uri).ok()?;
-    Some(SharedFetch {
-        source: ctx.key.clone(),
-        uri: item.uri.clone(),
-        path: path.to_string(),
-        length: item.length,
-        hashes: item.hashes.to_string(),
-        lastmod: item.lastmod.map(|d| d.to_string()),
-        change: item.change.as_ref().map(ToString::to_string),
-        duplicates: item.duplicates.clone(),
-        listed_change: change,
-        new,
-        repair,
-        max_bytes: ctx.max_resource_bytes,
-    })
-}
+use crate::share::SharedFetch;
 
 /// The staged item a handed-out fetch stands for (a patch link is not handed out: the
 /// resource is fetched whole, as when a patch fails, Z39.99-2014 §14.4).
@@ -174,23 +80,22 @@ impl SharedFetcher {
         Ok(SharedFetcher {
             slots: Arc::new(Semaphore::new(width.max(1))),
             ctx: Arc::new(Ctx {
-                http: Arc::new(http),
-                committer: Committer::start(store.clone(), state.clone(), None)?,
-                store,
-                state,
+                ports: RunPorts {
+                    http: Arc::new(http),
+                    committer: Committer::start(store.clone(), state.clone(), None)?,
+                    store,
+                    state,
+                    obs,
+                    downloads: None,
+                },
                 mapper,
                 key: source.to_owned(),
                 delete: false,
                 dry_run: false,
                 max_resource_bytes: max_bytes,
-                obs,
-                dumped: None,
-                state_error: Mutex::default(),
                 state_path: format!("the state of {source}").into(),
                 filter: UriFilter::default(),
-                store_failures: Default::default(),
-                lists: Mutex::default(),
-                downloads: None,
+                memo: Memo::default(),
             }),
         })
     }
@@ -219,14 +124,7 @@ impl SharedFetcher {
             Err(e) => return SharedOutcome::Failed(format!("{}: path {:?}: {e}", f.uri, f.path)),
         };
         let item = staged(f);
-        let job = Job {
-            item,
-            kind: JobKind::Fetch {
-                change: f.listed_change,
-                new: f.new,
-                repair: f.repair,
-            },
-        };
+        let job = Job::fetch(item, Reason::from_flags(f.listed_change, f.new, f.repair));
         let mut permit = match self.slots.clone().acquire_owned().await {
             Ok(p) => Some(p),
             Err(e) => return SharedOutcome::Failed(format!("{}: {e}", f.uri)),
@@ -249,6 +147,6 @@ impl SharedFetcher {
 
     /// Commits what is queued and stops the committer (blocks: call from a blocking thread).
     pub fn close(&self) {
-        self.ctx.committer.close();
+        self.ctx.ports.committer.close();
     }
 }

@@ -10,6 +10,6 @@
 
 pub(crate) mod collapse;
 pub(crate) mod current;
-pub mod staging;
+pub(crate) mod staging;
 
 pub(crate) use collapse::after;

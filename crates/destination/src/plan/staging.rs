@@ -4,7 +4,7 @@
 //! or in the order of their last occurrence (for applying changes in order).
 
 use std::cell::Cell;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use resourcesync_diff::Item;
 use resourcesync_model::{Change, Entry, Hashes, W3cDateTime};
@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 
 /// One entry of a list, as staged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StagedItem {
+pub(crate) struct StagedItem {
     /// `<loc>`.
     pub uri: String,
     /// The change, for Change List entries.
@@ -37,7 +37,7 @@ pub struct StagedItem {
 
 impl StagedItem {
     /// The staged form of an entry.
-    pub fn from_entry(e: &Entry) -> Self {
+    pub(crate) fn from_entry(e: &Entry) -> Self {
         StagedItem {
             uri: e.loc.clone(),
             change: e.change().cloned(),
@@ -57,7 +57,7 @@ impl StagedItem {
     }
 
     /// What the diff engine compares.
-    pub fn item(&self) -> Item {
+    pub(crate) fn item(&self) -> Item {
         Item {
             uri: self.uri.clone(),
             length: self.length,
@@ -69,9 +69,8 @@ impl StagedItem {
 
 /// The scratch database.
 #[derive(Debug)]
-pub struct Staging {
+pub(crate) struct Staging {
     conn: Connection,
-    path: PathBuf,
     seq: i64,
     in_tx: u32,
     /// Whether the index on `seq` exists.
@@ -119,7 +118,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, StagedItem)> {
 
 impl Staging {
     /// A new, empty scratch database in `dir` (removed when dropped).
-    pub fn create(dir: &Path) -> Result<Self> {
+    pub(crate) fn create(dir: &Path) -> Result<Self> {
         let file = tempfile::Builder::new()
             .prefix("staging-")
             .suffix(".sqlite")
@@ -131,8 +130,7 @@ impl Staging {
                 )
             })?
             .into_temp_path();
-        let path = file.to_path_buf();
-        let conn = Connection::open(&path)?;
+        let conn = Connection::open(&file)?;
         conn.execute_batch(
             "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=FILE;
              PRAGMA locking_mode=EXCLUSIVE;
@@ -142,18 +140,12 @@ impl Staging {
         )?;
         Ok(Staging {
             conn,
-            path,
             seq: 0,
             in_tx: 0,
             seq_index: Cell::new(false),
             path_index: Cell::new(false),
             _file: file,
         })
-    }
-
-    /// Where the database is.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn batch(&mut self) -> Result<()> {
@@ -168,7 +160,7 @@ impl Staging {
     }
 
     /// Commits what was staged so far.
-    pub fn flush(&mut self) -> Result<()> {
+    pub(crate) fn flush(&mut self) -> Result<()> {
         if self.in_tx > 0 {
             self.conn.execute_batch("COMMIT")?;
             self.in_tx = 0;
@@ -177,7 +169,7 @@ impl Staging {
     }
 
     /// Stages an item, replacing one with the same URI; it becomes the last in order.
-    pub fn upsert(&mut self, it: &StagedItem) -> Result<()> {
+    pub(crate) fn upsert(&mut self, it: &StagedItem) -> Result<()> {
         self.batch()?;
         self.seq += 1;
         self.conn
@@ -199,16 +191,8 @@ impl Staging {
         Ok(())
     }
 
-    /// Stages an item only if its URI is not staged yet.
-    pub fn insert_if_absent(&mut self, it: &StagedItem) -> Result<()> {
-        if self.get(&it.uri)?.is_none() {
-            self.upsert(it)?;
-        }
-        Ok(())
-    }
-
     /// Removes an item.
-    pub fn remove(&mut self, uri: &str) -> Result<()> {
+    pub(crate) fn remove(&mut self, uri: &str) -> Result<()> {
         self.batch()?;
         self.conn
             .prepare_cached("DELETE FROM items WHERE uri = ?1")?
@@ -217,7 +201,7 @@ impl Staging {
     }
 
     /// The item of a URI.
-    pub fn get(&self, uri: &str) -> Result<Option<StagedItem>> {
+    pub(crate) fn get(&self, uri: &str) -> Result<Option<StagedItem>> {
         Ok(self
             .conn
             .prepare_cached(&format!("SELECT {COLS} FROM items WHERE uri = ?1"))?
@@ -237,7 +221,7 @@ impl Staging {
     }
 
     /// Whether some item maps to this path.
-    pub fn has_path(&self, path: &str) -> Result<bool> {
+    pub(crate) fn has_path(&self, path: &str) -> Result<bool> {
         self.index(
             &self.path_index,
             "CREATE INDEX IF NOT EXISTS items_path ON items(path)",
@@ -250,7 +234,7 @@ impl Staging {
     }
 
     /// How many items.
-    pub fn count(&self) -> Result<u64> {
+    pub(crate) fn count(&self) -> Result<u64> {
         let n: i64 = self
             .conn
             .query_row("SELECT COUNT(*) FROM items", [], |r| r.get(0))?;
@@ -258,7 +242,7 @@ impl Staging {
     }
 
     /// Up to `limit` items after a URI (from the first with `None`), in URI (byte) order.
-    pub fn page_by_uri(&self, after: Option<&str>, limit: usize) -> Result<Vec<StagedItem>> {
+    pub(crate) fn page_by_uri(&self, after: Option<&str>, limit: usize) -> Result<Vec<StagedItem>> {
         let mut st = self
             .conn
             .prepare_cached(&page_by_uri_sql(after.is_none()))?;
@@ -273,7 +257,7 @@ impl Staging {
     }
 
     /// Up to `limit` items after a position, in the order they were (last) staged.
-    pub fn page_by_seq(&self, after: i64, limit: usize) -> Result<Vec<(i64, StagedItem)>> {
+    pub(crate) fn page_by_seq(&self, after: i64, limit: usize) -> Result<Vec<(i64, StagedItem)>> {
         self.index(
             &self.seq_index,
             "CREATE INDEX IF NOT EXISTS items_seq ON items(seq)",
@@ -299,11 +283,11 @@ fn page_by_uri_sql(first: bool) -> String {
 }
 
 /// The relation type of a patch link (Z39.99-2014 §14.4).
-pub const PATCH_REL: &str = "http://www.openarchives.org/rs/terms/patch";
+pub(crate) const PATCH_REL: &str = "http://www.openarchives.org/rs/terms/patch";
 
 /// A patch link of a change entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PatchLink {
+pub(crate) struct PatchLink {
     /// Where the patch is.
     pub href: String,
     /// Its media type.
@@ -316,7 +300,7 @@ pub struct PatchLink {
 
 impl PatchLink {
     /// The first patch link of an entry, if any.
-    pub fn from_entry(e: &Entry) -> Option<PatchLink> {
+    pub(crate) fn from_entry(e: &Entry) -> Option<PatchLink> {
         e.links
             .iter()
             .find(|l| l.has_rel(PATCH_REL))
@@ -330,7 +314,7 @@ impl PatchLink {
 
     /// Whether the media type is JSON Patch (RFC 6902 §6; the specification's Example 27 writes
     /// `application/json-patch`).
-    pub fn is_json_patch(&self) -> bool {
+    pub(crate) fn is_json_patch(&self) -> bool {
         self.mime_type.as_deref().is_some_and(|t| {
             let essence = t.split(';').next().unwrap_or_default().trim();
             essence.eq_ignore_ascii_case("application/json-patch+json")
@@ -339,7 +323,7 @@ impl PatchLink {
     }
 
     /// One line for the staging database.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         format!(
             "{}\t{}\t{}\t{}",
             self.href,
@@ -350,7 +334,7 @@ impl PatchLink {
     }
 
     /// Reads back [`PatchLink::encode`].
-    pub fn decode(s: &str) -> Option<PatchLink> {
+    pub(crate) fn decode(s: &str) -> Option<PatchLink> {
         let mut f = s.split('\t');
         let href = f.next().filter(|h| !h.is_empty())?.to_owned();
         let mime_type = f.next().filter(|t| !t.is_empty()).map(str::to_owned);

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use resourcesync_websub::subscriber;
 
-use crate::discover::NotificationChannel;
 use crate::error::{Error, Result};
 use crate::options::SyncOptions;
+use crate::report::NotificationChannel;
 use crate::report::Observer;
 
 /// The client of the subscription: the WebSub one; with a reach (the aggregator's

@@ -2,7 +2,7 @@
 //! incremental sync ([`Applier`], one [`Session`] per payload).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use std::time::Instant;
 
@@ -10,15 +10,17 @@ use resourcesync_model::{Change, Entry, W3cDateTime};
 use resourcesync_store::{SourceCursor, Store};
 
 use crate::commit::{Budget, Committer};
-use crate::discover::SourceInfo;
 use crate::error::Result;
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind};
+use crate::fetch::ctx::{Ctx, Memo, RunPorts};
+use crate::fetch::exec::Exec;
+use crate::fetch::job::{Job, JobKind, Reason};
 use crate::http::Http;
 use crate::mapping::UriMapper;
 use crate::options::SyncOptions;
 use crate::plan::after;
 use crate::plan::staging::StagedItem;
 use crate::ports::{OpenState, directory_store, state_opener};
+use crate::report::SourceInfo;
 use crate::report::{Mode, Observer, SyncReport};
 
 /// Applies pushed changes (Change Notification 1.0.1 §3) through the same path as an
@@ -77,33 +79,32 @@ impl Applier {
     pub(crate) fn session(&self) -> Result<Session> {
         let state = self.open_state.open()?;
         Ok(Session(Arc::new(Ctx {
-            http: self.http.clone(),
-            store: self.store.clone(),
-            committer: Committer::start(
-                self.store.clone(),
-                state.clone(),
-                Budget::of(self.quota.as_ref(), state.as_ref(), &self.info.key())?,
-            )?,
-            state_error: Mutex::default(),
+            ports: RunPorts {
+                http: self.http.clone(),
+                store: self.store.clone(),
+                committer: Committer::start(
+                    self.store.clone(),
+                    state.clone(),
+                    Budget::of(self.quota.as_ref(), state.as_ref(), &self.info.key())?,
+                )?,
+                state,
+                obs: self.obs.clone(),
+                downloads: None,
+            },
             state_path: self.state_path.clone(),
-            lists: Mutex::default(),
-            state,
             mapper: self.mapper.clone(),
             key: self.info.key(),
             delete: self.delete,
             dry_run: false,
             max_resource_bytes: self.max_resource_bytes,
-            obs: self.obs.clone(),
-            dumped: None,
             filter: self.filter.clone(),
-            store_failures: Default::default(),
-            downloads: None,
+            memo: Memo::default(),
         })))
     }
 
     /// The cursor of the Source: the time up to which every change is applied.
     pub(crate) fn cursor(&self, s: &Session) -> Result<Option<W3cDateTime>> {
-        Ok(s.0.state.cursor(&s.0.key)?.and_then(|c| c.cursor))
+        Ok(s.0.ports.state.cursor(&s.0.key)?.and_then(|c| c.cursor))
     }
 
     /// Moves the cursor forward to `to` (never back).
@@ -113,7 +114,7 @@ impl Applier {
             Some(c) if !after(&to, &c) => c,
             _ => to,
         };
-        s.0.state.set_cursor(&SourceCursor {
+        s.0.ports.state.set_cursor(&SourceCursor {
             source: s.0.key.clone(),
             cursor: Some(new),
             synced_at: Some(W3cDateTime::now(false)),
@@ -141,11 +142,7 @@ impl Applier {
             let kind = if item.change == Some(Change::Deleted) {
                 JobKind::Delete
             } else {
-                JobKind::Fetch {
-                    change: true,
-                    new: false,
-                    repair: false,
-                }
+                JobKind::Fetch(Reason::Change)
             };
             exec.submit(Job { item, kind }).await?;
         }

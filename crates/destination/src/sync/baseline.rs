@@ -9,13 +9,15 @@ use resourcesync_diff::{Action, Item, Page, pages, try_diff_sorted};
 use resourcesync_model::{Capability, Entry, W3cDateTime};
 
 use crate::commit::is_placeholder;
-use crate::discover::SourceInfo;
 use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Outcome};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::exec::Exec;
+use crate::fetch::job::{Job, Outcome, Reason};
 use crate::plan::after;
 use crate::plan::current::record_item;
 use crate::plan::staging::{StagedItem, Staging};
+use crate::report::SourceInfo;
 
 use super::incremental::incremental;
 
@@ -139,7 +141,7 @@ pub(super) async fn baseline_with(
     not_before: Option<W3cDateTime>,
     read: Option<Result<StagedList>>,
 ) -> Result<Option<W3cDateTime>> {
-    ctx.obs.phase("reading the Resource List");
+    ctx.ports.obs.phase("reading the Resource List");
     let StagedList { staging, info } = match read {
         Some(s) => s?,
         None => stage_list(fetcher.clone(), rl.to_owned()).await?,
@@ -152,32 +154,14 @@ pub(super) async fn baseline_with(
         .lock()
         .map_err(|_| Error::Task("staging lock poisoned".into()))?
         .count()?;
-    ctx.obs.add_total(total);
-    ctx.obs.phase("syncing");
+    ctx.ports.obs.add_total(total);
+    ctx.ports.obs.phase("syncing");
     // The copy: state rows, skipping copies kept after a delete; the placeholders of copies a
     // killed run may have put in place without recording them (crate::commit) are in it, so
     // that one the Source no longer lists is deleted, and noted, so that one it lists is
     // fetched (adopted when the file in place has the published digest).
     let placeholders: Mutex<BTreeSet<String>> = Mutex::default();
-    let copy = pages(|after| {
-        let page = ctx.state.resources_page(&ctx.key, after, 1000)?;
-        let mut marked = placeholders
-            .lock()
-            .map_err(|_| Error::Task("placeholder lock poisoned".into()))?;
-        marked.extend(
-            page.iter()
-                .filter(|r| is_placeholder(r))
-                .map(|r| r.uri.clone()),
-        );
-        Ok::<_, Error>(Page {
-            last: page.last().map(|r| r.uri.clone()),
-            items: page
-                .iter()
-                .filter(|r| !r.gone || is_placeholder(r))
-                .map(record_item)
-                .collect(),
-        })
-    });
+    let copy = pages(|after| copy_page(ctx, &placeholders, after));
     let placeholder = |uri: &str| -> Result<bool> {
         Ok(placeholders
             .lock()
@@ -187,18 +171,7 @@ pub(super) async fn baseline_with(
     // The original: the staged Resource List. The staged entries read are kept (in `read`)
     // until the diff has passed them, for the jobs: no second lookup per entry.
     let read: Mutex<ReadAhead> = Mutex::new(ReadAhead::default());
-    let original = pages(|after| {
-        let page = staging
-            .lock()
-            .map_err(|_| Error::Task("staging lock poisoned".into()))?
-            .page_by_uri(after, 1000)?;
-        let last = page.last().map(|r| r.uri.clone());
-        let items = page.iter().map(StagedItem::item).collect();
-        read.lock()
-            .map_err(|_| Error::Task("staging lock poisoned".into()))?
-            .extend(page);
-        Ok::<_, Error>(Page { items, last })
-    });
+    let original = pages(|after| original_page(&staging, &read, after));
     let lock_read = || {
         read.lock()
             .map_err(|_| Error::Task("staging lock poisoned".into()))
@@ -211,7 +184,7 @@ pub(super) async fn baseline_with(
         staged(&staging, uri)
     };
     // The URIs dump packages put in place during this run, in the same order as the diff's.
-    let mut dumped = DumpedSet::new(ctx.dumped.as_ref());
+    let mut dumped = DumpedSet::new(ctx.memo.dumped.as_ref());
     for action in try_diff_sorted(copy, original) {
         // A list or state read that failed ends the plan: stop before acting on a plan built
         // from half an inventory.
@@ -237,7 +210,7 @@ pub(super) async fn baseline_with(
                 exec.submit(fetch_job(item, new, false)).await?;
             }
             Action::Delete(c) => {
-                ctx.obs.add_total(1);
+                ctx.ports.obs.add_total(1);
                 exec.submit(Job::delete(c.uri)).await?;
             }
             // A placeholder has no length, digest or date: it agrees with any entry.
@@ -262,6 +235,51 @@ pub(super) async fn baseline_with(
         }
     }
     Ok(at)
+}
+
+/// A page of the copy for the diff: the state's rows after `after`, but copies kept after a
+/// delete; the placeholders among them noted in `placeholders`.
+fn copy_page(
+    ctx: &Ctx,
+    placeholders: &Mutex<BTreeSet<String>>,
+    after: Option<&str>,
+) -> Result<Page<Item>> {
+    let page = ctx.ports.state.resources_page(&ctx.key, after, 1000)?;
+    let mut marked = placeholders
+        .lock()
+        .map_err(|_| Error::Task("placeholder lock poisoned".into()))?;
+    marked.extend(
+        page.iter()
+            .filter(|r| is_placeholder(r))
+            .map(|r| r.uri.clone()),
+    );
+    Ok(Page {
+        last: page.last().map(|r| r.uri.clone()),
+        items: page
+            .iter()
+            .filter(|r| !r.gone || is_placeholder(r))
+            .map(record_item)
+            .collect(),
+    })
+}
+
+/// A page of the original for the diff: the staged Resource List's entries after `after`,
+/// kept in `read` for the jobs.
+fn original_page(
+    staging: &Mutex<Staging>,
+    read: &Mutex<ReadAhead>,
+    after: Option<&str>,
+) -> Result<Page<Item>> {
+    let page = staging
+        .lock()
+        .map_err(|_| Error::Task("staging lock poisoned".into()))?
+        .page_by_uri(after, 1000)?;
+    let last = page.last().map(|r| r.uri.clone());
+    let items = page.iter().map(StagedItem::item).collect();
+    read.lock()
+        .map_err(|_| Error::Task("staging lock poisoned".into()))?
+        .extend(page);
+    Ok(Page { items, last })
 }
 
 /// The staged entries the diff has read and not passed yet, in ascending URI order: about a
@@ -322,14 +340,12 @@ fn not_older(at: Option<W3cDateTime>, not_before: Option<W3cDateTime>) -> Result
 
 /// The job that fetches the copy of a listed resource (not a change).
 fn fetch_job(item: StagedItem, new: bool, repair: bool) -> Job {
-    Job {
-        item,
-        kind: JobKind::Fetch {
-            change: false,
-            new,
-            repair,
-        },
-    }
+    let reason = match (new, repair) {
+        (_, true) => Reason::Repair,
+        (true, _) => Reason::New,
+        _ => Reason::Listed,
+    };
+    Job::fetch(item, reason)
 }
 
 /// Whether the copy the state says current is still in place: a file of the listed length (a
@@ -338,6 +354,7 @@ fn fetch_job(item: StagedItem, new: bool, repair: bool) -> Job {
 fn intact(ctx: &Ctx, o: &Item) -> Result<bool> {
     Ok(match ctx.mapper.map(&o.uri) {
         Ok(rel) => ctx
+            .ports
             .store
             .head(&rel)?
             .is_some_and(|m| m.regular && o.length.is_none_or(|l| l == m.length)),

@@ -42,12 +42,15 @@ use std::time::Duration;
 
 use resourcesync_model::W3cDateTime;
 
+use crate::commit::{Write, not_recorded};
 use crate::discover::docs::DocFetcher;
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Exec, Tally};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::exec::Exec;
+use crate::outcome::Tally;
 use crate::plan::after;
 use crate::report::FailureKind;
-use crate::sync::incremental_with;
+use crate::sync::{Reading, incremental_with};
 
 /// Most readings of the Change Lists after a baseline (the first and five more).
 pub const MAX_READINGS: usize = 6;
@@ -91,10 +94,12 @@ pub(crate) async fn catch_up(
         };
         let mut w = Vec::new();
         let only = gap.then(|| stale_uris(tally));
-        let read = incremental_with(
-            ctx, fetcher, &mut exec, cl, cursor, &mut w, false, only, &mut seen,
-        )
-        .await;
+        let reading = Reading {
+            pending: false,
+            only,
+            seen: &mut seen,
+        };
+        let read = incremental_with(ctx, fetcher, &mut exec, cl, cursor, &mut w, reading).await;
         let more = exec.finish().await;
         for m in w {
             if !warnings.contains(&m) {
@@ -136,9 +141,19 @@ pub(crate) async fn catch_up(
         tally.failed = tally.failed.saturating_sub(retried.len() as u64);
         tally.failures.retain(|f| !retried.contains(&f.uri));
         let still: HashSet<&str> = more.failures.iter().map(|f| f.uri.as_str()).collect();
-        for u in retried.iter().filter(|u| !still.contains(u.as_str())) {
-            ctx.state.remove_pending(&ctx.key, u)?;
-        }
+        let settled = retried
+            .iter()
+            .filter(|u| !still.contains(u.as_str()))
+            .map(|u| Write::Settled {
+                source: ctx.key.clone(),
+                uri: u.clone(),
+            })
+            .collect();
+        ctx.ports
+            .committer
+            .write(settled)
+            .await
+            .map_err(not_recorded)?;
         tally.merge(more);
         // Past a gap the cursor stays: the next run finds the gap, says it and diffs.
         let last = last.filter(|_| !gap);
@@ -187,7 +202,7 @@ fn counted_by_baseline(ctx: &Arc<Ctx>, wrong: HashSet<String>) -> crate::fetch::
             .mapper
             .map(uri)
             .is_ok_and(|p| c.filter.leaves_out_path(c.mapper.base(), p.as_str()));
-        left_out || matches!(c.state.resource(uri), Ok(Some(r)) if !r.gone)
+        left_out || matches!(c.ports.state.resource(uri), Ok(Some(r)) if !r.gone)
     })
 }
 

@@ -22,8 +22,9 @@ use resourcesync_store::RelPath;
 
 use crate::audit::copies::{is_state, state_key, untracked};
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Tally};
+use crate::fetch::ctx::Ctx;
 use crate::filter::UriFilter;
+use crate::outcome::Tally;
 use crate::report::{Planned, push_capped};
 
 /// Keys taken from the walk before they are removed.
@@ -40,7 +41,7 @@ pub(crate) async fn delete_extras(
     tally: &mut Tally,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
-    ctx.obs.phase("removing files no resource maps to");
+    ctx.ports.obs.phase("removing files no resource maps to");
     // The state's own files, when given inside DEST.
     let own = state_key(dest, state);
     // Paths of this run that the state does not show yet.
@@ -58,8 +59,8 @@ pub(crate) async fn delete_extras(
             let mut batch: Vec<RelPath> = Vec::new();
             let mut more = false;
             untracked(
-                c.store.as_ref(),
-                c.state.as_ref(),
+                c.ports.store.as_ref(),
+                c.ports.state.as_ref(),
                 after.as_ref(),
                 &mut |r| {
                     match r {
@@ -95,7 +96,7 @@ pub(crate) async fn delete_extras(
                     n += 1;
                     continue;
                 }
-                match c.store.delete(&rel) {
+                match c.ports.store.delete(&rel) {
                     Ok(true) => {
                         tracing::info!("{rel}: no resource maps to it: removed (--delete)");
                         n += 1;
@@ -117,7 +118,7 @@ pub(crate) async fn delete_extras(
         push_capped(&mut tally.planned, p);
     }
     for e in errors {
-        ctx.obs.warning(&e);
+        ctx.ports.obs.warning(&e);
         warnings.push(e);
     }
     Ok(())

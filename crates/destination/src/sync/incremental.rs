@@ -9,7 +9,9 @@ use resourcesync_model::{Capability, Change, W3cDateTime};
 use crate::discover::docs::{DocFetcher, WalkInfo, walk_with};
 use crate::discover::known::{ListMemo, Validated};
 use crate::error::Result;
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::exec::Exec;
+use crate::fetch::job::{Job, JobKind, Reason};
 use crate::plan::collapse::ChangeListSink;
 use crate::plan::staging::{StagedItem, Staging};
 
@@ -29,18 +31,27 @@ pub(super) async fn incremental(
         cl,
         cursor,
         warnings,
-        true,
-        None,
-        &mut |_| {},
+        Reading {
+            pending: true,
+            only: None,
+            seen: &mut |_| {},
+        },
     )
     .await
 }
 
-/// [`incremental`], with the pending changes of earlier runs only with `pending`, and only the
-/// changes of the URIs `only` when given (a history that does not reach back to the cursor
-/// then being no error: `ChangeListSink::only`); `seen` is told the URI of each change
-/// submitted (see [`crate::sync::catch_up`]).
-#[allow(clippy::too_many_arguments)]
+/// Which changes an incremental applies ([`incremental_with`]).
+pub(crate) struct Reading<'a> {
+    /// The pending changes of earlier runs too (first).
+    pub(crate) pending: bool,
+    /// Only the changes of these URIs, when given (a history that does not reach back to the
+    /// cursor then being no error: `ChangeListSink::only`).
+    pub(crate) only: Option<std::collections::HashSet<String>>,
+    /// Told the URI of each change submitted (see [`crate::sync::catch_up`]).
+    pub(crate) seen: &'a mut (dyn FnMut(&str) + Send),
+}
+
+/// [`incremental`], of the changes `reading` says.
 pub(crate) async fn incremental_with(
     ctx: &Arc<Ctx>,
     fetcher: &DocFetcher,
@@ -48,17 +59,23 @@ pub(crate) async fn incremental_with(
     cl: &str,
     cursor: W3cDateTime,
     warnings: &mut Vec<String>,
-    pending: bool,
-    only: Option<std::collections::HashSet<String>>,
-    seen: &mut (dyn FnMut(&str) + Send),
+    reading: Reading<'_>,
 ) -> Result<Option<W3cDateTime>> {
-    ctx.obs.phase("reading the Change Lists");
+    let Reading {
+        pending,
+        only,
+        seen,
+    } = reading;
+    ctx.ports.obs.phase("reading the Change Lists");
     let mut staging = Staging::create(&fetcher.dir)?;
     // Changes that failed last time go first: a later change of the same URI replaces them.
     let mut after: Option<String> = None;
     loop {
         let page = match pending {
-            true => ctx.state.pending_page(&ctx.key, after.as_deref(), 1000)?,
+            true => ctx
+                .ports
+                .state
+                .pending_page(&ctx.key, after.as_deref(), 1000)?,
             false => Vec::new(),
         };
         let Some(last) = page.last() else { break };
@@ -81,6 +98,7 @@ pub(crate) async fn incremental_with(
     sink.only = only;
     // The first walk of a run that started from remembered documents (crate::discover::known).
     let pre = ctx
+        .memo
         .lists
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -93,14 +111,14 @@ pub(crate) async fn incremental_with(
             // The open list of an index known unchanged: its history was checked then.
             sink.continued = p.no_index_link;
             let (sink, info) = walk_with(fetcher, cl, Capability::ChangeList, sink, p).await?;
-            remember(&ctx.lists, &info);
+            remember(&ctx.memo.lists, &info);
             warnings.extend(info.warnings);
             sink
         }
         None => {
             let (sink, info) =
                 walk_with(fetcher, cl, Capability::ChangeList, sink, <_>::default()).await?;
-            remember(&ctx.lists, &info);
+            remember(&ctx.memo.lists, &info);
             warnings.extend(info.warnings);
             sink
         }
@@ -113,8 +131,8 @@ pub(crate) async fn incremental_with(
         ));
     }
     let staging = sink.staging;
-    ctx.obs.add_total(staging.count()?);
-    ctx.obs.phase("syncing");
+    ctx.ports.obs.add_total(staging.count()?);
+    ctx.ports.obs.phase("syncing");
     let mut pos = 0i64;
     loop {
         let page = staging.page_by_seq(pos, 1000)?;
@@ -124,11 +142,7 @@ pub(crate) async fn incremental_with(
             let kind = if item.change == Some(Change::Deleted) {
                 JobKind::Delete
             } else {
-                JobKind::Fetch {
-                    change: true,
-                    new: false,
-                    repair: false,
-                }
+                JobKind::Fetch(Reason::Change)
             };
             seen(&item.uri);
             exec.submit(Job { item, kind }).await?;

@@ -33,10 +33,11 @@ mod baseline;
 pub mod catch_up;
 mod extras;
 mod incremental;
+mod lists;
 mod moved;
 
 pub(crate) use applier::Applier;
-pub(crate) use incremental::incremental_with;
+pub(crate) use incremental::{Reading, incremental_with};
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -45,22 +46,24 @@ use resourcesync_model::W3cDateTime;
 use resourcesync_store::{Batch, Op, SourceCursor};
 
 use crate::commit::{Budget, Committer, is_placeholder};
+use crate::discover::discover;
 use crate::discover::docs::DocFetcher;
 use crate::discover::known::{Known, ListMemo, Quick, Validated, quick_start, start_key};
-use crate::discover::{SourceInfo, discover};
 use crate::error::{Error, Result};
-use crate::fetch::exec::{Ctx, Exec, Job, JobKind, Tally};
-use crate::fetch::repair::{CheckCopies, Scan, check_page, next_damaged};
+use crate::fetch::ctx::{Ctx, Memo, RunPorts};
+use crate::fetch::exec::Exec;
+use crate::fetch::job::{Job, JobKind, Reason};
+use crate::fetch::repair::{Scan, check_page, next_damaged};
 use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::SyncOptions;
-use crate::plan::after;
+use crate::outcome::Tally;
 use crate::plan::staging::Staging;
 use crate::ports::Ports;
+use crate::report::SourceInfo;
 use crate::report::{Mode, Observer, SyncReport};
 
-use baseline::{AbortOnDrop, after_dump, baseline, baseline_with, stage_list};
-use incremental::incremental;
+use lists::Lists;
 
 /// Synchronizes a destination directory with a Source (see the module docs): the copies in
 /// `opts.dest`, the state in SQLite ([`Ports::directory`]; read only for a dry run). A program
@@ -230,7 +233,6 @@ async fn recall_source(
 }
 
 /// A run, once the Source is found: the ports are written to only from here on.
-#[allow(clippy::too_many_arguments)]
 async fn run(
     ports: &Ports,
     http: Arc<Http>,
@@ -245,7 +247,6 @@ async fn run(
         dir: ports.scratch.clone(),
         max_bytes: opts.max_document_bytes,
     };
-    let (store, state) = (ports.store.clone(), ports.state.clone());
     let mut warnings = info.warnings.clone();
     for w in &warnings {
         obs.warning(w);
@@ -253,7 +254,7 @@ async fn run(
     let (base, mapper) = mapping(opts, &info)?;
     let key = info.key();
     // A Capability List that moved: the copies carried over to the new one (crate::sync::moved).
-    if let Some(old) = moved::carry_over(state.as_ref(), opts, &key)? {
+    if let Some(old) = moved::carry_over(ports.state.as_ref(), opts, &key)? {
         let m = format!(
             "the Capability List moved from {old} to {key}: the copies are carried over, and this \
              run is a baseline against the new one's Resource List"
@@ -261,167 +262,140 @@ async fn run(
         obs.warning(&m);
         warnings.push(m);
     }
-    let prior_cursor = state.cursor(&key)?;
+    let prior_cursor = ports.state.cursor(&key)?;
     let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
     info.check_usable(opts.use_dumps, cursor.is_none())?;
     let plan = RunPlan::new(opts, &info, cursor, prior_cursor.is_some());
-    let dumped = if plan.resource_dump.is_some() || plan.change_dump.is_some() || plan.dumps_only {
-        Some(Mutex::new(Staging::create(&fetcher.dir)?))
-    } else {
-        None
-    };
+    let (memo, capability_list) = run_memo(&ports.scratch, &info, quick, &plan)?;
     let ctx = Arc::new(Ctx {
-        http,
-        store: store.clone(),
-        state: state.clone(),
+        ports: run_ports(ports, http, obs, opts, &key)?,
         mapper,
-        key: key.clone(),
+        key,
         delete: opts.delete,
         dry_run: opts.dry_run,
         max_resource_bytes: opts.max_resource_bytes,
-        obs: obs.clone(),
-        dumped,
-        committer: Committer::start(
-            store.clone(),
-            state.clone(),
-            Budget::of(opts.quota.as_ref(), state.as_ref(), &key)?,
-        )?,
-        state_error: Mutex::default(),
         state_path: ports.state_name.clone(),
         filter: opts.filter.fresh(),
-        store_failures: Default::default(),
-        lists: Mutex::new(ListMemo {
-            top: quick.as_ref().and_then(|q| q.known.top.clone()),
-            open: quick.as_ref().and_then(|q| q.known.open.clone()),
-            prefetched: None,
-        }),
-        downloads: ports.downloads.clone(),
+        memo,
     });
-    let capability_list = match quick {
-        Some(q) => {
-            ctx.lists
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .prefetched = Some(q.prefetched);
-            q.known.capability_list
-        }
-        None => Validated {
-            url: info.capability_list.clone().unwrap_or_default(),
-            validators: None,
-        },
-    };
-    // The copies checked beside the run proper (crate::fetch::repair::Scan). Not after a first
-    // baseline: every copy the state records was written by this run.
-    let scan = (!opts.dry_run && cursor.is_some() && opts.check_copies != CheckCopies::Off)
-        .then(|| Scan::start(&ctx, opts.check_copies));
-    let earlier = delete_gone(&ctx, opts).await?;
-    let mut exec = Exec::new(ctx.clone(), opts.concurrency);
-    let mut w = Vec::new();
-    let mut from_dumps = Tally::default();
-    let (mode, new_cursor) = run_lists(
-        &ctx,
-        &fetcher,
-        &mut exec,
+    let l = Lists {
+        ctx: &ctx,
+        fetcher: &fetcher,
         opts,
-        &info,
-        &plan,
-        &mut from_dumps,
-        &mut w,
-    )
-    .await?;
-    for m in &w {
-        obs.warning(m);
-    }
-    warnings.extend(w);
-    let mut tally = exec.finish().await;
-    // Z39.99-2014 §5.2, §12.1: after a baseline, the changes since the list's `at` in the same
-    // run; a resource that changed while the baseline ran is fetched again (crate::sync::catch_up).
-    let mut w = Vec::new();
-    let baseline_at = new_cursor.filter(|_| {
-        matches!(mode, Mode::Baseline | Mode::BaselineDiff)
-            && !opts.dry_run
-            && !plan.dumps_only
-            && opts.catch_up
-    });
-    let new_cursor = match (baseline_at, &info.change_list) {
-        (Some(at), Some(cl)) => Some(
-            catch_up::catch_up(&ctx, &fetcher, opts.concurrency, cl, at, &mut tally, &mut w)
-                .await?,
-        ),
-        _ => new_cursor,
+        info: &info,
+        plan: &plan,
     };
-    if let Some(scan) = scan {
-        tally.merge(repair(&ctx, opts, scan).await?);
-    }
-    if baseline_at.is_some() {
-        catch_up::explain_stale(&mut tally, baseline_at.as_ref(), info.change_list.is_some());
-    }
-    // A run that went through every resource: a pattern that matched none is most likely a
-    // typo (crate::filter).
-    if matches!(mode, Mode::Baseline | Mode::BaselineDiff) {
-        w.extend(ctx.filter.unmatched_warnings());
-    }
-    w.retain(|m| !warnings.contains(m));
-    for m in &w {
-        obs.warning(m);
-    }
-    warnings.extend(w);
-    // Every copy downloaded is in place and recorded before the cursor moves.
-    ctx.committer.close();
-    // A change neither applied nor recorded as pending keeps the cursor where it is.
-    ctx.check_state()?;
-    tally.merge(earlier);
-    tally.merge(from_dumps);
-    // rsync's --delete: the files no resource maps to go too (crate::sync::extras).
-    if opts.delete && opts.delete_extra {
-        let mut w = Vec::new();
-        extras::delete_extras(
-            &ctx,
-            &opts.filter,
-            &opts.dest,
-            &opts.state_path(),
-            &mut tally,
-            &mut w,
-        )
-        .await?;
-        warnings.extend(w);
-    }
+    let (mode, new_cursor, tally) = l.run(&mut warnings).await?;
     if !opts.dry_run {
         crate::crashpoint::point("cursor");
-        // What this run found, for the next one to start from (crate::discover::known).
-        let docs = {
-            let m = ctx.lists.lock().unwrap_or_else(|p| p.into_inner());
-            Known {
-                info: info.clone(),
-                capability_list,
-                top: m.top.clone(),
-                open: m.open.clone(),
-            }
-            .remember()
+        let known = Known {
+            info: info.clone(),
+            capability_list,
+            top: None,
+            open: None,
         };
-        let start = start_key(&opts.url, opts.set.as_deref());
-        // The cursor moves once every change up to it has been applied or recorded as pending.
-        let c = SourceCursor {
-            source: key,
-            cursor: new_cursor,
-            synced_at: Some(W3cDateTime::now(false)),
-        };
-        state.apply(
-            Batch::new()
-                .push(Op::SetCursor(&c))
-                .push(Op::SetDocuments(&start, &docs)),
-        )?;
+        record_cursor(&ctx, opts, known, new_cursor)?;
     }
-    Ok(report(
-        info,
-        base,
+    let end = Ended {
         mode,
-        opts.dry_run,
         tally,
-        started,
-        new_cursor,
+        cursor: new_cursor,
         warnings,
-    ))
+    };
+    Ok(report(info, base, opts.dry_run, started, end))
+}
+
+/// The ports of a run's jobs: the client, the store, the state and the committer that puts
+/// copies in place within the Source's quota.
+fn run_ports(
+    ports: &Ports,
+    http: Arc<Http>,
+    obs: Arc<dyn Observer>,
+    opts: &SyncOptions,
+    key: &str,
+) -> Result<RunPorts> {
+    let (store, state) = (ports.store.clone(), ports.state.clone());
+    Ok(RunPorts {
+        http,
+        store: store.clone(),
+        state: state.clone(),
+        obs,
+        committer: Committer::start(
+            store,
+            state.clone(),
+            Budget::of(opts.quota.as_ref(), state.as_ref(), key)?,
+        )?,
+        downloads: ports.downloads.clone(),
+    })
+}
+
+/// The memo a run starts with: the documents `quick` found, and a staging database for what
+/// dump packages put in place when the `plan` has dumps (in `scratch`); and the Capability
+/// List as read.
+fn run_memo(
+    scratch: &std::path::Path,
+    info: &SourceInfo,
+    quick: Option<Quick>,
+    plan: &RunPlan,
+) -> Result<(Memo, Validated)> {
+    let dumped = if plan.resource_dump.is_some() || plan.change_dump.is_some() || plan.dumps_only {
+        Some(Mutex::new(Staging::create(scratch)?))
+    } else {
+        None
+    };
+    let (lists, capability_list) = match quick {
+        Some(q) => (
+            ListMemo {
+                top: q.known.top,
+                open: q.known.open,
+                prefetched: Some(q.prefetched),
+            },
+            q.known.capability_list,
+        ),
+        None => (
+            ListMemo::default(),
+            Validated {
+                url: info.capability_list.clone().unwrap_or_default(),
+                validators: None,
+            },
+        ),
+    };
+    let memo = Memo {
+        dumped,
+        lists: Mutex::new(lists),
+        ..Memo::default()
+    };
+    Ok((memo, capability_list))
+}
+
+/// Moves the cursor to `new_cursor` and remembers what this run found (`known`, with the
+/// Change Lists its walks read: crate::discover::known) for the next one to start from, in
+/// one transaction, once every change up to the cursor has been applied or recorded as
+/// pending.
+fn record_cursor(
+    ctx: &Ctx,
+    opts: &SyncOptions,
+    mut known: Known,
+    new_cursor: Option<W3cDateTime>,
+) -> Result<()> {
+    let docs = {
+        let m = ctx.memo.lists.lock().unwrap_or_else(|p| p.into_inner());
+        known.top.clone_from(&m.top);
+        known.open.clone_from(&m.open);
+        known.remember()
+    };
+    let start = start_key(&opts.url, opts.set.as_deref());
+    let c = SourceCursor {
+        source: ctx.key.clone(),
+        cursor: new_cursor,
+        synced_at: Some(W3cDateTime::now(false)),
+    };
+    ctx.ports.state.apply(
+        Batch::new()
+            .push(Op::SetCursor(&c))
+            .push(Op::SetDocuments(&start, &docs)),
+    )?;
+    Ok(())
 }
 
 /// The Source's base URL (`--base-url`, else the rule of [`crate::mapping`]) and the mapper of
@@ -522,7 +496,10 @@ async fn delete_gone(ctx: &Arc<Ctx>, opts: &SyncOptions) -> Result<Tally> {
     let mut pre = Exec::new(ctx.clone(), opts.concurrency);
     let mut after: Option<String> = None;
     loop {
-        let page = ctx.state.resources_page(&ctx.key, after.as_deref(), 1000)?;
+        let page = ctx
+            .ports
+            .state
+            .resources_page(&ctx.key, after.as_deref(), 1000)?;
         let Some(last) = page.last() else { break };
         after = Some(last.uri.clone());
         for r in page.into_iter().filter(|r| r.gone && !is_placeholder(r)) {
@@ -552,134 +529,10 @@ fn need_rl(opts: &SyncOptions, info: &SourceInfo, then: String) -> Result<String
         })
 }
 
-/// The run proper, from the dumps and the lists: returns its mode and the new cursor.
-#[allow(clippy::too_many_arguments)]
-async fn run_lists(
-    ctx: &Arc<Ctx>,
-    fetcher: &DocFetcher,
-    exec: &mut Exec,
-    opts: &SyncOptions,
-    info: &SourceInfo,
-    plan: &RunPlan,
-    from_dumps: &mut Tally,
-    w: &mut Vec<String>,
-) -> Result<(Mode, Option<W3cDateTime>)> {
-    let cursor = plan.cursor;
-    // Z39.99-2014 §13: Change Dump packages first; the Change Lists then find their changes
-    // applied (see crate::dump).
-    if let (Some(c), Some(cd)) = (cursor, &plan.change_dump) {
-        let d = crate::dump::change_dumps(ctx, fetcher, cd, c, true, &opts.dump_limits, w).await?;
-        from_dumps.add_dumps(&d);
-    }
-    Ok(match (cursor, &info.change_list) {
-        _ if plan.dumps_only => {
-            let run = crate::dump::only::sync_from_dumps(
-                ctx,
-                fetcher,
-                exec,
-                info,
-                cursor,
-                plan.prior,
-                &opts.dump_limits,
-                w,
-            )
-            .await?;
-            from_dumps.add_dumps(&run.stats);
-            (run.mode, run.cursor.or(cursor))
-        }
-        (Some(c), Some(cl)) => match incremental(ctx, fetcher, exec, cl, c, w).await {
-            Ok(last) => (
-                Mode::Incremental,
-                Some(last.filter(|l| after(l, &c)).unwrap_or(c)),
-            ),
-            Err(e @ (Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. })) => {
-                // Said once, with the other warnings of the run.
-                w.push(format!("{e}: baseline diff against the Resource List"));
-                let rl = need_rl(
-                    opts,
-                    info,
-                    format!(
-                        "to diff the copy against, and its Change Lists do not reach back to the \
-                         cursor: to start over, sync into a new directory (or remove {})",
-                        ctx.state_path.display()
-                    ),
-                )?;
-                let at = baseline(ctx, fetcher, exec, &rl, w).await?;
-                (
-                    Mode::BaselineDiff,
-                    Some(at.filter(|a| after(a, &c)).unwrap_or(c)),
-                )
-            }
-            Err(e) => return Err(e),
-        },
-        _ => {
-            let mode = if plan.prior {
-                Mode::BaselineDiff
-            } else {
-                Mode::Baseline
-            };
-            let at = from_baseline(ctx, fetcher, exec, opts, info, plan, from_dumps, w).await?;
-            (mode, at.or(cursor))
-        }
-    })
-}
-
-/// A baseline (or baseline diff): Z39.99-2014 §11: the dump first; then the Resource List,
-/// unless it is older than the dump (see crate::dump). Returns the new cursor, if any.
-#[allow(clippy::too_many_arguments)]
-async fn from_baseline(
-    ctx: &Arc<Ctx>,
-    fetcher: &DocFetcher,
-    exec: &mut Exec,
-    opts: &SyncOptions,
-    info: &SourceInfo,
-    plan: &RunPlan,
-    from_dumps: &mut Tally,
-    w: &mut Vec<String>,
-) -> Result<Option<W3cDateTime>> {
-    let mut dump_at = None;
-    let mut staged = None;
-    if let Some(rd) = &plan.resource_dump {
-        // The Resource List is read while the packages are applied: the two meet only in the
-        // diff, once the dump is in place.
-        let reading = info
-            .resource_list
-            .clone()
-            .map(|rl| AbortOnDrop(tokio::spawn(stage_list(fetcher.clone(), rl))));
-        let lists = info.resource_list.is_some();
-        let d = crate::dump::resource_dump(ctx, fetcher, rd, lists, &opts.dump_limits, w).await?;
-        from_dumps.add_dumps(&d);
-        dump_at = d.at;
-        if let Some(mut r) = reading {
-            staged = Some((&mut r.0).await.map_err(Error::from).and_then(|s| s));
-        }
-    }
-    Ok(match dump_at {
-        Some(d) => after_dump(ctx, fetcher, exec, info, d, w, staged).await?,
-        // Without a Resource List, a Resource Dump whose packages were all refused leaves
-        // nothing more to do: its failures say why, the next run tries again.
-        None if plan.resource_dump.is_some() && info.resource_list.is_none() => None,
-        None => {
-            let rl = need_rl(
-                opts,
-                info,
-                if opts.dry_run {
-                    "for a dry run to plan from (a dry run fetches no dump package): run \
-                     without --dry-run"
-                        .into()
-                } else {
-                    "to start a copy from: tell the Source's maintainer".into()
-                },
-            )?;
-            baseline_with(ctx, fetcher, exec, &rl, w, None, staged).await?
-        }
-    })
-}
-
 /// The copies on disk against the state (crate::fetch::repair): a damaged one is fetched again.
 /// The copies `scan` noted are checked again; all of them when it gave up.
 async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions, scan: Scan) -> Result<Tally> {
-    ctx.obs.phase("checking the copies");
+    ctx.ports.obs.phase("checking the copies");
     let mut rex = Exec::new(ctx.clone(), opts.concurrency);
     let how = opts.check_copies;
     if let Some(rows) = scan.suspects().await? {
@@ -702,28 +555,34 @@ async fn refetch(
 ) -> Result<()> {
     for (item, why) in damaged {
         tracing::info!("{}: {why}: fetched again", item.uri);
-        let kind = JobKind::Fetch {
-            change: false,
-            new: false,
-            repair: true,
-        };
+        let kind = JobKind::Fetch(Reason::Repair);
         rex.submit(Job { item, kind }).await?;
     }
     Ok(())
 }
 
+/// How a run ended: its mode, its counts, the cursor it set, and what it warned of.
+struct Ended {
+    mode: Mode,
+    tally: Tally,
+    cursor: Option<W3cDateTime>,
+    warnings: Vec<String>,
+}
+
 /// The report of a run.
-#[allow(clippy::too_many_arguments)]
 fn report(
     source: SourceInfo,
     base_url: String,
-    mode: Mode,
     dry_run: bool,
-    tally: Tally,
     started: Instant,
-    cursor: Option<W3cDateTime>,
-    warnings: Vec<String>,
+    end: Ended,
 ) -> SyncReport {
+    let Ended {
+        mode,
+        tally,
+        cursor,
+        warnings,
+    } = end;
     SyncReport {
         source,
         base_url,

@@ -1,4 +1,4 @@
-//! Adaptive concurrency per host (issue 24): the number of downloads in flight starts at 32,
+//! Adaptive concurrency per host: the number of downloads in flight starts at 32,
 //! grows while the Source keeps up, and falls when it answers 503 (RFC 9110 §15.6.4).
 
 use crate::common;

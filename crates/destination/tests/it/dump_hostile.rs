@@ -393,7 +393,7 @@ async fn run_case_on(src: tempfile::TempDir, server: Server, c: Case) {
     run_case_on_with(src, server, c, Default::default()).await;
 }
 
-/// Zip bomb by total size (issue 7): entries that each inflate within the ratio, together past
+/// Zip bomb by total size: entries that each inflate within the ratio, together past
 /// the package's unpacked budget (lowered here to 1 MiB; 16 GiB by default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_package_past_the_unpacked_budget_is_refused() {

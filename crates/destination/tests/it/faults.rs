@@ -1,4 +1,4 @@
-//! A baseline and an incremental sync through a fault-injecting proxy (issue 7 item 1): at a
+//! A baseline and an incremental sync through a fault-injecting proxy: at a
 //! 20% fault rate (connections dropped or reset mid-body, truncated bodies, 429/500/503 with and
 //! without `Retry-After`, delays, reordering), repeated runs end with `audit` clean, and after
 //! every run every file at its final path is a version the Source published.

@@ -1,4 +1,4 @@
-//! The hostile Source fixture set (issue 7 item 3): each case is served on loopback, synced,
+//! The hostile Source fixture set: each case is served on loopback, synced,
 //! and must end with the expected clear error, no file that is not a verified copy, and nothing
 //! written outside DEST. Where each case lives:
 //!

@@ -10,6 +10,7 @@ mod live;
 mod mirror;
 
 mod collide;
+mod commit_path;
 mod concurrency;
 mod dump;
 mod dump_hostile;

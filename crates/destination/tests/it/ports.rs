@@ -1,4 +1,4 @@
-//! The Destination on injected ports (issue 23 item 2): the engine syncs and audits through the
+//! The Destination on injected ports: the engine syncs and audits through the
 //! store and state it is given, here in memory, and writes no copy and no state anywhere else.
 
 use std::sync::Arc;
@@ -29,7 +29,7 @@ fn store_files(
     out
 }
 
-/// Issue 23 item 2: the engine runs on the ports it is given. A Destination over an in-memory
+/// The engine runs on the ports it is given. A Destination over an in-memory
 /// store and state (and a scratch directory) syncs baseline, incremental with deletes, and a
 /// baseline from a Resource Dump, writing no copy and no state to any directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Remembered discovery (issue 24): an incremental starts from the documents the last run found
+//! Remembered discovery: an incremental starts from the documents the last run found
 //! (conditional GETs, one round trip), and falls back to a full discovery when they answer with
 //! something unexpected, applying every change all the same (Z39.99-2014 §12).
 

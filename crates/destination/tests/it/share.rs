@@ -1,4 +1,4 @@
-//! A run's fetches handed to other workers through the `Downloads` port (issue 16): past the
+//! A run's fetches handed to other workers through the `Downloads` port: past the
 //! port's threshold the run queues them and waits; a worker claims them from the same state's
 //! queue and does each through `SharedFetcher` (the same download, checks and committer), the
 //! row written with the claim's completion (`Claimed`). Under the threshold, the run fetches

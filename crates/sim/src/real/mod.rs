@@ -325,7 +325,7 @@ async fn drive(
     sopts.use_dumps = false;
     // The model measures the protocol: the Destination's own check of its copies on disk
     // (crate::repair of the destination) is no part of it.
-    sopts.check_copies = resourcesync_destination::repair::CheckCopies::Off;
+    sopts.check_copies = resourcesync_destination::options::CheckCopies::Off;
     // The paper's baseline strategy reads the Resource List only (no catch-up from the Change
     // Lists after it, which is the incremental strategy's work).
     sopts.catch_up = cfg.strategy != Strategy::Baseline;

@@ -21,8 +21,8 @@ pub const CHECKS: &[Check<dyn StateStore>] = &[
     ("pending_changes_and_cursors", pending_changes_and_cursors),
     ("a_path_names_its_owner", a_path_names_its_owner),
     (
-        "put_resources_forgets_pending",
-        put_resources_forgets_pending,
+        "putting_a_row_forgets_its_pending",
+        putting_a_row_forgets_its_pending,
     ),
     ("a_batch_is_all_or_nothing", a_batch_is_all_or_nothing),
     (
@@ -257,8 +257,8 @@ fn pending_changes_and_cursors(s: &dyn StateStore) -> Outcome {
     Ok(())
 }
 
-fn put_resources_forgets_pending(s: &dyn StateStore) -> Outcome {
-    for u in ["http://h/a", "http://h/b"] {
+fn putting_a_row_forgets_its_pending(s: &dyn StateStore) -> Outcome {
+    for u in ["http://h/a", "http://h/b", "http://h/c"] {
         ok(
             "pending",
             s.put_pending(&PendingChange {
@@ -271,6 +271,11 @@ fn put_resources_forgets_pending(s: &dyn StateStore) -> Outcome {
     ok(
         "put_resources",
         s.put_resources(&[record("cap", "http://h/a", "a")]),
+    )?;
+    // One row alone: the same as in a batch (`Batch::put_resource`).
+    ok(
+        "put_resource",
+        s.put_resource(&record("cap", "http://h/c", "c")),
     )?;
     let left = ok("pending", s.pending_page("cap", None, 10))?;
     ensure!(

@@ -1,0 +1,259 @@
+//! The run proper of a sync, once its context is open: the dumps and the lists read and their
+//! jobs run ([`Lists::run`]), then the catch-up after a baseline, the copies checked, and the
+//! files no resource maps to removed.
+
+use std::sync::Arc;
+
+use resourcesync_model::W3cDateTime;
+
+use super::baseline::{AbortOnDrop, after_dump, baseline, baseline_with, stage_list};
+use super::incremental::incremental;
+use super::{RunPlan, catch_up, delete_gone, extras, need_rl, repair};
+use crate::discover::docs::DocFetcher;
+use crate::error::{Error, Result};
+use crate::fetch::ctx::Ctx;
+use crate::fetch::exec::Exec;
+use crate::fetch::repair::Scan;
+use crate::options::{CheckCopies, SyncOptions};
+use crate::outcome::Tally;
+use crate::plan::after;
+use crate::report::{Mode, SourceInfo};
+
+/// What the steps of a run's lists share.
+#[derive(Clone, Copy)]
+pub(super) struct Lists<'a> {
+    pub(super) ctx: &'a Arc<Ctx>,
+    pub(super) fetcher: &'a DocFetcher,
+    pub(super) opts: &'a SyncOptions,
+    pub(super) info: &'a SourceInfo,
+    pub(super) plan: &'a RunPlan,
+}
+
+impl Lists<'_> {
+    /// The run proper: its mode, the new cursor and its counts, the warnings added to
+    /// `warnings` (and told to the observer). Every copy is in place and recorded, and the
+    /// committer closed, when it returns.
+    pub(super) async fn run(
+        &self,
+        warnings: &mut Vec<String>,
+    ) -> Result<(Mode, Option<W3cDateTime>, Tally)> {
+        let Lists { ctx, opts, .. } = *self;
+        // The copies checked beside the run proper (crate::fetch::repair::Scan). Not after a
+        // first baseline: every copy the state records was written by this run.
+        let scan =
+            (!opts.dry_run && self.plan.cursor.is_some() && opts.check_copies != CheckCopies::Off)
+                .then(|| Scan::start(ctx, opts.check_copies));
+        let earlier = delete_gone(ctx, opts).await?;
+        let mut exec = Exec::new(ctx.clone(), opts.concurrency);
+        let mut w = Vec::new();
+        let mut from_dumps = Tally::default();
+        let (mode, new_cursor) = self.lists(&mut exec, &mut from_dumps, &mut w).await?;
+        self.warn(w, warnings);
+        let mut tally = exec.finish().await;
+        let mut w = Vec::new();
+        let new_cursor = self
+            .after_lists(mode, new_cursor, scan, &mut tally, &mut w)
+            .await?;
+        w.retain(|m| !warnings.contains(m));
+        self.warn(w, warnings);
+        // Every copy downloaded is in place and recorded before the cursor moves.
+        ctx.ports.committer.close();
+        // A change neither applied nor recorded as pending keeps the cursor where it is.
+        ctx.check_state()?;
+        tally.merge(earlier);
+        tally.merge(from_dumps);
+        // rsync's --delete: the files no resource maps to go too (crate::sync::extras).
+        if opts.delete && opts.delete_extra {
+            let mut w = Vec::new();
+            extras::delete_extras(
+                ctx,
+                &opts.filter,
+                &opts.dest,
+                &opts.state_path(),
+                &mut tally,
+                &mut w,
+            )
+            .await?;
+            warnings.extend(w);
+        }
+        Ok((mode, new_cursor, tally))
+    }
+
+    /// Tells the observer of `w` and adds them to `warnings`.
+    fn warn(&self, w: Vec<String>, warnings: &mut Vec<String>) {
+        for m in &w {
+            self.ctx.ports.obs.warning(m);
+        }
+        warnings.extend(w);
+    }
+
+    /// After the lists' jobs: the catch-up after a baseline, the copies checked (`scan`), and
+    /// what is worth a warning; the new cursor.
+    async fn after_lists(
+        &self,
+        mode: Mode,
+        new_cursor: Option<W3cDateTime>,
+        scan: Option<Scan>,
+        tally: &mut Tally,
+        w: &mut Vec<String>,
+    ) -> Result<Option<W3cDateTime>> {
+        let Lists {
+            ctx,
+            fetcher,
+            opts,
+            info,
+            plan,
+        } = *self;
+        let full = matches!(mode, Mode::Baseline | Mode::BaselineDiff);
+        // Z39.99-2014 §5.2, §12.1: after a baseline, the changes since the list's `at` in the
+        // same run; a resource that changed while the baseline ran is fetched again
+        // (crate::sync::catch_up).
+        let baseline_at =
+            new_cursor.filter(|_| full && !opts.dry_run && !plan.dumps_only && opts.catch_up);
+        let new_cursor = match (baseline_at, &info.change_list) {
+            (Some(at), Some(cl)) => {
+                Some(catch_up::catch_up(ctx, fetcher, opts.concurrency, cl, at, tally, w).await?)
+            }
+            _ => new_cursor,
+        };
+        if let Some(scan) = scan {
+            tally.merge(repair(ctx, opts, scan).await?);
+        }
+        if baseline_at.is_some() {
+            catch_up::explain_stale(tally, baseline_at.as_ref(), info.change_list.is_some());
+        }
+        // A run that went through every resource: a pattern that matched none is most likely
+        // a typo (crate::filter).
+        if full {
+            w.extend(ctx.filter.unmatched_warnings());
+        }
+        Ok(new_cursor)
+    }
+
+    /// The run proper, from the dumps and the lists: returns its mode and the new cursor.
+    async fn lists(
+        &self,
+        exec: &mut Exec,
+        from_dumps: &mut Tally,
+        w: &mut Vec<String>,
+    ) -> Result<(Mode, Option<W3cDateTime>)> {
+        let Lists {
+            ctx,
+            fetcher,
+            opts,
+            info,
+            plan,
+        } = *self;
+        let cursor = plan.cursor;
+        // Z39.99-2014 §13: Change Dump packages first; the Change Lists then find their changes
+        // applied (see crate::dump).
+        if let (Some(c), Some(cd)) = (cursor, &plan.change_dump) {
+            let d =
+                crate::dump::change_dumps(ctx, fetcher, cd, c, true, &opts.dump_limits, w).await?;
+            from_dumps.add_dumps(&d);
+        }
+        Ok(match (cursor, &info.change_list) {
+            _ if plan.dumps_only => {
+                let d = crate::dump::only::Dumps {
+                    ctx,
+                    fetcher,
+                    info,
+                    limits: &opts.dump_limits,
+                };
+                let run =
+                    crate::dump::only::sync_from_dumps(d, exec, cursor, plan.prior, w).await?;
+                from_dumps.add_dumps(&run.stats);
+                (run.mode, run.cursor.or(cursor))
+            }
+            (Some(c), Some(cl)) => match incremental(ctx, fetcher, exec, cl, c, w).await {
+                Ok(last) => (
+                    Mode::Incremental,
+                    Some(last.filter(|l| after(l, &c)).unwrap_or(c)),
+                ),
+                Err(e @ (Error::HistoryGap { .. } | Error::ChangesOutOfOrder { .. })) => {
+                    // Said once, with the other warnings of the run.
+                    w.push(format!("{e}: baseline diff against the Resource List"));
+                    let rl = need_rl(
+                        opts,
+                        info,
+                        format!(
+                            "to diff the copy against, and its Change Lists do not reach back to the \
+                         cursor: to start over, sync into a new directory (or remove {})",
+                            ctx.state_path.display()
+                        ),
+                    )?;
+                    let at = baseline(ctx, fetcher, exec, &rl, w).await?;
+                    (
+                        Mode::BaselineDiff,
+                        Some(at.filter(|a| after(a, &c)).unwrap_or(c)),
+                    )
+                }
+                Err(e) => return Err(e),
+            },
+            _ => {
+                let mode = if plan.prior {
+                    Mode::BaselineDiff
+                } else {
+                    Mode::Baseline
+                };
+                let at = self.full_baseline(exec, from_dumps, w).await?;
+                (mode, at.or(cursor))
+            }
+        })
+    }
+
+    /// A baseline (or baseline diff): Z39.99-2014 §11: the dump first; then the Resource List,
+    /// unless it is older than the dump (see crate::dump). Returns the new cursor, if any.
+    async fn full_baseline(
+        &self,
+        exec: &mut Exec,
+        from_dumps: &mut Tally,
+        w: &mut Vec<String>,
+    ) -> Result<Option<W3cDateTime>> {
+        let Lists {
+            ctx,
+            fetcher,
+            opts,
+            info,
+            plan,
+        } = *self;
+        let mut dump_at = None;
+        let mut staged = None;
+        if let Some(rd) = &plan.resource_dump {
+            // The Resource List is read while the packages are applied: the two meet only in the
+            // diff, once the dump is in place.
+            let reading = info
+                .resource_list
+                .clone()
+                .map(|rl| AbortOnDrop(tokio::spawn(stage_list(fetcher.clone(), rl))));
+            let lists = info.resource_list.is_some();
+            let d =
+                crate::dump::resource_dump(ctx, fetcher, rd, lists, &opts.dump_limits, w).await?;
+            from_dumps.add_dumps(&d);
+            dump_at = d.at;
+            if let Some(mut r) = reading {
+                staged = Some((&mut r.0).await.map_err(Error::from).and_then(|s| s));
+            }
+        }
+        Ok(match dump_at {
+            Some(d) => after_dump(ctx, fetcher, exec, info, d, w, staged).await?,
+            // Without a Resource List, a Resource Dump whose packages were all refused leaves
+            // nothing more to do: its failures say why, the next run tries again.
+            None if plan.resource_dump.is_some() && info.resource_list.is_none() => None,
+            None => {
+                let rl = need_rl(
+                    opts,
+                    info,
+                    if opts.dry_run {
+                        "for a dry run to plan from (a dry run fetches no dump package): run \
+                     without --dry-run"
+                            .into()
+                    } else {
+                        "to start a copy from: tell the Source's maintainer".into()
+                    },
+                )?;
+                baseline_with(ctx, fetcher, exec, &rl, w, None, staged).await?
+            }
+        })
+    }
+}
