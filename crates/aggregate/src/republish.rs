@@ -1,4 +1,4 @@
-//! Republishing (issue 16 item 4; Z39.99-2014 §14.8, Republishing Resources): the aggregator is
+//! Republishing (Z39.99-2014 §14.8, Republishing Resources): the aggregator is
 //! itself a Source. Each aggregated Source `NAME` is published by the Source engine of
 //! `resourcesync-source` over an inventory of its copies ([`CopiesInventory`]), under
 //! `BASE/rs/NAME/`, each resource with `<rs:ln rel="via">` to its original: the original's URI,

@@ -1,5 +1,4 @@
-//! Download work shared per resource between the workers sharing a PostgreSQL state
-//! (issue 16).
+//! Download work shared per resource between the workers sharing a PostgreSQL state.
 //!
 //! A Source is synced by the worker holding its lease (the coordinator, see
 //! [`crate::follow`]): it discovers, reads the lists, diffs. When its sync has more fetches

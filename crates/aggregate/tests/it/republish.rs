@@ -1,4 +1,4 @@
-//! Republishing (issue 16 item 4; Z39.99-2014 §14.8): the aggregator follows two Sources (ours,
+//! Republishing (Z39.99-2014 §14.8): the aggregator follows two Sources (ours,
 //! a directory published by `resourcesync-source`; one written by hand) and is itself a
 //! Source: its Source Description lists one Capability List per Source; every Resource List
 //! entry carries `<rs:ln rel="via">` to the original with the original's digest, length and

@@ -344,7 +344,7 @@ fn s3_url(prefix: &str) -> String {
     }
 }
 
-/// Issue 16 item 2: the copies in an S3-compatible bucket (Garage), the state local; the
+/// The copies in an S3-compatible bucket (Garage), the state local; the
 /// engine does not know which store it writes to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_go_to_an_s3_bucket() {

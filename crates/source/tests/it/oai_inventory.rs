@@ -1,4 +1,4 @@
-//! The OAI-PMH inventory (issue 15, item 5): against a real OAI-PMH data provider (the
+//! The OAI-PMH inventory: against a real OAI-PMH data provider (the
 //! `oaipmh` library's server, started by `scripts/oai-provider.sh`, its root URL in
 //! `RESOURCESYNC_TEST_OAI`), and against hostile responses (a token loop, malformed XML,
 //! `badResumptionToken`, `503` with `Retry-After`, unsafe identifiers, oversized pages)
@@ -561,7 +561,7 @@ fn a_response_past_the_size_limit_is_an_error() {
 // ---------------------------------------------------------------- figures
 
 /// Resources per second to publish N records from the provider, beside the directory
-/// inventory on the same bytes (the figures of issue 15's closing note). Ignored: a
+/// inventory on the same bytes (the figures in the CHANGELOG). Ignored: a
 /// measurement, run by hand (`cargo test -p resourcesync-source --test it
 /// oai_inventory::publish_rate -- --ignored --nocapture`, `OAI_BENCH_N` records, 3000 by default).
 #[test]
