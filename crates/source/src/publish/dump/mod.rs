@@ -475,6 +475,41 @@ fn finish_resource_dump(
     Ok(())
 }
 
+/// The bytes of a change: its resource now, its path, its entry name in the package.
+type Bytes = (crate::state::Resource, PathBuf, String);
+
+/// Where the bytes of change `c` come from: `Some(None)` for a deletion (none),
+/// `Some(Some((resource, path, ZIP entry name)))` while the resource still has the content of
+/// the change; `None` (counted as superseded) when it was replaced or deleted since, or its
+/// path has no ZIP entry name.
+fn change_source(
+    state: &State,
+    c: &crate::state::ChangeRecord,
+    report: &mut DumpReport,
+) -> Result<Option<Option<Bytes>>> {
+    if c.change == Change::Deleted {
+        return Ok(Some(None));
+    }
+    let r = match state.resource_by_uri(&c.uri)? {
+        Some(r) if Some(r.length) == c.length && r.hashes.agrees_with(&c.hashes) == Some(true) => r,
+        // Replaced or deleted since: the content of this change is gone.
+        _ => {
+            report.superseded += 1;
+            return Ok(None);
+        }
+    };
+    let rel = rel_path(&r);
+    let Some(base) = zip_name(CHANGE_PREFIX, &rel) else {
+        report.superseded += 1;
+        report.problems.push(Skipped {
+            path: rel,
+            reason: "no ZIP entry name for this path".into(),
+        });
+        return Ok(None);
+    };
+    Ok(Some(Some((r, rel, base))))
+}
+
 /// Copies the bitstream of a change's resource `r` into `pkg` (the first time the package
 /// needs it), checked against the digests of both the change and the current state; the
 /// outcome, and what the package's estimate grows by.
@@ -536,32 +571,11 @@ fn dump_period(
         // length, type, and path unless deleted; entries in forward chronological order
         // (the state records changes in strictly increasing datetime order).
         let mut e = change_entry(&c);
-        let mut source = None;
-        if c.change != Change::Deleted {
-            let r = match state.resource_by_uri(&c.uri)? {
-                Some(r)
-                    if Some(r.length) == c.length
-                        && r.hashes.agrees_with(&c.hashes) == Some(true) =>
-                {
-                    r
-                }
-                // Replaced or deleted since: the content of this change is gone.
-                _ => {
-                    report.superseded += 1;
-                    return Ok(());
-                }
-            };
-            let rel = rel_path(&r);
-            let Some(base) = zip_name(CHANGE_PREFIX, &rel) else {
-                report.superseded += 1;
-                report.problems.push(Skipped {
-                    path: rel,
-                    reason: "no ZIP entry name for this path".into(),
-                });
-                return Ok(());
-            };
+        let Some(source) = change_source(state, &c, report)? else {
+            return Ok(());
+        };
+        if let Some((_, _, base)) = &source {
             e.md_mut().path = Some(format!("/{base}"));
-            source = Some((r, rel, base));
         }
         line.clear();
         entry_xml(&mut line, MANIFEST_NAME, Root::UrlSet, &[], &e)?;
