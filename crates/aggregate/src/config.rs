@@ -219,148 +219,206 @@ impl Config {
         // the command line checks (crates/cli/src/config.rs): left out here, the lines kept.
         let own = without_flags(text);
         let raw: RawConfig = toml::from_str(&own).map_err(|e| err(e.span(), e.message().into()))?;
-        let mut limits = Limits::default();
-        if let Some(c) = &raw.limits.concurrency {
-            limits.concurrency = positive(c, "limits.concurrency", &err)?;
-        }
-        if let Some(c) = &raw.limits.per_host {
-            limits.per_host = positive(c, "limits.per_host", &err)?;
-        }
-        if let Some(t) = &raw.limits.timeout {
-            limits.timeout = duration(t, "limits.timeout", &err)?;
-        }
-        if let Some(t) = &raw.limits.backoff_max {
-            limits.backoff_max = duration(t, "limits.backoff_max", &err)?;
-        }
-        if let Some(t) = &raw.limits.lease {
-            limits.lease = duration(t, "limits.lease", &err)?;
-        }
-        if let Some(n) = &raw.limits.share_above {
-            limits.share_above = Some(*n.get_ref());
-        }
-        if let Some(b) = &raw.limits.bandwidth {
-            limits.bandwidth = Some(Bandwidth::parse_rate(b.get_ref()).ok_or_else(|| {
-                err(
-                    Some(b.span()),
-                    format!(
-                        "limits.bandwidth {:?} is not a rate: write it as 10MB/s, 500KiB/s or \
-                         100Mbit/s",
-                        b.get_ref()
-                    ),
-                )
-            })?);
-        }
-        if let Some(b) = &raw.limits.max_bytes_per_source {
-            limits.max_bytes_per_source = size(b, "limits.max_bytes_per_source", &err)?;
-        }
+        let limits = limits_of(&raw.limits, &err)?;
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut sources = Vec::with_capacity(raw.sources.len());
         for s in raw.sources {
-            let span = s.span();
-            let s = s.into_inner();
-            let name = s.name.get_ref().clone();
-            if !valid_name(&name) {
-                return Err(err(
-                    Some(s.name.span()),
-                    format!(
-                        "source name {name:?}: use 1 to 63 of a-z, 0-9, `-` and `_`, starting with \
-                         a letter or digit (it names the Source's folder)"
-                    ),
-                ));
-            }
-            if let Some(first) = seen.insert(name.clone(), line_of(text, span.start)) {
-                return Err(err(
-                    Some(s.name.span()),
-                    format!(
-                        "source name {name:?} is used twice (first on line {first}): names must differ"
-                    ),
-                ));
-            }
-            let url = s.url.get_ref().trim().to_owned();
-            match url::Url::parse(&url) {
-                // Shown on the page and in the API, and sent on every redirect: a credential
-                // belongs in `token`.
-                Ok(u) if !u.username().is_empty() || u.password().is_some() => {
-                    return Err(err(
-                        Some(s.url.span()),
-                        format!(
-                            "source {name:?}: url {:?} has a user name or password in it: give \
-                             the credential as `token = \"…\"` (sent as a bearer token, never \
-                             shown)",
-                            resourcesync_model::redact::url(&url)
-                        ),
-                    ));
-                }
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-                _ => {
-                    return Err(err(
-                        Some(s.url.span()),
-                        format!("source {name:?}: url {url:?} is not an http(s) URL"),
-                    ));
-                }
-            }
-            let schedule = match &s.schedule {
-                None => Schedule::Every(DEFAULT_INTERVAL),
-                Some(v) if v.get_ref().trim().eq_ignore_ascii_case("push") => Schedule::Push,
-                Some(v) => {
-                    let d = duration(v, "schedule", &err)?;
-                    if d < MIN_INTERVAL {
-                        return Err(err(
-                            Some(v.span()),
-                            format!("source {name:?}: schedule {:?} is below 1s", v.get_ref()),
-                        ));
-                    }
-                    Schedule::Every(d)
-                }
-            };
-            let rate = match &s.rate {
-                Some(r) if !(r.get_ref().is_finite() && *r.get_ref() > 0.0) => {
-                    return Err(err(
-                        Some(r.span()),
-                        format!(
-                            "source {name:?}: rate must be a positive number of requests per second"
-                        ),
-                    ));
-                }
-                r => r.as_ref().map(|r| *r.get_ref()),
-            };
-            let concurrency = match &s.concurrency {
-                Some(c) => positive(c, "concurrency", &err)?,
-                None => 8,
-            };
-            // Each list checked on its own, for the line of the one that is wrong.
-            for (list, include) in [(&s.include, true), (&s.exclude, false)] {
-                let Some(list) = list else { continue };
-                let (inc, exc): (&[String], &[String]) = match include {
-                    true => (list.get_ref(), &[]),
-                    false => (&[], list.get_ref()),
-                };
-                if let Err(e) = UriFilter::new(inc, exc) {
-                    return Err(err(Some(list.span()), format!("source {name:?}: {e}")));
-                }
-            }
-            let allow_hosts = allow_hosts(&name, s.allow_hosts.as_ref(), &err)?;
-            let max_bytes = match &s.max_bytes {
-                Some(b) => Some(size(b, &format!("source {name:?}: max_bytes"), &err)?),
-                None => None,
-            };
-            sources.push(SourceSpec {
-                name,
-                url,
-                set: s.set,
-                schedule,
-                delete: s.delete,
-                token: s.token,
-                rate,
-                concurrency,
-                include: s.include.map(Spanned::into_inner).unwrap_or_default(),
-                exclude: s.exclude.map(Spanned::into_inner).unwrap_or_default(),
-                allow_hosts,
-                max_bytes,
-            });
+            sources.push(source_of(s, text, &mut seen, &err)?);
         }
         Ok(Config { limits, sources })
     }
+}
+
+/// The `[limits]` table, checked; the defaults for what it leaves out.
+fn limits_of(
+    raw: &RawLimits,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<Limits> {
+    let mut limits = Limits::default();
+    if let Some(c) = &raw.concurrency {
+        limits.concurrency = positive(c, "limits.concurrency", err)?;
+    }
+    if let Some(c) = &raw.per_host {
+        limits.per_host = positive(c, "limits.per_host", err)?;
+    }
+    if let Some(t) = &raw.timeout {
+        limits.timeout = duration(t, "limits.timeout", err)?;
+    }
+    if let Some(t) = &raw.backoff_max {
+        limits.backoff_max = duration(t, "limits.backoff_max", err)?;
+    }
+    if let Some(t) = &raw.lease {
+        limits.lease = duration(t, "limits.lease", err)?;
+    }
+    if let Some(n) = &raw.share_above {
+        limits.share_above = Some(*n.get_ref());
+    }
+    if let Some(b) = &raw.bandwidth {
+        limits.bandwidth = Some(Bandwidth::parse_rate(b.get_ref()).ok_or_else(|| {
+            err(
+                Some(b.span()),
+                format!(
+                    "limits.bandwidth {:?} is not a rate: write it as 10MB/s, 500KiB/s or \
+                     100Mbit/s",
+                    b.get_ref()
+                ),
+            )
+        })?);
+    }
+    if let Some(b) = &raw.max_bytes_per_source {
+        limits.max_bytes_per_source = size(b, "limits.max_bytes_per_source", err)?;
+    }
+    Ok(limits)
+}
+
+/// One `[[source]]`, checked: its name (valid, not seen before), URL, schedule, rate,
+/// concurrency, filters, hosts and size.
+fn source_of(
+    s: Spanned<RawSource>,
+    text: &str,
+    seen: &mut HashMap<String, usize>,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<SourceSpec> {
+    let span = s.span();
+    let s = s.into_inner();
+    let name = s.name.get_ref().clone();
+    if !valid_name(&name) {
+        return Err(err(
+            Some(s.name.span()),
+            format!(
+                "source name {name:?}: use 1 to 63 of a-z, 0-9, `-` and `_`, starting with \
+                 a letter or digit (it names the Source's folder)"
+            ),
+        ));
+    }
+    if let Some(first) = seen.insert(name.clone(), line_of(text, span.start)) {
+        return Err(err(
+            Some(s.name.span()),
+            format!(
+                "source name {name:?} is used twice (first on line {first}): names must differ"
+            ),
+        ));
+    }
+    let url = url_of(&name, &s.url, err)?;
+    let schedule = schedule_of(&name, s.schedule.as_ref(), err)?;
+    let rate = rate_of(&name, s.rate.as_ref(), err)?;
+    let concurrency = match &s.concurrency {
+        Some(c) => positive(c, "concurrency", err)?,
+        None => 8,
+    };
+    check_filters(&name, &s, err)?;
+    let allow_hosts = allow_hosts(&name, s.allow_hosts.as_ref(), err)?;
+    let max_bytes = match &s.max_bytes {
+        Some(b) => Some(size(b, &format!("source {name:?}: max_bytes"), err)?),
+        None => None,
+    };
+    Ok(SourceSpec {
+        name,
+        url,
+        set: s.set,
+        schedule,
+        delete: s.delete,
+        token: s.token,
+        rate,
+        concurrency,
+        include: s.include.map(Spanned::into_inner).unwrap_or_default(),
+        exclude: s.exclude.map(Spanned::into_inner).unwrap_or_default(),
+        allow_hosts,
+        max_bytes,
+    })
+}
+
+/// A Source's URL: http(s), with a host, and no credential in it (a credential belongs in
+/// `token`).
+fn url_of(
+    name: &str,
+    url: &Spanned<String>,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<String> {
+    let text = url.get_ref().trim().to_owned();
+    match url::Url::parse(&text) {
+        // Shown on the page and in the API, and sent on every redirect: a credential
+        // belongs in `token`.
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => {
+            return Err(err(
+                Some(url.span()),
+                format!(
+                    "source {name:?}: url {:?} has a user name or password in it: give \
+                     the credential as `token = \"…\"` (sent as a bearer token, never \
+                     shown)",
+                    resourcesync_model::redact::url(&text)
+                ),
+            ));
+        }
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+        _ => {
+            return Err(err(
+                Some(url.span()),
+                format!("source {name:?}: url {text:?} is not an http(s) URL"),
+            ));
+        }
+    }
+    Ok(text)
+}
+
+/// A Source's schedule: `push`, or an interval of at least [`MIN_INTERVAL`] (default
+/// [`DEFAULT_INTERVAL`]).
+fn schedule_of(
+    name: &str,
+    schedule: Option<&Spanned<String>>,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<Schedule> {
+    Ok(match schedule {
+        None => Schedule::Every(DEFAULT_INTERVAL),
+        Some(v) if v.get_ref().trim().eq_ignore_ascii_case("push") => Schedule::Push,
+        Some(v) => {
+            let d = duration(v, "schedule", err)?;
+            if d < MIN_INTERVAL {
+                return Err(err(
+                    Some(v.span()),
+                    format!("source {name:?}: schedule {:?} is below 1s", v.get_ref()),
+                ));
+            }
+            Schedule::Every(d)
+        }
+    })
+}
+
+/// A Source's rate: a positive number of requests per second, when given.
+fn rate_of(
+    name: &str,
+    rate: Option<&Spanned<f64>>,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<Option<f64>> {
+    Ok(match rate {
+        Some(r) if !(r.get_ref().is_finite() && *r.get_ref() > 0.0) => {
+            return Err(err(
+                Some(r.span()),
+                format!("source {name:?}: rate must be a positive number of requests per second"),
+            ));
+        }
+        r => r.map(|r| *r.get_ref()),
+    })
+}
+
+/// A Source's `include` and `exclude` lists, each checked on its own, for the line of the one
+/// that is wrong.
+fn check_filters(
+    name: &str,
+    s: &RawSource,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<()> {
+    for (list, include) in [(&s.include, true), (&s.exclude, false)] {
+        let Some(list) = list else { continue };
+        let (inc, exc): (&[String], &[String]) = match include {
+            true => (list.get_ref(), &[]),
+            false => (&[], list.get_ref()),
+        };
+        if let Err(e) = UriFilter::new(inc, exc) {
+            return Err(err(Some(list.span()), format!("source {name:?}: {e}")));
+        }
+    }
+    Ok(())
 }
 
 /// `text` with its top-level keys that are neither tables nor arrays of tables blanked out

@@ -1,4 +1,4 @@
-//! A ResourceSync aggregator: follows many Sources as one long-running service (issue 16).
+//! A ResourceSync aggregator: follows many Sources as one long-running service.
 //!
 //! - [`config`]: the TOML file: the Sources (`[[source]]`: name, url, schedule, …) and the
 //!   limits they share; every mistake an error naming its line.
@@ -18,7 +18,7 @@
 //! - [`web`]: the page for operators, the JSON API and the Prometheus metrics, and the
 //!   republished Sources' documents and resources.
 //! - [`work`]: with a PostgreSQL state, a large sync's fetches shared by every worker (a
-//!   queue per Source, claimed per resource; issue 16).
+//!   queue per Source, claimed per resource).
 //!
 //! The copies of each Source go to its own folder of the store (`STORE/NAME/`), its state to
 //! SQLite in that folder (the default) or to PostgreSQL (a schema per Source).

@@ -1,4 +1,4 @@
-//! The coordinator's side of the shared download work (issue 16; see [`crate::work`]): the
+//! The coordinator's side of the shared download work (see [`crate::work`]): the
 //! Destination engine's `Downloads` port over a Source's PostgreSQL state. A sync with more
 //! fetches than its threshold queues them here, as work items of the Source's schema (key: the
 //! Source and the URI), and waits, polling with a bounded back-off, until none is left.

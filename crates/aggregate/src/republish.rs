@@ -1,4 +1,4 @@
-//! Republishing (issue 16 item 4; Z39.99-2014 §14.8, Republishing Resources): the aggregator is
+//! Republishing (Z39.99-2014 §14.8, Republishing Resources): the aggregator is
 //! itself a Source. Each aggregated Source `NAME` is published by the Source engine of
 //! `resourcesync-source` over an inventory of its copies ([`CopiesInventory`]), under
 //! `BASE/rs/NAME/`, each resource with `<rs:ln rel="via">` to its original: the original's URI,
@@ -215,6 +215,21 @@ impl Index {
             .map_err(|e| self.err(e))
     }
 
+    /// The recorded length and digests of a republishable path, when the index has both.
+    fn recorded(&self, path: &[u8]) -> Result<Option<(u64, String)>> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let row: Option<(Option<i64>, Option<String>)> = conn
+            .prepare_cached("SELECT len, hashes FROM idx WHERE path = ?1 AND skip IS NULL")
+            .map_err(|e| self.err(e))?
+            .query_row([path], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(match row {
+            Some((Some(len), Some(h))) => u64::try_from(len).ok().map(|len| (len, h)),
+            _ => None,
+        })
+    }
+
     /// The provenance link of a path, if the index has it (republishable).
     fn via(&self, path: &[u8]) -> Result<Option<String>> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
@@ -409,7 +424,19 @@ impl Inventory for CopiesInventory {
         self.bytes.open(rel)
     }
 
+    /// In a bucket, what the listing gives: the recorded length, and the stand-in time of the
+    /// recorded digests; else the copy's own.
     fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
+        if self.rows_trusted {
+            let key = rel.to_string_lossy();
+            let recorded = self
+                .index
+                .recorded(key.as_bytes())
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            if let Some((len, hashes)) = recorded {
+                return Ok((len, fingerprint(&hashes)));
+            }
+        }
         self.bytes.stat(rel)
     }
 

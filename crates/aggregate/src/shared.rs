@@ -141,7 +141,7 @@ impl Shared {
     /// with a thread per core, after its Source's sync and outside the sync gates: without
     /// this slot, Sources that finish their syncs together (many small ones) would republish
     /// together, each with its own threads, buffers and SQLite caches: the aggregator's memory
-    /// would grow with the number of Sources that finish at once (issue 16).
+    /// would grow with the number of Sources that finish at once.
     pub(crate) async fn republish_slot(&self) -> OwnedSemaphorePermit {
         // Never closed: acquiring fails only on a closed semaphore.
         self.republishes

@@ -122,7 +122,7 @@ pub struct SourceView {
     pub republishes: u64,
     /// The error of its last publish, when that failed.
     pub republish_error: Option<String>,
-    /// Copies this worker fetched from the Source's shared queue (PostgreSQL state, issue 16:
+    /// Copies this worker fetched from the Source's shared queue (PostgreSQL state:
     /// a large sync's fetches are shared by every worker, whichever coordinates it).
     pub shared_copies: u64,
     /// Fetches from the Source's shared queue that failed here (kept as pending changes).

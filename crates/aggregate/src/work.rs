@@ -1,5 +1,4 @@
-//! Download work shared per resource between the workers sharing a PostgreSQL state
-//! (issue 16).
+//! Download work shared per resource between the workers sharing a PostgreSQL state.
 //!
 //! A Source is synced by the worker holding its lease (the coordinator, see
 //! [`crate::follow`]): it discovers, reads the lists, diffs. When its sync has more fetches
@@ -185,156 +184,220 @@ async fn drain_or_fail(
     url: &str,
     cancel: &CancellationToken,
 ) -> std::result::Result<(), String> {
-    let (u, schema) = (url.to_owned(), schema_of(&spec.name));
-    let pg = blocking(move || PgState::connect_schema(&u, &schema))
-        .await
-        .map_err(|e| e.to_string())?;
-    let pg: Arc<dyn StateStore> = Arc::new(pg);
-    let claimed = Arc::new(Claimed::new(pg.clone()));
-    let (sh, name) = (shared.clone(), spec.name.clone());
-    let (store, _) = tokio::task::spawn_blocking(move || sh.store_of(&name, false))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    let http_opts = crate::follow::http_options(spec, shared);
-    let worker = shared.opts.worker.clone();
-    let ttl = shared.limits().lease;
-    // Downloads in flight: the Source's `concurrency`, as in a sync. Fetches past their
-    // download wait for their commit without holding a download slot, so that more of them
-    // run at once (and more are claimed ahead) than download.
-    let width = spec.concurrency.max(1);
-    let tasks = width.saturating_mul(4);
-    let mut fetchers: HashMap<(String, u64), Arc<SharedFetcher>> = HashMap::new();
-    let mut waiting: VecDeque<(Claim, SharedFetch)> = VecDeque::new();
-    let mut running: JoinSet<Done> = JoinSet::new();
-    let mut exhausted = false;
-    let mut outcome = Ok(());
-    let every = (ttl / 3).max(std::time::Duration::from_millis(10));
+    let mut d = Drain::open(shared, spec, url).await?;
+    let every = (d.ttl / 3).max(std::time::Duration::from_millis(10));
     let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Claims found lost on a renewal (expired, perhaps taken over): not renewed again, their
-    // completion refused.
-    let mut lost: HashSet<(String, u64)> = HashSet::new();
     loop {
         // A few more claimed than in flight, so that a download ending starts the next at once.
-        if !exhausted
-            && outcome.is_ok()
+        if !d.exhausted
+            && d.outcome.is_ok()
             && !cancel.is_cancelled()
-            && waiting.len() + running.len() <= tasks
+            && d.waiting.len() + d.running.len() <= d.tasks
         {
-            let (st, w) = (pg.clone(), worker.clone());
-            match blocking(move || st.claim_work(&w, tasks, ttl)).await {
-                Ok(got) if got.is_empty() => exhausted = true,
-                Ok(got) => {
-                    for c in got {
-                        match given_up(&claimed, c).await {
-                            Ok(Some((c, f))) => waiting.push_back((c, f)),
-                            Ok(None) => shared.status.shared_fetches(&spec.name, 0, 1),
-                            Err(e) => {
-                                outcome = Err(e);
-                                exhausted = true;
-                            }
-                        }
-                    }
-                }
-                Err(e) => {
-                    outcome = Err(e.to_string());
-                    exhausted = true;
-                }
-            }
+            d.claim_more(shared, spec).await;
         }
-        if cancel.is_cancelled() || outcome.is_err() {
+        if cancel.is_cancelled() || d.outcome.is_err() {
             // Not started: back to the queue at once, for another worker.
-            let back: Vec<Claim> = waiting.drain(..).map(|(c, _)| c).collect();
-            let st = pg.clone();
+            let back: Vec<Claim> = d.waiting.drain(..).map(|(c, _)| c).collect();
+            let st = d.pg.clone();
             let _ = blocking(move || st.release(&back)).await;
         }
-        while running.len() < tasks {
-            let Some((claim, f)) = waiting.pop_front() else {
-                break;
-            };
-            let key = (f.source.clone(), f.max_bytes);
-            let fetcher = match fetchers.get(&key) {
-                Some(x) => x.clone(),
-                None => {
-                    let http = Http::new(http_opts.clone()).map_err(|e| e.to_string())?;
-                    let x = Arc::new(
-                        SharedFetcher::new(
-                            &f.source,
-                            f.max_bytes,
-                            width,
-                            store.clone(),
-                            claimed.clone() as Arc<dyn StateStore>,
-                            http,
-                            Arc::new(Quiet),
-                        )
-                        .map_err(|e| e.to_string())?,
-                    );
-                    fetchers.insert(key, x.clone());
-                    x
-                }
-            };
-            claimed.hold(&f.uri, claim);
-            let (claimed, st) = (claimed.clone(), pg.clone());
-            running.spawn(async move {
-                let o = fetcher.fetch(&f).await;
-                // Nothing written (the copy was current, or its failure could not be
-                // recorded): the claim is settled here.
-                if let Some(c) = claimed.take(&f.uri) {
-                    let failed = matches!(o, SharedOutcome::Failed(_));
-                    let _ = blocking(move || {
-                        if failed {
-                            st.release(&[c])
-                        } else {
-                            st.complete(&[c])
-                        }
-                    })
-                    .await;
-                }
-                Done {
-                    copied: !matches!(o, SharedOutcome::Failed(_)),
-                    failed: matches!(o, SharedOutcome::Failed(_)),
-                }
-            });
-        }
+        d.start_waiting()?;
         // Every third of the claims' time to live, the claims held (waiting or downloading)
         // are renewed, so that a download longer than `limits.lease` is not taken over.
         let joined = tokio::select! {
-            j = running.join_next() => j,
-            _ = renew.tick(), if !running.is_empty() || !waiting.is_empty() => {
-                let mut held: Vec<Claim> = claimed.held();
-                held.extend(waiting.iter().map(|(c, _)| c.clone()));
-                held.retain(|c| !lost.contains(&(c.item.key.clone(), c.token)));
-                renew_claims(&pg, held, ttl, &mut lost).await;
+            j = d.running.join_next() => j,
+            _ = renew.tick(), if !d.running.is_empty() || !d.waiting.is_empty() => {
+                d.renew().await;
                 continue;
             }
         };
         match joined {
             // Counted as they end, for the page and the API.
-            Some(Ok(d)) => {
-                shared
-                    .status
-                    .shared_fetches(&spec.name, u64::from(d.copied), u64::from(d.failed))
-            }
+            Some(Ok(done)) => shared.status.shared_fetches(
+                &spec.name,
+                u64::from(done.copied),
+                u64::from(done.failed),
+            ),
             Some(Err(e)) => {
                 shared.status.shared_fetches(&spec.name, 0, 1);
                 tracing::error!(source = %spec.name, "a shared fetch failed: {e}");
             }
-            None if waiting.is_empty()
-                && (exhausted || outcome.is_err() || cancel.is_cancelled()) =>
+            None if d.waiting.is_empty()
+                && (d.exhausted || d.outcome.is_err() || cancel.is_cancelled()) =>
             {
                 break;
             }
             None => {}
         }
-        if let Some(e) = fetchers.values().find_map(|f| f.state_error()) {
-            outcome = Err(e);
+        if let Some(e) = d.fetchers.values().find_map(|f| f.state_error()) {
+            d.outcome = Err(e);
         }
     }
-    for f in fetchers.into_values() {
+    for f in d.fetchers.into_values() {
         let _ = tokio::task::spawn_blocking(move || f.close()).await;
     }
-    outcome
+    d.outcome
+}
+
+/// One Source's queue being drained: its state and store, the claims waiting and the fetches
+/// running, one fetcher per Source URL and size cap.
+struct Drain {
+    pg: Arc<dyn StateStore>,
+    claimed: Arc<Claimed>,
+    store: Arc<dyn resourcesync_store::Store>,
+    http_opts: resourcesync_destination::http::HttpOptions,
+    worker: String,
+    ttl: std::time::Duration,
+    /// Downloads in flight, and fetches running (more, past their download).
+    width: usize,
+    tasks: usize,
+    fetchers: HashMap<(String, u64), Arc<SharedFetcher>>,
+    waiting: VecDeque<(Claim, SharedFetch)>,
+    running: JoinSet<Done>,
+    /// Nothing more to claim (or claiming failed).
+    exhausted: bool,
+    outcome: std::result::Result<(), String>,
+    /// Claims found lost on a renewal (expired, perhaps taken over): not renewed again, their
+    /// completion refused.
+    lost: HashSet<(String, u64)>,
+}
+
+impl Drain {
+    /// Connects to the Source's schema and opens its store.
+    async fn open(
+        shared: &Arc<Shared>,
+        spec: &SourceSpec,
+        url: &str,
+    ) -> std::result::Result<Drain, String> {
+        let (u, schema) = (url.to_owned(), schema_of(&spec.name));
+        let pg = blocking(move || PgState::connect_schema(&u, &schema))
+            .await
+            .map_err(|e| e.to_string())?;
+        let pg: Arc<dyn StateStore> = Arc::new(pg);
+        let claimed = Arc::new(Claimed::new(pg.clone()));
+        let (sh, name) = (shared.clone(), spec.name.clone());
+        let (store, _) = tokio::task::spawn_blocking(move || sh.store_of(&name, false))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        // Downloads in flight: the Source's `concurrency`, as in a sync. Fetches past their
+        // download wait for their commit without holding a download slot, so that more of
+        // them run at once (and more are claimed ahead) than download.
+        let width = spec.concurrency.max(1);
+        Ok(Drain {
+            pg,
+            claimed,
+            store,
+            http_opts: crate::follow::http_options(spec, shared),
+            worker: shared.opts.worker.clone(),
+            ttl: shared.limits().lease,
+            width,
+            tasks: width.saturating_mul(4),
+            fetchers: HashMap::new(),
+            waiting: VecDeque::new(),
+            running: JoinSet::new(),
+            exhausted: false,
+            outcome: Ok(()),
+            lost: HashSet::new(),
+        })
+    }
+
+    /// Claims up to `tasks` items; those given up already are counted as failed.
+    async fn claim_more(&mut self, shared: &Shared, spec: &SourceSpec) {
+        let (st, w, tasks, ttl) = (self.pg.clone(), self.worker.clone(), self.tasks, self.ttl);
+        match blocking(move || st.claim_work(&w, tasks, ttl)).await {
+            Ok(got) if got.is_empty() => self.exhausted = true,
+            Ok(got) => {
+                for c in got {
+                    match given_up(&self.claimed, c).await {
+                        Ok(Some((c, f))) => self.waiting.push_back((c, f)),
+                        Ok(None) => shared.status.shared_fetches(&spec.name, 0, 1),
+                        Err(e) => {
+                            self.outcome = Err(e);
+                            self.exhausted = true;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                self.outcome = Err(e.to_string());
+                self.exhausted = true;
+            }
+        }
+    }
+
+    /// Starts claims waiting while fewer than `tasks` fetches run.
+    fn start_waiting(&mut self) -> std::result::Result<(), String> {
+        while self.running.len() < self.tasks {
+            let Some((claim, f)) = self.waiting.pop_front() else {
+                break;
+            };
+            let fetcher = self.fetcher_for(&f)?;
+            self.claimed.hold(&f.uri, claim);
+            let (claimed, st) = (self.claimed.clone(), self.pg.clone());
+            self.running.spawn(fetch_one(fetcher, f, claimed, st));
+        }
+        Ok(())
+    }
+
+    /// The fetcher of `f`'s Source URL and size cap, made the first time.
+    fn fetcher_for(&mut self, f: &SharedFetch) -> std::result::Result<Arc<SharedFetcher>, String> {
+        let key = (f.source.clone(), f.max_bytes);
+        if let Some(x) = self.fetchers.get(&key) {
+            return Ok(x.clone());
+        }
+        let http = Http::new(self.http_opts.clone()).map_err(|e| e.to_string())?;
+        let x = Arc::new(
+            SharedFetcher::new(
+                &f.source,
+                f.max_bytes,
+                self.width,
+                self.store.clone(),
+                self.claimed.clone() as Arc<dyn StateStore>,
+                http,
+                Arc::new(Quiet),
+            )
+            .map_err(|e| e.to_string())?,
+        );
+        self.fetchers.insert(key, x.clone());
+        Ok(x)
+    }
+
+    /// Renews the claims held, waiting or downloading, but those found lost.
+    async fn renew(&mut self) {
+        let mut held: Vec<Claim> = self.claimed.held();
+        held.extend(self.waiting.iter().map(|(c, _)| c.clone()));
+        held.retain(|c| !self.lost.contains(&(c.item.key.clone(), c.token)));
+        renew_claims(&self.pg, held, self.ttl, &mut self.lost).await;
+    }
+}
+
+/// One claimed fetch; when nothing was written (the copy was current, or its failure could
+/// not be recorded), the claim is settled here.
+async fn fetch_one(
+    fetcher: Arc<SharedFetcher>,
+    f: SharedFetch,
+    claimed: Arc<Claimed>,
+    st: Arc<dyn StateStore>,
+) -> Done {
+    let o = fetcher.fetch(&f).await;
+    if let Some(c) = claimed.take(&f.uri) {
+        let failed = matches!(o, SharedOutcome::Failed(_));
+        let _ = blocking(move || {
+            if failed {
+                st.release(&[c])
+            } else {
+                st.complete(&[c])
+            }
+        })
+        .await;
+    }
+    Done {
+        copied: !matches!(o, SharedOutcome::Failed(_)),
+        failed: matches!(o, SharedOutcome::Failed(_)),
+    }
 }
 
 /// Renews `held` for `ttl` in one go; those not renewed (lost: expired, and perhaps taken over

@@ -75,6 +75,26 @@ fn series(
     v
 }
 
+/// The range of a panel's y axis, for the values of its lines.
+fn y_range(fig: &Figure, lines: &[(&str, Vec<(f64, f64)>)]) -> (f64, f64) {
+    let ys = lines.iter().flat_map(|(_, v)| v.iter().map(|p| p.1));
+    let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), y| {
+        (a.min(y), b.max(y))
+    });
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
+    // Consistency and efficiency are fractions: from 0 (or near the lowest) to 1;
+    // latency from 0.
+    if fig.file == "fig3-latency" {
+        (0.0, (hi * 1.08).max(1e-3))
+    } else {
+        let span = (hi - lo).max(0.02);
+        (
+            (lo - span * 0.1).max(0.0),
+            (hi + span * 0.1).max(lo + 0.01).min(1.0),
+        )
+    }
+}
+
 type DrawResult<DB> =
     std::result::Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
@@ -105,22 +125,7 @@ fn draw<DB: DrawingBackend>(
             .iter()
             .map(|s| (*s, series(rows, s, ci, si, fig.value)))
             .collect();
-        let ys = lines.iter().flat_map(|(_, v)| v.iter().map(|p| p.1));
-        let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), y| {
-            (a.min(y), b.max(y))
-        });
-        let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
-        // Consistency and efficiency are fractions: from 0 (or near the lowest) to 1;
-        // latency from 0.
-        let (y0, y1) = if fig.file == "fig3-latency" {
-            (0.0, (hi * 1.08).max(1e-3))
-        } else {
-            let span = (hi - lo).max(0.02);
-            (
-                (lo - span * 0.1).max(0.0),
-                (hi + span * 0.1).max(lo + 0.01).min(1.0),
-            )
-        };
+        let (y0, y1) = y_range(&fig, &lines);
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!("change interval {ci} s, sync interval {si} s"),

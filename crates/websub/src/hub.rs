@@ -531,81 +531,20 @@ fn with_params(url: &str, params: &[(&str, &str)]) -> Result<Url> {
 }
 
 async fn verify_and_apply(hub: &Inner, req: SubRequest) {
-    let mode = if req.subscribe {
-        "subscribe"
-    } else {
-        "unsubscribe"
-    };
     // §5.2: validation against the hub's policy (subscriptions only).
     if req.subscribe {
-        let allowed = Url::parse(&req.topic).is_ok_and(|u| hub.topic_allowed(&u));
-        let refusal = if !allowed {
-            Some("this hub does not relay that topic".to_owned())
-        } else {
-            match hub.store.exists(&req.topic, &req.callback) {
-                Ok(true) => None,
-                Ok(false) => match (hub.store.count_for_topic(&req.topic), hub.store.count()) {
-                    (Ok(n), _) if n >= hub.opts.max_subscriptions_per_topic => Some(format!(
-                        "the topic has {n} subscriptions, the most this hub keeps"
-                    )),
-                    (_, Ok(n)) if n >= hub.opts.max_subscriptions => {
-                        Some("the hub has all the subscriptions it keeps".to_owned())
-                    }
-                    (Err(e), _) | (_, Err(e)) => {
-                        tracing::error!("hub: {e}");
-                        Some("the hub cannot record subscriptions now".to_owned())
-                    }
-                    _ => None,
-                },
-                Err(e) => {
-                    tracing::error!("hub: {e}");
-                    Some("the hub cannot record subscriptions now".to_owned())
-                }
-            }
-        };
-        if let Some(reason) = refusal {
-            if let Ok(u) = with_params(
-                &req.callback,
-                &[
-                    ("hub.mode", "denied"),
-                    ("hub.topic", &req.topic),
-                    ("hub.reason", &reason),
-                ],
-            ) {
-                let _ = hub.client.get(u).send().await;
-            }
-            hub.emit(HubEvent::Denied {
-                topic: req.topic,
-                callback: req.callback,
-                reason,
-            });
+        if let Some(reason) = policy_refusal(hub, &req) {
+            deny(hub, req, reason).await;
             return;
         }
     }
     // §5.3: verification of intent, with a random single-use challenge (§8.2).
-    let challenge = match random_token(20) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!("hub: {e}");
-            return;
-        }
+    let Ok(challenge) = random_token(20).inspect_err(|e| tracing::error!("hub: {e}")) else {
+        return;
     };
     let lease = hub.opts.lease_for(req.lease);
-    let lease_s = lease.to_string();
-    let mut params = vec![
-        ("hub.mode", mode),
-        ("hub.topic", req.topic.as_str()),
-        ("hub.challenge", challenge.as_str()),
-    ];
-    if req.subscribe {
-        params.push(("hub.lease_seconds", lease_s.as_str()));
-    }
     let started = now_secs();
-    let outcome = match with_params(&req.callback, &params) {
-        Ok(u) => check_challenge(hub, u, &challenge).await,
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(reason) = outcome {
+    if let Err(reason) = verify_intent(hub, &req, &challenge, lease).await {
         // §5.1: when verification fails, the subscription state is left unchanged.
         hub.emit(HubEvent::VerificationFailed {
             topic: req.topic,
@@ -614,8 +553,89 @@ async fn verify_and_apply(hub: &Inner, req: SubRequest) {
         });
         return;
     }
+    apply(hub, req, lease, started);
+}
+
+/// Why the hub's policy refuses a subscription (§5.2), if it does: a topic it does not relay,
+/// or no room for one more subscription.
+fn policy_refusal(hub: &Inner, req: &SubRequest) -> Option<String> {
+    let allowed = Url::parse(&req.topic).is_ok_and(|u| hub.topic_allowed(&u));
+    if !allowed {
+        return Some("this hub does not relay that topic".to_owned());
+    }
+    let cannot_record = |e: Error| {
+        tracing::error!("hub: {e}");
+        Some("the hub cannot record subscriptions now".to_owned())
+    };
+    match hub.store.exists(&req.topic, &req.callback) {
+        Ok(true) => None,
+        Ok(false) => match (hub.store.count_for_topic(&req.topic), hub.store.count()) {
+            (Ok(n), _) if n >= hub.opts.max_subscriptions_per_topic => Some(format!(
+                "the topic has {n} subscriptions, the most this hub keeps"
+            )),
+            (_, Ok(n)) if n >= hub.opts.max_subscriptions => {
+                Some("the hub has all the subscriptions it keeps".to_owned())
+            }
+            (Err(e), _) | (_, Err(e)) => cannot_record(e),
+            _ => None,
+        },
+        Err(e) => cannot_record(e),
+    }
+}
+
+/// Tells the callback its subscription is denied (§5.2), and says so.
+async fn deny(hub: &Inner, req: SubRequest, reason: String) {
+    if let Ok(u) = with_params(
+        &req.callback,
+        &[
+            ("hub.mode", "denied"),
+            ("hub.topic", &req.topic),
+            ("hub.reason", &reason),
+        ],
+    ) {
+        let _ = hub.client.get(u).send().await;
+    }
+    hub.emit(HubEvent::Denied {
+        topic: req.topic,
+        callback: req.callback,
+        reason,
+    });
+}
+
+/// §5.3: verification of intent with `challenge`; why it failed.
+async fn verify_intent(
+    hub: &Inner,
+    req: &SubRequest,
+    challenge: &str,
+    lease: u64,
+) -> std::result::Result<(), String> {
+    let lease_s = lease.to_string();
+    let mut params = vec![
+        ("hub.mode", mode_of(req)),
+        ("hub.topic", req.topic.as_str()),
+        ("hub.challenge", challenge),
+    ];
+    if req.subscribe {
+        params.push(("hub.lease_seconds", lease_s.as_str()));
+    }
+    match with_params(&req.callback, &params) {
+        Ok(u) => check_challenge(hub, u, challenge).await,
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn mode_of(req: &SubRequest) -> &'static str {
+    if req.subscribe {
+        "subscribe"
+    } else {
+        "unsubscribe"
+    }
+}
+
+/// Records a verified request: a subscription whose lease runs from `started`, when the
+/// verification request was made (§5.3), or its removal.
+fn apply(hub: &Inner, req: SubRequest, lease: u64, started: i64) {
     let applied = if req.subscribe {
-        // §5.3: the lease is measured from the time the verification request was made.
         hub.store
             .upsert(
                 &req.topic,
@@ -641,7 +661,7 @@ async fn verify_and_apply(hub: &Inner, req: SubRequest) {
             topic: req.topic,
             callback: req.callback,
         }),
-        Err(e) => tracing::error!("hub: recording a verified {mode}: {e}"),
+        Err(e) => tracing::error!("hub: recording a verified {}: {e}", mode_of(&req)),
     }
 }
 

@@ -1,5 +1,5 @@
 //! Sources that do what the specification does not forbid but an aggregator must still get
-//! right (issue 16, bad input): two Sources publishing the same URI.
+//! right: two Sources publishing the same URI.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! Per-Source include and exclude patterns, and the bandwidth limit shared by every Source
-//! (issue 16: `include`/`exclude` of a `[[source]]`, `limits.bandwidth`).
+//! (`include`/`exclude` of a `[[source]]`, `limits.bandwidth`).
 
 use std::path::Path;
 use std::sync::Arc;

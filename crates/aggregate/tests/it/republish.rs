@@ -1,4 +1,4 @@
-//! Republishing (issue 16 item 4; Z39.99-2014 §14.8): the aggregator follows two Sources (ours,
+//! Republishing (Z39.99-2014 §14.8): the aggregator follows two Sources (ours,
 //! a directory published by `resourcesync-source`; one written by hand) and is itself a
 //! Source: its Source Description lists one Capability List per Source; every Resource List
 //! entry carries `<rs:ln rel="via">` to the original with the original's digest, length and
@@ -157,39 +157,7 @@ async fn the_aggregator_republishes_what_it_copied_with_provenance() {
         let want = if name == "ours" { 6 } else { 2 };
         assert_eq!(list.len(), want, "{name}: {list:?}");
         for e in &list {
-            let rel = e
-                .loc
-                .strip_prefix(&format!("{base}rs/{name}/"))
-                .unwrap_or_else(|| panic!("{} not under the aggregator", e.loc));
-            let via: Vec<_> = e.links.iter().filter(|l| l.rel == "via").collect();
-            assert_eq!(via.len(), 1, "{}", e.loc);
-            let via = via[0];
-            assert_eq!(via.href, format!("{origin_base}{rel}"), "the original URI");
-            // The original's bytes, digest and length; its datetime.
-            let original = reqwest::get(&via.href)
-                .await
-                .expect("GET")
-                .bytes()
-                .await
-                .expect("body");
-            let copy = reqwest::get(&e.loc).await.expect("GET copy");
-            assert_eq!(copy.status().as_u16(), 200, "{}", e.loc);
-            assert_eq!(copy.bytes().await.expect("copy"), original, "{}", e.loc);
-            let md = e.md.as_ref().expect("md");
-            assert_eq!(md.length, Some(original.len() as u64));
-            assert_eq!(via.length, Some(original.len() as u64));
-            assert_eq!(
-                via.hash.as_ref().and_then(|h| h.value_of(&HashAlg::Md5)),
-                md5_of(e),
-                "{}",
-                e.loc
-            );
-            assert!(via.modified.is_some(), "{}", e.loc);
-            assert_eq!(
-                e.lastmod, via.modified,
-                "{}: the copy keeps the original's datetime",
-                e.loc
-            );
+            entry_has_its_provenance(e, &base, name, origin_base).await;
         }
     }
     // Hand-written datetimes, carried as published.
@@ -207,18 +175,7 @@ async fn the_aggregator_republishes_what_it_copied_with_provenance() {
     // Our Destination syncs from the aggregator (one of its Capability Lists) and gets the
     // same bytes as the aggregator's copies, which are the originals'.
     for name in ["ours", "hand"] {
-        let dest = tempfile::tempdir().expect("dest");
-        let mut opts = SyncOptions::new(format!("{base}.well-known/resourcesync"), dest.path());
-        opts.set = Some(format!("{base}rs/{name}/resourcesync/capabilitylist.xml"));
-        let r = resourcesync_destination::sync(&opts, Arc::new(Quiet))
-            .await
-            .expect("sync from the aggregator");
-        assert_eq!(r.failed, 0, "{r:?}");
-        let got = resourcesync_testkit::tree::files(dest.path(), &[".resourcesync"]);
-        let copies =
-            resourcesync_testkit::tree::files(&store.path().join(name), &[".resourcesync"]);
-        assert!(!copies.is_empty());
-        assert_eq!(strip(&got, &format!("rs/{name}/")), copies, "{name}");
+        a_destination_gets_the_copies(&base, name, &store.path().join(name)).await;
     }
 
     // A change at the original shows in the aggregator's Change List, with its provenance.
@@ -226,39 +183,7 @@ async fn the_aggregator_republishes_what_it_copied_with_provenance() {
     std::fs::write(ours_dir.path().join("r1.txt"), b"resource 1, changed\n").expect("write");
     std::fs::remove_file(ours_dir.path().join("r3.txt")).expect("rm");
     publish(ours_dir.path(), &ours.base).await;
-    let capl = format!("{base}rs/ours/resourcesync/capabilitylist.xml");
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        until(&agg, "ours", limit, |v| v.republishes > before).await;
-        let (_, c) = document(&capl).await;
-        // What the Capability List names: the open Change List itself (Z39.99-2014 §12.1).
-        let (_, changes) = document(&named(&c, Capability::ChangeList)).await;
-        let updated = changes.iter().find(|e| {
-            e.loc == format!("{base}rs/ours/r1.txt")
-                && e.md.as_ref().and_then(|m| m.change.clone()) == Some(Change::Updated)
-        });
-        let deleted = changes.iter().any(|e| {
-            e.loc == format!("{base}rs/ours/r3.txt")
-                && e.md.as_ref().and_then(|m| m.change.clone()) == Some(Change::Deleted)
-        });
-        if let (Some(u), true) = (updated, deleted) {
-            let via = u.links.iter().find(|l| l.rel == "via").expect("via");
-            assert_eq!(via.href, format!("{}r1.txt", ours.base));
-            assert_eq!(
-                md5_of(u).as_deref(),
-                Some(md5_hex(b"resource 1, changed\n").as_str())
-            );
-            assert_eq!(
-                via.hash.as_ref().and_then(|h| h.value_of(&HashAlg::Md5)),
-                md5_of(u)
-            );
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no change republished: {changes:?}"
-        );
-    }
+    a_change_is_republished(&agg, &base, &ours.base, before, limit).await;
     // The deleted copy is no longer served.
     let gone = reqwest::get(format!("{base}rs/ours/r3.txt"))
         .await
@@ -287,6 +212,104 @@ async fn the_aggregator_republishes_what_it_copied_with_provenance() {
             .as_u16(),
         200
     );
+}
+
+/// A republished entry: one `via` link to the original (at `origin_base`), the copy served
+/// with the original's bytes, length, digest and datetime (Z39.99-2014 §14.8).
+async fn entry_has_its_provenance(e: &Entry, base: &str, name: &str, origin_base: &str) {
+    let rel = e
+        .loc
+        .strip_prefix(&format!("{base}rs/{name}/"))
+        .unwrap_or_else(|| panic!("{} not under the aggregator", e.loc));
+    let via: Vec<_> = e.links.iter().filter(|l| l.rel == "via").collect();
+    assert_eq!(via.len(), 1, "{}", e.loc);
+    let via = via[0];
+    assert_eq!(via.href, format!("{origin_base}{rel}"), "the original URI");
+    // The original's bytes, digest and length; its datetime.
+    let original = reqwest::get(&via.href)
+        .await
+        .expect("GET")
+        .bytes()
+        .await
+        .expect("body");
+    let copy = reqwest::get(&e.loc).await.expect("GET copy");
+    assert_eq!(copy.status().as_u16(), 200, "{}", e.loc);
+    assert_eq!(copy.bytes().await.expect("copy"), original, "{}", e.loc);
+    let md = e.md.as_ref().expect("md");
+    assert_eq!(md.length, Some(original.len() as u64));
+    assert_eq!(via.length, Some(original.len() as u64));
+    assert_eq!(
+        via.hash.as_ref().and_then(|h| h.value_of(&HashAlg::Md5)),
+        md5_of(e),
+        "{}",
+        e.loc
+    );
+    assert!(via.modified.is_some(), "{}", e.loc);
+    assert_eq!(
+        e.lastmod, via.modified,
+        "{}: the copy keeps the original's datetime",
+        e.loc
+    );
+}
+
+/// Our Destination, syncing the republished Source `name`, gets the bytes of the copies in
+/// `copies`.
+async fn a_destination_gets_the_copies(base: &str, name: &str, copies: &Path) {
+    let dest = tempfile::tempdir().expect("dest");
+    let mut opts = SyncOptions::new(format!("{base}.well-known/resourcesync"), dest.path());
+    opts.set = Some(format!("{base}rs/{name}/resourcesync/capabilitylist.xml"));
+    let r = resourcesync_destination::sync(&opts, Arc::new(Quiet))
+        .await
+        .expect("sync from the aggregator");
+    assert_eq!(r.failed, 0, "{r:?}");
+    let got = resourcesync_testkit::tree::files(dest.path(), &[".resourcesync"]);
+    let copies = resourcesync_testkit::tree::files(copies, &[".resourcesync"]);
+    assert!(!copies.is_empty());
+    assert_eq!(strip(&got, &format!("rs/{name}/")), copies, "{name}");
+}
+
+/// After republish number `before`, the open Change List of `ours` has `r1.txt` updated (with
+/// its provenance and digest) and `r3.txt` deleted.
+async fn a_change_is_republished(
+    agg: &Aggregator,
+    base: &str,
+    ours_base: &str,
+    before: u64,
+    limit: Duration,
+) {
+    let capl = format!("{base}rs/ours/resourcesync/capabilitylist.xml");
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        until(agg, "ours", limit, |v| v.republishes > before).await;
+        let (_, c) = document(&capl).await;
+        // What the Capability List names: the open Change List itself (Z39.99-2014 §12.1).
+        let (_, changes) = document(&named(&c, Capability::ChangeList)).await;
+        let updated = changes.iter().find(|e| {
+            e.loc == format!("{base}rs/ours/r1.txt")
+                && e.md.as_ref().and_then(|m| m.change.clone()) == Some(Change::Updated)
+        });
+        let deleted = changes.iter().any(|e| {
+            e.loc == format!("{base}rs/ours/r3.txt")
+                && e.md.as_ref().and_then(|m| m.change.clone()) == Some(Change::Deleted)
+        });
+        if let (Some(u), true) = (updated, deleted) {
+            let via = u.links.iter().find(|l| l.rel == "via").expect("via");
+            assert_eq!(via.href, format!("{ours_base}r1.txt"));
+            assert_eq!(
+                md5_of(u).as_deref(),
+                Some(md5_hex(b"resource 1, changed\n").as_str())
+            );
+            assert_eq!(
+                via.hash.as_ref().and_then(|h| h.value_of(&HashAlg::Md5)),
+                md5_of(u)
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no change republished: {changes:?}"
+        );
+    }
 }
 
 pub(crate) fn md5_hex(b: &[u8]) -> String {

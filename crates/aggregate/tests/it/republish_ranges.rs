@@ -1,4 +1,4 @@
-//! Byte ranges of republished copies (RFC 9110 §14; issue 16 item 4): a copy kept in a bucket
+//! Byte ranges of republished copies (RFC 9110 §14): a copy kept in a bucket
 //! (the real Garage of `scripts/s3.sh`, `RESOURCESYNC_TEST_S3`) is answered as a copy kept in
 //! a folder is (`tower-http`'s `ServeFile`): 206 with `Content-Range` for one range at the
 //! start, in the middle, as a suffix or open-ended; 416 with `bytes */LENGTH` for a range past

@@ -1,4 +1,4 @@
-//! Republishing copies kept in a bucket (`--store s3://…`, issue 16 item 4; Z39.99-2014 §14.8):
+//! Republishing copies kept in a bucket (`--store s3://…`; Z39.99-2014 §14.8):
 //! the republished Resource List lists each copy with its provenance, the copies are served
 //! from the object store (the real Garage of `scripts/s3.sh`, `RESOURCESYNC_TEST_S3`), and an
 //! update at the original shows in the aggregator's Change List, with the new digest.

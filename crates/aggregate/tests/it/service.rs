@@ -207,12 +207,64 @@ schedule = "1s"
         std::fs::read(store.path().join("hand/x/one.txt")).expect("copy"),
         b"first resource\n"
     );
-    let b = until(&agg, "broken", limit, |v| v.phase == Phase::Failing).await;
+    bad_sources_fail(&agg, limit).await;
+
+    // Incremental (§12): a change at the Source reaches the copy by the next sync.
+    changes_reach_the_copy(
+        &agg,
+        &store.path().join("ours"),
+        ours_dir.path(),
+        &ours.base,
+        limit,
+    )
+    .await;
+
+    // The page, the JSON API and the metrics.
+    page_api_and_metrics(&agg).await;
+
+    // A reload: `hand` and `stuck` go, `second` comes; nothing restarts.
+    let (second, _second_dir) = our_source(5).await;
+    let syncs_before = agg.status().get("ours").map(|v| v.syncs).unwrap_or(0);
+    agg.reload(&config(&format!(
+        "[[source]]\nname = \"ours\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\ndelete = true\n\n\
+         [[source]]\nname = \"broken\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\n\n\
+         [[source]]\nname = \"second\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\n",
+        ours.base, broken.base, second.base
+    )))
+    .expect("reload");
+    until(&agg, "second", limit, |v| {
+        v.phase == Phase::Following && v.resources == 5
+    })
+    .await;
+    let names: Vec<String> = agg
+        .status()
+        .snapshot()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(names, ["broken", "ours", "second"]);
+    // `ours` kept its counters (it was not restarted).
+    assert!(
+        agg.status()
+            .get("ours")
+            .is_some_and(|v| v.syncs >= syncs_before)
+    );
+
+    // Drain: returns within its grace even with syncs running.
+    let t = Instant::now();
+    agg.drain(Duration::from_secs(5)).await;
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+}
+
+/// A Source that answers 404 and one that never answers fail on their own; the one that never
+/// answers backs off.
+async fn bad_sources_fail(agg: &Aggregator, limit: Duration) {
+    let b = until(agg, "broken", limit, |v| v.phase == Phase::Failing).await;
     assert!(
         b.last_error.as_deref().is_some_and(|e| e.contains("404")),
         "{b:#?}"
     );
-    let s = until(&agg, "stuck", limit, |v| v.phase == Phase::Failing).await;
+    let s = until(agg, "stuck", limit, |v| v.phase == Phase::Failing).await;
     assert!(
         s.last_error
             .as_deref()
@@ -221,13 +273,21 @@ schedule = "1s"
     );
     // A failing Source backs off: its next try is further away than its schedule.
     assert!(s.next_sync.is_some() || s.running, "{s:#?}");
+}
 
-    // Incremental (§12): a change at the Source reaches the copy by the next sync.
-    std::fs::write(ours_dir.path().join("r003.txt"), "changed\n").expect("write");
-    std::fs::write(ours_dir.path().join("new.txt"), "new\n").expect("write");
-    std::fs::remove_file(ours_dir.path().join("r004.txt")).expect("remove");
-    publish(ours_dir.path(), &ours.base).await;
-    let copy = store.path().join("ours");
+/// A change at the Source (one updated, one created, one deleted) reaches the copy by the
+/// next sync, an incremental one.
+async fn changes_reach_the_copy(
+    agg: &Aggregator,
+    copy: &Path,
+    src: &Path,
+    base: &str,
+    limit: Duration,
+) {
+    std::fs::write(src.join("r003.txt"), "changed\n").expect("write");
+    std::fs::write(src.join("new.txt"), "new\n").expect("write");
+    std::fs::remove_file(src.join("r004.txt")).expect("remove");
+    publish(src, base).await;
     let end = Instant::now() + limit;
     while !(std::fs::read(copy.join("r003.txt")).is_ok_and(|b| b == b"changed\n")
         && copy.join("new.txt").exists()
@@ -236,15 +296,17 @@ schedule = "1s"
         assert!(Instant::now() < end, "the change did not reach the copy");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let v = until(&agg, "ours", limit, |v| v.syncs >= 2 && v.resources == 20).await;
+    let v = until(agg, "ours", limit, |v| v.syncs >= 2 && v.resources == 20).await;
     assert!(
         v.recent
             .iter()
             .any(|e| e.summary.starts_with("incremental")),
         "{v:#?}"
     );
+}
 
-    // The page, the JSON API and the metrics.
+/// The page lists every Source, the API gives their phases, the metrics whether each is up.
+async fn page_api_and_metrics(agg: &Arc<Aggregator>) {
     let web = resourcesync_testkit::serve(resourcesync_aggregate::web::router(agg.clone())).await;
     let (st, page) = get(&format!("http://{web}/")).await;
     assert_eq!(st, 200);
@@ -299,39 +361,6 @@ schedule = "1s"
         m.contains("resourcesync_aggregate_resources{source=\"hand\"} 2"),
         "{m}"
     );
-
-    // A reload: `hand` and `stuck` go, `second` comes; nothing restarts.
-    let (second, _second_dir) = our_source(5).await;
-    let syncs_before = agg.status().get("ours").map(|v| v.syncs).unwrap_or(0);
-    agg.reload(&config(&format!(
-        "[[source]]\nname = \"ours\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\ndelete = true\n\n\
-         [[source]]\nname = \"broken\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\n\n\
-         [[source]]\nname = \"second\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\n",
-        ours.base, broken.base, second.base
-    )))
-    .expect("reload");
-    until(&agg, "second", limit, |v| {
-        v.phase == Phase::Following && v.resources == 5
-    })
-    .await;
-    let names: Vec<String> = agg
-        .status()
-        .snapshot()
-        .into_iter()
-        .map(|v| v.name)
-        .collect();
-    assert_eq!(names, ["broken", "ours", "second"]);
-    // `ours` kept its counters (it was not restarted).
-    assert!(
-        agg.status()
-            .get("ours")
-            .is_some_and(|v| v.syncs >= syncs_before)
-    );
-
-    // Drain: returns within its grace even with syncs running.
-    let t = Instant::now();
-    agg.drain(Duration::from_secs(5)).await;
-    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
 }
 
 /// The test S3 server's URL (scripts/s3.sh: Garage on 127.0.0.1), with `prefix` after the
@@ -344,7 +373,7 @@ fn s3_url(prefix: &str) -> String {
     }
 }
 
-/// Issue 16 item 2: the copies in an S3-compatible bucket (Garage), the state local; the
+/// The copies in an S3-compatible bucket (Garage), the state local; the
 /// engine does not know which store it writes to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_go_to_an_s3_bucket() {

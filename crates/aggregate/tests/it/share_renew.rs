@@ -1,5 +1,5 @@
-//! Claims renewed while their downloads run (issue 16: "no resource fetched twice in steady
-//! state and none lost"). Two workers share a PostgreSQL state (`scripts/postgres.sh`,
+//! Claims renewed while their downloads run (no resource fetched twice in steady state, none
+//! lost). Two workers share a PostgreSQL state (`scripts/postgres.sh`,
 //! `RESOURCESYNC_TEST_POSTGRES`) and the download work of one Source, with claims that expire
 //! after a second (`limits.lease`); one resource's body is held by the Source's server for
 //! three leases, until the test releases it. Its claim is renewed meanwhile, so that the other

@@ -1,4 +1,4 @@
-//! The shared download work of several Sources at once (issue 16): a worker's claimer works
+//! The shared download work of several Sources at once: a worker's claimer works
 //! on every Source whose queue has items, not one Source after another, so that one slow
 //! download of a Source never holds back the queue of another. One worker, a PostgreSQL state
 //! (`scripts/postgres.sh`, `RESOURCESYNC_TEST_POSTGRES`): Source `slow`'s queue waits on one

@@ -56,54 +56,13 @@ pub(super) async fn drive_push(
     let progress = Arc::new(tokio::sync::Notify::new());
     // The first error reading the copies, reported at the end.
     let failed: Arc<Mutex<Option<Error>>> = Arc::default();
-    let on_round = {
-        let (shared, dst, ready, progress, failed) = (
-            shared.clone(),
-            dst.to_path_buf(),
-            ready.clone(),
-            progress.clone(),
-            failed.clone(),
-        );
-        let mut rounds = 0u64;
-        move |_: &Round| {
-            rounds += 1;
-            let Some(clock) = *lock(&shared.clock) else {
-                if rounds == 2 {
-                    ready.notify_one();
-                }
-                return;
-            };
-            let t = clock.now();
-            let (mut transfer, arrived) = {
-                let mut m = lock(&shared.meter);
-                // Each resource is required once per iteration.
-                m.fetched.clear();
-                (
-                    std::mem::take(&mut m.transfer),
-                    std::mem::take(&mut m.arrived),
-                )
-            };
-            let p = std::mem::take(&mut *lock(&shared.push));
-            transfer.requests += p.deliveries;
-            transfer.total += p.bytes;
-            let started = p.published.unwrap_or(t).min(t);
-            if let Err(e) = observe(&shared, &dst, t, &arrived) {
-                lock(&failed).get_or_insert(e);
-            }
-            // Busy until the copies are in place (the last body's arrival, as the copy's time
-            // in sync is taken; a removal at the round's end), as model mode counts it.
-            let end = arrived
-                .values()
-                .copied()
-                .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))));
-            {
-                let mut tr = lock(&shared.tracker);
-                tr.iteration(started, transfer);
-                tr.busy(started, end.unwrap_or(t).max(started) - started);
-            }
-            progress.notify_one();
-        }
-    };
+    let on_round = round_observer(
+        shared.clone(),
+        dst.to_path_buf(),
+        ready.clone(),
+        progress.clone(),
+        failed.clone(),
+    );
     let mut follower = {
         let (stop, sopts) = (stop.clone(), sopts.clone());
         tokio::spawn(async move {
@@ -124,32 +83,15 @@ pub(super) async fn drive_push(
         () = ready.notified() => {}
         r = &mut follower => {
             deliveries.abort();
-            return match r {
-                Ok(Ok(_)) => Err(Error::Run("the push follower stopped before it was subscribed".into())),
-                Ok(Err(e)) => Err(e.into()),
-                Err(e) => Err(Error::Run(format!("the push follower failed: {e}"))),
-            };
+            return Err(stopped_early(r));
         }
     }
-    observe(shared, dst, 0.0, &HashMap::new())?;
-    {
-        let tr = lock(&shared.tracker);
-        if (0..tr.ids()).any(|id| !tr.in_sync(id)) {
-            stop.stop();
-            return Err(Error::Run(
-                "the push follower's first sync did not copy every resource".into(),
-            ));
-        }
+    if let Err(e) = first_sync_complete(shared, dst) {
+        stop.stop();
+        return Err(e);
     }
     let clock = WallClock::start();
-    {
-        let mut m = lock(&shared.meter);
-        *m = Meter {
-            active: true,
-            ..Meter::default()
-        };
-    }
-    *lock(&shared.clock) = Some(clock);
+    start_measuring(shared, clock);
     let (changes, publishing) = spawn_source(w, running, shared, src, tmp, clock, true);
     let outcome: Result<()> = async {
         // Every change made, then applied (or a bound: what is still out of sync is counted
@@ -183,6 +125,101 @@ pub(super) async fn drive_push(
         Ok(Err(e)) => Err(e.into()),
         Err(e) => Err(Error::Run(format!("the push follower failed: {e}"))),
     }
+}
+
+/// What the follower reports each round, as an iteration: the deliveries and fetches since the
+/// last round, from the oldest delivery's publication until the copies are in place; told on
+/// `ready` once it is subscribed and caught up (its second round, before the measure starts),
+/// on `progress` after every measured round. The first error reading the copies goes in
+/// `failed`.
+fn round_observer(
+    shared: Arc<Shared>,
+    dst: std::path::PathBuf,
+    ready: Arc<tokio::sync::Notify>,
+    progress: Arc<tokio::sync::Notify>,
+    failed: Arc<Mutex<Option<Error>>>,
+) -> impl FnMut(&Round) + Send + 'static {
+    let mut rounds = 0u64;
+    move |_: &Round| {
+        rounds += 1;
+        let Some(clock) = *lock(&shared.clock) else {
+            if rounds == 2 {
+                ready.notify_one();
+            }
+            return;
+        };
+        if let Err(e) = record_round(&shared, &dst, clock.now()) {
+            lock(&failed).get_or_insert(e);
+        }
+        progress.notify_one();
+    }
+}
+
+/// One measured round at `t`: the transfer and the copies' times in sync, the iteration and
+/// the time busy.
+fn record_round(shared: &Shared, dst: &Path, t: f64) -> Result<()> {
+    let (mut transfer, arrived) = {
+        let mut m = lock(&shared.meter);
+        // Each resource is required once per iteration.
+        m.fetched.clear();
+        (
+            std::mem::take(&mut m.transfer),
+            std::mem::take(&mut m.arrived),
+        )
+    };
+    let p = std::mem::take(&mut *lock(&shared.push));
+    transfer.requests += p.deliveries;
+    transfer.total += p.bytes;
+    let started = p.published.unwrap_or(t).min(t);
+    let observed = observe(shared, dst, t, &arrived);
+    // Busy until the copies are in place (the last body's arrival, as the copy's time
+    // in sync is taken; a removal at the round's end), as model mode counts it.
+    let end = arrived
+        .values()
+        .copied()
+        .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))));
+    let mut tr = lock(&shared.tracker);
+    tr.iteration(started, transfer);
+    tr.busy(started, end.unwrap_or(t).max(started) - started);
+    observed
+}
+
+/// The error of a follower that ended before it was subscribed.
+fn stopped_early<T>(
+    r: std::result::Result<
+        std::result::Result<T, resourcesync_destination::Error>,
+        tokio::task::JoinError,
+    >,
+) -> Error {
+    match r {
+        Ok(Ok(_)) => Error::Run("the push follower stopped before it was subscribed".into()),
+        Ok(Err(e)) => e.into(),
+        Err(e) => Error::Run(format!("the push follower failed: {e}")),
+    }
+}
+
+/// Every resource copied by the follower's first sync (before the measure starts).
+fn first_sync_complete(shared: &Shared, dst: &Path) -> Result<()> {
+    observe(shared, dst, 0.0, &HashMap::new())?;
+    let tr = lock(&shared.tracker);
+    if (0..tr.ids()).any(|id| !tr.in_sync(id)) {
+        return Err(Error::Run(
+            "the push follower's first sync did not copy every resource".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The measure starts: the meter counts from now, the clock is set.
+fn start_measuring(shared: &Shared, clock: WallClock) {
+    {
+        let mut m = lock(&shared.meter);
+        *m = Meter {
+            active: true,
+            ..Meter::default()
+        };
+    }
+    *lock(&shared.clock) = Some(clock);
 }
 
 /// The proxy in front of the push follower's callback: counts each POST (a content

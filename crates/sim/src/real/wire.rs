@@ -183,52 +183,61 @@ impl ResponseParser {
         self.state = Framing::Head;
     }
 
+    /// Reads a response's head, when it is all there (else `false`: more bytes are needed):
+    /// its status, the request it answers, and how its body is framed (RFC 9112 §6.3).
+    fn head(&mut self, requests: &Mutex<VecDeque<(String, String)>>, out: &mut Vec<Done>) -> bool {
+        let Some(end) = find(&self.buf, b"\r\n\r\n") else {
+            return false;
+        };
+        let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+        self.buf.drain(..end + 4);
+        let mut lines = head.lines();
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        if (100..200).contains(&status) {
+            return true;
+        }
+        let (mut length, mut chunked) = (None, false);
+        for l in lines {
+            let Some((name, value)) = l.split_once(':') else {
+                continue;
+            };
+            let (name, value) = (name.trim(), value.trim());
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.parse::<u64>().ok();
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = value.to_ascii_lowercase().contains("chunked");
+            }
+        }
+        let (method, path) = lock(requests).pop_front().unwrap_or_default();
+        self.current = Some((status, path));
+        self.body = 0;
+        if method == "HEAD" || status == 204 || status == 304 {
+            self.complete(out);
+        } else if chunked {
+            self.state = Framing::ChunkSize;
+        } else if let Some(n) = length {
+            self.state = Framing::Length(n);
+            if n == 0 {
+                self.complete(out);
+            }
+        } else {
+            self.state = Framing::UntilClose;
+        }
+        true
+    }
+
     fn feed(&mut self, data: &[u8], requests: &Mutex<VecDeque<(String, String)>>) -> Vec<Done> {
         self.buf.extend_from_slice(data);
         let mut out = Vec::new();
         loop {
             match self.state {
                 Framing::Head => {
-                    let Some(end) = find(&self.buf, b"\r\n\r\n") else {
+                    if !self.head(requests, &mut out) {
                         break;
-                    };
-                    let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
-                    self.buf.drain(..end + 4);
-                    let mut lines = head.lines();
-                    let status: u16 = lines
-                        .next()
-                        .and_then(|l| l.split(' ').nth(1))
-                        .and_then(|s| s.parse().ok())
-                        .unwrap_or(0);
-                    if (100..200).contains(&status) {
-                        continue;
-                    }
-                    let (mut length, mut chunked) = (None, false);
-                    for l in lines {
-                        let Some((name, value)) = l.split_once(':') else {
-                            continue;
-                        };
-                        let (name, value) = (name.trim(), value.trim());
-                        if name.eq_ignore_ascii_case("content-length") {
-                            length = value.parse::<u64>().ok();
-                        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                            chunked = value.to_ascii_lowercase().contains("chunked");
-                        }
-                    }
-                    let (method, path) = lock(requests).pop_front().unwrap_or_default();
-                    self.current = Some((status, path));
-                    self.body = 0;
-                    if method == "HEAD" || status == 204 || status == 304 {
-                        self.complete(&mut out);
-                    } else if chunked {
-                        self.state = Framing::ChunkSize;
-                    } else if let Some(n) = length {
-                        self.state = Framing::Length(n);
-                        if n == 0 {
-                            self.complete(&mut out);
-                        }
-                    } else {
-                        self.state = Framing::UntilClose;
                     }
                 }
                 Framing::Length(left) | Framing::ChunkData(left) => {

@@ -278,12 +278,21 @@ impl Inventory for DirInventory {
         Ok(Box::new(self.walk(false)))
     }
 
+    /// Only a regular file is a resource: a directory or a special file at `rel` is an error.
     fn open(&self, rel: &Path) -> std::io::Result<Box<dyn Read + Send>> {
-        Ok(Box::new(self.open_file(rel)?))
+        let f = self.open_file(rel)?;
+        if !f.metadata()?.is_file() {
+            return Err(not_a_file(rel));
+        }
+        Ok(Box::new(f))
     }
 
+    /// Only a regular file is a resource: a directory or a special file at `rel` is an error.
     fn stat(&self, rel: &Path) -> std::io::Result<(u64, i128)> {
         let md = std::fs::metadata(self.canonical_root.join(rel))?;
+        if !md.is_file() {
+            return Err(not_a_file(rel));
+        }
         Ok((md.len(), mtime_ns(&md)))
     }
 
@@ -348,6 +357,14 @@ impl Inventory for DirInventory {
     fn local(&self) -> bool {
         true
     }
+}
+
+/// The error for a path of the tree that is there but is no regular file (so no resource).
+fn not_a_file(rel: &Path) -> std::io::Error {
+    std::io::Error::other(format!(
+        "{}: not a regular file (a directory or a special file is no resource)",
+        rel.display()
+    ))
 }
 
 /// Opens a file for reading without blocking on special files (a FIFO would wait for a

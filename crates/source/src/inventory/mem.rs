@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn the_memory_inventory_passes_the_conformance_suite() {
-        conformance::run(&mut Mem(MemInventory::new()));
+        conformance::run(&mut Mem(MemInventory::new())).unwrap_or_else(|e| panic!("{e}"));
     }
 
     #[test]

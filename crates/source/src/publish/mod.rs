@@ -324,6 +324,50 @@ fn publish_change_lists(
     split: &SplitLimits,
     report: &mut PublishReport,
 ) -> Result<()> {
+    write_period_lists(sink, layout, state, periods, report)?;
+    // The index, in forward chronological order.
+    let mut md = Metadata::with_capability(Capability::ChangeList);
+    md.from = periods.first().map(|p| p.from);
+    let mut index_header = Header::new(Root::SitemapIndex, md);
+    index_header.links.push(up(layout));
+    index_header.links.push(Link::new(
+        "archives",
+        layout.doc_url("changelist-archive.xml"),
+    ));
+    let index_entries: Vec<Entry> = periods.iter().map(|p| period_entry(layout, p)).collect();
+    report.written.push(write_doc(
+        sink,
+        layout,
+        CHANGE_LIST_INDEX,
+        &index_header,
+        &index_entries,
+    )?);
+    // What the Capability List names: the open Change List itself while it fits in one
+    // document (Z39.99-2014 §12.1; earlier changes through its `index` and `archives` links),
+    // the index when the open period alone exceeds the Sitemap limits (§12.2).
+    let key = layout.doc_key(CHANGE_LIST);
+    match open_change_list(layout, state, periods, split)? {
+        Some(bytes) => sink.put(&key, &bytes)?,
+        None => {
+            write_doc(sink, layout, CHANGE_LIST, &index_header, &index_entries)?;
+        }
+    }
+    report.written.push(written(sink, &key));
+    report
+        .written
+        .push(write_change_list_archive(sink, layout, periods)?);
+    report.change_lists = periods.len();
+    Ok(())
+}
+
+/// The Change List of each period (a closed one only once per layout), a few written at once.
+fn write_period_lists(
+    sink: &dyn DocSink,
+    layout: &Layout,
+    state: &State,
+    periods: &[Period],
+    report: &mut PublishReport,
+) -> Result<()> {
     let index_url = layout.doc_url(CHANGE_LIST_INDEX);
     // Each document is synced before it is renamed into place: a few are written at once, so
     // that their syncs overlap (at most WRITERS documents in memory).
@@ -381,45 +425,24 @@ fn publish_change_lists(
             finish(job, report)?;
         }
         Ok(())
-    })?;
-    // The index, in forward chronological order.
-    let mut md = Metadata::with_capability(Capability::ChangeList);
-    md.from = periods.first().map(|p| p.from);
-    let mut index_header = Header::new(Root::SitemapIndex, md);
-    index_header.links.push(up(layout));
-    index_header.links.push(Link::new(
-        "archives",
-        layout.doc_url("changelist-archive.xml"),
-    ));
-    let index_entries: Vec<Entry> = periods
-        .iter()
-        .map(|p| {
-            let mut e = Entry::new(layout.doc_url(&format!("{}.xml", change_list_name(p.id))));
-            let md = e.md_mut();
-            md.from = Some(p.from);
-            md.until = p.until;
-            e
-        })
-        .collect();
-    report.written.push(write_doc(
-        sink,
-        layout,
-        CHANGE_LIST_INDEX,
-        &index_header,
-        &index_entries,
-    )?);
-    // What the Capability List names: the open Change List itself while it fits in one
-    // document (Z39.99-2014 §12.1; earlier changes through its `index` and `archives` links),
-    // the index when the open period alone exceeds the Sitemap limits (§12.2).
-    let key = layout.doc_key(CHANGE_LIST);
-    match open_change_list(layout, state, periods, split)? {
-        Some(bytes) => sink.put(&key, &bytes)?,
-        None => {
-            write_doc(sink, layout, CHANGE_LIST, &index_header, &index_entries)?;
-        }
-    }
-    report.written.push(written(sink, &key));
-    // The archive of closed Change Lists (Archives §5).
+    })
+}
+
+/// The entry of a period's Change List in the index and the archive.
+fn period_entry(layout: &Layout, p: &Period) -> Entry {
+    let mut e = Entry::new(layout.doc_url(&format!("{}.xml", change_list_name(p.id))));
+    let md = e.md_mut();
+    md.from = Some(p.from);
+    md.until = p.until;
+    e
+}
+
+/// The archive of closed Change Lists (Archives §5).
+fn write_change_list_archive(
+    sink: &dyn DocSink,
+    layout: &Layout,
+    periods: &[Period],
+) -> Result<PathBuf> {
     let mut md = Metadata::with_capability(Capability::ChangeListArchive);
     md.from = None;
     let mut header = Header::new(Root::UrlSet, md);
@@ -427,23 +450,9 @@ fn publish_change_lists(
     let entries: Vec<Entry> = periods
         .iter()
         .filter(|p| p.until.is_some())
-        .map(|p| {
-            let mut e = Entry::new(layout.doc_url(&format!("{}.xml", change_list_name(p.id))));
-            let md = e.md_mut();
-            md.from = Some(p.from);
-            md.until = p.until;
-            e
-        })
+        .map(|p| period_entry(layout, p))
         .collect();
-    report.written.push(write_doc(
-        sink,
-        layout,
-        "changelist-archive.xml",
-        &header,
-        &entries,
-    )?);
-    report.change_lists = periods.len();
-    Ok(())
+    write_doc(sink, layout, "changelist-archive.xml", &header, &entries)
 }
 
 /// Publishes every document for the newest snapshot in `state`, as files under `layout.out`

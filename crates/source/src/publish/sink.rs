@@ -379,6 +379,8 @@ impl PartSink for SinkParts<'_> {
     }
 }
 
+pub mod conformance;
+
 #[cfg(feature = "s3")]
 mod bucket;
 #[cfg(feature = "s3")]

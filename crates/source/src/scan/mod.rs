@@ -10,21 +10,22 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use jiff::Timestamp;
-use resourcesync_diff::{Item, Merged, merge_by, needs_update};
+use resourcesync_diff::{Item, needs_update};
 use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
 
 use crate::error::{Error, Result};
 use crate::inventory::{Inventory, Listed, Skipped};
 pub use crate::state::rel_path;
-use crate::state::{KnownRow, Recorder, Rendered, Resource, Rotation, State, now_us, via_text};
+use crate::state::{KnownRow, Recorder, Rendered, Resource, Rotation, State, now_us};
 use crate::uri::path_bytes as key;
 
 mod feed;
 mod hash;
+mod walk;
 pub use feed::CURSOR_KEY;
-use feed::{FeedSteps, Plan};
+use feed::Plan;
 pub use hash::hash_stable;
-use hash::{Chunk, Hashers, Job};
+use hash::{Chunk, Job};
 
 /// How to scan.
 #[derive(Debug, Clone)]
@@ -313,6 +314,69 @@ struct Recording<'r, 'c> {
     turn: usize,
 }
 
+impl<'r, 'c> Recording<'r, 'c> {
+    fn new(
+        rec: &'r Recorder<'c>,
+        baseline: bool,
+        progress: Option<&'r ScanProgress>,
+        from_feed: bool,
+        spool_dir: &'r Path,
+    ) -> Self {
+        Recording {
+            rec,
+            baseline,
+            progress,
+            report: ScanReport {
+                baseline,
+                from_feed,
+                ..ScanReport::default()
+            },
+            puts: 0,
+            kept: 0,
+            kept_bytes: 0,
+            unread: 0,
+            unread_bytes: 0,
+            deleted: 0,
+            deleted_bytes: 0,
+            // Only a listing passes every resource through the hashing threads.
+            rendering: !from_feed,
+            lines: None,
+            spool_dir,
+            early: Default::default(),
+            turn: 0,
+        }
+    }
+
+    /// The resources of the new snapshot, and their bytes when a feed's scan must take them
+    /// from the state. A listing passed every resource; a feed only those it changed: the
+    /// others are counted in the state (rows deleted are still there until recorded).
+    fn resources_now(&self, from_feed: bool) -> Result<(u64, Option<u64>)> {
+        if !from_feed {
+            return Ok((self.kept + self.puts + self.unread, None));
+        }
+        let (rows, bytes) = self.rec.totals()?;
+        Ok((
+            rows.saturating_sub(self.deleted),
+            Some(bytes.saturating_sub(self.deleted_bytes)),
+        ))
+    }
+
+    /// A known resource not listed: its deletion queued.
+    fn gone(&mut self, k: &KnownRow) -> Result<()> {
+        self.rec.queue_change(&k.path, &Change::Deleted)?;
+        self.deleted += 1;
+        self.deleted_bytes += k.length;
+        Ok(())
+    }
+
+    /// A known resource listed unchanged: kept as it is.
+    fn keep(&mut self, k: &KnownRow) {
+        self.kept += 1;
+        self.kept_bytes += k.length;
+        self.stop_rendering();
+    }
+}
+
 impl Recording<'_, '_> {
     /// No entries rendered along for this snapshot: the publish reads the state.
     fn stop_rendering(&mut self) {
@@ -442,202 +506,44 @@ pub fn scan(
         p.start();
     }
     let at_ts = now_us();
-    let at =
-        W3cDateTime::from_timestamp(Timestamp::from_second(at_ts.as_second()).unwrap_or(at_ts));
+    let at = whole_second(at_ts);
     // With no resource recorded, every file listed is read and hashed (which gives its size
     // and time): the listing need not find them (no `stat` per file).
     // An inventory whose listed digests are trusted is listed whole: its records may be
     // recorded as listed.
     let has_resources = state.has_resources()?;
-    let trusted = inv.listed_digests_trusted();
-    let want = crate::state::alg_mask(&opts.algs);
+    let wanted = Wanted {
+        trusted: inv.listed_digests_trusted(),
+        mask: crate::state::alg_mask(&opts.algs),
+        algs: &opts.algs,
+    };
     let baseline = state.last_snapshot()?.is_none();
     let recorded = state.meta(CURSOR_KEY)?.filter(|c| !c.is_empty());
     let (plan, next_cursor) = feed::plan(
         inv,
         recorded.as_deref(),
         opts.full || baseline,
-        !has_resources && !trusted,
+        !has_resources && !wanted.trusted,
     )?;
     let from_feed = matches!(plan, Plan::Feed(_));
     let spool_dir = state.dir().to_owned();
-    let threads = opts.threads.max(1);
     let rec = state.begin()?;
     rec.clear_queued()?;
-    let mut r = Recording {
+    let mut r = Recording::new(&rec, baseline, progress, from_feed, &spool_dir);
+    let walked = walk::Walk {
+        inv,
+        base,
+        opts,
         rec: &rec,
-        baseline,
-        progress,
-        report: ScanReport {
-            baseline,
-            from_feed,
-            ..ScanReport::default()
-        },
-        puts: 0,
-        kept: 0,
-        kept_bytes: 0,
-        unread: 0,
-        unread_bytes: 0,
-        deleted: 0,
-        deleted_bytes: 0,
-        // Only a listing passes every resource through the hashing threads.
-        rendering: !from_feed,
-        lines: None,
-        spool_dir: &spool_dir,
-        early: Default::default(),
-        turn: 0,
+        has_resources,
+        wanted: &wanted,
     };
-    let listing_skipped = std::thread::scope(|s| -> Result<Vec<Skipped>> {
-        // The listing streams on a thread of its own, a bounded number of chunks ahead.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Listed>>(LISTING_CHUNKS_AHEAD);
-        let (lister, changes) = match plan {
-            Plan::List(listing) => (Some(s.spawn(move || stream_listing(listing, &tx))), None),
-            Plan::Feed(changes) => (None, Some(changes)),
-        };
-        let mut hashers = Hashers::start(s, inv, base, &opts.algs, threads);
-        let known_error = std::cell::RefCell::new(None);
-        let feed_skipped = std::cell::RefCell::new(Vec::new());
-        let steps: Box<dyn Iterator<Item = Merged<KnownRow, Listed>>> = match changes {
-            None => {
-                let known = KnownPages {
-                    rec: &rec,
-                    page: Vec::new(),
-                    last: None,
-                    done: !has_resources,
-                    error: &known_error,
-                };
-                let listed = rx.into_iter().flatten();
-                Box::new(merge_by(known, listed, |k, l| {
-                    k.path.as_slice().cmp(key(&l.rel).as_ref())
-                }))
-            }
-            Some(changes) => Box::new(FeedSteps {
-                rec: &rec,
-                changes,
-                last: None,
-                skipped: &feed_skipped,
-                error: &known_error,
-            }),
-        };
-        // The record as listed, for a job whose digests need not be computed.
-        let as_listed = |l: &Listed| -> Option<(u64, i128, Hashes)> {
-            (trusted && crate::state::alg_mask(&l.hashes.known_algs()) & want == want).then(|| {
-                let kept = l.hashes.0.iter().filter(|d| opts.algs.contains(&d.alg));
-                (l.len, l.mtime_ns, Hashes(kept.cloned().collect()))
-            })
-        };
-        let merged = (|| -> Result<()> {
-            let mut in_flight = 0usize;
-            let mut batch: Vec<Job> = Vec::with_capacity(BATCH);
-            let mut send = |batch: Vec<Job>, r: &mut Recording<'_, '_>| -> Result<()> {
-                if let Some(p) = progress {
-                    p.to_read.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                }
-                hashers.send(batch, r.rendering);
-                in_flight += 1;
-                while in_flight >= threads * BATCHES_PER_THREAD {
-                    let chunk = hashers.recv().ok_or_else(hashers_gone)?;
-                    in_flight -= 1;
-                    r.accept(chunk)?;
-                }
-                Ok(())
-            };
-            for step in steps {
-                match step {
-                    Merged::Left(k) => {
-                        rec.queue_change(&k.path, &Change::Deleted)?;
-                        r.deleted += 1;
-                        r.deleted_bytes += k.length;
-                    }
-                    Merged::Right(l) => batch.push(Job {
-                        listed: as_listed(&l),
-                        rel: l.rel,
-                        known: None,
-                        via: l.via,
-                    }),
-                    Merged::Both(k, l) => {
-                        // A provenance link that changed (or came or went) is a new row.
-                        let same_via = match (&k.via, &l.via) {
-                            (None, None) => true,
-                            (Some(k), Some(l)) => *k == via_text(l),
-                            _ => false,
-                        };
-                        if k.length == l.len
-                            && k.mtime_ns == l.mtime_ns
-                            && k.algs & want == want
-                            && same_via
-                        {
-                            r.kept += 1;
-                            r.kept_bytes += k.length;
-                            r.stop_rendering();
-                        } else {
-                            batch.push(Job {
-                                listed: as_listed(&l),
-                                rel: l.rel,
-                                known: Some(k.length),
-                                via: l.via,
-                            });
-                        }
-                    }
-                }
-                if batch.len() == BATCH {
-                    send(
-                        std::mem::replace(&mut batch, Vec::with_capacity(BATCH)),
-                        &mut r,
-                    )?;
-                }
-                if known_error.borrow().is_some() {
-                    break;
-                }
-            }
-            if let Some(e) = known_error.borrow_mut().take() {
-                return Err(e);
-            }
-            if !batch.is_empty() {
-                send(batch, &mut r)?;
-            }
-            if let Some(p) = progress {
-                p.listed.store(true, Ordering::Relaxed);
-            }
-            hashers.close();
-            for _ in 0..in_flight {
-                let chunk = hashers.recv().ok_or_else(hashers_gone)?;
-                r.accept(chunk)?;
-            }
-            Ok(())
-        })();
-        // Whatever happened, the threads stop: the hashers once their queue is closed, the
-        // lister once its receiver is gone (dropped with the merge).
-        hashers.close();
-        drop(hashers);
-        let mut skipped = match lister {
-            Some(l) => l
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
-            None => Vec::new(),
-        };
-        merged?;
-        skipped.append(&mut feed_skipped.into_inner());
-        Ok(skipped)
-    })?;
-    let mut skipped = listing_skipped;
+    let mut skipped = walked.run(plan, &mut r)?;
     skipped.append(&mut r.report.skipped);
 
     let completed_ts = now_us();
-    let completed = W3cDateTime::from_timestamp(
-        Timestamp::from_second(completed_ts.as_second()).unwrap_or(completed_ts),
-    );
-    // A listing passed every resource; a feed only those it changed: the others are counted
-    // in the state (rows deleted are still there until recorded below).
-    let (count, feed_bytes) = if from_feed {
-        let (rows, bytes) = rec.totals()?;
-        (
-            rows.saturating_sub(r.deleted),
-            Some(bytes.saturating_sub(r.deleted_bytes)),
-        )
-    } else {
-        (r.kept + r.puts + r.unread, None)
-    };
+    let completed = whole_second(completed_ts);
+    let (count, feed_bytes) = r.resources_now(from_feed)?;
     let nothing_new = r.puts == 0 && r.deleted == 0 && !baseline;
     // An unchanged tree keeps its snapshot (and so its published Resource List): its `at` still
     // guarantees every resource state up to then, and nothing changed since.
@@ -648,27 +554,11 @@ pub fn scan(
     };
     rec.ensure_period(completed_ts, opts.rotation)?;
     let mut report = std::mem::take(&mut r.report);
-    rec.record_queued(|res, c| {
-        match c {
-            Change::Created => report.created += 1,
-            Change::Deleted => {
-                rec.remove(&res.path)?;
-                report.deleted += 1;
-            }
-            _ => report.updated += 1,
-        }
-        rec.record_change(c, &res, completed_ts, opts.rotation)
-            .map(|_| ())
-    })?;
+    record_changes(&rec, &mut report, completed_ts, opts.rotation)?;
     let (lines, rendering) = (r.lines.take(), r.rendering);
     let (kept_bytes, unread_bytes) = (r.kept_bytes, r.unread_bytes);
     drop(r);
-    // Written only when it moved (a scan that finds nothing new writes nothing).
-    match &next_cursor {
-        Some(c) if recorded.as_ref() != Some(c) => rec.set_meta(CURSOR_KEY, c)?,
-        None if recorded.is_some() => rec.remove_meta(CURSOR_KEY)?,
-        _ => {}
-    }
+    store_cursor(&rec, recorded.as_ref(), next_cursor.as_ref())?;
     rec.commit()?;
     if let (Some(id), Some(lines), true) = (snapshot, lines, rendering) {
         state.stash_rendered(id, lines);
@@ -679,6 +569,78 @@ pub fn scan(
     report.at = Some(at);
     report.completed = Some(completed);
     Ok(report)
+}
+
+/// A time as a W3C Datetime to the second.
+fn whole_second(ts: Timestamp) -> W3cDateTime {
+    W3cDateTime::from_timestamp(Timestamp::from_second(ts.as_second()).unwrap_or(ts))
+}
+
+/// The digests a scan records, and whether those an inventory lists may be recorded as listed.
+struct Wanted<'o> {
+    /// The inventory's listed digests are its own (see [`Inventory::listed_digests_trusted`]).
+    trusted: bool,
+    /// The algorithms to record, as a mask of [`crate::state::alg_mask`].
+    mask: u8,
+    algs: &'o [HashAlg],
+}
+
+impl Wanted<'_> {
+    /// The record as listed, for a job whose digests need not be computed.
+    fn as_listed(&self, l: &Listed) -> Option<(u64, i128, Hashes)> {
+        (self.trusted && crate::state::alg_mask(&l.hashes.known_algs()) & self.mask == self.mask)
+            .then(|| {
+                let kept = l.hashes.0.iter().filter(|d| self.algs.contains(&d.alg));
+                (l.len, l.mtime_ns, Hashes(kept.cloned().collect()))
+            })
+    }
+
+    /// The job that reads (or records as listed) the resource `l`, known before at `known`
+    /// bytes.
+    fn job(&self, l: Listed, known: Option<u64>) -> Job {
+        Job {
+            listed: self.as_listed(&l),
+            rel: l.rel,
+            known,
+            via: l.via,
+        }
+    }
+}
+
+/// Records the changes queued in the scan: counted in `report`, a deleted resource's row
+/// removed, each in its Change List.
+fn record_changes(
+    rec: &Recorder<'_>,
+    report: &mut ScanReport,
+    completed_ts: Timestamp,
+    rotation: Rotation,
+) -> Result<()> {
+    rec.record_queued(|res, c| {
+        match c {
+            Change::Created => report.created += 1,
+            Change::Deleted => {
+                rec.remove(&res.path)?;
+                report.deleted += 1;
+            }
+            _ => report.updated += 1,
+        }
+        rec.record_change(c, &res, completed_ts, rotation)
+            .map(|_| ())
+    })
+}
+
+/// The change feed's cursor after the scan, written only when it moved (a scan that finds
+/// nothing new writes nothing).
+fn store_cursor(
+    rec: &Recorder<'_>,
+    recorded: Option<&String>,
+    next: Option<&String>,
+) -> Result<()> {
+    match next {
+        Some(c) if recorded != Some(c) => rec.set_meta(CURSOR_KEY, c),
+        None if recorded.is_some() => rec.remove_meta(CURSOR_KEY),
+        _ => Ok(()),
+    }
 }
 
 /// The error when the hashing threads ended with batches still out (one panicked and the

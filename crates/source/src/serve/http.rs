@@ -183,25 +183,14 @@ pub(super) fn status_only(status: StatusCode, mut headers: HeaderMap) -> Respons
 
 /// Sends a resolved file: validators, conditional requests, ranges, HEAD, streamed body.
 pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved) -> Response {
-    let (len, mns, content, reader) = match r.opened.take() {
-        Some(o) => (o.len, o.mtime_ns, o.content, o.reader),
-        None => {
-            let Ok(file) = tokio::fs::File::open(&r.path).await else {
-                return not_found();
-            };
-            let Ok(md) = file.metadata().await else {
-                return not_found();
-            };
-            if !md.is_file() {
-                return not_found();
-            }
-            (
-                md.len(),
-                mtime_ns(&md),
-                None,
-                Reader::File(file.into_std().await),
-            )
-        }
+    let Some(Opened {
+        len,
+        mtime_ns: mns,
+        content,
+        reader,
+    }) = opened(&mut r).await
+    else {
+        return not_found();
     };
     // Ranges need a file to seek in, or the bytes in memory; an inventory's stream is sent
     // whole (RFC 9110 §14.2: a server may ignore Range).
@@ -209,16 +198,93 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
     let mtime_secs = (mns.div_euclid(1_000_000_000)) as i64;
     let tag_value = etag(r.recorded.as_ref(), len, mns);
     let tag = tag_value.to_str().unwrap_or_default();
+    let compressible = r.kind == Kind::Document;
+    let mut h = representation_headers(app, &r, &tag_value, len, mns, ranges);
+    if let Err(status) = preconditions(req, tag, mtime_secs) {
+        if status == StatusCode::NOT_MODIFIED {
+            // A 304 answers for the representation the client would get: the gzip one when
+            // it asks.
+            let shown_tag = if compressible && accepts_gzip(req) {
+                HeaderValue::from_str(&format!("{}-gzip\"", opaque(tag))).ok()
+            } else {
+                Some(tag_value.clone())
+            };
+            if let Some(v) = shown_tag {
+                h.insert(header::ETAG, v);
+            }
+        }
+        return status_only(status, h);
+    }
+    let range = requested_range(req, tag, mtime_secs, ranges, len);
+    let (status, first, count) = match range {
+        Range::Whole => (StatusCode::OK, 0, len),
+        Range::Part(a, b) => {
+            let cr = format!("bytes {a}-{b}/{len}");
+            if let Ok(v) = HeaderValue::from_str(&cr) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+            (StatusCode::PARTIAL_CONTENT, a, b - a + 1)
+        }
+        Range::Unsatisfiable => return unsatisfiable(h, len),
+    };
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
+    // A gzip response holds a compressor (about 330 KiB) until its body is sent or dropped:
+    // only GZIP_AT_ONCE at a time, the others are sent as they are (RFC 9110 §12.5.3: identity
+    // is always acceptable unless the client excludes it).
+    let gzip = (compressible && status == StatusCode::OK && accepts_gzip(req))
+        .then(|| app.gzip.clone().try_acquire_owned().ok())
+        .flatten();
+    let gzipped = gzip.is_some();
+    let bytes = Opened {
+        len,
+        mtime_ns: mns,
+        content,
+        reader,
+    };
+    let body = match body_of(head, bytes, first, count, gzip).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    *resp.headers_mut() = h;
+    if gzipped {
+        resp.extensions_mut().insert(Compressible);
+    }
+    resp
+}
 
+/// The file or resource to send: opened when resolved, or else the file at its path (none
+/// when that is no regular file).
+async fn opened(r: &mut Resolved) -> Option<Opened> {
+    if let Some(o) = r.opened.take() {
+        return Some(o);
+    }
+    let file = tokio::fs::File::open(&r.path).await.ok()?;
+    let md = file.metadata().await.ok()?;
+    if !md.is_file() {
+        return None;
+    }
+    Some(Opened {
+        len: md.len(),
+        mtime_ns: mtime_ns(&md),
+        content: None,
+        reader: Reader::File(file.into_std().await),
+    })
+}
+
+/// The headers of the representation: type, validators, ranges accepted, the resource's
+/// `Link`, caching of documents, `Vary`.
+fn representation_headers(
+    app: &App,
+    r: &Resolved,
+    tag_value: &HeaderValue,
+    len: u64,
+    mns: i128,
+    ranges: bool,
+) -> HeaderMap {
     let mut h = HeaderMap::with_capacity(12);
     h.insert(header::CONTENT_TYPE, r.content_type.clone());
-    let compressible = r.kind == Kind::Document;
-    // A 304 answers for the representation the client would get: the gzip one when it asks.
-    let shown_tag = if compressible && accepts_gzip(req) {
-        HeaderValue::from_str(&format!("{}-gzip\"", opaque(tag))).ok()
-    } else {
-        Some(tag_value.clone())
-    };
     h.insert(header::ETAG, tag_value.clone());
     // Built when the index was loaded, for a file as it was hashed.
     let recorded_date = r
@@ -226,6 +292,7 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
         .as_ref()
         .filter(|s| s.length == len && s.mtime_ns == mns)
         .and_then(|s| s.last_modified.clone());
+    let mtime_secs = (mns.div_euclid(1_000_000_000)) as i64;
     if let Some(v) = recorded_date.or_else(|| http_date_value(mtime_secs)) {
         h.insert(header::LAST_MODIFIED, v);
     }
@@ -242,21 +309,25 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
         // Documents change as the Source changes: caches revalidate them every time.
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     }
-    if compressible {
+    if r.kind == Kind::Document {
         h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
     }
+    h
+}
 
-    // Preconditions, in the order of RFC 9110 §13.2.2.
+/// The preconditions, in the order of RFC 9110 §13.2.2: `Err` with the status that answers
+/// instead of the representation (412, or 304).
+fn preconditions(req: &HeaderMap, tag: &str, mtime_secs: i64) -> Result<(), StatusCode> {
     if let Some(v) = req.get(header::IF_MATCH) {
         if !tag_list_matches(v, tag, false) {
-            return status_only(StatusCode::PRECONDITION_FAILED, h);
+            return Err(StatusCode::PRECONDITION_FAILED);
         }
     } else if let Some(since) = req
         .get(header::IF_UNMODIFIED_SINCE)
         .and_then(parse_http_date)
     {
         if mtime_secs > since {
-            return status_only(StatusCode::PRECONDITION_FAILED, h);
+            return Err(StatusCode::PRECONDITION_FAILED);
         }
     }
     let not_modified = match req.get(header::IF_NONE_MATCH) {
@@ -267,13 +338,14 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
             .is_some_and(|since| mtime_secs <= since),
     };
     if not_modified {
-        if let Some(v) = shown_tag {
-            h.insert(header::ETAG, v);
-        }
-        return status_only(StatusCode::NOT_MODIFIED, h);
+        return Err(StatusCode::NOT_MODIFIED);
     }
+    Ok(())
+}
 
-    // Range, unless If-Range names another representation (§13.1.5).
+/// The range asked for, unless `If-Range` names another representation (§13.1.5) or the
+/// bytes cannot be sent in part.
+fn requested_range(req: &HeaderMap, tag: &str, mtime_secs: i64, ranges: bool, len: u64) -> Range {
     let if_range_ok = match req.get(header::IF_RANGE).and_then(|v| v.to_str().ok()) {
         None => true,
         Some(v) if v.trim_start().starts_with('"') => v.trim() == tag,
@@ -282,78 +354,75 @@ pub(super) async fn send(app: &App, head: bool, req: &HeaderMap, mut r: Resolved
             .parse_timestamp(v.trim())
             .is_ok_and(|t| t.as_second() == mtime_secs),
     };
-    let range = match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+    match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
         Some(v) if if_range_ok && ranges => parse_range(v, len),
         _ => Range::Whole,
-    };
-    let (status, first, count) = match range {
-        Range::Whole => (StatusCode::OK, 0, len),
-        Range::Part(a, b) => {
-            let cr = format!("bytes {a}-{b}/{len}");
-            if let Ok(v) = HeaderValue::from_str(&cr) {
-                h.insert(header::CONTENT_RANGE, v);
-            }
-            (StatusCode::PARTIAL_CONTENT, a, b - a + 1)
-        }
-        Range::Unsatisfiable => {
-            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {
-                h.insert(header::CONTENT_RANGE, v);
-            }
-            let mut resp = status_only(StatusCode::RANGE_NOT_SATISFIABLE, h);
-            resp.headers_mut()
-                .insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
-            return resp;
-        }
-    };
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
-    // A gzip response holds a compressor (about 330 KiB) until its body is sent or dropped:
-    // only GZIP_AT_ONCE at a time, the others are sent as they are (RFC 9110 §12.5.3: identity
-    // is always acceptable unless the client excludes it).
-    let gzip = (compressible && status == StatusCode::OK && accepts_gzip(req))
-        .then(|| app.gzip.clone().try_acquire_owned().ok())
-        .flatten();
-    let gzipped = gzip.is_some();
-    let body = if head {
-        match gzip {
+    }
+}
+
+/// 416, with the length the range missed.
+fn unsatisfiable(mut h: HeaderMap, len: u64) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {
+        h.insert(header::CONTENT_RANGE, v);
+    }
+    let mut resp = status_only(StatusCode::RANGE_NOT_SATISFIABLE, h);
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
+    resp
+}
+
+/// The body: `count` bytes from `first` (none for HEAD), from memory, the file or the
+/// inventory's stream, through a compressor when `gzip` holds a permit.
+async fn body_of(
+    head: bool,
+    bytes: Opened,
+    first: u64,
+    count: u64,
+    gzip: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Result<Body, Response> {
+    if head {
+        return Ok(match gzip {
             Some(permit) => held_body(tokio::io::empty(), permit),
             None => Body::empty(),
-        }
-    } else if let Some(mut buf) = content.filter(|b| b.len() as u64 == len) {
+        });
+    }
+    let Opened {
+        len,
+        content,
+        reader,
+        ..
+    } = bytes;
+    if let Some(mut buf) = content.filter(|b| b.len() as u64 == len) {
         // Small file read when opened: the requested bytes, from memory.
         buf.truncate((first + count) as usize);
         buf.drain(..first as usize);
-        match gzip {
+        return Ok(match gzip {
             Some(permit) => held_body(io::Cursor::new(buf), permit),
             None => Body::from(buf),
-        }
-    } else {
-        match reader {
-            Reader::File(file) => {
-                let mut file = tokio::fs::File::from_std(file);
-                if first > 0 && file.seek(io::SeekFrom::Start(first)).await.is_err() {
-                    return plain(StatusCode::INTERNAL_SERVER_ERROR, "cannot read the file");
-                }
-                match gzip {
-                    Some(permit) => held_body(file.take(count), permit),
-                    None => Body::from_stream(ReaderStream::with_capacity(file.take(count), CHUNK)),
-                }
-            }
-            Reader::Stream(body) => {
-                let piped = pipe_blocking(body, count);
-                match gzip {
-                    Some(permit) => held_body(piped, permit),
-                    None => Body::from_stream(ReaderStream::with_capacity(piped, CHUNK)),
-                }
-            }
-        }
-    };
-    let mut resp = Response::new(body);
-    *resp.status_mut() = status;
-    *resp.headers_mut() = h;
-    if gzipped {
-        resp.extensions_mut().insert(Compressible);
+        });
     }
-    resp
+    Ok(match reader {
+        Reader::File(file) => {
+            let mut file = tokio::fs::File::from_std(file);
+            if first > 0 && file.seek(io::SeekFrom::Start(first)).await.is_err() {
+                return Err(plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "cannot read the file",
+                ));
+            }
+            match gzip {
+                Some(permit) => held_body(file.take(count), permit),
+                None => Body::from_stream(ReaderStream::with_capacity(file.take(count), CHUNK)),
+            }
+        }
+        Reader::Stream(body) => {
+            let piped = pipe_blocking(body, count);
+            match gzip {
+                Some(permit) => held_body(piped, permit),
+                None => Body::from_stream(ReaderStream::with_capacity(piped, CHUNK)),
+            }
+        }
+    })
 }
 
 /// Streams `count` bytes of a blocking reader (an inventory's) through a pipe of one chunk

@@ -314,41 +314,13 @@ pub async fn start_tls(
         addr: "listener".into(),
         cause,
     })?;
-    let mut embedded: Option<resourcesync_websub::Hub> = None;
-    let mut notifier = None;
-    if let Some(choice) = hub {
-        let layout = source.layout().clone();
-        let (hub_url, target) = match choice {
-            HubChoice::Embedded => {
-                let url = layout.doc_url(crate::notify::HUB_PATH);
-                // Never published nor served (it holds every subscriber's secret): see `own`.
-                let db = source.hub_state_path();
-                // The embedded hub relays this Source's topics only, and only what this
-                // process publishes (in-process, `Hub::publish`): an open relay would let
-                // anyone push forged notifications to the Destinations subscribed here (signed
-                // by the hub with their own secrets) or make the hub fetch and deliver any URL.
-                let mut hopts = resourcesync_websub::HubOptions::new(&url);
-                hopts.allowed_topics = vec![layout.doc_url("")];
-                hopts.publish_over_http = false;
-                hopts.private_addresses = opts
-                    .hub_private_addresses
-                    .unwrap_or_else(|| resourcesync_websub::reach::private_by_default(addr));
-                let h = resourcesync_websub::Hub::start(hopts, Some(&db))
-                    .map_err(|e| Error::Config(format!("starting the hub: {e}")))?;
-                embedded = Some(h.clone());
-                (url, crate::notify::HubTarget::Embedded(h))
-            }
-            HubChoice::Url(u) => {
-                let client = resourcesync_websub::hub::http_client(Duration::from_secs(10))
-                    .map_err(|e| Error::Config(e.to_string()))?;
-                (u, crate::notify::HubTarget::Remote(client))
-            }
-        };
-        let channels = crate::notify::Channels::of(&layout, &hub_url);
-        source.set_notification_channels(Some(channels.clone()));
-        crate::notify::init_cursor(source.state())?;
-        notifier = Some(crate::notify::Notifier::new(channels, target, layout));
-    }
+    let (embedded, notifier) = match hub {
+        Some(choice) => {
+            let (embedded, n) = connect_hub(&mut source, choice, &opts, addr)?;
+            (embedded, Some(n))
+        }
+        None => (None, None),
+    };
     let mut publisher = Publisher::new(source, opts.watch.resourcelist_interval);
     if let Some(n) = notifier {
         publisher = publisher.with_notifier(n);
@@ -363,20 +335,7 @@ pub async fn start_tls(
             .map_err(|e| Error::Task(format!("setting up the watcher: {e}")))??
     };
     let first = publisher.batch(true).await?;
-    for s in &first.scan.skipped {
-        tracing::warn!(path = %s.path.display(), reason = %s.reason, "skipped");
-    }
-    tracing::debug!(
-        resources = first.scan.resources,
-        bytes = first.scan.bytes,
-        created = first.scan.created,
-        updated = first.scan.updated,
-        deleted = first.scan.deleted,
-        read = first.scan.hashed,
-        bytes_read = first.scan.bytes_hashed,
-        documents_written = first.publish.as_ref().map_or(0, |p| p.written.len()),
-        "first scan and publish"
-    );
+    log_first(&first);
     let app = {
         let p = publisher.clone();
         let timeout = opts.request_timeout;
@@ -399,10 +358,118 @@ pub async fn start_tls(
         router = Router::new().nest_service(&path, h.router()).merge(router);
     }
     let listener = IdleListener::new(listener, opts.idle_timeout);
-    let token = cancel.clone();
-    let grace = opts.shutdown_grace;
-    let hub_in_task = embedded.clone();
-    let task = tokio::spawn(async move {
+    let serving = Serving {
+        listener,
+        router,
+        tls,
+        token: cancel.clone(),
+        grace: opts.shutdown_grace,
+        hub: embedded.clone(),
+        addr,
+    };
+    let task = tokio::spawn(serving.until_cancelled(watching));
+    Ok(Running {
+        addr,
+        base,
+        well_known,
+        cancel,
+        task,
+        publisher,
+        hub: embedded,
+        first,
+    })
+}
+
+/// Starts the embedded hub or connects to a remote one, and makes the notifier that sends
+/// this Source's notifications through it; the embedded hub, when it is one.
+fn connect_hub(
+    source: &mut Source,
+    choice: HubChoice,
+    opts: &ServeOptions,
+    addr: std::net::SocketAddr,
+) -> Result<(Option<resourcesync_websub::Hub>, crate::notify::Notifier)> {
+    let mut embedded = None;
+    let layout = source.layout().clone();
+    let (hub_url, target) = match choice {
+        HubChoice::Embedded => {
+            let url = layout.doc_url(crate::notify::HUB_PATH);
+            // Never published nor served (it holds every subscriber's secret): see `own`.
+            let db = source.hub_state_path();
+            // The embedded hub relays this Source's topics only, and only what this
+            // process publishes (in-process, `Hub::publish`): an open relay would let
+            // anyone push forged notifications to the Destinations subscribed here (signed
+            // by the hub with their own secrets) or make the hub fetch and deliver any URL.
+            let mut hopts = resourcesync_websub::HubOptions::new(&url);
+            hopts.allowed_topics = vec![layout.doc_url("")];
+            hopts.publish_over_http = false;
+            hopts.private_addresses = opts
+                .hub_private_addresses
+                .unwrap_or_else(|| resourcesync_websub::reach::private_by_default(addr));
+            let h = resourcesync_websub::Hub::start(hopts, Some(&db))
+                .map_err(|e| Error::Config(format!("starting the hub: {e}")))?;
+            embedded = Some(h.clone());
+            (url, crate::notify::HubTarget::Embedded(h))
+        }
+        HubChoice::Url(u) => {
+            let client = resourcesync_websub::hub::http_client(Duration::from_secs(10))
+                .map_err(|e| Error::Config(e.to_string()))?;
+            (u, crate::notify::HubTarget::Remote(client))
+        }
+    };
+    let channels = crate::notify::Channels::of(&layout, &hub_url);
+    source.set_notification_channels(Some(channels.clone()));
+    crate::notify::init_cursor(source.state())?;
+    let notifier = crate::notify::Notifier::new(channels, target, layout);
+    Ok((embedded, notifier))
+}
+
+/// What the first scan and publish did: each file skipped, and the figures.
+fn log_first(first: &crate::watch::BatchReport) {
+    for s in &first.scan.skipped {
+        tracing::warn!(path = %s.path.display(), reason = %s.reason, "skipped");
+    }
+    tracing::debug!(
+        resources = first.scan.resources,
+        bytes = first.scan.bytes,
+        created = first.scan.created,
+        updated = first.scan.updated,
+        deleted = first.scan.deleted,
+        read = first.scan.hashed,
+        bytes_read = first.scan.bytes_hashed,
+        documents_written = first.publish.as_ref().map_or(0, |p| p.written.len()),
+        "first scan and publish"
+    );
+}
+
+/// The server's task: what it serves, and how it stops.
+struct Serving {
+    listener: IdleListener,
+    router: Router,
+    tls: Option<tls::Tls>,
+    token: CancellationToken,
+    /// How long open connections and the watcher's batch are waited for once cancelled.
+    grace: Duration,
+    /// The embedded hub, shut down at the end.
+    hub: Option<resourcesync_websub::Hub>,
+    addr: std::net::SocketAddr,
+}
+
+impl Serving {
+    /// Serves until `token` is cancelled (or the server ends), then waits up to `grace` for the
+    /// open connections and the watcher's current batch, and shuts the embedded hub down.
+    async fn until_cancelled(
+        self,
+        watching: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let Serving {
+            listener,
+            router,
+            tls,
+            token,
+            grace,
+            hub: hub_in_task,
+            addr,
+        } = self;
         let watcher = tokio::spawn(watching);
         let stop = token.clone();
         let mut server = tokio::spawn(crate::serve::accept::serve(listener, router, stop, tls));
@@ -431,17 +498,7 @@ pub async fn start_tls(
             h.shutdown();
         }
         served.map_err(|e| Error::Task(format!("server on {addr}: {e}")))
-    });
-    Ok(Running {
-        addr,
-        base,
-        well_known,
-        cancel,
-        task,
-        publisher,
-        hub: embedded,
-        first,
-    })
+    }
 }
 
 /// What the request handlers need.

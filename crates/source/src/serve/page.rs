@@ -189,6 +189,16 @@ fn overview(app: &App) -> String {
         );
     }
     b.push_str("</table>\n");
+    recent_changes(&mut b, base, &recent);
+    documents_table(&mut b, app);
+    if let Some(hub) = &app.hub {
+        subscribers(&mut b, hub);
+    }
+    html(app, &format!("ResourceSync Source {base}"), &b)
+}
+
+/// The changes recorded last, newest first.
+fn recent_changes(b: &mut String, base: &str, recent: &[crate::state::ChangeRecord]) {
     b.push_str("<h2>Recent changes</h2>\n");
     if recent.is_empty() {
         b.push_str("<p>None yet.</p>\n");
@@ -196,7 +206,7 @@ fn overview(app: &App) -> String {
         b.push_str(
             "<table><tr><th>When</th><th>Change</th><th>Resource</th><th>Length</th></tr>\n",
         );
-        for c in &recent {
+        for c in recent {
             let ch = c.change.as_str();
             let _ = writeln!(
                 b,
@@ -210,6 +220,10 @@ fn overview(app: &App) -> String {
         }
         b.push_str("</table>\n");
     }
+}
+
+/// The Source Description and the documents, each with the link to its page.
+fn documents_table(b: &mut String, app: &App) {
     b.push_str("<h2>Documents</h2>\n<table><tr><th>Document (its entries)</th><th>XML</th></tr>\n");
     let sd = app.layout.well_known_url();
     let _ = writeln!(
@@ -238,34 +252,36 @@ fn overview(app: &App) -> String {
             docs.len() - MAX_LISTED
         );
     }
-    if let Some(hub) = &app.hub {
-        b.push_str("<h2>Subscribers</h2>\n");
-        let subs = hub.subscriptions().unwrap_or_default();
-        if subs.is_empty() {
-            b.push_str("<p>No subscriber to this Source's topics.</p>\n");
-        } else {
-            b.push_str(
-                "<table><tr><th>Topic</th><th>Subscriber</th><th>Lease ends</th>\
-                 <th>Pending</th></tr>\n",
+}
+
+/// The subscribers to the Source's topics at its embedded hub (their callbacks shown without
+/// query or user information).
+fn subscribers(b: &mut String, hub: &resourcesync_websub::Hub) {
+    b.push_str("<h2>Subscribers</h2>\n");
+    let subs = hub.subscriptions().unwrap_or_default();
+    if subs.is_empty() {
+        b.push_str("<p>No subscriber to this Source's topics.</p>\n");
+    } else {
+        b.push_str(
+            "<table><tr><th>Topic</th><th>Subscriber</th><th>Lease ends</th>\
+             <th>Pending</th></tr>\n",
+        );
+        for s in &subs {
+            let lease = Timestamp::from_second(s.lease_end)
+                .map(stamp)
+                .unwrap_or_default();
+            let _ = writeln!(
+                b,
+                "<tr><td><code>{}</code></td><td><code>{}</code></td>\
+                 <td class=t>{}</td><td class=n>{}</td></tr>",
+                esc(&s.topic),
+                esc(&callback_shown(&s.callback)),
+                esc(&lease),
+                s.pending
             );
-            for s in &subs {
-                let lease = Timestamp::from_second(s.lease_end)
-                    .map(stamp)
-                    .unwrap_or_default();
-                let _ = writeln!(
-                    b,
-                    "<tr><td><code>{}</code></td><td><code>{}</code></td>\
-                     <td class=t>{}</td><td class=n>{}</td></tr>",
-                    esc(&s.topic),
-                    esc(&callback_shown(&s.callback)),
-                    esc(&lease),
-                    s.pending
-                );
-            }
-            b.push_str("</table>\n");
         }
+        b.push_str("</table>\n");
     }
-    html(app, &format!("ResourceSync Source {base}"), &b)
 }
 
 /// A callback URL as shown to anyone: scheme, host and path (its query and user information
@@ -300,8 +316,55 @@ fn browse(app: &App, name: &str, page: u64) -> Option<String> {
         name: url.clone(),
         ..ReadOptions::default()
     };
-    let mut r = DocumentReader::new(BufReader::new(file), opts).ok()?;
+    let r = DocumentReader::new(BufReader::new(file), opts).ok()?;
     let header = r.header().clone();
+    let (shown, total, broken) = entries_of_page(r, page);
+    let mut b = String::new();
+    let cap = header
+        .md
+        .as_ref()
+        .and_then(|m| m.capability.as_ref())
+        .map_or("document", |c| c.as_str());
+    let _ = write!(
+        b,
+        "<nav><a href=\"{}\">← the Source</a></nav>\n<h1>{}</h1>\n<p><a href=\"{u}\">{u}</a></p>\n",
+        esc(&app.prefix),
+        esc(name),
+        u = esc(&url)
+    );
+    header_rows(&mut b, cap, &header);
+    let _ = writeln!(b, "<tr><th>Entries</th><td>{total}</td></tr></table>");
+    if let Some(e) = broken {
+        let _ = writeln!(b, "<p><small>Read up to an error: {}</small></p>", esc(&e));
+    }
+    entries_table(&mut b, app, &shown);
+    b.push_str("</table>\n");
+    let pages = total.div_ceil(PAGE).max(1);
+    let _ = write!(b, "<nav>Page {} of {pages}", page + 1);
+    if page > 0 {
+        let _ = write!(
+            b,
+            " <a href=\"{}\">previous</a>",
+            browse_link(app, name, page - 1)
+        );
+    }
+    if page + 1 < pages {
+        let _ = write!(
+            b,
+            " <a href=\"{}\">next</a>",
+            browse_link(app, name, page + 1)
+        );
+    }
+    b.push_str("</nav>\n");
+    Some(html(app, &format!("{name} — ResourceSync Source"), &b))
+}
+
+/// The entries of page `page` (0-based) with their numbers, how many the document has, and
+/// the error it ended with, if it did.
+fn entries_of_page<R: std::io::BufRead>(
+    mut r: DocumentReader<R>,
+    page: u64,
+) -> (Vec<(u64, Entry)>, u64, Option<String>) {
     let first = page.saturating_mul(PAGE);
     let mut shown: Vec<(u64, Entry)> = Vec::new();
     let mut total = 0u64;
@@ -321,19 +384,11 @@ fn browse(app: &App, name: &str, page: u64) -> Option<String> {
             }
         }
     }
-    let mut b = String::new();
-    let cap = header
-        .md
-        .as_ref()
-        .and_then(|m| m.capability.as_ref())
-        .map_or("document", |c| c.as_str());
-    let _ = write!(
-        b,
-        "<nav><a href=\"{}\">← the Source</a></nav>\n<h1>{}</h1>\n<p><a href=\"{u}\">{u}</a></p>\n",
-        esc(&app.prefix),
-        esc(name),
-        u = esc(&url)
-    );
+    (shown, total, broken)
+}
+
+/// The rows of a document's header: capability, times, links.
+fn header_rows(b: &mut String, cap: &str, header: &resourcesync_model::Header) {
     b.push_str("<table>");
     let _ = write!(b, "<tr><th>Capability</th><td>{}</td></tr>", esc(cap));
     if let Some(md) = &header.md {
@@ -356,15 +411,15 @@ fn browse(app: &App, name: &str, page: u64) -> Option<String> {
             h = esc(&l.href)
         );
     }
-    let _ = writeln!(b, "<tr><th>Entries</th><td>{total}</td></tr></table>");
-    if let Some(e) = broken {
-        let _ = writeln!(b, "<p><small>Read up to an error: {}</small></p>", esc(&e));
-    }
+}
+
+/// The entries shown, one row each.
+fn entries_table(b: &mut String, app: &App, shown: &[(u64, Entry)]) {
     b.push_str(
         "<table><tr><th>#</th><th>Location</th><th>Last modified</th><th>Change</th>\
          <th>Length</th><th>Type</th><th>Hash</th></tr>\n",
     );
-    for (i, e) in &shown {
+    for (i, e) in shown {
         let md = e.md.as_ref();
         let change = md.and_then(|m| m.change.as_ref()).map(|c| c.as_str());
         let hash = md
@@ -390,25 +445,6 @@ fn browse(app: &App, name: &str, page: u64) -> Option<String> {
             c = esc(change.unwrap_or("")),
         );
     }
-    b.push_str("</table>\n");
-    let pages = total.div_ceil(PAGE).max(1);
-    let _ = write!(b, "<nav>Page {} of {pages}", page + 1);
-    if page > 0 {
-        let _ = write!(
-            b,
-            " <a href=\"{}\">previous</a>",
-            browse_link(app, name, page - 1)
-        );
-    }
-    if page + 1 < pages {
-        let _ = write!(
-            b,
-            " <a href=\"{}\">next</a>",
-            browse_link(app, name, page + 1)
-        );
-    }
-    b.push_str("</nav>\n");
-    Some(html(app, &format!("{name} — ResourceSync Source"), &b))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //!
 //! Looked up in the state database (the newest snapshot, by path: [`crate::state::Reader`]),
 //! behind a bounded cache of the most recently served paths, so that memory does not grow with
-//! the number of resources (issue 15). The cache is emptied after every scan that changed
+//! the number of resources. The cache is emptied after every scan that changed
 //! something (see [`crate::serve::watch::Publisher`]); a lookup that raced with such a scan is
 //! not cached, so no entry outlives the scan that changed its resource.
 

@@ -5,6 +5,8 @@ mod dump;
 mod moves;
 mod notify;
 #[cfg(feature = "oai-pmh")]
+mod oai_conformance;
+#[cfg(feature = "oai-pmh")]
 mod oai_hostile;
 #[cfg(feature = "oai-pmh")]
 mod oai_inventory;

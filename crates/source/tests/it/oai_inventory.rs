@@ -1,4 +1,4 @@
-//! The OAI-PMH inventory (issue 15, item 5): against a real OAI-PMH data provider (the
+//! The OAI-PMH inventory: against a real OAI-PMH data provider (the
 //! `oaipmh` library's server, started by `scripts/oai-provider.sh`, its root URL in
 //! `RESOURCESYNC_TEST_OAI`), and against hostile responses (a token loop, malformed XML,
 //! `badResumptionToken`, `503` with `Retry-After`, unsafe identifiers, oversized pages)
@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use resourcesync_model::{Change, DocumentReader, Entry, HashAlg, MultiHasher, ReadOptions};
-use resourcesync_source::inventory::conformance;
 use resourcesync_source::inventory::oai::{OaiInventory, OaiOptions, record_path};
 use resourcesync_source::inventory::{Changed, Inventory, Listed, Served};
 use resourcesync_source::{Source, SourceConfig};
@@ -88,7 +87,7 @@ pub(crate) fn listed(inv: &dyn Inventory) -> Vec<Listed> {
 }
 
 #[test]
-fn the_provider_s_records_pass_the_conformance_checks_that_apply() {
+fn the_provider_s_records_are_listed_read_and_fed_as_changes() {
     // 120 records, every 10th deleted, 25 a page: five resumption tokens.
     let url = repo(
         "conf",
@@ -116,16 +115,7 @@ fn the_provider_s_records_pass_the_conformance_checks_that_apply() {
     );
     assert!(b.contains("xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\""));
     assert!(b.contains("<dc:title>Record 0 of conf-"), "{b}");
-    // The checks of the suite that do not need to write resources at chosen paths (the
-    // provider's paths are its identifiers'): each record's fields (length, time = stat,
-    // digests of the bytes), open and read_stable, the listing as a stream.
-    let files: Vec<(String, Vec<u8>)> = got
-        .iter()
-        .map(|l| (l.rel.to_string_lossy().into_owned(), bytes_of(&inv, &l.rel)))
-        .collect();
-    conformance::record_fields(&inv, &files);
-    conformance::open_and_read(&inv, &files);
-    conformance::listing_is_a_stream(&inv);
+    // The whole conformance suite runs in `oai_conformance`, on records it makes.
     // Datestamps are times: 2020-01-01T00:00:00Z for the first record.
     let first = record_path(&id("conf", 0)).expect("path");
     let l = got.iter().find(|l| l.rel == first).expect("record 0");
@@ -571,7 +561,7 @@ fn a_response_past_the_size_limit_is_an_error() {
 // ---------------------------------------------------------------- figures
 
 /// Resources per second to publish N records from the provider, beside the directory
-/// inventory on the same bytes (the figures of issue 15's closing note). Ignored: a
+/// inventory on the same bytes (the figures in the CHANGELOG). Ignored: a
 /// measurement, run by hand (`cargo test -p resourcesync-source --test it
 /// oai_inventory::publish_rate -- --ignored --nocapture`, `OAI_BENCH_N` records, 3000 by default).
 #[test]

@@ -171,7 +171,8 @@ fn the_postgres_inventory_passes_the_conformance_suite() {
         db: Db::new(),
         table: String::new(),
         n: 0,
-    });
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn collect(inv: &dyn Inventory) -> (Vec<String>, Vec<(PathBuf, String)>) {

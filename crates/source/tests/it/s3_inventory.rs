@@ -3,7 +3,8 @@
 //! conformance suite; keys that are no safe path skipped with a reason; a scan and publish
 //! whose Resource List has the objects' URIs and their ETags as md5 (a multipart object read
 //! and hashed instead); objects put and deleted reaching the next Change List; redirects;
-//! documents published into the bucket, read back and valid. And against a hostile server on
+//! documents published into the bucket, read back and valid; `BucketSink` through the document
+//! sink conformance suite. And against a hostile server on
 //! 127.0.0.1: a listing that loops ends the listing with an error, after bounded work. Each
 //! test works under a random prefix of the test bucket.
 
@@ -17,6 +18,7 @@ use resourcesync_model::{Change, DocumentReader, Entry, HashAlg, MultiHasher, Re
 use resourcesync_source::inventory::conformance::{self, Harness};
 use resourcesync_source::inventory::{Inventory, S3Inventory, Served};
 use resourcesync_source::layout::Layout;
+use resourcesync_source::publish::sink::conformance as sink_conformance;
 use resourcesync_source::publish::sink::{BucketSink, DocSink, MemSink};
 use resourcesync_source::publish::{PublishOptions, publish_to};
 use resourcesync_source::scan::{ScanOptions, scan};
@@ -119,7 +121,7 @@ impl Harness for S3 {
 
 #[test]
 fn the_s3_inventory_passes_the_conformance_suite() {
-    conformance::run(&mut S3 { bucket: None });
+    conformance::run(&mut S3 { bucket: None }).unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn collect(inv: &dyn Inventory) -> (Vec<String>, Vec<(PathBuf, String)>) {
@@ -460,6 +462,30 @@ fn documents_are_published_into_a_bucket() {
         ob.head("resourcesync/capabilitylist.xml").expect("head"),
         before
     );
+}
+
+/// The document sink conformance harness: each sink a new prefix of the bucket; a key read
+/// back as the object under that prefix.
+struct Buckets(Option<Bucket>);
+
+impl sink_conformance::Harness for Buckets {
+    fn sink(&mut self) -> Box<dyn DocSink> {
+        let p = prefix();
+        self.0 = Some(bucket(&p));
+        Box::new(BucketSink::open(&url_at(&p, "")).expect("sink"))
+    }
+
+    fn read(&self, key: &str) -> Option<Vec<u8>> {
+        let (_, mut r) = self.0.as_ref()?.get(key).expect("get")?;
+        let mut v = Vec::new();
+        r.read_to_end(&mut v).expect("read");
+        Some(v)
+    }
+}
+
+#[test]
+fn the_bucket_sink_passes_the_document_sink_conformance_suite() {
+    sink_conformance::run(&mut Buckets(None)).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Serves every request with `page(n)` (n counts requests from 0) on 127.0.0.1; the address.

@@ -1,4 +1,4 @@
-//! The streaming scan (issue 15 item 1): the previous snapshot, read a page at a time, merged
+//! The streaming scan: the previous snapshot, read a page at a time, merged
 //! with the listing as it comes, files hashed in batches. Checked against a reference computed
 //! the simple way (two whole maps compared), over more entries than one page of the snapshot
 //! and one batch of files, with names whose order as bytes differs from their order as path

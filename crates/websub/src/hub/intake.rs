@@ -230,144 +230,179 @@ fn notification_head(
 }
 
 async fn form_request(hub: Arc<Inner>, body: &[u8]) -> Response {
-    let mut mode = None;
-    let mut topic = None;
-    let mut callback = None;
-    let mut lease = None;
-    let mut secret = None;
-    let mut urls: Vec<String> = Vec::new();
-    // WebSub §5.1: parameters not understood are ignored; §5.1.1: percent-decoded.
-    for (k, v) in url::form_urlencoded::parse(body) {
-        match k.as_ref() {
-            "hub.mode" => mode = Some(v.into_owned()),
-            "hub.topic" => {
-                urls.push(v.to_string());
-                topic = Some(v.into_owned());
-            }
-            "hub.url" | "hub.url[]" => urls.push(v.into_owned()),
-            "hub.callback" => callback = Some(v.into_owned()),
-            "hub.lease_seconds" => lease = Some(v.into_owned()),
-            "hub.secret" => secret = Some(v.into_owned()),
-            _ => {}
-        }
-    }
-    match mode.as_deref() {
-        Some(m @ ("subscribe" | "unsubscribe")) => {
-            let subscribe = m == "subscribe";
-            let topic = topic.unwrap_or_default();
-            let callback = callback.unwrap_or_default();
-            if let Err(e) = check_url("hub.topic", &topic) {
-                return text(StatusCode::BAD_REQUEST, e);
-            }
-            match check_url("hub.callback", &callback) {
-                Err(e) => return text(StatusCode::BAD_REQUEST, e),
-                // Refused at once, not denied: a denial is a request to the callback.
-                Ok(u) if !hub.opts.private_addresses => {
-                    if let Err(e) = crate::reach::check_public_url("hub.callback", &u) {
-                        return text(StatusCode::BAD_REQUEST, e);
-                    }
-                }
-                Ok(_) => {}
-            }
-            // §5.1: ignored for unsubscription requests.
-            let lease = match (subscribe, lease) {
-                (true, Some(l)) => match l.trim().parse::<u64>() {
-                    Ok(n) if n > 0 => Some(n),
-                    _ => {
-                        return text(
-                            StatusCode::BAD_REQUEST,
-                            "hub.lease_seconds must be a positive integer",
-                        );
-                    }
-                },
-                _ => None,
-            };
-            let secret = match secret {
-                Some(s) if s.len() > signature::MAX_SECRET_BYTES => {
-                    return text(
-                        StatusCode::BAD_REQUEST,
-                        "hub.secret must be less than 200 bytes (WebSub §5.1)",
-                    );
-                }
-                Some(s) if subscribe && !s.is_empty() => Some(s.into_bytes()),
-                _ => None,
-            };
-            let Ok(permit) = hub.background.clone().try_acquire_owned() else {
-                return busy("too many verifications in progress; try again shortly");
-            };
-            let req = SubRequest {
-                subscribe,
-                topic,
-                callback,
-                lease,
-                secret,
-            };
-            // §5.1.2: the response does not depend on validation or verification, which
-            // follow it.
-            tokio::spawn(async move {
-                verify_and_apply(&hub, req).await;
-                drop(permit);
-            });
-            text(
-                StatusCode::ACCEPTED,
-                "accepted: verification of intent follows",
-            )
-        }
-        Some("publish") => {
-            if !hub.opts.publish_over_http {
-                return publishing_refused();
-            }
-            urls.sort();
-            urls.dedup();
-            if urls.is_empty() {
-                return text(
-                    StatusCode::BAD_REQUEST,
-                    "hub.url (or hub.topic) is required",
-                );
-            }
-            if urls.len() > 100 {
-                return text(StatusCode::BAD_REQUEST, "at most 100 topics per request");
-            }
-            let mut checked: Vec<(String, Url)> = Vec::with_capacity(urls.len());
-            for u in urls {
-                let parsed = match check_url("hub.url", &u) {
-                    Err(e) => return text(StatusCode::BAD_REQUEST, e),
-                    Ok(p) => p,
-                };
-                if !hub.opts.private_addresses {
-                    if let Err(e) = crate::reach::check_public_url("hub.url", &parsed) {
-                        return text(StatusCode::BAD_REQUEST, e);
-                    }
-                }
-                // Matched as parsed: what is fetched is `parsed`, not the string.
-                if !hub.topic_allowed(&parsed) {
-                    return text(
-                        StatusCode::FORBIDDEN,
-                        format!("this hub does not relay {u}"),
-                    );
-                }
-                checked.push((u, parsed));
-            }
-            let Ok(permit) = hub.background.clone().try_acquire_owned() else {
-                return busy("busy; try again shortly");
-            };
-            tokio::spawn(async move {
-                for (u, parsed) in checked {
-                    if let Err(e) = fetch_and_publish(&hub, &u, parsed).await {
-                        tracing::warn!("hub: publish of {u}: {e}");
-                    }
-                }
-                drop(permit);
-            });
-            text(
-                StatusCode::ACCEPTED,
-                "accepted: the topic will be fetched and distributed",
-            )
-        }
+    let form = Form::parse(body);
+    match form.mode.as_deref() {
+        Some(m @ ("subscribe" | "unsubscribe")) => subscription(hub, m == "subscribe", form),
+        Some("publish") => publication(hub, form.urls),
         Some(other) => text(
             StatusCode::BAD_REQUEST,
             format!("hub.mode {other:?} is not subscribe, unsubscribe or publish"),
         ),
         None => text(StatusCode::BAD_REQUEST, "hub.mode is required"),
     }
+}
+
+/// The parameters of a form request.
+struct Form {
+    mode: Option<String>,
+    topic: Option<String>,
+    callback: Option<String>,
+    lease: Option<String>,
+    secret: Option<String>,
+    /// The topics of a publication: every `hub.url` (or `hub.url[]`) and `hub.topic`.
+    urls: Vec<String>,
+}
+
+impl Form {
+    /// WebSub §5.1: parameters not understood are ignored; §5.1.1: percent-decoded.
+    fn parse(body: &[u8]) -> Form {
+        let mut f = Form {
+            mode: None,
+            topic: None,
+            callback: None,
+            lease: None,
+            secret: None,
+            urls: Vec::new(),
+        };
+        for (k, v) in url::form_urlencoded::parse(body) {
+            match k.as_ref() {
+                "hub.mode" => f.mode = Some(v.into_owned()),
+                "hub.topic" => {
+                    f.urls.push(v.to_string());
+                    f.topic = Some(v.into_owned());
+                }
+                "hub.url" | "hub.url[]" => f.urls.push(v.into_owned()),
+                "hub.callback" => f.callback = Some(v.into_owned()),
+                "hub.lease_seconds" => f.lease = Some(v.into_owned()),
+                "hub.secret" => f.secret = Some(v.into_owned()),
+                _ => {}
+            }
+        }
+        f
+    }
+}
+
+/// A subscription or unsubscription request (WebSub §5.1): checked, then accepted with its
+/// verification of intent to follow.
+fn subscription(hub: Arc<Inner>, subscribe: bool, form: Form) -> Response {
+    let req = match sub_request(&hub, subscribe, form) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    let Ok(permit) = hub.background.clone().try_acquire_owned() else {
+        return busy("too many verifications in progress; try again shortly");
+    };
+    // §5.1.2: the response does not depend on validation or verification, which follow it.
+    tokio::spawn(async move {
+        verify_and_apply(&hub, req).await;
+        drop(permit);
+    });
+    text(
+        StatusCode::ACCEPTED,
+        "accepted: verification of intent follows",
+    )
+}
+
+/// The subscription a form asks for, or the response refusing it.
+fn sub_request(
+    hub: &Inner,
+    subscribe: bool,
+    form: Form,
+) -> std::result::Result<SubRequest, Box<Response>> {
+    let refuse = |m: String| Box::new(text(StatusCode::BAD_REQUEST, m));
+    let topic = form.topic.unwrap_or_default();
+    let callback = form.callback.unwrap_or_default();
+    check_url("hub.topic", &topic).map_err(refuse)?;
+    let u = check_url("hub.callback", &callback).map_err(refuse)?;
+    // Refused at once, not denied: a denial is a request to the callback.
+    if !hub.opts.private_addresses {
+        crate::reach::check_public_url("hub.callback", &u).map_err(refuse)?;
+    }
+    // §5.1: ignored for unsubscription requests.
+    let lease = match (subscribe, form.lease) {
+        (true, Some(l)) => match l.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return Err(refuse(
+                    "hub.lease_seconds must be a positive integer".into(),
+                ));
+            }
+        },
+        _ => None,
+    };
+    let secret = match form.secret {
+        Some(s) if s.len() > signature::MAX_SECRET_BYTES => {
+            return Err(refuse(
+                "hub.secret must be less than 200 bytes (WebSub §5.1)".into(),
+            ));
+        }
+        Some(s) if subscribe && !s.is_empty() => Some(s.into_bytes()),
+        _ => None,
+    };
+    Ok(SubRequest {
+        subscribe,
+        topic,
+        callback,
+        lease,
+        secret,
+    })
+}
+
+/// A publication over HTTP: its topics checked, then fetched and distributed after the
+/// response.
+fn publication(hub: Arc<Inner>, mut urls: Vec<String>) -> Response {
+    if !hub.opts.publish_over_http {
+        return publishing_refused();
+    }
+    urls.sort();
+    urls.dedup();
+    if urls.is_empty() {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "hub.url (or hub.topic) is required",
+        );
+    }
+    if urls.len() > 100 {
+        return text(StatusCode::BAD_REQUEST, "at most 100 topics per request");
+    }
+    let mut checked: Vec<(String, Url)> = Vec::with_capacity(urls.len());
+    for u in urls {
+        match publishable(&hub, &u) {
+            Ok(parsed) => checked.push((u, parsed)),
+            Err(resp) => return *resp,
+        }
+    }
+    let Ok(permit) = hub.background.clone().try_acquire_owned() else {
+        return busy("busy; try again shortly");
+    };
+    tokio::spawn(async move {
+        for (u, parsed) in checked {
+            if let Err(e) = fetch_and_publish(&hub, &u, parsed).await {
+                tracing::warn!("hub: publish of {u}: {e}");
+            }
+        }
+        drop(permit);
+    });
+    text(
+        StatusCode::ACCEPTED,
+        "accepted: the topic will be fetched and distributed",
+    )
+}
+
+/// A topic to publish, parsed, or the response refusing it: a URL, public unless private
+/// addresses are allowed, one this hub relays (matched as parsed: what is fetched is the
+/// parsed URL, not the string).
+fn publishable(hub: &Inner, u: &str) -> std::result::Result<Url, Box<Response>> {
+    let parsed = check_url("hub.url", u).map_err(|e| Box::new(text(StatusCode::BAD_REQUEST, e)))?;
+    if !hub.opts.private_addresses {
+        crate::reach::check_public_url("hub.url", &parsed)
+            .map_err(|e| Box::new(text(StatusCode::BAD_REQUEST, e)))?;
+    }
+    if !hub.topic_allowed(&parsed) {
+        return Err(Box::new(text(
+            StatusCode::FORBIDDEN,
+            format!("this hub does not relay {u}"),
+        )));
+    }
+    Ok(parsed)
 }

@@ -24,7 +24,7 @@ use resourcesync_model::{HashAlg, MultiHasher};
 use super::client::{Client, describe};
 use super::index::{self, Incoming};
 use super::path::record_path;
-use super::xml::{self, Response};
+use super::xml::{self, OaiError, Response};
 use super::{OaiOptions, datestamp_ns};
 use crate::error::{Error, Result};
 
@@ -113,25 +113,21 @@ pub(crate) fn harvest(
     let tx = conn.transaction().map_err(index_err)?;
     let seq = index::next_seq(&tx).map_err(index_err)?;
     let full = from.is_none();
-    let mut rep = HarvestReport {
-        seq,
-        full,
-        from: from.clone(),
-        ..HarvestReport::default()
-    };
     let started = Instant::now();
-    let deadline = started.checked_add(opts.max_harvest_time);
-    let out_of_time = || {
-        capped(
-            client,
-            format!(
-                "the harvest took longer than maxHarvestSeconds={}",
-                opts.max_harvest_time.as_secs()
-            ),
-            "maxHarvestSeconds",
-        )
+    let mut h = Harvest {
+        client,
+        opts,
+        index_err,
+        started,
+        deadline: started.checked_add(opts.max_harvest_time),
+        first_date: None,
+        rep: HarvestReport {
+            seq,
+            full,
+            from: from.clone(),
+            ..HarvestReport::default()
+        },
     };
-    let mut first_date: Option<String> = None;
     let mut first: Vec<(&str, &str)> = vec![("verb", "ListRecords")];
     first.push(("metadataPrefix", &opts.metadata_prefix));
     if let Some(s) = &opts.set {
@@ -140,171 +136,226 @@ pub(crate) fn harvest(
     if let Some(f) = &from {
         first.push(("from", f));
     }
-    'list: loop {
+    while let ListEnd::Again = h.list(&tx, &first)? {}
+    let mut rep = h.rep;
+    if full {
+        rep.gone_by_absence = index::delete_unseen(&tx, seq).map_err(index_err)? as u64;
+    }
+    let date = h.first_date.unwrap_or_default();
+    index::finish(&tx, seq, &date, full).map_err(index_err)?;
+    tx.commit().map_err(index_err)?;
+    Ok(rep)
+}
+
+/// How one pass over the list ended.
+enum ListEnd {
+    /// The list is complete.
+    Done,
+    /// The repository refused a token: the list is taken again from its start.
+    Again,
+}
+
+/// A harvest under way: what it reads with, its caps' clock, what it found so far.
+struct Harvest<'a> {
+    client: &'a Client,
+    opts: &'a OaiOptions,
+    index_err: &'a dyn Fn(rusqlite::Error) -> Error,
+    started: Instant,
+    deadline: Option<Instant>,
+    /// The `responseDate` of the first response: where the next harvest starts from.
+    first_date: Option<String>,
+    rep: HarvestReport,
+}
+
+impl Harvest<'_> {
+    /// One pass over the list, page by page, each record into the index.
+    fn list(&mut self, tx: &rusqlite::Transaction<'_>, first: &[(&str, &str)]) -> Result<ListEnd> {
         let mut seen_tokens: HashSet<[u8; 16]> = HashSet::new();
         let mut token: Option<String> = None;
         let mut empty_pages = 0u32;
         loop {
             let args: Vec<(&str, &str)> = match &token {
-                None => first.clone(),
+                None => first.to_vec(),
                 Some(t) => vec![("verb", "ListRecords"), ("resumptionToken", t.as_str())],
             };
-            if rep.requests >= opts.max_pages {
-                return Err(capped(
-                    client,
-                    format!("the harvest sent maxPages={} requests", opts.max_pages),
-                    "maxPages",
-                ));
-            }
-            if started.elapsed() >= opts.max_harvest_time {
-                return Err(out_of_time());
-            }
-            rep.requests += 1;
-            let page = match fetch(client, opts, &args, deadline) {
-                Ok(p) => p,
-                Err(_) if started.elapsed() >= opts.max_harvest_time => {
-                    return Err(out_of_time());
-                }
-                Err(e) => return Err(e),
-            };
-            if first_date.is_none() {
-                if page.response_date.is_empty() {
-                    return Err(Error::Inventory(format!(
-                        "oai-pmh {} ({}): the response has no responseDate",
-                        client.base(),
-                        describe(&args)
-                    )));
-                }
-                first_date = Some(page.response_date.clone());
-            }
+            let page = self.request(&args)?;
             if let Some(e) = page.errors.first() {
-                match e.code.as_str() {
-                    // §3.6: the list is empty.
-                    "noRecordsMatch" => break 'list,
-                    "badResumptionToken" if token.is_some() && rep.restarts == 0 => {
-                        tracing::warn!(
-                            "oai-pmh {}: badResumptionToken ({}); listing again from the start",
-                            client.base(),
-                            e.message
-                        );
-                        rep.restarts += 1;
-                        continue 'list;
-                    }
-                    "badResumptionToken" => {
-                        return Err(Error::Inventory(format!(
-                            "oai-pmh {} ({}): badResumptionToken again after starting the list \
-                             anew ({}); the repository cannot complete a list: try again later",
-                            client.base(),
-                            describe(&args),
-                            e.message
-                        )));
-                    }
-                    "cannotDisseminateFormat" => {
-                        return Err(Error::Inventory(format!(
-                            "oai-pmh {}: the repository cannot give metadataPrefix {:?} ({}); \
-                             choose one of those its ListMetadataFormats lists \
-                             (metadataPrefix=… in the specification)",
-                            client.base(),
-                            opts.metadata_prefix,
-                            e.message
-                        )));
-                    }
-                    code => {
-                        return Err(Error::Inventory(format!(
-                            "oai-pmh {} ({}): error {code}: {}",
-                            client.base(),
-                            describe(&args),
-                            e.message
-                        )));
-                    }
-                }
+                return self.oai_error(e, token.is_some(), &args);
             }
-            let tx_err = |e| index_err(e);
             if page.records.is_empty() {
                 empty_pages += 1;
             } else {
                 empty_pages = 0;
             }
             for rec in &page.records {
-                rep.records += 1;
-                if rep.records > opts.max_records {
-                    return Err(capped(
-                        client,
-                        format!("the harvest read more than maxRecords={}", opts.max_records),
-                        "maxRecords",
-                    ));
-                }
-                rep.bytes += rec.metadata.as_ref().map_or(0, |m| m.len() as u64);
-                if rep.bytes > opts.max_harvest_bytes {
-                    return Err(capped(
-                        client,
-                        format!(
-                            "the harvest's records took more than maxHarvestBytes={} bytes",
-                            opts.max_harvest_bytes
-                        ),
-                        "maxHarvestBytes",
-                    ));
-                }
-                match take(rec) {
-                    Err(reason) => {
-                        rep.skipped += 1;
-                        tracing::warn!(
-                            "oai-pmh {}: record {:?} skipped: {reason}",
-                            client.base(),
-                            rec.identifier
-                        );
-                        if rep.skipped_first.len() < MAX_SKIPPED_KEPT {
-                            rep.skipped_first.push((rec.identifier.clone(), reason));
-                        }
-                    }
-                    Ok((path, mtime_ns, md5)) => {
-                        let incoming = Incoming {
-                            path: &path,
-                            identifier: &rec.identifier,
-                            datestamp: &rec.datestamp,
-                            mtime_ns,
-                            body: rec.metadata.as_deref().filter(|_| !rec.deleted).zip(md5),
-                        };
-                        if index::upsert(&tx, seq, &incoming).map_err(tx_err)? {
-                            rep.changed += 1;
-                        }
-                    }
-                }
+                self.record(tx, rec)?;
             }
             match page.token.filter(|t| !t.is_empty()) {
-                None => break 'list,
+                None => return Ok(ListEnd::Done),
                 Some(t) => {
-                    let h = token_hash(&t);
-                    if !seen_tokens.insert(h) {
-                        return Err(Error::Inventory(format!(
-                            "oai-pmh {}: the resumptionToken {:?} came twice in one list (after \
-                             {} requests): the repository loops; nothing was taken from this \
-                             harvest (report it to the repository's maintainers)",
-                            client.base(),
-                            t.chars().take(80).collect::<String>(),
-                            rep.requests
-                        )));
-                    }
-                    if empty_pages >= MAX_EMPTY_PAGES {
-                        return Err(Error::Inventory(format!(
-                            "oai-pmh {}: {MAX_EMPTY_PAGES} pages in a row without a record, each \
-                             with another resumptionToken: taken for a loop; nothing was taken \
-                             from this harvest",
-                            client.base()
-                        )));
-                    }
+                    self.check_token(&t, &mut seen_tokens, empty_pages)?;
                     token = Some(t);
                 }
             }
         }
     }
-    if full {
-        rep.gone_by_absence = index::delete_unseen(&tx, seq).map_err(index_err)? as u64;
+
+    fn out_of_time(&self) -> Error {
+        capped(
+            self.client,
+            format!(
+                "the harvest took longer than maxHarvestSeconds={}",
+                self.opts.max_harvest_time.as_secs()
+            ),
+            "maxHarvestSeconds",
+        )
     }
-    let date = first_date.unwrap_or_default();
-    index::finish(&tx, seq, &date, full).map_err(index_err)?;
-    tx.commit().map_err(index_err)?;
-    Ok(rep)
+
+    /// One page, within the caps on requests and time; the first one's `responseDate` kept.
+    fn request(&mut self, args: &[(&str, &str)]) -> Result<Response> {
+        let (client, opts) = (self.client, self.opts);
+        if self.rep.requests >= opts.max_pages {
+            return Err(capped(
+                client,
+                format!("the harvest sent maxPages={} requests", opts.max_pages),
+                "maxPages",
+            ));
+        }
+        if self.started.elapsed() >= opts.max_harvest_time {
+            return Err(self.out_of_time());
+        }
+        self.rep.requests += 1;
+        let page = match fetch(client, opts, args, self.deadline) {
+            Ok(p) => p,
+            Err(_) if self.started.elapsed() >= opts.max_harvest_time => {
+                return Err(self.out_of_time());
+            }
+            Err(e) => return Err(e),
+        };
+        if self.first_date.is_none() {
+            if page.response_date.is_empty() {
+                return Err(Error::Inventory(format!(
+                    "oai-pmh {} ({}): the response has no responseDate",
+                    client.base(),
+                    describe(args)
+                )));
+            }
+            self.first_date = Some(page.response_date.clone());
+        }
+        Ok(page)
+    }
+
+    /// An OAI-PMH error answered to `args`: an empty list ends it (§3.6), a first bad token
+    /// takes the list again, anything else is the harvest's error.
+    fn oai_error(
+        &mut self,
+        e: &OaiError,
+        had_token: bool,
+        args: &[(&str, &str)],
+    ) -> Result<ListEnd> {
+        let base = self.client.base();
+        match e.code.as_str() {
+            "noRecordsMatch" => Ok(ListEnd::Done),
+            "badResumptionToken" if had_token && self.rep.restarts == 0 => {
+                tracing::warn!(
+                    "oai-pmh {base}: badResumptionToken ({}); listing again from the start",
+                    e.message
+                );
+                self.rep.restarts += 1;
+                Ok(ListEnd::Again)
+            }
+            "badResumptionToken" => Err(Error::Inventory(format!(
+                "oai-pmh {base} ({}): badResumptionToken again after starting the list anew \
+                 ({}); the repository cannot complete a list: try again later",
+                describe(args),
+                e.message
+            ))),
+            "cannotDisseminateFormat" => Err(Error::Inventory(format!(
+                "oai-pmh {base}: the repository cannot give metadataPrefix {:?} ({}); choose \
+                 one of those its ListMetadataFormats lists (metadataPrefix=… in the \
+                 specification)",
+                self.opts.metadata_prefix, e.message
+            ))),
+            code => Err(Error::Inventory(format!(
+                "oai-pmh {base} ({}): error {code}: {}",
+                describe(args),
+                e.message
+            ))),
+        }
+    }
+
+    /// One record, within the caps on records and bytes: into the index, or skipped with why.
+    fn record(&mut self, tx: &rusqlite::Transaction<'_>, rec: &xml::Record) -> Result<()> {
+        let (client, opts) = (self.client, self.opts);
+        let rep = &mut self.rep;
+        rep.records += 1;
+        if rep.records > opts.max_records {
+            return Err(capped(
+                client,
+                format!("the harvest read more than maxRecords={}", opts.max_records),
+                "maxRecords",
+            ));
+        }
+        rep.bytes += rec.metadata.as_ref().map_or(0, |m| m.len() as u64);
+        if rep.bytes > opts.max_harvest_bytes {
+            return Err(capped(
+                client,
+                format!(
+                    "the harvest's records took more than maxHarvestBytes={} bytes",
+                    opts.max_harvest_bytes
+                ),
+                "maxHarvestBytes",
+            ));
+        }
+        match take(rec) {
+            Err(reason) => {
+                rep.skipped += 1;
+                tracing::warn!(
+                    "oai-pmh {}: record {:?} skipped: {reason}",
+                    client.base(),
+                    rec.identifier
+                );
+                if rep.skipped_first.len() < MAX_SKIPPED_KEPT {
+                    rep.skipped_first.push((rec.identifier.clone(), reason));
+                }
+            }
+            Ok((path, mtime_ns, md5)) => {
+                let incoming = Incoming {
+                    path: &path,
+                    identifier: &rec.identifier,
+                    datestamp: &rec.datestamp,
+                    mtime_ns,
+                    body: rec.metadata.as_deref().filter(|_| !rec.deleted).zip(md5),
+                };
+                if index::upsert(tx, rep.seq, &incoming).map_err(self.index_err)? {
+                    rep.changed += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A token seen before in this list, or one more page in a row without a record past
+    /// [`MAX_EMPTY_PAGES`], is taken for a loop.
+    fn check_token(&self, t: &str, seen: &mut HashSet<[u8; 16]>, empty_pages: u32) -> Result<()> {
+        let base = self.client.base();
+        if !seen.insert(token_hash(t)) {
+            return Err(Error::Inventory(format!(
+                "oai-pmh {base}: the resumptionToken {:?} came twice in one list (after {} \
+                 requests): the repository loops; nothing was taken from this harvest (report \
+                 it to the repository's maintainers)",
+                t.chars().take(80).collect::<String>(),
+                self.rep.requests
+            )));
+        }
+        if empty_pages >= MAX_EMPTY_PAGES {
+            return Err(Error::Inventory(format!(
+                "oai-pmh {base}: {MAX_EMPTY_PAGES} pages in a row without a record, each with \
+                 another resumptionToken: taken for a loop; nothing was taken from this harvest"
+            )));
+        }
+        Ok(())
+    }
 }
 
 fn token_hash(t: &str) -> [u8; 16] {

@@ -1,4 +1,4 @@
-//! [`OaiInventory`]: a Source in front of an OAI-PMH 2.0 repository (issue 15, item 5), one
+//! [`OaiInventory`]: a Source in front of an OAI-PMH 2.0 repository, one
 //! resource per record.
 //!
 //! - `client.rs`: HTTP requests (size limit, `503` + `Retry-After`).

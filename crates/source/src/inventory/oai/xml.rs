@@ -276,6 +276,28 @@ fn note_used(
 
 /// Reads a response (see the module's documentation), its records' documents within `limits`.
 pub(crate) fn parse(bytes: &[u8], limits: Limits) -> Result<Response, XmlError> {
+    let body = utf8_body(bytes)?;
+    let mut r = Reader::from_str(body);
+    r.config_mut().check_end_names = true;
+    let mut p = Parser::new(body, limits);
+    loop {
+        let before = r.buffer_position();
+        let ev = r
+            .read_event()
+            .map_err(|e| err_at(body, r.error_position(), format!("malformed XML: {e}")))?;
+        if matches!(ev, Event::Eof) {
+            break;
+        }
+        p.event(&mut r, ev, before)?;
+    }
+    if !p.seen_root {
+        return Err(err_at(body, 0, "empty response: no <OAI-PMH> element"));
+    }
+    Ok(p.out)
+}
+
+/// The response as text, without a byte order mark; refused unless UTF-8.
+fn utf8_body(bytes: &[u8]) -> Result<&str, XmlError> {
     let body = std::str::from_utf8(bytes).map_err(|e| {
         let (line, column) = position(
             std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
@@ -288,29 +310,54 @@ pub(crate) fn parse(bytes: &[u8], limits: Limits) -> Result<Response, XmlError> 
             limit: false,
         }
     })?;
-    let body = body.strip_prefix('\u{feff}').unwrap_or(body);
-    let mut r = Reader::from_str(body);
-    r.config_mut().check_end_names = true;
-    let mut out = Response::default();
-    // Local names of the open elements, and the namespaces in scope.
-    let mut stack: Vec<String> = Vec::new();
-    let mut bindings = Bindings::default();
-    let mut taken = 0u64;
-    let mut field = Field::None;
-    let mut text = String::new();
-    let mut record: Option<Record> = None;
-    let mut error_code = String::new();
-    let mut in_metadata: Option<usize> = None; // depth of <metadata>
-    let mut cut: Option<Cut> = None;
-    let mut seen_root = false;
-    loop {
-        let before = r.buffer_position();
-        let ev = r
-            .read_event()
-            .map_err(|e| err_at(body, r.error_position(), format!("malformed XML: {e}")))?;
-        let fail = |m: String| err_at(body, before, m);
+    Ok(body.strip_prefix('\u{feff}').unwrap_or(body))
+}
+
+/// The reader's state while it reads a response.
+struct Parser<'a> {
+    body: &'a str,
+    limits: Limits,
+    out: Response,
+    /// Local names of the open elements, and the namespaces in scope.
+    stack: Vec<String>,
+    bindings: Bindings,
+    /// Bytes of record documents made from this response so far.
+    taken: u64,
+    field: Field,
+    text: String,
+    record: Option<Record>,
+    error_code: String,
+    /// Depth of the `<metadata>` element open, if one is.
+    in_metadata: Option<usize>,
+    cut: Option<Cut>,
+    seen_root: bool,
+}
+
+impl<'a> Parser<'a> {
+    fn new(body: &'a str, limits: Limits) -> Self {
+        Parser {
+            body,
+            limits,
+            out: Response::default(),
+            stack: Vec::new(),
+            bindings: Bindings::default(),
+            taken: 0,
+            field: Field::None,
+            text: String::new(),
+            record: None,
+            error_code: String::new(),
+            in_metadata: None,
+            cut: None,
+            seen_root: false,
+        }
+    }
+
+    /// Takes one event (not the end of the input) read from `before`.
+    fn event(&mut self, r: &mut Reader<&[u8]>, ev: Event<'_>, before: u64) -> Result<(), XmlError> {
+        let body = self.body;
+        let fail = move |m: String| err_at(body, before, m);
         match ev {
-            Event::Eof => break,
+            Event::Eof | Event::PI(_) | Event::Comment(_) => {}
             Event::Decl(d) => {
                 if let Some(enc) = d.encoding() {
                     let enc = enc.map_err(|e| fail(e.to_string()))?;
@@ -326,173 +373,205 @@ pub(crate) fn parse(bytes: &[u8], limits: Limits) -> Result<Response, XmlError> 
                     "a DTD: not accepted (no entity is expanded in OAI-PMH responses)".into(),
                 ));
             }
-            Event::PI(_) | Event::Comment(_) => {}
-            Event::Start(ref e) | Event::Empty(ref e) => {
-                let empty = matches!(ev, Event::Empty(_));
-                let qname = e.name().0;
-                let name = local(qname).to_owned();
-                let decls = decls_of(e).map_err(fail)?;
-                if stack.len() >= MAX_DEPTH {
-                    return Err(fail(format!("elements nested deeper than {MAX_DEPTH}")));
-                }
-                if stack.is_empty() {
-                    if seen_root || name != "OAI-PMH" {
-                        return Err(fail(format!(
-                            "the root element is <{qname}>, not <OAI-PMH>: not an OAI-PMH \
-                             response (is the URL the repository's base URL?)"
-                        )));
-                    }
-                    seen_root = true;
-                }
-                let depth = stack.len() + 1;
-                let declares_default = decls.iter().any(|(p, _)| p.is_empty());
-                let own: HashSet<String> = if cut.is_none() && in_metadata == Some(depth - 1) {
-                    decls.iter().map(|(p, _)| p.clone()).collect()
-                } else {
-                    HashSet::new()
-                };
-                bindings.push(decls);
-                if let Some(c) = cut.as_mut() {
-                    let inherited = *c.default_inside.last().unwrap_or(&false);
-                    let here = inherited || declares_default;
-                    if prefix_of(qname).is_none() && !here {
-                        c.uses_outer_default = true;
-                    }
-                    c.default_inside.push(here);
-                    note_used(&mut c.used, e, &bindings).map_err(fail)?;
-                } else if in_metadata == Some(depth - 1) {
-                    if record.as_ref().is_some_and(|r| r.metadata.is_some()) {
-                        if let Some(rec) = record.as_mut() {
-                            rec.problem = Some("<metadata> holds more than one element".into());
-                        }
-                    }
-                    let here = declares_default;
-                    let mut used = HashSet::new();
-                    note_used(&mut used, e, &bindings).map_err(fail)?;
-                    cut = Some(Cut {
-                        start: before as usize,
-                        name_len: qname.len(),
-                        depth,
-                        own,
-                        used,
-                        uses_outer_default: prefix_of(qname).is_none() && !here,
-                        default_inside: vec![here],
-                    });
-                } else {
-                    let parent = stack.last().map(String::as_str).unwrap_or("");
-                    field = Field::None;
-                    text.clear();
-                    match (parent, name.as_str()) {
-                        ("OAI-PMH", "responseDate") => field = Field::ResponseDate,
-                        ("OAI-PMH", "error") => {
-                            field = Field::Error;
-                            error_code = attr(e, "code").map_err(fail)?.unwrap_or_default();
-                        }
-                        ("ListRecords" | "GetRecord", "record") => {
-                            record = Some(Record {
-                                identifier: String::new(),
-                                datestamp: String::new(),
-                                deleted: false,
-                                metadata: None,
-                                problem: None,
-                            });
-                        }
-                        ("record", "header") => {
-                            if let Some(rec) = record.as_mut() {
-                                rec.deleted =
-                                    attr(e, "status").map_err(fail)?.as_deref() == Some("deleted");
-                            }
-                        }
-                        ("header", "identifier") => field = Field::Identifier,
-                        ("header", "datestamp") => field = Field::Datestamp,
-                        ("record", "metadata") => in_metadata = Some(depth),
-                        ("ListRecords" | "ListIdentifiers", "resumptionToken") => {
-                            field = Field::Token;
-                        }
-                        ("Identify", "granularity") => field = Field::Granularity,
-                        ("Identify", "deletedRecord") => field = Field::DeletedRecord,
-                        _ => {}
-                    }
-                }
-                stack.push(name);
-                if empty {
-                    let mut at = At {
-                        body,
-                        stack: &mut stack,
-                        bindings: &mut bindings,
-                        taken: &mut taken,
-                        limits,
-                    };
-                    close(&mut at, &mut r, &mut cut, &mut record)?;
-                    end_field(
-                        &mut field,
-                        &mut text,
-                        &mut out,
-                        &mut record,
-                        &error_code,
-                        &mut in_metadata,
-                        depth,
-                    );
-                }
+            Event::Start(ref e) => self.start(r, e, before, false)?,
+            Event::Empty(ref e) => self.start(r, e, before, true)?,
+            Event::End(_) => self.end(r, self.stack.len())?,
+            Event::Text(t) if self.wants_text() => {
+                push_text(&mut self.text, &t.xml10_content()).map_err(fail)?;
             }
-            Event::End(_) => {
-                let depth = stack.len();
-                let mut at = At {
-                    body,
-                    stack: &mut stack,
-                    bindings: &mut bindings,
-                    taken: &mut taken,
-                    limits,
-                };
-                close(&mut at, &mut r, &mut cut, &mut record)?;
-                end_field(
-                    &mut field,
-                    &mut text,
-                    &mut out,
-                    &mut record,
-                    &error_code,
-                    &mut in_metadata,
-                    depth,
-                );
+            Event::CData(t) if self.wants_text() => {
+                push_text(&mut self.text, &t.xml10_content()).map_err(fail)?;
             }
-            Event::Text(t) => {
-                if field != Field::None && cut.is_none() {
-                    push_text(&mut text, &t.xml10_content()).map_err(fail)?;
-                }
-            }
-            Event::CData(t) => {
-                if field != Field::None && cut.is_none() {
-                    push_text(&mut text, &t.xml10_content()).map_err(fail)?;
-                }
-            }
+            Event::Text(_) | Event::CData(_) => {}
             Event::GeneralRef(g) => {
-                let resolved = match g.resolve_char_ref() {
-                    Ok(Some(c)) => c.to_string(),
-                    Ok(None) => match quick_xml::escape::resolve_predefined_entity(&g) {
-                        Some(s) => s.to_owned(),
-                        None => {
-                            return Err(fail(format!(
-                                "entity &{}; is not defined (no entity is expanded but XML's \
-                                 five)",
-                                &*g
-                            )));
-                        }
-                    },
-                    Err(e) => return Err(fail(format!("character reference: {e}"))),
-                };
-                if field != Field::None && cut.is_none() {
-                    push_text(&mut text, &resolved).map_err(fail)?;
+                let resolved = resolve_ref(&g).map_err(fail)?;
+                if self.wants_text() {
+                    push_text(&mut self.text, &resolved).map_err(fail)?;
                 }
             }
         }
-        if record.is_some() && stack.len() < 2 {
-            record = None;
+        if self.record.is_some() && self.stack.len() < 2 {
+            self.record = None;
         }
+        Ok(())
     }
-    if !seen_root {
-        return Err(err_at(body, 0, "empty response: no <OAI-PMH> element"));
+
+    /// Whether text is kept: that of a field being read (not inside a metadata cut).
+    fn wants_text(&self) -> bool {
+        self.field != Field::None && self.cut.is_none()
     }
-    Ok(out)
+
+    /// An element starts (and, `empty`, ends) at `before`: inside a metadata cut, the root of
+    /// one, or an element of the envelope.
+    fn start(
+        &mut self,
+        r: &mut Reader<&[u8]>,
+        e: &BytesStart<'_>,
+        before: u64,
+        empty: bool,
+    ) -> Result<(), XmlError> {
+        let body = self.body;
+        let fail = move |m: String| err_at(body, before, m);
+        let qname = e.name().0;
+        let name = local(qname).to_owned();
+        let decls = decls_of(e).map_err(fail)?;
+        self.check_nesting(qname, &name).map_err(fail)?;
+        let depth = self.stack.len() + 1;
+        let declares_default = decls.iter().any(|(p, _)| p.is_empty());
+        let cut_starts = self.cut.is_none() && self.in_metadata == Some(depth - 1);
+        let own: HashSet<String> = if cut_starts {
+            decls.iter().map(|(p, _)| p.clone()).collect()
+        } else {
+            HashSet::new()
+        };
+        self.bindings.push(decls);
+        if let Some(c) = self.cut.as_mut() {
+            let inherited = *c.default_inside.last().unwrap_or(&false);
+            let here = inherited || declares_default;
+            if prefix_of(qname).is_none() && !here {
+                c.uses_outer_default = true;
+            }
+            c.default_inside.push(here);
+            note_used(&mut c.used, e, &self.bindings).map_err(fail)?;
+        } else if cut_starts {
+            self.start_cut(e, before, depth, own, declares_default)
+                .map_err(fail)?;
+        } else {
+            self.start_envelope(e, &name, depth).map_err(fail)?;
+        }
+        self.stack.push(name);
+        if empty {
+            self.end(r, depth)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses an element nested too deep, and a root that is not `<OAI-PMH>`.
+    fn check_nesting(&mut self, qname: &str, name: &str) -> Result<(), String> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(format!("elements nested deeper than {MAX_DEPTH}"));
+        }
+        if self.stack.is_empty() {
+            if self.seen_root || name != "OAI-PMH" {
+                return Err(format!(
+                    "the root element is <{qname}>, not <OAI-PMH>: not an OAI-PMH response (is \
+                     the URL the repository's base URL?)"
+                ));
+            }
+            self.seen_root = true;
+        }
+        Ok(())
+    }
+
+    /// The element that `<metadata>` holds starts: the subtree to cut out as the record's
+    /// document.
+    fn start_cut(
+        &mut self,
+        e: &BytesStart<'_>,
+        before: u64,
+        depth: usize,
+        own: HashSet<String>,
+        declares_default: bool,
+    ) -> Result<(), String> {
+        if let Some(rec) = self.record.as_mut() {
+            if rec.metadata.is_some() {
+                rec.problem = Some("<metadata> holds more than one element".into());
+            }
+        }
+        let qname = e.name().0;
+        let mut used = HashSet::new();
+        note_used(&mut used, e, &self.bindings)?;
+        self.cut = Some(Cut {
+            start: before as usize,
+            name_len: qname.len(),
+            depth,
+            own,
+            used,
+            uses_outer_default: prefix_of(qname).is_none() && !declares_default,
+            default_inside: vec![declares_default],
+        });
+        Ok(())
+    }
+
+    /// An element of the envelope starts: the field whose text to keep, a record, its header.
+    fn start_envelope(
+        &mut self,
+        e: &BytesStart<'_>,
+        name: &str,
+        depth: usize,
+    ) -> Result<(), String> {
+        let parent = self.stack.last().map(String::as_str).unwrap_or("");
+        self.field = Field::None;
+        self.text.clear();
+        match (parent, name) {
+            ("OAI-PMH", "responseDate") => self.field = Field::ResponseDate,
+            ("OAI-PMH", "error") => {
+                self.field = Field::Error;
+                self.error_code = attr(e, "code")?.unwrap_or_default();
+            }
+            ("ListRecords" | "GetRecord", "record") => {
+                self.record = Some(Record {
+                    identifier: String::new(),
+                    datestamp: String::new(),
+                    deleted: false,
+                    metadata: None,
+                    problem: None,
+                });
+            }
+            ("record", "header") => {
+                if let Some(rec) = self.record.as_mut() {
+                    rec.deleted = attr(e, "status")?.as_deref() == Some("deleted");
+                }
+            }
+            ("header", "identifier") => self.field = Field::Identifier,
+            ("header", "datestamp") => self.field = Field::Datestamp,
+            ("record", "metadata") => self.in_metadata = Some(depth),
+            ("ListRecords" | "ListIdentifiers", "resumptionToken") => {
+                self.field = Field::Token;
+            }
+            ("Identify", "granularity") => self.field = Field::Granularity,
+            ("Identify", "deletedRecord") => self.field = Field::DeletedRecord,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The element at `depth` ends: popped (a metadata cut made a document), its field kept.
+    fn end(&mut self, r: &mut Reader<&[u8]>, depth: usize) -> Result<(), XmlError> {
+        let mut at = At {
+            body: self.body,
+            stack: &mut self.stack,
+            bindings: &mut self.bindings,
+            taken: &mut self.taken,
+            limits: self.limits,
+        };
+        close(&mut at, r, &mut self.cut, &mut self.record)?;
+        end_field(
+            &mut self.field,
+            &mut self.text,
+            &mut self.out,
+            &mut self.record,
+            &self.error_code,
+            &mut self.in_metadata,
+            depth,
+        );
+        Ok(())
+    }
+}
+
+/// The text of a character or entity reference: XML's five entities only.
+fn resolve_ref(g: &quick_xml::events::BytesRef<'_>) -> Result<String, String> {
+    match g.resolve_char_ref() {
+        Ok(Some(c)) => Ok(c.to_string()),
+        Ok(None) => match quick_xml::escape::resolve_predefined_entity(g) {
+            Some(s) => Ok(s.to_owned()),
+            None => Err(format!(
+                "entity &{}; is not defined (no entity is expanded but XML's five)",
+                &**g
+            )),
+        },
+        Err(e) => Err(format!("character reference: {e}")),
+    }
 }
 
 fn push_text(text: &mut String, s: &str) -> Result<(), String> {

@@ -402,20 +402,7 @@ fn write_resource_dump_with(
                 pkg.push_line(&line, est, None);
                 report.files += 1;
             }
-            CopyOutcome::Changed { length } => {
-                report.skipped += 1;
-                report.problems.push(Skipped {
-                    path: rel,
-                    reason: format!(
-                        "changed since the scan ({length} bytes read, {} recorded, or other digests): left out of the dump until the next scan",
-                        r.length
-                    ),
-                });
-            }
-            CopyOutcome::Unreadable(reason) => {
-                report.skipped += 1;
-                report.problems.push(Skipped { path: rel, reason });
-            }
+            outcome => left_out(&mut report, rel, r.length, outcome),
         }
         Ok(())
     })?;
@@ -428,6 +415,34 @@ fn write_resource_dump_with(
         // its temporary file.
     }
 
+    let snapshot = (key.as_str(), at, completed);
+    finish_resource_dump(layout, state, snapshot, &records, &mut report)?;
+    Ok(report)
+}
+
+/// A resource not copied into the dump, counted and reported with why.
+fn left_out(report: &mut DumpReport, rel: PathBuf, recorded: u64, outcome: CopyOutcome) {
+    let reason = match outcome {
+        CopyOutcome::Changed { length } => format!(
+            "changed since the scan ({length} bytes read, {recorded} recorded, or other digests): left out of the dump until the next scan"
+        ),
+        CopyOutcome::Unreadable(reason) => reason,
+        CopyOutcome::Done(_) => return,
+    };
+    report.skipped += 1;
+    report.problems.push(Skipped { path: rel, reason });
+}
+
+/// The Resource Dump of the snapshot (`key`, `at`, `completed`) once its packages are
+/// written: the document listing them, the records kept under `key`, and the packages of
+/// earlier snapshots (and leftovers) removed.
+fn finish_resource_dump(
+    layout: &Layout,
+    state: &State,
+    (key, at, completed): (&str, W3cDateTime, W3cDateTime),
+    records: &[PackageRecord],
+    report: &mut DumpReport,
+) -> Result<()> {
     // Z39.99-2014 §11.1: capability resourcedump with at/completed, a link up, one entry per
     // package.
     let mut md = Metadata::with_capability(Capability::ResourceDump);
@@ -444,7 +459,7 @@ fn write_resource_dump_with(
         header,
         entries,
     )?);
-    state.set_meta(&key, &encode_records(&records))?;
+    state.set_meta(key, &encode_records(records))?;
 
     // The new dump is complete: remove earlier snapshots' packages and leftovers.
     let keep: HashSet<PathBuf> = records
@@ -457,7 +472,74 @@ fn write_resource_dump_with(
         })
         .collect();
     report.removed = prune(&layout.doc_path(RESOURCE_DUMP_DIR), "resourcedump-", &keep);
-    Ok(report)
+    Ok(())
+}
+
+/// The bytes of a change: its resource now, its path, its entry name in the package.
+type Bytes = (crate::state::Resource, PathBuf, String);
+
+/// Where the bytes of change `c` come from: `Some(None)` for a deletion (none),
+/// `Some(Some((resource, path, ZIP entry name)))` while the resource still has the content of
+/// the change; `None` (counted as superseded) when it was replaced or deleted since, or its
+/// path has no ZIP entry name.
+fn change_source(
+    state: &State,
+    c: &crate::state::ChangeRecord,
+    report: &mut DumpReport,
+) -> Result<Option<Option<Bytes>>> {
+    if c.change == Change::Deleted {
+        return Ok(Some(None));
+    }
+    let r = match state.resource_by_uri(&c.uri)? {
+        Some(r) if Some(r.length) == c.length && r.hashes.agrees_with(&c.hashes) == Some(true) => r,
+        // Replaced or deleted since: the content of this change is gone.
+        _ => {
+            report.superseded += 1;
+            return Ok(None);
+        }
+    };
+    let rel = rel_path(&r);
+    let Some(base) = zip_name(CHANGE_PREFIX, &rel) else {
+        report.superseded += 1;
+        report.problems.push(Skipped {
+            path: rel,
+            reason: "no ZIP entry name for this path".into(),
+        });
+        return Ok(None);
+    };
+    Ok(Some(Some((r, rel, base))))
+}
+
+/// Copies the bitstream of a change's resource `r` into `pkg` (the first time the package
+/// needs it), checked against the digests of both the change and the current state; the
+/// outcome, and what the package's estimate grows by.
+fn copy_change(
+    pkg: &mut Package,
+    inv: &dyn Inventory,
+    r: &crate::state::Resource,
+    rel: &Path,
+    base: &str,
+    change_hashes: &Hashes,
+) -> Result<(CopyOutcome, u64)> {
+    let name = pkg.unique_name(base.to_owned());
+    let est = bitstream_estimate(r.length, name.len());
+    let mut expected = change_hashes.clone();
+    for d in &r.hashes.0 {
+        if expected.get(&d.alg).is_none() {
+            expected.0.push(d.clone());
+        }
+    }
+    let b = Bitstream {
+        rel,
+        name: &name,
+        length: r.length,
+        hashes: &expected,
+        mime: r.mime_type.as_deref(),
+        lastmod: &r.lastmod,
+    };
+    let o = pkg.copy(inv, &b)?;
+    pkg.copied.insert(r.path.clone(), o.clone());
+    Ok((o, est))
 }
 
 /// Writes one package (or several parts) for a closed period, returning their records.
@@ -489,32 +571,11 @@ fn dump_period(
         // length, type, and path unless deleted; entries in forward chronological order
         // (the state records changes in strictly increasing datetime order).
         let mut e = change_entry(&c);
-        let mut source = None;
-        if c.change != Change::Deleted {
-            let r = match state.resource_by_uri(&c.uri)? {
-                Some(r)
-                    if Some(r.length) == c.length
-                        && r.hashes.agrees_with(&c.hashes) == Some(true) =>
-                {
-                    r
-                }
-                // Replaced or deleted since: the content of this change is gone.
-                _ => {
-                    report.superseded += 1;
-                    return Ok(());
-                }
-            };
-            let rel = rel_path(&r);
-            let Some(base) = zip_name(CHANGE_PREFIX, &rel) else {
-                report.superseded += 1;
-                report.problems.push(Skipped {
-                    path: rel,
-                    reason: "no ZIP entry name for this path".into(),
-                });
-                return Ok(());
-            };
+        let Some(source) = change_source(state, &c, report)? else {
+            return Ok(());
+        };
+        if let Some((_, _, base)) = &source {
             e.md_mut().path = Some(format!("/{base}"));
-            source = Some((r, rel, base));
         }
         line.clear();
         entry_xml(&mut line, MANIFEST_NAME, Root::UrlSet, &[], &e)?;
@@ -553,25 +614,8 @@ fn dump_period(
             let outcome = match pkg.copied.get(&r.path) {
                 Some(o) => o.clone(),
                 None => {
-                    let name = pkg.unique_name(base.clone());
-                    est = bitstream_estimate(r.length, name.len());
-                    // Hash with the algorithms of both the change and the current state.
-                    let mut expected = c.hashes.clone();
-                    for d in &r.hashes.0 {
-                        if expected.get(&d.alg).is_none() {
-                            expected.0.push(d.clone());
-                        }
-                    }
-                    let b = Bitstream {
-                        rel: &rel,
-                        name: &name,
-                        length: r.length,
-                        hashes: &expected,
-                        mime: r.mime_type.as_deref(),
-                        lastmod: &r.lastmod,
-                    };
-                    let o = pkg.copy(inv, &b)?;
-                    pkg.copied.insert(r.path.clone(), o.clone());
+                    let (o, grown) = copy_change(pkg, inv, &r, &rel, &base, &c.hashes)?;
+                    est = grown;
                     o
                 }
             };

@@ -2,65 +2,33 @@
 
 use super::*;
 use crate::inventory::MemInventory;
+use crate::publish::sink::conformance;
 use crate::publish::{PublishOptions, publish_to};
 use crate::scan::{ScanOptions, scan};
 use crate::state::State;
 
-/// What every sink must do: put whole, read back what was put, list in order under a prefix,
-/// delete one and a folder, and leave nothing for a writer dropped uncommitted.
-fn contract(sink: &dyn DocSink, read: &dyn Fn(&str) -> Option<Vec<u8>>) {
-    sink.put("resourcesync/b.xml", b"b").expect("put");
-    sink.put("resourcesync/a/1.xml", b"one").expect("put");
-    sink.put("resourcesync/a/2.xml", b"two").expect("put");
-    sink.put(".well-known/resourcesync", b"sd").expect("put");
-    sink.put("resourcesync/b.xml", b"b again").expect("replace");
-    assert_eq!(read("resourcesync/b.xml").as_deref(), Some(&b"b again"[..]));
-    assert!(sink.exists("resourcesync/a/1.xml").expect("exists"));
-    assert!(!sink.exists("resourcesync/a/3.xml").expect("exists"));
-    assert_eq!(
-        sink.list("resourcesync/").expect("list"),
-        [
-            "resourcesync/a/1.xml",
-            "resourcesync/a/2.xml",
-            "resourcesync/b.xml"
-        ]
-    );
-    assert_eq!(
-        sink.list("resourcesync/a/").expect("list"),
-        ["resourcesync/a/1.xml", "resourcesync/a/2.xml"]
-    );
-    let mut w = sink.create("resourcesync/c.xml").expect("create");
-    w.write_all(b"half").expect("write");
-    drop(w);
-    assert!(
-        !sink.exists("resourcesync/c.xml").expect("exists"),
-        "uncommitted is seen"
-    );
-    let mut w = sink.create("resourcesync/c.xml").expect("create");
-    w.write_all(b"whole").expect("write");
-    assert!(
-        !sink.exists("resourcesync/c.xml").expect("exists"),
-        "seen before commit"
-    );
-    w.commit().expect("commit");
-    assert_eq!(read("resourcesync/c.xml").as_deref(), Some(&b"whole"[..]));
-    sink.delete("resourcesync/b.xml").expect("delete");
-    sink.delete("resourcesync/never.xml")
-        .expect("delete of nothing");
-    sink.delete_prefix("resourcesync/a/")
-        .expect("delete folder");
-    assert_eq!(
-        sink.list("resourcesync/").expect("list"),
-        ["resourcesync/c.xml"]
-    );
-    assert!(sink.exists(".well-known/resourcesync").expect("exists"));
+/// Directory sinks, each in a new directory.
+struct Dirs(Option<tempfile::TempDir>);
+
+impl conformance::Harness for Dirs {
+    fn sink(&mut self) -> Box<dyn DocSink> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sink = DirSink::new(dir.path());
+        self.0 = Some(dir);
+        Box::new(sink)
+    }
+
+    fn read(&self, key: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.0.as_ref()?.path().join(key)).ok()
+    }
 }
 
 #[test]
 fn the_directory_sink_keeps_the_contract() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sink = DirSink::new(dir.path());
-    contract(&sink, &|k| std::fs::read(dir.path().join(k)).ok());
+    let mut h = Dirs(None);
+    conformance::run(&mut h).unwrap_or_else(|e| panic!("{e}"));
+    // The sink made last (its last check deletes documents): no temporary file left.
+    let dir = h.0.expect("a sink made");
     let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("resourcesync"))
         .expect("read_dir")
         .flatten()
@@ -70,11 +38,23 @@ fn the_directory_sink_keeps_the_contract() {
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
 
+/// Memory sinks.
+struct Mems(MemSink);
+
+impl conformance::Harness for Mems {
+    fn sink(&mut self) -> Box<dyn DocSink> {
+        self.0 = MemSink::new();
+        Box::new(self.0.clone())
+    }
+
+    fn read(&self, key: &str) -> Option<Vec<u8>> {
+        self.0.get(key).map(|b| b.to_vec())
+    }
+}
+
 #[test]
 fn the_memory_sink_keeps_the_contract() {
-    let sink = MemSink::new();
-    let reader = sink.clone();
-    contract(&sink, &|k| reader.get(k).map(|b| b.to_vec()));
+    conformance::run(&mut Mems(MemSink::new())).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// One publishing path: the documents published to memory are those published to a

@@ -1,4 +1,4 @@
-//! Resources are answered from the state database (issue 15): after a scan records a change,
+//! Resources are answered from the state database: after a scan records a change,
 //! what a request gets of the recorded state (the digest `ETag`) is the new scan's, for a file
 //! updated, created or deleted, even when the path was served (and cached) before.
 

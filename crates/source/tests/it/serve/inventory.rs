@@ -1,5 +1,5 @@
-//! `serve` over an inventory that is not a directory (issue 15: a Source publishing from any
-//! inventory): resources come from [`Inventory::serve`] — bytes read through the inventory,
+//! `serve` over an inventory that is not a directory (a Source publishes from any inventory):
+//! resources come from [`Inventory::serve`] — bytes read through the inventory,
 //! small ones whole and large ones streamed, redirects where the backend keeps a URL — while
 //! the documents live in the Source's working directory. A reader that gives less than it
 //! promised is never sent as a whole resource.
