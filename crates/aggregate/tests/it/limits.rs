@@ -1,15 +1,13 @@
 //! Per-Source include and exclude patterns, and the bandwidth limit shared by every Source
 //! (`include`/`exclude` of a `[[source]]`, `limits.bandwidth`).
 
-use std::path::Path;
-use std::sync::Arc;
+use crate::service::start_local;
 use std::time::{Duration, Instant};
 
 use resourcesync_aggregate::status::Phase;
-use resourcesync_aggregate::{Aggregator, Options, StateChoice};
 use resourcesync_testkit::Server;
 
-use crate::service::{config, publish, until};
+use crate::service::{publish, until};
 
 /// A directory of `files` published and served.
 async fn source(files: &[(&str, Vec<u8>)]) -> (Server, tempfile::TempDir) {
@@ -24,22 +22,6 @@ async fn source(files: &[(&str, Vec<u8>)]) -> (Server, tempfile::TempDir) {
     (server, dir)
 }
 
-fn start(text: &str, store: &Path) -> Arc<Aggregator> {
-    Arc::new(
-        Aggregator::start(
-            &config(text),
-            Options {
-                store: store.to_owned(),
-                state: StateChoice::PerSource,
-                worker: "test".into(),
-                object_store: None,
-                republish: None,
-            },
-        )
-        .expect("start"),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_is_copied_through_its_patterns() {
     let (server, _dir) = source(&[
@@ -50,7 +32,7 @@ async fn a_source_is_copied_through_its_patterns() {
     ])
     .await;
     let store = tempfile::tempdir().expect("store");
-    let agg = start(
+    let agg = start_local(
         &format!(
             r#"
 [[source]]
@@ -99,7 +81,7 @@ async fn the_bandwidth_limit_is_shared_by_every_source() {
     let (b, _db) = source(&files).await;
     let store = tempfile::tempdir().expect("store");
     let started = Instant::now();
-    let agg = start(
+    let agg = start_local(
         &format!(
             r#"
 [limits]

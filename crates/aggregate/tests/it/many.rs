@@ -4,14 +4,13 @@
 //! failing with a realistic error, some syncing); the parameters are also tested over HTTP on
 //! a running service with a Source that follows and one that fails.
 
+use crate::service::start_local;
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use resourcesync_aggregate::listing::{ListQuery, StateFilter, list};
 use resourcesync_aggregate::status::{Phase, Status};
 use resourcesync_aggregate::web::index_page;
-use resourcesync_aggregate::{Aggregator, Options, StateChoice};
 use resourcesync_testkit::Server;
 
 use crate::service::{config, hand_written, until};
@@ -158,19 +157,7 @@ async fn the_list_parameters_over_http() {
          [[source]]\nname = \"archive\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1h\"\n",
         good.base, broken.base
     );
-    let agg = Arc::new(
-        Aggregator::start(
-            &config(&text),
-            Options {
-                store: store.path().to_owned(),
-                state: StateChoice::PerSource,
-                worker: "test".into(),
-                object_store: None,
-                republish: None,
-            },
-        )
-        .expect("start"),
-    );
+    let agg = start_local(&text, store.path());
     let limit = Duration::from_secs(60);
     until(&agg, "museum", limit, |v| v.phase == Phase::Following).await;
     until(&agg, "archive", limit, |v| v.phase == Phase::Failing).await;

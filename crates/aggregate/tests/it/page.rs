@@ -4,15 +4,14 @@
 //! takes a screenshot (kept at $RESOURCESYNC_SCREENSHOT when set: the picture in docs/usage.md), in
 //! which the page's own style shows, its Content-Security-Policy notwithstanding.
 
+use crate::service::start_local;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use resourcesync_aggregate::status::Phase;
-use resourcesync_aggregate::{Aggregator, Options, StateChoice};
 use resourcesync_testkit::Server;
 
-use super::service::{config, hand_written, until};
+use super::service::{hand_written, until};
 
 use resourcesync_testkit::chromium::headless;
 
@@ -26,19 +25,7 @@ async fn the_page_renders_in_chromium() {
          [[source]]\nname = \"archive\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1h\"\n",
         good.base, broken.base
     );
-    let agg = Arc::new(
-        Aggregator::start(
-            &config(&text),
-            Options {
-                store: store.path().to_owned(),
-                state: StateChoice::PerSource,
-                worker: "test".into(),
-                object_store: None,
-                republish: None,
-            },
-        )
-        .expect("start"),
-    );
+    let agg = start_local(&text, store.path());
     let limit = Duration::from_secs(60);
     until(&agg, "museum", limit, |v| v.phase == Phase::Following).await;
     until(&agg, "archive", limit, |v| v.phase == Phase::Failing).await;

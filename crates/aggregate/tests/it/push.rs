@@ -3,10 +3,8 @@
 //! reaches the copy through a notification, and each round is republished: the change shows
 //! in the aggregator's own Change List (Z39.99-2014 §12, §14.8).
 
-use std::sync::Arc;
+use crate::service::start_local;
 use std::time::Duration;
-
-use resourcesync_aggregate::{Aggregator, Options, StateChoice};
 
 use resourcesync_model::Capability;
 use resourcesync_source::server::{self, HubChoice, ServeOptions};
@@ -14,7 +12,7 @@ use resourcesync_source::watch::WatchOptions as SourceWatch;
 use resourcesync_source::{Source, SourceConfig};
 
 use crate::republish::{aggregator, document, named};
-use crate::service::{config, hand_written, until};
+use crate::service::{hand_written, until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_followed_by_push_is_copied_and_republished() {
@@ -89,19 +87,7 @@ async fn a_push_source_without_a_hub_is_polled_and_says_so() {
         "[[source]]\nname = \"nohub\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"push\"\n",
         src.base
     );
-    let agg = Arc::new(
-        Aggregator::start(
-            &config(&text),
-            Options {
-                store: store.path().to_owned(),
-                state: StateChoice::PerSource,
-                worker: "test".into(),
-                object_store: None,
-                republish: None,
-            },
-        )
-        .expect("start"),
-    );
+    let agg = start_local(&text, store.path());
     // Its first sync, then polls every 10 s (the Destination's watch interval): two of them.
     let v = until(&agg, "nohub", Duration::from_secs(60), |v| v.polls >= 2).await;
     assert_eq!(v.mode, "push (no hub: polling every 10s)", "{v:#?}");

@@ -3,15 +3,14 @@
 //! it, the bytes and the key to raise, no copy past the budget is put in place, and the other
 //! Sources go on.
 
+use crate::service::start_local;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use resourcesync_aggregate::status::Phase;
-use resourcesync_aggregate::{Aggregator, Options, StateChoice};
 use resourcesync_testkit::Server;
 
-use crate::service::{config, publish, until};
+use crate::service::{publish, until};
 
 /// A directory of `n` files of `size` bytes, published and served.
 async fn source(n: usize, size: usize) -> (Server, tempfile::TempDir) {
@@ -53,19 +52,7 @@ async fn a_source_past_its_bytes_fails_alone() {
          [[source]]\nname = \"fine\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1h\"\n",
         big.base, fine.base
     );
-    let agg = Arc::new(
-        Aggregator::start(
-            &config(&text),
-            Options {
-                store: store.path().to_owned(),
-                state: StateChoice::PerSource,
-                worker: "test".into(),
-                object_store: None,
-                republish: None,
-            },
-        )
-        .expect("start"),
-    );
+    let agg = start_local(&text, store.path());
     let limit = Duration::from_secs(60);
     let v = until(&agg, "big", limit, |v| v.phase == Phase::Failing).await;
     let e = v.last_error.clone().unwrap_or_default();

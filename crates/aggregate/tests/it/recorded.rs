@@ -3,32 +3,16 @@
 //! store (and the per-Source SQLite states in it); the second starts with the Source gone, so
 //! none of its syncs succeeds, and shows what the first copied anyway.
 
-use std::path::Path;
+use crate::service::start_local;
 use std::sync::Arc;
 use std::time::Duration;
 
+use resourcesync_aggregate::Aggregator;
 use resourcesync_aggregate::status::Phase;
-use resourcesync_aggregate::{Aggregator, Options, StateChoice};
 
 use resourcesync_testkit::Reply;
 
-use crate::service::{config, hand_written, until};
-
-fn start(text: &str, store: &Path) -> Arc<Aggregator> {
-    Arc::new(
-        Aggregator::start(
-            &config(text),
-            Options {
-                store: store.to_owned(),
-                state: StateChoice::PerSource,
-                worker: "test".into(),
-                object_store: None,
-                republish: None,
-            },
-        )
-        .expect("start"),
-    )
-}
+use crate::service::{hand_written, until};
 
 async fn api(agg: &Arc<Aggregator>) -> serde_json::Value {
     let web = resourcesync_testkit::serve(resourcesync_aggregate::web::router(agg.clone())).await;
@@ -53,7 +37,7 @@ async fn resources_and_bytes_survive_a_restart() {
         b = src.base
     );
     let limit = Duration::from_secs(60);
-    let first = start(&text, store.path());
+    let first = start_local(&text, store.path());
     for name in ["interval", "pushed"] {
         let v = until(&first, name, limit, |v| {
             v.phase == Phase::Following && v.resources == 2 && v.bytes == 22
@@ -70,7 +54,7 @@ async fn resources_and_bytes_survive_a_restart() {
         src.route(path, Reply::status(404));
     }
 
-    let second = start(&text, store.path());
+    let second = start_local(&text, store.path());
     for name in ["interval", "pushed"] {
         let v = until(&second, name, limit, |v| v.resources == 2 && v.bytes == 22).await;
         assert!(v.last_success.is_none(), "no sync succeeded: {v:#?}");

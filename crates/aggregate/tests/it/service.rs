@@ -108,6 +108,23 @@ async fn hanging() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     (addr, h)
 }
 
+/// An aggregator over `text`, its copies and states (SQLite, one per Source) under `store`.
+pub(crate) fn start_local(text: &str, store: &std::path::Path) -> Arc<Aggregator> {
+    Arc::new(
+        Aggregator::start(
+            &config(text),
+            Options {
+                store: store.to_owned(),
+                state: StateChoice::PerSource,
+                worker: "test".into(),
+                object_store: None,
+                republish: None,
+            },
+        )
+        .expect("start"),
+    )
+}
+
 pub(crate) fn config(text: &str) -> Config {
     Config::parse(text, Path::new("test.toml")).expect("config")
 }
@@ -171,19 +188,7 @@ schedule = "1s"
 "#,
         ours.base, hand.base, broken.base
     );
-    let agg = Arc::new(
-        Aggregator::start(
-            &config(&text),
-            Options {
-                store: store.path().to_owned(),
-                state: StateChoice::PerSource,
-                worker: "test".into(),
-                object_store: None,
-                republish: None,
-            },
-        )
-        .expect("start"),
-    );
+    let agg = start_local(&text, store.path());
     let limit = Duration::from_secs(60);
     // Z39.99-2014 §10: each good Source baselined, whatever the others do.
     let v = until(&agg, "ours", limit, |v| {
