@@ -92,6 +92,22 @@ fn fixture() -> Fixture {
     for d in [&dest, &outside, &scratch] {
         std::fs::create_dir_all(d).expect("mkdir");
     }
+    write_files(&dest, &outside);
+    let state = SqliteState::open(&dest.join(STATE_DIR).join("state.sqlite")).expect("state");
+    for r in &recorded_rows() {
+        state.put_resource(r).expect("row");
+    }
+    Fixture {
+        _dir: dir,
+        dest,
+        scratch,
+        state: Arc::new(state),
+        urls: listed_urls(),
+    }
+}
+
+/// The files under DEST (one per finding, links and special files among them) and outside it.
+fn write_files(dest: &Path, outside: &Path) {
     let write = |p: &str, data: &[u8]| {
         let f = dest.join(p);
         std::fs::create_dir_all(f.parent().expect("parent")).expect("mkdir");
@@ -111,7 +127,7 @@ fn fixture() -> Fixture {
     #[cfg(unix)]
     {
         std::os::unix::fs::symlink(outside.join("secret"), dest.join("link")).expect("link");
-        std::os::unix::fs::symlink(&outside, dest.join("sub")).expect("dir link");
+        std::os::unix::fs::symlink(outside, dest.join("sub")).expect("dir link");
         rustix::fs::mknodat(
             rustix::fs::CWD,
             dest.join("fifo.txt"),
@@ -127,8 +143,11 @@ fn fixture() -> Fixture {
     // The Destination's own folder is not walked.
     std::fs::create_dir_all(dest.join(STATE_DIR).join("tmp")).expect("state dir");
     std::fs::write(dest.join(STATE_DIR).join("tmp").join("dl-1"), b"x").expect("tmp");
-    let state = SqliteState::open(&dest.join(STATE_DIR).join("state.sqlite")).expect("state");
-    let rows = [
+}
+
+/// What the state records: right, wrong, gone, unsafe, another Source's.
+fn recorded_rows() -> Vec<ResourceRecord> {
+    vec![
         row(
             "http://h/same.txt",
             SOURCE,
@@ -219,12 +238,13 @@ fn fixture() -> Fixture {
             md5(b"another Source's"),
             None,
         ),
-    ];
-    for r in &rows {
-        state.put_resource(r).expect("row");
-    }
+    ]
+}
+
+/// The Resource List's `<url>` elements.
+fn listed_urls() -> Vec<String> {
     let h = |data: &[u8]| md5(data).to_string();
-    let urls = vec![
+    vec![
         url(
             "http://h/same.txt",
             None,
@@ -256,14 +276,7 @@ fn fixture() -> Fixture {
             &format!("hash=\"{}\" length=\"6\"", h(b"linked")),
         ),
         url("http://h/fifo.txt", None, &format!("hash=\"{}\"", h(b"f"))),
-    ];
-    Fixture {
-        _dir: dir,
-        dest,
-        scratch,
-        state: Arc::new(state),
-        urls,
-    }
+    ]
 }
 
 /// The findings, sorted, as (kind, path, why, uri).

@@ -143,7 +143,19 @@ fn manifest_zip(b: &str, m: &[M<'_>], entries: &[(&str, &[u8])]) -> Vec<u8> {
 async fn hostile_packages_are_refused_and_nothing_wrong_is_written() {
     // The manifests name resources under the server's base URL, which is only known once the
     // server runs: each case gets its own server and builds its package for it.
-    let cases: Vec<(&'static str, &'static str, u64, Build)> = vec![
+    let cases = [path_cases(), content_cases(), package_cases()].concat();
+    for (name, expect, fetched, build) in cases {
+        run_hostile(name, expect, fetched, build).await;
+    }
+}
+
+/// A case: its name, what its warning or error says, the resources then fetched on their own,
+/// and how its package is built.
+type HostileCase = (&'static str, &'static str, u64, Build);
+
+/// Entry paths: an honest package, then paths that would leave the destination.
+fn path_cases() -> Vec<HostileCase> {
+    vec![
         ("good package", "", 0, |b| {
             let z = manifest_zip(
                 b,
@@ -211,6 +223,12 @@ async fn hostile_packages_are_refused_and_nothing_wrong_is_written() {
                 (z, 0, false, vec![])
             },
         ),
+    ]
+}
+
+/// Entry contents against the manifest: digests, lengths, bombs.
+fn content_cases() -> Vec<HostileCase> {
+    vec![
         ("wrong digest in the manifest", "digest", 1, |b| {
             let mut bad = honest("r/b.txt", "/resources/b", B);
             bad.md5 = md5_of(b"not b");
@@ -271,6 +289,13 @@ async fn hostile_packages_are_refused_and_nothing_wrong_is_written() {
             );
             (z, 0, false, vec![("z.bin", zeros)])
         }),
+    ]
+}
+
+/// Whole packages: their length and digest, duplicate names, manifests of another kind or
+/// none, not a ZIP.
+fn package_cases() -> Vec<HostileCase> {
+    vec![
         ("package length mismatch", "length", 2, |b| {
             let z = manifest_zip(
                 b,
@@ -360,10 +385,7 @@ async fn hostile_packages_are_refused_and_nothing_wrong_is_written() {
         ("no manifest", "no manifest.xml", 2, |_| {
             (zip_of(&[("resources/a", A)]), 0, false, vec![])
         }),
-    ];
-    for (name, expect, fetched, build) in cases {
-        run_hostile(name, expect, fetched, build).await;
-    }
+    ]
 }
 
 type Build = fn(&str) -> (Vec<u8>, i64, bool, Vec<(&'static str, Vec<u8>)>);

@@ -99,42 +99,7 @@ async fn a_source_with_dumps_only_baseline_incremental_and_audit() {
 
     // Changes, in a Change Dump package: b updated, d created, a deleted.
     let (b2, d) = (b"bravo, second".as_slice(), b"delta".as_slice());
-    let c1 = package(
-        &cap,
-        &format!("capability=\"changedump-manifest\" from=\"{T1}\" until=\"{T2}\""),
-        &[
-            (
-                format!("{b}b.txt"),
-                "/changes/b",
-                b2,
-                "change=\"updated\" datetime=\"2024-01-01T10:00:00Z\"",
-            ),
-            (
-                format!("{b}d.txt"),
-                "/changes/d",
-                d,
-                "change=\"created\" datetime=\"2024-01-01T11:00:00Z\"",
-            ),
-        ],
-    );
-    // A delete has no bitstream (Z39.99-2014 §13.2): added to the manifest by hand.
-    let c1 = {
-        let mut z = zip::ZipArchive::new(std::io::Cursor::new(c1)).expect("zip");
-        let mut m = String::new();
-        std::io::Read::read_to_string(&mut z.by_name("manifest.xml").expect("manifest"), &mut m)
-            .expect("read");
-        let m = m.replace(
-            "</urlset>",
-            &format!(
-                "<url><loc>{b}a.txt</loc><rs:md change=\"deleted\" datetime=\"2024-01-01T12:00:00Z\"/></url>\n</urlset>"
-            ),
-        );
-        zip_of(&[
-            ("changes/b", b2),
-            ("changes/d", d),
-            ("manifest.xml", m.as_bytes()),
-        ])
-    };
+    let c1 = change_package(&cap, &b, b2, d);
     let cd = dump_doc(
         &cap,
         &format!("capability=\"changedump\" from=\"{T1}\""),
@@ -185,6 +150,47 @@ async fn a_source_with_dumps_only_baseline_incremental_and_audit() {
         (1, 1, 0),
         "{a3:?}"
     );
+}
+
+/// A Change Dump package (Z39.99-2014 §13): b updated, d created, and a deleted, the deletion
+/// added to the manifest by hand (a delete has no bitstream, §13.2).
+fn change_package(cap: &str, b: &str, b2: &[u8], d: &[u8]) -> Vec<u8> {
+    let c1 = package(
+        cap,
+        &format!("capability=\"changedump-manifest\" from=\"{T1}\" until=\"{T2}\""),
+        &[
+            (
+                format!("{b}b.txt"),
+                "/changes/b",
+                b2,
+                "change=\"updated\" datetime=\"2024-01-01T10:00:00Z\"",
+            ),
+            (
+                format!("{b}d.txt"),
+                "/changes/d",
+                d,
+                "change=\"created\" datetime=\"2024-01-01T11:00:00Z\"",
+            ),
+        ],
+    );
+    // A delete has no bitstream (Z39.99-2014 §13.2): added to the manifest by hand.
+    {
+        let mut z = zip::ZipArchive::new(std::io::Cursor::new(c1)).expect("zip");
+        let mut m = String::new();
+        std::io::Read::read_to_string(&mut z.by_name("manifest.xml").expect("manifest"), &mut m)
+            .expect("read");
+        let m = m.replace(
+            "</urlset>",
+            &format!(
+                "<url><loc>{b}a.txt</loc><rs:md change=\"deleted\" datetime=\"2024-01-01T12:00:00Z\"/></url>\n</urlset>"
+            ),
+        );
+        zip_of(&[
+            ("changes/b", b2),
+            ("changes/d", d),
+            ("manifest.xml", m.as_bytes()),
+        ])
+    }
 }
 
 /// A package of a Source that offers only a Resource Dump, holding unsafe entries (a ZIP slip
