@@ -259,7 +259,16 @@ async fn run_async(cfg: &Config) -> Result<Metrics> {
         }
     }
     let proxy = tokio::spawn(proxy(front, back_addr, shared.clone()));
-    let result = drive(cfg, &w, &running, &shared, &src, &dst, &tmp).await;
+    let result = drive(Drive {
+        cfg,
+        w: &w,
+        running: &running,
+        shared: &shared,
+        src: &src,
+        dst: &dst,
+        tmp: &tmp,
+    })
+    .await;
     proxy.abort();
     // The aborted proxy is gone once awaited; its connection tasks are cancelled as the
     // runtime gets to them, so they may still hold `shared` for a moment: the tracker is
@@ -310,16 +319,29 @@ fn lead_size_matches(size: Option<u64>, bytes: &[u8]) -> bool {
     size.is_none_or(|s| s == bytes.len() as u64)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn drive(
-    cfg: &Config,
-    w: &Workload,
-    running: &server::Running,
-    shared: &Arc<Shared>,
-    src: &Path,
-    dst: &Path,
-    tmp: &Path,
-) -> Result<()> {
+/// What a real run drives: its configuration and workload, the running Source, what is
+/// measured, and its folders (the Source's, the Destination's, scratch).
+#[derive(Clone, Copy)]
+struct Drive<'a> {
+    cfg: &'a Config,
+    w: &'a Workload,
+    running: &'a server::Running,
+    shared: &'a Arc<Shared>,
+    src: &'a Path,
+    dst: &'a Path,
+    tmp: &'a Path,
+}
+
+async fn drive(d: Drive<'_>) -> Result<()> {
+    let Drive {
+        cfg,
+        w,
+        running,
+        shared,
+        src,
+        dst,
+        tmp,
+    } = d;
     let mut sopts = SyncOptions::new(running.source_description_url(), dst);
     sopts.delete = true;
     sopts.use_dumps = false;
@@ -336,7 +358,7 @@ async fn drive(
         ..HttpOptions::default()
     };
     if cfg.strategy == Strategy::Push {
-        return drive_push(cfg, w, running, shared, src, dst, tmp, sopts).await;
+        return drive_push(d, sopts).await;
     }
     // The first baseline, before the measured interval.
     let first = sync(&sopts, Arc::new(Quiet)).await?;

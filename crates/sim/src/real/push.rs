@@ -17,17 +17,16 @@ use super::*;
 /// from its start to the delivery of its notification (scan, Change List, the hub's queue and
 /// its POST): model mode publishes push changes in batches of that length, a change made
 /// while one runs waiting for the next, as the publisher here does.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn drive_push(
-    cfg: &Config,
-    w: &Workload,
-    running: &server::Running,
-    shared: &Arc<Shared>,
-    src: &Path,
-    dst: &Path,
-    tmp: &Path,
-    sopts: SyncOptions,
-) -> Result<()> {
+pub(super) async fn drive_push(d: Drive<'_>, sopts: SyncOptions) -> Result<()> {
+    let Drive {
+        cfg,
+        w,
+        running,
+        shared,
+        src,
+        dst,
+        tmp,
+    } = d;
     if running.hub().is_none() {
         return Err(Error::Run("the Source runs without its hub".into()));
     }
