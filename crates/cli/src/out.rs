@@ -110,9 +110,30 @@ impl<W: Write> Write for Out<W> {
 /// Writes one line to standard error, ignoring every failure (a message about the work must
 /// never stop or crash the work).
 pub(crate) fn say_line(args: std::fmt::Arguments<'_>) {
-    let mut e = stderr();
-    let _ = e.write_fmt(args);
-    let _ = e.write_all(b"\n");
+    let write = || {
+        let mut e = stderr();
+        let _ = e.write_fmt(args);
+        let _ = e.write_all(b"\n");
+    };
+    // Above the progress bars being drawn, if any, rather than through them.
+    match shown_bars() {
+        Some(mp) => mp.suspend(write),
+        None => write(),
+    }
+}
+
+/// The progress bars on the terminal now (at most one set: a command draws one at a time).
+static BARS: std::sync::Mutex<Option<indicatif::MultiProgress>> = std::sync::Mutex::new(None);
+
+/// Says which bars are drawn from now on (`None`: none), so that [`say_line`] writes above them.
+pub(crate) fn show_bars(mp: Option<indicatif::MultiProgress>) {
+    if let Ok(mut b) = BARS.lock() {
+        *b = mp;
+    }
+}
+
+fn shown_bars() -> Option<indicatif::MultiProgress> {
+    BARS.lock().ok().and_then(|b| b.clone())
 }
 
 /// Writes one line to standard output, ignoring a closed pipe (see [`stdout`]).
@@ -174,5 +195,69 @@ mod tests {
         assert!(GONE.load(Ordering::Relaxed));
         assert!(writeln!(o, "two").is_ok());
         assert!(o.flush().is_ok());
+    }
+
+    /// A terminal that counts the lines cleared on it.
+    #[derive(Debug, Default)]
+    struct Term {
+        cleared: std::sync::atomic::AtomicUsize,
+    }
+
+    /// The terminal as the bars hold it, while the test keeps its counts.
+    #[derive(Debug)]
+    struct Held(std::sync::Arc<Term>);
+
+    impl indicatif::TermLike for Held {
+        fn width(&self) -> u16 {
+            80
+        }
+        fn move_cursor_up(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, _: &str) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_str(&self, _: &str) -> io::Result<()> {
+            Ok(())
+        }
+        fn clear_line(&self) -> io::Result<()> {
+            self.0.cleared.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A line said while bars are drawn (`sync --watch`'s "stopping after the current round")
+    /// is written with the bars taken off the terminal first, not through them.
+    #[test]
+    fn a_line_said_while_bars_are_drawn_takes_them_off_first() {
+        let term = std::sync::Arc::new(Term::default());
+        let mp = indicatif::MultiProgress::with_draw_target(
+            indicatif::ProgressDrawTarget::term_like(Box::new(Held(term.clone()))),
+        );
+        let bar = mp.add(indicatif::ProgressBar::new(10));
+        bar.set_message("fetching");
+        bar.inc(1);
+        show_bars(Some(mp.clone()));
+        let before = term.cleared.load(Ordering::SeqCst);
+        say_line(format_args!("a line above the bars"));
+        let after = term.cleared.load(Ordering::SeqCst);
+        show_bars(None);
+        assert!(
+            after > before,
+            "the bars were not taken off: {before} -> {after}"
+        );
+        bar.finish_and_clear();
     }
 }

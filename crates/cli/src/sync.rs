@@ -230,6 +230,7 @@ impl Bars {
                 }),
         );
         resources.enable_steady_tick(Duration::from_millis(200));
+        crate::out::show_bars(Some(mp.clone()));
         Bars {
             mp: Some(mp),
             resources,
@@ -241,6 +242,7 @@ impl Bars {
         self.resources.finish_and_clear();
         self.bytes.finish_and_clear();
         if let Some(mp) = &self.mp {
+            crate::out::show_bars(None);
             let _ = mp.clear();
         }
     }
