@@ -58,13 +58,12 @@ fn read(body: &[u8]) -> (resourcesync_model::Header, Vec<resourcesync_model::Ent
     (h, es)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn changes_are_pushed_as_change_notifications() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("a.txt"), "first").unwrap();
+/// `serve` over `dir` on 127.0.0.1 with its embedded hub, batches run by the test only (no
+/// watcher, no rescan); its base URL.
+async fn serve_with_embedded_hub(dir: &std::path::Path) -> (String, server::Running) {
     let listener = server::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", listener.local_addr().unwrap());
-    let mut cfg = SourceConfig::new(dir.path(), &base);
+    let mut cfg = SourceConfig::new(dir, &base);
     server::prepare_config(&mut cfg);
     let source = Source::open(cfg).unwrap();
     let opts = ServeOptions {
@@ -78,6 +77,14 @@ async fn changes_are_pushed_as_change_notifications() {
     let running = server::start_with(source, listener, opts, Some(HubChoice::Embedded))
         .await
         .unwrap();
+    (base, running)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_are_pushed_as_change_notifications() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "first").unwrap();
+    let (base, running) = serve_with_embedded_hub(dir.path()).await;
     let client = resourcesync_websub::hub::http_client(Duration::from_secs(10)).unwrap();
 
     // §5: the Capability List advertises both channels with their hub, and validates.
@@ -295,22 +302,7 @@ async fn a_hub_that_500s_gets_everything_later() {
 async fn the_capability_lists_change_list_is_announced_when_it_changes() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "first").unwrap();
-    let listener = server::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/", listener.local_addr().unwrap());
-    let mut cfg = SourceConfig::new(dir.path(), &base);
-    server::prepare_config(&mut cfg);
-    let source = Source::open(cfg).unwrap();
-    let opts = ServeOptions {
-        watch: WatchOptions {
-            use_watcher: false,
-            rescan_interval: Duration::from_secs(3600),
-            ..WatchOptions::default()
-        },
-        ..ServeOptions::default()
-    };
-    let running = server::start_with(source, listener, opts, Some(HubChoice::Embedded))
-        .await
-        .unwrap();
+    let (base, running) = serve_with_embedded_hub(dir.path()).await;
     let client = resourcesync_websub::hub::http_client(Duration::from_secs(10)).unwrap();
     let hub_url = format!("{base}resourcesync/hub");
     let topic = format!("{base}resourcesync/framework-notification");
