@@ -16,7 +16,10 @@ pub(super) fn local_directory(s: &dyn Store) -> Outcome {
     let Some(dir) = s.features().local else {
         return Ok(());
     };
-    ensure!(dir.is_dir(), "the declared local directory {dir:?} is not one");
+    ensure!(
+        dir.is_dir(),
+        "the declared local directory {dir:?} is not one"
+    );
     let k = key("l/m.txt")?;
     put(s, &k, b"local body")?;
     let file = k.under(dir);
@@ -59,7 +62,10 @@ pub(super) fn interrupted_cleaning(s: &dyn Store) -> Outcome {
     let mut up = ok("begin", s.begin(&left, super::store::expect_of(b"left")))?;
     ok("write", up.write(b"le"))?;
     std::mem::forget(up);
-    let mut up = ok("begin", s.begin_new(&left, super::store::expect_of(b"left")))?;
+    let mut up = ok(
+        "begin",
+        s.begin_new(&left, super::store::expect_of(b"left")),
+    )?;
     ok("write", up.write(b"left"))?;
     std::mem::forget(ok("finish", up.finish())?);
     ok("clean_interrupted", c.clean_interrupted())?;

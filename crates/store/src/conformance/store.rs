@@ -26,7 +26,10 @@ pub const CHECKS: &[Check<dyn Store>] = &[
     ("concurrent_puts", concurrent_puts),
     ("local_directory", super::features::local_directory),
     ("hierarchy_blocks", super::features::hierarchy_blocks),
-    ("interrupted_cleaning", super::features::interrupted_cleaning),
+    (
+        "interrupted_cleaning",
+        super::features::interrupted_cleaning,
+    ),
 ];
 
 /// Runs every check, each on a new, empty store from `make`.

@@ -224,10 +224,7 @@ impl Store for Boasts {
         self.inner.set_modified(key, t)
     }
     fn features(&self) -> Features<'_> {
-        self.inner
-            .features()
-            .local(self.dir.path())
-            .hierarchy(self)
+        self.inner.features().local(self.dir.path()).hierarchy(self)
     }
 }
 

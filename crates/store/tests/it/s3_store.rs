@@ -282,7 +282,11 @@ fn clean_interrupted_aborts_this_stores_stale_multipart_uploads() {
         1,
         "this prefix's upload"
     );
-    assert_eq!(s.features().clean_interrupted().expect("clean"), 0, "aborted already");
+    assert_eq!(
+        s.features().clean_interrupted().expect("clean"),
+        0,
+        "aborted already"
+    );
     let o = store_at(&other).with_stale_after(Duration::ZERO);
     assert_eq!(
         o.features().clean_interrupted().expect("clean"),
@@ -371,7 +375,10 @@ fn s3_store_survives_a_kill_at_each_step_of_a_put() {
     let store = p.store();
     let f = store.features();
     assert!(f.crash_safe && f.interrupted.is_some(), "{f:?}");
-    assert!(f.local.is_none() && f.hierarchy.is_none(), "flat keys, no files: {f:?}");
+    assert!(
+        f.local.is_none() && f.hierarchy.is_none(),
+        "flat keys, no files: {f:?}"
+    );
     let exe = std::env::current_exe().expect("exe");
     let mut seen = Vec::new();
     for step in crash::STEPS.iter().chain(&["done"]) {
