@@ -19,6 +19,10 @@
 //! Keys are [`RelPath`]s: checked relative paths, so no key escapes a directory or names the
 //! Destination's own folder. Listing is in key (byte) order, streamed.
 //!
+//! What a backend offers beyond these operations (hints such as crash safety, and optional
+//! capabilities such as a local directory) is one [`Store::features`] value
+//! ([`crate::features`]), which callers ask for and do without where absent.
+//!
 //! Implementers: run [`crate::conformance::store`] on the new backend.
 
 use std::any::Any;
