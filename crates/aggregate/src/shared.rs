@@ -240,7 +240,7 @@ impl Shared {
                 let s = S3Store::with_config(*cfg)?.with_scratch(&scratch);
                 // Multipart uploads a killed worker left (older than an hour) are aborted.
                 if clean {
-                    s.clean_interrupted()?;
+                    s.features().clean_interrupted()?;
                 }
                 Arc::new(s)
             }

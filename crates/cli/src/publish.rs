@@ -289,7 +289,7 @@ fn publish_documents(
             let layout = Layout::new(PathBuf::from(sink.location()), &source.layout().base);
             if source.moved().is_some() {
                 // As for a directory: the Resource Lists under the old URL go.
-                sink.delete_prefix(&layout.doc_key("resourcelists/"))?;
+                sink.delete_prefix(&layout.doc_prefix("resourcelists/"))?;
             }
             let opts = source.config().publish.clone();
             (publish_to(sink, &layout, source.state(), &opts)?, layout)

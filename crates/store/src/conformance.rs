@@ -12,8 +12,11 @@
 //!
 //! - [`store`]: the [`crate::Store`] contract: put, get, head, delete, list in key order, a body
 //!   that fails verification never visible, an unfinished upload invisible, an overwrite atomic,
-//!   keys that escape refused, batches, concurrent puts.
-//! - [`crash`]: for a store that claims crash safety ([`crate::Store::crash_safe`]): a process
+//!   keys that escape refused, batches, concurrent puts; and what the store declares in its
+//!   [`crate::Features`] (a local directory holds the objects as files, nesting keys block
+//!   what they should, cleaning after an interrupted run removes abandoned uploads and nothing
+//!   placed).
+//! - [`crash`]: for a store that claims crash safety ([`crate::Features::crash_safe`]): a process
 //!   killed (`SIGKILL`) at each step of a put leaves the old body or the new one, never a part.
 //!   The test re-executes itself as the child ([`crash::kill_at`], [`crash::child`]).
 //! - [`state`]: the [`crate::StateStore`] contract: records, pages in URI order, pending
@@ -25,6 +28,7 @@
 //! names every failure.
 
 pub mod crash;
+mod features;
 pub mod state;
 pub mod store;
 

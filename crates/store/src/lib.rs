@@ -24,6 +24,7 @@
 pub mod blocking;
 pub mod conformance;
 pub mod error;
+pub mod features;
 pub mod fs;
 pub mod mem;
 pub mod object;
@@ -35,6 +36,7 @@ pub mod state;
 #[cfg(any(feature = "postgres", feature = "s3"))]
 pub use blocking::offload;
 pub use error::{Error, Result};
+pub use features::{Features, Hierarchy, Interrupted};
 pub use fs::STATE_DIR;
 pub use fs::{FsStore, child_rel};
 pub use mem::MemStore;

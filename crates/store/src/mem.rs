@@ -1,5 +1,5 @@
 //! [`MemStore`]: the [`Store`] port in memory, for tests, dry runs and the simulator. Nothing
-//! survives the process ([`Store::crash_safe`] is `false`).
+//! survives the process ([`Features::crash_safe`] is `false`).
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -11,6 +11,7 @@ use std::time::SystemTime;
 use resourcesync_model::Hashes;
 
 use crate::error::{Error, Result};
+use crate::features::Features;
 use crate::object::{
     Expect, Finished, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload,
 };
@@ -100,8 +101,8 @@ fn not_found(key: &RelPath) -> Error {
 const LIST_CHUNK: usize = 256;
 
 impl Store for MemStore {
-    fn finish_blocks(&self) -> bool {
-        false
+    fn features(&self) -> Features<'_> {
+        Features::new().finish_blocks(false)
     }
 
     fn begin(&self, key: &RelPath, expect: Expect) -> Result<Upload> {

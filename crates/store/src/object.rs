@@ -19,6 +19,10 @@
 //! Keys are [`RelPath`]s: checked relative paths, so no key escapes a directory or names the
 //! Destination's own folder. Listing is in key (byte) order, streamed.
 //!
+//! What a backend offers beyond these operations (hints such as crash safety, and optional
+//! capabilities such as a local directory) is one [`Store::features`] value
+//! ([`crate::features`]), which callers ask for and do without where absent.
+//!
 //! Implementers: run [`crate::conformance::store`] on the new backend.
 
 use std::any::Any;
@@ -30,6 +34,7 @@ use std::time::SystemTime;
 use resourcesync_model::{HashAlg, Hashes, MultiHasher};
 
 use crate::error::{Error, Result};
+use crate::features::Features;
 use crate::path::RelPath;
 
 /// What a body must be: its published length and digests, and the most bytes accepted.
@@ -347,31 +352,11 @@ pub trait Store: Send + Sync + Debug {
             })
     }
 
-    /// Whether something the store keeps at or above `key` blocks a put there until it is
-    /// removed: a directory at the key, or an object where one of the key's directories goes
-    /// (a directory that held a file `a` cannot take `a/b`). Never for a store whose keys are
-    /// flat names (a bucket holds `a` and `a/b` side by side).
-    fn blocked(&self, key: &RelPath) -> Result<bool> {
-        let _ = key;
-        Ok(false)
-    }
-
-    /// Whether [`Upload::finish`] may wait for the disk or the network (a directory off Linux
-    /// syncs each file there; a bucket may send the last part): callers on an async runtime then
-    /// call it on a blocking thread.
-    fn finish_blocks(&self) -> bool {
-        true
-    }
-
-    /// Removes what an interrupted run left behind (bodies received but never placed); how
-    /// many. Call it before a run, never while one writes through the store.
-    fn clean_interrupted(&self) -> Result<u64> {
-        Ok(0)
-    }
-
-    /// Whether a put survives a crash of the process at any point with the old body or the
-    /// new one at its key, never a part: checked by [`crate::conformance::crash`].
-    fn crash_safe(&self) -> bool {
-        false
+    /// What the store offers beyond these operations: hints (whether finishing blocks, crash
+    /// safety) and optional capabilities (a local directory, cleaning after an interrupted run,
+    /// keys that nest), which a caller asks for and does without where absent. The default
+    /// declares nothing ([`Features::default`]).
+    fn features(&self) -> Features<'_> {
+        Features::default()
     }
 }

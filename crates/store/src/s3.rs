@@ -6,8 +6,8 @@
 //! [`Store::place`] sends each verified body in one `PUT`, or a multipart upload at and above
 //! the threshold (8 MiB parts): S3 makes either visible whole, at once, or not at all
 //! (Z39.99-2014 §7: `length` and `hash` are what a copy is checked against). A process killed
-//! at any point leaves the old object or the new one ([`Store::crash_safe`]), at worst an
-//! unfinished multipart upload, invisible, that [`Store::clean_interrupted`] aborts.
+//! at any point leaves the old object or the new one ([`Features::crash_safe`]), at worst an
+//! unfinished multipart upload, invisible, that [`Interrupted::clean_interrupted`] aborts.
 //!
 //! Each object carries its resource's URI, digests and modification time as user metadata
 //! (`x-amz-meta-rs-uri`, `-rs-hashes`, `-rs-modified`): [`Store::head`] and [`Store::hash`]
@@ -46,6 +46,7 @@ pub use config::S3Config;
 pub use range::ByteRange;
 
 use crate::error::{Error, Result};
+use crate::features::{Features, Interrupted};
 use crate::object::{
     Committed, Expect, Finished, ObjectMeta, Placed, Store, Upload, foreign_upload,
 };
@@ -105,7 +106,7 @@ impl S3Store {
         self
     }
 
-    /// [`Store::clean_interrupted`] aborts the multipart uploads under the prefix begun at
+    /// [`Interrupted::clean_interrupted`] aborts the multipart uploads under the prefix begun at
     /// least `age` ago (an hour unless given: younger ones may be another process's, in
     /// flight).
     pub fn with_stale_after(mut self, age: Duration) -> Self {
@@ -495,11 +496,16 @@ impl Store for S3Store {
             .map_err(|e| Error::io(key.as_str(), e))
     }
 
-    fn finish_blocks(&self) -> bool {
+    fn features(&self) -> Features<'_> {
         // Finishing flushes a local scratch file at most; the network is used by `place`.
-        false
+        Features::new()
+            .finish_blocks(false)
+            .crash_safe(true)
+            .interrupted(self)
     }
+}
 
+impl Interrupted for S3Store {
     fn clean_interrupted(&self) -> Result<u64> {
         let prefix = self.config().prefix.clone();
         let now = jiff::Timestamp::now();
@@ -554,10 +560,6 @@ impl Store for S3Store {
             }
             markers = Some(next);
         }
-    }
-
-    fn crash_safe(&self) -> bool {
-        true
     }
 }
 

@@ -291,7 +291,7 @@ pub(crate) async fn download(
     crate::crashpoint::point("before-rename");
     // Checked here (length, every published digest); synced, renamed and recorded by the
     // committer, the row only after the file is in place (crate::commit).
-    let body = if ctx.ports.store.finish_blocks() {
+    let body = if ctx.ports.store.features().finish_blocks {
         tokio::task::spawn_blocking(move || tmp.finish()).await??
     } else {
         // A write of what is buffered and the digests' last block: no waiting for the disk.

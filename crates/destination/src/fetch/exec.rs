@@ -234,10 +234,11 @@ impl Exec {
     }
 }
 
-/// Whether something at or above `rel` blocks a copy there ([`Store::blocked`]: a directory at
-/// its path, or a file where one of its directories goes).
+/// Whether something at or above `rel` blocks a copy there
+/// ([`resourcesync_store::Features::blocked`]: a directory at its path, or a file where one of
+/// its directories goes; never in a store of flat keys).
 pub(crate) fn path_blocked(store: &dyn Store, rel: &RelPath) -> bool {
-    store.blocked(rel).unwrap_or(false)
+    store.features().blocked(rel).unwrap_or(false)
 }
 
 /// Runs one job; with `defer`, a copy whose path is blocked (see [`Exec`]) is not tried but

@@ -264,14 +264,8 @@ impl resourcesync_store::Store for LosesRows {
     ) -> resourcesync_store::Result<bool> {
         self.inner.set_modified(key, t)
     }
-    fn blocked(&self, key: &resourcesync_store::RelPath) -> resourcesync_store::Result<bool> {
-        self.inner.blocked(key)
-    }
-    fn finish_blocks(&self) -> bool {
-        self.inner.finish_blocks()
-    }
-    fn crash_safe(&self) -> bool {
-        self.inner.crash_safe()
+    fn features(&self) -> resourcesync_store::Features<'_> {
+        self.inner.features()
     }
 }
 

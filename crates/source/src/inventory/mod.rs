@@ -29,6 +29,13 @@
 //!
 //! What any of them may publish is one rule, [`names`]: a scan passes every listing and change
 //! feed through it, and the server routes the names it reserves itself.
+//!
+//! A resource's path is a [`Path`], not the checked `RelPath` of `resourcesync_model::path`
+//! that names a document in a [`crate::publish::sink::DocSink`] and a copy in a Destination's
+//! store: a Source publishes paths `RelPath` refuses (a name that is not UTF-8, under its
+//! percent-encoded form; a first segment `.ResourceSync` in another case; deeper than 128
+//! segments or longer than 4,000 bytes), and a listing carries each path as the backend has it
+//! so that [`names::unpublishable`] can report one it refuses, naming it.
 
 pub mod conformance;
 mod dir;

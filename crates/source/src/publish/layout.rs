@@ -25,6 +25,8 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use resourcesync_model::path::RelPath;
+
 use crate::error::{Error, Result};
 
 pub use crate::inventory::own::DOCS_DIR;
@@ -57,9 +59,22 @@ impl Layout {
     }
 
     /// The key of a document in a [`crate::publish::sink::DocSink`] (name relative to the
-    /// documents folder): its path under the output directory, `/`-separated.
-    pub fn doc_key(&self, name: &str) -> String {
-        format!("{DOCS_DIR}/{name}")
+    /// documents folder): its path under the output directory, `/`-separated. An error for a
+    /// name that makes no [`RelPath`] (empty, `..`, a folder ending in `/`).
+    pub fn doc_key(&self, name: &str) -> Result<RelPath> {
+        Ok(RelPath::parse(&format!("{DOCS_DIR}/{name}"))?)
+    }
+
+    /// The key prefix of a folder of documents (`folder` relative to the documents folder,
+    /// ending in `/`): what [`crate::publish::sink::DocSink::delete_prefix`] takes.
+    pub fn doc_prefix(&self, folder: &str) -> String {
+        format!("{DOCS_DIR}/{folder}")
+    }
+
+    /// The Source Description's key in a [`crate::publish::sink::DocSink`]
+    /// ([`WELL_KNOWN_KEY`]).
+    pub fn well_known_key(&self) -> Result<RelPath> {
+        Ok(RelPath::parse(WELL_KNOWN_KEY)?)
     }
 
     /// The URL of a document.

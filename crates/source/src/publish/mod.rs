@@ -15,6 +15,7 @@ pub mod sink;
 
 use std::path::PathBuf;
 
+use resourcesync_model::path::RelPath;
 use resourcesync_model::writer::{SplitLimits, SplitSummary, SplitWriter};
 use resourcesync_model::{
     Capability, DocumentWriter, Entry, Header, Link, Metadata, Root, W3cDateTime,
@@ -129,8 +130,9 @@ fn up(layout: &Layout) -> Link {
 }
 
 /// What is reported as written for a key: the file, where the sink has files.
-fn written(sink: &dyn DocSink, key: &str) -> PathBuf {
-    sink.local_path(key).unwrap_or_else(|| PathBuf::from(key))
+fn written(sink: &dyn DocSink, key: &RelPath) -> PathBuf {
+    sink.local_path(key)
+        .unwrap_or_else(|| PathBuf::from(key.as_str()))
 }
 
 fn write_doc(
@@ -146,9 +148,9 @@ fn write_doc(
     }
     let bytes = w.finish()?;
     let key = if name == WELL_KNOWN_KEY {
-        WELL_KNOWN_KEY.to_owned()
+        layout.well_known_key()?
     } else {
-        layout.doc_key(name)
+        layout.doc_key(name)?
     };
     sink.put(&key, &bytes)?;
     Ok(written(sink, &key))
@@ -265,7 +267,7 @@ fn resource_list_in_layout(
     if url.is_empty() || url != layout.doc_url(&format!("{name}.xml")) {
         return Ok(false);
     }
-    if !sink.exists(&layout.doc_key(&format!("{name}.xml")))? {
+    if !sink.exists(&layout.doc_key(&format!("{name}.xml"))?)? {
         return Ok(false);
     }
     let parts: usize = state
@@ -273,7 +275,7 @@ fn resource_list_in_layout(
         .and_then(|p| p.parse().ok())
         .unwrap_or(1);
     for n in 1..=parts {
-        if parts > 1 && !sink.exists(&layout.doc_key(&format!("{name}-{n:05}.xml")))? {
+        if parts > 1 && !sink.exists(&layout.doc_key(&format!("{name}-{n:05}.xml"))?)? {
             return Ok(false);
         }
     }
@@ -304,7 +306,7 @@ fn prune_resource_lists(
         // The snapshot's folder, `resourcelists/NNNNNN/`, whole.
         let name = resource_list_name(id);
         let folder = &name[..name.rfind('/').map_or(0, |i| i + 1)];
-        let _ = sink.delete_prefix(&layout.doc_key(folder));
+        let _ = sink.delete_prefix(&layout.doc_prefix(folder));
         state.set_meta(&format!("resourcelist:{id}"), "")?;
     }
     let mut kept = Vec::with_capacity(published.len());
@@ -345,7 +347,7 @@ fn publish_change_lists(
     // What the Capability List names: the open Change List itself while it fits in one
     // document (Z39.99-2014 §12.1; earlier changes through its `index` and `archives` links),
     // the index when the open period alone exceeds the Sitemap limits (§12.2).
-    let key = layout.doc_key(CHANGE_LIST);
+    let key = layout.doc_key(CHANGE_LIST)?;
     match open_change_list(layout, state, periods, split)? {
         Some(bytes) => sink.put(&key, &bytes)?,
         None => {
@@ -397,7 +399,7 @@ fn write_period_lists(
             // its URL; see `resource_list_in_layout`).
             if p.until.is_some()
                 && state.meta(&closed_key)?.as_deref() == Some(url.as_str())
-                && sink.exists(&layout.doc_key(&format!("{name}.xml")))?
+                && sink.exists(&layout.doc_key(&format!("{name}.xml"))?)?
             {
                 continue;
             }
@@ -492,8 +494,8 @@ pub fn publish_to(
     );
     let published = state.meta(PUBLISHED_KEY)?;
     if published.as_deref() == Some(fingerprint.as_str())
-        && sink.exists(&layout.doc_key("capabilitylist.xml"))?
-        && sink.exists(WELL_KNOWN_KEY)?
+        && sink.exists(&layout.doc_key("capabilitylist.xml")?)?
+        && sink.exists(&layout.well_known_key()?)?
     {
         report.resources = snapshot.3;
         report.resource_list_parts = state
@@ -720,7 +722,7 @@ fn write_capability_list_and_page(
         change_lists: report.change_lists,
         documents,
     });
-    let page_key = layout.doc_key("index.html");
+    let page_key = layout.doc_key("index.html")?;
     sink.put(&page_key, page.as_bytes())?;
     report.written.push(written(sink, &page_key));
     Ok(())

@@ -1,9 +1,12 @@
 //! Where documents go: the [`DocSink`] port, shaped so that a directory, an object store (S3:
 //! put a whole object under a key, delete, list keys) and memory can each implement it.
 //!
-//! Keys are `/`-separated paths under the output root, as the documents are served under the
-//! base URL: `resourcesync/capabilitylist.xml`, `resourcesync/resourcelists/000001/...`,
-//! `.well-known/resourcesync` (see [`crate::publish::layout::Layout::doc_key`]). A document is
+//! Keys are [`RelPath`]s, `/`-separated paths under the output root, as the documents are
+//! served under the base URL: `resourcesync/capabilitylist.xml`,
+//! `resourcesync/resourcelists/000001/...`, `.well-known/resourcesync` (see
+//! [`crate::publish::layout::Layout::doc_key`]): the Destination's checked relative path, so no
+//! key escapes the output root. A prefix ([`DocSink::list`], [`DocSink::delete_prefix`]) is
+//! plain text: `resourcesync/resourcelists/` (a folder, ending in `/`) is no path. A document is
 //! put whole and atomically: a reader sees the previous bytes or the new ones, never a part.
 //!
 //! Implementations: [`DirSink`] (files under a directory, each through a temporary file
@@ -16,6 +19,7 @@ use std::io::{self, BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use resourcesync_model::path::RelPath;
 use resourcesync_model::writer::{PartSink, Target};
 
 use crate::error::{Error, Result};
@@ -31,25 +35,26 @@ pub trait DocWriter: Write + Send {
 /// Where documents are published (see the module's documentation).
 pub trait DocSink: Send + Sync + std::fmt::Debug {
     /// Starts the document at `key`, to be written as a stream and committed.
-    fn create(&self, key: &str) -> Result<Box<dyn DocWriter>>;
+    fn create(&self, key: &RelPath) -> Result<Box<dyn DocWriter>>;
 
     /// Puts a whole document at `key`. An implementation may leave a document whose bytes
     /// are the same in place (no rewrite).
-    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+    fn put(&self, key: &RelPath, bytes: &[u8]) -> Result<()> {
         let mut w = self.create(key)?;
         w.write_all(bytes)
-            .map_err(|e| Error::io(Path::new(key), e))?;
+            .map_err(|e| Error::io(Path::new(key.as_str()), e))?;
         w.commit()
     }
 
     /// Whether a document is at `key`.
-    fn exists(&self, key: &str) -> Result<bool>;
+    fn exists(&self, key: &RelPath) -> Result<bool>;
 
     /// Removes the document at `key` (none there: nothing to do).
-    fn delete(&self, key: &str) -> Result<()>;
+    fn delete(&self, key: &RelPath) -> Result<()>;
 
-    /// The keys that start with `prefix`, in byte order.
-    fn list(&self, prefix: &str) -> Result<Vec<String>>;
+    /// The keys that start with `prefix`, in byte order. A name found under the prefix that is
+    /// no [`RelPath`] (put there by something else) is an error naming it.
+    fn list(&self, prefix: &str) -> Result<Vec<RelPath>>;
 
     /// Removes every document whose key starts with `prefix`.
     fn delete_prefix(&self, prefix: &str) -> Result<()> {
@@ -66,7 +71,7 @@ pub trait DocSink: Send + Sync + std::fmt::Debug {
 
     /// The document's file, when the sink is a local file system (what is reported as
     /// written, and what the notifier digests).
-    fn local_path(&self, key: &str) -> Option<PathBuf> {
+    fn local_path(&self, key: &RelPath) -> Option<PathBuf> {
         let _ = key;
         None
     }
@@ -84,8 +89,8 @@ impl DirSink {
         DirSink { root: root.into() }
     }
 
-    fn path(&self, key: &str) -> PathBuf {
-        self.root.join(key)
+    fn path(&self, key: &RelPath) -> PathBuf {
+        key.under(&self.root)
     }
 }
 
@@ -112,22 +117,22 @@ impl DocWriter for DirWriter {
 }
 
 impl DocSink for DirSink {
-    fn create(&self, key: &str) -> Result<Box<dyn DocWriter>> {
+    fn create(&self, key: &RelPath) -> Result<Box<dyn DocWriter>> {
         let f = AtomicFile::create(&self.path(key))?;
         Ok(Box::new(DirWriter(BufWriter::with_capacity(256 * 1024, f))))
     }
 
     /// Durably (temporary file, sync, rename); a file that has exactly these bytes already is
     /// left as it is.
-    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+    fn put(&self, key: &RelPath, bytes: &[u8]) -> Result<()> {
         write_file(&self.path(key), bytes)
     }
 
-    fn exists(&self, key: &str) -> Result<bool> {
+    fn exists(&self, key: &RelPath) -> Result<bool> {
         Ok(self.path(key).is_file())
     }
 
-    fn delete(&self, key: &str) -> Result<()> {
+    fn delete(&self, key: &RelPath) -> Result<()> {
         let p = self.path(key);
         match std::fs::remove_file(&p) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io(p, e)),
@@ -137,12 +142,12 @@ impl DocSink for DirSink {
 
     /// The files under the folder `prefix` names (up to its last `/`) whose keys start with
     /// it; temporary files (`.tmp-*`) are not documents.
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+    fn list(&self, prefix: &str) -> Result<Vec<RelPath>> {
         let dir = prefix.rfind('/').map_or("", |i| &prefix[..i]);
         let mut keys = Vec::new();
         let mut todo = vec![dir.to_owned()];
         while let Some(d) = todo.pop() {
-            let Ok(rd) = std::fs::read_dir(self.path(&d)) else {
+            let Ok(rd) = std::fs::read_dir(self.root.join(&d)) else {
                 continue;
             };
             for e in rd.flatten() {
@@ -163,13 +168,13 @@ impl DocSink for DirSink {
             }
         }
         keys.sort_unstable();
-        Ok(keys)
+        keys.iter().map(|k| doc_key(k)).collect()
     }
 
     /// A folder prefix (ending in `/`) is removed whole.
     fn delete_prefix(&self, prefix: &str) -> Result<()> {
         if prefix.ends_with('/') {
-            let p = self.path(prefix);
+            let p = self.root.join(prefix);
             return match std::fs::remove_dir_all(&p) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io(p, e)),
                 _ => Ok(()),
@@ -187,7 +192,7 @@ impl DocSink for DirSink {
         Ok(f)
     }
 
-    fn local_path(&self, key: &str) -> Option<PathBuf> {
+    fn local_path(&self, key: &RelPath) -> Option<PathBuf> {
         Some(self.path(key))
     }
 }
@@ -249,31 +254,42 @@ impl DocWriter for MemWriter {
 }
 
 impl DocSink for MemSink {
-    fn create(&self, key: &str) -> Result<Box<dyn DocWriter>> {
+    fn create(&self, key: &RelPath) -> Result<Box<dyn DocWriter>> {
         Ok(Box::new(MemWriter {
             sink: self.clone(),
-            key: key.to_owned(),
+            key: key.as_str().to_owned(),
             bytes: Vec::new(),
         }))
     }
 
-    fn exists(&self, key: &str) -> Result<bool> {
-        Ok(self.read().contains_key(key))
+    fn exists(&self, key: &RelPath) -> Result<bool> {
+        Ok(self.read().contains_key(key.as_str()))
     }
 
-    fn delete(&self, key: &str) -> Result<()> {
-        self.write().remove(key);
+    fn delete(&self, key: &RelPath) -> Result<()> {
+        self.write().remove(key.as_str());
         Ok(())
     }
 
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        Ok(self
-            .read()
+    fn list(&self, prefix: &str) -> Result<Vec<RelPath>> {
+        self.read()
             .range(prefix.to_owned()..)
             .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, _)| k.clone())
-            .collect())
+            .map(|(k, _)| doc_key(k))
+            .collect()
     }
+}
+
+/// A key a sink found (a file name under its folder, an object's key) as a [`RelPath`]: an
+/// error naming it when it is none.
+pub(crate) fn doc_key(found: &str) -> Result<RelPath> {
+    RelPath::parse(found).map_err(|e| {
+        let why = format!("found among the documents, but no document's key ({e}): remove it");
+        Error::io(
+            Path::new(found),
+            io::Error::new(io::ErrorKind::InvalidData, why),
+        )
+    })
 }
 
 /// Parts of one document committed at once (their syncs overlap the writing of the next part
@@ -288,8 +304,8 @@ pub(crate) struct SinkParts<'a> {
     layout: &'a Layout,
     name: String,
     /// Keys written.
-    pub(crate) written: Vec<String>,
-    pending: std::collections::VecDeque<std::thread::JoinHandle<Result<String>>>,
+    pub(crate) written: Vec<RelPath>,
+    pending: std::collections::VecDeque<std::thread::JoinHandle<Result<RelPath>>>,
 }
 
 impl<'a> SinkParts<'a> {
@@ -310,6 +326,13 @@ impl<'a> SinkParts<'a> {
             Target::Single | Target::Index => format!("{}.xml", self.name),
             Target::Part(n) => format!("{}-{n:05}.xml", self.name),
         }
+    }
+
+    /// The key of a part (or of the single document, or the index).
+    fn key(&self, target: Target) -> io::Result<RelPath> {
+        self.layout
+            .doc_key(&self.file_name(target))
+            .map_err(|e| io::Error::other(e.to_string()))
     }
 
     /// Waits for the oldest part in flight.
@@ -342,7 +365,7 @@ impl PartSink for SinkParts<'_> {
     type Spool = std::fs::File;
 
     fn open(&mut self, target: Target) -> io::Result<PartOut> {
-        let key = self.layout.doc_key(&self.file_name(target));
+        let key = self.key(target)?;
         let w = self
             .sink
             .create(&key)
@@ -351,7 +374,7 @@ impl PartSink for SinkParts<'_> {
     }
 
     fn close(&mut self, target: Target, out: PartOut) -> io::Result<()> {
-        let key = self.layout.doc_key(&self.file_name(target));
+        let key = self.key(target)?;
         if let Target::Part(_) = target {
             if self.pending.len() >= PARTS_IN_FLIGHT {
                 self.join_one()?;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
+use resourcesync_model::path::RelPath;
 use resourcesync_model::validate::validate;
 use resourcesync_model::{Change, DocumentReader, Entry, HashAlg, MultiHasher, ReadOptions};
 use resourcesync_source::inventory::conformance::{self, Harness};
@@ -427,7 +428,12 @@ fn documents_are_published_into_a_bucket() {
     let layout = Layout::new(PathBuf::from(sink.location()), BASE);
     let report = publish_to(&sink, &layout, &state, &PublishOptions::default()).expect("publish");
     assert!(!report.written.is_empty());
-    let keys = sink.list("").expect("list");
+    let keys: Vec<String> = sink
+        .list("")
+        .expect("list")
+        .iter()
+        .map(|k| k.as_str().to_owned())
+        .collect();
     for k in [
         "resourcesync/capabilitylist.xml",
         ".well-known/resourcesync",
@@ -454,7 +460,7 @@ fn documents_are_published_into_a_bucket() {
     assert_eq!(locs, [format!("{BASE}a.txt"), format!("{BASE}b.txt")]);
     let before = ob.head("resourcesync/capabilitylist.xml").expect("head");
     sink.put(
-        "resourcesync/capabilitylist.xml",
+        &RelPath::parse("resourcesync/capabilitylist.xml").expect("key"),
         &read("resourcesync/capabilitylist.xml").1,
     )
     .expect("put the same");

@@ -239,6 +239,7 @@ fn documents(sink: &dyn DocSink, mem: Option<&MemSink>, out: &Path) -> BTreeMap<
         .expect("list")
         .into_iter()
         .map(|k| {
+            let k = k.as_str().to_owned();
             let bytes = match mem {
                 Some(m) => m.get(&k).expect("in memory").to_vec(),
                 None => std::fs::read(out.join(&k)).expect("read"),

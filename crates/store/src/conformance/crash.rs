@@ -1,4 +1,4 @@
-//! Crash safety of a put, for stores that claim it ([`Store::crash_safe`]): a child process
+//! Crash safety of a put, for stores that claim it ([`crate::Features::crash_safe`]): a child process
 //! puts a new body over an old one and is killed with `SIGKILL` at one step of the put; the
 //! store, opened again, must hold the old body or the new one at the key, in full, and no other
 //! key.

@@ -24,6 +24,12 @@ pub const CHECKS: &[Check<dyn Store>] = &[
     ("modification_time", modification_time),
     ("batch_with_a_foreign_upload", batch_with_a_foreign_upload),
     ("concurrent_puts", concurrent_puts),
+    ("local_directory", super::features::local_directory),
+    ("hierarchy_blocks", super::features::hierarchy_blocks),
+    (
+        "interrupted_cleaning",
+        super::features::interrupted_cleaning,
+    ),
 ];
 
 /// Runs every check, each on a new, empty store from `make`.

@@ -23,6 +23,7 @@ use std::time::SystemTime;
 
 use super::{DirCache, DirHandles, FsStore, Held, SYNC_WHOLE_FS, Sink, Verified, child_rel};
 use crate::error::{Error, Result};
+use crate::features::{Features, Hierarchy, Interrupted};
 use crate::object::{Expect, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload};
 use crate::path::RelPath;
 
@@ -270,23 +271,28 @@ impl Store for FsStore {
         FsStore::set_modified(self, key, t).map(|()| true)
     }
 
+    fn features(&self) -> Features<'_> {
+        Features::new()
+            .finish_blocks(self.verify_blocks())
+            .crash_safe(true)
+            .local(&self.root)
+            .interrupted(self)
+            .hierarchy(self)
+    }
+}
+
+impl Interrupted for FsStore {
+    fn clean_interrupted(&self) -> Result<u64> {
+        self.clean_tmp()
+    }
+}
+
+impl Hierarchy for FsStore {
     fn blocked(&self, key: &RelPath) -> Result<bool> {
         // One `lstat`: a directory at the key, or a non-directory on the way.
         match fs::symlink_metadata(key.under(&self.root)) {
             Ok(m) => Ok(m.is_dir()),
             Err(e) => Ok(e.kind() == std::io::ErrorKind::NotADirectory),
         }
-    }
-
-    fn finish_blocks(&self) -> bool {
-        self.verify_blocks()
-    }
-
-    fn clean_interrupted(&self) -> Result<u64> {
-        self.clean_tmp()
-    }
-
-    fn crash_safe(&self) -> bool {
-        true
     }
 }

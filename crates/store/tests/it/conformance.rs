@@ -1,9 +1,15 @@
 //! The conformance suites of the ports, run by every implementation in this crate.
 
+use std::io::Read;
+use std::ops::ControlFlow;
 use std::process::Command;
+use std::time::SystemTime;
 
 use resourcesync_store::conformance::{self, crash};
-use resourcesync_store::{FsStore, MemState, MemStore, SqliteState, Store};
+use resourcesync_store::{
+    Expect, Features, Finished, FsStore, Hierarchy, MemState, MemStore, ObjectMeta, Placed,
+    RelPath, SqliteState, Store, Upload,
+};
 
 #[test]
 fn mem_store_passes_the_store_suite() {
@@ -102,7 +108,8 @@ fn fs_store_survives_a_kill_at_each_step_of_a_put() {
     assert!(
         FsStore::open(tempfile::tempdir().expect("tmp").path())
             .expect("store")
-            .crash_safe()
+            .features()
+            .crash_safe
     );
     let exe = std::env::current_exe().expect("exe");
     for unnamed in [false, true] {
@@ -154,4 +161,83 @@ fn fs_store_survives_a_kill_at_each_step_of_a_put() {
             );
         }
     }
+}
+
+#[test]
+fn each_backend_declares_its_features() {
+    let d = tempfile::tempdir().expect("tmp");
+    let fs = FsStore::open(d.path()).expect("store");
+    let f = fs.features();
+    assert!(f.crash_safe, "{f:?}");
+    assert_eq!(f.local, Some(d.path()), "{f:?}");
+    assert!(f.interrupted.is_some() && f.hierarchy.is_some(), "{f:?}");
+    assert_eq!(f.finish_blocks, cfg!(not(target_os = "linux")), "{f:?}");
+    let mem = MemStore::new();
+    let f = mem.features();
+    assert!(!f.crash_safe && !f.finish_blocks, "{f:?}");
+    assert!(f.local.is_none() && f.interrupted.is_none() && f.hierarchy.is_none());
+}
+
+/// A store that declares features it does not have: a local directory its objects are not in,
+/// nesting keys that never block.
+#[derive(Debug)]
+struct Boasts {
+    inner: MemStore,
+    dir: tempfile::TempDir,
+}
+
+impl Hierarchy for Boasts {
+    fn blocked(&self, _: &RelPath) -> resourcesync_store::Result<bool> {
+        Ok(false)
+    }
+}
+
+impl Store for Boasts {
+    fn begin(&self, key: &RelPath, expect: Expect) -> resourcesync_store::Result<Upload> {
+        self.inner.begin(key, expect)
+    }
+    fn place(&self, batch: Vec<Finished>) -> Vec<resourcesync_store::Result<Placed>> {
+        self.inner.place(batch)
+    }
+    fn sync(&self) -> resourcesync_store::Result<()> {
+        self.inner.sync()
+    }
+    fn get(&self, key: &RelPath) -> resourcesync_store::Result<Box<dyn Read + Send>> {
+        self.inner.get(key)
+    }
+    fn head(&self, key: &RelPath) -> resourcesync_store::Result<Option<ObjectMeta>> {
+        self.inner.head(key)
+    }
+    fn delete(&self, key: &RelPath) -> resourcesync_store::Result<bool> {
+        self.inner.delete(key)
+    }
+    fn list(
+        &self,
+        after: Option<&RelPath>,
+        f: &mut dyn FnMut(
+            resourcesync_store::Result<(RelPath, ObjectMeta)>,
+        ) -> resourcesync_store::Result<ControlFlow<()>>,
+    ) -> resourcesync_store::Result<()> {
+        self.inner.list(after, f)
+    }
+    fn set_modified(&self, key: &RelPath, t: SystemTime) -> resourcesync_store::Result<bool> {
+        self.inner.set_modified(key, t)
+    }
+    fn features(&self) -> Features<'_> {
+        self.inner.features().local(self.dir.path()).hierarchy(self)
+    }
+}
+
+#[test]
+fn the_store_suite_holds_a_store_to_the_features_it_declares() {
+    let e = conformance::store::run(|| {
+        Box::new(Boasts {
+            inner: MemStore::new(),
+            dir: tempfile::tempdir().expect("tmp"),
+        })
+    })
+    .expect_err("a store declaring what it does not have passed");
+    assert!(e.contains("local_directory: reading"), "{e}");
+    assert!(e.contains("hierarchy_blocks: h/a/b is not blocked"), "{e}");
+    assert_eq!(e.lines().count(), 2, "{e}");
 }

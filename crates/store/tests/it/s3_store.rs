@@ -121,7 +121,7 @@ fn a_body_whose_digest_does_not_match_never_becomes_visible() {
     assert!(s.head(&k).expect("head").is_none(), "visible");
     assert!(keys(&s).is_empty(), "listed: {:?}", keys(&s));
     // Nothing reached the server: no multipart upload was begun.
-    assert_eq!(s.clean_interrupted().expect("clean"), 0);
+    assert_eq!(s.features().clean_interrupted().expect("clean"), 0);
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn a_multipart_upload_round_trips() {
         expect_of(&body).hashes.value_of(&HashAlg::Sha256)
     );
     // Completed: no upload left in progress.
-    assert_eq!(s.clean_interrupted().expect("clean"), 0);
+    assert_eq!(s.features().clean_interrupted().expect("clean"), 0);
 }
 
 #[test]
@@ -275,17 +275,21 @@ fn clean_interrupted_aborts_this_stores_stale_multipart_uploads() {
     leave_a_multipart_upload(&cfg, &format!("{mine}/big/left.bin"));
     leave_a_multipart_upload(&cfg, &format!("{other}/left.bin"));
     // Begun just now: maybe another process's, in flight: kept.
-    assert_eq!(young.clean_interrupted().expect("clean"), 0);
+    assert_eq!(young.features().clean_interrupted().expect("clean"), 0);
     let s = store_at(&mine).with_stale_after(Duration::ZERO);
     assert_eq!(
-        s.clean_interrupted().expect("clean"),
+        s.features().clean_interrupted().expect("clean"),
         1,
         "this prefix's upload"
     );
-    assert_eq!(s.clean_interrupted().expect("clean"), 0, "aborted already");
+    assert_eq!(
+        s.features().clean_interrupted().expect("clean"),
+        0,
+        "aborted already"
+    );
     let o = store_at(&other).with_stale_after(Duration::ZERO);
     assert_eq!(
-        o.clean_interrupted().expect("clean"),
+        o.features().clean_interrupted().expect("clean"),
         1,
         "the other's, left alone"
     );
@@ -368,7 +372,13 @@ fn s3_crash_child() {
 #[test]
 fn s3_store_survives_a_kill_at_each_step_of_a_put() {
     let mut p = Prefixes::new();
-    assert!(p.store().crash_safe());
+    let store = p.store();
+    let f = store.features();
+    assert!(f.crash_safe && f.interrupted.is_some(), "{f:?}");
+    assert!(
+        f.local.is_none() && f.hierarchy.is_none(),
+        "flat keys, no files: {f:?}"
+    );
     let exe = std::env::current_exe().expect("exe");
     let mut seen = Vec::new();
     for step in crash::STEPS.iter().chain(&["done"]) {

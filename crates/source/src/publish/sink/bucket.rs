@@ -15,11 +15,12 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Arc;
 
+use resourcesync_model::path::RelPath;
 use resourcesync_model::{HashAlg, MultiHasher};
 use resourcesync_store::s3::{Bucket, BucketWriter, etag_md5};
 
 use crate::error::{Error, Result};
-use crate::publish::sink::{DocSink, DocWriter};
+use crate::publish::sink::{DocSink, DocWriter, doc_key};
 
 /// Documents as objects of a bucket under a prefix (see the module's documentation).
 #[derive(Debug, Clone)]
@@ -48,6 +49,18 @@ impl BucketSink {
         Ok(BucketSink {
             bucket: Arc::new(bucket),
         })
+    }
+
+    /// The keys under `prefix`, as the bucket has them (ListObjectsV2, paged).
+    fn names(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut keys = Vec::new();
+        self.bucket
+            .list(prefix, None, &mut |o| {
+                keys.push(o.name);
+                Ok(std::ops::ControlFlow::Continue(()))
+            })
+            .map_err(|e| s3_err(prefix, e))?;
+        Ok(keys)
     }
 
     /// The bucket.
@@ -85,7 +98,8 @@ impl DocWriter for BucketDoc {
 }
 
 impl DocSink for BucketSink {
-    fn create(&self, key: &str) -> Result<Box<dyn DocWriter>> {
+    fn create(&self, key: &RelPath) -> Result<Box<dyn DocWriter>> {
+        let key = key.as_str();
         let w = self
             .bucket
             .writer(key, content_type(key))
@@ -98,7 +112,8 @@ impl DocSink for BucketSink {
     }
 
     /// One `PUT`, unless the object there has these bytes already.
-    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+    fn put(&self, key: &RelPath, bytes: &[u8]) -> Result<()> {
+        let key = key.as_str();
         let mut h = MultiHasher::new(&[HashAlg::Md5]);
         h.update(bytes);
         let md5 = h.finish().value_of(&HashAlg::Md5);
@@ -114,23 +129,26 @@ impl DocSink for BucketSink {
             .map_err(|e| s3_err(key, e))
     }
 
-    fn exists(&self, key: &str) -> Result<bool> {
+    fn exists(&self, key: &RelPath) -> Result<bool> {
+        let key = key.as_str();
         Ok(self.bucket.head(key).map_err(|e| s3_err(key, e))?.is_some())
     }
 
-    fn delete(&self, key: &str) -> Result<()> {
+    fn delete(&self, key: &RelPath) -> Result<()> {
+        let key = key.as_str();
         self.bucket.delete(key).map_err(|e| s3_err(key, e))
     }
 
     /// One listing of the keys under `prefix` (ListObjectsV2, paged).
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        let mut keys = Vec::new();
-        self.bucket
-            .list(prefix, None, &mut |o| {
-                keys.push(o.name);
-                Ok(std::ops::ControlFlow::Continue(()))
-            })
-            .map_err(|e| s3_err(prefix, e))?;
-        Ok(keys)
+    fn list(&self, prefix: &str) -> Result<Vec<RelPath>> {
+        self.names(prefix)?.iter().map(|k| doc_key(k)).collect()
+    }
+
+    /// Every object under `prefix`, whatever its key (one that is no document's too).
+    fn delete_prefix(&self, prefix: &str) -> Result<()> {
+        for k in self.names(prefix)? {
+            self.bucket.delete(&k).map_err(|e| s3_err(&k, e))?;
+        }
+        Ok(())
     }
 }

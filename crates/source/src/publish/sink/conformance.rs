@@ -9,6 +9,8 @@
 
 use std::io::Write;
 
+use resourcesync_model::path::RelPath;
+
 use super::DocSink;
 
 /// The outcome of one check: what went wrong, if anything.
@@ -64,6 +66,10 @@ fn ok<T>(what: &str, r: crate::Result<T>) -> std::result::Result<T, String> {
     r.map_err(|e| format!("{what}: {e}"))
 }
 
+fn key(k: &str) -> std::result::Result<RelPath, String> {
+    RelPath::parse(k).map_err(|e| format!("key {k:?}: {e}"))
+}
+
 /// Four documents, one of them put twice.
 fn put_some(sink: &dyn DocSink) -> Outcome {
     for (k, b) in [
@@ -73,7 +79,7 @@ fn put_some(sink: &dyn DocSink) -> Outcome {
         (".well-known/resourcesync", b"sd"),
         ("resourcesync/b.xml", b"b again"),
     ] {
-        ok(&format!("put {k}"), sink.put(k, b))?;
+        ok(&format!("put {k}"), sink.put(&key(k)?, b))?;
     }
     Ok(())
 }
@@ -96,11 +102,11 @@ fn put_and_replace(sink: &dyn DocSink, h: &dyn Harness) -> Outcome {
 fn exists(sink: &dyn DocSink, _: &dyn Harness) -> Outcome {
     put_some(sink)?;
     ensure!(
-        ok("exists", sink.exists("resourcesync/a/1.xml"))?,
+        ok("exists", sink.exists(&key("resourcesync/a/1.xml")?))?,
         "resourcesync/a/1.xml, put, does not exist"
     );
     ensure!(
-        !ok("exists", sink.exists("resourcesync/a/3.xml"))?,
+        !ok("exists", sink.exists(&key("resourcesync/a/3.xml")?))?,
         "resourcesync/a/3.xml, never put, exists"
     );
     Ok(())
@@ -126,34 +132,37 @@ fn list_in_key_order(sink: &dyn DocSink, _: &dyn Harness) -> Outcome {
 }
 
 fn nothing_seen_before_commit(sink: &dyn DocSink, h: &dyn Harness) -> Outcome {
-    let key = "resourcesync/c.xml";
-    let mut w = ok("create", sink.create(key))?;
+    let k = key("resourcesync/c.xml")?;
+    let mut w = ok("create", sink.create(&k))?;
     w.write_all(b"half").map_err(|e| format!("write: {e}"))?;
     drop(w);
     ensure!(
-        !ok("exists", sink.exists(key))?,
+        !ok("exists", sink.exists(&k))?,
         "a document dropped uncommitted is seen"
     );
-    let mut w = ok("create", sink.create(key))?;
+    let mut w = ok("create", sink.create(&k))?;
     w.write_all(b"whole").map_err(|e| format!("write: {e}"))?;
     ensure!(
-        !ok("exists", sink.exists(key))?,
+        !ok("exists", sink.exists(&k))?,
         "a document is seen before its commit"
     );
     ok("commit", w.commit())?;
-    let got = h.read(key);
+    let got = h.read(k.as_str());
     ensure!(
         got.as_deref() == Some(&b"whole"[..]),
-        "committed, {key} holds {got:?}"
+        "committed, {k} holds {got:?}"
     );
     Ok(())
 }
 
 fn delete_and_delete_prefix(sink: &dyn DocSink, _: &dyn Harness) -> Outcome {
     put_some(sink)?;
-    ok("put", sink.put("resourcesync/c.xml", b"c"))?;
-    ok("delete", sink.delete("resourcesync/b.xml"))?;
-    ok("delete of nothing", sink.delete("resourcesync/never.xml"))?;
+    ok("put", sink.put(&key("resourcesync/c.xml")?, b"c"))?;
+    ok("delete", sink.delete(&key("resourcesync/b.xml")?))?;
+    ok(
+        "delete of nothing",
+        sink.delete(&key("resourcesync/never.xml")?),
+    )?;
     ok("delete folder", sink.delete_prefix("resourcesync/a/"))?;
     let left = ok("list", sink.list("resourcesync/"))?;
     ensure!(
@@ -161,7 +170,7 @@ fn delete_and_delete_prefix(sink: &dyn DocSink, _: &dyn Harness) -> Outcome {
         "after deletes, resourcesync/ lists {left:?}"
     );
     ensure!(
-        ok("exists", sink.exists(".well-known/resourcesync"))?,
+        ok("exists", sink.exists(&key(".well-known/resourcesync")?))?,
         "a delete under resourcesync/ removed .well-known/resourcesync"
     );
     Ok(())

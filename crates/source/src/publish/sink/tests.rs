@@ -88,7 +88,13 @@ fn publishing_to_memory_writes_what_publishing_to_a_directory_writes() {
     assert_eq!(to_mem.resource_list_parts, 3);
     assert_eq!(to_dir.resource_list_parts, 3);
     let keys = mem.keys();
-    assert_eq!(dir.list("").expect("list"), keys);
+    let listed: Vec<String> = dir
+        .list("")
+        .expect("list")
+        .iter()
+        .map(|k| k.as_str().to_owned())
+        .collect();
+    assert_eq!(listed, keys);
     assert!(keys.contains(&"resourcesync/capabilitylist.xml".to_owned()));
     assert!(keys.contains(&".well-known/resourcesync".to_owned()));
     for k in &keys {
@@ -98,4 +104,45 @@ fn publishing_to_memory_writes_what_publishing_to_a_directory_writes() {
             "{k} differs between memory and directory"
         );
     }
+}
+
+#[test]
+fn a_name_among_the_documents_that_is_no_key_is_named_not_listed() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let sink = DirSink::new(out.path());
+    let key = RelPath::parse("resourcesync/a.xml").expect("key");
+    sink.put(&key, b"a").expect("put");
+    // Put there by something else: a backslash, which no key holds.
+    std::fs::write(out.path().join("resourcesync").join("b\\c.xml"), b"b").expect("write");
+    let e = sink.list("resourcesync/").expect_err("listed").to_string();
+    assert!(e.contains("resourcesync/b\\c.xml"), "{e}");
+    assert!(
+        e.contains("no document's key") && e.contains("remove it"),
+        "{e}"
+    );
+    // A folder is still removed whole, what is in it or not.
+    sink.delete_prefix("resourcesync/").expect("delete");
+    assert!(!out.path().join("resourcesync").exists());
+}
+
+#[test]
+fn a_document_key_is_a_relative_path_and_a_folder_a_prefix() {
+    let layout = Layout::new("/out", "https://example.org/");
+    assert_eq!(
+        layout
+            .doc_key("resourcelists/000001/resourcelist.xml")
+            .expect("key"),
+        "resourcesync/resourcelists/000001/resourcelist.xml"
+    );
+    assert_eq!(
+        layout.well_known_key().expect("key"),
+        ".well-known/resourcesync"
+    );
+    for bad in ["resourcelists/", "../x.xml", "", "a//b.xml"] {
+        assert!(layout.doc_key(bad).is_err(), "{bad:?} made a key");
+    }
+    assert_eq!(
+        layout.doc_prefix("resourcelists/"),
+        "resourcesync/resourcelists/"
+    );
 }
