@@ -102,7 +102,7 @@ impl SharedFetch {
         format!("{} {}", self.source, self.uri)
     }
 
-    /// Its work item for the state's queue ([`resourcesync_store::StateStore::add_work`]).
+    /// Its work item for the state's queue ([`resourcesync_store::Records::add_work`]).
     pub fn work_item(&self) -> resourcesync_store::WorkItem {
         resourcesync_store::WorkItem {
             key: self.key(),

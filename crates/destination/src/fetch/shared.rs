@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use resourcesync_model::{Change, Hashes, W3cDateTime};
-use resourcesync_store::{RelPath, StateStore, Store};
+use resourcesync_store::{Records, RelPath, Store};
 use tokio::sync::Semaphore;
 
 use crate::commit::Committer;
@@ -71,7 +71,7 @@ impl SharedFetcher {
         max_bytes: u64,
         width: usize,
         store: Arc<dyn Store>,
-        state: Arc<dyn StateStore>,
+        state: Arc<dyn Records>,
         http: Http,
         obs: Arc<dyn Observer>,
     ) -> Result<Self> {

@@ -35,7 +35,7 @@ fn store_files(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_destination_syncs_into_the_store_and_state_it_is_given() {
     use resourcesync_destination::{Destination, Ports, http::Http};
-    use resourcesync_store::{MemState, MemStore, StateStore};
+    use resourcesync_store::{MemState, MemStore, Records};
 
     let src = tmp();
     write_tree(
@@ -319,7 +319,7 @@ impl Rig {
 
     /// Objects in the store the state has no current row of.
     fn unrecorded(&self) -> Vec<String> {
-        use resourcesync_store::StateStore;
+        use resourcesync_store::Records;
         store_files(&self.store.inner)
             .into_keys()
             .filter(|k| {

@@ -12,7 +12,7 @@ use resourcesync_destination::share::PortFuture;
 use resourcesync_destination::{
     Destination, Downloads, Ports, Quiet, SharedFetch, SharedFetcher, SharedOutcome, http::Http,
 };
-use resourcesync_store::{Claimed, MemState, MemStore, StateStore, Store, WorkItem};
+use resourcesync_store::{Claimed, MemState, MemStore, Records, Store, WorkItem, WorkQueue};
 use tokio::sync::Notify;
 
 /// The port over a state's own work queue; `queued` counts what it was handed.
@@ -65,7 +65,7 @@ async fn worker(
     done: Arc<Notify>,
     fetched: Arc<AtomicUsize>,
 ) {
-    let claimed = Arc::new(Claimed::new(state.clone() as Arc<dyn StateStore>));
+    let claimed = Arc::new(Claimed::new(state.clone() as Arc<dyn Records>));
     let mut fetcher: Option<SharedFetcher> = None;
     loop {
         let more = added.notified();
@@ -84,7 +84,7 @@ async fn worker(
                     f.max_bytes,
                     8,
                     store.clone(),
-                    claimed.clone() as Arc<dyn StateStore>,
+                    claimed.clone() as Arc<dyn Records>,
                     Http::new(Default::default()).expect("client"),
                     Arc::new(Quiet),
                 )

@@ -1,9 +1,13 @@
 //! The conformance suites of the ports, run by every implementation in this crate.
 
 use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
 
 use resourcesync_store::conformance::{self, crash};
-use resourcesync_store::{FsStore, MemState, MemStore, SqliteState, Store};
+use resourcesync_store::{
+    Claimed, Fenced, FsStore, Leases, MemState, MemStore, SqliteState, Store,
+};
 
 #[test]
 fn mem_store_passes_the_store_suite() {
@@ -39,6 +43,23 @@ fn fs_store_without_unnamed_files_passes_the_store_suite() {
 #[test]
 fn mem_state_passes_the_state_suite() {
     conformance::state::run(|| Box::new(MemState::new())).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The wrappers are records like any other: the records checks pass through [`Fenced`] (a
+/// lease held) and [`Claimed`] (no claim held) over a [`MemState`].
+#[test]
+fn fenced_and_claimed_pass_the_records_checks() {
+    conformance::state::run_records(|| {
+        let inner = Arc::new(MemState::new());
+        let lease = inner
+            .lease_source("cap", "w", Duration::from_secs(3600))
+            .expect("lease")
+            .expect("free");
+        Box::new(Fenced::new(inner, lease))
+    })
+    .unwrap_or_else(|e| panic!("fenced: {e}"));
+    conformance::state::run_records(|| Box::new(Claimed::new(Arc::new(MemState::new()))))
+        .unwrap_or_else(|e| panic!("claimed: {e}"));
 }
 
 #[test]
