@@ -458,15 +458,11 @@ async fn given_up(
         uri: f.uri.clone(),
         change: f
             .change
-            .as_deref()
-            .map(resourcesync_model::Change::parse)
+            .clone()
             .or(Some(resourcesync_model::Change::Updated)),
         length: f.length,
-        hashes: resourcesync_model::Hashes::parse(&f.hashes).0,
-        lastmod: f
-            .lastmod
-            .as_deref()
-            .and_then(|d| resourcesync_model::W3cDateTime::parse(d).ok()),
+        hashes: f.hashes.clone(),
+        lastmod: f.lastmod,
         duplicates: f.duplicates.clone(),
         error: format!(
             "given up after {} claims by workers that did not complete it",
