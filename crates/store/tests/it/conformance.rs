@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use resourcesync_store::conformance::{self, crash};
 use resourcesync_store::{
-    Claimed, Fenced, FsStore, Leases, MemState, MemStore, SqliteState, Store,
+    Batch, BatchGuard, Claimed, Fenced, FsStore, Guarded, Leases, MemState, MemStore, Records,
+    SqliteState, Store,
 };
 
 #[test]
@@ -60,6 +61,25 @@ fn fenced_and_claimed_pass_the_records_checks() {
     .unwrap_or_else(|e| panic!("fenced: {e}"));
     conformance::state::run_records(|| Box::new(Claimed::new(Arc::new(MemState::new()))))
         .unwrap_or_else(|e| panic!("claimed: {e}"));
+}
+
+/// A failure is named by its port and check: records that drop every write fail the records
+/// checks, each line naming the port.
+#[test]
+fn a_failure_is_named_by_port_and_check() {
+    #[derive(Debug)]
+    struct DropAll;
+    impl BatchGuard for DropAll {
+        fn apply(&self, _: &dyn Records, _: &Batch<'_>) -> resourcesync_store::Result<()> {
+            Ok(())
+        }
+    }
+    let e = conformance::state::run_records(|| {
+        Box::new(Guarded::with(Arc::new(MemState::new()), DropAll))
+    })
+    .expect_err("writes dropped");
+    assert!(e.contains("records: records_page_in_uri_order: "), "{e}");
+    assert!(e.lines().all(|l| l.starts_with("records: ")), "{e}");
 }
 
 #[test]
