@@ -14,7 +14,7 @@ use resourcesync_destination::{
     SyncReport, WatchOptions, watch_push,
 };
 use resourcesync_http::{HostRule, Reach};
-use resourcesync_store::StateStore;
+use resourcesync_store::Records;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Schedule, SourceSpec};
@@ -154,7 +154,7 @@ async fn every(
 /// What one round of a Source came to.
 enum Outcome {
     /// Synced: the report, and the state it was recorded in (read by the republish).
-    Synced(Box<SyncReport>, Arc<dyn StateStore>),
+    Synced(Box<SyncReport>, Arc<dyn Records>),
     Elsewhere,
 }
 
@@ -162,7 +162,7 @@ enum Outcome {
 /// Source `key` (its Capability List) recorded in `state`, when the aggregator republishes, on
 /// a blocking thread. A failure is logged and kept in the Source's status; the copies and the
 /// sync's result stand.
-async fn republish(spec: &SourceSpec, shared: &Shared, key: &str, state: Arc<dyn StateStore>) {
+async fn republish(spec: &SourceSpec, shared: &Shared, key: &str, state: Arc<dyn Records>) {
     let Some(at) = shared.republish().cloned() else {
         return;
     };
@@ -362,7 +362,7 @@ fn push_republisher(
             })
             .await
             {
-                Ok(Ok(s)) => Arc::new(s) as Arc<dyn StateStore>,
+                Ok(Ok(s)) => Arc::new(s) as Arc<dyn Records>,
                 Ok(Err(e)) => {
                     shared.status.republished(&spec.name, Err(e.to_string()));
                     continue;

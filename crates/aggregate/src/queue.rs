@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use resourcesync_destination::share::PortFuture;
 use resourcesync_destination::{Downloads, SharedFetch};
-use resourcesync_store::{PgState, StateStore, WorkItem};
+use resourcesync_store::{WorkItem, WorkQueue};
 
 /// The shortest and longest waits between two looks at a queue (doubling while it is not
 /// empty).
@@ -28,12 +28,12 @@ pub(crate) async fn blocking<T: Send + 'static>(
 /// The coordinator's side: the engine's `Downloads` port over the Source's PostgreSQL state.
 #[derive(Debug)]
 pub(crate) struct Queue {
-    state: Arc<PgState>,
+    state: Arc<dyn WorkQueue>,
     threshold: usize,
 }
 
 impl Queue {
-    pub(crate) fn new(state: Arc<PgState>, threshold: usize) -> Self {
+    pub(crate) fn new(state: Arc<dyn WorkQueue>, threshold: usize) -> Self {
         Queue { state, threshold }
     }
 }

@@ -3,12 +3,12 @@
 //! sync, never summed from this process's reports.
 //!
 //! Each Source has a state of its own (a SQLite file, or a PostgreSQL schema), so the totals
-//! of that state ([`StateStore::recorded_totals`]) are the Source's, whatever key its rows are
+//! of that state ([`Records::recorded_totals`]) are the Source's, whatever key its rows are
 //! recorded under.
 
 use std::sync::Arc;
 
-use resourcesync_store::{PgState, SqliteState, StateStore};
+use resourcesync_store::{PgState, Records, SqliteState};
 use tokio::sync::{Semaphore, watch};
 
 use crate::config::SourceSpec;
@@ -20,7 +20,7 @@ static LOADS: Semaphore = Semaphore::const_new(2);
 
 /// Rows and bytes recorded in `state`, read on a blocking thread; `None` if that fails (the
 /// status keeps what it had).
-pub(crate) async fn totals(state: Arc<dyn StateStore>) -> Option<(u64, u64)> {
+pub(crate) async fn totals(state: Arc<dyn Records>) -> Option<(u64, u64)> {
     tokio::task::spawn_blocking(move || state.recorded_totals())
         .await
         .ok()

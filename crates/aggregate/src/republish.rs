@@ -29,7 +29,7 @@ use resourcesync_model::{Hashes, Link};
 use resourcesync_source::inventory::{DirInventory, Inventory, Listed, Listing, Served, Skipped};
 use resourcesync_source::state::{VIA, via_link, via_text};
 use resourcesync_source::{BaseOrigin, Source, SourceConfig};
-use resourcesync_store::{ResourceRecord, StateStore};
+use resourcesync_store::{Records, ResourceRecord};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
@@ -156,7 +156,7 @@ impl Index {
     /// Rebuilds the index from the Destination's rows of the Source `key` (a page at a time,
     /// in one transaction); copies kept after the Source deleted them (`gone`) are left out:
     /// the republished Source mirrors what the original publishes now.
-    fn rebuild(&self, state: &dyn StateStore, key: &str) -> Result<()> {
+    fn rebuild(&self, state: &dyn Records, key: &str) -> Result<()> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction().map_err(|e| self.err(e))?;
         tx.execute("DELETE FROM idx", []).map_err(|e| self.err(e))?;
@@ -301,7 +301,7 @@ pub struct CopiesInventory {
 impl CopiesInventory {
     /// The copies in `folder`, indexed from the Destination's rows of the Source `key` in
     /// `state` (the index at `index`, rebuilt now).
-    pub fn open(folder: &Path, index: &Path, state: &dyn StateStore, key: &str) -> Result<Self> {
+    pub fn open(folder: &Path, index: &Path, state: &dyn Records, key: &str) -> Result<Self> {
         Self::open_at(folder, &Copies::Folder, index, state, key)
     }
 
@@ -310,7 +310,7 @@ impl CopiesInventory {
         folder: &Path,
         copies: &Copies,
         index: &Path,
-        state: &dyn StateStore,
+        state: &dyn Records,
         key: &str,
     ) -> Result<Self> {
         let (bytes, rows_trusted): (Arc<dyn Inventory>, bool) = match copies {
@@ -474,7 +474,7 @@ pub fn publish(
     name: &str,
     folder: &Path,
     copies: &Copies,
-    state: &dyn StateStore,
+    state: &dyn Records,
     key: &str,
 ) -> Result<Published> {
     let work = work_dir(folder);

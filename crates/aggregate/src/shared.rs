@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use resourcesync_destination::Ports;
 use resourcesync_http::Bandwidth;
 use resourcesync_store::{
-    Fenced, FsStore, PgState, S3Config, S3Store, SqliteState, StateStore, Store,
+    Fenced, FsStore, Leases, PgState, Records, S3Config, S3Store, SqliteState, Store,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -264,7 +264,7 @@ impl Shared {
             let (store, scratch) = self.store_of(name, true)?;
             let state = SqliteState::open(&db)?;
             return Ok(Opened::Ready(
-                Ports::new(store, Arc::new(state) as Arc<dyn StateStore>, scratch, db),
+                Ports::new(store, Arc::new(state) as Arc<dyn Records>, scratch, db),
                 None,
             ));
         };
@@ -280,7 +280,7 @@ impl Shared {
         let (store, scratch) = self.store_of(name, true)?;
         let mut ports = Ports::new(
             store,
-            fenced.clone() as Arc<dyn StateStore>,
+            fenced.clone() as Arc<dyn Records>,
             scratch,
             format!("PostgreSQL schema {}", schema_of(name)),
         );

@@ -20,7 +20,7 @@
 //! if the claim expired and was taken over, so that a stalled worker never writes over the
 //! one that took its work. While its claims are held (waiting for a download slot, or
 //! downloading), the worker renews them every third of `limits.lease`, all in one statement
-//! (`StateStore::renew_work`), as the Source's lease is renewed during a sync
+//! (`Records::renew_work`), as the Source's lease is renewed during a sync
 //! ([`crate::follow`]): a download longer than the lease is not taken over by another worker
 //! and fetched twice. A claim is renewed until completed or released; one that a renewal finds
 //! lost (it expired during a stall, and may have been taken over) is not renewed again, and its
@@ -49,7 +49,7 @@ use std::sync::Arc;
 
 use resourcesync_destination::http::Http;
 use resourcesync_destination::{Quiet, SharedFetch, SharedFetcher, SharedOutcome};
-use resourcesync_store::{Batch, Claim, Claimed, Op, PendingChange, PgState, StateStore};
+use resourcesync_store::{Batch, Claim, Claimed, Op, PendingChange, PgState, Records, WorkQueue};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -244,7 +244,7 @@ async fn drain_or_fail(
 /// One Source's queue being drained: its state and store, the claims waiting and the fetches
 /// running, one fetcher per Source URL and size cap.
 struct Drain {
-    pg: Arc<dyn StateStore>,
+    pg: Arc<dyn WorkQueue>,
     claimed: Arc<Claimed>,
     store: Arc<dyn resourcesync_store::Store>,
     http_opts: resourcesync_destination::http::HttpOptions,
@@ -275,7 +275,7 @@ impl Drain {
         let pg = blocking(move || PgState::connect_schema(&u, &schema))
             .await
             .map_err(|e| e.to_string())?;
-        let pg: Arc<dyn StateStore> = Arc::new(pg);
+        let pg = Arc::new(pg);
         let claimed = Arc::new(Claimed::new(pg.clone()));
         let (sh, name) = (shared.clone(), spec.name.clone());
         let (store, _) = tokio::task::spawn_blocking(move || sh.store_of(&name, false))
@@ -311,7 +311,7 @@ impl Drain {
             Ok(got) if got.is_empty() => self.exhausted = true,
             Ok(got) => {
                 for c in got {
-                    match given_up(&self.claimed, c).await {
+                    match given_up(&self.claimed, &self.pg, c).await {
                         Ok(Some((c, f))) => self.waiting.push_back((c, f)),
                         Ok(None) => shared.status.shared_fetches(&spec.name, 0, 1),
                         Err(e) => {
@@ -355,7 +355,7 @@ impl Drain {
                 f.max_bytes,
                 self.width,
                 self.store.clone(),
-                self.claimed.clone() as Arc<dyn StateStore>,
+                self.claimed.clone() as Arc<dyn Records>,
                 http,
                 Arc::new(Quiet),
             )
@@ -380,7 +380,7 @@ async fn fetch_one(
     fetcher: Arc<SharedFetcher>,
     f: SharedFetch,
     claimed: Arc<Claimed>,
-    st: Arc<dyn StateStore>,
+    st: Arc<dyn WorkQueue>,
 ) -> Done {
     let o = fetcher.fetch(&f).await;
     if let Some(c) = claimed.take(&f.uri) {
@@ -404,7 +404,7 @@ async fn fetch_one(
 /// by another worker) join `lost`. A failure to reach the state is logged: the claims may
 /// lapse, as they would without renewal.
 async fn renew_claims(
-    pg: &Arc<dyn StateStore>,
+    pg: &Arc<dyn WorkQueue>,
     held: Vec<Claim>,
     ttl: std::time::Duration,
     lost: &mut HashSet<(String, u64)>,
@@ -436,13 +436,14 @@ async fn renew_claims(
 /// Source together with the claim's completion: retried by the Source's next sync).
 async fn given_up(
     claimed: &Arc<Claimed>,
+    queue: &Arc<dyn WorkQueue>,
     c: Claim,
 ) -> std::result::Result<Option<(Claim, SharedFetch)>, String> {
     let f = match SharedFetch::from_payload(&c.item.payload) {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!("a shared fetch dropped: {e}");
-            let st = claimed.inner().clone();
+            let st = queue.clone();
             blocking(move || st.complete(&[c]))
                 .await
                 .map_err(|e| e.to_string())?;
@@ -457,15 +458,11 @@ async fn given_up(
         uri: f.uri.clone(),
         change: f
             .change
-            .as_deref()
-            .map(resourcesync_model::Change::parse)
+            .clone()
             .or(Some(resourcesync_model::Change::Updated)),
         length: f.length,
-        hashes: resourcesync_model::Hashes::parse(&f.hashes).0,
-        lastmod: f
-            .lastmod
-            .as_deref()
-            .and_then(|d| resourcesync_model::W3cDateTime::parse(d).ok()),
+        hashes: f.hashes.clone(),
+        lastmod: f.lastmod,
         duplicates: f.duplicates.clone(),
         error: format!(
             "given up after {} claims by workers that did not complete it",

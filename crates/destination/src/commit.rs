@@ -16,7 +16,7 @@
 //!    `SyncOptions::quota`): a copy past it is not put in place and stops the run;
 //! 3. makes that durable ([`Store::sync`] again: `syncfs`, or each directory `fsync`ed);
 //! 4. records every copy of the batch in the state in one transaction
-//!    ([`StateStore::put_resources`]), and only then tells each producer its outcome.
+//!    ([`Records::put_resources`]), and only then tells each producer its outcome.
 //!
 //! While copies keep arriving, step 3 of one batch is step 1 of the next: a single sync makes
 //! the renames of the batch before and the bodies of the next one durable, then the batch
@@ -41,7 +41,7 @@
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
-use resourcesync_store::{Batch, Finished, Op, ResourceRecord, StateStore, Store};
+use resourcesync_store::{Batch, Finished, Op, Records, ResourceRecord, Store};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
@@ -104,7 +104,7 @@ pub(crate) fn is_placeholder(r: &ResourceRecord) -> bool {
 
 /// Step 0: the placeholders of the fresh copies of a batch, in one transaction.
 fn announce<'a>(
-    state: &dyn StateStore,
+    state: &dyn Records,
     batch: impl Iterator<Item = &'a Pending>,
 ) -> std::result::Result<(), Failed> {
     let rows: Vec<ResourceRecord> = batch
@@ -175,7 +175,7 @@ struct Placed {
 /// which fail with their reason, their bodies discarded.
 fn place_batch(
     store: &dyn Store,
-    state: &dyn StateStore,
+    state: &dyn Records,
     budget: &mut Option<Budget>,
     batch: Vec<Pending>,
     gate: crate::owner::Gate,
@@ -274,7 +274,7 @@ fn place_batch(
 /// Step 4, once the renames are synced (`synced`): records the rows, and the writes that
 /// joined the batch (each job of them answered here), in one transaction; the outcome of every
 /// copy.
-fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Failed>) -> Vec<Done> {
+fn record(state: &dyn Records, p: Placed, synced: std::result::Result<(), Failed>) -> Vec<Done> {
     let Placed {
         mut out,
         rows,
@@ -327,7 +327,7 @@ fn record(state: &dyn StateStore, p: Placed, synced: std::result::Result<(), Fai
 #[cfg(test)]
 pub(crate) fn commit_batch(
     store: &dyn Store,
-    state: &dyn StateStore,
+    state: &dyn Records,
     batch: Vec<Pending>,
 ) -> Vec<Done> {
     let gate = crate::owner::gate(state, &batch, &[]);
@@ -413,7 +413,7 @@ impl Taken {
 /// The committer thread's loop (see the module documentation).
 fn run(
     store: &dyn Store,
-    state: &dyn StateStore,
+    state: &dyn Records,
     mut budget: Option<Budget>,
     mut rx: mpsc::Receiver<Job>,
 ) {
@@ -550,7 +550,7 @@ impl Committer {
     /// within `budget`, when given.
     pub(crate) fn start(
         store: std::sync::Arc<dyn Store>,
-        state: std::sync::Arc<dyn StateStore>,
+        state: std::sync::Arc<dyn Records>,
         budget: Option<Budget>,
     ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(MAX_BATCH * 2);

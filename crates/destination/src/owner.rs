@@ -34,14 +34,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use resourcesync_store::{ResourceRecord, StateStore};
+use resourcesync_store::{Records, RelPath, ResourceRecord};
 
 use crate::commit::{Pending, is_placeholder};
 use crate::error::{Error, Result};
 use crate::report::Failed;
 
 /// The refusal of `uri` at `path`, which `owner`'s row has.
-fn taken(state: &dyn StateStore, uri: &str, path: &str, owner: String) -> Error {
+fn taken(state: &dyn Records, uri: &str, path: &str, owner: String) -> Error {
     let owner_gone = state
         .resource(&owner)
         .ok()
@@ -60,7 +60,7 @@ fn taken(state: &dyn StateStore, uri: &str, path: &str, owner: String) -> Error 
 /// before it moved to another address (its URIs changed, its paths did not). Such a row gives
 /// its path up to the Source synced now (its row removed with the new one's, [`gate`]); two
 /// URIs of one Source never share a path.
-fn of_another_source(state: &dyn StateStore, owner: &str, source: &str) -> bool {
+fn of_another_source(state: &dyn Records, owner: &str, source: &str) -> bool {
     state
         .resource(owner)
         .ok()
@@ -69,10 +69,10 @@ fn of_another_source(state: &dyn StateStore, owner: &str, source: &str) -> bool 
 }
 
 /// `Ok` when no row of another URI of the Source `source` than `uri` has `path`.
-pub(crate) fn check(state: &dyn StateStore, uri: &str, source: &str, path: &str) -> Result<()> {
+pub(crate) fn check(state: &dyn Records, uri: &str, source: &str, path: &RelPath) -> Result<()> {
     match state.path_owner(path)? {
         Some(owner) if owner != uri && !of_another_source(state, &owner, source) => {
-            Err(taken(state, uri, path, owner))
+            Err(taken(state, uri, path.as_str(), owner))
         }
         _ => Ok(()),
     }
@@ -90,16 +90,12 @@ pub(crate) struct Gate {
 
 /// The committer's check of a batch (see the module documentation), in order. `unrecorded`:
 /// the rows of the batch before, placed and not yet recorded.
-pub(crate) fn gate(
-    state: &dyn StateStore,
-    batch: &[Pending],
-    unrecorded: &[ResourceRecord],
-) -> Gate {
+pub(crate) fn gate(state: &dyn Records, batch: &[Pending], unrecorded: &[ResourceRecord]) -> Gate {
     let all = |f: Failed| Gate {
         refused: batch.iter().map(|_| Some(f.clone())).collect(),
         taken_over: batch.iter().map(|_| None).collect(),
     };
-    let paths: Vec<&str> = batch.iter().map(|p| p.row.path.as_str()).collect();
+    let paths: Vec<&RelPath> = batch.iter().map(|p| p.body.key()).collect();
     let owners = match state.path_owners(&paths) {
         Ok(o) if o.len() == batch.len() => o,
         Ok(_) => {

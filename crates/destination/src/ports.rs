@@ -1,5 +1,5 @@
 //! What a Destination reads and writes, injected by its caller: the [`Store`] its copies go to,
-//! the [`StateStore`] that remembers them (cursors, rows, pending changes), and a local scratch
+//! the [`Records`] that remembers them (cursors, rows, pending changes), and a local scratch
 //! directory for the documents of a run (never the copies). The engine (`sync`, `audit`, `push`)
 //! only ever uses these: no engine code opens SQLite or the destination directory by itself.
 //!
@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use resourcesync_store::{FsStore, SqliteState, StateStore, Store};
+use resourcesync_store::{FsStore, Records, SqliteState, Store};
 
 use crate::error::{Error, Result};
 use crate::share::Downloads;
@@ -22,7 +22,7 @@ pub struct Ports {
     /// Where the copies go.
     pub store: Arc<dyn Store>,
     /// What the Destination remembers between runs.
-    pub state: Arc<dyn StateStore>,
+    pub state: Arc<dyn Records>,
     /// A local directory for the documents and staging files of a run (names starting with
     /// `doc-` and `staging-`; each run removes its own, and [`Ports::directory`] those an
     /// interrupted run left). Several Destinations may share one only if they never run at
@@ -41,7 +41,7 @@ impl Ports {
     /// Ports from a store, a state and a scratch directory (which must exist).
     pub fn new(
         store: Arc<dyn Store>,
-        state: Arc<dyn StateStore>,
+        state: Arc<dyn Records>,
         scratch: impl Into<PathBuf>,
         state_name: impl Into<PathBuf>,
     ) -> Self {
@@ -65,7 +65,7 @@ impl Ports {
     /// Ports whose scratch directory is a new temporary one, removed with the last clone.
     pub fn with_temp_scratch(
         store: Arc<dyn Store>,
-        state: Arc<dyn StateStore>,
+        state: Arc<dyn Records>,
         state_name: impl Into<PathBuf>,
     ) -> Result<Self> {
         let held = temp_dir()?;
@@ -123,21 +123,21 @@ impl Ports {
 /// applier, per payload), since a SQLite state is locked by one user at a time and a catch-up
 /// sync opens it in between.
 #[derive(Clone)]
-pub struct OpenState(Arc<dyn Fn() -> Result<Arc<dyn StateStore>> + Send + Sync>);
+pub struct OpenState(Arc<dyn Fn() -> Result<Arc<dyn Records>> + Send + Sync>);
 
 impl OpenState {
     /// Opens the state each time with `f`.
-    pub fn new(f: impl Fn() -> Result<Arc<dyn StateStore>> + Send + Sync + 'static) -> Self {
+    pub fn new(f: impl Fn() -> Result<Arc<dyn Records>> + Send + Sync + 'static) -> Self {
         OpenState(Arc::new(f))
     }
 
     /// The same state every time (one that several users may hold at once).
-    pub fn shared(state: Arc<dyn StateStore>) -> Self {
+    pub fn shared(state: Arc<dyn Records>) -> Self {
         OpenState::new(move || Ok(state.clone()))
     }
 
     /// Opens it.
-    pub fn open(&self) -> Result<Arc<dyn StateStore>> {
+    pub fn open(&self) -> Result<Arc<dyn Records>> {
         (self.0)()
     }
 }
@@ -150,7 +150,7 @@ impl std::fmt::Debug for OpenState {
 
 /// Opens the SQLite state at `path` each time (see [`OpenState`]).
 pub fn state_opener(path: PathBuf) -> OpenState {
-    OpenState::new(move || Ok(Arc::new(SqliteState::open(&path)?) as Arc<dyn StateStore>))
+    OpenState::new(move || Ok(Arc::new(SqliteState::open(&path)?) as Arc<dyn Records>))
 }
 
 /// The store of the copies in `dest` (created as needed).

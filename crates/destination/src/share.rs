@@ -16,6 +16,8 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
 
+use resourcesync_model::{Change, Hashes, W3cDateTime};
+use resourcesync_store::RelPath;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -36,7 +38,11 @@ pub trait Downloads: Send + Sync + Debug {
     fn wait(&self, source: &str) -> PortFuture<'_, Result<()>>;
 }
 
-/// One fetch handed out: everything a worker needs to do it without the run's lists.
+/// One fetch handed out: everything a worker needs to do it without the run's lists. Its
+/// payload ([`SharedFetch::to_payload`]) is JSON with the published values as text, as a
+/// document has them (`path`, `hashes` as a `hash` attribute, `lastmod`, `change`), read back
+/// checked: a path that is not a key of the store refuses the payload; digests and a `lastmod`
+/// that do not parse are left out, as a run leaves them out of its lists.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharedFetch {
     /// The Source's key (its Capability List URL): the `source` of the row and of a pending
@@ -45,19 +51,32 @@ pub struct SharedFetch {
     /// The resource (`<loc>`).
     pub uri: String,
     /// Its path in the store, as the run mapped it.
-    pub path: String,
+    #[serde(with = "text::path")]
+    pub path: RelPath,
     /// The published length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub length: Option<u64>,
     /// The published digests, as a `hash` attribute (Z39.99-2014 §7.2: `alg:hex …`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub hashes: String,
+    #[serde(
+        default,
+        with = "text::hashes",
+        skip_serializing_if = "text::no_hashes"
+    )]
+    pub hashes: Hashes,
     /// The published `<lastmod>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lastmod: Option<String>,
+    #[serde(
+        default,
+        with = "text::lastmod",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub lastmod: Option<W3cDateTime>,
     /// The change (`created`, `updated`), for a Change List entry (Z39.99-2014 §12.1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub change: Option<String>,
+    #[serde(
+        default,
+        with = "text::change",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub change: Option<Change>,
     /// Mirrors (`duplicate` links, Z39.99-2014 §14.2) as (priority, href).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicates: Vec<(u32, String)>,
@@ -102,12 +121,101 @@ impl SharedFetch {
         format!("{} {}", self.source, self.uri)
     }
 
-    /// Its work item for the state's queue ([`resourcesync_store::StateStore::add_work`]).
+    /// Its work item for the state's queue ([`resourcesync_store::WorkQueue::add_work`]).
     pub fn work_item(&self) -> resourcesync_store::WorkItem {
         resourcesync_store::WorkItem {
             key: self.key(),
             source: self.source.clone(),
             payload: self.to_payload(),
         }
+    }
+}
+
+/// The text forms of the typed fields of a [`SharedFetch`] in its payload.
+mod text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{Change, Hashes, RelPath, W3cDateTime};
+
+    pub(super) mod path {
+        use super::{Deserialize, Deserializer, RelPath, Serializer};
+
+        pub(in super::super) fn serialize<S: Serializer>(
+            p: &RelPath,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            s.serialize_str(p.as_str())
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<RelPath, D::Error> {
+            let s = String::deserialize(d)?;
+            RelPath::parse(&s).map_err(|e| {
+                serde::de::Error::custom(format!("the path {s:?} is not a key of the store: {e}"))
+            })
+        }
+    }
+
+    pub(super) mod hashes {
+        use super::{Deserialize, Deserializer, Hashes, Serializer};
+
+        pub(in super::super) fn serialize<S: Serializer>(
+            h: &Hashes,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            s.collect_str(h)
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Hashes, D::Error> {
+            Ok(Hashes::parse(&String::deserialize(d)?).0)
+        }
+    }
+
+    pub(super) mod lastmod {
+        use super::{Deserialize, Deserializer, Serializer, W3cDateTime};
+
+        pub(in super::super) fn serialize<S: Serializer>(
+            t: &Option<W3cDateTime>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match t {
+                Some(t) => s.collect_str(t),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<W3cDateTime>, D::Error> {
+            Ok(Option::<String>::deserialize(d)?.and_then(|t| W3cDateTime::parse(&t).ok()))
+        }
+    }
+
+    pub(super) mod change {
+        use super::{Change, Deserialize, Deserializer, Serializer};
+
+        pub(in super::super) fn serialize<S: Serializer>(
+            c: &Option<Change>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match c {
+                Some(c) => s.serialize_str(c.as_str()),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<Change>, D::Error> {
+            Ok(Option::<String>::deserialize(d)?.map(|c| Change::parse(&c)))
+        }
+    }
+
+    /// Whether there is no digest (the field is left out).
+    pub(super) fn no_hashes(h: &Hashes) -> bool {
+        h.0.is_empty()
     }
 }

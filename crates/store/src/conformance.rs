@@ -7,7 +7,7 @@
 //! # use resourcesync_store::{conformance, MemStore, MemState};
 //! // In a test of the new backend: each check gets a new, empty store.
 //! conformance::store::run(|| Box::new(MemStore::new())).expect("the Store contract");
-//! conformance::state::run(|| Box::new(MemState::new())).expect("the StateStore contract");
+//! conformance::state::run(|| Box::new(MemState::new())).expect("the state contracts");
 //! ```
 //!
 //! - [`store`]: the [`crate::Store`] contract: put, get, head, delete, list in key order, a body
@@ -19,7 +19,8 @@
 //! - [`crash`]: for a store that claims crash safety ([`crate::Features::crash_safe`]): a process
 //!   killed (`SIGKILL`) at each step of a put leaves the old body or the new one, never a part.
 //!   The test re-executes itself as the child ([`crash::kill_at`], [`crash::child`]).
-//! - [`state`]: the [`crate::StateStore`] contract: records, pages in URI order, pending
+//! - [`state`]: the contracts of [`crate::Records`], [`crate::Leases`] and [`crate::WorkQueue`]
+//!   (a failure named by port and check): records, pages in URI order, pending
 //!   changes, cursors, batches all or nothing, leases on Sources and work items (two workers
 //!   never hold the same lease at once, an expired lease is taken over, workers racing for work
 //!   do each item once).

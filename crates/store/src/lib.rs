@@ -8,9 +8,10 @@
 //!   files linked into place, `fs/anon.rs`; one `syncfs` per batch), [`MemStore`] ([`mem`])
 //!   and (feature `s3`, on by default) `S3Store` (`s3`: objects in an S3-compatible bucket
 //!   under a prefix, each verified before it is sent, metadata carrying URI and digests).
-//! - [`state`]: the [`StateStore`] port, batched ([`Batch`] of [`Op`]s, all or nothing) and fit
-//!   for several workers ([`Lease`]s on Sources, [`WorkItem`]s claimed and completed, taken over
-//!   when a lease expires): per resource its URI, path, length, digests, lastmod, ETag and
+//! - [`state`]: three ports. [`Records`], batched ([`Batch`] of [`Op`]s, all or nothing, the
+//!   only way to write: [`RecordWrites`] are batches), and for several workers [`Leases`] (on
+//!   Sources) and a [`WorkQueue`] ([`WorkItem`]s claimed and completed, taken over when a claim
+//!   expires); [`Fenced`] and [`Claimed`] are records whose batches a [`BatchGuard`] changes: per resource its URI, path, length, digests, lastmod, ETag and
 //!   Last-Modified; per Source its cursor; changes to retry. Implementations: [`SqliteState`],
 //!   [`MemState`] and (feature `postgres`, on by default) `PgState`, shared by several
 //!   processes. Rows are written only after the file they describe is in place.
@@ -49,7 +50,7 @@ pub use s3::{S3Config, S3Store};
 #[cfg(feature = "postgres")]
 pub use state::PgState;
 pub use state::{
-    Batch, Claim, Claimed, Fenced, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, MemState, Op,
-    PendingChange, ResourceRecord, SourceCursor, SqliteState, StateStore, WorkItem,
-    for_each_resource,
+    Batch, BatchGuard, Claim, Claimed, Claims, Fence, Fenced, Guarded, KnownDocument, Lease,
+    Leases, MAX_KNOWN_DOCUMENTS, MemState, Op, PendingChange, RecordWrites, Records,
+    ResourceRecord, SourceCursor, SqliteState, WorkItem, WorkQueue, for_each_resource,
 };

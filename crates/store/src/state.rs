@@ -1,4 +1,7 @@
-//! What the Destination knows: the [`StateStore`] trait and its SQLite implementation.
+//! What the Destination knows: three ports and their implementations. [`Records`] (the rows,
+//! cursors, pending changes and remembered documents, read, and written in [`Batch`]es through
+//! [`Records::apply`]; [`RecordWrites`] are its one-write conveniences) is all a run needs;
+//! [`Leases`] and [`WorkQueue`] are for workers sharing one state (an aggregator).
 //!
 //! Per resource: URI, the Source it belongs to, path under DEST, length, digests (md5, sha-1,
 //! sha-256), the Source's `<lastmod>`, the server's `ETag` and `Last-Modified`, and whether the
@@ -11,10 +14,10 @@
 //! at worst a file without a row (which the next run recognises by its digest), never a row for
 //! a file that is not there.
 //!
-//! Writes go in [`Batch`]es, applied all or nothing ([`StateStore::apply`]). For several
+//! Writes go in [`Batch`]es, applied all or nothing ([`Records::apply`]). For several
 //! workers sharing one state (an aggregator's processes over PostgreSQL), a worker takes a
-//! [`Lease`] on a Source ([`StateStore::lease_source`]) and claims work items
-//! ([`StateStore::claim_work`]), each for a time: a lease not renewed expires and is taken over,
+//! [`Lease`] on a Source ([`Leases::lease_source`]) and claims work items
+//! ([`WorkQueue::claim_work`]), each for a time: a lease not renewed expires and is taken over,
 //! and a batch fenced by a lease ([`Batch::fence`]) fails once the lease is lost, so that a
 //! worker that stalled past its lease never writes over its successor. Implementations:
 //! [`SqliteState`] (`state/sqlite.rs`), [`MemState`] (`state/mem.rs`) and, with the `postgres`
@@ -27,131 +30,19 @@ use std::time::{Duration, SystemTime};
 use resourcesync_model::{Change, Hashes, W3cDateTime};
 
 use crate::error::Result;
-
-/// The methods of [`StateStore`] other than `apply`, forwarded to `self.inner`: for the
-/// wrappers that change only how a batch is written ([`Fenced`], [`Claimed`]).
-macro_rules! forward_all_but_apply {
-    () => {
-        fn resource(
-            &self,
-            uri: &str,
-        ) -> $crate::error::Result<Option<$crate::state::ResourceRecord>> {
-            self.inner.resource(uri)
-        }
-
-        fn resources_page(
-            &self,
-            source: &str,
-            after: Option<&str>,
-            limit: usize,
-        ) -> $crate::error::Result<Vec<$crate::state::ResourceRecord>> {
-            self.inner.resources_page(source, after, limit)
-        }
-
-        fn has_path(&self, path: &str) -> $crate::error::Result<bool> {
-            self.inner.has_path(path)
-        }
-
-        fn path_owner(&self, path: &str) -> $crate::error::Result<Option<String>> {
-            self.inner.path_owner(path)
-        }
-
-        fn path_owners(&self, paths: &[&str]) -> $crate::error::Result<Vec<Option<String>>> {
-            self.inner.path_owners(paths)
-        }
-
-        fn count_resources(&self, source: &str) -> $crate::error::Result<u64> {
-            self.inner.count_resources(source)
-        }
-
-        fn bytes_recorded(&self, source: &str) -> $crate::error::Result<u64> {
-            self.inner.bytes_recorded(source)
-        }
-
-        fn recorded_totals(&self) -> $crate::error::Result<(u64, u64)> {
-            self.inner.recorded_totals()
-        }
-
-        fn cursor(
-            &self,
-            source: &str,
-        ) -> $crate::error::Result<Option<$crate::state::SourceCursor>> {
-            self.inner.cursor(source)
-        }
-
-        fn documents(
-            &self,
-            start: &str,
-        ) -> $crate::error::Result<Vec<$crate::state::KnownDocument>> {
-            self.inner.documents(start)
-        }
-
-        fn pending_page(
-            &self,
-            source: &str,
-            after: Option<&str>,
-            limit: usize,
-        ) -> $crate::error::Result<Vec<$crate::state::PendingChange>> {
-            self.inner.pending_page(source, after, limit)
-        }
-
-        fn lease_source(
-            &self,
-            source: &str,
-            worker: &str,
-            ttl: std::time::Duration,
-        ) -> $crate::error::Result<Option<$crate::state::Lease>> {
-            self.inner.lease_source(source, worker, ttl)
-        }
-
-        fn release_source(&self, lease: &$crate::state::Lease) -> $crate::error::Result<bool> {
-            self.inner.release_source(lease)
-        }
-
-        fn add_work(&self, items: &[$crate::state::WorkItem]) -> $crate::error::Result<usize> {
-            self.inner.add_work(items)
-        }
-
-        fn claim_work(
-            &self,
-            worker: &str,
-            n: usize,
-            ttl: std::time::Duration,
-        ) -> $crate::error::Result<Vec<$crate::state::Claim>> {
-            self.inner.claim_work(worker, n, ttl)
-        }
-
-        fn complete(&self, claims: &[$crate::state::Claim]) -> $crate::error::Result<usize> {
-            self.inner.complete(claims)
-        }
-
-        fn release(&self, claims: &[$crate::state::Claim]) -> $crate::error::Result<usize> {
-            self.inner.release(claims)
-        }
-
-        fn renew_work(
-            &self,
-            claims: &[$crate::state::Claim],
-            ttl: std::time::Duration,
-        ) -> $crate::error::Result<Vec<$crate::state::Claim>> {
-            self.inner.renew_work(claims, ttl)
-        }
-
-        fn work_left(&self, source: &str) -> $crate::error::Result<u64> {
-            self.inner.work_left(source)
-        }
-    };
-}
+use crate::path::RelPath;
 
 mod claimed;
 mod fenced;
+mod guarded;
 mod mem;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod sqlite;
 
-pub use claimed::Claimed;
-pub use fenced::Fenced;
+pub use claimed::{Claimed, Claims};
+pub use fenced::{Fence, Fenced};
+pub use guarded::{BatchGuard, Guarded};
 pub use mem::MemState;
 #[cfg(feature = "postgres")]
 pub use postgres::PgState;
@@ -229,7 +120,7 @@ pub struct KnownDocument {
     pub last_modified: Option<String>,
 }
 
-/// Most documents remembered for one start URL ([`StateStore::documents`] reads no more).
+/// Most documents remembered for one start URL ([`Records::documents`] reads no more).
 pub const MAX_KNOWN_DOCUMENTS: usize = 256;
 
 /// One write of a [`Batch`].
@@ -259,7 +150,7 @@ pub enum Op<'a> {
     CompleteWork(&'a Claim),
 }
 
-/// Writes applied together, all or nothing ([`StateStore::apply`]), in order.
+/// Writes applied together, all or nothing ([`Records::apply`]), in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Batch<'a> {
     ops: Vec<Op<'a>>,
@@ -313,7 +204,7 @@ pub struct Lease {
     pub expires: SystemTime,
 }
 
-/// A unit of work queued for the workers ([`StateStore::add_work`]).
+/// A unit of work queued for the workers ([`WorkQueue::add_work`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkItem {
     /// Its key: an item whose key is queued already is not queued again.
@@ -324,7 +215,7 @@ pub struct WorkItem {
     pub payload: String,
 }
 
-/// A work item claimed by a worker until `expires` ([`StateStore::claim_work`]).
+/// A work item claimed by a worker until `expires` ([`WorkQueue::claim_work`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     /// The item.
@@ -356,7 +247,6 @@ pub(crate) fn expiry(now: i64, ttl: Duration) -> i64 {
     now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// The Destination's state. Implementations must be usable from several threads (and, for a
 /// The text form of `duplicate` links (Z39.99-2014 §14.2: `pri` and `href`) kept in a state or
 /// staging database: one `PRI HREF` per line.
 pub fn encode_duplicates(d: &[(u32, String)]) -> String {
@@ -376,8 +266,12 @@ pub fn decode_duplicates(s: &str) -> Vec<(u32, String)> {
         .collect()
 }
 
-/// shared database, from several processes), and pass [`crate::conformance::state`].
-pub trait StateStore: Send + Sync + Debug {
+/// What the Destination knows, read and written: the port of a run. Reads answer from the rows;
+/// every write goes through [`Records::apply`], a [`Batch`] all or nothing (the conveniences of
+/// [`RecordWrites`] are batches of one or a few writes, and cannot be overridden to bypass it).
+/// Implementations must be usable from several threads (and, for a shared database, from
+/// several processes), and pass [`crate::conformance::state`].
+pub trait Records: Send + Sync + Debug {
     /// The row of a resource.
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>>;
     /// Up to `limit` rows of a Source with URIs after `after`, in URI (byte) order.
@@ -388,15 +282,15 @@ pub trait StateStore: Send + Sync + Debug {
         limit: usize,
     ) -> Result<Vec<ResourceRecord>>;
     /// Whether some row has this path.
-    fn has_path(&self, path: &str) -> Result<bool>;
+    fn has_path(&self, path: &RelPath) -> Result<bool>;
     /// The URI whose row has this path (placeholders and copies kept after a delete included),
     /// if any: the least in byte order when several have it (a state written before a path
     /// was held by one URI at most may have such rows). The Destination refuses to put one
     /// URI's copy at a path another URI's row has: two URIs never share a copy.
-    fn path_owner(&self, path: &str) -> Result<Option<String>>;
-    /// [`StateStore::path_owner`] of each path, in order. The default asks for each in turn; a
+    fn path_owner(&self, path: &RelPath) -> Result<Option<String>>;
+    /// [`Records::path_owner`] of each path, in order. The default asks for each in turn; a
     /// database across a network answers with one query.
-    fn path_owners(&self, paths: &[&str]) -> Result<Vec<Option<String>>> {
+    fn path_owners(&self, paths: &[&RelPath]) -> Result<Vec<Option<String>>> {
         paths.iter().map(|p| self.path_owner(p)).collect()
     }
     /// How many rows a Source has (copies recorded, those kept after a delete included). The
@@ -420,7 +314,7 @@ pub trait StateStore: Send + Sync + Debug {
         Ok(n)
     }
     /// The rows and the bytes they record over every Source of this state (what
-    /// [`StateStore::count_resources`] and [`StateStore::bytes_recorded`] give, summed), in
+    /// [`Records::count_resources`] and [`Records::bytes_recorded`] give, summed), in
     /// one query: for a caller that keeps one state per Source (an aggregator) and wants its
     /// figures without knowing the key its rows are recorded under.
     fn recorded_totals(&self) -> Result<(u64, u64)>;
@@ -438,9 +332,14 @@ pub trait StateStore: Send + Sync + Debug {
     ) -> Result<Vec<PendingChange>>;
 
     /// Applies a batch of writes, in order, all or nothing (one transaction where the store has
-    /// them): a failed write, or a fence whose lease is lost, leaves the state as it was.
+    /// them): a failed write, or a fence whose lease is lost ([`Op::Fence`]), or a claim lost
+    /// ([`Op::CompleteWork`]), leaves the state as it was.
     fn apply(&self, batch: &Batch<'_>) -> Result<()>;
+}
 
+/// Writes of one kind as [`Batch`]es over [`Records::apply`], for every [`Records`] (a blanket
+/// implementation: no implementation or wrapper can make them bypass `apply`).
+pub trait RecordWrites: Records {
     /// Writes (replaces) the row of a copy just put in place and forgets its pending change,
     /// in one transaction: [`Batch::put_resource`] alone. (A row without that, such as a
     /// placeholder, is an [`Op::PutResource`] of a batch.)
@@ -448,7 +347,7 @@ pub trait StateStore: Send + Sync + Debug {
         self.apply(Batch::new().put_resource(r))
     }
     /// Writes (replaces) the rows of copies just put in place and forgets their pending
-    /// changes, all or nothing: [`StateStore::put_resource`] of each, in one transaction.
+    /// changes, all or nothing: [`RecordWrites::put_resource`] of each, in one transaction.
     fn put_resources(&self, rows: &[ResourceRecord]) -> Result<()> {
         let mut b = Batch::new();
         for r in rows {
@@ -480,7 +379,14 @@ pub trait StateStore: Send + Sync + Debug {
     fn remove_pending(&self, source: &str, uri: &str) -> Result<()> {
         self.apply(Batch::new().push(Op::RemovePending(source, uri)))
     }
+}
 
+impl<T: Records + ?Sized> RecordWrites for T {}
+
+/// Leases on Sources, for workers sharing one state: at most one worker holds a Source at a
+/// time, and a batch fenced by its lease ([`Op::Fence`]) fails once it is lost. Used by the
+/// aggregator's processes (and [`Fenced`]); a single run does without.
+pub trait Leases: Send + Sync + Debug {
     /// Takes (or renews) the lease on `source` for `worker` until `ttl` from now: `None` while
     /// another worker holds it unexpired. Renewing keeps the token; taking it over (from
     /// another worker or after it expired) raises it. At most one worker holds a lease at a
@@ -488,7 +394,12 @@ pub trait StateStore: Send + Sync + Debug {
     fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>>;
     /// Gives a lease up (if still held as `lease` says); whether it was.
     fn release_source(&self, lease: &Lease) -> Result<bool>;
+}
 
+/// A queue of work items shared by workers, each claimed for a time: the shared fetches of an
+/// aggregator's processes. A claim is completed with the rows it wrote ([`Op::CompleteWork`],
+/// [`Claimed`]) or here.
+pub trait WorkQueue: Send + Sync + Debug {
     /// Queues work items (an item whose key is queued already is left as it is); how many
     /// were added.
     fn add_work(&self, items: &[WorkItem]) -> Result<usize>;
@@ -513,7 +424,7 @@ pub trait StateStore: Send + Sync + Debug {
 }
 
 /// Calls `f` for every row of a Source, in URI order, a page at a time.
-pub fn for_each_resource<S: StateStore + ?Sized>(
+pub fn for_each_resource<S: Records + ?Sized>(
     state: &S,
     source: &str,
     mut f: impl FnMut(ResourceRecord) -> Result<()>,

@@ -10,7 +10,7 @@ use resourcesync_aggregate::republish::CopiesInventory;
 use resourcesync_model::{HashAlg, MultiHasher};
 use resourcesync_source::inventory::Inventory;
 use resourcesync_source::inventory::conformance::{self, Harness};
-use resourcesync_store::{Batch, MemState, Op, ResourceRecord, StateStore};
+use resourcesync_store::{Batch, MemState, Op, Records, ResourceRecord};
 
 /// The Source's key in the state (its Capability List URL).
 const KEY: &str = "http://127.0.0.1:1/capabilitylist.xml";

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use resourcesync_aggregate::status::Phase;
 use resourcesync_aggregate::{Aggregator, Options, StateChoice};
 use resourcesync_store::{
-    PgState, RelPath, S3Store, SqliteState, StateStore, Store, for_each_resource,
+    PgState, Records, RelPath, S3Store, SqliteState, Store, for_each_resource,
 };
 use resourcesync_testkit::{CutProxy, Server};
 
@@ -53,7 +53,7 @@ async fn source(n: usize) -> (Server, tempfile::TempDir) {
 
 /// Every resource `state` records for the Source at `base` has its copy in `store`, of the
 /// recorded length; returns how many it records.
-fn recorded_are_stored(state: &dyn StateStore, store: &dyn Store, base: &str) -> u64 {
+fn recorded_are_stored(state: &dyn Records, store: &dyn Store, base: &str) -> u64 {
     let key = format!("{base}resourcesync/capabilitylist.xml");
     let mut n = 0;
     for_each_resource(state, &key, |r| {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use resourcesync_diff::{Difference, Item, Merged, Page, needs_update, pages, try_merge_by};
 use resourcesync_model::Hashes;
-use resourcesync_store::{RelPath, ResourceRecord, StateStore};
+use resourcesync_store::{Records, RelPath, ResourceRecord};
 
 use crate::error::{Error, Result};
 use crate::report::{AuditDifference, Observer, push_capped};
@@ -55,7 +55,7 @@ pub(super) const ROW_PAGES_AHEAD: usize = 8;
 /// up to [`ROW_PAGES_AHEAD`] pages ahead of the reader (while the Source's list is still being
 /// read, then during the merge). The last page is empty; an error ends the pages.
 pub(super) fn rows_ahead(
-    state: Arc<dyn StateStore>,
+    state: Arc<dyn Records>,
     key: String,
 ) -> std::sync::mpsc::Receiver<Result<Vec<ResourceRecord>>> {
     let (tx, rx) = std::sync::mpsc::sync_channel(ROW_PAGES_AHEAD);
@@ -87,7 +87,7 @@ pub(super) fn rows_ahead(
 
 /// What is compared with what, and how.
 pub(super) struct Compare<'a> {
-    pub(super) state: &'a dyn StateStore,
+    pub(super) state: &'a dyn Records,
     pub(super) obs: &'a dyn Observer,
     pub(super) fast: bool,
     pub(super) threads: usize,
@@ -311,7 +311,8 @@ impl Compare<'_> {
                 left.sort_unstable();
                 for path in left {
                     // A copy of another Source synced into the same DEST.
-                    if !is_state(self.own_state.as_deref(), &path) && !self.state.has_path(&path)? {
+                    if !is_state(self.own_state.as_deref(), &path) && !recorded(self.state, &path)?
+                    {
                         found.extra(AuditDifference {
                             uri: String::new(),
                             path: Some(path),
@@ -352,5 +353,14 @@ impl Compare<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether some row has the path `path` of a walked file: none has a path that is not a key of
+/// the store (rows are written under checked keys).
+fn recorded(state: &dyn Records, path: &str) -> Result<bool> {
+    match RelPath::parse(path) {
+        Ok(rel) => Ok(state.has_path(&rel)?),
+        Err(_) => Ok(false),
     }
 }

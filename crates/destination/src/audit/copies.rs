@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use resourcesync_model::{HashAlg, Hashes};
-use resourcesync_store::{RelPath, ResourceRecord, StateStore, Store};
+use resourcesync_store::{Records, RelPath, ResourceRecord, Store};
 
 use crate::error::Result;
 
@@ -188,14 +188,14 @@ pub(crate) type Untracked = std::result::Result<RelPath, String>;
 /// them (`crate::sync::extras`).
 pub(crate) fn untracked(
     store: &dyn Store,
-    state: &dyn StateStore,
+    state: &dyn Records,
     after: Option<&RelPath>,
     f: &mut dyn FnMut(Untracked) -> Result<ControlFlow<()>>,
 ) -> Result<()> {
     let mut failed: Option<crate::error::Error> = None;
     store.list(after, &mut |r| {
         let found = match r {
-            Ok((rel, _)) => match state.has_path(rel.as_str()) {
+            Ok((rel, _)) => match state.has_path(&rel) {
                 Ok(true) => return Ok(ControlFlow::Continue(())),
                 Ok(false) => Ok(rel),
                 Err(e) => return Err(e),

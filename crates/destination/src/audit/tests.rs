@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use resourcesync_model::{DocumentReader, HashAlg, Hashes, MultiHasher, ReadOptions, W3cDateTime};
-use resourcesync_store::{FsStore, ResourceRecord, STATE_DIR, SqliteState, StateStore};
+use resourcesync_store::{FsStore, RecordWrites, Records, ResourceRecord, STATE_DIR, SqliteState};
 
 use super::*;
 use crate::discover::docs::ListSink;

@@ -1,7 +1,7 @@
 //! The budget of bytes of one Source's copies (`SyncOptions::quota`), checked by the committer
 //! before each copy is put in place (step 2 of [`crate::commit`]).
 
-use resourcesync_store::{ResourceRecord, StateStore};
+use resourcesync_store::{Records, ResourceRecord};
 
 use crate::error::Result;
 use crate::report::Failed;
@@ -20,7 +20,7 @@ impl Budget {
     /// The budget of `quota` for the Source `source`, its copies' bytes read from `state`.
     pub(crate) fn of(
         quota: Option<&crate::options::Quota>,
-        state: &dyn StateStore,
+        state: &dyn Records,
         source: &str,
     ) -> Result<Option<Budget>> {
         let Some(q) = quota else {
@@ -39,7 +39,7 @@ impl Budget {
     /// taken off first (one read of its row).
     pub(super) fn take(
         &mut self,
-        state: &dyn StateStore,
+        state: &dyn Records,
         row: &ResourceRecord,
         length: u64,
     ) -> Option<Failed> {
@@ -72,7 +72,7 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use resourcesync_store::SqliteState;
+    use resourcesync_store::{RecordWrites, SqliteState};
 
     #[test]
     fn a_budget_refuses_the_copy_past_it_and_counts_a_replaced_one_once() {

@@ -162,7 +162,10 @@ fn a_path_another_sources_row_has_is_taken_over() {
             .is_none()
     );
     assert_eq!(
-        state.path_owner("a.txt").expect("owner").as_deref(),
+        state
+            .path_owner(&RelPath::parse("a.txt").expect("path"))
+            .expect("owner")
+            .as_deref(),
         Some("http://127.0.0.1:2/a.txt")
     );
 }
@@ -171,7 +174,7 @@ fn a_path_another_sources_row_has_is_taken_over() {
 fn a_producer_gets_every_outcome_by_chunk_and_its_end_releases_the_batch() {
     let d = tempfile::tempdir().expect("tmp");
     let store = std::sync::Arc::new(FsStore::open(d.path()).expect("store"));
-    let state: std::sync::Arc<dyn StateStore> =
+    let state: std::sync::Arc<dyn Records> =
         std::sync::Arc::new(SqliteState::open(&d.path().join("s.sqlite")).expect("state"));
     let c = Committer::start(store.clone(), state.clone(), None).expect("start");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -219,7 +222,7 @@ fn a_producer_gets_every_outcome_by_chunk_and_its_end_releases_the_batch() {
 async fn the_committer_answers_every_copy_and_stops_when_closed() {
     let d = tempfile::tempdir().expect("tmp");
     let store = std::sync::Arc::new(FsStore::open(d.path()).expect("store"));
-    let state: std::sync::Arc<dyn StateStore> =
+    let state: std::sync::Arc<dyn Records> =
         std::sync::Arc::new(SqliteState::open(&d.path().join("s.sqlite")).expect("state"));
     let c = Committer::start(store.clone(), state.clone(), None).expect("start");
     let mut receipts = Vec::new();

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
-use resourcesync_store::{StateStore, Store};
+use resourcesync_store::{Records, Store};
 
 use crate::commit::Committer;
 use crate::error::{Error, Result};
@@ -47,7 +47,7 @@ pub(crate) struct Ctx {
 pub(crate) struct RunPorts {
     pub(crate) http: Arc<Http>,
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) state: Arc<dyn StateStore>,
+    pub(crate) state: Arc<dyn Records>,
     /// Puts copies in place and writes every row and pending change of the run, in batches
     /// ([`crate::commit`]).
     pub(crate) committer: Committer,

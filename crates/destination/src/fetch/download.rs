@@ -57,7 +57,7 @@ pub(crate) async fn fetch(
     }
     // A file at the path that is another URI's (crate::owner) is neither adopted nor replaced.
     if existing.is_some() {
-        crate::owner::check(ctx.ports.state.as_ref(), &item.uri, &ctx.key, rel.as_str())?;
+        crate::owner::check(ctx.ports.state.as_ref(), &item.uri, &ctx.key, rel)?;
     }
     if adopt(ctx, item, rel, prior.as_ref(), existing).await? {
         return Ok(Started::Done(Outcome::Unchanged));

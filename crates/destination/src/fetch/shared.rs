@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use resourcesync_model::{Change, Hashes, W3cDateTime};
-use resourcesync_store::{RelPath, StateStore, Store};
+use resourcesync_store::{Records, Store};
 use tokio::sync::Semaphore;
 
 use crate::commit::Committer;
@@ -25,15 +24,12 @@ use crate::share::SharedFetch;
 fn staged(f: &SharedFetch) -> StagedItem {
     StagedItem {
         uri: f.uri.clone(),
-        change: f.change.as_deref().map(Change::parse),
+        change: f.change.clone(),
         length: f.length,
-        hashes: Hashes::parse(&f.hashes).0,
-        lastmod: f
-            .lastmod
-            .as_deref()
-            .and_then(|d| W3cDateTime::parse(d).ok()),
+        hashes: f.hashes.clone(),
+        lastmod: f.lastmod,
         duplicates: f.duplicates.clone(),
-        path: Some(f.path.clone()),
+        path: Some(f.path.to_string()),
         ..StagedItem::default()
     }
 }
@@ -71,7 +67,7 @@ impl SharedFetcher {
         max_bytes: u64,
         width: usize,
         store: Arc<dyn Store>,
-        state: Arc<dyn StateStore>,
+        state: Arc<dyn Records>,
         http: Http,
         obs: Arc<dyn Observer>,
     ) -> Result<Self> {
@@ -119,10 +115,7 @@ impl SharedFetcher {
                 f.uri, f.source, self.ctx.key
             ));
         }
-        let rel = match RelPath::parse(&f.path) {
-            Ok(r) => r,
-            Err(e) => return SharedOutcome::Failed(format!("{}: path {:?}: {e}", f.uri, f.path)),
-        };
+        let rel = f.path.clone();
         let item = staged(f);
         let job = Job::fetch(item, Reason::from_flags(f.listed_change, f.new, f.repair));
         let mut permit = match self.slots.clone().acquire_owned().await {

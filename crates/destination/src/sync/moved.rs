@@ -11,7 +11,7 @@
 //! what changed is fetched, what is no longer listed is deleted (with `--delete`), the moved
 //! Source's history before its move not being comparable with the new one's.
 
-use resourcesync_store::{Batch, Op, SourceCursor, StateStore};
+use resourcesync_store::{Batch, Op, Records, SourceCursor};
 
 use crate::discover::known::{Known, start_key};
 use crate::error::Result;
@@ -25,7 +25,7 @@ const PAGE: usize = 1000;
 /// now; returns the one it moved from. Nothing is written on a dry run (the old one is still
 /// named).
 pub(crate) fn carry_over(
-    state: &dyn StateStore,
+    state: &dyn Records,
     opts: &SyncOptions,
     key: &str,
 ) -> Result<Option<String>> {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use resourcesync_destination::{Quiet, SyncOptions, SyncReport, sync};
-use resourcesync_store::{SqliteState, StateStore};
+use resourcesync_store::{Records, RelPath, SqliteState};
 
 const NS: &str = "xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" \
                   xmlns:rs=\"http://www.openarchives.org/rs/terms/\"";
@@ -120,7 +120,12 @@ fn owned_by(o: &SyncOptions, dest: &Path, path: &str, owner: &str, bytes: &[u8],
         "the copy at {path} is {owner}'s"
     );
     let st = SqliteState::open(&o.state_path()).expect("state");
-    assert_eq!(st.path_owner(path).expect("owner").as_deref(), Some(owner));
+    assert_eq!(
+        st.path_owner(&RelPath::parse(path).expect("path"))
+            .expect("owner")
+            .as_deref(),
+        Some(owner)
+    );
     assert!(
         st.resource(refused).expect("row").is_none(),
         "{refused} recorded against {owner}'s copy"

@@ -5,37 +5,36 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::common::*;
 use resourcesync_destination::{Destination, Mode, Ports, Quiet, http::Http};
 use resourcesync_store::{
-    Batch, Claim, KnownDocument, Lease, MemState, MemStore, Op, PendingChange, RelPath,
-    ResourceRecord, SourceCursor, StateStore, Store, WorkItem,
+    Batch, BatchGuard, Guarded, MemState, MemStore, Op, Records, RelPath, Store,
 };
 
 /// The name the committer gives its threads.
 const COMMIT_THREAD: &str = "resourcesync-commit";
 
 /// A state in memory that notes every write of a row or pending change made outside the
-/// committer, and counts transactions.
+/// committer, and counts transactions: a guard of its batches, the reads passed through.
+type Watched = Guarded<Watch>;
+
 #[derive(Debug, Default)]
-struct Watched {
-    inner: MemState,
+struct Watch {
     /// Side writes: the thread and the operations.
     strays: Mutex<Vec<String>>,
     /// Transactions applied.
     applied: AtomicU64,
 }
 
-impl Watched {
+impl Watch {
     fn strays(&self) -> Vec<String> {
         self.strays.lock().expect("lock").clone()
     }
 }
 
-impl StateStore for Watched {
-    fn apply(&self, batch: &Batch<'_>) -> resourcesync_store::Result<()> {
+impl BatchGuard for Watch {
+    fn apply(&self, inner: &dyn Records, batch: &Batch<'_>) -> resourcesync_store::Result<()> {
         self.applied.fetch_add(1, Ordering::SeqCst);
         let rows = batch.ops().iter().any(|op| {
             matches!(
@@ -54,80 +53,7 @@ impl StateStore for Watched {
                 .expect("lock")
                 .push(format!("{thread:?}: {:?}", batch.ops()));
         }
-        self.inner.apply(batch)
-    }
-
-    fn resource(&self, uri: &str) -> resourcesync_store::Result<Option<ResourceRecord>> {
-        self.inner.resource(uri)
-    }
-    fn resources_page(
-        &self,
-        source: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> resourcesync_store::Result<Vec<ResourceRecord>> {
-        self.inner.resources_page(source, after, limit)
-    }
-    fn has_path(&self, path: &str) -> resourcesync_store::Result<bool> {
-        self.inner.has_path(path)
-    }
-    fn path_owner(&self, path: &str) -> resourcesync_store::Result<Option<String>> {
-        self.inner.path_owner(path)
-    }
-    fn recorded_totals(&self) -> resourcesync_store::Result<(u64, u64)> {
-        self.inner.recorded_totals()
-    }
-    fn cursor(&self, source: &str) -> resourcesync_store::Result<Option<SourceCursor>> {
-        self.inner.cursor(source)
-    }
-    fn documents(&self, start: &str) -> resourcesync_store::Result<Vec<KnownDocument>> {
-        self.inner.documents(start)
-    }
-    fn pending_page(
-        &self,
-        source: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> resourcesync_store::Result<Vec<PendingChange>> {
-        self.inner.pending_page(source, after, limit)
-    }
-    fn lease_source(
-        &self,
-        source: &str,
-        worker: &str,
-        ttl: Duration,
-    ) -> resourcesync_store::Result<Option<Lease>> {
-        self.inner.lease_source(source, worker, ttl)
-    }
-    fn release_source(&self, lease: &Lease) -> resourcesync_store::Result<bool> {
-        self.inner.release_source(lease)
-    }
-    fn add_work(&self, items: &[WorkItem]) -> resourcesync_store::Result<usize> {
-        self.inner.add_work(items)
-    }
-    fn claim_work(
-        &self,
-        worker: &str,
-        n: usize,
-        ttl: Duration,
-    ) -> resourcesync_store::Result<Vec<Claim>> {
-        self.inner.claim_work(worker, n, ttl)
-    }
-    fn complete(&self, claims: &[Claim]) -> resourcesync_store::Result<usize> {
-        self.inner.complete(claims)
-    }
-    fn release(&self, claims: &[Claim]) -> resourcesync_store::Result<usize> {
-        self.inner.release(claims)
-    }
-    fn renew_work(
-        &self,
-        claims: &[Claim],
-        ttl: Duration,
-    ) -> resourcesync_store::Result<Vec<Claim>> {
-        self.inner.renew_work(claims, ttl)
-    }
-    fn work_left(&self, source: &str) -> resourcesync_store::Result<u64> {
-        self.inner.work_left(source)
+        inner.apply(batch)
     }
 }
 
@@ -177,7 +103,7 @@ async fn every_row_and_pending_change_of_a_run_is_written_by_the_committer() {
     for (p, b) in files.iter().step_by(4) {
         put(&store, p, b);
     }
-    let state = Arc::new(Watched::default());
+    let state = Arc::new(Watched::with(Arc::new(MemState::new()), Watch::default()));
     let scratch = tmp();
     let ports = Ports::new(store.clone(), state.clone(), scratch.path(), "(watched)");
     let unused = tmp();
@@ -193,10 +119,10 @@ async fn every_row_and_pending_change_of_a_run_is_written_by_the_committer() {
     assert_eq!(r.mode, Mode::Baseline);
     assert_eq!(r.failed, 1, "{r:?}");
     assert_eq!(r.created, (N - N / 4) as u64, "{r:?}");
-    let baseline = state.applied.load(Ordering::SeqCst);
-    assert_eq!(state.strays(), Vec::<String>::new(), "baseline");
+    let baseline = state.guard().applied.load(Ordering::SeqCst);
+    assert_eq!(state.guard().strays(), Vec::<String>::new(), "baseline");
     let adopted = state
-        .inner
+        .inner()
         .resource(&format!("{}d0/f0.txt", server.base))
         .expect("state")
         .expect("an adopted copy has its row");
@@ -224,14 +150,14 @@ async fn every_row_and_pending_change_of_a_run_is_written_by_the_committer() {
     assert_eq!((r.kept, r.failed), (1, 0), "{r:?}");
     assert!(
         state
-            .inner
+            .inner()
             .pending_page(&r.source.key(), None, 10)
             .expect("pending")
             .is_empty()
     );
-    assert_eq!(state.strays(), Vec::<String>::new(), "incremental");
+    assert_eq!(state.guard().strays(), Vec::<String>::new(), "incremental");
     eprintln!(
         "transactions: baseline of {N} copies {baseline}, all runs {}",
-        state.applied.load(Ordering::SeqCst)
+        state.guard().applied.load(Ordering::SeqCst)
     );
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use resourcesync_destination::{Quiet, SyncReport, sync};
-use resourcesync_store::{SqliteState, StateStore};
+use resourcesync_store::{Records, RelPath, SqliteState};
 
 const NS: &str = "xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" \
                   xmlns:rs=\"http://www.openarchives.org/rs/terms/\"";
@@ -82,7 +82,11 @@ async fn an_iri_and_its_encoded_form_are_one_resource_at_one_path() {
         let st = SqliteState::open(&o.state_path()).expect("state");
         assert!(st.resource(&u_enc).expect("row").is_some());
         assert!(st.resource(&u_raw).expect("row").is_none());
-        assert_eq!(st.path_owner(p).expect("owner"), Some(p_enc.clone()));
+        assert_eq!(
+            st.path_owner(&RelPath::parse(p).expect("path"))
+                .expect("owner"),
+            Some(p_enc.clone())
+        );
     }
 
     // The Source now writes the encoded forms (and changed one file): the same resources.

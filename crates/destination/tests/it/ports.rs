@@ -35,7 +35,7 @@ fn store_files(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_destination_syncs_into_the_store_and_state_it_is_given() {
     use resourcesync_destination::{Destination, Ports, http::Http};
-    use resourcesync_store::{MemState, MemStore, StateStore};
+    use resourcesync_store::{MemState, MemStore, Records};
 
     let src = tmp();
     write_tree(
@@ -110,50 +110,7 @@ async fn a_destination_syncs_into_the_store_and_state_it_is_given() {
             .is_none()
     );
 
-    // The audit reads the same ports: in sync, then an object removed from the store is
-    // missing and one added is extra.
-    let a = d
-        .audit(&audit_opts(&server.base, &unused_dest), Arc::new(Quiet))
-        .await
-        .expect("audit");
-    assert!(a.in_sync, "{a:?}");
-    assert_eq!(a.resources, 3);
-    use resourcesync_store::{RelPath, Store};
-    assert!(
-        store
-            .delete(&RelPath::parse("a.txt").expect("key"))
-            .expect("delete")
-    );
-    store
-        .put(
-            &RelPath::parse("stray.txt").expect("key"),
-            resourcesync_store::Expect {
-                max_bytes: 100,
-                ..Default::default()
-            },
-            &mut &b"stray"[..],
-        )
-        .expect("put");
-    let a = d
-        .audit(&audit_opts(&server.base, &unused_dest), Arc::new(Quiet))
-        .await
-        .expect("audit");
-    assert!(!a.in_sync);
-    assert_eq!((a.missing_count, a.extra_count), (1, 1), "{a:?}");
-    assert!(
-        !unused_dest.exists(),
-        "nothing written to the options' directory"
-    );
-    // The next sync puts the missing copy back (repair from the store's view).
-    let r = d.sync(&o, Arc::new(Quiet)).await.expect("repair");
-    assert_eq!(r.failed, 0, "{r:?}");
-    assert_eq!(
-        store_files(store.as_ref())
-            .into_iter()
-            .filter(|(k, _)| k != "stray.txt")
-            .collect::<std::collections::BTreeMap<_, _>>(),
-        source_files(src.path())
-    );
+    audit_then_repair(&d, &store, &o, &server.base, src.path(), &unused_dest).await;
 
     // A baseline from the Resource Dump into another in-memory store: no resource fetched on
     // its own.
@@ -179,6 +136,60 @@ async fn a_destination_syncs_into_the_store_and_state_it_is_given() {
     assert!(
         !unused_dest.exists(),
         "nothing written to the options' directory"
+    );
+}
+
+/// The audit reads the ports of `d`: in sync, then an object removed from `store` is missing
+/// and one added is extra; the next sync puts the missing copy back.
+async fn audit_then_repair(
+    d: &resourcesync_destination::Destination,
+    store: &Arc<resourcesync_store::MemStore>,
+    o: &resourcesync_destination::SyncOptions,
+    base: &str,
+    src: &std::path::Path,
+    unused_dest: &std::path::Path,
+) {
+    use resourcesync_store::{RelPath, Store};
+    let a = d
+        .audit(&audit_opts(base, unused_dest), Arc::new(Quiet))
+        .await
+        .expect("audit");
+    assert!(a.in_sync, "{a:?}");
+    assert_eq!(a.resources, 3);
+    assert!(
+        store
+            .delete(&RelPath::parse("a.txt").expect("key"))
+            .expect("delete")
+    );
+    store
+        .put(
+            &RelPath::parse("stray.txt").expect("key"),
+            resourcesync_store::Expect {
+                max_bytes: 100,
+                ..Default::default()
+            },
+            &mut &b"stray"[..],
+        )
+        .expect("put");
+    let a = d
+        .audit(&audit_opts(base, unused_dest), Arc::new(Quiet))
+        .await
+        .expect("audit");
+    assert!(!a.in_sync);
+    assert_eq!((a.missing_count, a.extra_count), (1, 1), "{a:?}");
+    assert!(
+        !unused_dest.exists(),
+        "nothing written to the options' directory"
+    );
+    // The next sync puts the missing copy back (repair from the store's view).
+    let r = d.sync(o, Arc::new(Quiet)).await.expect("repair");
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert_eq!(
+        store_files(store.as_ref())
+            .into_iter()
+            .filter(|(k, _)| k != "stray.txt")
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        source_files(src)
     );
 }
 
@@ -313,7 +324,7 @@ impl Rig {
 
     /// Objects in the store the state has no current row of.
     fn unrecorded(&self) -> Vec<String> {
-        use resourcesync_store::StateStore;
+        use resourcesync_store::Records;
         store_files(&self.store.inner)
             .into_keys()
             .filter(|k| {

@@ -12,7 +12,7 @@ use resourcesync_destination::share::PortFuture;
 use resourcesync_destination::{
     Destination, Downloads, Ports, Quiet, SharedFetch, SharedFetcher, SharedOutcome, http::Http,
 };
-use resourcesync_store::{Claimed, MemState, MemStore, StateStore, Store, WorkItem};
+use resourcesync_store::{Claimed, MemState, MemStore, Records, Store, WorkItem, WorkQueue};
 use tokio::sync::Notify;
 
 /// The port over a state's own work queue; `queued` counts what it was handed.
@@ -65,7 +65,7 @@ async fn worker(
     done: Arc<Notify>,
     fetched: Arc<AtomicUsize>,
 ) {
-    let claimed = Arc::new(Claimed::new(state.clone() as Arc<dyn StateStore>));
+    let claimed = Arc::new(Claimed::new(state.clone() as Arc<dyn Records>));
     let mut fetcher: Option<SharedFetcher> = None;
     loop {
         let more = added.notified();
@@ -84,7 +84,7 @@ async fn worker(
                     f.max_bytes,
                     8,
                     store.clone(),
-                    claimed.clone() as Arc<dyn StateStore>,
+                    claimed.clone() as Arc<dyn Records>,
                     Http::new(Default::default()).expect("client"),
                     Arc::new(Quiet),
                 )
@@ -188,4 +188,36 @@ async fn a_run_under_the_threshold_fetches_itself() {
     let (r, queued, fetched) = run(30).await;
     assert_eq!((queued, fetched), (0, 0), "{r:?}");
     assert_eq!((r.shared, r.created, r.failed), (0, 30, 0), "{r:?}");
+}
+
+/// A payload as the queue holds it (JSON, the published values as text: a PostgreSQL queue
+/// keeps what earlier workers wrote) reads into the typed fields and is written back the same;
+/// a path that is not a key of the store refuses the payload, naming the path.
+#[test]
+fn a_queued_payload_reads_typed_and_is_written_back_the_same() {
+    use resourcesync_model::{Change, HashAlg, W3cDateTime};
+
+    let queued = concat!(
+        r#"{"source":"http://h/cap.xml","uri":"http://h/sub%20dir/a.txt","path":"sub dir/a.txt","#,
+        r#""length":5,"hashes":"md5:2c1743a391305fbf367df8e4f069f9f9 sha-256:"#,
+        r#"8ed3f6ad685b959ead7022518e1af76cd816f8e8ec7ccdda1ed4018e8f2223f8","#,
+        r#""lastmod":"2013-01-02T13:00:00Z","change":"updated","duplicates":[[1,"http://m/a.txt"]],"#,
+        r#""listed_change":true,"new":false,"repair":false,"max_bytes":1048576}"#
+    );
+    let f = SharedFetch::from_payload(queued).expect("an old payload reads");
+    assert_eq!(f.path.as_str(), "sub dir/a.txt");
+    assert_eq!(f.hashes.0.len(), 2);
+    assert_eq!(f.hashes.0[1].alg, HashAlg::Sha256);
+    assert_eq!(f.lastmod, W3cDateTime::parse("2013-01-02T13:00:00Z").ok());
+    assert_eq!(f.change, Some(Change::Updated));
+    assert_eq!(f.to_payload(), queued, "written back as it was");
+
+    let bare = r#"{"source":"s","uri":"u","path":"p","listed_change":false,"new":false,"repair":false,"max_bytes":1}"#;
+    let f = SharedFetch::from_payload(bare).expect("a payload without the optional fields");
+    assert!(f.hashes.0.is_empty() && f.lastmod.is_none() && f.change.is_none());
+    assert_eq!(f.to_payload(), bare);
+
+    let hostile = bare.replace(r#""path":"p""#, r#""path":"../escape""#);
+    let e = SharedFetch::from_payload(&hostile).expect_err("a path out of the store");
+    assert!(e.to_string().contains("../escape"), "{e}");
 }

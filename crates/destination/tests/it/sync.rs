@@ -344,7 +344,7 @@ async fn a_split_resource_list_is_read_part_by_part_and_audited() {
     // is the baseline and recorded no change), so the cursor is cleared first.
     let o = options(&server.base, &dest);
     let st = resourcesync_store::SqliteState::open(&o.state_path()).expect("state");
-    resourcesync_store::StateStore::set_cursor(
+    resourcesync_store::RecordWrites::set_cursor(
         &st,
         &resourcesync_store::SourceCursor {
             source: r.source.key(),

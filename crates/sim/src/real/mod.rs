@@ -35,7 +35,7 @@ use resourcesync_destination::{
 use resourcesync_source::server::{self, ServeOptions};
 use resourcesync_source::watch::WatchOptions as SourceWatchOptions;
 use resourcesync_source::{Source, SourceConfig};
-use resourcesync_store::SourceCursor;
+use resourcesync_store::{RecordWrites, SourceCursor};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -1,4 +1,5 @@
-//! The [`StateStore`] contract (see [`crate::state`]), checked on a new, empty state per check.
+//! The contracts of the state's ports (see [`crate::state`]): [`RECORDS`], [`LEASES`] and
+//! [`WORK_QUEUE`], each check on a new, empty state.
 //!
 //! A lease or claim taken for a time-to-live of zero has expired as soon as it is taken: the
 //! checks of expiry need no clock and no sleep.
@@ -10,13 +11,20 @@ use resourcesync_model::{Change, Hashes, W3cDateTime};
 
 use super::{Check, Outcome, ensure, ok, run_checks};
 use crate::error::Error;
+use crate::path::RelPath;
 use crate::state::{
-    Batch, KnownDocument, Op, PendingChange, ResourceRecord, SourceCursor, StateStore, WorkItem,
-    for_each_resource,
+    Batch, KnownDocument, Leases, Op, PendingChange, RecordWrites, Records, ResourceRecord,
+    SourceCursor, WorkItem, WorkQueue, for_each_resource,
 };
 
-/// Every check, by name.
-pub const CHECKS: &[Check<dyn StateStore>] = &[
+/// A state with every port: the subject of the checks of leases and of the work queue (a
+/// fence and a claim are checked in a batch of records, so those checks need all three).
+pub trait SharedState: Records + Leases + WorkQueue {}
+
+impl<T: Records + Leases + WorkQueue + ?Sized> SharedState for T {}
+
+/// The checks of [`Records`] (reads, and writes through `apply`), by name.
+pub const RECORDS: &[Check<dyn Records>] = &[
     ("records_page_in_uri_order", records_page_in_uri_order),
     ("pending_changes_and_cursors", pending_changes_and_cursors),
     ("a_path_names_its_owner", a_path_names_its_owner),
@@ -24,16 +32,24 @@ pub const CHECKS: &[Check<dyn StateStore>] = &[
         "putting_a_row_forgets_its_pending",
         putting_a_row_forgets_its_pending,
     ),
-    ("a_batch_is_all_or_nothing", a_batch_is_all_or_nothing),
     (
         "documents_are_remembered_per_start",
         documents_are_remembered_per_start,
     ),
+];
+
+/// The checks of [`Leases`], and of batches fenced by them, by name.
+pub const LEASES: &[Check<dyn SharedState>] = &[
+    ("a_batch_is_all_or_nothing", a_batch_is_all_or_nothing),
     ("one_holder_per_lease", one_holder_per_lease),
     (
         "an_expired_lease_is_taken_over",
         an_expired_lease_is_taken_over,
     ),
+];
+
+/// The checks of the [`WorkQueue`], and of batches completing its claims, by name.
+pub const WORK_QUEUE: &[Check<dyn SharedState>] = &[
     ("work_is_claimed_once", work_is_claimed_once),
     ("work_left_counts_per_source", work_left_counts_per_source),
     (
@@ -47,9 +63,38 @@ pub const CHECKS: &[Check<dyn StateStore>] = &[
     ),
 ];
 
-/// Runs every check, each on a new, empty state from `make`.
-pub fn run(mut make: impl FnMut() -> Box<dyn StateStore>) -> Outcome {
-    run_checks(CHECKS, &mut make)
+/// Runs the checks of [`Records`] only, each on a new, empty state from `make`: for records
+/// that are not a whole state (a wrapper such as [`crate::Fenced`] or [`crate::Claimed`]).
+pub fn run_records(mut make: impl FnMut() -> Box<dyn Records>) -> Outcome {
+    run_checks(RECORDS, &mut make).map_err(|e| prefixed("records", &e))
+}
+
+/// Runs every check of every port, each on a new, empty state from `make`; a failure is
+/// named by its port and check (`leases: one_holder_per_lease: …`).
+pub fn run(mut make: impl FnMut() -> Box<dyn SharedState>) -> Outcome {
+    let failed: Vec<String> = [
+        run_checks(RECORDS, &mut || make() as Box<dyn Records>)
+            .map_err(|e| prefixed("records", &e)),
+        run_checks(LEASES, &mut make).map_err(|e| prefixed("leases", &e)),
+        run_checks(WORK_QUEUE, &mut make).map_err(|e| prefixed("work_queue", &e)),
+    ]
+    .into_iter()
+    .filter_map(std::result::Result::err)
+    .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("\n"))
+    }
+}
+
+/// Each line of `failures` with the port it is of.
+fn prefixed(port: &str, failures: &str) -> String {
+    failures
+        .lines()
+        .map(|l| format!("{port}: {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 const LONG: Duration = Duration::from_secs(3600);
@@ -69,7 +114,12 @@ fn record(source: &str, uri: &str, path: &str) -> ResourceRecord {
     }
 }
 
-fn uris(s: &dyn StateStore, source: &str) -> std::result::Result<Vec<String>, String> {
+/// A path of the checks (each a valid one).
+fn rel(p: &str) -> std::result::Result<RelPath, String> {
+    RelPath::parse(p).map_err(|e| format!("the path {p:?}: {e}"))
+}
+
+fn uris(s: &dyn Records, source: &str) -> std::result::Result<Vec<String>, String> {
     let mut out = Vec::new();
     ok(
         "for_each_resource",
@@ -81,7 +131,7 @@ fn uris(s: &dyn StateStore, source: &str) -> std::result::Result<Vec<String>, St
     Ok(out)
 }
 
-fn records_page_in_uri_order(s: &dyn StateStore) -> Outcome {
+fn records_page_in_uri_order(s: &dyn Records) -> Outcome {
     // "" sorts first; another Source's rows interleave.
     let mine = ["", "http://h/a", "http://h/b", "http://h/b/c", "http://h/é"];
     for (i, u) in mine.iter().enumerate().rev() {
@@ -100,7 +150,7 @@ fn records_page_in_uri_order(s: &dyn StateStore) -> Outcome {
     let got: Vec<&str> = page.iter().map(|r| r.uri.as_str()).collect();
     ensure!(got == mine[2..4], "second page {got:?}");
     ensure!(uris(s, "cap")? == mine, "all rows: {:?}", uris(s, "cap")?);
-    ensure!(ok("has_path", s.has_path("p3"))?, "has_path");
+    ensure!(ok("has_path", s.has_path(&rel("p3")?))?, "has_path");
     ok("gone", s.set_gone("http://h/b", true))?;
     ensure!(
         ok("get", s.resource("http://h/b"))?.is_some_and(|r| r.gone),
@@ -108,10 +158,16 @@ fn records_page_in_uri_order(s: &dyn StateStore) -> Outcome {
     );
     // Replaced under another path: the old path is free.
     ok("put", s.put_resource(&record("cap", "http://h/b", "moved")))?;
-    ensure!(!ok("has_path", s.has_path("p2"))?, "an old path kept");
+    ensure!(
+        !ok("has_path", s.has_path(&rel("p2")?))?,
+        "an old path kept"
+    );
     ok("remove", s.remove_resource("http://h/b"))?;
     ensure!(ok("get", s.resource("http://h/b"))?.is_none(), "removed");
-    ensure!(!ok("has_path", s.has_path("moved"))?, "a removed path kept");
+    ensure!(
+        !ok("has_path", s.has_path(&rel("moved")?))?,
+        "a removed path kept"
+    );
     ensure!(uris(s, "other")?.len() == mine.len(), "the other Source");
     // Counted per Source: a removed row is not, a gone one (copy kept) is.
     ok("gone", s.set_gone("http://h/a", true))?;
@@ -137,24 +193,24 @@ fn records_page_in_uri_order(s: &dyn StateStore) -> Outcome {
     Ok(())
 }
 
-/// [`StateStore::path_owner`]: the URI whose row has a path, whatever its Source, a
+/// [`Records::path_owner`]: the URI whose row has a path, whatever its Source, a
 /// placeholder's (gone, no length) included; the least URI when rows share a path.
-fn a_path_names_its_owner(s: &dyn StateStore) -> Outcome {
+fn a_path_names_its_owner(s: &dyn Records) -> Outcome {
     ensure!(
-        ok("path_owner", s.path_owner("x/doc.txt"))?.is_none(),
+        ok("path_owner", s.path_owner(&rel("x/doc.txt")?))?.is_none(),
         "an owner of nothing"
     );
     ok(
         "put",
         s.put_resource(&record("cap", "http://h/x/doc.txt", "x/doc.txt")),
     )?;
-    let owner = ok("path_owner", s.path_owner("x/doc.txt"))?;
+    let owner = ok("path_owner", s.path_owner(&rel("x/doc.txt")?))?;
     ensure!(
         owner.as_deref() == Some("http://h/x/doc.txt"),
         "owner {owner:?}"
     );
     ensure!(
-        ok("path_owner", s.path_owner("x/DOC.txt"))?.is_none(),
+        ok("path_owner", s.path_owner(&rel("x/DOC.txt")?))?.is_none(),
         "paths compared as they are"
     );
     let placeholder = ResourceRecord {
@@ -164,7 +220,7 @@ fn a_path_names_its_owner(s: &dyn StateStore) -> Outcome {
         ..record("other", "http://other/p", "p")
     };
     ok("put", s.put_resource(&placeholder))?;
-    let owner = ok("path_owner", s.path_owner("p"))?;
+    let owner = ok("path_owner", s.path_owner(&rel("p")?))?;
     ensure!(
         owner.as_deref() == Some("http://other/p"),
         "placeholder owner {owner:?}"
@@ -173,20 +229,20 @@ fn a_path_names_its_owner(s: &dyn StateStore) -> Outcome {
     // round.
     ok("put", s.put_resource(&record("cap", "http://a/p", "p")))?;
     ok("put", s.put_resource(&record("cap", "http://z/p", "p")))?;
-    let owner = ok("path_owner", s.path_owner("p"))?;
+    let owner = ok("path_owner", s.path_owner(&rel("p")?))?;
     ensure!(
         owner.as_deref() == Some("http://a/p"),
         "shared owner {owner:?}"
     );
     ok("remove", s.remove_resource("http://a/p"))?;
-    let owner = ok("path_owner", s.path_owner("p"))?;
+    let owner = ok("path_owner", s.path_owner(&rel("p")?))?;
     ensure!(
         owner.as_deref() == Some("http://other/p"),
         "after a removal {owner:?}"
     );
     let owners = ok(
         "path_owners",
-        s.path_owners(&["p", "nowhere", "x/doc.txt", "p"]),
+        s.path_owners(&[&rel("p")?, &rel("nowhere")?, &rel("x/doc.txt")?, &rel("p")?]),
     )?;
     ensure!(
         owners
@@ -206,13 +262,13 @@ fn a_path_names_its_owner(s: &dyn StateStore) -> Outcome {
     ok("put", s.put_resource(&record("cap", "http://other/p", "q")))?;
     ok("put", s.put_resource(&record("cap", "http://z/p", "r")))?;
     ensure!(
-        ok("path_owner", s.path_owner("p"))?.is_none(),
+        ok("path_owner", s.path_owner(&rel("p")?))?.is_none(),
         "an old path still owned"
     );
     Ok(())
 }
 
-fn pending_changes_and_cursors(s: &dyn StateStore) -> Outcome {
+fn pending_changes_and_cursors(s: &dyn Records) -> Outcome {
     ensure!(
         ok("cursor", s.cursor("cap"))?.is_none(),
         "a cursor of nothing"
@@ -257,7 +313,7 @@ fn pending_changes_and_cursors(s: &dyn StateStore) -> Outcome {
     Ok(())
 }
 
-fn putting_a_row_forgets_its_pending(s: &dyn StateStore) -> Outcome {
+fn putting_a_row_forgets_its_pending(s: &dyn Records) -> Outcome {
     for u in ["http://h/a", "http://h/b", "http://h/c"] {
         ok(
             "pending",
@@ -285,7 +341,7 @@ fn putting_a_row_forgets_its_pending(s: &dyn StateStore) -> Outcome {
     Ok(())
 }
 
-fn a_batch_is_all_or_nothing(s: &dyn StateStore) -> Outcome {
+fn a_batch_is_all_or_nothing(s: &dyn SharedState) -> Outcome {
     let held = ok("lease", s.lease_source("cap", "w1", LONG))?.ok_or("no lease")?;
     let stale = ok("lease", s.lease_source("old", "w1", EXPIRED))?.ok_or("no lease")?;
     let (a, b) = (
@@ -341,7 +397,7 @@ fn doc(role: &str, url: &str, etag: Option<&str>) -> KnownDocument {
     }
 }
 
-fn documents_are_remembered_per_start(s: &dyn StateStore) -> Outcome {
+fn documents_are_remembered_per_start(s: &dyn Records) -> Outcome {
     ensure!(
         ok("documents", s.documents("http://h/"))?.is_empty(),
         "documents of nothing"
@@ -386,7 +442,7 @@ fn documents_are_remembered_per_start(s: &dyn StateStore) -> Outcome {
     Ok(())
 }
 
-fn one_holder_per_lease(s: &dyn StateStore) -> Outcome {
+fn one_holder_per_lease(s: &dyn SharedState) -> Outcome {
     let got: Vec<_> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..8)
             .map(|i| sc.spawn(move || s.lease_source("cap", &format!("w{i}"), LONG)))
@@ -432,7 +488,7 @@ fn one_holder_per_lease(s: &dyn StateStore) -> Outcome {
     Ok(())
 }
 
-fn an_expired_lease_is_taken_over(s: &dyn StateStore) -> Outcome {
+fn an_expired_lease_is_taken_over(s: &dyn SharedState) -> Outcome {
     let old = ok("lease", s.lease_source("cap", "w1", EXPIRED))?.ok_or("no lease")?;
     let new = ok("lease", s.lease_source("cap", "w2", LONG))?.ok_or("not taken over")?;
     ensure!(new.token > old.token, "the token did not grow");
@@ -465,7 +521,7 @@ fn item(k: &str) -> WorkItem {
     }
 }
 
-fn work_is_claimed_once(s: &dyn StateStore) -> Outcome {
+fn work_is_claimed_once(s: &dyn SharedState) -> Outcome {
     let items: Vec<WorkItem> = (0..40).map(|i| item(&format!("k{i:02}"))).collect();
     ensure!(ok("add", s.add_work(&items))? == 40, "add");
     ensure!(
@@ -540,7 +596,7 @@ fn work_is_claimed_once(s: &dyn StateStore) -> Outcome {
 }
 
 /// The items of a Source still queued, claimed or not, until completed; another Source's not.
-fn work_left_counts_per_source(s: &dyn StateStore) -> Outcome {
+fn work_left_counts_per_source(s: &dyn SharedState) -> Outcome {
     ensure!(ok("left", s.work_left("cap"))? == 0, "an empty queue");
     let mut items: Vec<WorkItem> = (0..5).map(|i| item(&format!("l{i}"))).collect();
     items.push(WorkItem {
@@ -565,7 +621,7 @@ fn work_left_counts_per_source(s: &dyn StateStore) -> Outcome {
     Ok(())
 }
 
-fn an_expired_claim_is_taken_over(s: &dyn StateStore) -> Outcome {
+fn an_expired_claim_is_taken_over(s: &dyn SharedState) -> Outcome {
     ok("add", s.add_work(&[item("a"), item("b")]))?;
     let old = ok("claim", s.claim_work("w1", 1, EXPIRED))?;
     ensure!(old.len() == 1 && old[0].item.key == "a", "{old:?}");
@@ -606,7 +662,7 @@ fn an_expired_claim_is_taken_over(s: &dyn StateStore) -> Outcome {
 /// Renewing extends the claims still held, all at once; a claim that expired and was taken
 /// over, or that was completed or released, is not renewed (and its holder still cannot
 /// complete it).
-fn a_held_claim_is_renewed(s: &dyn StateStore) -> Outcome {
+fn a_held_claim_is_renewed(s: &dyn SharedState) -> Outcome {
     ok("add", s.add_work(&[item("a"), item("b"), item("c")]))?;
     let held = ok("claim", s.claim_work("w1", 3, Duration::from_secs(60)))?;
     ensure!(held.len() == 3, "claim {held:?}");
@@ -658,7 +714,7 @@ fn a_held_claim_is_renewed(s: &dyn StateStore) -> Outcome {
 
 /// Workers claiming and completing at once, as an aggregator's do: every item is completed
 /// exactly once (none done twice, none lost), and the queue ends empty.
-fn racing_workers_do_each_item_once(s: &dyn StateStore) -> Outcome {
+fn racing_workers_do_each_item_once(s: &dyn SharedState) -> Outcome {
     let items: Vec<WorkItem> = (0..60).map(|i| item(&format!("r{i:02}"))).collect();
     ensure!(ok("add", s.add_work(&items))? == 60, "add");
     let got: Vec<_> = std::thread::scope(|sc| {

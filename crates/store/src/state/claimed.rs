@@ -1,7 +1,7 @@
 //! [`Claimed`]: a state through which the work of claimed items is recorded together with the
 //! claims' completion.
 //!
-//! A worker that claimed work items ([`StateStore::claim_work`]), each the fetch of one
+//! A worker that claimed work items ([`crate::WorkQueue::claim_work`]), each the fetch of one
 //! resource, hands the engine `Claimed::new(state)` after [`Claimed::hold`]ing the claims:
 //! each batch the engine applies that writes the row of a held item's resource
 //! ([`Op::PutResource`]) or records its failure ([`Op::PutPending`]) goes with
@@ -15,23 +15,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::state::{Batch, Claim, Op, StateStore};
+use crate::state::{Batch, BatchGuard, Claim, Guarded, Op, Records};
 
-/// A state whose writes complete the claims they concern (see the module's documentation).
-#[derive(Debug)]
-pub struct Claimed {
-    inner: Arc<dyn StateStore>,
-    /// The claims held, by the URI of the resource each is about.
+/// Records whose writes complete the claims they concern (see the module's documentation).
+pub type Claimed = Guarded<Claims>;
+
+/// The guard of [`Claimed`]: the claims held, by the URI of the resource each is about.
+#[derive(Debug, Default)]
+pub struct Claims {
     held: Mutex<HashMap<String, Claim>>,
 }
 
 impl Claimed {
     /// `inner`, holding no claim yet.
-    pub fn new(inner: Arc<dyn StateStore>) -> Self {
-        Claimed {
-            inner,
-            held: Mutex::new(HashMap::new()),
-        }
+    pub fn new(inner: Arc<dyn Records>) -> Self {
+        Guarded::with(inner, Claims::default())
     }
 
     /// Holds `claim`, the work of the resource `uri`: the next batch writing its row or its
@@ -47,27 +45,26 @@ impl Claimed {
     }
 
     /// The claims held now (those not yet completed nor taken back): what their worker
-    /// renews while their downloads run ([`StateStore::renew_work`]).
+    /// renews while their downloads run ([`crate::WorkQueue::renew_work`]).
     pub fn held(&self) -> Vec<Claim> {
         self.lock().values().cloned().collect()
     }
 
-    /// The state underneath.
-    pub fn inner(&self) -> &Arc<dyn StateStore> {
-        &self.inner
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Claim>> {
+        self.guard().lock()
     }
+}
 
+impl Claims {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Claim>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-impl StateStore for Claimed {
-    forward_all_but_apply!();
-
+impl BatchGuard for Claims {
     /// The batch, with the completion of every claim held for a resource whose row or pending
     /// change it writes; those claims are let go once it is applied.
-    fn apply(&self, batch: &Batch<'_>) -> Result<()> {
+    fn apply(&self, inner: &dyn Records, batch: &Batch<'_>) -> Result<()> {
         let claims: Vec<(String, Claim)> = {
             let held = self.lock();
             let mut seen = std::collections::HashSet::new();
@@ -84,7 +81,7 @@ impl StateStore for Claimed {
                 .collect()
         };
         if claims.is_empty() {
-            return self.inner.apply(batch);
+            return inner.apply(batch);
         }
         let mut with = Batch::new();
         for op in batch.ops() {
@@ -93,7 +90,7 @@ impl StateStore for Claimed {
         for (_, c) in &claims {
             with.push(Op::CompleteWork(c));
         }
-        self.inner.apply(&with)?;
+        inner.apply(&with)?;
         let mut held = self.lock();
         for (uri, c) in claims {
             if held.get(&uri) == Some(&c) {
@@ -107,7 +104,7 @@ impl StateStore for Claimed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{MemState, ResourceRecord, WorkItem};
+    use crate::state::{MemState, RecordWrites, Records, ResourceRecord, WorkItem, WorkQueue};
     use std::time::Duration;
 
     fn row(uri: &str) -> ResourceRecord {
@@ -129,12 +126,12 @@ mod tests {
 
     #[test]
     fn a_row_completes_its_claim_and_a_lost_claim_writes_nothing() {
-        let shared: Arc<dyn StateStore> = Arc::new(MemState::new());
+        let shared = Arc::new(MemState::new());
         shared.add_work(&[item("a"), item("b")]).expect("add");
         let long = Duration::from_secs(60);
         let claims = shared.claim_work("w1", 2, long).expect("claim");
         assert_eq!(claims.len(), 2);
-        let c = Claimed::new(shared.clone());
+        let c = Claimed::new(shared.clone() as Arc<dyn Records>);
         c.hold("a", claims[0].clone());
         // Worker w1 stalls; its claim of `b` is taken over (here: given back and re-claimed).
         c.hold("b", claims[1].clone());

@@ -11,34 +11,57 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::state::{Batch, Lease, Op, StateStore};
+use crate::state::{Batch, BatchGuard, Guarded, Lease, Leases, Op, Records};
 
-/// A state whose batches apply only while a lease is held (see the module's documentation).
+/// Records whose batches apply only while a lease is held (see the module's documentation).
+pub type Fenced = Guarded<Fence>;
+
+/// The guard of [`Fenced`]: the lease, and the leases it was taken from.
 #[derive(Debug)]
-pub struct Fenced {
-    inner: Arc<dyn StateStore>,
+pub struct Fence {
+    leases: Arc<dyn Leases>,
     lease: Mutex<Lease>,
 }
 
 impl Fenced {
-    /// `inner`, fenced by `lease` (taken on `inner`).
-    pub fn new(inner: Arc<dyn StateStore>, lease: Lease) -> Self {
-        Fenced {
+    /// The records of `inner`, fenced by `lease` (taken on `inner`, renewed and given up
+    /// there).
+    pub fn new<S: Records + Leases + 'static>(inner: Arc<S>, lease: Lease) -> Self {
+        let leases: Arc<dyn Leases> = inner.clone();
+        Guarded::with(
             inner,
-            lease: Mutex::new(lease),
-        }
+            Fence {
+                leases,
+                lease: Mutex::new(lease),
+            },
+        )
     }
 
     /// The lease as last taken or renewed.
     pub fn lease(&self) -> Lease {
-        self.lease.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.guard().lease()
     }
 
     /// Renews the lease for `ttl` from now; `false` when it was lost (another worker holds
     /// it, or it expired and was taken): every later batch then fails.
     pub fn renew(&self, ttl: Duration) -> Result<bool> {
+        self.guard().renew(ttl)
+    }
+
+    /// Gives the lease up.
+    pub fn release(&self) -> Result<bool> {
+        self.guard().leases.release_source(&self.lease())
+    }
+}
+
+impl Fence {
+    fn lease(&self) -> Lease {
+        self.lease.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn renew(&self, ttl: Duration) -> Result<bool> {
         let held = self.lease();
-        match self.inner.lease_source(&held.name, &held.holder, ttl)? {
+        match self.leases.lease_source(&held.name, &held.holder, ttl)? {
             Some(l) if l.token == held.token => {
                 *self.lease.lock().unwrap_or_else(|p| p.into_inner()) = l;
                 Ok(true)
@@ -46,39 +69,32 @@ impl Fenced {
             // Taken again after it expired: a new token, and meanwhile another worker may have
             // written. Given back: this worker's writes stay fenced by the old token.
             Some(l) => {
-                let _ = self.inner.release_source(&l);
+                let _ = self.leases.release_source(&l);
                 Ok(false)
             }
             None => Ok(false),
         }
     }
-
-    /// Gives the lease up.
-    pub fn release(&self) -> Result<bool> {
-        self.inner.release_source(&self.lease())
-    }
 }
 
-impl StateStore for Fenced {
-    forward_all_but_apply!();
-
+impl BatchGuard for Fence {
     /// The batch, with the fence first (Z39.99 says nothing of this: it is how shared state
     /// stays consistent when workers stall).
-    fn apply(&self, batch: &Batch<'_>) -> Result<()> {
+    fn apply(&self, inner: &dyn Records, batch: &Batch<'_>) -> Result<()> {
         let lease = self.lease();
         let mut fenced = Batch::new();
         fenced.push(Op::Fence(&lease));
         for op in batch.ops() {
             fenced.push(*op);
         }
-        self.inner.apply(&fenced)
+        inner.apply(&fenced)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{MemState, ResourceRecord};
+    use crate::state::{MemState, RecordWrites, ResourceRecord};
 
     fn row(uri: &str) -> ResourceRecord {
         ResourceRecord {
@@ -91,7 +107,7 @@ mod tests {
 
     #[test]
     fn writes_hold_only_while_the_lease_does() {
-        let shared: Arc<dyn StateStore> = Arc::new(MemState::new());
+        let shared = Arc::new(MemState::new());
         let ttl = Duration::from_millis(50);
         let lease = shared
             .lease_source("s", "a", ttl)

@@ -7,10 +7,11 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use super::{
-    Batch, Claim, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, Op, PendingChange, ResourceRecord,
-    SourceCursor, StateStore, WorkItem, expiry, from_millis, millis,
+    Batch, Claim, KnownDocument, Lease, Leases, MAX_KNOWN_DOCUMENTS, Op, PendingChange, Records,
+    ResourceRecord, SourceCursor, WorkItem, WorkQueue, expiry, from_millis, millis,
 };
 use crate::error::{Error, Result};
+use crate::path::RelPath;
 
 /// A queued work item and its claim.
 #[derive(Debug, Clone)]
@@ -132,7 +133,7 @@ fn page<K: Ord + Clone, V: Clone>(
         .collect()
 }
 
-impl StateStore for MemState {
+impl Records for MemState {
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
         let g = self.lock();
         Ok(g.source_of
@@ -164,11 +165,13 @@ impl StateStore for MemState {
         ))
     }
 
-    fn has_path(&self, path: &str) -> Result<bool> {
+    fn has_path(&self, path: &RelPath) -> Result<bool> {
+        let path = path.as_str();
         Ok(self.lock().paths.contains_key(path))
     }
 
-    fn path_owner(&self, path: &str) -> Result<Option<String>> {
+    fn path_owner(&self, path: &RelPath) -> Result<Option<String>> {
+        let path = path.as_str();
         Ok(self.lock().paths.get(path).and_then(|u| u.first().cloned()))
     }
 
@@ -255,7 +258,9 @@ impl StateStore for MemState {
         }
         Ok(())
     }
+}
 
+impl Leases for MemState {
     fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
         let mut g = self.lock();
         let now = millis(SystemTime::now());
@@ -287,7 +292,9 @@ impl StateStore for MemState {
             _ => Ok(false),
         }
     }
+}
 
+impl WorkQueue for MemState {
     fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
         let mut g = self.lock();
         let mut added = 0;

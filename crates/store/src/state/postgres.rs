@@ -30,11 +30,12 @@ use resourcesync_model::{Change, HashAlg, Hashes};
 
 use super::sqlite::{decode_dups, encode_dups, opt_u64, parse_dt, to_i64};
 use super::{
-    Batch, Claim, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, Op, PendingChange, ResourceRecord,
-    SourceCursor, StateStore, WorkItem, from_millis,
+    Batch, Claim, KnownDocument, Lease, Leases, MAX_KNOWN_DOCUMENTS, Op, PendingChange, Records,
+    ResourceRecord, SourceCursor, WorkItem, WorkQueue, from_millis,
 };
 use crate::blocking::offload;
 use crate::error::{Error, Result};
+use crate::path::RelPath;
 
 mod bulk;
 mod sql;
@@ -552,7 +553,7 @@ fn row_to_pending(row: &Row) -> std::result::Result<PendingChange, postgres::Err
     })
 }
 
-impl StateStore for PgState {
+impl Records for PgState {
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
         offload(|| {
             let rows = self.query(RESOURCE, &[&uri])?;
@@ -584,14 +585,16 @@ impl StateStore for PgState {
         })
     }
 
-    fn has_path(&self, path: &str) -> Result<bool> {
+    fn has_path(&self, path: &RelPath) -> Result<bool> {
+        let path = path.as_str();
         offload(|| {
             let rows = self.query("SELECT 1 FROM resources WHERE path = $1 LIMIT 1", &[&path])?;
             Ok(!rows.is_empty())
         })
     }
 
-    fn path_owner(&self, path: &str) -> Result<Option<String>> {
+    fn path_owner(&self, path: &RelPath) -> Result<Option<String>> {
+        let path = path.as_str();
         offload(|| {
             let rows = self.query(
                 "SELECT uri FROM resources WHERE path = $1 ORDER BY uri LIMIT 1",
@@ -604,7 +607,8 @@ impl StateStore for PgState {
         })
     }
 
-    fn path_owners(&self, paths: &[&str]) -> Result<Vec<Option<String>>> {
+    fn path_owners(&self, paths: &[&RelPath]) -> Result<Vec<Option<String>>> {
+        let paths: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
         if paths.is_empty() {
             return Ok(Vec::new());
         }
@@ -737,7 +741,9 @@ impl StateStore for PgState {
             self.in_tx(|tx| tx.apply_batch(batch))
         })
     }
+}
 
+impl Leases for PgState {
     fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
         offload(|| {
             let rows = self.query(LEASE, &[&source, &worker, &ttl_ms(ttl)])?;
@@ -768,7 +774,9 @@ impl StateStore for PgState {
             Ok(!rows.is_empty())
         })
     }
+}
 
+impl WorkQueue for PgState {
     fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
         offload(|| self.queue_work(items))
     }

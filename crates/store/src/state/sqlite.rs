@@ -8,10 +8,11 @@ use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    Batch, Claim, KnownDocument, Lease, MAX_KNOWN_DOCUMENTS, PendingChange, ResourceRecord,
-    SourceCursor, StateStore, WorkItem, expiry, from_millis, millis,
+    Batch, Claim, KnownDocument, Lease, Leases, MAX_KNOWN_DOCUMENTS, PendingChange, Records,
+    ResourceRecord, SourceCursor, WorkItem, WorkQueue, expiry, from_millis, millis,
 };
 use crate::error::{Error, Result};
+use crate::path::RelPath;
 
 /// The state in an SQLite database (WAL, one writer at a time).
 #[derive(Debug)]
@@ -380,7 +381,7 @@ fn sql(path: &Path, cause: rusqlite::Error) -> Error {
     }
 }
 
-impl StateStore for SqliteState {
+impl Records for SqliteState {
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
         let c = self.lock();
         let mut st = c
@@ -414,7 +415,8 @@ impl StateStore for SqliteState {
             .map_err(|e| self.err(e))
     }
 
-    fn has_path(&self, path: &str) -> Result<bool> {
+    fn has_path(&self, path: &RelPath) -> Result<bool> {
+        let path = path.as_str();
         let c = self.lock();
         let mut st = c
             .prepare_cached("SELECT EXISTS(SELECT 1 FROM resources WHERE path = ?1)")
@@ -424,7 +426,8 @@ impl StateStore for SqliteState {
             .map_err(|e| self.err(e))
     }
 
-    fn path_owner(&self, path: &str) -> Result<Option<String>> {
+    fn path_owner(&self, path: &RelPath) -> Result<Option<String>> {
+        let path = path.as_str();
         let c = self.lock();
         let mut st = c
             .prepare_cached("SELECT uri FROM resources WHERE path = ?1 ORDER BY uri LIMIT 1")
@@ -434,7 +437,8 @@ impl StateStore for SqliteState {
             .map_err(|e| self.err(e))
     }
 
-    fn path_owners(&self, paths: &[&str]) -> Result<Vec<Option<String>>> {
+    fn path_owners(&self, paths: &[&RelPath]) -> Result<Vec<Option<String>>> {
+        let paths: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
         // One lock and one statement for the batch.
         let c = self.lock();
         let mut st = c
@@ -562,7 +566,9 @@ impl StateStore for SqliteState {
         }
         tx.commit().map_err(|e| self.err(e))
     }
+}
 
+impl Leases for SqliteState {
     fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
         let mut c = self.lock();
         let tx = c.transaction().map_err(|e| self.err(e))?;
@@ -610,7 +616,9 @@ impl StateStore for SqliteState {
             .map(|n| n > 0)
             .map_err(|e| self.err(e))
     }
+}
 
+impl WorkQueue for SqliteState {
     fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
         let mut c = self.lock();
         let tx = c.transaction().map_err(|e| self.err(e))?;

@@ -3,12 +3,13 @@
 use std::io::Read;
 use std::ops::ControlFlow;
 use std::process::Command;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use resourcesync_store::conformance::{self, crash};
 use resourcesync_store::{
-    Expect, Features, Finished, FsStore, Hierarchy, MemState, MemStore, ObjectMeta, Placed,
-    RelPath, SqliteState, Store, Upload,
+    Batch, BatchGuard, Claimed, Expect, Features, Fenced, Finished, FsStore, Guarded, Hierarchy,
+    Leases, MemState, MemStore, ObjectMeta, Placed, Records, RelPath, SqliteState, Store, Upload,
 };
 
 #[test]
@@ -45,6 +46,42 @@ fn fs_store_without_unnamed_files_passes_the_store_suite() {
 #[test]
 fn mem_state_passes_the_state_suite() {
     conformance::state::run(|| Box::new(MemState::new())).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The wrappers are records like any other: the records checks pass through [`Fenced`] (a
+/// lease held) and [`Claimed`] (no claim held) over a [`MemState`].
+#[test]
+fn fenced_and_claimed_pass_the_records_checks() {
+    conformance::state::run_records(|| {
+        let inner = Arc::new(MemState::new());
+        let lease = inner
+            .lease_source("cap", "w", Duration::from_secs(3600))
+            .expect("lease")
+            .expect("free");
+        Box::new(Fenced::new(inner, lease))
+    })
+    .unwrap_or_else(|e| panic!("fenced: {e}"));
+    conformance::state::run_records(|| Box::new(Claimed::new(Arc::new(MemState::new()))))
+        .unwrap_or_else(|e| panic!("claimed: {e}"));
+}
+
+/// A failure is named by its port and check: records that drop every write fail the records
+/// checks, each line naming the port.
+#[test]
+fn a_failure_is_named_by_port_and_check() {
+    #[derive(Debug)]
+    struct DropAll;
+    impl BatchGuard for DropAll {
+        fn apply(&self, _: &dyn Records, _: &Batch<'_>) -> resourcesync_store::Result<()> {
+            Ok(())
+        }
+    }
+    let e = conformance::state::run_records(|| {
+        Box::new(Guarded::with(Arc::new(MemState::new()), DropAll))
+    })
+    .expect_err("writes dropped");
+    assert!(e.contains("records: records_page_in_uri_order: "), "{e}");
+    assert!(e.lines().all(|l| l.starts_with("records: ")), "{e}");
 }
 
 #[test]

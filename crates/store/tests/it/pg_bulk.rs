@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use resourcesync_model::{Hashes, W3cDateTime};
 use resourcesync_store::{
-    Batch, Claimed, Error, Op, PendingChange, PgState, ResourceRecord, StateStore, WorkItem,
+    Batch, Claimed, Error, Op, PendingChange, PgState, RecordWrites, Records, ResourceRecord,
+    WorkItem, WorkQueue,
 };
 
 use crate::pg_state::Schemas;
@@ -134,7 +135,7 @@ fn pg_a_batch_of_completions_fails_whole_on_one_lost_claim() {
     assert_eq!(st.release(&claims[3..4]).expect("release"), 1);
     let taken = st.claim_work("w2", 5, LONG).expect("claim");
     assert_eq!(taken.len(), 1);
-    let c = Claimed::new(st.clone() as std::sync::Arc<dyn StateStore>);
+    let c = Claimed::new(st.clone() as std::sync::Arc<dyn Records>);
     let rows: Vec<ResourceRecord> = (0..5).map(|i| row(&format!("u{i}"), "p")).collect();
     for (i, cl) in claims.iter().enumerate() {
         c.hold(&format!("u{i}"), cl.clone());

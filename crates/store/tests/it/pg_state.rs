@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use resourcesync_model::Category;
 use resourcesync_store::{
-    Batch, Error, Op, PgState, ResourceRecord, SourceCursor, StateStore, WorkItem,
+    Batch, Error, Leases, Op, PgState, RecordWrites, Records, ResourceRecord, SourceCursor,
+    WorkItem, WorkQueue,
 };
 
 /// The variable holding the URL of the test server.
@@ -370,7 +371,7 @@ fn pg_a_killed_worker_loses_nothing() {
 #[test]
 fn called_from_async_tasks_on_either_runtime() {
     let mut schemas = Schemas::new();
-    let st: std::sync::Arc<dyn StateStore> = std::sync::Arc::new(schemas.state());
+    let st: std::sync::Arc<dyn Records> = std::sync::Arc::new(schemas.state());
     let cursor = SourceCursor {
         source: "s".into(),
         ..SourceCursor::default()

@@ -2,7 +2,7 @@
 
 /// The migrations: `MIGRATIONS[i]` takes a schema from version `i` to `i + 1` (0: empty), in
 /// one transaction with the new version number. Text compared for order (URIs, Sources) is in
-/// the "C" collation: byte order, as [`crate::StateStore::resources_page`] promises, whatever the
+/// the "C" collation: byte order, as [`crate::Records::resources_page`] promises, whatever the
 /// database's locale.
 ///
 /// The rule for a new migration: it only adds (tables, columns with defaults, indexes) and

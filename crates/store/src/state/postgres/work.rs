@@ -23,7 +23,7 @@ const ADD_PAGE: &str = "INSERT INTO work(key, source, payload) \
      ORDER BY o ON CONFLICT (key) DO NOTHING";
 
 impl PgState {
-    /// See [`crate::StateStore::add_work`]: one transaction, a statement per [`PAGE`] items.
+    /// See [`crate::WorkQueue::add_work`]: one transaction, a statement per [`PAGE`] items.
     pub(super) fn queue_work(&self, items: &[WorkItem]) -> Result<usize> {
         if items.is_empty() {
             return Ok(0);
@@ -40,7 +40,7 @@ impl PgState {
         })
     }
 
-    /// See [`crate::StateStore::claim_work`].
+    /// See [`crate::WorkQueue::claim_work`].
     pub(super) fn claim_rows(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
         if n == 0 {
             return Ok(Vec::new());
@@ -71,7 +71,7 @@ impl PgState {
         Ok(out.into_iter().map(|(_, c)| c).collect())
     }
 
-    /// See [`crate::StateStore::work_left`].
+    /// See [`crate::WorkQueue::work_left`].
     pub(super) fn count_work(&self, source: &str) -> Result<u64> {
         let rows = self.query("SELECT COUNT(*) FROM work WHERE source = $1", &[&source])?;
         let n: i64 = match rows.first() {

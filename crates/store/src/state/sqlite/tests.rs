@@ -1,6 +1,7 @@
 //! Unit tests of the SQLite state: pages that seek, the lock, read-only opens, migrations.
 
 use super::*;
+use crate::state::RecordWrites;
 
 #[test]
 fn rows_round_trip_and_page_in_uri_order() {
@@ -31,7 +32,10 @@ fn rows_round_trip_and_page_in_uri_order() {
         .resources_page("cap", Some("http://h/b"), 10)
         .expect("page");
     assert_eq!(rest.len(), 1);
-    assert!(s.has_path("c").expect("path"));
+    assert!(
+        s.has_path(&RelPath::parse("c").expect("path"))
+            .expect("path")
+    );
     s.set_gone("http://h/c", true).expect("gone");
     assert!(s.resource("http://h/c").expect("get").expect("row").gone);
     s.set_cursor(&SourceCursor {
