@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use resourcesync_model::{Change, W3cDateTime};
+use resourcesync_model::W3cDateTime;
 
 use crate::commit::{Write, not_recorded};
 use crate::discover::docs::DocFetcher;
@@ -28,7 +28,8 @@ use crate::dump::{DumpLimits, DumpStats, change_dumps, resource_dump};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
 use crate::fetch::exec::Exec;
-use crate::fetch::job::{Job, JobKind, Reason};
+use crate::fetch::job::Job;
+use crate::march::change_job;
 use crate::plan::after;
 use crate::plan::staging::StagedItem;
 use crate::report::Mode;
@@ -242,11 +243,6 @@ async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
                 continue;
             }
             ctx.ports.obs.add_total(1);
-            let kind = if p.change == Some(Change::Deleted) {
-                JobKind::Delete
-            } else {
-                JobKind::Fetch(Reason::Change)
-            };
             let item = StagedItem {
                 uri: p.uri,
                 change: p.change,
@@ -256,7 +252,7 @@ async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
                 duplicates: p.duplicates,
                 ..StagedItem::default()
             };
-            exec.submit(Job { item, kind }).await?;
+            exec.submit(change_job(item)).await?;
         }
     }
     Ok(())
