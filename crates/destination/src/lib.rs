@@ -41,6 +41,7 @@ mod commit;
 pub mod discover;
 pub mod dump;
 mod fetch;
+mod march;
 mod plan;
 
 // The entry points.

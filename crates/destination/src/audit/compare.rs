@@ -3,15 +3,16 @@
 
 use std::sync::Arc;
 
-use resourcesync_diff::{Difference, Item, Merged, Page, needs_update, pages, try_merge_by};
+use resourcesync_diff::{Difference, Item, Page, pages};
 use resourcesync_model::Hashes;
 use resourcesync_store::{Records, RelPath, ResourceRecord};
 
 use crate::error::{Error, Result};
+use crate::march::{Kind, judge, march};
 use crate::report::{AuditDifference, Observer, push_capped};
 
 use super::copies::{Copies, Step, is_state, measure_all, untracked};
-use super::list::{List, Published};
+use super::list::List;
 use super::{CHUNK, PAGE};
 
 pub(super) fn why(d: Difference) -> &'static str {
@@ -125,10 +126,17 @@ impl Compare<'_> {
             None => None,
         };
         let Some(p) = s.published else {
-            if measured.is_some() {
+            // A copy on disk the Source does not publish: a delete (crate::march).
+            let copy = measured.map(|(length, hashes)| Item {
+                uri: s.uri.clone(),
+                length: Some(length),
+                lastmod: None,
+                hashes,
+            });
+            if let Some(v) = judge(&s.uri, copy.as_ref(), None) {
                 self.obs.resource_done();
                 found.extra(AuditDifference {
-                    uri: s.uri,
+                    uri: v.uri,
                     path: s.row.map(|r| r.path),
                     why: "not at the Source".into(),
                 });
@@ -185,21 +193,20 @@ impl Compare<'_> {
                 })
             }
         };
-        let Some(copy) = copy else {
-            found.missing(AuditDifference {
-                uri: s.uri,
-                path: p.path,
-                why: "no copy".into(),
-            });
+        // The one rule (crate::march): no copy is a create, a copy that differs an update.
+        let Some(verdict) = judge(&s.uri, copy.as_ref(), Some(&original)) else {
             return Ok(());
         };
-        match needs_update(&copy, &original) {
-            None => found.in_sync += 1,
-            Some(w) => found.different(AuditDifference {
-                uri: s.uri,
-                path: p.path,
-                why: why(w).into(),
-            }),
+        let at = |why: &str| AuditDifference {
+            uri: verdict.uri.clone(),
+            path: p.path.clone(),
+            why: why.into(),
+        };
+        match &verdict.kind {
+            Kind::Same => found.in_sync += 1,
+            Kind::Create => found.missing(at("no copy")),
+            Kind::Update(w) => found.different(at((*w).map_or("content", why))),
+            Kind::Delete | Kind::Damaged(_) => {}
         }
         Ok(())
     }
@@ -247,26 +254,16 @@ impl Compare<'_> {
                 items: page,
             })
         });
-        // The one merge (resourcesync_diff): rows and entries in URI order, a failed read ends
-        // it with its error.
-        let mut steps = try_merge_by(rows, pubs, |r: &ResourceRecord, p: &(String, Published)| {
-            r.uri.as_bytes().cmp(p.0.as_bytes())
-        });
+        // The one march (crate::march): rows and entries in URI order, a failed read ends it
+        // with its error.
+        let mut steps = march(rows, pubs);
         let mut chunk: Vec<Step> = Vec::with_capacity(CHUNK);
         loop {
             let next = steps.next().transpose()?;
             let end = next.is_none();
             if let Some(m) = next {
-                let (row, published) = match m {
-                    Merged::Left(r) => (Some(r), None),
-                    Merged::Right(p) => (None, Some(p)),
-                    Merged::Both(r, p) => (Some(r), Some(p)),
-                };
-                let (uri, published) = match (row.as_ref(), published) {
-                    (_, Some((u, p))) => (u, Some(p)),
-                    (Some(r), None) => (r.uri.clone(), None),
-                    (None, None) => continue,
-                };
+                let (uri, row) = (m.uri, m.row);
+                let published = m.published.map(|(_, p)| p);
                 if let Some(r) = &row {
                     copies.claim(&r.path);
                 }

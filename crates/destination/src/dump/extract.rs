@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
 use crate::fetch::patch::{MAX_PATCH_BYTES, patch_copy};
 use crate::mapping::UriMapper;
-use crate::plan::current::change_applied;
+use crate::march::{Kind, change_verdict};
 use crate::plan::staging::PatchLink;
 use crate::plan::staging::StagedItem;
 
@@ -85,7 +85,13 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
     // (crate::plan::current, the rule of every change).
     if let Some(p) = &prior {
         let m = ctx.ports.store.head(&rel)?;
-        if change_applied(&StagedItem::from_entry(e), Some(p), m.as_ref()) {
+        // A bitstream to put in place, whatever its `change` says (a Change Dump's deletes are
+        // taken before, crate::dump::apply): in place already when the verdict is the same.
+        let item = StagedItem {
+            change: None,
+            ..StagedItem::from_entry(e)
+        };
+        if change_verdict(&item, Some(p), m.as_ref()) == Kind::Same {
             return Ok(Plan::Unchanged);
         }
     }

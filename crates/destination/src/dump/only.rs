@@ -20,7 +20,8 @@
 
 use std::sync::Arc;
 
-use resourcesync_model::{Change, W3cDateTime};
+use resourcesync_diff::{Page, pages};
+use resourcesync_model::W3cDateTime;
 
 use crate::commit::{Write, not_recorded};
 use crate::discover::docs::DocFetcher;
@@ -28,7 +29,7 @@ use crate::dump::{DumpLimits, DumpStats, change_dumps, resource_dump};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
 use crate::fetch::exec::Exec;
-use crate::fetch::job::{Job, JobKind, Reason};
+use crate::march::{Kind, change_job, job, march};
 use crate::plan::after;
 use crate::plan::staging::StagedItem;
 use crate::report::Mode;
@@ -242,11 +243,6 @@ async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
                 continue;
             }
             ctx.ports.obs.add_total(1);
-            let kind = if p.change == Some(Change::Deleted) {
-                JobKind::Delete
-            } else {
-                JobKind::Fetch(Reason::Change)
-            };
             let item = StagedItem {
                 uri: p.uri,
                 change: p.change,
@@ -256,7 +252,7 @@ async fn retry_pending(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
                 duplicates: p.duplicates,
                 ..StagedItem::default()
             };
-            exec.submit(Job { item, kind }).await?;
+            exec.submit(change_job(item)).await?;
         }
     }
     Ok(())
@@ -289,21 +285,49 @@ async fn deletes(ctx: &Arc<Ctx>, exec: &mut Exec) -> Result<()> {
             .await
             .map_err(not_recorded)?;
     }
-    let mut last: Option<String> = None;
-    loop {
-        let page = ctx
-            .ports
-            .state
-            .resources_page(&ctx.key, last.as_deref(), 1000)?;
-        let Some(l) = page.last() else { break };
-        last = Some(l.uri.clone());
-        for r in page {
-            // A placeholder (crate::commit) not put in place by this run: deleted too.
-            if (r.gone && !crate::commit::is_placeholder(&r)) || ctx.dumped_now(&r.uri) {
-                continue;
-            }
-            ctx.ports.obs.add_total(1);
-            exec.submit(Job::delete(r.uri)).await?;
+    // The march (crate::march) of the rows with the URIs the packages put in place in this
+    // run, both in URI order: a row alone is a delete. A placeholder (crate::commit) not put
+    // in place by this run is deleted too.
+    let rows = pages(|after| {
+        let page = ctx.ports.state.resources_page(&ctx.key, after, 1000)?;
+        Ok::<_, Error>(Page {
+            last: page.last().map(|r| r.uri.clone()),
+            items: page
+                .into_iter()
+                .filter(|r| !r.gone || crate::commit::is_placeholder(r))
+                .collect(),
+        })
+    });
+    let dumped = pages(|after| match &ctx.memo.dumped {
+        Some(d) => {
+            let page = d
+                .lock()
+                .map_err(|_| Error::Task("staging lock poisoned".into()))?
+                .page_by_uri(after, 1000)?;
+            Ok::<_, Error>(Page {
+                last: page.last().map(|i| i.uri.clone()),
+                items: page,
+            })
+        }
+        None => Ok(Page {
+            last: None,
+            items: Vec::new(),
+        }),
+    });
+    for step in march(rows, dumped) {
+        let step = step?;
+        // A row with a copy a package put in place is the same; a package's copy without a
+        // row is not this walk's.
+        if step.row.is_none() || step.published.is_some() {
+            continue;
+        }
+        ctx.ports.obs.add_total(1);
+        let item = StagedItem {
+            uri: step.uri,
+            ..StagedItem::default()
+        };
+        if let Some(job) = job(&Kind::Delete, item) {
+            exec.submit(job).await?;
         }
     }
     Ok(())

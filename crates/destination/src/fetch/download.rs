@@ -18,7 +18,8 @@ use crate::error::{Error, Result};
 use crate::fetch::ctx::{Ctx, blocking};
 use crate::fetch::job::{Made, Outcome, Reason, Started};
 use crate::http::{Conditional, header};
-use crate::plan::current::{change_applied, record_item};
+use crate::march::{Kind, change_verdict};
+use crate::plan::current::record_item;
 use crate::plan::staging::StagedItem;
 use crate::report::{Failed, Planned};
 
@@ -52,7 +53,7 @@ pub(crate) async fn fetch(
     let existing = ctx.ports.store.head(rel)?;
     let existing = existing.as_ref();
     // A change the state already shows applied (a resumed run, or a change seen twice).
-    if change && change_applied(item, prior.as_ref(), existing) {
+    if change && change_verdict(item, prior.as_ref(), existing) == Kind::Same {
         return Ok(Started::Done(Outcome::Unchanged));
     }
     // A file at the path that is another URI's (crate::owner) is neither adopted nor replaced.

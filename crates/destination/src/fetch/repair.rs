@@ -35,6 +35,7 @@ use resourcesync_store::{RelPath, ResourceRecord};
 use crate::error::Result;
 use crate::fetch::ctx::Ctx;
 use crate::fetch::mtime::copy_time;
+use crate::march::Kind;
 use crate::options::CheckCopies;
 use crate::plan::staging::StagedItem;
 
@@ -44,12 +45,13 @@ const PAGE: usize = 1000;
 /// are all checked after the run).
 pub(crate) const MAX_SUSPECTS: usize = 10_000;
 
-/// The copies found damaged in one page of rows.
+/// The copies found damaged in one page of rows: their verdicts ([`Kind::Damaged`], why), with
+/// what is fetched again (the version the row records).
 pub(crate) fn check_page(
     ctx: &Ctx,
     rows: &[ResourceRecord],
     how: CheckCopies,
-) -> Vec<(StagedItem, String)> {
+) -> Vec<(StagedItem, Kind)> {
     let mut out = Vec::new();
     for r in rows.iter().filter(|r| !r.gone) {
         let Ok(rel) = RelPath::parse(&r.path) else {
@@ -65,7 +67,7 @@ pub(crate) fn check_page(
                     path: Some(r.path.clone()),
                     ..StagedItem::default()
                 },
-                why,
+                Kind::Damaged(why),
             ));
         }
     }
@@ -128,7 +130,7 @@ pub(crate) async fn next_damaged(
     ctx: &Arc<Ctx>,
     how: CheckCopies,
     after: &mut Option<String>,
-) -> Result<Option<Vec<(StagedItem, String)>>> {
+) -> Result<Option<Vec<(StagedItem, Kind)>>> {
     if how == CheckCopies::Off {
         return Ok(None);
     }

@@ -13,7 +13,6 @@ use crate::commit::{Budget, Committer};
 use crate::error::Result;
 use crate::fetch::ctx::{Ctx, Memo, RunPorts};
 use crate::fetch::exec::Exec;
-use crate::fetch::job::{Job, JobKind, Reason};
 use crate::http::Http;
 use crate::mapping::UriMapper;
 use crate::options::SyncOptions;
@@ -139,12 +138,7 @@ impl Applier {
         );
         let mut exec = Exec::new(s.0.clone(), self.concurrency);
         for item in items {
-            let kind = if item.change == Some(Change::Deleted) {
-                JobKind::Delete
-            } else {
-                JobKind::Fetch(Reason::Change)
-            };
-            exec.submit(Job { item, kind }).await?;
+            exec.submit(crate::march::change_job(item)).await?;
         }
         let tally = exec.finish().await;
         // A change neither applied nor recorded as pending: the caller must not move the cursor.

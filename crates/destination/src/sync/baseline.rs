@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use resourcesync_diff::{Action, Item, Page, pages, try_diff_sorted};
+use resourcesync_diff::{Item, Page, pages};
 use resourcesync_model::{Capability, Entry, W3cDateTime};
 
 use crate::commit::is_placeholder;
@@ -13,7 +13,8 @@ use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
 use crate::fetch::exec::Exec;
-use crate::fetch::job::{Job, Outcome, Reason};
+use crate::fetch::job::Outcome;
+use crate::march::{Kind, job, judge, march};
 use crate::plan::after;
 use crate::plan::current::record_item;
 use crate::plan::staging::{StagedItem, Staging};
@@ -183,55 +184,67 @@ pub(super) async fn baseline_with(
         }
         staged(&staging, uri)
     };
-    // The URIs dump packages put in place during this run, in the same order as the diff's.
+    // The URIs dump packages put in place during this run, in the same order as the march's.
     let mut dumped = DumpedSet::new(ctx.memo.dumped.as_ref());
-    for action in try_diff_sorted(copy, original) {
+    for step in march(copy, original) {
         // A list or state read that failed ends the plan: stop before acting on a plan built
         // from half an inventory.
-        let action = action?;
+        let step = step?;
         // The entries before this one are of no more use, whether or not a job took them (a
         // baseline after a Resource Dump takes none: every entry is the same as the state's).
-        lock_read()?.pass(action_uri(&action));
+        lock_read()?.pass(&step.uri);
         // Left out by the include/exclude patterns: neither fetched, nor updated, nor deleted.
-        if !ctx.filter.wants_mapped(action_uri(&action), &ctx.mapper) {
+        if !ctx.filter.wants_mapped(&step.uri, &ctx.mapper) {
             exec.done_inline(Outcome::Filtered);
             continue;
         }
-        let new = matches!(action, Action::Create(_));
-        match action {
-            Action::Create(o) | Action::Update { original: o, .. } => {
-                let item = entry(&o.uri)?.unwrap_or_else(|| StagedItem {
-                    uri: o.uri.clone(),
-                    length: o.length,
-                    hashes: o.hashes.clone(),
-                    lastmod: o.lastmod,
-                    ..StagedItem::default()
-                });
-                exec.submit(fetch_job(item, new, false)).await?;
+        let Some(verdict) = judge(&step.uri, step.row.as_ref(), step.published.as_ref()) else {
+            continue;
+        };
+        let kind = match verdict.kind {
+            // A placeholder has no length, digest or date: it agrees with any entry, and its
+            // content is not known.
+            Kind::Same if placeholder(&verdict.uri)? => Kind::Update(None),
+            // A copy a dump package put in place during this run is counted already.
+            Kind::Same if dumped.contains(&verdict.uri)? => {
+                exec.done_inline(Outcome::Counted);
+                continue;
             }
-            Action::Delete(c) => {
+            // The state says current; check the file is still there.
+            Kind::Same => match step
+                .published
+                .as_ref()
+                .map(|o| intact(ctx, o))
+                .transpose()?
+            {
+                Some(false) => Kind::Damaged("missing, or not of the listed length".into()),
+                _ => Kind::Same,
+            },
+            k => k,
+        };
+        let item = match (&kind, step.published) {
+            (Kind::Delete, _) => {
                 ctx.ports.obs.add_total(1);
-                exec.submit(Job::delete(c.uri)).await?;
-            }
-            // A placeholder has no length, digest or date: it agrees with any entry.
-            Action::Same(o) if placeholder(&o.uri)? => {
-                let item = entry(&o.uri)?.unwrap_or_default();
-                exec.submit(fetch_job(item, false, false)).await?;
-            }
-            Action::Same(o) => {
-                // A copy a dump package put in place during this run is counted already.
-                if dumped.contains(&o.uri)? {
-                    exec.done_inline(Outcome::Counted);
-                    continue;
-                }
-                // The state says current; check the file is still there.
-                if intact(ctx, &o)? {
-                    exec.done_inline(Outcome::Unchanged);
-                } else {
-                    let item = entry(&o.uri)?.unwrap_or_default();
-                    exec.submit(fetch_job(item, false, true)).await?;
+                StagedItem {
+                    uri: verdict.uri,
+                    ..StagedItem::default()
                 }
             }
+            (Kind::Same, _) => {
+                exec.done_inline(Outcome::Unchanged);
+                continue;
+            }
+            (_, Some(o)) => entry(&o.uri)?.unwrap_or_else(|| StagedItem {
+                uri: o.uri.clone(),
+                length: o.length,
+                hashes: o.hashes.clone(),
+                lastmod: o.lastmod,
+                ..StagedItem::default()
+            }),
+            (_, None) => continue,
+        };
+        if let Some(job) = job(&kind, item) {
+            exec.submit(job).await?;
         }
     }
     Ok(at)
@@ -316,14 +329,6 @@ impl ReadAhead {
     }
 }
 
-/// The URI an action of the diff is about.
-fn action_uri(a: &Action) -> &str {
-    match a {
-        Action::Create(o) | Action::Update { original: o, .. } | Action::Same(o) => &o.uri,
-        Action::Delete(c) => &c.uri,
-    }
-}
-
 /// Refuses a Resource List whose `at` is before `not_before` (the Resource Dump's): Z39.99-2014
 /// §10.1, §11.1: both `at`s say when their snapshot started.
 fn not_older(at: Option<W3cDateTime>, not_before: Option<W3cDateTime>) -> Result<()> {
@@ -336,16 +341,6 @@ fn not_older(at: Option<W3cDateTime>, not_before: Option<W3cDateTime>) -> Result
         }
     }
     Ok(())
-}
-
-/// The job that fetches the copy of a listed resource (not a change).
-fn fetch_job(item: StagedItem, new: bool, repair: bool) -> Job {
-    let reason = match (new, repair) {
-        (_, true) => Reason::Repair,
-        (true, _) => Reason::New,
-        _ => Reason::Listed,
-    };
-    Job::fetch(item, reason)
 }
 
 /// Whether the copy the state says current is still in place: a file of the listed length (a

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use resourcesync_model::{Capability, Change, W3cDateTime};
+use resourcesync_model::{Capability, W3cDateTime};
 
 use crate::discover::docs::{DocFetcher, WalkInfo, walk_with};
 use crate::discover::known::{ListMemo, Validated};
 use crate::error::Result;
 use crate::fetch::ctx::Ctx;
 use crate::fetch::exec::Exec;
-use crate::fetch::job::{Job, JobKind, Reason};
+use crate::march::change_job;
 use crate::plan::collapse::ChangeListSink;
 use crate::plan::staging::{StagedItem, Staging};
 
@@ -139,13 +139,8 @@ pub(crate) async fn incremental_with(
         let Some((last, _)) = page.last() else { break };
         pos = *last;
         for (_, item) in page {
-            let kind = if item.change == Some(Change::Deleted) {
-                JobKind::Delete
-            } else {
-                JobKind::Fetch(Reason::Change)
-            };
             seen(&item.uri);
-            exec.submit(Job { item, kind }).await?;
+            exec.submit(change_job(item)).await?;
         }
     }
     Ok(sink.last)

@@ -52,7 +52,7 @@ use crate::discover::known::{Known, ListMemo, Quick, Validated, quick_start, sta
 use crate::error::{Error, Result};
 use crate::fetch::ctx::{Ctx, Memo, RunPorts};
 use crate::fetch::exec::Exec;
-use crate::fetch::job::{Job, JobKind, Reason};
+use crate::fetch::job::Job;
 use crate::fetch::repair::{Scan, check_page, next_damaged};
 use crate::http::Http;
 use crate::mapping::{UriMapper, base_url};
@@ -548,15 +548,19 @@ async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions, scan: Scan) -> Result<Tally>
     Ok(rex.finish().await)
 }
 
-/// Fetches damaged copies again (a repair: neither a change nor a new resource).
+/// Fetches damaged copies again (a repair: neither a change nor a new resource), the verdicts'
+/// jobs (crate::march).
 async fn refetch(
     rex: &mut Exec,
-    damaged: Vec<(crate::plan::staging::StagedItem, String)>,
+    damaged: Vec<(crate::plan::staging::StagedItem, crate::march::Kind)>,
 ) -> Result<()> {
-    for (item, why) in damaged {
-        tracing::info!("{}: {why}: fetched again", item.uri);
-        let kind = JobKind::Fetch(Reason::Repair);
-        rex.submit(Job { item, kind }).await?;
+    for (item, kind) in damaged {
+        if let crate::march::Kind::Damaged(why) = &kind {
+            tracing::info!("{}: {why}: fetched again", item.uri);
+        }
+        if let Some(job) = crate::march::job(&kind, item) {
+            rex.submit(job).await?;
+        }
     }
     Ok(())
 }

@@ -334,3 +334,84 @@ async fn a_capability_list_with_nothing_to_sync_from_is_a_clear_error() {
         "{msg}"
     );
 }
+
+/// A Source with a Resource Dump alone, which publishes a newer one without a resource: the run
+/// is a baseline diff from the dump, and the copy of the resource the dump no longer has is a
+/// delete (removed with `--delete`), those it still has are left alone (crate::march).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_resource_dump_without_a_resource_deletes_its_copy() {
+    let src = tmp();
+    let server = Server::start(src.path()).await;
+    let b = server.base.clone();
+    let cap = format!("{b}resourcesync/cap.xml");
+    let (a, bb, c) = (
+        b"alpha".as_slice(),
+        b"bravo".as_slice(),
+        b"charlie".as_slice(),
+    );
+    let publish_dump = |at: &str, entries: &[(String, &str, &[u8], &str)]| {
+        let p = package(
+            &cap,
+            &format!("capability=\"resourcedump-manifest\" at=\"{at}\""),
+            entries,
+        );
+        let rd = dump_doc(
+            &cap,
+            &format!("capability=\"resourcedump\" at=\"{at}\""),
+            &[(format!("{b}resourcesync/p.zip"), &p, "")],
+        );
+        write_tree(
+            src.path(),
+            &[
+                (
+                    "resourcesync/cap.xml",
+                    capability_list(&[("resourcedump", format!("{b}resourcesync/rd.xml"))])
+                        .as_bytes(),
+                ),
+                ("resourcesync/rd.xml", rd.as_bytes()),
+                ("resourcesync/p.zip", &p),
+            ],
+        );
+    };
+    let entry = |name: &str, path: &'static str, body: &'static [u8]| {
+        (format!("{b}{name}"), path, body, "")
+    };
+    publish_dump(
+        T1,
+        &[
+            entry("a.txt", "/resources/a", a),
+            entry("b.txt", "/resources/b", bb),
+            entry("c.txt", "/resources/c", c),
+        ],
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&cap, &dest);
+    o.delete = true;
+    let r = run(&o).await;
+    assert_eq!(
+        (r.mode, r.created, r.failed),
+        (Mode::Baseline, 3, 0),
+        "{r:?}"
+    );
+    assert_eq!(dest_files(&dest).len(), 3);
+
+    publish_dump(
+        T2,
+        &[
+            entry("a.txt", "/resources/a", a),
+            entry("b.txt", "/resources/b", bb),
+        ],
+    );
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::BaselineDiff, "{r:?}");
+    assert_eq!((r.deleted, r.failed), (1, 0), "{r:?}");
+    let left: Vec<(String, Vec<u8>)> = dest_files(&dest).into_iter().collect();
+    assert_eq!(
+        left,
+        [
+            ("a.txt".to_owned(), a.to_vec()),
+            ("b.txt".to_owned(), bb.to_vec())
+        ]
+    );
+}

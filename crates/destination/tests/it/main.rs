@@ -9,6 +9,7 @@ mod hand;
 mod live;
 mod mirror;
 
+mod agree;
 mod collide;
 mod commit_path;
 mod concurrency;
