@@ -48,6 +48,7 @@ use crate::error::{Error, Result};
 use crate::report::Failed;
 
 mod budget;
+pub(crate) mod owner;
 mod write;
 pub(crate) use budget::Budget;
 pub(crate) use write::{Write, not_recorded};
@@ -163,7 +164,7 @@ struct Placed {
     /// The URIs of the fresh copies not put in place: their placeholders go with the rows.
     unplaced: Vec<String>,
     /// The rows of other Sources whose paths copies of this batch took over
-    /// ([`crate::owner::Gate::taken_over`]): removed with the rows.
+    /// ([`crate::commit::owner::Gate::taken_over`]): removed with the rows.
     taken_over: Vec<String>,
     /// The writes with no copy to put in place that joined this batch, and who waits for
     /// each job of them: recorded with the rows.
@@ -171,14 +172,14 @@ struct Placed {
 }
 
 /// Step 2: puts each copy of the batch in place ([`Store::place`]), but those the gate refused
-/// (`refused`, in order: see [`crate::owner::gate`]) and those past its Source's `budget`,
+/// (`refused`, in order: see [`crate::commit::owner::gate`]) and those past its Source's `budget`,
 /// which fail with their reason, their bodies discarded.
 fn place_batch(
     store: &dyn Store,
     state: &dyn Records,
     budget: &mut Option<Budget>,
     batch: Vec<Pending>,
-    gate: crate::owner::Gate,
+    gate: crate::commit::owner::Gate,
 ) -> Placed {
     let n = batch.len();
     let mut p = Placed {
@@ -330,7 +331,7 @@ pub(crate) fn commit_batch(
     state: &dyn Records,
     batch: Vec<Pending>,
 ) -> Vec<Done> {
-    let gate = crate::owner::gate(state, &batch, &[]);
+    let gate = crate::commit::owner::gate(state, &batch, &[]);
     let admitted = batch.iter().zip(&gate.refused).filter(|(_, r)| r.is_none());
     if let Err(e) = announce(state, admitted.map(|(p, _)| p)).and_then(|()| Ok(store.sync()?)) {
         return batch.iter().map(|_| Err(e.clone())).collect();
@@ -462,14 +463,14 @@ fn run(
                 writes.push((j.writes, j.reply));
             }
         }
-        // No copy at a path another URI has (crate::owner): checked before anything of this
+        // No copy at a path another URI has (crate::commit::owner): checked before anything of this
         // batch is recorded or put in place, against the state, the batch before (placed, its
         // rows not yet recorded) and the copies before it in this one.
         let gate = if batch.is_empty() {
-            crate::owner::Gate::default()
+            crate::commit::owner::Gate::default()
         } else {
             let unrecorded = prev.as_ref().map_or(&[][..], |(p, _)| p.rows.as_slice());
-            crate::owner::gate(state, &batch, unrecorded)
+            crate::commit::owner::gate(state, &batch, unrecorded)
         };
         // The placeholders of this batch first (step 0), then one sync: the renames of the
         // batch before and the bodies of this one (verified, so written, before they were

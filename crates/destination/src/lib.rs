@@ -30,7 +30,6 @@ pub mod http;
 pub mod mapping;
 pub mod options;
 mod outcome;
-mod owner;
 pub mod ports;
 pub mod report;
 pub mod share;
@@ -41,6 +40,7 @@ mod commit;
 pub mod discover;
 pub mod dump;
 mod fetch;
+mod job;
 mod march;
 mod plan;
 

@@ -20,7 +20,7 @@ use resourcesync_diff::{Difference, Item, Merged, needs_update, try_merge_by};
 use resourcesync_model::Change;
 use resourcesync_store::{ObjectMeta, ResourceRecord};
 
-use crate::fetch::job::{Job, JobKind, Reason};
+use crate::job::{Job, JobKind, Reason};
 use crate::plan::current::{change_applied, record_item};
 use crate::plan::staging::StagedItem;
 

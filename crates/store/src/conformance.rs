@@ -29,7 +29,6 @@
 //! names every failure.
 
 pub mod crash;
-mod features;
 pub mod state;
 pub mod store;
 

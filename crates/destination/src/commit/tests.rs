@@ -69,7 +69,7 @@ fn a_batch_is_placed_then_recorded_and_a_bad_copy_fails_alone() {
     );
 }
 
-/// The gate of `crate::owner`: a copy at a path another URI's row has, or one an earlier
+/// The gate of `crate::commit::owner`: a copy at a path another URI's row has, or one an earlier
 /// copy of its batch (or of the batch before, not yet recorded) takes, fails alone, with
 /// nothing written at the path, no row, and its body discarded.
 #[test]
@@ -121,7 +121,7 @@ fn a_copy_at_a_path_another_uri_has_is_refused_in_its_batch() {
         pending(&store, "http://h/after", "b", b"x"),
         pending(&store, "http://h/before", "b", b"y"),
     ];
-    let gate = crate::owner::gate(&state, &later, &unrecorded);
+    let gate = crate::commit::owner::gate(&state, &later, &unrecorded);
     assert!(
         gate.refused[0]
             .as_ref()

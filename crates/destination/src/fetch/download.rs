@@ -16,8 +16,8 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::commit::{Origin, Pending, Write};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::{Ctx, blocking};
-use crate::fetch::job::{Made, Outcome, Reason, Started};
 use crate::http::{Conditional, header};
+use crate::job::{Made, Outcome, Reason, Started};
 use crate::march::{Kind, change_verdict};
 use crate::plan::current::record_item;
 use crate::plan::staging::StagedItem;
@@ -56,9 +56,9 @@ pub(crate) async fn fetch(
     if change && change_verdict(item, prior.as_ref(), existing) == Kind::Same {
         return Ok(Started::Done(Outcome::Unchanged));
     }
-    // A file at the path that is another URI's (crate::owner) is neither adopted nor replaced.
+    // A file at the path that is another URI's (crate::commit::owner) is neither adopted nor replaced.
     if existing.is_some() {
-        crate::owner::check(ctx.ports.state.as_ref(), &item.uri, &ctx.key, rel)?;
+        crate::commit::owner::check(ctx.ports.state.as_ref(), &item.uri, &ctx.key, rel)?;
     }
     if adopt(ctx, item, rel, prior.as_ref(), existing).await? {
         return Ok(Started::Done(Outcome::Unchanged));

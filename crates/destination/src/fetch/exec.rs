@@ -12,14 +12,14 @@ use resourcesync_store::{PendingChange, RelPath, ResourceRecord, Store};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::commit::owner::{Claim, InFlight};
 use crate::commit::{Write, is_placeholder};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::{Ctx, STORE_DOWN_AFTER, blocking};
 use crate::fetch::download::fetch;
 use crate::fetch::handout::Handout;
-use crate::fetch::job::{Job, JobKind, Made, Outcome, Started};
+use crate::job::{Job, JobKind, Made, Outcome, Started};
 use crate::outcome::Tally;
-use crate::owner::{Claim, InFlight};
 use crate::plan::staging::StagedItem;
 use crate::report::{Failed, Failure, FailureKind, Planned};
 
@@ -27,7 +27,7 @@ use crate::report::{Failed, Failure, FailureKind, Planned};
 ///
 /// Of two fetches of one run whose URIs map to one path, the one submitted first is tried and
 /// the other refused while it is in flight ([`InFlight`]; after it, its row refuses it:
-/// [`crate::owner`]).
+/// [`crate::commit::owner`]).
 ///
 /// Jobs run at once, in no set order between resources; so with `--delete`, a copy whose path
 /// is blocked by a file or directory this run may delete (a Source that turned a file `a` into a

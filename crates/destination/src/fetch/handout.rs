@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::fetch::ctx::Ctx;
-use crate::fetch::job::{Job, JobKind};
+use crate::job::{Job, JobKind};
 use crate::share::{Downloads, SharedFetch};
 
 /// Fetches queued to the port in one call once a run shares.

@@ -19,7 +19,6 @@ pub(crate) mod ctx;
 pub(crate) mod download;
 pub(crate) mod exec;
 pub(crate) mod handout;
-pub(crate) mod job;
 pub(crate) mod mtime;
 pub mod patch;
 pub mod repair;

@@ -13,7 +13,7 @@ use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
 use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
 use crate::fetch::exec::Exec;
-use crate::fetch::job::Outcome;
+use crate::job::Outcome;
 use crate::march::{Kind, job, judge, march};
 use crate::plan::after;
 use crate::plan::current::record_item;

@@ -52,9 +52,9 @@ use crate::discover::known::{Known, ListMemo, Quick, Validated, quick_start, sta
 use crate::error::{Error, Result};
 use crate::fetch::ctx::{Ctx, Memo, RunPorts};
 use crate::fetch::exec::Exec;
-use crate::fetch::job::Job;
 use crate::fetch::repair::{Scan, check_page, next_damaged};
 use crate::http::Http;
+use crate::job::Job;
 use crate::mapping::{UriMapper, base_url};
 use crate::options::SyncOptions;
 use crate::outcome::Tally;

@@ -11,8 +11,9 @@ use resourcesync_model::writer::entry_xml;
 use resourcesync_model::{Entry, HashAlg, Hashes, Link, MultiHasher, Root};
 
 use crate::inventory::Inventory;
-use crate::scan::{lastmod_of, mime_type};
+use crate::scan::mime_type;
 use crate::state::Resource;
+use crate::state::lastmod_of;
 use crate::uri::path_bytes as key;
 use crate::uri::path_to_uri;
 

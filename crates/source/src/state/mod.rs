@@ -12,12 +12,15 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use crate::error::{Error, Result};
 
+mod lastmod;
 mod read;
 mod rebase;
 mod record;
 mod rendered;
 mod stream;
 mod via;
+pub use lastmod::lastmod_of;
+pub(crate) use lastmod::whole_second_lastmod_of;
 pub use read::{Reader, Recorded};
 pub use rebase::Moved;
 pub use record::{Recorder, Rotation};
@@ -619,9 +622,9 @@ fn row_resource(r: &rusqlite::Row<'_>) -> rusqlite::Result<Resource> {
     let mtime_ns: i128 = r.get::<_, String>(3)?.parse().unwrap_or(0);
     let mut lastmod = dt(&r.get::<_, String>(4)?);
     // A row recorded with the whole seconds of its time (by an earlier version) is read with
-    // the fraction the time has: see `crate::scan::whole_second_lastmod_of`.
-    if lastmod == crate::scan::whole_second_lastmod_of(mtime_ns) {
-        lastmod = crate::scan::lastmod_of(mtime_ns);
+    // the fraction the time has: see `whole_second_lastmod_of`.
+    if lastmod == whole_second_lastmod_of(mtime_ns) {
+        lastmod = lastmod_of(mtime_ns);
     }
     Ok(Resource {
         path: r.get(0)?,

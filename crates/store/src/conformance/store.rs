@@ -11,6 +11,8 @@ use super::{Check, Outcome, ensure, ok, run_checks};
 use crate::object::{Expect, Finished, ObjectMeta, Store, Upload, UploadSink};
 use crate::path::RelPath;
 
+mod features;
+
 /// Every check, by name.
 pub const CHECKS: &[Check<dyn Store>] = &[
     ("put_get_head", put_get_head),
@@ -24,12 +26,9 @@ pub const CHECKS: &[Check<dyn Store>] = &[
     ("modification_time", modification_time),
     ("batch_with_a_foreign_upload", batch_with_a_foreign_upload),
     ("concurrent_puts", concurrent_puts),
-    ("local_directory", super::features::local_directory),
-    ("hierarchy_blocks", super::features::hierarchy_blocks),
-    (
-        "interrupted_cleaning",
-        super::features::interrupted_cleaning,
-    ),
+    ("local_directory", features::local_directory),
+    ("hierarchy_blocks", features::hierarchy_blocks),
+    ("interrupted_cleaning", features::interrupted_cleaning),
 ];
 
 /// Runs every check, each on a new, empty store from `make`.

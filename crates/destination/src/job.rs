@@ -1,6 +1,6 @@
-//! What the executor runs and what a job comes to: the leaf of `fetch/` (it uses none of its
-//! siblings), shared by the executor, the download, the hand-out to other workers and the
-//! engines that plan the jobs.
+//! What the executor runs and what a job comes to: made by the planners (`march`, the
+//! baseline, the incremental) and run by `fetch/` (the executor, the download, the hand-out to
+//! other workers); it imports neither.
 
 use resourcesync_model::Change;
 

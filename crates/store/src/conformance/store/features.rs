@@ -1,9 +1,9 @@
 //! The checks of what a store declares in its [`crate::Features`]: each passes trivially for a
 //! store that does not declare the feature, and holds it to its word when it does. (Crash
-//! safety, [`crate::Features::crash_safe`], needs a process killed mid-put: [`super::crash`].)
+//! safety, [`crate::Features::crash_safe`], needs a process killed mid-put: [`crate::conformance::crash`].)
 
-use super::store::{get, keys, put};
-use super::{Outcome, ensure, ok};
+use super::{get, keys, put};
+use crate::conformance::{Outcome, ensure, ok};
 use crate::object::Store;
 use crate::path::RelPath;
 
@@ -59,13 +59,10 @@ pub(super) fn interrupted_cleaning(s: &dyn Store) -> Outcome {
     let kept = key("c/kept")?;
     put(s, &kept, b"kept")?;
     let left = key("c/left")?;
-    let mut up = ok("begin", s.begin(&left, super::store::expect_of(b"left")))?;
+    let mut up = ok("begin", s.begin(&left, super::expect_of(b"left")))?;
     ok("write", up.write(b"le"))?;
     std::mem::forget(up);
-    let mut up = ok(
-        "begin",
-        s.begin_new(&left, super::store::expect_of(b"left")),
-    )?;
+    let mut up = ok("begin", s.begin_new(&left, super::expect_of(b"left")))?;
     ok("write", up.write(b"left"))?;
     std::mem::forget(ok("finish", up.finish())?);
     ok("clean_interrupted", c.clean_interrupted())?;

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use resourcesync_store::{Records, RelPath, ResourceRecord};
 
-use crate::commit::{Pending, is_placeholder};
+use super::{Pending, is_placeholder};
 use crate::error::{Error, Result};
 use crate::report::Failed;
 
