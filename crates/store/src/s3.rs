@@ -15,8 +15,8 @@
 //! its [`ObjectMeta`] has the length only.
 //!
 //! Requests are signed by `rusty-s3` and sent with `reqwest::blocking` (`s3/client.rs`): every
-//! method blocks, so call them off async tasks (the engine does, from `spawn_blocking`), and
-//! open the store there too.
+//! method blocks, so async code calls them, and opens the store, through
+//! [`crate::blocking::call`].
 
 pub mod bucket;
 mod client;
@@ -39,9 +39,7 @@ use rusty_s3::Method;
 use self::bucket::MAX_KEY;
 use self::client::{Client, Req, not_found};
 use self::upload::{S3Body, S3Sink};
-pub use bucket::{
-    Bucket, BucketWriter, Object, ObjectInfo, ObjectReader, Ranged, etag_md5, offload,
-};
+pub use bucket::{Bucket, BucketWriter, Object, ObjectInfo, ObjectReader, Ranged, etag_md5};
 pub use config::S3Config;
 pub use range::ByteRange;
 

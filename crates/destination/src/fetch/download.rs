@@ -10,6 +10,7 @@ use std::sync::Arc;
 use reqwest::header::{ETAG, LAST_MODIFIED};
 use resourcesync_diff::{Difference, Item, needs_update};
 use resourcesync_model::Change;
+use resourcesync_store::blocking::call;
 use resourcesync_store::{Expect, ObjectMeta, RelPath, ResourceRecord};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -47,9 +48,9 @@ pub(crate) async fn fetch(
     let prior = if reason == Reason::New {
         None
     } else {
-        ctx.ports.state.resource(&item.uri)?
+        call(|| ctx.ports.state.resource(&item.uri))?
     };
-    let existing = ctx.ports.store.head(rel)?;
+    let existing = call(|| ctx.ports.store.head(rel))?;
     let existing = existing.as_ref();
     // A change the state already shows applied (a resumed run, or a change seen twice).
     if change && change_applied(item, prior.as_ref(), existing) {
@@ -57,7 +58,7 @@ pub(crate) async fn fetch(
     }
     // A file at the path that is another URI's (crate::owner) is neither adopted nor replaced.
     if existing.is_some() {
-        crate::owner::check(ctx.ports.state.as_ref(), &item.uri, &ctx.key, rel.as_str())?;
+        call(|| crate::owner::check(ctx.ports.state.as_ref(), &item.uri, &ctx.key, rel.as_str()))?;
     }
     if adopt(ctx, item, rel, prior.as_ref(), existing).await? {
         return Ok(Started::Done(Outcome::Unchanged));
@@ -272,9 +273,9 @@ pub(crate) async fn download(
     // for new objects (a directory: an unnamed file in its final directory, linked into place
     // by the committer instead of renamed; see `Store::begin_new`).
     let mut tmp = if new_path {
-        ctx.ports.store.begin_new(rel, expect)?
+        call(|| ctx.ports.store.begin_new(rel, expect))?
     } else {
-        ctx.ports.store.begin(rel, expect)?
+        call(|| ctx.ports.store.begin(rel, expect))?
     };
     while let Some(chunk) = ctx.ports.http.chunk(&mut resp, url).await? {
         if crate::crashpoint::fails("download") {
@@ -283,7 +284,7 @@ pub(crate) async fn download(
                 cause: std::io::Error::from_raw_os_error(28),
             }));
         }
-        tmp.write(&chunk)?;
+        call(|| tmp.write(&chunk))?;
         crate::crashpoint::point("download");
         ctx.ports.obs.bytes(chunk.len() as u64);
     }
@@ -295,7 +296,7 @@ pub(crate) async fn download(
         tokio::task::spawn_blocking(move || tmp.finish()).await??
     } else {
         // A write of what is buffered and the digests' last block: no waiting for the disk.
-        tmp.finish()?
+        call(|| tmp.finish())?
     };
     Ok(Fetched::Verified(Box::new(Pending {
         body,

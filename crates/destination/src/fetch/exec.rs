@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use resourcesync_model::{Category, Change};
+use resourcesync_store::blocking::call;
 use resourcesync_store::{PendingChange, RelPath, ResourceRecord, Store};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -260,7 +261,7 @@ pub(crate) async fn run_job(
     };
     if defer
         && matches!(job.kind, JobKind::Fetch { .. })
-        && path_blocked(ctx.ports.store.as_ref(), &rel)
+        && call(|| path_blocked(ctx.ports.store.as_ref(), &rel))
     {
         return Err(job);
     }
@@ -345,7 +346,7 @@ async fn settle(
             // the Source turned into a directory, or back): say what clears it.
             if !ctx.delete
                 && matches!(job.kind, JobKind::Fetch { .. })
-                && path_blocked(ctx.ports.store.as_ref(), &rel)
+                && call(|| path_blocked(ctx.ports.store.as_ref(), &rel))
             {
                 error.message.push_str(
                     " (a copy kept after the Source deleted it may be in the way: `--delete` removes kept copies)",
@@ -392,7 +393,7 @@ pub(crate) async fn delete(
     item: &StagedItem,
     rel: &RelPath,
 ) -> std::result::Result<Outcome, Failed> {
-    let prior = ctx.ports.state.resource(&item.uri)?;
+    let prior = call(|| ctx.ports.state.resource(&item.uri))?;
     let (source, uri) = (ctx.key.clone(), item.uri.clone());
     // Only copies the Destination made (with a row) are ever removed.
     let Some(p) = prior else {
@@ -411,7 +412,7 @@ pub(crate) async fn delete(
     // becomes a kept copy like any other (its length known: no longer a placeholder).
     let mut writes = Vec::new();
     if !ctx.dry_run && is_placeholder(&p) {
-        match ctx.ports.store.head(&path)? {
+        match call(|| ctx.ports.store.head(&path))? {
             None => {
                 ctx.ports
                     .committer

@@ -30,6 +30,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use resourcesync_store::blocking::call;
 use resourcesync_store::{RelPath, ResourceRecord};
 
 use crate::error::Result;
@@ -186,7 +187,7 @@ impl Scan {
         for u in uris {
             // Deleted by the run, kept after the Source deleted it, or now another Source's:
             // not a copy to check.
-            if let Some(r) = self.ctx.ports.state.resource(&u)? {
+            if let Some(r) = call(|| self.ctx.ports.state.resource(&u))? {
                 if r.source == self.ctx.key && !r.gone {
                     rows.push(r);
                 }

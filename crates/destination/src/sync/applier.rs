@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use resourcesync_model::{Change, Entry, W3cDateTime};
+use resourcesync_store::blocking::call;
 use resourcesync_store::{SourceCursor, Store};
 
 use crate::commit::{Budget, Committer};
@@ -85,7 +86,7 @@ impl Applier {
                 committer: Committer::start(
                     self.store.clone(),
                     state.clone(),
-                    Budget::of(self.quota.as_ref(), state.as_ref(), &self.info.key())?,
+                    call(|| Budget::of(self.quota.as_ref(), state.as_ref(), &self.info.key()))?,
                 )?,
                 state,
                 obs: self.obs.clone(),
@@ -104,7 +105,7 @@ impl Applier {
 
     /// The cursor of the Source: the time up to which every change is applied.
     pub(crate) fn cursor(&self, s: &Session) -> Result<Option<W3cDateTime>> {
-        Ok(s.0.ports.state.cursor(&s.0.key)?.and_then(|c| c.cursor))
+        Ok(call(|| s.0.ports.state.cursor(&s.0.key))?.and_then(|c| c.cursor))
     }
 
     /// Moves the cursor forward to `to` (never back).
@@ -114,11 +115,12 @@ impl Applier {
             Some(c) if !after(&to, &c) => c,
             _ => to,
         };
-        s.0.ports.state.set_cursor(&SourceCursor {
+        let c = SourceCursor {
             source: s.0.key.clone(),
             cursor: Some(new),
             synced_at: Some(W3cDateTime::now(false)),
-        })?;
+        };
+        call(|| s.0.ports.state.set_cursor(&c))?;
         Ok(Some(new))
     }
 

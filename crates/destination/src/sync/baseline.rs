@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use resourcesync_diff::{Action, Item, Page, pages, try_diff_sorted};
 use resourcesync_model::{Capability, Entry, W3cDateTime};
+use resourcesync_store::blocking::call;
 
 use crate::commit::is_placeholder;
 use crate::discover::docs::{DocFetcher, ListSink, WalkInfo, walk};
@@ -244,7 +245,7 @@ fn copy_page(
     placeholders: &Mutex<BTreeSet<String>>,
     after: Option<&str>,
 ) -> Result<Page<Item>> {
-    let page = ctx.ports.state.resources_page(&ctx.key, after, 1000)?;
+    let page = call(|| ctx.ports.state.resources_page(&ctx.key, after, 1000))?;
     let mut marked = placeholders
         .lock()
         .map_err(|_| Error::Task("placeholder lock poisoned".into()))?;

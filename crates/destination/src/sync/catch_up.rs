@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use resourcesync_model::W3cDateTime;
+use resourcesync_store::blocking::call;
 
 use crate::commit::{Write, not_recorded};
 use crate::discover::docs::DocFetcher;
@@ -202,7 +203,7 @@ fn counted_by_baseline(ctx: &Arc<Ctx>, wrong: HashSet<String>) -> crate::fetch::
             .mapper
             .map(uri)
             .is_ok_and(|p| c.filter.leaves_out_path(c.mapper.base(), p.as_str()));
-        left_out || matches!(c.ports.state.resource(uri), Ok(Some(r)) if !r.gone)
+        left_out || matches!(call(|| c.ports.state.resource(uri)), Ok(Some(r)) if !r.gone)
     })
 }
 

@@ -44,7 +44,8 @@
 //! within the same second by one of the same length is seen at its next change.
 //!
 //! Every call blocks (`reqwest::blocking`): `serve` makes them on its blocking pool; the
-//! inventory and its readers may be dropped anywhere (`resourcesync_store::s3::offload`).
+//! inventory and its readers may be dropped anywhere (they close through
+//! `resourcesync_store::blocking::call`).
 
 use std::io::Read;
 use std::ops::ControlFlow;

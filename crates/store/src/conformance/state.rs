@@ -52,6 +52,12 @@ pub fn run(mut make: impl FnMut() -> Box<dyn StateStore>) -> Outcome {
     run_checks(CHECKS, &mut make)
 }
 
+/// Every check of [`CHECKS`] from a task on a Tokio runtime's worker (multi-threaded, then
+/// current-thread), its calls through [`crate::blocking::call`], on a new state from `make`.
+pub fn run_on_workers(mut make: impl FnMut() -> Box<dyn StateStore>) -> Outcome {
+    super::worker::run_checks_on_workers(CHECKS, &mut make)
+}
+
 const LONG: Duration = Duration::from_secs(3600);
 const EXPIRED: Duration = Duration::ZERO;
 

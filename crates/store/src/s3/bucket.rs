@@ -4,9 +4,9 @@
 //! `resourcesync-source`, feature `s3`).
 //!
 //! Objects are named by their key below the prefix (a *name*). Every call blocks: make them
-//! where blocking is allowed. The client may be dropped anywhere: [`Bucket`] and
-//! [`ObjectReader`] close it where blocking is allowed (`reqwest::blocking` must not be used
-//! nor dropped on a Tokio runtime's async task; see [`offload`]).
+//! where blocking is allowed (async code: through [`crate::blocking::call`]). The client may be
+//! dropped anywhere: [`Bucket`] and [`ObjectReader`] close it through `call` (`reqwest::blocking`
+//! must not be dropped on a Tokio runtime's async task).
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -80,12 +80,12 @@ pub fn etag_md5(etag: &str) -> Option<String> {
     (e.len() == 32 && e.bytes().all(|b| b.is_ascii_hexdigit())).then(|| e.to_ascii_lowercase())
 }
 
-pub use crate::blocking::offload;
+use crate::blocking::call;
 
 impl Drop for Bucket {
     fn drop(&mut self) {
         let c = self.client.take();
-        offload(move || drop(c));
+        call(move || drop(c));
     }
 }
 
@@ -164,7 +164,7 @@ impl Read for ObjectReader {
 impl Drop for ObjectReader {
     fn drop(&mut self) {
         let r = self.resp.take();
-        offload(move || drop(r));
+        call(move || drop(r));
     }
 }
 
@@ -412,13 +412,13 @@ impl Bucket {
         let req = Req::new("GetObject", Method::Get, Some(&key));
         let r = self.client().send(&req, None)?;
         if not_found(r.status()) {
-            offload(move || drop(r));
+            call(move || drop(r));
             return Ok(None);
         }
         let r = self.client().check(&req, r)?;
         let info = info_of(r.headers());
         if r.headers().get(CONTENT_LENGTH).is_none() {
-            offload(move || drop(r));
+            call(move || drop(r));
             return Err(self.client().err(
                 "GetObject",
                 Some(&key),
@@ -444,17 +444,17 @@ impl Bucket {
         let req = Req::new("GetObject", Method::Get, Some(&key)).header("range", range.header());
         let r = self.client().send(&req, None)?;
         if not_found(r.status()) {
-            offload(move || drop(r));
+            call(move || drop(r));
             return Ok(None);
         }
         if r.status() == reqwest::StatusCode::RANGE_NOT_SATISFIABLE {
             let total = header(r.headers(), CONTENT_RANGE.as_str()).and_then(unsatisfied_length);
-            offload(move || drop(r));
+            call(move || drop(r));
             return Ok(Some(Ranged::Unsatisfiable { total }));
         }
         let r = self.client().check(&req, r)?;
         let bad = |r: reqwest::blocking::Response, what: &str| {
-            offload(move || drop(r));
+            call(move || drop(r));
             Err(self.client().err("GetObject", Some(&key), None, what))
         };
         if r.headers().get(CONTENT_LENGTH).is_none() {

@@ -2,8 +2,8 @@
 //! Signature Version 4 in the query string, valid for [`EXPIRES`]), headers included, and its
 //! failure is an [`Error::S3`] naming the operation, bucket, key and what the server said.
 //!
-//! Blocking: call it from a thread that may block (the engine calls a `Store` from
-//! `spawn_blocking`), never from an async task.
+//! Blocking: call it from a thread that may block; async code through
+//! [`crate::blocking::call`].
 
 use std::io::Read;
 use std::time::Duration;
@@ -73,7 +73,7 @@ impl Drop for Client {
     /// at the end of an async function).
     fn drop(&mut self) {
         let http = self.http.take();
-        crate::blocking::offload(move || drop(http));
+        crate::blocking::call(move || drop(http));
     }
 }
 
@@ -102,12 +102,10 @@ impl Client {
             .pool_max_idle_per_host(64)
             // An object's bytes as stored, whatever its Content-Encoding says.
             .no_gzip();
-        // Building starts the client's runtime: where blocking is allowed.
-        let http =
-            crate::blocking::offload(move || builder.build()).map_err(|e| Error::Config {
-                what: cfg.location(),
-                reason: format!("HTTP client: {e}"),
-            })?;
+        let http = builder.build().map_err(|e| Error::Config {
+            what: cfg.location(),
+            reason: format!("HTTP client: {e}"),
+        })?;
         Ok(Client {
             http: Some(http),
             bucket,
@@ -184,7 +182,7 @@ impl Client {
         if let Some((b, len)) = body {
             rb = rb.header(reqwest::header::CONTENT_LENGTH, len).body(b);
         }
-        crate::blocking::offload(move || rb.send()).map_err(|e| {
+        rb.send().map_err(|e| {
             // Without its URL: a presigned URL carries the access key's id and a signature
             // valid for an hour, which must not reach logs, reports or an operator's page.
             let e = e.without_url();

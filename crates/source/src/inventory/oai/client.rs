@@ -51,7 +51,7 @@ impl Drop for Client {
     /// at the end of an async function: `serve` shutting down).
     fn drop(&mut self) {
         let http = self.http.take();
-        resourcesync_store::offload(move || drop(http));
+        resourcesync_store::blocking::call(move || drop(http));
     }
 }
 
@@ -68,8 +68,8 @@ impl Client {
             .connect_timeout(Duration::from_secs(30))
             .timeout(opts.request_timeout)
             .redirect(reqwest::redirect::Policy::limited(5));
-        // Building starts the client's runtime: where blocking is allowed.
-        let http = resourcesync_store::offload(move || builder.build())
+        let http = builder
+            .build()
             .map_err(|e| Error::Config(format!("oai-pmh: HTTP client: {e}")))?;
         Ok(Client {
             http: Some(http),
@@ -118,7 +118,7 @@ impl Client {
                 }
                 rb = rb.timeout(left.min(self.request_timeout));
             }
-            let resp = match resourcesync_store::offload(move || rb.send()) {
+            let resp = match rb.send() {
                 Ok(resp) => resp,
                 // A kept-alive connection the server closed as the request went out (servers
                 // close idle connections without saying so): the GET is safe to send again
