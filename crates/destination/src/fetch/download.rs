@@ -248,11 +248,11 @@ pub(crate) async fn download(
         }
         resp = ctx.ports.http.get_once(url, None).await?;
         if resp.status().as_u16() == 304 {
-            return Err(Error::Transport {
+            return Err(Error::Http(resourcesync_http::Error::Transport {
                 url: url.to_owned(),
                 message: "304 Not Modified to an unconditional request".into(),
                 transient: false,
-            });
+            }));
         }
     }
     let etag = header(&resp, ETAG);
