@@ -348,8 +348,9 @@ impl Http {
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
         // RFC 6585 §4, RFC 9110 §15.6.4: the host asks for fewer requests.
+        // Its pause is cut, as the retries' waits are, to the longest `Retry-After` honoured.
         if matches!(status.as_u16(), 429 | 503) {
-            slot.congestion(retry_after);
+            slot.congestion(retry_after.map(|r| r.min(self.opts.backoff_max)));
         }
         Err(Error::Status {
             url: url.to_owned(),
@@ -373,7 +374,22 @@ impl Http {
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the retries are spent.
-    pub async fn with_retries<T, E, F, Fut>(&self, mut attempt: F) -> Result<T, E>
+    pub async fn with_retries<T, E, F, Fut>(&self, attempt: F) -> Result<T, E>
+    where
+        E: Retry + std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.with_retries_until(None, attempt).await
+    }
+
+    /// [`Http::with_retries`], each wait cut to end by `deadline` when there is one (the
+    /// attempt after it says whether time is up).
+    pub async fn with_retries_until<T, E, F, Fut>(
+        &self,
+        deadline: Option<Instant>,
+        mut attempt: F,
+    ) -> Result<T, E>
     where
         E: Retry + std::fmt::Display,
         F: FnMut() -> Fut,
@@ -384,7 +400,10 @@ impl Http {
             match attempt().await {
                 Ok(v) => return Ok(v),
                 Err(e) if e.is_transient() && n < self.opts.retries => {
-                    let d = self.backoff(n, e.retry_after());
+                    let mut d = self.backoff(n, e.retry_after());
+                    if let Some(end) = deadline {
+                        d = d.min(end.saturating_duration_since(Instant::now()));
+                    }
                     tracing::debug!("retrying in {d:?} after: {e}");
                     tokio::time::sleep(d).await;
                     n += 1;
