@@ -119,20 +119,116 @@ impl BlockingHttp {
                 r => r,
             }
         }))?;
-        Ok(BlockingResponse {
+        Ok(self.response(resp, url))
+    }
+
+    /// One request of any method, header fields and body ([`Http::send_once`]: no retry; the
+    /// response whatever its status). A body read from a reader is sent as it is read, on
+    /// this thread, with the `Content-Length` given.
+    pub fn send(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        mut headers: HeaderMap,
+        body: Option<SendBody>,
+    ) -> Result<BlockingResponse> {
+        let http = self.http.clone();
+        let resp = match body {
+            None => self.block_on(http.send_once(method, url, headers, None))?,
+            Some(SendBody::Bytes(b)) => {
+                headers.insert(reqwest::header::CONTENT_LENGTH, b.len().into());
+                self.block_on(http.send_once(method, url, headers, Some(b.into())))?
+            }
+            Some(SendBody::Reader(r, len)) => {
+                headers.insert(reqwest::header::CONTENT_LENGTH, len.into());
+                self.send_streamed(method, url, headers, r)?
+            }
+        };
+        Ok(self.response(resp, url))
+    }
+
+    /// A request whose body is read from `r` on this thread and handed to the request's task
+    /// a part at a time (two parts in flight at most).
+    fn send_streamed(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        headers: HeaderMap,
+        mut r: Box<dyn Read + Send>,
+    ) -> Result<reqwest::Response> {
+        let (mut tx, rx) = http_body_util::channel::Channel::<bytes::Bytes, Error>::new(2);
+        let body = reqwest::Body::wrap(rx);
+        let (http, u) = (self.http.clone(), url.to_owned());
+        let sent = self
+            .rt
+            .spawn(async move { http.send_once(method, &u, headers, Some(body)).await });
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    sent.abort();
+                    return Err(Error::Transport {
+                        url: url.to_owned(),
+                        message: format!("reading the body to send: {e}"),
+                        transient: false,
+                    });
+                }
+            };
+            let chunk = bytes::Bytes::copy_from_slice(&buf[..n]);
+            // Refused: the request ended (its answer, or its error, says why).
+            if self.block_on(tx.send_data(chunk)).is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        match self.block_on(sent) {
+            Ok(r) => r,
+            Err(e) => Err(Error::Transport {
+                url: url.to_owned(),
+                message: format!("the request's task: {e}"),
+                transient: true,
+            }),
+        }
+    }
+
+    fn response(&self, resp: reqwest::Response, url: &str) -> BlockingResponse {
+        BlockingResponse {
+            status: resp.status(),
+            headers: resp.headers().clone(),
             resp: Some(resp),
             http: self.http.clone(),
             rt: self.rt.clone(),
             url: url.to_owned(),
             left: bytes::Bytes::new(),
-        })
+        }
     }
 }
 
-/// A response of [`BlockingHttp::get`] (a 2xx or 304): its head, and its body as a reader (or
+/// The body of a request of [`BlockingHttp::send`].
+pub enum SendBody {
+    /// Bytes in memory.
+    Bytes(bytes::Bytes),
+    /// This many bytes, read from the reader as they are sent.
+    Reader(Box<dyn Read + Send>, u64),
+}
+
+impl std::fmt::Debug for SendBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendBody::Bytes(b) => write!(f, "SendBody::Bytes({} bytes)", b.len()),
+            SendBody::Reader(_, n) => write!(f, "SendBody::Reader({n} bytes)"),
+        }
+    }
+}
+
+/// A response of [`BlockingHttp::get`] (a 2xx or 304) or [`BlockingHttp::send`] (any status): its head, and its body as a reader (or
 /// read whole under a limit).
 #[derive(Debug)]
 pub struct BlockingResponse {
+    status: StatusCode,
+    headers: HeaderMap,
     resp: Option<reqwest::Response>,
     http: Arc<Http>,
     rt: Handle,
@@ -144,21 +240,20 @@ pub struct BlockingResponse {
 impl BlockingResponse {
     /// The status.
     pub fn status(&self) -> StatusCode {
-        self.resp
-            .as_ref()
-            .map_or(StatusCode::OK, reqwest::Response::status)
+        self.status
     }
 
     /// The header fields.
-    pub fn headers(&self) -> Option<&HeaderMap> {
-        self.resp.as_ref().map(reqwest::Response::headers)
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
     }
 
     /// The length the server announced (`Content-Length`), if any.
     pub fn content_length(&self) -> Option<u64> {
-        self.resp
-            .as_ref()
-            .and_then(reqwest::Response::content_length)
+        self.headers
+            .get(reqwest::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok())
     }
 
     /// The whole body, at most `max` bytes ([`Error::TooLarge`] past them: announced or

@@ -258,6 +258,66 @@ impl Http {
         tokio::time::sleep_until(at).await;
     }
 
+    /// Sends one request of any method, header fields and body as given (no retry, no
+    /// conditional, no token) under the client's reach, request rate and host limit, as
+    /// [`Http::get_once`] does: the response whatever its status (a 429 or 503 slows the
+    /// host down all the same). A transport error's message names no URL (a presigned URL
+    /// carries credentials).
+    pub async fn send_once(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        headers: HeaderMap,
+        body: Option<reqwest::Body>,
+    ) -> Result<Response> {
+        let parsed = self.checked(url)?;
+        self.pace(&parsed).await;
+        let mut slot = self.host_limit(&parsed).acquire().await;
+        let mut rb = self.client.request(method, parsed).headers(headers);
+        if let Some(b) = body {
+            rb = rb.body(b);
+        }
+        let mut resp = rb
+            .send()
+            .await
+            .map_err(|e| transport(url, &e.without_url()))?;
+        if matches!(resp.status().as_u16(), 429 | 503) {
+            let retry_after = resp
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            slot.congestion(retry_after.map(|r| r.min(self.opts.backoff_max)));
+        } else {
+            slot.answered();
+        }
+        resp.extensions_mut().insert(std::sync::Arc::new(slot));
+        Ok(resp)
+    }
+
+    /// `url` parsed, if it is http(s) and within the reach.
+    fn checked(&self, url: &str) -> Result<Url> {
+        let parsed = Url::parse(url).map_err(|e| Error::Transport {
+            url: url.to_owned(),
+            message: format!("not a URL: {e}"),
+            transient: false,
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(Error::Transport {
+                url: url.to_owned(),
+                message: "only http and https are fetched".into(),
+                transient: false,
+            });
+        }
+        if let Some(reach) = &self.opts.reach {
+            reach.check(&parsed).map_err(|reason| Error::Refused {
+                url: url.to_owned(),
+                reason,
+            })?;
+        }
+        Ok(parsed)
+    }
+
     /// Sends one GET (no retry). Returns responses with a 2xx or 304 status; other statuses
     /// are errors ([`Error::Status`], with `Retry-After` when sent).
     pub async fn get_once(&self, url: &str, cond: Option<&Conditional>) -> Result<Response> {

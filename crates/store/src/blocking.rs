@@ -19,7 +19,7 @@
 //! A port called directly from a worker blocks the worker, and the clients that own a runtime
 //! of their own refuse it outright: PostgreSQL's (`postgres`) and the HTTP layer's blocking face
 //! (`resourcesync_http::blocking`) panic with "Cannot start a runtime from within a runtime".
-//! `conformance::store::run_on_workers` and `conformance::state::run_on_workers` run the
+//! (`tests/it/workers.rs` asserts both.) `conformance::store::run_on_workers` and `conformance::state::run_on_workers` run the
 //! suites from runtime workers through [`call`]: every implementation passes them.
 //!
 //! A value may be dropped anywhere (Rust has no async drop): a backend whose client owns a

@@ -14,7 +14,7 @@
 //! answer from them without reading the body. A listing (ListObjectsV2) carries no metadata:
 //! its [`ObjectMeta`] has the length only.
 //!
-//! Requests are signed by `rusty-s3` and sent with `reqwest::blocking` (`s3/client.rs`): every
+//! Requests are signed by `rusty-s3` and sent with `resourcesync_http::BlockingHttp` (`s3/client.rs`): every
 //! method blocks, so async code calls them, and opens the store, through
 //! [`crate::blocking::call`].
 
@@ -458,9 +458,10 @@ impl Store for S3Store {
         for (k, v) in Self::meta_headers(m.uri.as_deref(), &m.hashes, Some(t)) {
             req = req.header(k, v);
         }
-        let body = self
-            .client()
-            .xml(&req, Some((reqwest::blocking::Body::from(""), 0)))?;
+        let body = self.client().xml(
+            &req,
+            Some(resourcesync_http::SendBody::Bytes(Vec::new().into())),
+        )?;
         if let Some((code, message)) = xml::error_of(&body) {
             return Err(Error::S3 {
                 op: "CopyObject",

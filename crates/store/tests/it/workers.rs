@@ -93,3 +93,20 @@ fn pg_state_called_directly_from_a_worker_panics() {
         "{m}"
     );
 }
+
+/// The S3 client (the HTTP layer's blocking face) refuses a direct call from a worker the same
+/// way, before anything is sent (no server needed: nothing listens at the address).
+#[cfg(feature = "s3")]
+#[test]
+fn s3_store_called_directly_from_a_worker_panics() {
+    use resourcesync_store::{RelPath, S3Config, S3Store, Store};
+    let cfg = S3Config::parse("s3://id:secret@127.0.0.1:9/bucket").expect("config");
+    let store = S3Store::with_config(cfg).expect("store");
+    let m = direct_call_panics(store, |s| {
+        let _ = s.head(&RelPath::parse("a").expect("key"));
+    });
+    assert!(
+        m.contains("Cannot start a runtime from within a runtime"),
+        "{m}"
+    );
+}
