@@ -321,24 +321,7 @@ impl Http {
     /// Sends one GET (no retry). Returns responses with a 2xx or 304 status; other statuses
     /// are errors ([`Error::Status`], with `Retry-After` when sent).
     pub async fn get_once(&self, url: &str, cond: Option<&Conditional>) -> Result<Response> {
-        let parsed = Url::parse(url).map_err(|e| Error::Transport {
-            url: url.to_owned(),
-            message: format!("not a URL: {e}"),
-            transient: false,
-        })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(Error::Transport {
-                url: url.to_owned(),
-                message: "only http and https are fetched".into(),
-                transient: false,
-            });
-        }
-        if let Some(reach) = &self.opts.reach {
-            reach.check(&parsed).map_err(|reason| Error::Refused {
-                url: url.to_owned(),
-                reason,
-            })?;
-        }
+        let parsed = self.checked(url)?;
         self.pace(&parsed).await;
         let mut headers = HeaderMap::new();
         if let Some(c) = cond {
