@@ -5,6 +5,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use resourcesync_http::{BlockingHttp, HttpOptions};
 
 /// Where a document comes from.
 pub(crate) fn open(spec: &str, timeout: Duration) -> anyhow::Result<Box<dyn Read + Send>> {
@@ -12,22 +13,23 @@ pub(crate) fn open(spec: &str, timeout: Duration) -> anyhow::Result<Box<dyn Read
         return Ok(Box::new(std::io::stdin()));
     }
     if spec.starts_with("http://") || spec.starts_with("https://") {
-        let client = reqwest::blocking::Client::builder()
-            .user_agent(concat!("resourcesync/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(timeout)
-            .redirect(reqwest::redirect::Policy::limited(10))
-            .build()
-            .context("building the HTTP client")?;
-        let resp = client
-            .get(spec)
-            .send()
-            .with_context(|| format!("fetching {spec}"))?;
-        let status = resp.status();
-        if !status.is_success() {
-            bail!("fetching {spec}: HTTP {status}");
-        }
-        return Ok(Box::new(resp));
+        // The project's one client layer (retries, redirects, user agent), blocking face.
+        let client = BlockingHttp::new(HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: timeout,
+            max_redirects: 10,
+            ..HttpOptions::default()
+        })
+        .context("building the HTTP client")?;
+        return match client.get(spec, None, None) {
+            Ok(resp) => Ok(Box::new(resp)),
+            Err(resourcesync_http::Error::Status { status, .. }) => {
+                let status = reqwest::StatusCode::from_u16(status)
+                    .map_or_else(|_| status.to_string(), |s| s.to_string());
+                bail!("fetching {spec}: HTTP {status}")
+            }
+            Err(e) => Err(e).with_context(|| format!("fetching {spec}")),
+        };
     }
     let f = File::open(spec).with_context(|| match host_port(spec) {
         Some(url) => format!("opening {spec} (a file; for the URL write {url})"),

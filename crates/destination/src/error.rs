@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use resourcesync_http::Error as H;
 use resourcesync_model::Category;
 
 use crate::report::{Failed, FailureKind};
@@ -34,26 +35,11 @@ pub enum Error {
         /// The Capability Lists it lists.
         found: Vec<String>,
     },
-    /// An HTTP status that is not success.
-    #[error("{url}: HTTP {status}")]
-    Status {
-        /// The URL.
-        url: String,
-        /// The status code.
-        status: u16,
-        /// The `Retry-After` delay, if the server sent one.
-        retry_after: Option<Duration>,
-    },
-    /// A transport error: connection, timeout, truncated body, too many redirects.
-    #[error("{url}: {message}")]
-    Transport {
-        /// The URL.
-        url: String,
-        /// What happened.
-        message: String,
-        /// Whether trying again may help (connection errors, timeouts, cut bodies).
-        transient: bool,
-    },
+    /// An HTTP exchange failed: a status that is not success, a transport error (connection,
+    /// timeout, truncated body, too many redirects), a body over its limit, a request outside
+    /// the client's reach; said and categorized as the HTTP layer says it.
+    #[error(transparent)]
+    Http(#[from] resourcesync_http::Error),
     /// A document could not be read.
     #[error("{cause}{}", document_hint(.cause))]
     Document {
@@ -237,20 +223,7 @@ impl Error {
     /// that cannot be followed and a deadline stop the run.
     pub fn category(&self) -> Category {
         match self {
-            Error::Status { status, .. } => {
-                if *status == 429 || (500..600).contains(status) {
-                    Category::Retry
-                } else {
-                    Category::Skip
-                }
-            }
-            Error::Transport { transient, .. } => {
-                if *transient {
-                    Category::Retry
-                } else {
-                    Category::Skip
-                }
-            }
+            Error::Http(e) => e.category(),
             Error::Document { cause } => cause.category(),
             Error::Store(e) => e.category(),
             Error::Io { cause, .. } => Category::of_io(cause),
@@ -279,9 +252,9 @@ impl Error {
         match self {
             Error::Store(e) if e.is_verification() => FailureKind::Changed,
             Error::Store(_) => FailureKind::Store,
-            Error::Status {
+            Error::Http(H::Status {
                 status: 404 | 410, ..
-            } => FailureKind::Gone,
+            }) => FailureKind::Gone,
             _ => FailureKind::Other,
         }
     }
@@ -290,8 +263,7 @@ impl Error {
     /// bodies, 429 and 5xx.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Transport { transient, .. } => *transient,
-            Error::Status { status, .. } => *status == 429 || (500..600).contains(status),
+            Error::Http(e) => e.is_transient(),
             _ => false,
         }
     }
@@ -299,7 +271,7 @@ impl Error {
     /// The delay the server asked for, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Error::Status { retry_after, .. } => *retry_after,
+            Error::Http(e) => e.retry_after(),
             _ => None,
         }
     }
@@ -331,44 +303,6 @@ impl From<resourcesync_store::Error> for Failed {
 impl From<resourcesync_model::Error> for Error {
     fn from(cause: resourcesync_model::Error) -> Self {
         Error::Document { cause }
-    }
-}
-
-impl From<resourcesync_http::Error> for Error {
-    fn from(e: resourcesync_http::Error) -> Self {
-        use resourcesync_http::Error as H;
-        match e {
-            H::Status {
-                url,
-                status,
-                retry_after,
-            } => Error::Status {
-                url,
-                status,
-                retry_after,
-            },
-            H::Transport {
-                url,
-                message,
-                transient,
-            } => Error::Transport {
-                url,
-                message,
-                transient,
-            },
-            H::TooLarge { url, limit } => Error::Transport {
-                url,
-                message: format!("the body is longer than {limit} bytes"),
-                transient: false,
-            },
-            H::Config(message) => Error::Config(message),
-            // A kind this crate does not know yet: said whole, retried if it says so.
-            other => Error::Transport {
-                url: String::new(),
-                transient: other.is_transient(),
-                message: other.to_string(),
-            },
-        }
     }
 }
 

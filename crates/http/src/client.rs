@@ -258,9 +258,45 @@ impl Http {
         tokio::time::sleep_until(at).await;
     }
 
-    /// Sends one GET (no retry). Returns responses with a 2xx or 304 status; other statuses
-    /// are errors ([`Error::Status`], with `Retry-After` when sent).
-    pub async fn get_once(&self, url: &str, cond: Option<&Conditional>) -> Result<Response> {
+    /// Sends one request of any method, header fields and body as given (no retry, no
+    /// conditional, no token) under the client's reach, request rate and host limit, as
+    /// [`Http::get_once`] does: the response whatever its status (a 429 or 503 slows the
+    /// host down all the same). A transport error's message names no URL (a presigned URL
+    /// carries credentials).
+    pub async fn send_once(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        headers: HeaderMap,
+        body: Option<reqwest::Body>,
+    ) -> Result<Response> {
+        let parsed = self.checked(url)?;
+        self.pace(&parsed).await;
+        let mut slot = self.host_limit(&parsed).acquire().await;
+        let mut rb = self.client.request(method, parsed).headers(headers);
+        if let Some(b) = body {
+            rb = rb.body(b);
+        }
+        let mut resp = rb
+            .send()
+            .await
+            .map_err(|e| transport(url, &e.without_url()))?;
+        if matches!(resp.status().as_u16(), 429 | 503) {
+            let retry_after = resp
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            slot.congestion(retry_after.map(|r| r.min(self.opts.backoff_max)));
+        } else {
+            slot.answered();
+        }
+        resp.extensions_mut().insert(std::sync::Arc::new(slot));
+        Ok(resp)
+    }
+
+    /// `url` parsed, if it is http(s) and within the reach.
+    fn checked(&self, url: &str) -> Result<Url> {
         let parsed = Url::parse(url).map_err(|e| Error::Transport {
             url: url.to_owned(),
             message: format!("not a URL: {e}"),
@@ -279,6 +315,13 @@ impl Http {
                 reason,
             })?;
         }
+        Ok(parsed)
+    }
+
+    /// Sends one GET (no retry). Returns responses with a 2xx or 304 status; other statuses
+    /// are errors ([`Error::Status`], with `Retry-After` when sent).
+    pub async fn get_once(&self, url: &str, cond: Option<&Conditional>) -> Result<Response> {
+        let parsed = self.checked(url)?;
         self.pace(&parsed).await;
         let mut headers = HeaderMap::new();
         if let Some(c) = cond {
@@ -348,8 +391,9 @@ impl Http {
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
         // RFC 6585 §4, RFC 9110 §15.6.4: the host asks for fewer requests.
+        // Its pause is cut, as the retries' waits are, to the longest `Retry-After` honoured.
         if matches!(status.as_u16(), 429 | 503) {
-            slot.congestion(retry_after);
+            slot.congestion(retry_after.map(|r| r.min(self.opts.backoff_max)));
         }
         Err(Error::Status {
             url: url.to_owned(),
@@ -373,7 +417,22 @@ impl Http {
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the retries are spent.
-    pub async fn with_retries<T, E, F, Fut>(&self, mut attempt: F) -> Result<T, E>
+    pub async fn with_retries<T, E, F, Fut>(&self, attempt: F) -> Result<T, E>
+    where
+        E: Retry + std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.with_retries_until(None, attempt).await
+    }
+
+    /// [`Http::with_retries`], each wait cut to end by `deadline` when there is one (the
+    /// attempt after it says whether time is up).
+    pub async fn with_retries_until<T, E, F, Fut>(
+        &self,
+        deadline: Option<Instant>,
+        mut attempt: F,
+    ) -> Result<T, E>
     where
         E: Retry + std::fmt::Display,
         F: FnMut() -> Fut,
@@ -384,7 +443,10 @@ impl Http {
             match attempt().await {
                 Ok(v) => return Ok(v),
                 Err(e) if e.is_transient() && n < self.opts.retries => {
-                    let d = self.backoff(n, e.retry_after());
+                    let mut d = self.backoff(n, e.retry_after());
+                    if let Some(end) = deadline {
+                        d = d.min(end.saturating_duration_since(Instant::now()));
+                    }
                     tracing::debug!("retrying in {d:?} after: {e}");
                     tokio::time::sleep(d).await;
                     n += 1;

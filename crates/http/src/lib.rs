@@ -6,6 +6,8 @@
 //!   request rate per host; conditional GETs (RFC 9110 §13.1); a bearer token sent to one
 //!   origin only; the user agent `resourcesync/VERSION`. Its `reqwest::Client` is built once
 //!   per set of options and shared ([`cache`]).
+//! - [`BlockingHttp`] ([`blocking`]): the same client for synchronous callers, on a runtime of
+//!   its own; blocks where called (never on an async task).
 //! - [`client_builder`]: the settings every client of the project starts from: redirects
 //!   limited and never from `https` to `http` ([`redirect`]), a proxy only when asked
 //!   ([`Proxy`]), rustls.
@@ -22,6 +24,7 @@
 
 pub mod adaptive;
 pub mod bandwidth;
+pub mod blocking;
 pub mod body;
 pub mod cache;
 pub mod client;
@@ -33,6 +36,7 @@ pub mod redirect;
 
 pub use adaptive::{HostLimit, Slot};
 pub use bandwidth::Bandwidth;
+pub use blocking::{BlockingHttp, BlockingResponse, SendBody};
 pub use body::{body_error, header, header_values, read_limited, read_prefix};
 pub use client::{Http, USER_AGENT, client_builder, install_tls_provider, parse_retry_after};
 pub use error::{Category, Error, Result, Retry, chain};

@@ -1,15 +1,41 @@
-//! Calling synchronous clients from anywhere: [`offload`].
+//! The one sync/async boundary of the ports: [`call`].
 //!
-//! The PostgreSQL client (`postgres`) and the S3 client (`reqwest::blocking`) each drive their
-//! connections on a Tokio runtime of their own, which panics when it is entered, or dropped,
-//! on a thread of another runtime that runs async tasks. The Destination engine calls its
-//! state from async tasks, and any program may drop a store at the end of an async function:
-//! every such call and drop goes through [`offload`].
+//! The rule, for every port ([`crate::Store`], the state's [`crate::Records`],
+//! [`crate::Leases`] and [`crate::WorkQueue`], the Source's inventories):
+//!
+//! - A port is synchronous and may block (a file system call, a PostgreSQL round trip, an S3
+//!   request). Its implementations never offload a method: they block where they are called.
+//! - Sync code on a thread that may block (a plain thread, a `spawn_blocking` task, a commit
+//!   thread) calls a port directly.
+//! - Async code (a task on a Tokio runtime's worker) calls a port only through [`call`]:
+//!   `blocking::call(|| state.resource(uri))`, or holds it through the one adapter,
+//!   [`OffWorker`], whose every method goes through [`call`]: the Destination's runs hold their
+//!   `Store` and `Records` so, and call them like any method.
+//!
+//! [`call`] runs its closure through `tokio::task::block_in_place` on a worker of a
+//! multi-threaded runtime (every runtime of the engine and the binary): the closure may borrow
+//! (no `'static` copy of the arguments, unlike `spawn_blocking`), returns its value in place,
+//! and the worker's other tasks move to another thread meanwhile. A current-thread runtime has
+//! no other thread to hand them to and refuses `block_in_place`: there the closure runs on a
+//! scoped thread of its own. Outside a runtime it runs directly.
+//!
+//! A port called directly from a worker blocks the worker, and the clients that own a runtime
+//! of their own refuse it outright: PostgreSQL's (`postgres`) and the HTTP layer's blocking face
+//! (`resourcesync_http::blocking`) panic with "Cannot start a runtime from within a runtime".
+//! (`tests/it/workers.rs` asserts both.) `conformance::store::run_on_workers` and
+//! `conformance::state::run_on_workers` run the suites from runtime workers through [`call`]:
+//! every implementation passes them.
+//!
+//! A value may be dropped anywhere (Rust has no async drop): a backend whose client owns a
+//! runtime closes it in its `Drop` through [`call`], the only place a backend uses it.
+
+mod off_worker;
+pub use off_worker::OffWorker;
 
 /// Runs `f` where it may block: directly on a plain thread or a blocking-pool thread; through
 /// `block_in_place` on a worker of a multi-threaded Tokio runtime; on a thread of its own from
 /// a current-thread runtime, which has no other thread to hand its tasks to.
-pub fn offload<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+pub fn call<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {
         Err(_) => f(),

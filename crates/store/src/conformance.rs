@@ -25,12 +25,17 @@
 //!   never hold the same lease at once, an expired lease is taken over, workers racing for work
 //!   do each item once).
 //!
+//! - `run_on_workers` ([`store::run_on_workers`], [`state::run_on_workers`]): the same suite
+//!   from tasks on Tokio runtime workers, every port call through [`crate::blocking::call`] (the
+//!   one sync/async boundary: `src/blocking.rs`), the subject dropped on the worker.
+//!
 //! Each check returns `Err` with what went wrong rather than panicking; `run` runs them all and
 //! names every failure.
 
 pub mod crash;
 pub mod state;
 pub mod store;
+mod worker;
 
 /// The outcome of one check: what went wrong, if anything.
 pub type Outcome = std::result::Result<(), String>;

@@ -18,10 +18,11 @@
 //! - [`conformance`]: the suites every implementation runs (`tests/it/conformance.rs` runs them
 //!   for the four here, and kills a child process at each step of a put for [`FsStore`]).
 //! - [`path`]: [`RelPath`] (defined in `resourcesync_model::path`).
+//! - [`blocking`]: the one sync/async boundary: ports block; async code calls them only
+//!   through [`blocking::call`].
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-#[cfg(any(feature = "postgres", feature = "s3"))]
 pub mod blocking;
 pub mod conformance;
 pub mod error;
@@ -34,8 +35,6 @@ pub mod path;
 pub mod s3;
 pub mod state;
 
-#[cfg(any(feature = "postgres", feature = "s3"))]
-pub use blocking::offload;
 pub use error::{Error, Result};
 pub use features::{Features, Hierarchy, Interrupted};
 pub use fs::STATE_DIR;

@@ -14,9 +14,9 @@
 //! answer from them without reading the body. A listing (ListObjectsV2) carries no metadata:
 //! its [`ObjectMeta`] has the length only.
 //!
-//! Requests are signed by `rusty-s3` and sent with `reqwest::blocking` (`s3/client.rs`): every
-//! method blocks, so call them off async tasks (the engine does, from `spawn_blocking`), and
-//! open the store there too.
+//! Requests are signed by `rusty-s3` and sent with `resourcesync_http::BlockingHttp` (`s3/client.rs`): every
+//! method blocks, so async code calls them, and opens the store, through
+//! [`crate::blocking::call`].
 
 pub mod bucket;
 mod client;
@@ -39,9 +39,7 @@ use rusty_s3::Method;
 use self::bucket::MAX_KEY;
 use self::client::{Client, Req, not_found};
 use self::upload::{S3Body, S3Sink};
-pub use bucket::{
-    Bucket, BucketWriter, Object, ObjectInfo, ObjectReader, Ranged, etag_md5, offload,
-};
+pub use bucket::{Bucket, BucketWriter, Object, ObjectInfo, ObjectReader, Ranged, etag_md5};
 pub use config::S3Config;
 pub use range::ByteRange;
 
@@ -461,9 +459,10 @@ impl Store for S3Store {
         for (k, v) in Self::meta_headers(m.uri.as_deref(), &m.hashes, Some(t)) {
             req = req.header(k, v);
         }
-        let body = self
-            .client()
-            .xml(&req, Some((reqwest::blocking::Body::from(""), 0)))?;
+        let body = self.client().xml(
+            &req,
+            Some(resourcesync_http::SendBody::Bytes(Vec::new().into())),
+        )?;
         if let Some((code, message)) = xml::error_of(&body) {
             return Err(Error::S3 {
                 op: "CopyObject",

@@ -122,13 +122,13 @@ impl DocFetcher {
     }
 
     async fn download_once(&self, url: &str) -> Result<Download> {
-        self.download_if(url, None)
-            .await?
-            .ok_or_else(|| Error::Status {
+        self.download_if(url, None).await?.ok_or_else(|| {
+            Error::Http(resourcesync_http::Error::Status {
                 url: url.to_owned(),
                 status: 304,
                 retry_after: None,
             })
+        })
     }
 
     /// A conditional GET (with retries) of a document: `Unchanged` on 304.
@@ -150,11 +150,11 @@ impl DocFetcher {
             return Ok(None);
         }
         if resp.status().as_u16() == 304 {
-            return Err(Error::Status {
+            return Err(Error::Http(resourcesync_http::Error::Status {
                 url: url.to_owned(),
                 status: 304,
                 retry_after: None,
-            });
+            }));
         }
         let link_header = header(&resp, LINK);
         let content_type = header(&resp, CONTENT_TYPE);
@@ -357,7 +357,7 @@ fn too_large(url: &str, max: u64) -> Error {
 /// could not be fetched, once retries are spent: with what the user can do.
 pub(crate) fn named(e: Error) -> Error {
     match e {
-        Error::Status { url, status, .. } => {
+        Error::Http(resourcesync_http::Error::Status { url, status, .. }) => {
             let hint = match status {
                 404 | 410 => {
                     "the Source names this document but does not serve it: tell the Source's \
@@ -379,11 +379,11 @@ pub(crate) fn named(e: Error) -> Error {
                 message: format!("HTTP {status}: {hint}"),
             }
         }
-        Error::Transport {
+        Error::Http(resourcesync_http::Error::Transport {
             url,
             message,
             transient: true,
-        } => Error::BadDocument {
+        }) => Error::BadDocument {
             url,
             message: format!(
                 "{message}: the Source could not be read: try again later (--timeout and \

@@ -381,7 +381,7 @@ fn no_place_to_start(url: &str, e: &Error) -> Error {
         .strip_prefix(url)
         .and_then(|r| r.strip_prefix(": "))
         .unwrap_or(&said);
-    let hint = if matches!(e, Error::Status { .. }) {
+    let hint = if matches!(e, Error::Http(resourcesync_http::Error::Status { .. })) {
         "nothing to discover from: give the URL of a ResourceSync document, of a page that \
          links to one, or the site root"
     } else {
@@ -449,7 +449,10 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
         // mistyped URL, not a request for the whole site): refused, naming its status. Only a
         // site root that answers with an HTTP error status goes on to the host's well-known
         // URI (Z39.99-2014 §6.3.2), where the discovery of a host starts anyway.
-        Err(e) if !(is_site_root(&parsed) && matches!(e, Error::Status { .. })) => {
+        Err(e)
+            if !(is_site_root(&parsed)
+                && matches!(e, Error::Http(resourcesync_http::Error::Status { .. }))) =>
+        {
             return Err(no_place_to_start(url, &e));
         }
         Err(e) => tried.push(tried_line("", url, &e)),
@@ -510,17 +513,17 @@ mod tests {
     #[test]
     fn what_was_tried_names_each_url_once() {
         let u = "http://h/robots.txt";
-        let same = Error::Status {
+        let same = Error::Http(resourcesync_http::Error::Status {
             url: u.into(),
             status: 404,
             retry_after: None,
-        };
+        });
         assert_eq!(tried_line("", u, &same), "http://h/robots.txt: HTTP 404");
-        let other = Error::Status {
+        let other = Error::Http(resourcesync_http::Error::Status {
             url: "http://h/cl.xml".into(),
             status: 500,
             retry_after: None,
-        };
+        });
         assert_eq!(
             tried_line("Sitemap (robots.txt)", "http://h/rl.xml", &other),
             "Sitemap (robots.txt) http://h/rl.xml: http://h/cl.xml: HTTP 500"

@@ -592,9 +592,7 @@ pub(super) async fn apply_all(
             }
             // A refused package, or one that could not be fetched: its resources are left to
             // the lists. Store or state failures end the run.
-            Err(e @ (Error::Package { .. } | Error::Status { .. } | Error::Transport { .. }))
-                if lists =>
-            {
+            Err(e @ (Error::Package { .. } | Error::Http(_))) if lists => {
                 stats.refused += 1;
                 warn(
                     warnings,
@@ -602,7 +600,7 @@ pub(super) async fn apply_all(
                     format!("{e}: package refused, its resources are fetched one by one"),
                 );
             }
-            Err(e @ (Error::Package { .. } | Error::Status { .. } | Error::Transport { .. })) => {
+            Err(e @ (Error::Package { .. } | Error::Http(_))) => {
                 stats.refused += 1;
                 stats.run_failed += 1;
                 let change_dump = cap == Capability::ChangeDumpManifest;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use reqwest::header::{ETAG, LAST_MODIFIED};
 use resourcesync_diff::{Difference, Item, needs_update};
 use resourcesync_model::Change;
+use resourcesync_store::blocking::call;
 use resourcesync_store::{Expect, ObjectMeta, RelPath, ResourceRecord};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -248,11 +249,11 @@ pub(crate) async fn download(
         }
         resp = ctx.ports.http.get_once(url, None).await?;
         if resp.status().as_u16() == 304 {
-            return Err(Error::Transport {
+            return Err(Error::Http(resourcesync_http::Error::Transport {
                 url: url.to_owned(),
                 message: "304 Not Modified to an unconditional request".into(),
                 transient: false,
-            });
+            }));
         }
     }
     let etag = header(&resp, ETAG);
@@ -284,7 +285,7 @@ pub(crate) async fn download(
                 cause: std::io::Error::from_raw_os_error(28),
             }));
         }
-        tmp.write(&chunk)?;
+        call(|| tmp.write(&chunk))?;
         crate::crashpoint::point("download");
         ctx.ports.obs.bytes(chunk.len() as u64);
     }
@@ -296,7 +297,7 @@ pub(crate) async fn download(
         tokio::task::spawn_blocking(move || tmp.finish()).await??
     } else {
         // A write of what is buffered and the digests' last block: no waiting for the disk.
-        tmp.finish()?
+        call(|| tmp.finish())?
     };
     Ok(Fetched::Verified(Box::new(Pending {
         body,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use resourcesync_model::{Category, Change};
+use resourcesync_store::blocking::call;
 use resourcesync_store::{PendingChange, RelPath, ResourceRecord, Store};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -261,7 +262,7 @@ pub(crate) async fn run_job(
     };
     if defer
         && matches!(job.kind, JobKind::Fetch { .. })
-        && path_blocked(ctx.ports.store.as_ref(), &rel)
+        && call(|| path_blocked(ctx.ports.store.as_ref(), &rel))
     {
         return Err(job);
     }
@@ -346,7 +347,7 @@ async fn settle(
             // the Source turned into a directory, or back): say what clears it.
             if !ctx.delete
                 && matches!(job.kind, JobKind::Fetch { .. })
-                && path_blocked(ctx.ports.store.as_ref(), &rel)
+                && call(|| path_blocked(ctx.ports.store.as_ref(), &rel))
             {
                 error.message.push_str(
                     " (a copy kept after the Source deleted it may be in the way: `--delete` removes kept copies)",

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use resourcesync_store::blocking::OffWorker;
 use resourcesync_store::{Records, Store};
 use tokio::sync::Semaphore;
 
@@ -73,6 +74,7 @@ impl SharedFetcher {
     ) -> Result<Self> {
         // Unused: every handed-out fetch says its path.
         let mapper = UriMapper::new(source).or_else(|_| UriMapper::new("http://localhost/"))?;
+        let (store, state) = (OffWorker::store(store), OffWorker::records(state));
         Ok(SharedFetcher {
             slots: Arc::new(Semaphore::new(width.max(1))),
             ctx: Arc::new(Ctx {

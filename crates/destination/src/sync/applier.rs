@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use resourcesync_model::{Change, Entry, W3cDateTime};
+use resourcesync_store::blocking::OffWorker;
 use resourcesync_store::{RecordWrites, SourceCursor, Store};
 
 use crate::commit::{Budget, Committer};
@@ -76,11 +77,11 @@ impl Applier {
 
     /// Opens the state (until the session is dropped).
     pub(crate) fn session(&self) -> Result<Session> {
-        let state = self.open_state.open()?;
+        let state = OffWorker::records(self.open_state.open()?);
         Ok(Session(Arc::new(Ctx {
             ports: RunPorts {
                 http: self.http.clone(),
-                store: self.store.clone(),
+                store: OffWorker::store(self.store.clone()),
                 committer: Committer::start(
                     self.store.clone(),
                     state.clone(),
@@ -113,11 +114,12 @@ impl Applier {
             Some(c) if !after(&to, &c) => c,
             _ => to,
         };
-        s.0.ports.state.set_cursor(&SourceCursor {
+        let c = SourceCursor {
             source: s.0.key.clone(),
             cursor: Some(new),
             synced_at: Some(W3cDateTime::now(false)),
-        })?;
+        };
+        s.0.ports.state.set_cursor(&c)?;
         Ok(Some(new))
     }
 

@@ -121,8 +121,7 @@ pub(crate) async fn catch_up(
                 break;
             }
             Err(
-                e @ (Error::Status { .. }
-                | Error::Transport { .. }
+                e @ (Error::Http(_)
                 | Error::Document { .. }
                 | Error::BadDocument { .. }
                 | Error::IndexTooDeep { .. }),
@@ -253,10 +252,12 @@ mod tests {
             expected: "a".into(),
             actual: "b".into(),
         };
-        let status = |status| Error::Status {
-            url: "http://h/a".into(),
-            status,
-            retry_after: None,
+        let status = |status| {
+            Error::Http(resourcesync_http::Error::Status {
+                url: "http://h/a".into(),
+                status,
+                retry_after: None,
+            })
         };
         for e in [too_long, length, digest] {
             assert_eq!(Error::Store(e).failure_kind(), FailureKind::Changed);

@@ -43,6 +43,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use resourcesync_model::W3cDateTime;
+use resourcesync_store::blocking::{OffWorker, call};
 use resourcesync_store::{Batch, Op, SourceCursor};
 
 use crate::commit::{Budget, Committer, is_placeholder};
@@ -207,10 +208,10 @@ async fn recall_source(
     obs: &dyn Observer,
 ) -> Result<Option<Quick>> {
     let start = start_key(&opts.url, opts.set.as_deref());
-    let Some(known) = Known::recall(&ports.state.documents(&start)?) else {
+    let Some(known) = Known::recall(&call(|| ports.state.documents(&start))?) else {
         return Ok(None);
     };
-    let cursor = ports.state.cursor(&known.info.key())?;
+    let cursor = call(|| ports.state.cursor(&known.info.key()))?;
     if cursor.and_then(|c| c.cursor).is_none() {
         return Ok(None);
     }
@@ -254,7 +255,7 @@ async fn run(
     let (base, mapper) = mapping(opts, &info)?;
     let key = info.key();
     // A Capability List that moved: the copies carried over to the new one (crate::sync::moved).
-    if let Some(old) = moved::carry_over(ports.state.as_ref(), opts, &key)? {
+    if let Some(old) = call(|| moved::carry_over(ports.state.as_ref(), opts, &key))? {
         let m = format!(
             "the Capability List moved from {old} to {key}: the copies are carried over, and this \
              run is a baseline against the new one's Resource List"
@@ -262,7 +263,7 @@ async fn run(
         obs.warning(&m);
         warnings.push(m);
     }
-    let prior_cursor = ports.state.cursor(&key)?;
+    let prior_cursor = call(|| ports.state.cursor(&key))?;
     let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
     info.check_usable(opts.use_dumps, cursor.is_none())?;
     let plan = RunPlan::new(opts, &info, cursor, prior_cursor.is_some());
@@ -314,7 +315,10 @@ fn run_ports(
     opts: &SyncOptions,
     key: &str,
 ) -> Result<RunPorts> {
-    let (store, state) = (ports.store.clone(), ports.state.clone());
+    // The one adapter of the sync/async rule (resourcesync_store::blocking): the run's async
+    // code calls these ports like any method.
+    let store = OffWorker::store(ports.store.clone());
+    let state = OffWorker::records(ports.state.clone());
     Ok(RunPorts {
         http,
         store: store.clone(),

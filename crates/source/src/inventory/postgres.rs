@@ -62,7 +62,7 @@ use std::time::Duration;
 
 use postgres::{Client, Config, NoTls};
 
-use resourcesync_store::offload;
+use resourcesync_store::blocking::call;
 
 use crate::error::{Error, Result};
 use crate::inventory::{
@@ -156,7 +156,7 @@ impl Drop for Pooled {
             gone => {
                 idle.open = idle.open.saturating_sub(1);
                 // Closing a client is a call of its own runtime too.
-                offload(move || drop(gone));
+                call(move || drop(gone));
             }
         }
         self.shared.freed.notify_one();
@@ -168,7 +168,7 @@ impl Drop for Shared {
     /// at the end of an async function: `serve` shutting down).
     fn drop(&mut self) {
         let clients = std::mem::take(&mut self.lock().clients);
-        offload(move || drop(clients));
+        call(move || drop(clients));
     }
 }
 
@@ -430,7 +430,7 @@ impl Read for Body {
 
 impl Drop for Body {
     fn drop(&mut self) {
-        offload(|| self.finish());
+        call(|| self.finish());
     }
 }
 

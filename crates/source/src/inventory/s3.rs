@@ -43,8 +43,8 @@
 //! scan lists the prefix and compares lengths and times with the state. An object replaced
 //! within the same second by one of the same length is seen at its next change.
 //!
-//! Every call blocks (`reqwest::blocking`): `serve` makes them on its blocking pool; the
-//! inventory and its readers may be dropped anywhere (`resourcesync_store::s3::offload`).
+//! Every call blocks (`resourcesync_http::BlockingHttp`): `serve` makes them on its blocking
+//! pool; the inventory and its readers may be dropped anywhere.
 
 use std::io::Read;
 use std::ops::ControlFlow;

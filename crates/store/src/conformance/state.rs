@@ -97,6 +97,27 @@ fn prefixed(port: &str, failures: &str) -> String {
         .join("\n")
 }
 
+/// Every check of every port from a task on a Tokio runtime's worker (multi-threaded, then
+/// current-thread), its calls through [`crate::blocking::call`], on a new state from `make`;
+/// a failure is named by its port and check.
+pub fn run_on_workers(mut make: impl FnMut() -> Box<dyn SharedState>) -> Outcome {
+    let failed: Vec<String> = [
+        super::worker::run_checks_on_workers(RECORDS, &mut || make() as Box<dyn Records>)
+            .map_err(|e| prefixed("records", &e)),
+        super::worker::run_checks_on_workers(LEASES, &mut make).map_err(|e| prefixed("leases", &e)),
+        super::worker::run_checks_on_workers(WORK_QUEUE, &mut make)
+            .map_err(|e| prefixed("work_queue", &e)),
+    ]
+    .into_iter()
+    .filter_map(std::result::Result::err)
+    .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("\n"))
+    }
+}
+
 const LONG: Duration = Duration::from_secs(3600);
 const EXPIRED: Duration = Duration::ZERO;
 

@@ -36,6 +36,12 @@ pub fn run(mut make: impl FnMut() -> Box<dyn Store>) -> Outcome {
     run_checks(CHECKS, &mut make)
 }
 
+/// Every check of [`CHECKS`] from a task on a Tokio runtime's worker (multi-threaded, then
+/// current-thread), its calls through [`crate::blocking::call`], on a new store from `make`.
+pub fn run_on_workers(mut make: impl FnMut() -> Box<dyn Store>) -> Outcome {
+    super::worker::run_checks_on_workers(CHECKS, &mut make)
+}
+
 fn key(s: &str) -> std::result::Result<RelPath, String> {
     RelPath::parse(s).map_err(|e| format!("key {s:?}: {e}"))
 }

@@ -4,9 +4,8 @@
 //! `resourcesync-source`, feature `s3`).
 //!
 //! Objects are named by their key below the prefix (a *name*). Every call blocks: make them
-//! where blocking is allowed. The client may be dropped anywhere: [`Bucket`] and
-//! [`ObjectReader`] close it where blocking is allowed (`reqwest::blocking` must not be used
-//! nor dropped on a Tokio runtime's async task; see [`offload`]).
+//! where blocking is allowed (async code: through [`crate::blocking::call`]). The client and
+//! readers may be dropped anywhere (the HTTP layer's blocking face: `resourcesync_http::blocking`).
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -80,19 +79,10 @@ pub fn etag_md5(etag: &str) -> Option<String> {
     (e.len() == 32 && e.bytes().all(|b| b.is_ascii_hexdigit())).then(|| e.to_ascii_lowercase())
 }
 
-pub use crate::blocking::offload;
-
-impl Drop for Bucket {
-    fn drop(&mut self) {
-        let c = self.client.take();
-        offload(move || drop(c));
-    }
-}
-
 /// An object's bytes, as the server sends them: exactly [`ObjectInfo::length`] of them, or
 /// an error (a body cut short is an `UnexpectedEof`, never a shorter object).
 pub struct ObjectReader {
-    resp: Option<reqwest::blocking::Response>,
+    resp: Option<resourcesync_http::BlockingResponse>,
     left: u64,
 }
 
@@ -158,13 +148,6 @@ impl Read for ObjectReader {
         }
         self.left -= n as u64;
         Ok(n)
-    }
-}
-
-impl Drop for ObjectReader {
-    fn drop(&mut self) {
-        let r = self.resp.take();
-        offload(move || drop(r));
     }
 }
 
@@ -412,13 +395,13 @@ impl Bucket {
         let req = Req::new("GetObject", Method::Get, Some(&key));
         let r = self.client().send(&req, None)?;
         if not_found(r.status()) {
-            offload(move || drop(r));
+            drop(r);
             return Ok(None);
         }
         let r = self.client().check(&req, r)?;
         let info = info_of(r.headers());
         if r.headers().get(CONTENT_LENGTH).is_none() {
-            offload(move || drop(r));
+            drop(r);
             return Err(self.client().err(
                 "GetObject",
                 Some(&key),
@@ -444,17 +427,17 @@ impl Bucket {
         let req = Req::new("GetObject", Method::Get, Some(&key)).header("range", range.header());
         let r = self.client().send(&req, None)?;
         if not_found(r.status()) {
-            offload(move || drop(r));
+            drop(r);
             return Ok(None);
         }
         if r.status() == reqwest::StatusCode::RANGE_NOT_SATISFIABLE {
             let total = header(r.headers(), CONTENT_RANGE.as_str()).and_then(unsatisfied_length);
-            offload(move || drop(r));
+            drop(r);
             return Ok(Some(Ranged::Unsatisfiable { total }));
         }
         let r = self.client().check(&req, r)?;
-        let bad = |r: reqwest::blocking::Response, what: &str| {
-            offload(move || drop(r));
+        let bad = |r: resourcesync_http::BlockingResponse, what: &str| {
+            drop(r);
             Err(self.client().err("GetObject", Some(&key), None, what))
         };
         if r.headers().get(CONTENT_LENGTH).is_none() {
@@ -525,8 +508,8 @@ impl Bucket {
         let req = Req::new("PutObject", Method::Put, Some(&key))
             .header("content-md5", base64(&md5::Md5::digest(bytes)))
             .header("content-type", content_type);
-        let body = reqwest::blocking::Body::from(bytes.to_vec());
-        let r = self.client().send(&req, Some((body, bytes.len() as u64)))?;
+        let body = resourcesync_http::SendBody::Bytes(bytes.to_vec().into());
+        let r = self.client().send(&req, Some(body))?;
         self.client().check(&req, r).map(drop)
     }
 

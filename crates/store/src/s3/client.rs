@@ -1,15 +1,15 @@
-//! Signed S3 requests over `reqwest::blocking`: each request is signed by `rusty-s3` (AWS
+//! Signed S3 requests over the blocking face of `resourcesync-http` (no retries, no redirects): each request is signed by `rusty-s3` (AWS
 //! Signature Version 4 in the query string, valid for [`EXPIRES`]), headers included, and its
 //! failure is an [`Error::S3`] naming the operation, bucket, key and what the server said.
 //!
-//! Blocking: call it from a thread that may block (the engine calls a `Store` from
-//! `spawn_blocking`), never from an async task.
+//! Blocking: call it from a thread that may block; async code through
+//! [`crate::blocking::call`].
 
 use std::io::Read;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use reqwest::blocking::{Body, Response};
+use resourcesync_http::{BlockingHttp, BlockingResponse as Response, HttpOptions, SendBody};
 use rusty_s3::{Bucket, Method, UrlStyle};
 
 use super::config::S3Config;
@@ -30,8 +30,8 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 /// The signer, the connection pool and the bucket.
 #[derive(Debug)]
 pub(crate) struct Client {
-    /// Always there but while dropped (see the `Drop` impl).
-    http: Option<reqwest::blocking::Client>,
+    /// The blocking face of the project's one HTTP layer (no retries: see the module).
+    http: BlockingHttp,
     bucket: Bucket,
     cfg: S3Config,
 }
@@ -68,15 +68,6 @@ impl<'a> Req<'a> {
     }
 }
 
-impl Drop for Client {
-    /// The client's runtime is shut down where blocking is allowed (a store is often dropped
-    /// at the end of an async function).
-    fn drop(&mut self) {
-        let http = self.http.take();
-        crate::blocking::offload(move || drop(http));
-    }
-}
-
 impl Client {
     /// A client for the bucket of `cfg` (the connection is made at the first request).
     pub(crate) fn new(cfg: S3Config) -> Result<Client> {
@@ -93,26 +84,23 @@ impl Client {
             what: cfg.location(),
             reason: e.to_string(),
         })?;
-        let builder = reqwest::blocking::Client::builder()
-            .user_agent(concat!("resourcesync/", env!("CARGO_PKG_VERSION")))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(TIMEOUT)
-            .pool_max_idle_per_host(64)
-            // An object's bytes as stored, whatever its Content-Encoding says.
-            .no_gzip();
-        // Building starts the client's runtime: where blocking is allowed.
-        let http =
-            crate::blocking::offload(move || builder.build()).map_err(|e| Error::Config {
-                what: cfg.location(),
-                reason: format!("HTTP client: {e}"),
-            })?;
-        Ok(Client {
-            http: Some(http),
-            bucket,
-            cfg,
+        let http = BlockingHttp::new(HttpOptions {
+            connect_timeout: CONNECT_TIMEOUT,
+            // No timeout between bytes (a part of 8 MiB is sent before the server answers):
+            // the whole request's.
+            read_timeout: TIMEOUT,
+            request_timeout: TIMEOUT,
+            pool_per_host: 64,
+            // The caller retries (`Error::category`); S3 redirects are errors.
+            retries: 0,
+            max_redirects: 0,
+            ..HttpOptions::default()
         })
+        .map_err(|e| Error::Config {
+            what: cfg.location(),
+            reason: format!("HTTP client: {e}"),
+        })?;
+        Ok(Client { http, bucket, cfg })
     }
 
     /// The settings.
@@ -140,7 +128,7 @@ impl Client {
 
     /// Sends a request, with `body` (and its length) for a PUT or POST; the answer whatever
     /// its status (see [`Client::check`]).
-    pub(crate) fn send(&self, req: &Req<'_>, body: Option<(Body, u64)>) -> Result<Response> {
+    pub(crate) fn send(&self, req: &Req<'_>, body: Option<SendBody>) -> Result<Response> {
         let url = match req.key {
             Some(k) => self.bucket.object_url(k),
             None => Ok(self.bucket.base_url().clone()),
@@ -171,43 +159,34 @@ impl Client {
             Method::Put => reqwest::Method::PUT,
             Method::Delete => reqwest::Method::DELETE,
         };
-        let Some(http) = self.http.as_ref() else {
-            return Err(Error::Config {
-                what: self.cfg.location(),
-                reason: "the client is closed".into(),
-            });
-        };
-        let mut rb = http.request(method, signed);
+        let mut map = reqwest::header::HeaderMap::new();
         for (k, v) in &headers {
-            rb = rb.header(*k, *v);
+            let (Ok(k), Ok(v)) = (
+                reqwest::header::HeaderName::from_bytes(k.as_bytes()),
+                reqwest::header::HeaderValue::from_str(v),
+            ) else {
+                return Err(self.err(req.op, req.key, None, format!("header field {k}")));
+            };
+            map.insert(k, v);
         }
-        if let Some((b, len)) = body {
-            rb = rb.header(reqwest::header::CONTENT_LENGTH, len).body(b);
-        }
-        crate::blocking::offload(move || rb.send()).map_err(|e| {
-            // Without its URL: a presigned URL carries the access key's id and a signature
-            // valid for an hour, which must not reach logs, reports or an operator's page.
-            let e = e.without_url();
-            let mut m = e.to_string();
-            let mut src = std::error::Error::source(&e);
-            while let Some(s) = src {
-                m.push_str(": ");
-                m.push_str(&s.to_string());
-                src = s.source();
-            }
-            let mut err = self.err(req.op, req.key, None, m);
-            if let Error::S3 { code, .. } = &mut err {
-                *code = Some(
-                    if e.is_timeout() {
-                        "Timeout"
-                    } else {
-                        "Connection"
+        self.http
+            .send(method, signed.as_str(), map, body)
+            .map_err(|e| {
+                // Without its URL: a presigned URL carries the access key's id and a signature
+                // valid for an hour, which must not reach logs, reports or an operator's page.
+                let (m, timeout) = match e {
+                    resourcesync_http::Error::Transport { message, .. } => {
+                        let t = message.contains("timed out");
+                        (message, t)
                     }
-                    .into(),
-                );
-            }
-            err
-        })
+                    other => (other.to_string(), false),
+                };
+                let mut err = self.err(req.op, req.key, None, m);
+                if let Error::S3 { code, .. } = &mut err {
+                    *code = Some(if timeout { "Timeout" } else { "Connection" }.into());
+                }
+                err
+            })
     }
 
     /// The answer if its status is a success, else the error it says (its XML `Error`, read
@@ -240,7 +219,7 @@ impl Client {
     }
 
     /// Sends a request and reads its XML answer (a success), up to [`MAX_XML`].
-    pub(crate) fn xml(&self, req: &Req<'_>, body: Option<(Body, u64)>) -> Result<Vec<u8>> {
+    pub(crate) fn xml(&self, req: &Req<'_>, body: Option<SendBody>) -> Result<Vec<u8>> {
         let r = self.send(req, body)?;
         let r = self.check(req, r)?;
         read_capped(r, MAX_XML).map_err(|m| self.err(req.op, req.key, None, m))

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use md5::{Digest as _, Md5};
-use reqwest::blocking::Body;
+use resourcesync_http::SendBody as Body;
 use rusty_s3::Method;
 
 use super::client::{Client, Req, base64};
@@ -122,7 +122,10 @@ impl S3Body {
             Data::Mem(v) => {
                 let (a, b) = (off as usize, (off + n) as usize);
                 let slice = v.get(a..b).unwrap_or_default();
-                Ok((Body::from(slice.to_vec()), Md5::digest(slice).into()))
+                Ok((
+                    Body::Bytes(slice.to_vec().into()),
+                    Md5::digest(slice).into(),
+                ))
             }
             Data::File(f) => {
                 let io = |e| Error::io(format!("(scratch file of {okey})"), e);
@@ -144,7 +147,7 @@ impl S3Body {
                     left -= got as u64;
                 }
                 f.seek(SeekFrom::Start(off)).map_err(io)?;
-                Ok((Body::sized(f.take(n), n), h.finalize().into()))
+                Ok((Body::Reader(Box::new(f.take(n)), n), h.finalize().into()))
             }
         }
     }
@@ -152,7 +155,7 @@ impl S3Body {
     /// The whole body, with its MD5 (computed as it was written).
     fn whole(&self, okey: &str) -> Result<Body> {
         match &self.data {
-            Data::Mem(v) => Ok(Body::from(v.clone())),
+            Data::Mem(v) => Ok(Body::Bytes(v.clone().into())),
             Data::File(_) => Ok(self.part(okey, 0, self.len)?.0),
         }
     }
@@ -177,7 +180,7 @@ pub(crate) fn send(
         for (k, v) in meta {
             req = req.header(k, v.clone());
         }
-        let r = c.send(&req, Some((body.whole(okey)?, body.len)))?;
+        let r = c.send(&req, Some(body.whole(okey)?))?;
         c.check(&req, r)?;
         return Ok(());
     }
@@ -208,7 +211,7 @@ fn send_parts(c: &Client, okey: &str, id: &str, body: &S3Body, part_size: u64) -
             .query("partNumber", (etags.len() + 1).to_string())
             .query("uploadId", id)
             .header("content-md5", base64(&md5));
-        let r = c.send(&req, Some((b, n)))?;
+        let r = c.send(&req, Some(b))?;
         let r = c.check(&req, r)?;
         let etag = r
             .headers()
@@ -219,9 +222,8 @@ fn send_parts(c: &Client, okey: &str, id: &str, body: &S3Body, part_size: u64) -
         off += n;
     }
     let xml_body = xml::complete_body(&etags);
-    let len = xml_body.len() as u64;
     let req = Req::new("CompleteMultipartUpload", Method::Post, Some(okey)).query("uploadId", id);
-    let answer = c.xml(&req, Some((Body::from(xml_body), len)))?;
+    let answer = c.xml(&req, Some(Body::Bytes(xml_body.into())))?;
     // An error may come after a `200 OK`, in the body.
     if let Some((code, message)) = xml::error_of(&answer) {
         return Err(Error::S3 {

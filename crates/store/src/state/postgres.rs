@@ -33,7 +33,7 @@ use super::{
     Batch, Claim, KnownDocument, Lease, Leases, MAX_KNOWN_DOCUMENTS, Op, PendingChange, Records,
     ResourceRecord, SourceCursor, WorkItem, WorkQueue, from_millis,
 };
-use crate::blocking::offload;
+use crate::blocking::call;
 use crate::error::{Error, Result};
 use crate::path::RelPath;
 
@@ -99,7 +99,7 @@ impl Drop for Pooled<'_> {
             gone => {
                 idle.open = idle.open.saturating_sub(1);
                 // Closing a client is a call of its own runtime too.
-                offload(move || drop(gone));
+                call(move || drop(gone));
             }
         }
         self.state.freed.notify_one();
@@ -112,7 +112,7 @@ impl Drop for PgState {
     fn drop(&mut self) {
         let conns =
             std::mem::take(&mut self.pool.get_mut().unwrap_or_else(|p| p.into_inner()).conns);
-        offload(move || drop(conns));
+        call(move || drop(conns));
     }
 }
 
@@ -180,36 +180,34 @@ impl PgState {
     /// As [`PgState::connect`], in the schema `schema` (created if missing): lower-case
     /// letters, digits and `_`, at most 63 bytes.
     pub fn connect_schema(url: &str, schema: &str) -> Result<Self> {
-        offload(|| {
-            if !valid_schema(schema) {
-                return Err(Error::Config {
-                    what: format!("PostgreSQL schema {:?}", cut(schema)),
-                    reason: "a schema is 1 to 63 lower-case letters, digits and `_`, not starting \
-                             with a digit nor `pg_`"
-                        .into(),
-                });
-            }
-            let mut config = Config::from_str(url).map_err(|e| Error::Postgres {
-                target: "the PostgreSQL URL".into(),
-                cause: e,
-            })?;
-            if config.get_connect_timeout().is_none() {
-                config.connect_timeout(Duration::from_secs(10));
-            }
-            let target = describe(&config, schema);
-            let s = PgState {
-                config,
-                schema: schema.to_owned(),
-                target,
-                pool: Mutex::new(Idle {
-                    conns: Vec::new(),
-                    open: 0,
-                }),
-                freed: Condvar::new(),
-            };
-            s.migrate()?;
-            Ok(s)
-        })
+        if !valid_schema(schema) {
+            return Err(Error::Config {
+                what: format!("PostgreSQL schema {:?}", cut(schema)),
+                reason: "a schema is 1 to 63 lower-case letters, digits and `_`, not starting \
+                         with a digit nor `pg_`"
+                    .into(),
+            });
+        }
+        let mut config = Config::from_str(url).map_err(|e| Error::Postgres {
+            target: "the PostgreSQL URL".into(),
+            cause: e,
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        let target = describe(&config, schema);
+        let s = PgState {
+            config,
+            schema: schema.to_owned(),
+            target,
+            pool: Mutex::new(Idle {
+                conns: Vec::new(),
+                open: 0,
+            }),
+            freed: Condvar::new(),
+        };
+        s.migrate()?;
+        Ok(s)
     }
 
     /// The server, database and schema (no user nor password).
@@ -555,13 +553,11 @@ fn row_to_pending(row: &Row) -> std::result::Result<PendingChange, postgres::Err
 
 impl Records for PgState {
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
-        offload(|| {
-            let rows = self.query(RESOURCE, &[&uri])?;
-            rows.first()
-                .map(row_to_record)
-                .transpose()
-                .map_err(|e| self.err(e))
-        })
+        let rows = self.query(RESOURCE, &[&uri])?;
+        rows.first()
+            .map(row_to_record)
+            .transpose()
+            .map_err(|e| self.err(e))
     }
 
     fn resources_page(
@@ -570,41 +566,35 @@ impl Records for PgState {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ResourceRecord>> {
-        offload(|| {
-            let sql = if after.is_none() {
-                RESOURCES_FROM
-            } else {
-                RESOURCES_AFTER
-            };
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
-                .iter()
-                .map(row_to_record)
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| self.err(e))
-        })
+        let sql = if after.is_none() {
+            RESOURCES_FROM
+        } else {
+            RESOURCES_AFTER
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
+            .iter()
+            .map(row_to_record)
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.err(e))
     }
 
     fn has_path(&self, path: &RelPath) -> Result<bool> {
         let path = path.as_str();
-        offload(|| {
-            let rows = self.query("SELECT 1 FROM resources WHERE path = $1 LIMIT 1", &[&path])?;
-            Ok(!rows.is_empty())
-        })
+        let rows = self.query("SELECT 1 FROM resources WHERE path = $1 LIMIT 1", &[&path])?;
+        Ok(!rows.is_empty())
     }
 
     fn path_owner(&self, path: &RelPath) -> Result<Option<String>> {
         let path = path.as_str();
-        offload(|| {
-            let rows = self.query(
-                "SELECT uri FROM resources WHERE path = $1 ORDER BY uri LIMIT 1",
-                &[&path],
-            )?;
-            rows.first()
-                .map(|r| r.try_get::<_, String>(0))
-                .transpose()
-                .map_err(|e| self.err(e))
-        })
+        let rows = self.query(
+            "SELECT uri FROM resources WHERE path = $1 ORDER BY uri LIMIT 1",
+            &[&path],
+        )?;
+        rows.first()
+            .map(|r| r.try_get::<_, String>(0))
+            .transpose()
+            .map_err(|e| self.err(e))
     }
 
     fn path_owners(&self, paths: &[&RelPath]) -> Result<Vec<Option<String>>> {
@@ -612,104 +602,92 @@ impl Records for PgState {
         if paths.is_empty() {
             return Ok(Vec::new());
         }
-        offload(|| {
-            // One statement per batch, each path looked up in the index on `path`, in order.
-            let rows = self.query(
-                "SELECT (SELECT uri FROM resources WHERE path = p.path ORDER BY uri LIMIT 1) \
-                 FROM unnest($1::text[]) WITH ORDINALITY AS p(path, n) ORDER BY p.n",
-                &[&paths],
-            )?;
-            rows.iter()
-                .map(|r| r.try_get::<_, Option<String>>(0))
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(|e| self.err(e))
-        })
+        // One statement per batch, each path looked up in the index on `path`, in order.
+        let rows = self.query(
+            "SELECT (SELECT uri FROM resources WHERE path = p.path ORDER BY uri LIMIT 1) \
+             FROM unnest($1::text[]) WITH ORDINALITY AS p(path, n) ORDER BY p.n",
+            &[&paths],
+        )?;
+        rows.iter()
+            .map(|r| r.try_get::<_, Option<String>>(0))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
     }
 
     fn count_resources(&self, source: &str) -> Result<u64> {
-        offload(|| {
-            let rows = self.query(
-                "SELECT count(*) FROM resources WHERE source = $1",
-                &[&source],
-            )?;
-            let n: i64 = match rows.first() {
-                Some(r) => r.try_get(0).map_err(|e| self.err(e))?,
-                None => 0,
-            };
-            Ok(u64::try_from(n).unwrap_or(0))
-        })
+        let rows = self.query(
+            "SELECT count(*) FROM resources WHERE source = $1",
+            &[&source],
+        )?;
+        let n: i64 = match rows.first() {
+            Some(r) => r.try_get(0).map_err(|e| self.err(e))?,
+            None => 0,
+        };
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     fn bytes_recorded(&self, source: &str) -> Result<u64> {
-        offload(|| {
-            let rows = self.query(
-                "SELECT coalesce(sum(length), 0)::bigint FROM resources WHERE source = $1",
-                &[&source],
-            )?;
-            let n: i64 = match rows.first() {
-                Some(r) => r.try_get(0).map_err(|e| self.err(e))?,
-                None => 0,
-            };
-            Ok(u64::try_from(n).unwrap_or(0))
-        })
+        let rows = self.query(
+            "SELECT coalesce(sum(length), 0)::bigint FROM resources WHERE source = $1",
+            &[&source],
+        )?;
+        let n: i64 = match rows.first() {
+            Some(r) => r.try_get(0).map_err(|e| self.err(e))?,
+            None => 0,
+        };
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     fn recorded_totals(&self) -> Result<(u64, u64)> {
-        offload(|| {
-            let rows = self.query(
-                "SELECT count(*), coalesce(sum(length), 0)::bigint FROM resources",
-                &[],
-            )?;
-            let (n, b): (i64, i64) = match rows.first() {
-                Some(r) => (
-                    r.try_get(0).map_err(|e| self.err(e))?,
-                    r.try_get(1).map_err(|e| self.err(e))?,
-                ),
-                None => (0, 0),
-            };
-            Ok((u64::try_from(n).unwrap_or(0), u64::try_from(b).unwrap_or(0)))
-        })
+        let rows = self.query(
+            "SELECT count(*), coalesce(sum(length), 0)::bigint FROM resources",
+            &[],
+        )?;
+        let (n, b): (i64, i64) = match rows.first() {
+            Some(r) => (
+                r.try_get(0).map_err(|e| self.err(e))?,
+                r.try_get(1).map_err(|e| self.err(e))?,
+            ),
+            None => (0, 0),
+        };
+        Ok((u64::try_from(n).unwrap_or(0), u64::try_from(b).unwrap_or(0)))
     }
 
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
-        offload(|| {
-            let rows = self.query(
-                "SELECT source, cursor, synced_at FROM sources WHERE source = $1",
-                &[&source],
-            )?;
-            rows.first()
-                .map(|r| {
-                    Ok(SourceCursor {
-                        source: r.try_get(0)?,
-                        cursor: parse_dt(r.try_get(1)?),
-                        synced_at: parse_dt(r.try_get(2)?),
-                    })
+        let rows = self.query(
+            "SELECT source, cursor, synced_at FROM sources WHERE source = $1",
+            &[&source],
+        )?;
+        rows.first()
+            .map(|r| {
+                Ok(SourceCursor {
+                    source: r.try_get(0)?,
+                    cursor: parse_dt(r.try_get(1)?),
+                    synced_at: parse_dt(r.try_get(2)?),
                 })
-                .transpose()
-                .map_err(|e| self.err(e))
-        })
+            })
+            .transpose()
+            .map_err(|e| self.err(e))
     }
 
     fn documents(&self, start: &str) -> Result<Vec<KnownDocument>> {
-        offload(|| {
-            let limit = i64::try_from(MAX_KNOWN_DOCUMENTS).unwrap_or(i64::MAX);
-            self.query(
-                "SELECT role, url, etag, last_modified FROM documents WHERE start = $1 \
-                 ORDER BY role, url LIMIT $2",
-                &[&start, &limit],
-            )?
-            .iter()
-            .map(|r| {
-                Ok(KnownDocument {
-                    role: r.try_get(0)?,
-                    url: r.try_get(1)?,
-                    etag: r.try_get(2)?,
-                    last_modified: r.try_get(3)?,
-                })
+        let limit = i64::try_from(MAX_KNOWN_DOCUMENTS).unwrap_or(i64::MAX);
+        self.query(
+            "SELECT role, url, etag, last_modified FROM documents WHERE start = $1 \
+             ORDER BY role, url LIMIT $2",
+            &[&start, &limit],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(KnownDocument {
+                role: r.try_get(0)?,
+                url: r.try_get(1)?,
+                etag: r.try_get(2)?,
+                last_modified: r.try_get(3)?,
             })
-            .collect::<std::result::Result<_, postgres::Error>>()
-            .map_err(|e| self.err(e))
         })
+        .collect::<std::result::Result<_, postgres::Error>>()
+        .map_err(|e| self.err(e))
     }
 
     fn pending_page(
@@ -718,86 +696,78 @@ impl Records for PgState {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<PendingChange>> {
-        offload(|| {
-            let sql = if after.is_none() {
-                PENDING_FROM
-            } else {
-                PENDING_AFTER
-            };
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
-                .iter()
-                .map(row_to_pending)
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| self.err(e))
-        })
+        let sql = if after.is_none() {
+            PENDING_FROM
+        } else {
+            PENDING_AFTER
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
+            .iter()
+            .map(row_to_pending)
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.err(e))
     }
 
     fn apply(&self, batch: &Batch<'_>) -> Result<()> {
-        offload(|| {
-            if batch.is_empty() {
-                return Ok(());
-            }
-            self.in_tx(|tx| tx.apply_batch(batch))
-        })
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.in_tx(|tx| tx.apply_batch(batch))
     }
 }
 
 impl Leases for PgState {
     fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
-        offload(|| {
-            let rows = self.query(LEASE, &[&source, &worker, &ttl_ms(ttl)])?;
-            let Some(row) = rows.first() else {
-                return Ok(None);
-            };
-            let (token, expires): (i64, i64) = (
-                row.try_get(0).map_err(|e| self.err(e))?,
-                row.try_get(1).map_err(|e| self.err(e))?,
-            );
-            Ok(Some(Lease {
-                name: source.to_owned(),
-                holder: worker.to_owned(),
-                token: u64::try_from(token).unwrap_or(0),
-                expires: from_millis(expires),
-            }))
-        })
+        let rows = self.query(LEASE, &[&source, &worker, &ttl_ms(ttl)])?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let (token, expires): (i64, i64) = (
+            row.try_get(0).map_err(|e| self.err(e))?,
+            row.try_get(1).map_err(|e| self.err(e))?,
+        );
+        Ok(Some(Lease {
+            name: source.to_owned(),
+            holder: worker.to_owned(),
+            token: u64::try_from(token).unwrap_or(0),
+            expires: from_millis(expires),
+        }))
     }
 
     fn release_source(&self, lease: &Lease) -> Result<bool> {
-        offload(|| {
-            // Kept, expired, so that the token goes on growing.
-            let rows = self.query(
-                "UPDATE leases SET expires = to_timestamp(0) WHERE name = $1 AND holder = $2 \
-                 AND token = $3 AND expires > to_timestamp(0) RETURNING 1",
-                &[&lease.name, &lease.holder, &token(lease.token)],
-            )?;
-            Ok(!rows.is_empty())
-        })
+        // Kept, expired, so that the token goes on growing.
+        let rows = self.query(
+            "UPDATE leases SET expires = to_timestamp(0) WHERE name = $1 AND holder = $2 \
+             AND token = $3 AND expires > to_timestamp(0) RETURNING 1",
+            &[&lease.name, &lease.holder, &token(lease.token)],
+        )?;
+        Ok(!rows.is_empty())
     }
 }
 
 impl WorkQueue for PgState {
     fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
-        offload(|| self.queue_work(items))
+        self.queue_work(items)
     }
 
     fn claim_work(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
-        offload(|| self.claim_rows(worker, n, ttl))
+        self.claim_rows(worker, n, ttl)
     }
 
     fn work_left(&self, source: &str) -> Result<u64> {
-        offload(|| self.count_work(source))
+        self.count_work(source)
     }
 
     fn complete(&self, claims: &[Claim]) -> Result<usize> {
-        offload(|| self.settle(claims, true))
+        self.settle(claims, true)
     }
 
     fn release(&self, claims: &[Claim]) -> Result<usize> {
-        offload(|| self.settle(claims, false))
+        self.settle(claims, false)
     }
 
     fn renew_work(&self, claims: &[Claim], ttl: Duration) -> Result<Vec<Claim>> {
-        offload(|| self.renew_claims(claims, ttl))
+        self.renew_claims(claims, ttl)
     }
 }

@@ -11,3 +11,4 @@ mod pg_state;
 mod s3_hostile;
 #[cfg(feature = "s3")]
 mod s3_store;
+mod workers;

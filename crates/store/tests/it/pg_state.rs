@@ -367,7 +367,7 @@ fn pg_a_killed_worker_loses_nothing() {
 
 /// The Destination engine calls its state from async tasks. The synchronous client drives its
 /// connection on a runtime of its own, which cannot start on a thread of another runtime:
-/// every call is moved where it may block, on either kind of Tokio runtime.
+/// every call from a task goes through `blocking::call`, on either kind of Tokio runtime.
 #[test]
 fn called_from_async_tasks_on_either_runtime() {
     let mut schemas = Schemas::new();
@@ -388,8 +388,9 @@ fn called_from_async_tasks_on_either_runtime() {
         let (st, cursor) = (st.clone(), cursor.clone());
         rt.block_on(async move {
             let task = tokio::spawn(async move {
-                st.set_cursor(&cursor).expect("write from a task");
-                st.cursor("s").expect("read from a task")
+                use resourcesync_store::blocking::call;
+                call(|| st.set_cursor(&cursor)).expect("write from a task");
+                call(|| st.cursor("s")).expect("read from a task")
             });
             assert!(task.await.expect("no panic").is_some());
         });

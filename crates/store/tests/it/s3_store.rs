@@ -100,6 +100,13 @@ fn s3_store_passes_the_store_suite() {
     conformance::store::run(|| Box::new(p.store())).unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The suite from Tokio runtime workers, through `blocking::call` (`tests/it/workers.rs`).
+#[test]
+fn s3_store_passes_the_store_suite_from_runtime_workers() {
+    let mut p = Prefixes::new();
+    conformance::store::run_on_workers(|| Box::new(p.store())).unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn a_body_whose_digest_does_not_match_never_becomes_visible() {
     let mut p = Prefixes::new();

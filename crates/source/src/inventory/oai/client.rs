@@ -1,12 +1,15 @@
-//! The HTTP side of harvesting: one OAI-PMH request (HTTP GET, OAI-PMH 2.0 §3.1.1), its
-//! response read up to a size limit, `503 Service Unavailable` with `Retry-After` waited for
-//! (§3.1.2.2 "flow control") as told but no longer than a maximum, a bounded number of times;
-//! a request that failed on a kept-alive connection the server closed sent again, once.
+//! The HTTP side of harvesting: one OAI-PMH request (HTTP GET, OAI-PMH 2.0 §3.1.1) on the
+//! blocking face of `resourcesync-http` and its one retry policy, its response read up to a
+//! size limit: `503 Service Unavailable` (or 429, or a failed connection) asked again, a
+//! `Retry-After` waited for (§3.1.2.2 "flow control") as told but no longer than a maximum
+//! (`maxRetryWait`), a bounded number of times (`maxRetries`); a request that failed on a
+//! kept-alive connection the server closed sent again at once, once.
 
-use std::io::Read;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use resourcesync_http::{BlockingHttp, Error as H, HttpOptions};
 
 use super::OaiOptions;
 use crate::error::{Error, Result};
@@ -18,19 +21,12 @@ const QUERY: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
-/// How long to wait after a `503` that gives no `Retry-After`.
-const DEFAULT_RETRY: Duration = Duration::from_secs(10);
-
 /// A client of one repository.
 #[derive(Debug)]
 pub(crate) struct Client {
-    /// Always there but while dropped (see the `Drop` impl).
-    http: Option<reqwest::blocking::Client>,
+    http: BlockingHttp,
     base: String,
     max_response_bytes: u64,
-    max_retries: u32,
-    max_retry_wait: Duration,
-    request_timeout: Duration,
 }
 
 /// A request, for messages: the verb and its arguments, as sent.
@@ -46,38 +42,23 @@ pub(crate) fn describe(args: &[(&str, &str)]) -> String {
     s
 }
 
-impl Drop for Client {
-    /// The client's runtime is shut down where blocking is allowed (a Source is often dropped
-    /// at the end of an async function: `serve` shutting down).
-    fn drop(&mut self) {
-        let http = self.http.take();
-        resourcesync_store::offload(move || drop(http));
-    }
-}
-
 impl Client {
     pub(crate) fn new(base: &str, opts: &OaiOptions) -> Result<Self> {
-        // A process that installed no rustls provider gets ring's (reqwest panics without).
-        resourcesync_http::install_tls_provider();
-        let builder = reqwest::blocking::Client::builder()
-            .user_agent(concat!(
-                "resourcesync/",
-                env!("CARGO_PKG_VERSION"),
-                " (OAI-PMH)"
-            ))
-            .connect_timeout(Duration::from_secs(30))
-            .timeout(opts.request_timeout)
-            .redirect(reqwest::redirect::Policy::limited(5));
-        // Building starts the client's runtime: where blocking is allowed.
-        let http = resourcesync_store::offload(move || builder.build())
-            .map_err(|e| Error::Config(format!("oai-pmh: HTTP client: {e}")))?;
+        let http = BlockingHttp::new(HttpOptions {
+            connect_timeout: Duration::from_secs(30),
+            read_timeout: opts.request_timeout,
+            request_timeout: opts.request_timeout,
+            retries: opts.max_retries,
+            backoff_base: Duration::from_secs(1),
+            backoff_max: opts.max_retry_wait,
+            max_redirects: 5,
+            ..HttpOptions::default()
+        })
+        .map_err(|e| Error::Config(format!("oai-pmh: HTTP client: {e}")))?;
         Ok(Client {
-            http: Some(http),
+            http,
             base: base.to_owned(),
             max_response_bytes: opts.max_response_bytes,
-            max_retries: opts.max_retries,
-            max_retry_wait: opts.max_retry_wait,
-            request_timeout: opts.request_timeout,
         })
     }
 
@@ -104,79 +85,36 @@ impl Client {
         let url = self.url(args);
         let what = describe(args);
         let fail = |m: String| Error::Inventory(format!("oai-pmh {} ({what}): {m}", self.base));
-        let mut waited = 0u32;
-        let mut resent = false;
-        loop {
-            let Some(http) = self.http.as_ref() else {
-                return Err(fail("the client is closed".into()));
-            };
-            let mut rb = http.get(&url);
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if let Some(left) = left {
-                if left.is_zero() {
-                    return Err(fail("the harvest's time is up".into()));
-                }
-                rb = rb.timeout(left.min(self.request_timeout));
+        let sent = AtomicU32::new(0);
+        let max = self.max_response_bytes;
+        let got = self
+            .http
+            .get(&url, deadline, Some(&sent))
+            .and_then(|r| r.read_limited(max));
+        got.map_err(|e| match e {
+            H::Status { status, .. } if status == 503 || status == 429 => fail(format!(
+                "the repository answered {} {} times in a row; try again later",
+                said(status),
+                sent.load(Ordering::Relaxed)
+            )),
+            H::Status { status, .. } => fail(format!("HTTP status {}", said(status))),
+            H::Transport {
+                transient: false, ..
+            } if deadline.is_some_and(|d| Instant::now() >= d) => {
+                fail("the harvest's time is up".into())
             }
-            let resp = match resourcesync_store::offload(move || rb.send()) {
-                Ok(resp) => resp,
-                // A kept-alive connection the server closed as the request went out (servers
-                // close idle connections without saying so): the GET is safe to send again
-                // (OAI-PMH 2.0 §3.1.1), once, on a new connection.
-                Err(e) if !resent && !e.is_timeout() && !e.is_connect() => {
-                    tracing::info!(
-                        "oai-pmh {}: {e}; sending the request again on a new connection",
-                        self.base
-                    );
-                    resent = true;
-                    continue;
-                }
-                Err(e) => return Err(fail(format!("{e}; is the repository reachable?"))),
-            };
-            let status = resp.status();
-            if status == reqwest::StatusCode::SERVICE_UNAVAILABLE
-                || status == reqwest::StatusCode::TOO_MANY_REQUESTS
-            {
-                if waited >= self.max_retries {
-                    return Err(fail(format!(
-                        "the repository answered {status} {} times in a row; try again later",
-                        waited + 1
-                    )));
-                }
-                let told = resp
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(resourcesync_http::parse_retry_after)
-                    .unwrap_or(DEFAULT_RETRY);
-                let wait = told
-                    .min(self.max_retry_wait)
-                    .min(left.unwrap_or(Duration::MAX));
-                tracing::info!(
-                    "oai-pmh {}: {status}, waiting {wait:?} (told {told:?}) before asking again",
-                    self.base
-                );
-                waited += 1;
-                std::thread::sleep(wait);
-                continue;
+            H::Transport { message, .. } => {
+                fail(format!("{message}; is the repository reachable?"))
             }
-            if !status.is_success() {
-                return Err(fail(format!("HTTP status {status}")));
-            }
-            let max = self.max_response_bytes;
-            if resp.content_length().is_some_and(|n| n > max) {
-                return Err(fail(too_large(max)));
-            }
-            let mut bytes = Vec::new();
-            resp.take(max.saturating_add(1))
-                .read_to_end(&mut bytes)
-                .map_err(|e| fail(format!("reading the response: {e}")))?;
-            if bytes.len() as u64 > max {
-                return Err(fail(too_large(max)));
-            }
-            return Ok(bytes);
-        }
+            H::TooLarge { .. } => fail(too_large(max)),
+            other => fail(other.to_string()),
+        })
     }
+}
+
+/// A status as reqwest says it (`503 Service Unavailable`).
+fn said(status: u16) -> String {
+    reqwest::StatusCode::from_u16(status).map_or_else(|_| status.to_string(), |s| s.to_string())
 }
 
 fn too_large(max: u64) -> String {

@@ -86,53 +86,51 @@ impl PgState {
     /// expired), in the order given; schemas that do not exist (yet) are not. Asked on this
     /// state's connection, a query per 200 schemas.
     pub fn schemas_with_work(&self, schemas: &[String]) -> Result<Vec<String>> {
-        crate::blocking::offload(|| {
-            if let Some(bad) = schemas.iter().find(|s| !valid_schema(s)) {
-                return Err(Error::Config {
-                    what: format!("PostgreSQL schema {:?}", cut(bad)),
-                    reason: "a schema is 1 to 63 lower-case letters, digits and `_`".into(),
-                });
+        if let Some(bad) = schemas.iter().find(|s| !valid_schema(s)) {
+            return Err(Error::Config {
+                what: format!("PostgreSQL schema {:?}", cut(bad)),
+                reason: "a schema is 1 to 63 lower-case letters, digits and `_`".into(),
+            });
+        }
+        let mut out = Vec::new();
+        let mut p = self.conn()?;
+        let client = &mut p.get().client;
+        for group in schemas.chunks(SCHEMAS_PER_QUERY) {
+            let names: Vec<&str> = group.iter().map(String::as_str).collect();
+            let existing: Vec<String> = client
+                .query(
+                    "SELECT table_schema::text FROM information_schema.tables \
+                     WHERE table_name = 'work' AND table_schema = ANY($1)",
+                    &[&names],
+                )
+                .map_err(|e| self.err(e))?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| self.err(e))?;
+            if existing.is_empty() {
+                continue;
             }
-            let mut out = Vec::new();
-            let mut p = self.conn()?;
-            let client = &mut p.get().client;
-            for group in schemas.chunks(SCHEMAS_PER_QUERY) {
-                let names: Vec<&str> = group.iter().map(String::as_str).collect();
-                let existing: Vec<String> = client
-                    .query(
-                        "SELECT table_schema::text FROM information_schema.tables \
-                         WHERE table_name = 'work' AND table_schema = ANY($1)",
-                        &[&names],
+            // Names checked by `valid_schema` above: plain identifiers, quoted.
+            let sql = existing
+                .iter()
+                .map(|s| {
+                    format!(
+                        "SELECT '{s}'::text WHERE EXISTS (SELECT 1 FROM \"{s}\".work \
+                         WHERE holder IS NULL OR expires <= now())"
                     )
-                    .map_err(|e| self.err(e))?
-                    .iter()
-                    .map(|r| r.try_get(0))
-                    .collect::<std::result::Result<_, _>>()
-                    .map_err(|e| self.err(e))?;
-                if existing.is_empty() {
-                    continue;
-                }
-                // Names checked by `valid_schema` above: plain identifiers, quoted.
-                let sql = existing
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "SELECT '{s}'::text WHERE EXISTS (SELECT 1 FROM \"{s}\".work \
-                             WHERE holder IS NULL OR expires <= now())"
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" UNION ALL ");
-                let with: Vec<String> = client
-                    .query(&sql, &[])
-                    .map_err(|e| self.err(e))?
-                    .iter()
-                    .map(|r| r.try_get(0))
-                    .collect::<std::result::Result<_, _>>()
-                    .map_err(|e| self.err(e))?;
-                out.extend(group.iter().filter(|s| with.contains(s)).cloned());
-            }
-            Ok(out)
-        })
+                })
+                .collect::<Vec<_>>()
+                .join(" UNION ALL ");
+            let with: Vec<String> = client
+                .query(&sql, &[])
+                .map_err(|e| self.err(e))?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| self.err(e))?;
+            out.extend(group.iter().filter(|s| with.contains(s)).cloned());
+        }
+        Ok(out)
     }
 }
