@@ -405,15 +405,7 @@ impl Http {
     /// The delay before attempt `attempt + 1`: exponential from the base, capped, with full
     /// jitter in its upper half; a `Retry-After` (capped) wins when longer.
     pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        let base = self.opts.backoff_base.as_secs_f64();
-        let max = self.opts.backoff_max.as_secs_f64();
-        let exp = (base * 2f64.powi(i32::try_from(attempt.min(30)).unwrap_or(30))).min(max);
-        let jittered = exp * (0.5 + fastrand::f64() * 0.5);
-        let d = Duration::from_secs_f64(jittered);
-        match retry_after {
-            Some(r) => r.min(self.opts.backoff_max).max(d),
-            None => d,
-        }
+        backoff(&self.opts, attempt, retry_after)
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the retries are spent.
@@ -431,28 +423,58 @@ impl Http {
     pub async fn with_retries_until<T, E, F, Fut>(
         &self,
         deadline: Option<Instant>,
-        mut attempt: F,
+        attempt: F,
     ) -> Result<T, E>
     where
         E: Retry + std::fmt::Display,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let mut n = 0u32;
-        loop {
-            match attempt().await {
-                Ok(v) => return Ok(v),
-                Err(e) if e.is_transient() && n < self.opts.retries => {
-                    let mut d = self.backoff(n, e.retry_after());
-                    if let Some(end) = deadline {
-                        d = d.min(end.saturating_duration_since(Instant::now()));
-                    }
-                    tracing::debug!("retrying in {d:?} after: {e}");
-                    tokio::time::sleep(d).await;
-                    n += 1;
+        with_retries_until(&self.opts, deadline, attempt).await
+    }
+}
+
+/// The delay before attempt `attempt + 1` under `opts`: exponential from the base, capped, with
+/// full jitter in its upper half; a `Retry-After` (capped) wins when longer.
+pub fn backoff(opts: &HttpOptions, attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let base = opts.backoff_base.as_secs_f64();
+    let max = opts.backoff_max.as_secs_f64();
+    let exp = (base * 2f64.powi(i32::try_from(attempt.min(30)).unwrap_or(30))).min(max);
+    let jittered = exp * (0.5 + fastrand::f64() * 0.5);
+    let d = Duration::from_secs_f64(jittered);
+    match retry_after {
+        Some(r) => r.min(opts.backoff_max).max(d),
+        None => d,
+    }
+}
+
+/// The one retry policy, for a request sent by a client of its own (the Source's pings of a
+/// WebSub hub): runs `attempt` until it succeeds, fails for good, or `opts.retries` are spent,
+/// each wait [`backoff`] (cut to end by `deadline` when there is one).
+pub async fn with_retries_until<T, E, F, Fut>(
+    opts: &HttpOptions,
+    deadline: Option<Instant>,
+    mut attempt: F,
+) -> Result<T, E>
+where
+    E: Retry + std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut n = 0u32;
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_transient() && n < opts.retries => {
+                let mut d = backoff(opts, n, e.retry_after());
+                if let Some(end) = deadline {
+                    d = d.min(end.saturating_duration_since(Instant::now()));
                 }
-                Err(e) => return Err(e),
+                tracing::debug!("retrying in {d:?} after: {e}");
+                tokio::time::sleep(d).await;
+                n += 1;
             }
+            Err(e) => return Err(e),
         }
     }
 }

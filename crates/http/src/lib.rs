@@ -38,7 +38,10 @@ pub use adaptive::{HostLimit, Slot};
 pub use bandwidth::Bandwidth;
 pub use blocking::{BlockingHttp, BlockingResponse, SendBody};
 pub use body::{body_error, header, header_values, read_limited, read_prefix};
-pub use client::{Http, USER_AGENT, client_builder, install_tls_provider, parse_retry_after};
+pub use client::{
+    Http, USER_AGENT, backoff, client_builder, install_tls_provider, parse_retry_after,
+    with_retries_until,
+};
 pub use error::{Category, Error, Result, Retry, chain};
 pub use options::{Conditional, HttpOptions, Proxy};
 pub use reach::{HostRule, Reach};

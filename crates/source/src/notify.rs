@@ -401,52 +401,76 @@ impl Notifier {
                 .map(|_| ())
                 .map_err(|e| Error::Task(format!("hub: {e}"))),
             HubTarget::Remote(client) => {
-                let net = |e: String| Error::Task(format!("hub {}: {e}", self.channels.hub));
-                let mut delay = Duration::from_millis(200);
-                for attempt in 0..4 {
-                    let r = match self.hub_mode.load(Ordering::Relaxed) {
-                        MODE_FORM => self.post_form(client, topic).await,
-                        mode => {
-                            self.post_payload(client, topic, &body, mode == MODE_UNKNOWN)
-                                .await
-                        }
-                    };
-                    match r {
-                        Ok(r) if r.status().is_success() => {
-                            let _ = self.hub_mode.compare_exchange(
-                                MODE_UNKNOWN,
-                                MODE_XML,
-                                Ordering::Relaxed,
-                                Ordering::Relaxed,
-                            );
-                            return Ok(());
-                        }
-                        Ok(r)
-                            if r.status().is_client_error()
-                                && self.hub_mode.load(Ordering::Relaxed) != MODE_FORM =>
-                        {
-                            // A generic hub: WebSub §6 note, it fetches the topic. Remembered,
-                            // so later notifications go straight to the form.
-                            self.hub_mode.store(MODE_FORM, Ordering::Relaxed);
-                            tracing::info!(
-                                hub = %self.channels.hub,
-                                status = %r.status(),
-                                "the hub refuses notification payloads: publishing with hub.mode=publish"
-                            );
-                            continue;
-                        }
-                        Ok(r) if attempt == 3 || r.status().is_client_error() => {
-                            return Err(net(format!("answered {}", r.status())));
-                        }
-                        Err(e) if attempt == 3 => return Err(net(e.to_string())),
-                        _ => {
-                            tokio::time::sleep(delay).await;
-                            delay *= 2;
-                        }
-                    }
-                }
-                Err(net("still failing after 4 attempts".into()))
+                // The one retry policy (crates/http): four attempts, from 200 ms, a
+                // `Retry-After` honoured.
+                let policy = resourcesync_http::HttpOptions {
+                    retries: 3,
+                    backoff_base: Duration::from_millis(200),
+                    ..resourcesync_http::HttpOptions::default()
+                };
+                resourcesync_http::with_retries_until(&policy, None, || {
+                    self.submit_once(client, topic, &body)
+                })
+                .await
+                .map_err(|e| Error::Task(format!("hub {}: {e}", self.channels.hub)))
             }
+        }
+    }
+
+    /// One attempt at a notification: the payload, or the form once the hub refused payloads
+    /// (a generic hub: WebSub §6 note, it fetches the topic; remembered, so later
+    /// notifications go straight to the form). A 429 or 5xx answer and a failed connection are
+    /// transient ([`resourcesync_http::Retry`]).
+    async fn submit_once(
+        &self,
+        client: &reqwest::Client,
+        topic: &str,
+        body: &[u8],
+    ) -> std::result::Result<(), resourcesync_http::Error> {
+        let mode = self.hub_mode.load(Ordering::Relaxed);
+        let mut r = if mode == MODE_FORM {
+            self.post_form(client, topic).await
+        } else {
+            self.post_payload(client, topic, body, mode == MODE_UNKNOWN)
+                .await
+        };
+        if let Ok(refused) = &r
+            && refused.status().is_client_error()
+            && mode != MODE_FORM
+        {
+            self.hub_mode.store(MODE_FORM, Ordering::Relaxed);
+            tracing::info!(
+                hub = %self.channels.hub,
+                status = %refused.status(),
+                "the hub refuses notification payloads: publishing with hub.mode=publish"
+            );
+            r = self.post_form(client, topic).await;
+        }
+        let hub = &self.channels.hub;
+        match r {
+            Ok(ok) if ok.status().is_success() => {
+                let _ = self.hub_mode.compare_exchange(
+                    MODE_UNKNOWN,
+                    MODE_XML,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                Ok(())
+            }
+            Ok(answer) => Err(resourcesync_http::Error::Status {
+                url: hub.clone(),
+                status: answer.status().as_u16(),
+                retry_after: answer
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(resourcesync_http::parse_retry_after),
+            }),
+            Err(e) => Err(resourcesync_http::Error::Transport {
+                url: hub.clone(),
+                message: resourcesync_http::chain(&e),
+                transient: true,
+            }),
         }
     }
 

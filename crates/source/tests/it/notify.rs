@@ -211,6 +211,102 @@ async fn changes_are_pushed_as_change_notifications() {
     running.shutdown().await.unwrap();
 }
 
+/// `serve` over `dir` on 127.0.0.1 notifying the remote hub at `hub_url`, batches run by the
+/// test only (no watcher, no rescan).
+async fn serve_with_remote_hub(
+    dir: &std::path::Path,
+    hub_url: String,
+) -> (String, server::Running) {
+    let listener = server::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    let mut cfg = SourceConfig::new(dir, &base);
+    server::prepare_config(&mut cfg);
+    let source = Source::open(cfg).unwrap();
+    let opts = ServeOptions {
+        watch: WatchOptions {
+            use_watcher: false,
+            rescan_interval: Duration::from_secs(3600),
+            ..WatchOptions::default()
+        },
+        ..ServeOptions::default()
+    };
+    let running = server::start_with(source, listener, opts, Some(HubChoice::Url(hub_url)))
+        .await
+        .unwrap();
+    (base, running)
+}
+
+/// A remote hub that answers 503 with `Retry-After: 1` twice: the ping is sent again under the
+/// one retry policy (crates/http), after the delay the hub asked for, and the batch's changes
+/// reach it without waiting for the next batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_hub_is_pinged_again_after_its_retry_after() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Instant;
+    /// A ping: when, its topic (`Link` rel=self), whether it was refused.
+    type Ping = (Instant, String, bool);
+    let refusals = Arc::new(AtomicU32::new(2));
+    let (tx, mut rx) = mpsc::unbounded_channel::<Ping>();
+    let hub_app = Router::new()
+        .fallback(
+            |State((refusals, tx)): State<(Arc<AtomicU32>, mpsc::UnboundedSender<Ping>)>,
+             req: Request| async move {
+                let (parts, body) = req.into_parts();
+                let _ = axum::body::to_bytes(body, 1 << 24).await;
+                let links: Vec<&str> = parts
+                    .headers
+                    .get_all("link")
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .collect();
+                let topic = resourcesync_websub::link::first(links.iter().copied(), "self")
+                    .unwrap_or_default();
+                let refused = refusals
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+                let _ = tx.send((Instant::now(), topic, refused));
+                if refused {
+                    return (
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        [("retry-after", "1")],
+                        "busy",
+                    )
+                        .into_response();
+                }
+                "ok".into_response()
+            },
+        )
+        .with_state((refusals.clone(), tx));
+    let hub_url = format!("http://{}/hub", resourcesync_testkit::serve(hub_app).await);
+    let dir = tempfile::tempdir().unwrap();
+    let (_, running) = serve_with_remote_hub(dir.path(), hub_url).await;
+    std::fs::write(dir.path().join("one.txt"), "1").unwrap();
+    running.publisher().batch(false).await.unwrap();
+    let mut pings: Vec<Ping> = Vec::new();
+    while let Ok(p) = rx.try_recv() {
+        pings.push(p);
+    }
+    assert_eq!(refusals.load(Ordering::SeqCst), 0, "{pings:?}");
+    let refused = pings.iter().filter(|p| p.2).count();
+    assert_eq!(refused, 2, "{pings:?}");
+    // Per topic: each ping after a refusal waited the Retry-After; the last one was accepted.
+    let mut topics: Vec<&String> = pings.iter().map(|p| &p.1).collect();
+    topics.dedup();
+    for topic in topics {
+        let of: Vec<&Ping> = pings.iter().filter(|p| &p.1 == topic).collect();
+        assert!(of.last().is_some_and(|p| !p.2), "{topic}: {of:?}");
+        for w in of.windows(2).filter(|w| w[0].2) {
+            assert!(
+                w[1].0 - w[0].0 >= Duration::from_millis(950),
+                "{topic}: pinged again after {:?}, before the Retry-After of 1 s",
+                w[1].0 - w[0].0
+            );
+        }
+    }
+    running.shutdown().await.unwrap();
+}
+
 /// A remote hub that answers 500: the batch's changes are not marked sent, and go out with the
 /// next batch once the hub is back, in one payload whose `from` continues the last one sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,22 +331,7 @@ async fn a_hub_that_500s_gets_everything_later() {
     let hub_url = format!("http://{}/hub", resourcesync_testkit::serve(hub_app).await);
 
     let dir = tempfile::tempdir().unwrap();
-    let listener = server::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/", listener.local_addr().unwrap());
-    let mut cfg = SourceConfig::new(dir.path(), &base);
-    server::prepare_config(&mut cfg);
-    let source = Source::open(cfg).unwrap();
-    let opts = ServeOptions {
-        watch: WatchOptions {
-            use_watcher: false,
-            rescan_interval: Duration::from_secs(3600),
-            ..WatchOptions::default()
-        },
-        ..ServeOptions::default()
-    };
-    let running = server::start_with(source, listener, opts, Some(HubChoice::Url(hub_url)))
-        .await
-        .unwrap();
+    let (base, running) = serve_with_remote_hub(dir.path(), hub_url).await;
     let from0 = running
         .publisher()
         .lock()
