@@ -139,7 +139,6 @@ fn on_both_workers<T: Send + 'static>(f: impl Fn() -> T + Send + Sync + 'static)
 #[cfg(feature = "postgres")]
 #[test]
 fn pg_state_through_the_adapter_is_called_directly_from_a_worker() {
-    use resourcesync_store::Records;
     use resourcesync_store::blocking::OffWorker;
     let mut schemas = crate::pg_state::Schemas::new();
     let state = OffWorker::records(std::sync::Arc::new(schemas.state()));
@@ -155,7 +154,7 @@ fn pg_state_through_the_adapter_is_called_directly_from_a_worker() {
 #[test]
 fn s3_store_through_the_adapter_is_called_directly_from_a_worker() {
     use resourcesync_store::blocking::OffWorker;
-    use resourcesync_store::{RelPath, S3Config, S3Store, Store};
+    use resourcesync_store::{RelPath, S3Config, S3Store};
     let cfg = S3Config::parse("s3://id:secret@127.0.0.1:9/bucket").expect("config");
     let store = OffWorker::store(std::sync::Arc::new(
         S3Store::with_config(cfg).expect("store"),
