@@ -9,7 +9,7 @@
 //!   thread) calls a port directly.
 //! - Async code (a task on a Tokio runtime's worker) calls a port only through [`call`]:
 //!   `blocking::call(|| state.resource(uri))`, or holds it through the one adapter,
-//!   [`OffWorker`], whose every method goes through [`call`]: the Destination's runs hold their
+//!   [`crate::OffWorker`], whose every method goes through [`call`]: the Destination's runs hold their
 //!   `Store` and `Records` so, and call them like any method.
 //!
 //! [`call`] runs its closure through `tokio::task::block_in_place` on a worker of a
@@ -28,9 +28,6 @@
 //!
 //! A value may be dropped anywhere (Rust has no async drop): a backend whose client owns a
 //! runtime closes it in its `Drop` through [`call`], the only place a backend uses it.
-
-mod off_worker;
-pub use off_worker::OffWorker;
 
 /// Runs `f` where it may block: directly on a plain thread or a blocking-pool thread; through
 /// `block_in_place` on a worker of a multi-threaded Tokio runtime; on a thread of its own from

@@ -30,6 +30,7 @@ pub mod features;
 pub mod fs;
 pub mod mem;
 pub mod object;
+mod off_worker;
 pub mod path;
 #[cfg(feature = "s3")]
 pub mod s3;
@@ -43,6 +44,7 @@ pub use mem::MemStore;
 pub use object::{
     Committed, Expect, Finished, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload,
 };
+pub use off_worker::OffWorker;
 pub use path::RelPath;
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Store};

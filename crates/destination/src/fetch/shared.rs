@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use resourcesync_store::blocking::OffWorker;
+use resourcesync_store::OffWorker;
 use resourcesync_store::{Records, Store};
 use tokio::sync::Semaphore;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use resourcesync_model::{Change, Entry, W3cDateTime};
-use resourcesync_store::blocking::OffWorker;
+use resourcesync_store::OffWorker;
 use resourcesync_store::{RecordWrites, SourceCursor, Store};
 
 use crate::commit::{Budget, Committer};

@@ -43,7 +43,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use resourcesync_model::W3cDateTime;
-use resourcesync_store::blocking::{OffWorker, call};
+use resourcesync_store::OffWorker;
+use resourcesync_store::blocking::call;
 use resourcesync_store::{Batch, Op, SourceCursor};
 
 use crate::commit::{Budget, Committer, is_placeholder};

@@ -134,12 +134,12 @@ fn on_both_workers<T: Send + 'static>(f: impl Fn() -> T + Send + Sync + 'static)
         .collect()
 }
 
-/// The adapter the Destination's runs hold their ports through (`blocking::OffWorker`): the
+/// The adapter the Destination's runs hold their ports through (`OffWorker`): the
 /// call that panics above, made directly from a worker on the adapted state, answers.
 #[cfg(feature = "postgres")]
 #[test]
 fn pg_state_through_the_adapter_is_called_directly_from_a_worker() {
-    use resourcesync_store::blocking::OffWorker;
+    use resourcesync_store::OffWorker;
     let mut schemas = crate::pg_state::Schemas::new();
     let state = OffWorker::records(std::sync::Arc::new(schemas.state()));
     for got in on_both_workers(move || state.resource("http://example.org/a").map(|r| r.is_none()))
@@ -153,7 +153,7 @@ fn pg_state_through_the_adapter_is_called_directly_from_a_worker() {
 #[cfg(feature = "s3")]
 #[test]
 fn s3_store_through_the_adapter_is_called_directly_from_a_worker() {
-    use resourcesync_store::blocking::OffWorker;
+    use resourcesync_store::OffWorker;
     use resourcesync_store::{RelPath, S3Config, S3Store};
     let cfg = S3Config::parse("s3://id:secret@127.0.0.1:9/bucket").expect("config");
     let store = OffWorker::store(std::sync::Arc::new(

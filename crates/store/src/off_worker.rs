@@ -1,5 +1,5 @@
-//! [`OffWorker`]: the one adapter that applies the rule of [`super`] to a port, so that the
-//! engine's async code may call a port it holds like any method.
+//! [`OffWorker`]: the one adapter that applies the rule of [`crate::blocking`] to a port, so
+//! that the engine's async code may call a port it holds like any method.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use resourcesync_model::{HashAlg, Hashes};
 
-use super::call;
+use crate::blocking::call;
 use crate::error::Result;
 use crate::features::Features;
 use crate::object::{Expect, Finished, ObjectMeta, Placed, Store, Upload};
