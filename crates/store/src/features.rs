@@ -31,6 +31,10 @@ pub struct Features<'a> {
     /// Whether a put survives a crash of the process at any point with the old body or the new
     /// one at its key, never a part: checked by [`crate::conformance::crash`].
     pub crash_safe: bool,
+    /// Whether every call answers from local storage (a file system, memory) in about the
+    /// time of a file read, never waiting for a network: async code may then make it in
+    /// place, and [`crate::OffWorker`] leaves such a store as it is.
+    pub in_place: bool,
     /// The local directory the objects are files in, each at [`RelPath::under`] it (a
     /// directory store); `None` for a store whose objects are not local files.
     pub local: Option<&'a Path>,
@@ -48,6 +52,7 @@ impl Default for Features<'_> {
         Features {
             finish_blocks: true,
             crash_safe: false,
+            in_place: false,
             local: None,
             interrupted: None,
             hierarchy: None,
@@ -72,6 +77,13 @@ impl<'a> Features<'a> {
     #[must_use]
     pub fn crash_safe(mut self, yes: bool) -> Self {
         self.crash_safe = yes;
+        self
+    }
+
+    /// With [`Features::in_place`] set to `yes`.
+    #[must_use]
+    pub fn in_place(mut self, yes: bool) -> Self {
+        self.in_place = yes;
         self
     }
 
@@ -114,6 +126,7 @@ impl fmt::Debug for Features<'_> {
         f.debug_struct("Features")
             .field("finish_blocks", &self.finish_blocks)
             .field("crash_safe", &self.crash_safe)
+            .field("in_place", &self.in_place)
             .field("local", &self.local)
             .field("interrupted", &self.interrupted.is_some())
             .field("hierarchy", &self.hierarchy.is_some())

@@ -102,7 +102,7 @@ const LIST_CHUNK: usize = 256;
 
 impl Store for MemStore {
     fn features(&self) -> Features<'_> {
-        Features::new().finish_blocks(false)
+        Features::new().finish_blocks(false).in_place(true)
     }
 
     fn begin(&self, key: &RelPath, expect: Expect) -> Result<Upload> {

@@ -17,20 +17,30 @@ use crate::state::{Batch, KnownDocument, PendingChange, Records, ResourceRecord,
 /// A port whose every method runs through [`call`]: off the async worker when called from
 /// one, directly on a thread that may block (a nested [`call`] runs directly too). The
 /// Destination gives its runs their `Store` and `Records` through it
-/// ([`OffWorker::store`], [`OffWorker::records`]).
+/// ([`OffWorker::store`], [`OffWorker::records`]). A port that declares its calls in place
+/// (`Features::in_place`, [`Records::in_place`]: a directory, SQLite, memory) is given as it
+/// is: moving a call of the time of a file read off the worker costs more than the call.
 #[derive(Debug)]
 pub struct OffWorker<P: ?Sized>(Arc<P>);
 
 impl OffWorker<dyn Store> {
-    /// `store`, its methods called through [`call`].
+    /// `store`, its methods called through [`call`]; `store` itself when its calls are made in
+    /// place (`Features::in_place`).
     pub fn store(store: Arc<dyn Store>) -> Arc<dyn Store> {
+        if store.features().in_place {
+            return store;
+        }
         Arc::new(OffWorker(store))
     }
 }
 
 impl OffWorker<dyn Records> {
-    /// `records`, its methods called through [`call`].
+    /// `records`, its methods called through [`call`]; `records` itself when its calls are
+    /// made in place ([`Records::in_place`]).
     pub fn records(records: Arc<dyn Records>) -> Arc<dyn Records> {
+        if records.in_place() {
+            return records;
+        }
         Arc::new(OffWorker(records))
     }
 }
@@ -93,11 +103,19 @@ impl Store for OffWorker<dyn Store> {
     }
 
     fn features(&self) -> Features<'_> {
-        self.0.features()
+        // Its calls may be made in place: each goes off the worker by itself.
+        let mut f = self.0.features();
+        f.in_place = true;
+        f
     }
 }
 
 impl Records for OffWorker<dyn Records> {
+    fn in_place(&self) -> bool {
+        // Each call goes off the worker by itself.
+        true
+    }
+
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
         call(|| self.0.resource(uri))
     }

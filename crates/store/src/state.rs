@@ -331,6 +331,13 @@ pub trait Records: Send + Sync + Debug {
         limit: usize,
     ) -> Result<Vec<PendingChange>>;
 
+    /// Whether every call answers from local storage (a file, memory) in about the time of a
+    /// file read, never waiting for a network: async code may then make it in place, and
+    /// [`crate::OffWorker`] leaves such records as they are. `false` unless declared.
+    fn in_place(&self) -> bool {
+        false
+    }
+
     /// Applies a batch of writes, in order, all or nothing (one transaction where the store has
     /// them): a failed write, or a fence whose lease is lost ([`Op::Fence`]), or a claim lost
     /// ([`Op::CompleteWork`]), leaves the state as it was.

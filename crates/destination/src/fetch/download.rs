@@ -10,7 +10,6 @@ use std::sync::Arc;
 use reqwest::header::{ETAG, LAST_MODIFIED};
 use resourcesync_diff::{Difference, Item, needs_update};
 use resourcesync_model::Change;
-use resourcesync_store::blocking::call;
 use resourcesync_store::{Expect, ObjectMeta, RelPath, ResourceRecord};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -285,7 +284,7 @@ pub(crate) async fn download(
                 cause: std::io::Error::from_raw_os_error(28),
             }));
         }
-        call(|| tmp.write(&chunk))?;
+        tmp.write(&chunk)?;
         crate::crashpoint::point("download");
         ctx.ports.obs.bytes(chunk.len() as u64);
     }
@@ -297,7 +296,7 @@ pub(crate) async fn download(
         tokio::task::spawn_blocking(move || tmp.finish()).await??
     } else {
         // A write of what is buffered and the digests' last block: no waiting for the disk.
-        call(|| tmp.finish())?
+        tmp.finish()?
     };
     Ok(Fetched::Verified(Box::new(Pending {
         body,

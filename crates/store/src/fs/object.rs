@@ -275,6 +275,7 @@ impl Store for FsStore {
         Features::new()
             .finish_blocks(self.verify_blocks())
             .crash_safe(true)
+            .in_place(true)
             .local(&self.root)
             .interrupted(self)
             .hierarchy(self)

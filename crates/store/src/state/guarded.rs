@@ -40,6 +40,10 @@ impl<G> Guarded<G> {
 }
 
 impl<G: BatchGuard> Records for Guarded<G> {
+    fn in_place(&self) -> bool {
+        self.inner.in_place()
+    }
+
     fn resource(&self, uri: &str) -> Result<Option<ResourceRecord>> {
         self.inner.resource(uri)
     }

@@ -142,6 +142,10 @@ impl Records for MemState {
             .cloned())
     }
 
+    fn in_place(&self) -> bool {
+        true
+    }
+
     fn recorded_totals(&self) -> Result<(u64, u64)> {
         let g = self.lock();
         Ok(g.resources.values().fold((0u64, 0u64), |(n, b), r| {

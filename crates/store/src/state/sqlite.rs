@@ -474,6 +474,10 @@ impl Records for SqliteState {
             .map_err(|e| self.err(e))
     }
 
+    fn in_place(&self) -> bool {
+        true
+    }
+
     fn recorded_totals(&self) -> Result<(u64, u64)> {
         let c = self.lock();
         let mut st = c
