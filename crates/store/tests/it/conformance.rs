@@ -209,9 +209,10 @@ fn each_backend_declares_its_features() {
     assert_eq!(f.local, Some(d.path()), "{f:?}");
     assert!(f.interrupted.is_some() && f.hierarchy.is_some(), "{f:?}");
     assert_eq!(f.finish_blocks, cfg!(not(target_os = "linux")), "{f:?}");
+    assert!(f.in_place, "{f:?}");
     let mem = MemStore::new();
     let f = mem.features();
-    assert!(!f.crash_safe && !f.finish_blocks, "{f:?}");
+    assert!(!f.crash_safe && !f.finish_blocks && f.in_place, "{f:?}");
     assert!(f.local.is_none() && f.interrupted.is_none() && f.hierarchy.is_none());
 }
 

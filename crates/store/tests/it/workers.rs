@@ -164,3 +164,34 @@ fn s3_store_through_the_adapter_is_called_directly_from_a_worker() {
         assert!(!e.to_string().contains("runtime"), "{e}");
     }
 }
+
+/// The adapter leaves a port that declares its calls in place as it is (a directory, SQLite,
+/// memory: moving such a call off the worker costs more than the call), and wraps the others.
+#[test]
+fn the_adapter_leaves_ports_called_in_place_as_they_are() {
+    use resourcesync_store::{OffWorker, Records, Store};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().expect("tmp");
+    let fs: Arc<dyn Store> = Arc::new(FsStore::open(d.path()).expect("store"));
+    assert!(Arc::ptr_eq(&OffWorker::store(fs.clone()), &fs));
+    let mem: Arc<dyn Store> = Arc::new(MemStore::new());
+    assert!(Arc::ptr_eq(&OffWorker::store(mem.clone()), &mem));
+    let sqlite: Arc<dyn Records> =
+        Arc::new(SqliteState::open(&d.path().join("state.sqlite")).expect("state"));
+    assert!(Arc::ptr_eq(&OffWorker::records(sqlite.clone()), &sqlite));
+    let state: Arc<dyn Records> = Arc::new(MemState::new());
+    assert!(Arc::ptr_eq(&OffWorker::records(state.clone()), &state));
+    #[cfg(feature = "s3")]
+    {
+        use resourcesync_store::{S3Config, S3Store};
+        let cfg = S3Config::parse("s3://id:secret@127.0.0.1:9/bucket").expect("config");
+        let s3: Arc<dyn Store> = Arc::new(S3Store::with_config(cfg).expect("store"));
+        assert!(!s3.features().in_place);
+        let wrapped = OffWorker::store(s3.clone());
+        assert!(!Arc::ptr_eq(&wrapped, &s3));
+        assert!(
+            wrapped.features().in_place,
+            "each call goes off the worker by itself"
+        );
+    }
+}
