@@ -357,8 +357,9 @@ fn push_republisher(
                 continue;
             };
             let p = path.clone();
+            // The push round that asked for it may still hold the state for a moment.
             let state = match tokio::task::spawn_blocking(move || {
-                resourcesync_store::SqliteState::open(&p)
+                resourcesync_store::SqliteState::open_waiting(&p, crate::shared::STATE_WAIT)
             })
             .await
             {

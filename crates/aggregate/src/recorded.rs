@@ -35,7 +35,8 @@ fn read(spec: &SourceSpec, shared: &Shared) -> Option<(u64, u64)> {
         }
         // Never created here: a Source not synced yet has no copies.
         (_, Some(path)) if path.is_file() => {
-            SqliteState::open(&path).and_then(|s| s.recorded_totals())
+            SqliteState::open_waiting(&path, crate::shared::STATE_WAIT)
+                .and_then(|s| s.recorded_totals())
         }
         _ => return None,
     };

@@ -297,3 +297,7 @@ impl Shared {
 pub fn schema_of(name: &str) -> String {
     format!("agg_{}", name.replace('-', "_"))
 }
+
+/// How long a reader of a push Source's SQLite state (its republish, its count) waits while the
+/// push round that asked for it still holds the state: the rounds and the readers take turns.
+pub(crate) const STATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -148,9 +148,16 @@ impl std::fmt::Debug for OpenState {
     }
 }
 
-/// Opens the SQLite state at `path` each time (see [`OpenState`]).
+/// How long a push round waits for its SQLite state while another holder in this process (the
+/// aggregator's republish or count of the same Source) has it.
+const STATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens the SQLite state at `path` each time (see [`OpenState`]), waiting up to
+/// [`STATE_WAIT`] while it is held for a moment ([`SqliteState::open_waiting`]).
 pub fn state_opener(path: PathBuf) -> OpenState {
-    OpenState::new(move || Ok(Arc::new(SqliteState::open(&path)?) as Arc<dyn Records>))
+    OpenState::new(move || {
+        Ok(Arc::new(SqliteState::open_waiting(&path, STATE_WAIT)?) as Arc<dyn Records>)
+    })
 }
 
 /// The store of the copies in `dest` (created as needed).

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use resourcesync_model::{Change, Entry, W3cDateTime};
 use resourcesync_store::OffWorker;
+use resourcesync_store::blocking::call;
 use resourcesync_store::{RecordWrites, SourceCursor, Store};
 
 use crate::commit::{Budget, Committer};
@@ -77,7 +78,7 @@ impl Applier {
 
     /// Opens the state (until the session is dropped).
     pub(crate) fn session(&self) -> Result<Session> {
-        let state = OffWorker::records(self.open_state.open()?);
+        let state = OffWorker::records(call(|| self.open_state.open())?);
         Ok(Session(Arc::new(Ctx {
             ports: RunPorts {
                 http: self.http.clone(),

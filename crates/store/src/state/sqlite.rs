@@ -265,6 +265,24 @@ impl SqliteState {
         Ok(s)
     }
 
+    /// [`SqliteState::open`], waiting up to `wait` while another holder in this process has
+    /// it for a moment (a push round, and the aggregator's republish and count of the same
+    /// Source's state, take turns): tried again after 25 ms, doubling to 250 ms. Blocks: call
+    /// it where blocking is allowed (`crate::blocking`).
+    pub fn open_waiting(path: &Path, wait: std::time::Duration) -> Result<Self> {
+        let end = std::time::Instant::now() + wait;
+        let mut pause = std::time::Duration::from_millis(25);
+        loop {
+            match SqliteState::open(path) {
+                Err(Error::Locked { .. }) if std::time::Instant::now() < end => {
+                    std::thread::sleep(pause.min(end - std::time::Instant::now()));
+                    pause = (pause * 2).min(std::time::Duration::from_millis(250));
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Opens an existing state database (for audits and dry runs, which write no row); `None`
     /// when there is none.
     pub fn open_existing(path: &Path) -> Result<Option<Self>> {

@@ -260,3 +260,31 @@ fn a_database_of_a_newer_version_is_refused_untouched() {
         .expect("count");
     assert_eq!(tables, 0);
 }
+
+/// A state held for a moment (a push round) is opened by a second holder that waits for it
+/// (the aggregator's republish of that round), and refused at once by `open` (a second sync).
+#[test]
+fn a_state_held_for_a_moment_is_opened_by_one_that_waits() {
+    use std::time::{Duration, Instant};
+    let d = tempfile::tempdir().expect("tmp");
+    let p = d.path().join("state.sqlite");
+    let held = SqliteState::open(&p).expect("open");
+    assert!(matches!(SqliteState::open(&p), Err(Error::Locked { .. })));
+    assert!(matches!(
+        SqliteState::open_waiting(&p, Duration::from_millis(100)),
+        Err(Error::Locked { .. })
+    ));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let releaser = std::thread::spawn(move || {
+        // Released once the waiter has started waiting.
+        rx.recv().expect("started");
+        std::thread::sleep(Duration::from_millis(300));
+        drop(held);
+    });
+    tx.send(()).expect("send");
+    let t = Instant::now();
+    let s = SqliteState::open_waiting(&p, Duration::from_secs(10)).expect("opened once free");
+    assert!(t.elapsed() >= Duration::from_millis(250), "{:?}", t.elapsed());
+    assert!(s.cursor("cap").expect("read").is_none());
+    releaser.join().expect("releaser");
+}
