@@ -284,7 +284,11 @@ fn a_state_held_for_a_moment_is_opened_by_one_that_waits() {
     tx.send(()).expect("send");
     let t = Instant::now();
     let s = SqliteState::open_waiting(&p, Duration::from_secs(10)).expect("opened once free");
-    assert!(t.elapsed() >= Duration::from_millis(250), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
     assert!(s.cursor("cap").expect("read").is_none());
     releaser.join().expect("releaser");
 }
