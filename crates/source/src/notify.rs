@@ -412,7 +412,7 @@ impl Notifier {
                     self.submit_once(client, topic, &body)
                 })
                 .await
-                .map_err(|e| Error::Task(format!("hub {}: {e}", self.channels.hub)))
+                .map_err(|e| Error::Task(format!("hub: {e}")))
             }
         }
     }
