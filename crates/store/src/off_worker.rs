@@ -102,11 +102,10 @@ impl Store for OffWorker<dyn Store> {
         call(|| self.0.hash(key, algs))
     }
 
+    /// The store's own: its capabilities are the store's, not moved off the worker, so a
+    /// caller of one follows the rule by the store's `in_place`.
     fn features(&self) -> Features<'_> {
-        // Its calls may be made in place: each goes off the worker by itself.
-        let mut f = self.0.features();
-        f.in_place = true;
-        f
+        self.0.features()
     }
 }
 

@@ -239,7 +239,14 @@ impl Exec {
 /// ([`resourcesync_store::Features::blocked`]: a directory at its path, or a file where one of
 /// its directories goes; never in a store of flat keys).
 pub(crate) fn path_blocked(store: &dyn Store, rel: &RelPath) -> bool {
-    store.features().blocked(rel).unwrap_or(false)
+    let f = store.features();
+    // The rule of resourcesync_store::blocking: in place when the store says so.
+    let blocked = if f.in_place {
+        f.blocked(rel)
+    } else {
+        call(|| f.blocked(rel))
+    };
+    blocked.unwrap_or(false)
 }
 
 /// Runs one job; with `defer`, a copy whose path is blocked (see [`Exec`]) is not tried but
@@ -262,7 +269,7 @@ pub(crate) async fn run_job(
     };
     if defer
         && matches!(job.kind, JobKind::Fetch { .. })
-        && call(|| path_blocked(ctx.ports.store.as_ref(), &rel))
+        && path_blocked(ctx.ports.store.as_ref(), &rel)
     {
         return Err(job);
     }
@@ -347,7 +354,7 @@ async fn settle(
             // the Source turned into a directory, or back): say what clears it.
             if !ctx.delete
                 && matches!(job.kind, JobKind::Fetch { .. })
-                && call(|| path_blocked(ctx.ports.store.as_ref(), &rel))
+                && path_blocked(ctx.ports.store.as_ref(), &rel)
             {
                 error.message.push_str(
                     " (a copy kept after the Source deleted it may be in the way: `--delete` removes kept copies)",
