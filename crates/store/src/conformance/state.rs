@@ -72,15 +72,37 @@ pub fn run_records(mut make: impl FnMut() -> Box<dyn Records>) -> Outcome {
 /// Runs every check of every port, each on a new, empty state from `make`; a failure is
 /// named by its port and check (`leases: one_holder_per_lease: …`).
 pub fn run(mut make: impl FnMut() -> Box<dyn SharedState>) -> Outcome {
-    let failed: Vec<String> = [
-        run_checks(RECORDS, &mut || make() as Box<dyn Records>)
-            .map_err(|e| prefixed("records", &e)),
-        run_checks(LEASES, &mut make).map_err(|e| prefixed("leases", &e)),
-        run_checks(WORK_QUEUE, &mut make).map_err(|e| prefixed("work_queue", &e)),
-    ]
-    .into_iter()
-    .filter_map(std::result::Result::err)
-    .collect();
+    by_port([
+        (
+            "records",
+            run_checks(RECORDS, &mut || make() as Box<dyn Records>),
+        ),
+        ("leases", run_checks(LEASES, &mut make)),
+        ("work_queue", run_checks(WORK_QUEUE, &mut make)),
+    ])
+}
+
+/// Every check of every port from a task on a Tokio runtime's worker (multi-threaded, then
+/// current-thread), its calls through [`crate::blocking::call`], on a new state from `make`;
+/// a failure is named by its port and check.
+pub fn run_on_workers(mut make: impl FnMut() -> Box<dyn SharedState>) -> Outcome {
+    use super::worker::run_checks_on_workers as on_workers;
+    by_port([
+        (
+            "records",
+            on_workers(RECORDS, &mut || make() as Box<dyn Records>),
+        ),
+        ("leases", on_workers(LEASES, &mut make)),
+        ("work_queue", on_workers(WORK_QUEUE, &mut make)),
+    ])
+}
+
+/// The outcomes of the ports' checks as one: every failure line named by its port.
+fn by_port<const N: usize>(outcomes: [(&str, Outcome); N]) -> Outcome {
+    let failed: Vec<String> = outcomes
+        .into_iter()
+        .filter_map(|(port, o)| o.err().map(|e| prefixed(port, &e)))
+        .collect();
     if failed.is_empty() {
         Ok(())
     } else {
@@ -95,27 +117,6 @@ fn prefixed(port: &str, failures: &str) -> String {
         .map(|l| format!("{port}: {l}"))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// Every check of every port from a task on a Tokio runtime's worker (multi-threaded, then
-/// current-thread), its calls through [`crate::blocking::call`], on a new state from `make`;
-/// a failure is named by its port and check.
-pub fn run_on_workers(mut make: impl FnMut() -> Box<dyn SharedState>) -> Outcome {
-    let failed: Vec<String> = [
-        super::worker::run_checks_on_workers(RECORDS, &mut || make() as Box<dyn Records>)
-            .map_err(|e| prefixed("records", &e)),
-        super::worker::run_checks_on_workers(LEASES, &mut make).map_err(|e| prefixed("leases", &e)),
-        super::worker::run_checks_on_workers(WORK_QUEUE, &mut make)
-            .map_err(|e| prefixed("work_queue", &e)),
-    ]
-    .into_iter()
-    .filter_map(std::result::Result::err)
-    .collect();
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(failed.join("\n"))
-    }
 }
 
 const LONG: Duration = Duration::from_secs(3600);
