@@ -58,9 +58,9 @@ fn read(body: &[u8]) -> (resourcesync_model::Header, Vec<resourcesync_model::Ent
     (h, es)
 }
 
-/// `serve` over `dir` on 127.0.0.1 with its embedded hub, batches run by the test only (no
+/// `serve` over `dir` on 127.0.0.1 notifying through `hub`, batches run by the test only (no
 /// watcher, no rescan); its base URL.
-async fn serve_with_embedded_hub(dir: &std::path::Path) -> (String, server::Running) {
+async fn serve_with_hub(dir: &std::path::Path, hub: HubChoice) -> (String, server::Running) {
     let listener = server::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", listener.local_addr().unwrap());
     let mut cfg = SourceConfig::new(dir, &base);
@@ -74,10 +74,15 @@ async fn serve_with_embedded_hub(dir: &std::path::Path) -> (String, server::Runn
         },
         ..ServeOptions::default()
     };
-    let running = server::start_with(source, listener, opts, Some(HubChoice::Embedded))
+    let running = server::start_with(source, listener, opts, Some(hub))
         .await
         .unwrap();
     (base, running)
+}
+
+/// [`serve_with_hub`] with its embedded hub.
+async fn serve_with_embedded_hub(dir: &std::path::Path) -> (String, server::Running) {
+    serve_with_hub(dir, HubChoice::Embedded).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,31 +216,6 @@ async fn changes_are_pushed_as_change_notifications() {
     running.shutdown().await.unwrap();
 }
 
-/// `serve` over `dir` on 127.0.0.1 notifying the remote hub at `hub_url`, batches run by the
-/// test only (no watcher, no rescan).
-async fn serve_with_remote_hub(
-    dir: &std::path::Path,
-    hub_url: String,
-) -> (String, server::Running) {
-    let listener = server::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/", listener.local_addr().unwrap());
-    let mut cfg = SourceConfig::new(dir, &base);
-    server::prepare_config(&mut cfg);
-    let source = Source::open(cfg).unwrap();
-    let opts = ServeOptions {
-        watch: WatchOptions {
-            use_watcher: false,
-            rescan_interval: Duration::from_secs(3600),
-            ..WatchOptions::default()
-        },
-        ..ServeOptions::default()
-    };
-    let running = server::start_with(source, listener, opts, Some(HubChoice::Url(hub_url)))
-        .await
-        .unwrap();
-    (base, running)
-}
-
 /// A remote hub that answers 503 with `Retry-After: 1` twice: the ping is sent again under the
 /// one retry policy (crates/http), after the delay the hub asked for, and the batch's changes
 /// reach it without waiting for the next batch.
@@ -280,7 +260,7 @@ async fn a_busy_hub_is_pinged_again_after_its_retry_after() {
         .with_state((refusals.clone(), tx));
     let hub_url = format!("http://{}/hub", resourcesync_testkit::serve(hub_app).await);
     let dir = tempfile::tempdir().unwrap();
-    let (_, running) = serve_with_remote_hub(dir.path(), hub_url).await;
+    let (_, running) = serve_with_hub(dir.path(), HubChoice::Url(hub_url)).await;
     std::fs::write(dir.path().join("one.txt"), "1").unwrap();
     running.publisher().batch(false).await.unwrap();
     let mut pings: Vec<Ping> = Vec::new();
@@ -331,7 +311,7 @@ async fn a_hub_that_500s_gets_everything_later() {
     let hub_url = format!("http://{}/hub", resourcesync_testkit::serve(hub_app).await);
 
     let dir = tempfile::tempdir().unwrap();
-    let (base, running) = serve_with_remote_hub(dir.path(), hub_url).await;
+    let (base, running) = serve_with_hub(dir.path(), HubChoice::Url(hub_url)).await;
     let from0 = running
         .publisher()
         .lock()
