@@ -35,16 +35,16 @@ impl Read for Chunked {
 
 /// xorshift64*: seeded, reproducible, no dependency.
 #[derive(Clone)]
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         if n == 0 {
             0
         } else {
@@ -56,7 +56,11 @@ impl Rng {
 /// Everything observable of one reading, as text: header, each entry with its position,
 /// the error that ended it (its full message), findings, bytes and entries read.
 /// With the number of entries the fast path took.
-fn reading(input: Box<dyn Read + Send>, opts: &ReadOptions, fast: bool) -> (String, u64) {
+pub(crate) fn reading(
+    input: Box<dyn Read + Send>,
+    opts: &ReadOptions,
+    fast: bool,
+) -> (String, u64) {
     let mut out = String::new();
     let mut r = match DocumentReader::open(input, opts.clone()) {
         Ok(r) => r,
@@ -255,7 +259,7 @@ const INSERTS: &[&[u8]] = &[
     b"\xc3",
 ];
 
-fn mutate(doc: &[u8], rng: &mut Rng) -> Vec<u8> {
+pub(crate) fn mutate(doc: &[u8], rng: &mut Rng) -> Vec<u8> {
     let mut d = doc.to_vec();
     let rounds = 1 + rng.below(3);
     for _ in 0..rounds {
@@ -280,7 +284,7 @@ fn mutate(doc: &[u8], rng: &mut Rng) -> Vec<u8> {
 }
 
 /// Options that make limits trip around the fast path's entries.
-fn options(doc_len: usize, rng: &mut Rng) -> ReadOptions {
+pub(crate) fn options(doc_len: usize, rng: &mut Rng) -> ReadOptions {
     let mut o = ReadOptions::named("doc");
     match rng.below(8) {
         0 => o.max_token_bytes = 16 + rng.below(200) as u64,
