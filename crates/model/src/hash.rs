@@ -139,20 +139,65 @@ impl Hashes {
     /// Parses a `hash` attribute. Tokens without an `alg:` prefix are reported in the error list
     /// and left out; all others are kept, including unknown algorithms.
     pub fn parse(s: &str) -> (Hashes, Vec<HashSyntaxError>) {
-        let mut out = Vec::new();
+        let mut h = Hashes::default();
         let mut bad = Vec::new();
-        for token in s.split_ascii_whitespace() {
-            match token.split_once(':') {
-                Some((alg, value)) if !alg.is_empty() => out.push(Digest {
-                    alg: HashAlg::from_token(alg),
-                    value: value.to_owned(),
-                }),
+        h.parse_into(s, &mut bad);
+        (h, bad)
+    }
+
+    /// [`parse`](Self::parse) into this list, replacing what it held: its digests' buffers
+    /// are reused (the reader's, from one entry to the next). One pass over the bytes: tokens
+    /// are split at ASCII white space (as `split_ascii_whitespace`) eight bytes at a time, and
+    /// each at its first `:`.
+    pub(crate) fn parse_into(&mut self, s: &str, bad: &mut Vec<HashSyntaxError>) {
+        let b = s.as_bytes();
+        let mut kept = 0;
+        let mut i = 0;
+        loop {
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i == b.len() {
+                break;
+            }
+            let start = i;
+            let mut colon = None;
+            // The algorithm: up to the first `:` (or the token's end).
+            while i < b.len() && !b[i].is_ascii_whitespace() {
+                if b[i] == b':' {
+                    colon = Some(i);
+                    break;
+                }
+                i += 1;
+            }
+            if colon.is_some() {
+                i = token_end(b, i + 1);
+            }
+            // White space is ASCII: `start`, `i` and `colon` are character boundaries.
+            match colon {
+                Some(c) if c > start => {
+                    let (alg, value) = (&s[start..c], &s[c + 1..i]);
+                    match self.0.get_mut(kept) {
+                        Some(d) => {
+                            if d.alg.token() != alg {
+                                d.alg = HashAlg::from_token(alg);
+                            }
+                            d.value.clear();
+                            d.value.push_str(value);
+                        }
+                        None => self.0.push(Digest {
+                            alg: HashAlg::from_token(alg),
+                            value: value.to_owned(),
+                        }),
+                    }
+                    kept += 1;
+                }
                 _ => bad.push(HashSyntaxError {
-                    token: token.chars().take(64).collect(),
+                    token: s[start..i].chars().take(64).collect(),
                 }),
             }
         }
-        (Hashes(out), bad)
+        self.0.truncate(kept);
     }
 
     /// A list of the known algorithms' digests, from their values (as kept in one column per
@@ -305,6 +350,27 @@ impl MultiHasher {
     }
 }
 
+/// Where the token from `i` ends: the first ASCII white space byte, else the end. Eight bytes
+/// at a time while none is a control or a space (every white space byte is), then by byte.
+fn token_end(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    while let Some(w) = b.get(i..i + 8) {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(w);
+        let v = u64::from_le_bytes(a);
+        // Non-zero when a byte is below 0x21 (the classic SWAR test).
+        if v.wrapping_sub(ONES * 0x21) & !v & HIGHS != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < b.len() && !b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
 /// Whether every byte is an ASCII hex digit (branch-free per byte; this runs for every digest
 /// of every entry read).
 fn is_hex(bytes: &[u8]) -> bool {
@@ -352,6 +418,47 @@ mod tests {
             h.to_string(),
             "md5:1584abdf8ebdc9802ac0c6a7402c03b6 sha-512:abcd"
         );
+    }
+
+    #[test]
+    fn parsing_into_a_used_list_is_parsing_anew() {
+        // The reader parses each entry's `hash` into the buffers of the previous one's.
+        let values = [
+            "md5:1584abdf8ebdc9802ac0c6a7402c03b6 sha-256:abcd",
+            "  SHA-256:00\t\tmd5:11\n x:y:z ",
+            "nocolon :x md5: sha-1:ab\r\x0csha-1:cd",
+            "",
+            "md5:0123456789abcdef0123456789abcdef",
+            "a\u{e9}:\u{e9}\u{e9} b:1\u{1}2 c:3",
+            "sha-256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0 k",
+        ];
+        let mut used = Hashes::default();
+        for (i, v) in values.iter().cycle().take(3 * values.len()).enumerate() {
+            let mut bad = Vec::new();
+            used.parse_into(v, &mut bad);
+            let (fresh, fresh_bad) = Hashes::parse(v);
+            assert_eq!(used, fresh, "{i}: {v:?}");
+            assert_eq!(bad, fresh_bad, "{i}: {v:?}");
+            assert_eq!((fresh, fresh_bad), reference(v), "{i}: {v:?}");
+        }
+    }
+
+    /// `Hashes::parse` by the standard library's splitting: what the one pass must equal.
+    fn reference(s: &str) -> (Hashes, Vec<HashSyntaxError>) {
+        let mut out = Vec::new();
+        let mut bad = Vec::new();
+        for token in s.split_ascii_whitespace() {
+            match token.split_once(':') {
+                Some((alg, value)) if !alg.is_empty() => out.push(Digest {
+                    alg: HashAlg::from_token(alg),
+                    value: value.to_owned(),
+                }),
+                _ => bad.push(HashSyntaxError {
+                    token: token.chars().take(64).collect(),
+                }),
+            }
+        }
+        (Hashes(out), bad)
     }
 
     #[test]

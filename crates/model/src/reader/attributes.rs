@@ -79,7 +79,10 @@ impl<R: Read> DocumentReader<R> {
     }
 
     fn hashes(&mut self, a: &Attr, pos: Position) -> Option<Hashes> {
-        let (h, bad) = Hashes::parse(&a.value);
+        // The digests' buffers of an earlier entry, reused (see `pool`).
+        let mut h = self.pool.hashes();
+        let mut bad = Vec::new();
+        h.parse_into(&a.value, &mut bad);
         for b in bad {
             self.findings
                 .push(rules::RS_HASH_SYNTAX, pos, b.to_string());
@@ -94,6 +97,7 @@ impl<R: Read> DocumentReader<R> {
                 self.findings
                     .push(rules::RS_HASH_SYNTAX, pos, "empty hash attribute");
             }
+            self.pool.give_hashes(h);
             None
         } else {
             Some(h)

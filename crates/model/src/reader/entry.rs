@@ -24,13 +24,7 @@ impl<R: Read> DocumentReader<R> {
                 State::Done => return Ok(false),
                 State::AtEntry { pos, empty } => {
                     self.state = State::InRoot;
-                    let mut loc = std::mem::take(&mut e.loc);
-                    loc.clear();
-                    *e = Entry {
-                        loc,
-                        position: pos,
-                        ..Entry::default()
-                    };
+                    self.reset_entry(e, pos);
                     self.entry(e, empty)?;
                     self.entries += 1;
                     return Ok(true);
@@ -179,6 +173,21 @@ impl<R: Read> DocumentReader<R> {
         }
         self.entry_end(e);
         Ok(())
+    }
+
+    /// Empties `e` for the entry at `pos`: its `<loc>` buffer kept, those of its `<rs:md>`
+    /// given to the pool for the next one's.
+    pub(super) fn reset_entry(&mut self, e: &mut Entry, pos: Position) {
+        let mut loc = std::mem::take(&mut e.loc);
+        loc.clear();
+        if let Some(md) = e.md.as_mut() {
+            self.pool.give_metadata(md);
+        }
+        *e = Entry {
+            loc,
+            position: pos,
+            ..Entry::default()
+        };
     }
 
     // The handling of each child once read, shared by `entry` and the fast path (`fast`), so

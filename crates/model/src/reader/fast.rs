@@ -190,13 +190,7 @@ impl<R: Read> DocumentReader<R> {
             Name::Url
         };
         self.check_entry_element(&name, pos);
-        let mut loc = std::mem::take(&mut e.loc);
-        loc.clear();
-        *e = Entry {
-            loc,
-            position: pos,
-            ..Entry::default()
-        };
+        self.reset_entry(e, pos);
         let mut seen_loc = false;
         let mut links = 0usize;
         let mut done = at;
