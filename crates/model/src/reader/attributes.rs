@@ -105,6 +105,11 @@ impl<R: Read> DocumentReader<R> {
     }
 
     fn length(&mut self, a: &Attr, pos: Position) -> Option<u64> {
+        // The usual value, digits only and short enough not to overflow, read by bytes.
+        let b = a.value.as_bytes();
+        if (1..=19).contains(&b.len()) && b.iter().all(u8::is_ascii_digit) {
+            return Some(b.iter().fold(0, |n, &d| n * 10 + u64::from(d - b'0')));
+        }
         match a.value.trim().parse::<u64>() {
             Ok(v) if !a.value.trim().starts_with('+') => Some(v),
             _ => {
@@ -257,5 +262,40 @@ impl<R: Read> DocumentReader<R> {
 fn unreadable(invalid: &mut Unreadable, name: &'static str, failed: bool) {
     if failed {
         invalid.insert(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DocumentReader, ReadOptions};
+
+    /// `length`, digits read by bytes or by `parse`: the value, or a finding and none.
+    #[test]
+    fn lengths_are_non_negative_integers() {
+        for (v, want) in [
+            ("0", Some(0)),
+            ("007", Some(7)),
+            ("9999999999999999999", Some(9_999_999_999_999_999_999)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            (" 5 ", Some(5)),
+            ("+5", None),
+            ("-1", None),
+            ("", None),
+            ("5x", None),
+            ("\u{663}", None),
+        ] {
+            let doc = format!(
+                "<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9' \
+                 xmlns:rs='http://www.openarchives.org/rs/terms/'>\
+                 <rs:md capability='resourcelist'/>\
+                 <url><loc>http://e.com/a</loc><rs:md length='{v}'/></url></urlset>"
+            );
+            let mut r =
+                DocumentReader::new(doc.as_bytes(), ReadOptions::named("d")).expect("header");
+            let e = r.next_entry().expect("entry").expect("an entry");
+            assert_eq!(e.length(), want, "{v:?}");
+            assert_eq!(r.findings().is_empty(), want.is_some(), "{v:?}");
+        }
     }
 }

@@ -12,8 +12,9 @@
 //!   <rs:md hash="md5:..." length="512" type="text/plain"/></url>
 //! ```
 //!
-//! is recognized here by byte comparisons (eight bytes at a time through text and values), its
-//! UTF-8 checked once, with no per-token allocation.
+//! is recognized here by byte comparisons (the end of each text and value found with `memchr`,
+//! the bytes before it checked in one branch-free pass), its UTF-8 checked once, with no
+//! per-token allocation.
 //!
 //! The scanner accepts only a strict subset of XML, every document in it well-formed with one
 //! meaning, and hands anything else to the general path (quick-xml and `tokens`) untouched:
@@ -409,119 +410,30 @@ fn skip_space(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// Byte classes: what ends a text or a value, and what the general path must see.
-const PLAIN: u8 = 0;
-const END: u8 = 1;
-const OTHER: u8 = 2;
-
-/// Text the general path would return as it is, up to its `<`: no reference, no `]` (so no
-/// `]]>`), no CR (line ends are normalized), no character XML 1.0 §2.2 forbids (C0 controls
-/// but tab and LF; U+FFFE/U+FFFF, whose UTF-8 starts with 0xEF, the rare other characters
-/// starting so included). UTF-8 is checked over the whole entry afterwards.
-static TEXT: [u8; 256] = {
-    let mut t = [PLAIN; 256];
-    let mut c = 0;
-    while c < 0x20 {
-        t[c] = OTHER;
-        c += 1;
-    }
-    t[b'\t' as usize] = PLAIN;
-    t[b'\n' as usize] = PLAIN;
-    t[b'&' as usize] = OTHER;
-    t[b']' as usize] = OTHER;
-    t[0xEF] = OTHER;
-    t[b'<' as usize] = END;
-    t
-};
-
-/// An attribute value the general path would return as it is, up to its quote (classified
-/// separately): no reference, no white space character to normalize (XML 1.0 §3.3.3), no
-/// markup character, no forbidden character.
-static VALUE: [u8; 256] = {
-    let mut t = [PLAIN; 256];
-    let mut c = 0;
-    while c < 0x20 {
-        t[c] = OTHER;
-        c += 1;
-    }
-    t[b'&' as usize] = OTHER;
-    t[b'<' as usize] = OTHER;
-    t[b'>' as usize] = OTHER;
-    t[0xEF] = OTHER;
-    t
-};
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// Eight bytes at `i`, if there are.
-#[inline]
-fn word(b: &[u8], i: usize) -> Option<u64> {
-    let w: [u8; 8] = b.get(i..i.checked_add(8)?)?.try_into().ok()?;
-    Some(u64::from_le_bytes(w))
+/// The `<` ending plain text from `i`: text the general path would return as it is, with no
+/// reference, no `]` (so no `]]>`), no CR (line ends are normalized), no character XML 1.0
+/// §2.2 forbids (C0 controls but tab and LF; U+FFFE/U+FFFF, whose UTF-8 starts with 0xEF, the
+/// rare other characters starting so included). UTF-8 is checked over the whole entry
+/// afterwards. The `<` is found with `memchr`, the text checked in one branch-free pass.
+fn text_end(b: &[u8], i: usize) -> Option<usize> {
+    let t = b.get(i..)?;
+    let n = memchr::memchr(b'<', t)?;
+    let bad = t[..n].iter().fold(false, |bad, &c| {
+        bad | ((c < 0x20) & (c != b'\t') & (c != b'\n')) | (c == b'&') | (c == b']') | (c == 0xEF)
+    });
+    (!bad).then_some(i + n)
 }
 
-/// Non-zero when a byte of `v` is `c` (or, after a byte that is, may be: the exact search
-/// follows). The classic SWAR zero-byte test on `v ^ c...c`.
-#[inline]
-fn has_byte(v: u64, c: u8) -> u64 {
-    let x = v ^ (ONES * u64::from(c));
-    x.wrapping_sub(ONES) & !x & HIGHS
-}
-
-/// Non-zero when a byte of `v` is below `n` (n <= 128; same caveat).
-#[inline]
-fn has_less(v: u64, n: u8) -> u64 {
-    v.wrapping_sub(ONES * u64::from(n)) & !v & HIGHS
-}
-
-/// The `<` ending plain text from `i`: eight bytes at a time while none of them needs a
-/// look, then byte by byte.
-fn text_end(b: &[u8], mut i: usize) -> Option<usize> {
-    while let Some(v) = word(b, i) {
-        let special = has_byte(v, b'<')
-            | has_byte(v, b'&')
-            | has_byte(v, b']')
-            | has_byte(v, 0xEF)
-            | has_less(v, 0x20);
-        if special != 0 {
-            break;
-        }
-        i += 8;
-    }
-    loop {
-        match TEXT[usize::from(*b.get(i)?)] {
-            PLAIN => i += 1,
-            END => return Some(i),
-            _ => return None,
-        }
-    }
-}
-
-/// The quote `q` ending a plain attribute value from `i` (as [`text_end`]).
-fn value_end(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
-    while let Some(v) = word(b, i) {
-        let special = has_byte(v, q)
-            | has_byte(v, b'&')
-            | has_byte(v, b'<')
-            | has_byte(v, b'>')
-            | has_byte(v, 0xEF)
-            | has_less(v, 0x20);
-        if special != 0 {
-            break;
-        }
-        i += 8;
-    }
-    loop {
-        let c = *b.get(i)?;
-        if c == q {
-            return Some(i);
-        }
-        if VALUE[usize::from(c)] != PLAIN {
-            return None;
-        }
-        i += 1;
-    }
+/// The quote `q` ending a plain attribute value from `i`: one the general path would return
+/// as it is, with no reference, no white space character to normalize (XML 1.0 §3.3.3), no
+/// markup character, no forbidden character (as [`text_end`]).
+fn value_end(b: &[u8], i: usize, q: u8) -> Option<usize> {
+    let v = b.get(i..)?;
+    let n = memchr::memchr(q, v)?;
+    let bad = v[..n].iter().fold(false, |bad, &c| {
+        bad | (c < 0x20) | (c == b'&') | (c == b'<') | (c == b'>') | (c == 0xEF)
+    });
+    (!bad).then_some(i + n)
 }
 
 #[cfg(test)]
@@ -535,30 +447,42 @@ mod tests {
     }
 
     #[test]
-    fn word_tests_find_every_byte_looked_for() {
-        for pos in 0..8 {
+    fn texts_and_values_end_where_read_byte_by_byte() {
+        // Every byte, at every place of texts and values of every length: the end found, or
+        // none, as a reading byte by byte finds it.
+        for n in 0..40 {
             for c in 0..=255u8 {
-                let mut w = [b'a'; 8];
-                w[pos] = c;
-                let v = u64::from_le_bytes(w);
-                assert_eq!(has_byte(v, b'<') != 0, c == b'<', "{c} at {pos}");
-                assert_eq!(has_byte(v, 0xEF) != 0, c == 0xEF, "{c} at {pos}");
-                assert_eq!(has_less(v, 0x20) != 0, c < 0x20, "{c} at {pos}");
+                let at = n / 2;
+                let mut t = vec![b'x'; n];
+                t.extend_from_slice(b"</loc>");
+                if n > 0 {
+                    t[at] = c;
+                }
+                let text_ok =
+                    |c: u8| !(b"&]\xef".contains(&c) || (c < 0x20 && c != b'\t' && c != b'\n'));
+                let want = match n {
+                    0 => Some(0),
+                    _ if c == b'<' => Some(at),
+                    _ if text_ok(c) => Some(n),
+                    _ => None,
+                };
+                assert_eq!(text_end(&t, 0), want, "text {n} with {c} at {at}");
+                let mut v = vec![b'x'; n];
+                v.extend_from_slice(b"\"/>");
+                if n > 0 {
+                    v[at] = c;
+                }
+                let want = match n {
+                    0 => Some(0),
+                    _ if c == b'"' => Some(at),
+                    _ if c >= 0x20 && !b"&<>\xef".contains(&c) => Some(n),
+                    _ => None,
+                };
+                assert_eq!(value_end(&v, 0, b'"'), want, "value {n} with {c} at {at}");
             }
         }
-        // Text and values of every length end where the byte-by-byte reading ends them.
-        for n in 0..40 {
-            let mut t = vec![b'x'; n];
-            t.extend_from_slice(b"</loc>");
-            assert_eq!(text_end(&t, 0), Some(n));
-            t[n / 2] = b'&';
-            assert_eq!(text_end(&t, 0), None);
-            let mut v = vec![b'x'; n];
-            v.extend_from_slice(b"\"/>");
-            assert_eq!(value_end(&v, 0, b'"'), Some(n));
-            v[n / 2] = b'\n';
-            assert_eq!(value_end(&v, 0, b'"'), None);
-        }
+        assert_eq!(text_end(b"abc", 0), None, "no end buffered");
+        assert_eq!(value_end(b"abc", 0, b'\''), None, "no end buffered");
     }
 
     #[test]
