@@ -5,7 +5,13 @@
 //! (tower's load shedding, governor's rate limits) limit rates or shed load rather than adapt a
 //! number in flight to what a remote server answers.
 //!
-//! - Start at [`START`] in flight, or the ceiling when lower.
+//! - Start at [`START`] in flight, or the ceiling when lower; until the first window closes,
+//!   the limit is raised to what the shortest round trip measured so far says: the requests a
+//!   Source answering [`START_RATE`] per second has in flight over that round trip (Little's
+//!   law: in flight = rate × round trip), within the ceiling. The first answers (the discovery's
+//!   documents) measure it, so that the downloads after them start at the window the link needs
+//!   rather than growing to it a quarter per round trip (a 50 ms round trip starts at the default
+//!   ceiling, loopback at [`START`]).
 //! - Each window of `limit` responses: when none was a 429/503, the mean latency is at most
 //!   twice the best window's, and throughput did not fall, the limit grows by a quarter (at
 //!   least one), up to the ceiling; rising latency cuts it by a quarter.
@@ -22,8 +28,12 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// Requests in flight per host at first.
+/// Requests in flight per host at first (and the least the round trip's window starts at).
 pub const START: usize = 32;
+/// The answers per second a Source is assumed to give when the window is set from the first
+/// round trips measured ([`HostLimit`]): a static file server answers small files well beyond it,
+/// and one that cannot answers slower (rising latency) or 503, which cut the limit as always.
+pub const START_RATE: f64 = 5_000.0;
 /// The default ceiling of requests in flight per host.
 pub const DEFAULT_CEILING: usize = 256;
 /// How long a limit that drew a 429/503 stays the most the controller grows to.
@@ -48,6 +58,8 @@ struct Ctl {
     best_latency: Option<Duration>,
     last_throughput: f64,
     congested: bool,
+    /// The shortest latency answered before the first window closed (see [`START_RATE`]).
+    first_rtt: Option<Duration>,
 }
 
 /// The controller of one host.
@@ -85,6 +97,7 @@ impl HostLimit {
                 best_latency: None,
                 last_throughput: 0.0,
                 congested: false,
+                first_rtt: None,
             }),
             notify: Notify::new(),
         })
@@ -165,6 +178,22 @@ impl HostLimit {
         let mut c = self.lock();
         c.window_n += 1;
         c.window_latency += latency;
+        if c.best_latency.is_none() && c.held.is_none() && !c.congested {
+            // No window closed yet: the window the round trip asks for (see START_RATE).
+            let rtt = c.first_rtt.map_or(latency, |r| r.min(latency));
+            c.first_rtt = Some(rtt);
+            // The shortest so far: a first answer's latency also holds the connection's set-up.
+            let wanted = window_for(rtt, c.ceiling);
+            if wanted != c.limit {
+                let grew = wanted > c.limit;
+                c.limit = wanted;
+                if grew {
+                    drop(c);
+                    self.notify.notify_waiters();
+                    return;
+                }
+            }
+        }
         if c.window_n < c.limit {
             return;
         }
@@ -195,6 +224,18 @@ impl HostLimit {
         drop(c);
         self.notify.notify_waiters();
     }
+}
+
+/// The requests in flight that keep a Source answering [`START_RATE`] per second busy over a
+/// round trip of `rtt` (Little's law), at least [`START`] and at most `ceiling`.
+fn window_for(rtt: Duration, ceiling: usize) -> usize {
+    let n = (rtt.as_secs_f64() * START_RATE).ceil();
+    let n = if n.is_finite() && n < ceiling as f64 {
+        n as usize
+    } else {
+        ceiling
+    };
+    n.max(START).min(ceiling)
 }
 
 impl Slot {
@@ -260,6 +301,53 @@ mod tests {
         }
         assert!(g.limit() > START, "{}", g.limit());
         assert_eq!(HostLimit::new(4).limit(), 4);
+    }
+
+    #[tokio::test]
+    async fn the_first_round_trips_set_the_starting_window() {
+        // Z39.99 says nothing of it; RFC 9110 neither: see START_RATE.
+        assert_eq!(window_for(Duration::from_micros(200), 256), START);
+        assert_eq!(window_for(Duration::from_millis(20), 256), 100);
+        assert_eq!(window_for(Duration::from_millis(54), 256), 256);
+        assert_eq!(window_for(Duration::from_millis(54), 8), 8);
+        let h = HostLimit::new(256);
+        // A first answer after 30 ms (connection set-up included), then 20 ms: the shortest.
+        tokio::time::pause();
+        let mut a = h.acquire().await;
+        tokio::time::advance(Duration::from_millis(30)).await;
+        a.answered();
+        drop(a);
+        assert_eq!(h.limit(), 150);
+        let mut b = h.acquire().await;
+        tokio::time::advance(Duration::from_millis(20)).await;
+        b.answered();
+        drop(b);
+        assert_eq!(h.limit(), 100);
+        // Once a window has closed, only the controller's rules move it.
+        let mut held: Vec<Slot> = futures_collect(&h, 100).await;
+        tokio::time::advance(Duration::from_millis(20)).await;
+        for s in &mut held {
+            s.answered();
+        }
+        drop(held);
+        let after_window = h.limit();
+        assert_eq!(after_window, 125, "grew by a quarter");
+        let mut c = h.acquire().await;
+        tokio::time::advance(Duration::from_millis(1)).await;
+        c.answered();
+        assert_eq!(
+            h.limit(),
+            after_window,
+            "a short answer later does not reset it"
+        );
+        // A 503 before any window closed keeps the start where it is.
+        let g = HostLimit::new(256);
+        let mut d = g.acquire().await;
+        d.congestion(None);
+        let mut e = g.acquire().await;
+        tokio::time::advance(Duration::from_millis(54)).await;
+        e.answered();
+        assert_eq!(g.limit(), START / 2);
     }
 
     async fn futures_collect(h: &Arc<HostLimit>, n: usize) -> Vec<Slot> {

@@ -409,7 +409,19 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
     };
     let mut tried: Vec<String> = Vec::new();
     let mut page_links: Vec<String> = Vec::new();
-    match f.download(url).await {
+    let root = is_site_root(&parsed);
+    let origin = origin(&parsed);
+    let well_known = format!("{origin}.well-known/resourcesync");
+    // A site root is seldom a ResourceSync document itself, and its discovery goes on to the
+    // well-known URI (Z39.99-2014 §6.3.2) when it is not: both are asked for together, one
+    // round trip instead of two; the well-known answer is used only as step 3 would use it.
+    let (first, well_known_doc) = if root && well_known != url {
+        let (a, b) = tokio::join!(f.download(url), f.document(&well_known));
+        (a, Some(b))
+    } else {
+        (f.download(url).await, None)
+    };
+    match first {
         Ok(dl) => {
             if let Some(h) = &dl.link_header {
                 page_links.extend(
@@ -457,17 +469,19 @@ pub async fn discover(f: &DocFetcher, url: &str, set: Option<&str>) -> Result<So
         }
         Err(e) => tried.push(tried_line("", url, &e)),
     }
-    let root = is_site_root(&parsed);
     if !root {
         if let Some(i) = d.try_links(&page_links, &mut tried).await {
             return Ok(i);
         }
     }
-    let origin = origin(&parsed);
-    let well_known = format!("{origin}.well-known/resourcesync");
     if well_known != url {
         d.visited.clear();
-        match d.resolve_url(&well_known, 0).await {
+        let found = match well_known_doc {
+            Some(Ok(doc)) => d.resolve_doc(doc, 0).await,
+            Some(Err(e)) => Err(e),
+            None => d.resolve_url(&well_known, 0).await,
+        };
+        match found {
             Ok(i) => return Ok(i),
             Err(e @ (Error::SeveralSets { .. } | Error::Discovery { .. })) => return Err(e),
             Err(e) => tried.push(tried_line("", &well_known, &e)),

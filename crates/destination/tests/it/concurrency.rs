@@ -1,5 +1,5 @@
-//! Adaptive concurrency per host: the number of downloads in flight starts at 32,
-//! grows while the Source keeps up, and falls when it answers 503 (RFC 9110 §15.6.4).
+//! Adaptive concurrency per host: the number of downloads in flight starts at 32 (or where
+//! the round trip measured says, tests/it/round_trips.rs), grows while the Source keeps up, and falls when it answers 503 (RFC 9110 §15.6.4).
 
 use crate::common;
 
@@ -61,19 +61,22 @@ async fn a_host_that_answers_503_above_n_in_flight_brings_the_number_down() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_that_keeps_up_lets_the_number_grow_from_32() {
+async fn a_host_that_keeps_up_lets_the_number_grow_from_where_it_started() {
     let (src, server) = source(1200).await;
     *server.shared.resource_delay.lock().expect("delay") = Some(Duration::from_millis(20));
     let out = tmp();
     let dest = dest_in(&out);
     let mut o = options(&server.base, &dest);
-    o.concurrency = 256;
+    // A ceiling far above where it starts: on loopback that is 32, or more when the discovery's
+    // answers were slow (a loaded machine: the round trip measured sets the start,
+    // tests/it/round_trips.rs).
+    o.concurrency = 1024;
     let r = sync(&o, Arc::new(Quiet)).await.expect("sync");
     assert_eq!((r.created, r.failed), (1200, 0), "{:?}", r.failures);
     assert_eq!(dest_files(&dest), source_files(src.path()));
     let arrivals = server.shared.arrivals.lock().expect("arrivals").clone();
-    let first = arrivals[..64].iter().copied().max().unwrap_or(0);
+    let first = arrivals[..32].iter().copied().max().unwrap_or(0);
     let peak = arrivals.iter().copied().max().unwrap_or(0);
-    assert!(first <= 40, "started above 32: {first}");
-    assert!(peak > 40, "never grew: peak {peak}");
+    assert!(first >= 16, "started below 32: {first}");
+    assert!(peak > first * 5 / 4, "never grew: from {first} to {peak}");
 }

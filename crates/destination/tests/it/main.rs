@@ -25,6 +25,7 @@ mod iris;
 mod ports;
 mod push_reach;
 mod remembered;
+mod round_trips;
 mod share;
 mod sync;
 mod watch;
