@@ -139,12 +139,22 @@ pub(crate) struct SyncArgs {
     /// Largest dump package downloaded, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = resourcesync_destination::dump::DEFAULT_MAX_PACKAGE_BYTES)]
     max_package_size: u64,
-    /// Also hash every copy to find edits that kept its length and time (by default a copy
-    /// missing, of another length or with another modification time than the sync gave it is
-    /// fetched again).
+    /// Check every copy in this run, and hash it too, to find edits that kept its length and
+    /// time (implies --check).
     #[arg(long, conflicts_with = "no_check")]
     checksum: bool,
-    /// Do not check the copies on disk against the state.
+    /// Check every copy on disk against the state in this run, whatever --check-every says:
+    /// a copy missing, of another length or with another modification time than the sync gave
+    /// it is fetched again.
+    #[arg(long, conflicts_with = "no_check")]
+    check: bool,
+    /// How often every copy is checked against the state (as --check does): when the last
+    /// completed check, recorded in the state, is older than this (30m, 12h, 7d; 0: every
+    /// run; never: only with --check). Between checks a run costs what changed: a copy
+    /// damaged on disk is found by the next check (or `audit`).
+    #[arg(long, value_name = "INTERVAL", default_value = "24h", value_parser = parse_every)]
+    check_every: CheckEvery,
+    /// Never check the copies on disk against the state (not even with --check-every).
     #[arg(long)]
     no_check: bool,
     /// Copy only resources whose name matches PATTERN (repeatable), as written under DEST
@@ -168,6 +178,22 @@ pub(crate) struct SyncArgs {
     watch: crate::watch::WatchArgs,
     #[command(flatten)]
     config: crate::config::ConfigArgs,
+}
+
+/// `--check-every`: an interval, or never.
+#[derive(Debug, Clone, Copy)]
+struct CheckEvery(Option<Duration>);
+
+fn parse_every(s: &str) -> Result<CheckEvery, String> {
+    match s.trim() {
+        "never" | "off" => Ok(CheckEvery(None)),
+        "0" => Ok(CheckEvery(Some(Duration::ZERO))),
+        t => resourcesync_aggregate::config::parse_duration(t)
+            .map(|d| CheckEvery(Some(d)))
+            .ok_or_else(|| {
+                format!("{s:?} is not an interval: write it as 30m, 12h, 7d, 0 or never")
+            }),
+    }
 }
 
 fn parse_rate(s: &str) -> Result<u64, String> {
@@ -428,6 +454,8 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     } else {
         CheckCopies::Quick
     };
+    o.check_every = a.check_every.0;
+    o.check_now = a.check || a.checksum;
     o.deadline = r.max_time.map(Duration::from_secs);
     let bars = Arc::new(Bars::new(crate::out::progress_allowed() && !r.json));
     if a.watch.watch {

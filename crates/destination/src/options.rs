@@ -11,6 +11,8 @@ use crate::http::HttpOptions;
 
 /// Default most bytes of a resource when no `length` is published: 1 GiB.
 pub const DEFAULT_MAX_RESOURCE_BYTES: u64 = 1 << 30;
+/// Default time between two checks of every copy ([`SyncOptions::check_every`]): a day.
+pub const DEFAULT_CHECK_EVERY: Duration = Duration::from_secs(24 * 3600);
 /// Default most bytes of a document: 256 MiB (five times the Sitemap limit of 50 MB, §7).
 pub const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 256 << 20;
 
@@ -55,9 +57,16 @@ pub struct SyncOptions {
     pub prefer_dumps: bool,
     /// Bounds on dump packages.
     pub dump_limits: DumpLimits,
-    /// How the copies on disk are checked against the state before the run ends
-    /// ([`crate::fetch::repair`]; default quick, `--checksum` hashes every copy).
+    /// How the copies on disk are checked against the state when a run checks them
+    /// ([`crate::fetch::repair`]; default quick, `--checksum` hashes every copy; `Off`: never).
     pub check_copies: CheckCopies,
+    /// How often every copy is checked: a run checks them when the last completed check the
+    /// state records (`SourceCursor::checked_at`) is older than this, or when none is recorded
+    /// (`Duration::ZERO`: every run). `None`: only when `check_now` asks. Default a day
+    /// ([`DEFAULT_CHECK_EVERY`]). Between checks a run reads and checks only what changed.
+    pub check_every: Option<Duration>,
+    /// Check every copy in this run, whatever `check_every` says (`--check`; `--checksum`).
+    pub check_now: bool,
     /// After a baseline, read the Change Lists from the Resource List's `at` in the same run
     /// ([`crate::sync::catch_up`]; default `true`).
     pub catch_up: bool,
@@ -102,6 +111,8 @@ impl SyncOptions {
             prefer_dumps: false,
             dump_limits: DumpLimits::default(),
             check_copies: CheckCopies::default(),
+            check_every: Some(DEFAULT_CHECK_EVERY),
+            check_now: false,
             catch_up: true,
             filter: UriFilter::default(),
             quota: None,

@@ -212,8 +212,9 @@ where
                 break;
             }
             Some(Ok(report)) => {
-                // The copies on disk are checked by the first round; later rounds apply changes.
-                o.check_copies = crate::options::CheckCopies::Off;
+                // A check asked for is made by the first round; later rounds check the copies
+                // when the schedule says (SyncOptions::check_every).
+                o.check_now = false;
                 total.rounds += 1;
                 total.created += report.created;
                 total.updated += report.updated;

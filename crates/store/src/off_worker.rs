@@ -128,6 +128,15 @@ impl Records for OffWorker<dyn Records> {
         call(|| self.0.resources_page(source, after, limit))
     }
 
+    fn gone_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        call(|| self.0.gone_page(source, after, limit))
+    }
+
     fn has_path(&self, path: &RelPath) -> Result<bool> {
         call(|| self.0.has_path(path))
     }

@@ -81,6 +81,10 @@ pub struct SourceCursor {
     pub cursor: Option<W3cDateTime>,
     /// When the last run completed (a W3C Datetime).
     pub synced_at: Option<W3cDateTime>,
+    /// When every copy of the Source was last checked against its row and found (or made)
+    /// current: recorded by a run only once such a check has completed; `None` while none
+    /// has. What a Destination's schedule of copy checks goes by.
+    pub checked_at: Option<W3cDateTime>,
 }
 
 /// A change that failed and is retried by the next run.
@@ -281,6 +285,27 @@ pub trait Records: Send + Sync + Debug {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ResourceRecord>>;
+    /// Up to `limit` rows of a Source kept after the Source deleted them
+    /// ([`ResourceRecord::gone`]) with URIs after `after`, in URI (byte) order. The default
+    /// reads every row a page at a time; a database answers from an index of those rows alone,
+    /// so that a run finds none among many rows without reading them.
+    fn gone_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        let mut out = Vec::new();
+        let mut after = after.map(str::to_owned);
+        while out.len() < limit {
+            let page = self.resources_page(source, after.as_deref(), 1000)?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.uri.clone());
+            out.extend(page.into_iter().filter(|r| r.gone));
+        }
+        out.truncate(limit);
+        Ok(out)
+    }
     /// Whether some row has this path.
     fn has_path(&self, path: &RelPath) -> Result<bool>;
     /// The URI whose row has this path (placeholders and copies kept after a delete included),

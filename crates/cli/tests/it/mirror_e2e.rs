@@ -198,7 +198,7 @@ fn repair_and_delete(base: &str, src: &Path, dest: &Path, fresh_mode: u32) {
     let o = run(&["audit", base, dest_s]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("a b.txt"), "{}", text(&o));
-    let v = sync(base, dest, &["--retries", "0"]);
+    let v = sync(base, dest, &["--retries", "0", "--check"]);
     assert_eq!((n(&v, "repaired"), n(&v, "failed")), (1, 0), "{v}");
     check(src, dest, fresh_mode, "repair");
 

@@ -186,10 +186,14 @@ fn sync_gives_new_updated_repaired_and_dumped_copies_the_mode_of_a_new_file() {
         &[("a.txt", b"ALPHA, longer"), ("d/e/c.txt", b"C")],
     );
     publish();
-    // Damaged on disk: repaired by the next sync (another length, found without --checksum).
+    // Damaged on disk: repaired by the next sync that checks the copies (another length, found
+    // without --checksum).
     std::fs::write(fetched.join("d/b.txt"), b"damaged, longer").expect("damage");
     for d in [&dumped, &fetched] {
-        run("022", &["sync", &server.base, p(d), "--retries", "0"]);
+        run(
+            "022",
+            &["sync", &server.base, p(d), "--retries", "0", "--check"],
+        );
         assert_eq!(std::fs::read(d.join("a.txt")).expect("a"), b"ALPHA, longer");
         assert_eq!(std::fs::read(d.join("d/b.txt")).expect("b"), b"bravo");
         assert_modes("updated and repaired", d, &[".resourcesync"], 0o644, 0o755);

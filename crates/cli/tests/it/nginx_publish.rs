@@ -222,7 +222,7 @@ fn the_readme_example_publish_a_folder_behind_nginx_serves_every_document() {
     std::fs::write(data.join("a.txt"), b"ALPHA, longer").expect("update");
     run(&["publish", s(&data), "--base-url", &base]);
     std::fs::write(mirror.join("d/b.txt"), b"damaged, longer").expect("damage");
-    run(&["sync", &base, s(&mirror), "--retries", "0"]);
+    run(&["sync", &base, s(&mirror), "--retries", "0", "--check"]);
     assert_eq!(
         std::fs::read(mirror.join("a.txt")).expect("a"),
         b"ALPHA, longer"

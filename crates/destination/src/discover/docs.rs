@@ -432,6 +432,27 @@ async fn change_list_index(
     }
 }
 
+/// Whether `e`, the last Change List an index lists (the open one, Z39.99-2014 §12.2), is
+/// the open Change List `open` read already under another URL (a Source that names its open
+/// list in the Capability List, linked to the index that lists it by its period's name): both
+/// open (no `until`), of the same `from`. Its entries are then read from `open`, not fetched
+/// again; a change published between the two reads is read by the next run, the cursor going
+/// no further than the last change read.
+fn is_the_open_list(open: &Doc, e: &resourcesync_model::Entry) -> bool {
+    let (Some(a), Some(b)) = (open.header.md.as_ref(), e.md.as_ref()) else {
+        return false;
+    };
+    match (a.from, b.from) {
+        (Some(x), Some(y)) => {
+            e.loc != open.url
+                && a.until.is_none()
+                && b.until.is_none()
+                && x.cmp_instant(&y) == std::cmp::Ordering::Equal
+        }
+        _ => false,
+    }
+}
+
 /// [`walk`], starting from documents fetched already.
 pub(crate) async fn walk_with<S: ListSink>(
     f: &DocFetcher,
@@ -454,12 +475,13 @@ pub(crate) async fn walk_with<S: ListSink>(
     doc.remember_validators(&mut validators);
     // Z39.99-2014 §12.1: a Change List points to its index (`rel="index"`), which lists every
     // Change List; walk the index when the Capability List names a single list.
+    let mut opened = None;
     if cap == Capability::ChangeList && !doc.header.is_index() && !pre.no_index_link {
         if let Some(ix) = doc.header.link("index").map(|l| l.href.clone()) {
             if visited.insert(ix.clone()) {
                 if let Some(d) = change_list_index(f, url, &ix, &mut warnings).await {
                     d.remember_validators(&mut validators);
-                    doc = d;
+                    opened = Some(std::mem::replace(&mut doc, d));
                 }
             }
         }
@@ -504,6 +526,11 @@ pub(crate) async fn walk_with<S: ListSink>(
             let children = d.entries().await?;
             if depth == 0 {
                 last_part = children.last().map(|e| e.loc.clone());
+                if let Some(o) = opened.take() {
+                    if let Some(e) = children.last().filter(|e| is_the_open_list(&o, e)) {
+                        pre.parts.entry(e.loc.clone()).or_insert(Some(o));
+                    }
+                }
             }
             // Children go first, in the index's order (forward chronological for Change List
             // Indexes, Z39.99-2014 §12.2).

@@ -2,10 +2,16 @@
 //! destination, so that a copy deleted, appended to or edited in place is fetched again by the
 //! next `sync` instead of being taken for current until an `audit`.
 //!
+//! A run checks when a check is due (`crate::sync::check_due`: the last complete check the
+//! state records is older than `SyncOptions::check_every`, a day by default, or none is; or
+//! `check_now`); between checks a run reads only what changed, and a copy damaged on disk is
+//! found by the next check (or `audit`). The time of a check is recorded with the cursor only
+//! once it completed: every copy checked and every damaged one fetched again.
+//!
 //! Every copy the state records for the Source (not those kept after the Source deleted them)
 //! is checked, page by page in URI order, in bounded memory:
 //!
-//! - **quick** (every `sync`): it must be there, a regular file, of the recorded length, with the
+//! - **quick** (a check): it must be there, a regular file, of the recorded length, with the
 //!   modification time the sync gave it (the Source's time: `crate::fetch::mtime`). A copy whose time
 //!   differs but whose length is right is hashed: the digest recorded decides (same digest: only
 //!   its time is set again; copies written by versions that did not set times are so adopted

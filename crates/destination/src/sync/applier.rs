@@ -110,8 +110,8 @@ impl Applier {
 
     /// Moves the cursor forward to `to` (never back).
     pub(crate) fn advance(&self, s: &Session, to: W3cDateTime) -> Result<Option<W3cDateTime>> {
-        let cur = self.cursor(s)?;
-        let new = match cur {
+        let row = s.0.ports.state.cursor(&s.0.key)?;
+        let new = match row.as_ref().and_then(|c| c.cursor) {
             Some(c) if !after(&to, &c) => c,
             _ => to,
         };
@@ -119,6 +119,8 @@ impl Applier {
             source: s.0.key.clone(),
             cursor: Some(new),
             synced_at: Some(W3cDateTime::now(false)),
+            // The copies were not checked by this: the last check stands.
+            checked_at: row.and_then(|c| c.checked_at),
         };
         s.0.ports.state.set_cursor(&c)?;
         Ok(Some(new))

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
 use crate::fetch::exec::Exec;
 use crate::fetch::repair::Scan;
-use crate::options::{CheckCopies, SyncOptions};
+use crate::options::SyncOptions;
 use crate::outcome::Tally;
 use crate::plan::after;
 use crate::report::{Mode, SourceInfo};
@@ -36,13 +36,11 @@ impl Lists<'_> {
     pub(super) async fn run(
         &self,
         warnings: &mut Vec<String>,
-    ) -> Result<(Mode, Option<W3cDateTime>, Tally)> {
+    ) -> Result<(Mode, Option<W3cDateTime>, Tally, bool)> {
         let Lists { ctx, opts, .. } = *self;
-        // The copies checked beside the run proper (crate::fetch::repair::Scan). Not after a
-        // first baseline: every copy the state records was written by this run.
-        let scan =
-            (!opts.dry_run && self.plan.cursor.is_some() && opts.check_copies != CheckCopies::Off)
-                .then(|| Scan::start(ctx, opts.check_copies));
+        // The copies checked beside the run proper (crate::fetch::repair::Scan) when a check
+        // is due (super::check_due).
+        let scan = self.plan.check.then(|| Scan::start(ctx, opts.check_copies));
         let earlier = delete_gone(ctx, opts).await?;
         let mut exec = Exec::new(ctx.clone(), opts.concurrency);
         let mut w = Vec::new();
@@ -51,7 +49,7 @@ impl Lists<'_> {
         self.warn(w, warnings);
         let mut tally = exec.finish().await;
         let mut w = Vec::new();
-        let new_cursor = self
+        let (new_cursor, checked) = self
             .after_lists(mode, new_cursor, scan, &mut tally, &mut w)
             .await?;
         w.retain(|m| !warnings.contains(m));
@@ -76,7 +74,7 @@ impl Lists<'_> {
             .await?;
             warnings.extend(w);
         }
-        Ok((mode, new_cursor, tally))
+        Ok((mode, new_cursor, tally, checked))
     }
 
     /// Tells the observer of `w` and adds them to `warnings`.
@@ -88,7 +86,7 @@ impl Lists<'_> {
     }
 
     /// After the lists' jobs: the catch-up after a baseline, the copies checked (`scan`), and
-    /// what is worth a warning; the new cursor.
+    /// what is worth a warning; the new cursor, and whether every copy was checked.
     async fn after_lists(
         &self,
         mode: Mode,
@@ -96,7 +94,7 @@ impl Lists<'_> {
         scan: Option<Scan>,
         tally: &mut Tally,
         w: &mut Vec<String>,
-    ) -> Result<Option<W3cDateTime>> {
+    ) -> Result<(Option<W3cDateTime>, bool)> {
         let Lists {
             ctx,
             fetcher,
@@ -116,8 +114,11 @@ impl Lists<'_> {
             }
             _ => new_cursor,
         };
+        let mut checked = false;
         if let Some(scan) = scan {
-            tally.merge(repair(ctx, opts, scan).await?);
+            let (t, complete) = repair(ctx, opts, scan).await?;
+            tally.merge(t);
+            checked = complete;
         }
         if baseline_at.is_some() {
             catch_up::explain_stale(tally, baseline_at.as_ref(), info.change_list.is_some());
@@ -127,7 +128,7 @@ impl Lists<'_> {
         if full {
             w.extend(ctx.filter.unmatched_warnings());
         }
-        Ok(new_cursor)
+        Ok((new_cursor, checked))
     }
 
     /// The run proper, from the dumps and the lists: returns its mode and the new cursor.

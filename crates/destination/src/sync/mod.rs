@@ -40,7 +40,7 @@ pub(crate) use applier::Applier;
 pub(crate) use incremental::{Reading, incremental_with};
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use resourcesync_model::W3cDateTime;
 use resourcesync_store::OffWorker;
@@ -58,7 +58,7 @@ use crate::fetch::repair::{Scan, check_page, next_damaged};
 use crate::http::Http;
 use crate::job::Job;
 use crate::mapping::{UriMapper, base_url};
-use crate::options::SyncOptions;
+use crate::options::{CheckCopies, SyncOptions};
 use crate::outcome::Tally;
 use crate::plan::staging::Staging;
 use crate::ports::Ports;
@@ -267,7 +267,9 @@ async fn run(
     let prior_cursor = call(|| ports.state.cursor(&key))?;
     let cursor = prior_cursor.as_ref().and_then(|c| c.cursor);
     info.check_usable(opts.use_dumps, cursor.is_none())?;
-    let plan = RunPlan::new(opts, &info, cursor, prior_cursor.is_some());
+    let mut plan = RunPlan::new(opts, &info, cursor, prior_cursor.is_some());
+    plan.check = check_due(opts, prior_cursor.as_ref(), SystemTime::now());
+    let check_started = W3cDateTime::now(false);
     let (memo, capability_list) = run_memo(&ports.scratch, &info, quick, &plan)?;
     let ctx = Arc::new(Ctx {
         ports: run_ports(ports, http, obs, opts, &key)?,
@@ -287,7 +289,7 @@ async fn run(
         info: &info,
         plan: &plan,
     };
-    let (mode, new_cursor, tally) = l.run(&mut warnings).await?;
+    let (mode, new_cursor, tally, checked) = l.run(&mut warnings).await?;
     if !opts.dry_run {
         crate::crashpoint::point("cursor");
         let known = Known {
@@ -296,7 +298,14 @@ async fn run(
             top: None,
             open: None,
         };
-        record_cursor(&ctx, opts, known, new_cursor)?;
+        // Every copy checked by this run, or written by it (a first baseline): the schedule
+        // starts again from when the run started; else the last check stands.
+        let checked_at = if checked || cursor.is_none() {
+            Some(check_started)
+        } else {
+            prior_cursor.and_then(|c| c.checked_at)
+        };
+        record_cursor(&ctx, opts, known, new_cursor, checked_at)?;
     }
     let end = Ended {
         mode,
@@ -382,6 +391,7 @@ fn record_cursor(
     opts: &SyncOptions,
     mut known: Known,
     new_cursor: Option<W3cDateTime>,
+    checked_at: Option<W3cDateTime>,
 ) -> Result<()> {
     let docs = {
         let m = ctx.memo.lists.lock().unwrap_or_else(|p| p.into_inner());
@@ -394,6 +404,7 @@ fn record_cursor(
         source: ctx.key.clone(),
         cursor: new_cursor,
         synced_at: Some(W3cDateTime::now(false)),
+        checked_at,
     };
     ctx.ports.state.apply(
         Batch::new()
@@ -447,8 +458,36 @@ async fn find_source(
     Ok(info)
 }
 
+/// Whether a run checks every copy against the state (crate::fetch::repair): never on a dry
+/// run, with checks off, or on a first baseline (every copy is written by it); else when asked
+/// (`check_now`), or when the last completed check the state records (`prior`) is at least
+/// `check_every` old at `now`, or none is recorded.
+fn check_due(opts: &SyncOptions, prior: Option<&SourceCursor>, now: SystemTime) -> bool {
+    let Some(prior) = prior.filter(|c| c.cursor.is_some()) else {
+        return false;
+    };
+    if opts.dry_run || opts.check_copies == CheckCopies::Off {
+        return false;
+    }
+    if opts.check_now {
+        return true;
+    }
+    let Some(every) = opts.check_every else {
+        return false;
+    };
+    match prior.checked_at {
+        None => true,
+        // A check recorded in the future (a clock set back) is taken as due.
+        Some(t) => now
+            .duration_since(SystemTime::from(t.timestamp()))
+            .map_or(true, |age| age >= every),
+    }
+}
+
 /// What a run reads, decided from what the Source offers and the cursor.
 struct RunPlan {
+    /// Whether every copy is checked ([`check_due`]).
+    check: bool,
     /// The cursor of the previous run, if any.
     cursor: Option<W3cDateTime>,
     /// Whether the state had a row for the Source (a cursor, possibly empty).
@@ -469,6 +508,7 @@ impl RunPlan {
         prior: bool,
     ) -> Self {
         RunPlan {
+            check: false,
             cursor,
             prior,
             dumps_only: info.resource_list.is_none() && info.change_list.is_none(),
@@ -501,10 +541,11 @@ async fn delete_gone(ctx: &Arc<Ctx>, opts: &SyncOptions) -> Result<Tally> {
     let mut pre = Exec::new(ctx.clone(), opts.concurrency);
     let mut after: Option<String> = None;
     loop {
+        // The rows kept after a delete alone (an index of them): none read when there are none.
         let page = ctx
             .ports
             .state
-            .resources_page(&ctx.key, after.as_deref(), 1000)?;
+            .gone_page(&ctx.key, after.as_deref(), 1000)?;
         let Some(last) = page.last() else { break };
         after = Some(last.uri.clone());
         for r in page.into_iter().filter(|r| r.gone && !is_placeholder(r)) {
@@ -535,8 +576,9 @@ fn need_rl(opts: &SyncOptions, info: &SourceInfo, then: String) -> Result<String
 }
 
 /// The copies on disk against the state (crate::fetch::repair): a damaged one is fetched again.
-/// The copies `scan` noted are checked again; all of them when it gave up.
-async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions, scan: Scan) -> Result<Tally> {
+/// The copies `scan` noted are checked again; all of them when it gave up. Its counts, and
+/// whether the check completed: every copy checked and every damaged one fetched again.
+async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions, scan: Scan) -> Result<(Tally, bool)> {
     ctx.ports.obs.phase("checking the copies");
     let mut rex = Exec::new(ctx.clone(), opts.concurrency);
     let how = opts.check_copies;
@@ -544,13 +586,15 @@ async fn repair(ctx: &Arc<Ctx>, opts: &SyncOptions, scan: Scan) -> Result<Tally>
         let c = ctx.clone();
         let damaged = tokio::task::spawn_blocking(move || check_page(&c, &rows, how)).await?;
         refetch(&mut rex, damaged).await?;
-        return Ok(rex.finish().await);
+    } else {
+        let mut after = None;
+        while let Some(damaged) = next_damaged(ctx, how, &mut after).await? {
+            refetch(&mut rex, damaged).await?;
+        }
     }
-    let mut after = None;
-    while let Some(damaged) = next_damaged(ctx, how, &mut after).await? {
-        refetch(&mut rex, damaged).await?;
-    }
-    Ok(rex.finish().await)
+    let t = rex.finish().await;
+    let complete = t.failed == 0;
+    Ok((t, complete))
 }
 
 /// Fetches damaged copies again (a repair: neither a change nor a new resource), the verdicts'

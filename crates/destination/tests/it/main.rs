@@ -10,6 +10,7 @@ mod live;
 mod mirror;
 
 mod agree;
+mod checks;
 mod collide;
 mod commit_path;
 mod concurrency;

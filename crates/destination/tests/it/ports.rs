@@ -181,8 +181,11 @@ async fn audit_then_repair(
         !unused_dest.exists(),
         "nothing written to the options' directory"
     );
-    // The next sync puts the missing copy back (repair from the store's view).
-    let r = d.sync(o, Arc::new(Quiet)).await.expect("repair");
+    // The next sync that checks the copies puts the missing copy back (repair from the
+    // store's view).
+    let mut o = o.clone();
+    o.check_now = true;
+    let r = d.sync(&o, Arc::new(Quiet)).await.expect("repair");
     assert_eq!(r.failed, 0, "{r:?}");
     assert_eq!(
         store_files(store.as_ref())

@@ -352,3 +352,32 @@ async fn the_change_list_turning_from_an_index_into_a_list_and_back_loses_no_cha
     assert_eq!((r.created, r.updated, r.failed), (1, 0, 0), "{r:?}");
     assert_eq!(dest_files(&dest), source_files(src.path()));
 }
+
+/// The Capability List names the open Change List (`changelist.xml`), which links to its index;
+/// the index lists the same open list under its period's name. A walk from the open list reads
+/// it once: the index's open part is taken from it, not fetched again (the catch-up after a
+/// baseline walks so, as does any run that discovered the Source anew).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_open_change_list_is_read_once_through_its_index() {
+    let src = tmp();
+    write_tree(src.path(), &[("a.txt", b"alpha")]);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    write_tree(src.path(), &[("a.txt", b"alpha, changed")]);
+    publish(src.path(), &server.base, None);
+    let index = std::fs::read_to_string(src.path().join("resourcesync/changelist-index.xml"))
+        .expect("index");
+    assert!(index.contains("changelists/00001.xml"), "{index}");
+    let out = tmp();
+    let dest = dest_in(&out);
+    let r = run(&options(&server.base, &dest)).await;
+    assert_eq!((r.mode, r.failed), (Mode::Baseline, 0));
+    assert_eq!(server.hits("/resourcesync/changelist.xml"), 1);
+    assert_eq!(server.hits("/resourcesync/changelist-index.xml"), 1);
+    assert_eq!(
+        server.hits("/resourcesync/changelists/00001.xml"),
+        0,
+        "the open list fetched again as the index's part"
+    );
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}

@@ -350,6 +350,7 @@ async fn a_split_resource_list_is_read_part_by_part_and_audited() {
             source: r.source.key(),
             cursor: None,
             synced_at: None,
+            checked_at: None,
         },
     )
     .expect("cursor");
@@ -946,6 +947,8 @@ async fn an_incremental_repairs_beside_the_changes_against_the_rows_after_them()
     publish(src.path(), &server.base, None);
 
     server.reset_hits();
+    let mut o = o.clone();
+    o.check_now = true;
     let r = run(&o).await;
     assert_eq!(r.mode, Mode::Incremental);
     assert_eq!(

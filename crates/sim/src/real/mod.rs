@@ -405,6 +405,7 @@ async fn drive(d: Drive<'_>) -> Result<()> {
                     source: key.clone(),
                     cursor: None,
                     synced_at: None,
+                    checked_at: None,
                 })?;
             }
             let started = clock.now();

@@ -195,6 +195,25 @@ fn records_page_in_uri_order(s: &dyn Records) -> Outcome {
     ok("gone", s.set_gone("http://h/a", true))?;
     let n = ok("count", s.count_resources("cap"))?;
     ensure!(n == mine.len() as u64 - 1, "count_resources: {n}");
+    // The rows kept after a delete alone, a page at a time, this Source's only.
+    ok("gone", s.set_gone("http://h/é", true))?;
+    ok("gone", s.set_gone("http://h/ax", true))?;
+    let gone = |after: Option<&str>, n| {
+        ok("gone_page", s.gone_page("cap", after, n))
+            .map(|p| p.into_iter().map(|r| r.uri).collect::<Vec<_>>())
+    };
+    ensure!(gone(None, 1)? == ["http://h/a"], "first gone page");
+    ensure!(
+        gone(Some("http://h/a"), 5)? == ["http://h/é"],
+        "gone rows after a URI: {:?}",
+        gone(Some("http://h/a"), 5)?
+    );
+    ok("not gone", s.set_gone("http://h/é", false))?;
+    ensure!(
+        gone(None, 5)? == ["http://h/a"],
+        "gone rows: {:?}",
+        gone(None, 5)?
+    );
     ensure!(
         ok("count", s.count_resources("nobody"))? == 0,
         "count of an unknown Source"
@@ -299,6 +318,7 @@ fn pending_changes_and_cursors(s: &dyn Records) -> Outcome {
         source: "cap".into(),
         cursor: W3cDateTime::parse("2013-01-03T00:00:00.5Z").ok(),
         synced_at: W3cDateTime::parse("2013-01-04T00:00:00Z").ok(),
+        checked_at: W3cDateTime::parse("2013-01-04T00:00:01Z").ok(),
     };
     ok("set cursor", s.set_cursor(&c))?;
     ensure!(ok("cursor", s.cursor("cap"))? == Some(c.clone()), "cursor");
@@ -374,6 +394,7 @@ fn a_batch_is_all_or_nothing(s: &dyn SharedState) -> Outcome {
         source: "cap".into(),
         cursor: W3cDateTime::parse("2020-01-01T00:00:00Z").ok(),
         synced_at: None,
+        checked_at: None,
     };
     // A fence that fails last: the writes before it are undone.
     let mut batch = Batch::new();
@@ -444,6 +465,7 @@ fn documents_are_remembered_per_start(s: &dyn Records) -> Outcome {
         source: "http://h/cl.xml".into(),
         cursor: W3cDateTime::parse("2020-01-01T00:00:00Z").ok(),
         synced_at: None,
+        checked_at: None,
     };
     let docs = [ix2.clone()];
     let mut b = Batch::new();

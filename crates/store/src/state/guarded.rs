@@ -57,6 +57,15 @@ impl<G: BatchGuard> Records for Guarded<G> {
         self.inner.resources_page(source, after, limit)
     }
 
+    fn gone_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        self.inner.gone_page(source, after, limit)
+    }
+
     fn has_path(&self, path: &RelPath) -> Result<bool> {
         self.inner.has_path(path)
     }

@@ -42,8 +42,8 @@ mod sql;
 mod work;
 
 use sql::{
-    COMPLETE, FENCE, LEASE, MIGRATIONS, PENDING_AFTER, PENDING_FROM, PUT_PENDING, PUT_RESOURCE,
-    RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
+    COMPLETE, FENCE, GONE_AFTER, GONE_FROM, LEASE, MIGRATIONS, PENDING_AFTER, PENDING_FROM,
+    PUT_PENDING, PUT_RESOURCE, RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
 };
 
 /// How many connections one [`PgState`] opens at most.
@@ -468,6 +468,7 @@ impl Tx<'_, '_> {
                         &c.source,
                         &c.cursor.map(|d| d.to_string()),
                         &c.synced_at.map(|d| d.to_string()),
+                        &c.checked_at.map(|d| d.to_string()),
                     ],
                 )?;
             }
@@ -579,6 +580,25 @@ impl Records for PgState {
             .map_err(|e| self.err(e))
     }
 
+    fn gone_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        let sql = if after.is_none() {
+            GONE_FROM
+        } else {
+            GONE_AFTER
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
+            .iter()
+            .map(row_to_record)
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.err(e))
+    }
+
     fn has_path(&self, path: &RelPath) -> Result<bool> {
         let path = path.as_str();
         let rows = self.query("SELECT 1 FROM resources WHERE path = $1 LIMIT 1", &[&path])?;
@@ -655,7 +675,7 @@ impl Records for PgState {
 
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
         let rows = self.query(
-            "SELECT source, cursor, synced_at FROM sources WHERE source = $1",
+            "SELECT source, cursor, synced_at, checked_at FROM sources WHERE source = $1",
             &[&source],
         )?;
         rows.first()
@@ -664,6 +684,7 @@ impl Records for PgState {
                     source: r.try_get(0)?,
                     cursor: parse_dt(r.try_get(1)?),
                     synced_at: parse_dt(r.try_get(2)?),
+                    checked_at: parse_dt(r.try_get(3)?),
                 })
             })
             .transpose()

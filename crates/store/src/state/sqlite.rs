@@ -58,7 +58,7 @@ INSERT OR IGNORE INTO meta(key, value) VALUES('schema', '1');
 ";
 
 /// The schema version this program writes.
-const VERSION: i64 = 3;
+const VERSION: i64 = 4;
 
 /// The migrations, from version 1: `MIGRATIONS[i]` takes a database from version `i + 1` to
 /// `i + 2`, in one transaction with the new version number.
@@ -90,6 +90,9 @@ const MIGRATIONS: &[&str] = &[
         last_modified TEXT,
         PRIMARY KEY(start, role, url)
     );",
+    // 4: when every copy was last checked; the rows kept after a delete, indexed apart.
+    "ALTER TABLE sources ADD COLUMN checked_at TEXT;
+    CREATE INDEX resources_gone ON resources(source, uri) WHERE gone <> 0;",
 ];
 
 /// Creates the schema of version 1 where there is none, then migrates to [`VERSION`]. A
@@ -136,6 +139,16 @@ fn resources_page_sql(first: bool) -> String {
     format!(
         "SELECT {RESOURCE_COLS} FROM resources \
          WHERE source = ?1 AND uri {op} ?2 ORDER BY uri LIMIT ?3"
+    )
+}
+
+/// As [`resources_page_sql`], for the rows kept after a delete (the partial index
+/// `resources_gone`: its condition is the query's).
+fn gone_page_sql(first: bool) -> String {
+    let op = if first { ">=" } else { ">" };
+    format!(
+        "SELECT {RESOURCE_COLS} FROM resources \
+         WHERE source = ?1 AND gone <> 0 AND uri {op} ?2 ORDER BY uri LIMIT ?3"
     )
 }
 
@@ -433,6 +446,27 @@ impl Records for SqliteState {
             .map_err(|e| self.err(e))
     }
 
+    fn gone_page(
+        &self,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached(&gone_page_sql(after.is_none()))
+            .map_err(|e| self.err(e))?;
+        let after = after.unwrap_or("");
+        let rows = st
+            .query_map(
+                params![source, after, i64::try_from(limit).unwrap_or(i64::MAX)],
+                row_to_record,
+            )
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
     fn has_path(&self, path: &RelPath) -> Result<bool> {
         let path = path.as_str();
         let c = self.lock();
@@ -509,13 +543,14 @@ impl Records for SqliteState {
     fn cursor(&self, source: &str) -> Result<Option<SourceCursor>> {
         self.lock()
             .query_row(
-                "SELECT source, cursor, synced_at FROM sources WHERE source = ?1",
+                "SELECT source, cursor, synced_at, checked_at FROM sources WHERE source = ?1",
                 [source],
                 |r| {
                     Ok(SourceCursor {
                         source: r.get(0)?,
                         cursor: parse_dt(r.get(1)?),
                         synced_at: parse_dt(r.get(2)?),
+                        checked_at: parse_dt(r.get(3)?),
                     })
                 },
             )

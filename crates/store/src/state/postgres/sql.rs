@@ -72,6 +72,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY(start, role, url)
     );
 ",
+    "
+    -- 3: when every copy was last checked; the rows kept after a delete, indexed apart.
+    ALTER TABLE sources ADD COLUMN checked_at TEXT;
+    CREATE INDEX resources_gone ON resources(source, uri) WHERE gone;
+",
 ];
 
 /// The schema version this program writes.
@@ -125,6 +130,18 @@ pub(super) const RESOURCES_AFTER: &str = concat!(
     resource_cols!(),
     " FROM resources WHERE source = $1 AND uri > $2 ORDER BY uri LIMIT $3"
 );
+/// The first page of a Source's rows kept after a delete (the partial index `resources_gone`).
+pub(super) const GONE_FROM: &str = concat!(
+    "SELECT ",
+    resource_cols!(),
+    " FROM resources WHERE source = $1 AND gone AND uri >= $2 ORDER BY uri LIMIT $3"
+);
+/// A page of a Source's rows kept after a delete, after a URI.
+pub(super) const GONE_AFTER: &str = concat!(
+    "SELECT ",
+    resource_cols!(),
+    " FROM resources WHERE source = $1 AND gone AND uri > $2 ORDER BY uri LIMIT $3"
+);
 /// The first page of a Source's pending changes.
 pub(super) const PENDING_FROM: &str = concat!(
     "SELECT ",
@@ -152,8 +169,9 @@ pub(super) const PUT_PENDING: &str = "INSERT INTO pending(source, uri, change, l
      length = EXCLUDED.length, hashes = EXCLUDED.hashes, lastmod = EXCLUDED.lastmod, \
      duplicates = EXCLUDED.duplicates, error = EXCLUDED.error";
 /// Writes the cursor of a Source.
-pub(super) const SET_CURSOR: &str = "INSERT INTO sources(source, cursor, synced_at) VALUES($1, $2, $3) \
-     ON CONFLICT (source) DO UPDATE SET cursor = EXCLUDED.cursor, synced_at = EXCLUDED.synced_at";
+pub(super) const SET_CURSOR: &str = "INSERT INTO sources(source, cursor, synced_at, checked_at) \
+     VALUES($1, $2, $3, $4) ON CONFLICT (source) DO UPDATE SET cursor = EXCLUDED.cursor, \
+     synced_at = EXCLUDED.synced_at, checked_at = EXCLUDED.checked_at";
 /// Locks the lease's row while the batch runs: a takeover waits for the batch to commit.
 pub(super) const FENCE: &str = "SELECT 1 FROM leases WHERE name = $1 AND holder = $2 AND token = $3 \
      AND expires > now() FOR SHARE";

@@ -57,12 +57,14 @@ pub(super) fn apply_op(
         }
         Op::SetCursor(c) => {
             tx.prepare_cached(
-                "INSERT OR REPLACE INTO sources(source, cursor, synced_at) VALUES(?1, ?2, ?3)",
+                "INSERT OR REPLACE INTO sources(source, cursor, synced_at, checked_at) \
+                 VALUES(?1, ?2, ?3, ?4)",
             )?
             .execute(params![
                 c.source,
                 c.cursor.map(|d| d.to_string()),
-                c.synced_at.map(|d| d.to_string())
+                c.synced_at.map(|d| d.to_string()),
+                c.checked_at.map(|d| d.to_string())
             ])?;
         }
         Op::SetDocuments(start, docs) => {

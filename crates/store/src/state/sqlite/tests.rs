@@ -42,6 +42,7 @@ fn rows_round_trip_and_page_in_uri_order() {
         source: "cap".into(),
         cursor: Some(W3cDateTime::parse("2013-01-03T00:00:00.5Z").expect("dt")),
         synced_at: None,
+        checked_at: None,
     })
     .expect("cursor");
     assert_eq!(
