@@ -22,7 +22,9 @@
 # 4. times each tool's baseline and incremental, and prints the table and the ratios ours/peer
 #    (ours / the faster rclone setting: goals of issue 24 are <= 0.5 baseline, <= 0.25
 #    incremental, <= 0.1 baseline from a Source with a Resource Dump, through 50 ms round trips),
-#    and the floor of an incremental's local work (1% of N small files written + one syncfs)
+#    and the floor of an incremental's local work (1% of N small files written + one syncfs),
+#    and of a durable baseline (the tree copied by `tar -c | tar -x` into a new directory, then
+#    `sync -f`)
 #
 # Environment: BENCH_WGET=auto|1|0 (auto: wget on loopback always, through the delay only when
 # N <= 1000: it makes one request per file per round trip, 5,000 files take minutes),
@@ -120,6 +122,16 @@ secs() {  # runs "$@" quietly, prints wall seconds
     python3 -c "print('%.2f' % (($e - $s) / 1e9))"
 }
 
+floor_tree() {  # $1 tree, $2 new dir: tar -c | tar -x into it, then sync -f (wall seconds)
+    mkdir -p "$2"
+    local s e
+    s="$(date +%s%N)"
+    tar -C "$1" -cf - . | tar -C "$2" -xf -
+    sync -f "$2"
+    e="$(date +%s%N)"
+    python3 -c "print('%.2f' % (($e - $s) / 1e9))"
+}
+
 floor_write() {  # $1 dir: 1% of N files (200-4,000 B, in as many folders) written, then one syncfs
     python3 - "$1" "$N" <<'EOF'
 import ctypes, os, random, sys, time
@@ -209,6 +221,14 @@ EOF
     local tools=(ours ours-dump rclone rclone-tuned)
     [ "$wget_on" = 1 ] && tools+=(wget)
     for phase in baseline incremental; do
+        if [ "$phase" = baseline ]; then
+            # The floor of a durable baseline: the tree copied by tar into a new directory,
+            # then made durable (sync -f: one syncfs), what any copy that survives a crash
+            # costs at least, network left out.
+            T[$net/bfloor]="$(floor_tree "$W/seed" "$W/bfloor-$net")"
+            rm -rf "$W/bfloor-$net"
+            printf '%-9s %-12s %-13s %8s s\n' "$net" floor "tar|tar+sync" "${T[$net/bfloor]}"
+        fi
         if [ "$phase" = incremental ]; then
             # The floor of ours' local work: as many small files as change, made durable.
             T[$net/floor]="$(floor_write "$W/floor-$net")"
@@ -278,10 +298,18 @@ for net in "${NETS[@]}"; do
     printf '%-9s %-12s %8s   %s requests\n' "$net" unchanged "${T[$net/unchanged/ours]}" "${REQS[$net]}"
 done
 for net in "${NETS[@]}"; do
+    printf '%-9s %-12s %8s   ours baseline / it: %s, faster rclone / it: %s\n' "$net" "durable floor" \
+        "${T[$net/bfloor]}" \
+        "$(python3 -c "print('%.2f' % (${T[$net/baseline/ours]} / max(${T[$net/bfloor]}, 0.01)))")" \
+        "$(python3 -c "print('%.2f' % (min(${T[$net/baseline/rclone]}, ${T[$net/baseline/rclone-tuned]}) / max(${T[$net/bfloor]}, 0.01)))")"
     printf '%-9s %-12s %8s   ours incremental / it: %s\n' "$net" floor "${T[$net/floor]}" \
         "$(python3 -c "print('%.1f' % (${T[$net/incremental/ours]} / max(${T[$net/floor]}, 0.01)))")"
 done
 echo "(seconds; $N files; wan = ${RTT} ms round trips through the kit's proxy; wget never deletes;"
 echo " unchanged: ours once more with nothing changed, its requests as nginx logged them;"
 echo " ours dump: ours from the same tree published with dumps, its baseline from the packages;"
-echo " floor: 1% of N small files written and made durable with one syncfs, just before the incremental)"
+echo " floor: 1% of N small files written and made durable with one syncfs, just before the incremental;"
+echo " durable floor: the tree copied by tar into a new directory and made durable (sync -f): a copy"
+echo " that survives a crash costs at least that; rclone writes without making anything durable,"
+echo " ours verifies each body against the list (length, digest) and makes the copy and its"
+echo " state durable before recording it: what a kill -9 or a power cut then cannot corrupt)"
