@@ -112,6 +112,8 @@ fn one_change_rewrites_only_the_package_holding_it() {
         (1, 2, 3),
         "{second:?}"
     );
+    // b/1 and b/3 copied from the previous package of b/ as they were, b/2 from the Source.
+    assert_eq!(second.carried, 2, "{second:?}");
     // The packages of a/ and c/ and their manifest copies were not written again.
     for (i, n) in [(0, 1), (2, 3)] {
         let p = package_file(&s, 1, n);
@@ -216,6 +218,38 @@ fn added_and_deleted_resources_rewrite_their_ranges_only() {
     assert!(
         package_file(&s, 1, 3).is_file(),
         "listed by the previous dump"
+    );
+    assert_eq!(listed(out.path(), dir.path()).1, source_files(dir.path()));
+}
+
+/// An entry of the previous package whose bytes no longer match what the state records (here:
+/// damaged on disk, same length) is not carried over: the bitstream is copied from the Source.
+#[test]
+fn a_damaged_entry_of_the_previous_package_is_copied_from_the_source() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = tempfile::tempdir().expect("out");
+    tree(dir.path());
+    // Short: stored as it is in the package, so that it can be found and damaged there.
+    write(dir.path(), "b/1.txt", "bravo one");
+    let mut s = Source::open(config(dir.path(), out.path())).expect("open");
+    s.scan().expect("scan");
+    assert_eq!(dump_with(&s, OPTS).packages, 3);
+    let b = package_file(&s, 1, 2);
+    let mut bytes = std::fs::read(&b).expect("read");
+    let at = bytes
+        .windows(9)
+        .position(|w| w == b"bravo one")
+        .expect("stored bitstream");
+    bytes[at] = b'B';
+    std::fs::write(&b, &bytes).expect("damage");
+
+    write(dir.path(), "b/2.txt", "b 2, changed");
+    s.scan().expect("scan");
+    let second = dump_with(&s, OPTS);
+    assert_eq!(
+        (second.packages, second.reused, second.files, second.carried),
+        (1, 2, 3, 1),
+        "{second:?}"
     );
     assert_eq!(listed(out.path(), dir.path()).1, source_files(dir.path()));
 }

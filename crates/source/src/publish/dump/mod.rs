@@ -166,6 +166,9 @@ pub struct DumpReport {
     pub reused: usize,
     /// Bitstreams written into those packages.
     pub files: u64,
+    /// Of those, bitstreams copied from the previous dump's package of their range as they
+    /// were (compressed bytes reused, after their content was checked against the state).
+    pub carried: u64,
     /// Total size of those packages in bytes.
     pub bytes: u64,
     /// Resources left out of a Resource Dump (changed since the scan, unreadable, or with a

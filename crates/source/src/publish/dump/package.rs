@@ -288,6 +288,9 @@ impl Size {
     }
 }
 
+/// A package of the previous dump, read for the entries a new package carries over.
+pub(super) type OldPackage = zip::ZipArchive<io::BufReader<File>>;
+
 /// A package being written: the ZIP in a temporary file, and its manifest's entries.
 pub(super) struct Package {
     /// Name relative to the documents folder.
@@ -472,6 +475,40 @@ impl Package {
         Ok(CopyOutcome::Done(Copied {
             name: name.to_owned(),
         }))
+    }
+
+    /// Copies the entry `b.name` of the previous dump's package `old` into this package as it
+    /// is (its compressed bytes: not deflated again) when its content, inflated and hashed
+    /// now, has the length and digests `b` expects; `false` (nothing written) otherwise, and
+    /// for entries that need ZIP64 sizes or a bitstream without digests to check.
+    pub(super) fn carry(&mut self, old: &mut OldPackage, b: &Bitstream<'_>) -> Result<bool> {
+        let known = b.hashes.known_algs();
+        if known.is_empty() || self.large_threshold.is_some() || needs_large_file(b.length) {
+            return Ok(false);
+        }
+        let Some(i) = old.index_for_name(b.name) else {
+            return Ok(false);
+        };
+        let same = match old.by_index(i) {
+            Ok(f) if f.size() == b.length => MultiHasher::new(&known)
+                .hash_reader(f.take(b.length.saturating_add(1)))
+                .is_ok_and(|(len, h)| len == b.length && b.hashes.agrees_with(&h) == Some(true)),
+            _ => false,
+        };
+        if !same {
+            return Ok(false);
+        }
+        let Ok(raw) = old.by_index_raw(i) else {
+            return Ok(false);
+        };
+        self.zip
+            .raw_copy_file_touch(raw, zip_time(b.lastmod), Some(0o644))
+            .map_err(|e| Error::Zip {
+                path: self.target.clone(),
+                cause: e,
+            })?;
+        self.names.insert(b.name.to_owned());
+        Ok(true)
     }
 
     /// Writes the manifest (into the package and as a copy next to it), completes the ZIP,

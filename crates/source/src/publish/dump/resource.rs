@@ -41,6 +41,9 @@ struct Member {
 
 /// A run of resources, in URI order, that becomes one package.
 struct Range {
+    /// The previous dump's package whose range this one is in (index in
+    /// [`DumpWriter::ranges`]).
+    old: Option<usize>,
     members: Vec<Member>,
     names: HashSet<String>,
     size: Size,
@@ -50,6 +53,7 @@ struct Range {
 impl Range {
     fn new() -> Self {
         Range {
+            old: None,
             members: Vec::new(),
             names: HashSet::new(),
             size: Size {
@@ -122,6 +126,8 @@ struct DumpWriter<'a> {
     large_threshold: Option<u64>,
     /// The previous dump's packages carrying a fingerprint, by the URI they start at.
     previous: HashMap<String, PackageRecord>,
+    /// The previous dump's packages with the URI they start at, in URI order: the ranges.
+    ranges: Vec<PackageRecord>,
     /// Names of the previous dump's packages (a new package never takes one).
     previous_names: HashSet<String>,
     next_number: usize,
@@ -130,6 +136,16 @@ struct DumpWriter<'a> {
 }
 
 impl DumpWriter<'_> {
+    /// The previous dump's package of range `i`, when it is there as recorded.
+    fn open_old(&self, i: usize) -> Option<OldPackage> {
+        let rec = self.ranges.get(i)?;
+        if !intact(self.layout, rec) {
+            return None;
+        }
+        let f = File::open(self.layout.doc_path(&rec.name)).ok()?;
+        zip::ZipArchive::new(io::BufReader::with_capacity(64 * 1024, f)).ok()
+    }
+
     /// Carries the range's package over from the previous dump, or writes it.
     fn close(&mut self, range: Range) -> Result<()> {
         let Some(start) = range.members.first().map(|m| m.r.uri.clone()) else {
@@ -153,6 +169,7 @@ impl DumpWriter<'_> {
         };
         let mut pkg = Package::create(self.layout, name)?;
         pkg.large_threshold = self.large_threshold;
+        let mut old = range.old.and_then(|i| self.open_old(i));
         for m in range.members {
             let b = Bitstream {
                 rel: &m.rel,
@@ -162,6 +179,14 @@ impl DumpWriter<'_> {
                 mime: m.r.mime_type.as_deref(),
                 lastmod: &m.r.lastmod,
             };
+            if let Some(z) = old.as_mut() {
+                if pkg.carry(z, &b)? {
+                    pkg.push_line(&m.line, m.est, None);
+                    self.report.files += 1;
+                    self.report.carried += 1;
+                    continue;
+                }
+            }
             match pkg.copy(self.inv, &b)? {
                 CopyOutcome::Done(_) => {
                     pkg.push_line(&m.line, m.est, None);
@@ -243,7 +268,12 @@ pub(super) fn write_resource_dump_with(
 
     let previous = previous_records(state)?;
     // The ranges of the previous dump start at these URIs, in order.
-    let bounds: Vec<String> = previous.iter().filter_map(|r| r.start.clone()).collect();
+    let ranges: Vec<PackageRecord> = previous
+        .iter()
+        .filter(|r| r.start.is_some())
+        .cloned()
+        .collect();
+    let bounds: Vec<String> = ranges.iter().filter_map(|r| r.start.clone()).collect();
     let mut w = DumpWriter {
         layout,
         inv,
@@ -258,6 +288,7 @@ pub(super) fn write_resource_dump_with(
             .filter_map(|r| Some((r.start.clone()?, r.clone())))
             .collect(),
         previous_names: previous.iter().map(|r| r.name.clone()).collect(),
+        ranges,
         next_number: 1,
         records: Vec::new(),
         report: DumpReport::default(),
@@ -293,6 +324,9 @@ pub(super) fn write_resource_dump_with(
         let est = bitstream_estimate(r.length, base.len());
         if !range.size.fits(est, line.len(), &opts) {
             w.close(std::mem::replace(&mut range, Range::new()))?;
+        }
+        if range.members.is_empty() {
+            range.old = bound.checked_sub(1);
         }
         let name = range.unique_name(base.clone());
         if name != base {
