@@ -28,6 +28,10 @@ use super::*;
 /// Meta key of the snapshot whose Resource Dump was written last.
 const LAST_KEY: &str = "resourcedump:last";
 
+/// Read buffer of a previous package: an entry's local header and, for small bitstreams, its
+/// data in one read.
+const OLD_PACKAGE_BUFFER: usize = 4096;
+
 /// A resource planned into a package.
 struct Member {
     r: crate::state::Resource,
@@ -143,7 +147,9 @@ impl DumpWriter<'_> {
             return None;
         }
         let f = File::open(self.layout.doc_path(&rec.name)).ok()?;
-        zip::ZipArchive::new(io::BufReader::with_capacity(64 * 1024, f)).ok()
+        // Small: every entry is read after a seek, which empties the buffer (a large one made
+        // carrying 100,000 entries over cost more than deflating them again).
+        zip::ZipArchive::new(io::BufReader::with_capacity(OLD_PACKAGE_BUFFER, f)).ok()
     }
 
     /// Carries the range's package over from the previous dump, or writes it.
