@@ -168,7 +168,7 @@ complete -c resourcesync -n "__fish_resourcesync_using_subcommand publish" -l ch
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand publish" -l changelist-max-age -d 'Close the open Change List after this many seconds' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand publish" -l keep-resource-lists -d 'Earlier Resource Lists to keep in the Resource List Archive' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand publish" -l dump-max-bytes -d 'Largest dump package, in bytes (uncompressed content)' -r
-complete -c resourcesync -n "__fish_resourcesync_using_subcommand publish" -l dump-max-files -d 'Most files in one dump package (at most 50000)' -r
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand publish" -l dump-max-files -d 'Most files in one dump package (at most 50000; fewer per package means a re-publish rewrites fewer of them)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand publish" -l config -d 'Read flags from this TOML file (keys named as the long flags, `listen = "…"`, and the arguments, `dir = "…"`): the command line, then the environment (RESOURCESYNC_*), then the file, then the defaults. See docs/operations.md' -r -F
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand publish" -l out -d 'Where to write the documents (default: DIR itself, under DIR/resourcesync/ and DIR/.well-known/resourcesync), or a bucket: s3://KEY:SECRET@HOST:PORT/BUCKET/PREFIX?region=R (see docs/inventories.md)' -r -F
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand publish" -l log-format -d 'Format of the log lines of `serve`, `hub` and `aggregate`' -r -f -a "text\t'One line per event for people: time, level, target, fields'
@@ -193,7 +193,7 @@ complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l chan
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l changelist-max-age -d 'Close the open Change List after this many seconds' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l keep-resource-lists -d 'Earlier Resource Lists to keep in the Resource List Archive' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l dump-max-bytes -d 'Largest dump package, in bytes (uncompressed content)' -r
-complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l dump-max-files -d 'Most files in one dump package (at most 50000)' -r
+complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l dump-max-files -d 'Most files in one dump package (at most 50000; fewer per package means a re-publish rewrites fewer of them)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l config -d 'Read flags from this TOML file (keys named as the long flags, `listen = "…"`, and the arguments, `dir = "…"`): the command line, then the environment (RESOURCESYNC_*), then the file, then the defaults. See docs/operations.md' -r -F
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l listen -d 'Address to listen on (port 0 picks a free port). The default --base-url is http://LISTEN/ with the port actually bound; a Source served without --base-url follows that address from run to run (its state moves with it)' -r
 complete -c resourcesync -n "__fish_resourcesync_using_subcommand serve" -l out -d 'Where to write the documents (default: DIR/.resourcesync/www, or STATE-www next to --state), so that DIR itself is never written to' -r -F

@@ -69,8 +69,9 @@ pub(crate) struct SourceArgs {
     /// Largest dump package, in bytes (uncompressed content).
     #[arg(long, value_name = "BYTES", default_value_t = resourcesync_source::dump::DEFAULT_MAX_BYTES)]
     pub dump_max_bytes: u64,
-    /// Most files in one dump package (at most 50000).
-    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    /// Most files in one dump package (at most 50000; fewer per package means a re-publish
+    /// rewrites fewer of them).
+    #[arg(long, value_name = "N", default_value_t = resourcesync_source::dump::DEFAULT_MAX_FILES)]
     pub dump_max_files: usize,
 }
 

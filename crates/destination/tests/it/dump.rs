@@ -119,6 +119,59 @@ async fn baseline_from_the_resource_dump_fetches_no_resource() {
     assert_eq!(dest_files(&dest2), source_files(src.path()));
 }
 
+/// A re-published Resource Dump that carries packages of the previous one over (their own
+/// `at`, older than the dump's) and rewrote the others: a new Destination baselines from it
+/// alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baseline_from_a_dump_with_carried_over_packages() {
+    let src = tmp();
+    write_tree(
+        src.path(),
+        &[
+            ("a/1.txt", b"a one"),
+            ("a/2.txt", b"a two"),
+            ("b/1.txt", b"b one"),
+            ("b/2.txt", b"b two"),
+            ("c/1.txt", b"c one"),
+            ("c/2.txt", b"c two"),
+        ],
+    );
+    let server = Server::start(src.path()).await;
+    let two_per_package = |c: &mut resourcesync_source::SourceConfig| {
+        c.publish.dumps = true;
+        c.dump.max_files = 2;
+    };
+    publish_with(src.path(), &server.base, two_per_package);
+    write_tree(
+        src.path(),
+        &[("b/1.txt", b"b one, changed"), ("b/3.txt", b"b three")],
+    );
+    std::fs::remove_file(src.path().join("c/2.txt")).expect("rm");
+    publish_with(src.path(), &server.base, two_per_package);
+    let dumps: Vec<String> = std::fs::read_dir(src.path().join("resourcesync/dumps"))
+        .expect("dumps")
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".zip"))
+        .collect();
+    // a/ carried over; b/ (now three: two packages) and c/ written again; the first dump's
+    // packages of b/ and c/ kept until the next dump.
+    assert!(
+        dumps.contains(&"resourcedump-000001-00001.zip".to_owned()),
+        "{dumps:?}"
+    );
+    assert_eq!(dumps.len(), 6, "{dumps:?}");
+
+    let out = tmp();
+    let dest = dest_in(&out);
+    let r = run(&options(&server.base, &dest)).await;
+    assert_eq!(r.mode, Mode::Baseline);
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert_eq!((r.packages, r.from_packages), (4, 6), "{r:?}");
+    assert_eq!(server.resource_hits(), 0, "{r:?}");
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dump_older_than_the_resource_list_is_completed_from_the_list() {
     let src = tmp();

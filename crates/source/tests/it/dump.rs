@@ -34,7 +34,7 @@ fn parse(bytes: &[u8], name: &str) -> (Header, Vec<Entry>) {
     (h, v)
 }
 
-fn read(path: &Path) -> (Header, Vec<Entry>) {
+pub(crate) fn read(path: &Path) -> (Header, Vec<Entry>) {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     parse(&bytes, &path.display().to_string())
 }
@@ -55,7 +55,7 @@ fn assert_valid(bytes: &[u8], name: &str) {
 }
 
 /// Every XML document under the output directory validates; returns how many there are.
-fn assert_all_valid(out: &Path) -> usize {
+pub(crate) fn assert_all_valid(out: &Path) -> usize {
     fn walk(d: &Path, acc: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(d).expect("dir").flatten() {
             let p = e.path();
@@ -75,7 +75,7 @@ fn assert_all_valid(out: &Path) -> usize {
     docs.len()
 }
 
-fn config(dir: &Path, out: &Path) -> SourceConfig {
+pub(crate) fn config(dir: &Path, out: &Path) -> SourceConfig {
     let mut cfg = SourceConfig::new(dir, BASE);
     cfg.out = Some(out.to_owned());
     cfg.state = Some(out.join("state.sqlite"));
@@ -103,7 +103,7 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-fn write(dir: &Path, rel: &str, bytes: impl AsRef<[u8]>) {
+pub(crate) fn write(dir: &Path, rel: &str, bytes: impl AsRef<[u8]>) {
     let p = dir.join(rel);
     if let Some(parent) = p.parent() {
         std::fs::create_dir_all(parent).expect("mkdir");
@@ -111,14 +111,18 @@ fn write(dir: &Path, rel: &str, bytes: impl AsRef<[u8]>) {
     std::fs::write(p, bytes).expect("write");
 }
 
-fn url_to_doc(out: &Path, url: &str) -> PathBuf {
+pub(crate) fn url_to_doc(out: &Path, url: &str) -> PathBuf {
     out.join(url.strip_prefix(BASE).expect("under base"))
 }
 
 /// Opens a package, checks its manifest against the copy linked from the dump entry and every
 /// bitstream against the manifest and, when `src` is given, the source file; returns the
 /// manifest.
-fn check_package(out: &Path, src: Option<&Path>, dump_entry: &Entry) -> (Header, Vec<Entry>) {
+pub(crate) fn check_package(
+    out: &Path,
+    src: Option<&Path>,
+    dump_entry: &Entry,
+) -> (Header, Vec<Entry>) {
     let zip_path = url_to_doc(out, &dump_entry.loc);
     let zip_bytes = std::fs::read(&zip_path).expect("package");
     // The dump entry's type, length and digests are the package's (§11.1, §13.1).
@@ -178,11 +182,11 @@ fn check_package(out: &Path, src: Option<&Path>, dump_entry: &Entry) -> (Header,
     (h, entries)
 }
 
-fn resource_dump(out: &Path) -> (Header, Vec<Entry>) {
+pub(crate) fn resource_dump(out: &Path) -> (Header, Vec<Entry>) {
     read(&out.join("resourcesync/resourcedump.xml"))
 }
 
-fn rels(manifest: &[Entry]) -> Vec<PathBuf> {
+pub(crate) fn rels(manifest: &[Entry]) -> Vec<PathBuf> {
     manifest
         .iter()
         .map(|e| uri_to_path(BASE, &e.loc).expect("base").expect("safe"))
@@ -299,7 +303,7 @@ fn resource_dump_packages_every_resource_byte_for_byte() {
     assert!(again.written.is_empty());
 }
 
-fn at_id(s: &Source) -> i64 {
+pub(crate) fn at_id(s: &Source) -> i64 {
     s.state()
         .last_snapshot()
         .expect("state")
@@ -307,7 +311,7 @@ fn at_id(s: &Source) -> i64 {
         .0
 }
 
-fn dump_with(s: &Source, opts: DumpOptions) -> DumpReport {
+pub(crate) fn dump_with(s: &Source, opts: DumpOptions) -> DumpReport {
     write_resource_dump(s.layout(), s.state(), s.inventory(), &opts).expect("dump")
 }
 
@@ -404,14 +408,14 @@ fn a_new_snapshot_replaces_the_previous_dump() {
     write(dir.path(), "c.txt", "gamma");
     s.scan().expect("scan");
     let second = dump_with(&s, DumpOptions::default());
-    assert_eq!((second.packages, second.files), (1, 3));
-    // The first snapshot's package and manifest copy are gone, the new ones are there.
+    assert_eq!((second.packages, second.files, second.reused), (1, 3, 0));
+    // The first snapshot's package and manifest copy are no longer listed, but stay for one
+    // more dump (a Destination may be downloading them); the new ones are there.
     let zip = s.layout().doc_path(&resource_dump_package_name(1, 1));
     let copy = s
         .layout()
         .doc_path(&manifest_copy_name(&resource_dump_package_name(1, 1)));
-    assert!(!zip.exists() && !copy.exists());
-    assert!(second.removed.contains(&zip) && second.removed.contains(&copy));
+    assert!(zip.is_file() && copy.is_file() && second.removed.is_empty());
     assert!(
         s.layout()
             .doc_path(&resource_dump_package_name(2, 1))
@@ -421,6 +425,19 @@ fn a_new_snapshot_replaces_the_previous_dump() {
     assert_eq!(packages.len(), 1);
     check_package(out.path(), Some(dir.path()), &packages[0]);
     assert_all_valid(out.path());
+
+    // The dump after that removes them.
+    write(dir.path(), "b.txt", "beta, changed");
+    s.scan().expect("scan");
+    let third = dump_with(&s, DumpOptions::default());
+    assert_eq!(third.packages, 1);
+    assert!(!zip.exists() && !copy.exists());
+    assert!(third.removed.contains(&zip) && third.removed.contains(&copy));
+    assert!(
+        s.layout()
+            .doc_path(&resource_dump_package_name(2, 1))
+            .is_file()
+    );
 }
 
 #[test]

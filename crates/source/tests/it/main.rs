@@ -2,6 +2,7 @@
 //! `tests/NAME.rs` is the module `NAME` here (`cargo test -p CRATE --test it NAME::`).
 
 mod dump;
+mod dump_reuse;
 mod moves;
 mod notify;
 #[cfg(feature = "oai-pmh")]

@@ -75,6 +75,7 @@
 //! changes of one resource with the same content share one bitstream in the package.
 
 mod package;
+mod resource;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -110,6 +111,9 @@ pub const RESOURCE_PREFIX: &str = "resources/";
 pub const CHANGE_PREFIX: &str = "changes/";
 /// Default [`DumpOptions::max_bytes`]: 1 GiB.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+/// Default [`DumpOptions::max_files`]: 10,000. Smaller than the Sitemap limit so that a
+/// change touches few packages and a re-publish rewrites only those (see [`resource`]).
+pub const DEFAULT_MAX_FILES: usize = 10_000;
 
 /// Bytes counted per ZIP entry besides its data and name: local header (30), central header
 /// (46), ZIP64 extra fields (up to 48) and slack.
@@ -128,8 +132,9 @@ pub struct DumpOptions {
     /// Largest package in bytes (default 1 GiB), counting bitstreams uncompressed plus their
     /// ZIP headers and manifest lines. A bitstream larger than this gets a package of its own.
     pub max_bytes: u64,
-    /// Most manifest entries in one package (default and upper bound 50,000, the Sitemap limit
-    /// on the manifest, Z39.99-2014 §7; values outside 1..=50,000 are clamped).
+    /// Most manifest entries in one package (default [`DEFAULT_MAX_FILES`]; upper bound 50,000,
+    /// the Sitemap limit on the manifest, Z39.99-2014 §7; values outside 1..=50,000 are
+    /// clamped).
     pub max_files: usize,
 }
 
@@ -137,7 +142,7 @@ impl Default for DumpOptions {
     fn default() -> Self {
         DumpOptions {
             max_bytes: DEFAULT_MAX_BYTES,
-            max_files: MAX_ENTRIES,
+            max_files: DEFAULT_MAX_FILES,
         }
     }
 }
@@ -156,8 +161,14 @@ impl DumpOptions {
 pub struct DumpReport {
     /// Packages written by this call (0 when everything was up to date).
     pub packages: usize,
+    /// Packages of the previous Resource Dump listed again in the new one, not rewritten
+    /// (every entry of their manifest is as the new snapshot has it).
+    pub reused: usize,
     /// Bitstreams written into those packages.
     pub files: u64,
+    /// Of those, bitstreams copied from the previous dump's package of their range as they
+    /// were (compressed bytes reused, after their content was checked against the state).
+    pub carried: u64,
     /// Total size of those packages in bytes.
     pub bytes: u64,
     /// Resources left out of a Resource Dump (changed since the scan, unreadable, or with a
@@ -206,6 +217,7 @@ pub fn needs_large_file(len: u64) -> bool {
 }
 
 use package::*;
+pub use resource::write_resource_dump;
 
 /// The entry of a package in the Resource Dump or the Change Dump (Z39.99-2014 §11.1, §13.1).
 fn package_entry(
@@ -220,6 +232,9 @@ fn package_entry(
     md.hash = Some(rec.hashes.clone());
     match at {
         Some((at, completed)) => {
+            // A package carried over from an earlier snapshot keeps that snapshot's times, as
+            // its manifest does (Z39.99-2014 §11.1: the package's own at/completed).
+            let (at, completed) = (rec.at.unwrap_or(at), rec.completed.unwrap_or(completed));
             md.at = Some(at);
             md.completed = Some(completed);
             e.lastmod = Some(completed);
@@ -294,185 +309,6 @@ fn note_finished(report: &mut DumpReport, records: &mut Vec<PackageRecord>, f: F
     report.bytes += f.record.length;
     report.written.extend(f.files);
     records.push(f.record);
-}
-
-/// Writes the Resource Dump of the newest snapshot (Z39.99-2014 §11): every resource of the
-/// state, in URI order, packaged into `resourcesync/dumps/resourcedump-SSSSSS-NNNNN.zip` with a
-/// Resource Dump Manifest (§11.2) inside and a copy next to it, then `resourcesync/resourcedump.xml`
-/// (§11.1) listing the packages with their type, length, md5 and sha-256, `at`/`completed` and
-/// a `contents` link to the manifest copy.
-///
-/// Nothing is done when the dump of this snapshot was already written (state meta key
-/// `resourcedump:<snapshot>`) and its files are all there. Once the new dump is complete, the
-/// packages of earlier snapshots (and any stale file of an interrupted run) are removed.
-///
-/// A resource whose file changed since the scan is left out (see the [module
-/// documentation](self)); every manifest entry's length and digests are those of the bytes in
-/// the package.
-pub fn write_resource_dump(
-    layout: &Layout,
-    state: &State,
-    inv: &dyn Inventory,
-    opts: &DumpOptions,
-) -> Result<DumpReport> {
-    write_resource_dump_with(layout, state, inv, opts, None)
-}
-
-fn write_resource_dump_with(
-    layout: &Layout,
-    state: &State,
-    inv: &dyn Inventory,
-    opts: &DumpOptions,
-    large_threshold: Option<u64>,
-) -> Result<DumpReport> {
-    let opts = opts.clamped();
-    let mut report = DumpReport::default();
-    let (id, at, completed, _) = state
-        .last_snapshot()?
-        .ok_or_else(|| Error::Config("nothing to dump: no scan recorded yet".into()))?;
-    let key = format!("resourcedump:{id}");
-    if let Some(records) = state.meta(&key)?.and_then(|v| decode_records(&v)) {
-        if records_present(layout, &records) && layout.doc_path("resourcedump.xml").is_file() {
-            return Ok(report);
-        }
-    }
-
-    // Z39.99-2014 §11.2: capability resourcedump-manifest, at (and completed) of the snapshot,
-    // and a link up to the Capability List.
-    let mut md = Metadata::with_capability(Capability::ResourceDumpManifest);
-    md.at = Some(at);
-    md.completed = Some(completed);
-    let mut manifest_header = Header::new(Root::UrlSet, md);
-    manifest_header.links.push(up(layout));
-
-    let mut records: Vec<PackageRecord> = Vec::new();
-    let mut current: Option<Package> = None;
-    let mut line = String::with_capacity(512);
-    state.for_each_resource_by_uri(|r| {
-        let rel = rel_path(&r);
-        let Some(base) = zip_name(RESOURCE_PREFIX, &rel) else {
-            report.skipped += 1;
-            report.problems.push(Skipped {
-                path: rel,
-                reason: "no ZIP entry name for this path".into(),
-            });
-            return Ok(());
-        };
-        // Z39.99-2014 §11.2: loc, lastmod, and rs:md with path (leading slash), hash, length
-        // and type, as in the Resource List of the same snapshot.
-        let mut e = resource_entry(&r);
-        e.md_mut().path = Some(format!("/{base}"));
-        line.clear();
-        entry_xml(&mut line, MANIFEST_NAME, Root::UrlSet, &[], &e)?;
-        let est = bitstream_estimate(r.length, base.len());
-        if current
-            .as_ref()
-            .is_some_and(|p| !p.fits(est, line.len(), &opts))
-        {
-            if let Some(p) = current.take() {
-                let f = p.finish(layout, &manifest_header, &completed)?;
-                note_finished(&mut report, &mut records, f);
-            }
-        }
-        let pkg = match &mut current {
-            Some(p) => p,
-            None => {
-                let mut p =
-                    Package::create(layout, resource_dump_package_name(id, records.len() + 1))?;
-                p.large_threshold = large_threshold;
-                current.insert(p)
-            }
-        };
-        let name = pkg.unique_name(base.clone());
-        if name != base {
-            e.md_mut().path = Some(format!("/{name}"));
-            line.clear();
-            entry_xml(&mut line, MANIFEST_NAME, Root::UrlSet, &[], &e)?;
-        }
-        let b = Bitstream {
-            rel: &rel,
-            name: &name,
-            length: r.length,
-            hashes: &r.hashes,
-            mime: r.mime_type.as_deref(),
-            lastmod: &r.lastmod,
-        };
-        match pkg.copy(inv, &b)? {
-            CopyOutcome::Done(_) => {
-                pkg.push_line(&line, est, None);
-                report.files += 1;
-            }
-            outcome => left_out(&mut report, rel, r.length, outcome),
-        }
-        Ok(())
-    })?;
-    if let Some(p) = current.take() {
-        if p.entries > 0 {
-            let f = p.finish(layout, &manifest_header, &completed)?;
-            note_finished(&mut report, &mut records, f);
-        }
-        // An empty last package (every remaining resource left out) is dropped, which removes
-        // its temporary file.
-    }
-
-    let snapshot = (key.as_str(), at, completed);
-    finish_resource_dump(layout, state, snapshot, &records, &mut report)?;
-    Ok(report)
-}
-
-/// A resource not copied into the dump, counted and reported with why.
-fn left_out(report: &mut DumpReport, rel: PathBuf, recorded: u64, outcome: CopyOutcome) {
-    let reason = match outcome {
-        CopyOutcome::Changed { length } => format!(
-            "changed since the scan ({length} bytes read, {recorded} recorded, or other digests): left out of the dump until the next scan"
-        ),
-        CopyOutcome::Unreadable(reason) => reason,
-        CopyOutcome::Done(_) => return,
-    };
-    report.skipped += 1;
-    report.problems.push(Skipped { path: rel, reason });
-}
-
-/// The Resource Dump of the snapshot (`key`, `at`, `completed`) once its packages are
-/// written: the document listing them, the records kept under `key`, and the packages of
-/// earlier snapshots (and leftovers) removed.
-fn finish_resource_dump(
-    layout: &Layout,
-    state: &State,
-    (key, at, completed): (&str, W3cDateTime, W3cDateTime),
-    records: &[PackageRecord],
-    report: &mut DumpReport,
-) -> Result<()> {
-    // Z39.99-2014 §11.1: capability resourcedump with at/completed, a link up, one entry per
-    // package.
-    let mut md = Metadata::with_capability(Capability::ResourceDump);
-    md.at = Some(at);
-    md.completed = Some(completed);
-    let mut header = Header::new(Root::UrlSet, md);
-    header.links.push(up(layout));
-    let entries = records
-        .iter()
-        .map(|rec| package_entry(layout, rec, Some((at, completed))));
-    report.written.extend(write_dump_document(
-        layout,
-        "resourcedump",
-        header,
-        entries,
-    )?);
-    state.set_meta(key, &encode_records(records))?;
-
-    // The new dump is complete: remove earlier snapshots' packages and leftovers.
-    let keep: HashSet<PathBuf> = records
-        .iter()
-        .flat_map(|r| {
-            [
-                layout.doc_path(&r.name),
-                layout.doc_path(&manifest_copy_name(&r.name)),
-            ]
-        })
-        .collect();
-    report.removed = prune(&layout.doc_path(RESOURCE_DUMP_DIR), "resourcedump-", &keep);
-    Ok(())
 }
 
 /// The bytes of a change: its resource now, its path, its entry name in the package.

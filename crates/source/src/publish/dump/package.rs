@@ -132,21 +132,59 @@ pub(super) struct PackageRecord {
     pub(super) hashes: Hashes,
     pub(super) from: Option<W3cDateTime>,
     pub(super) until: Option<W3cDateTime>,
+    /// Resource Dump packages: `at` and `completed` of the snapshot the package was made for
+    /// (its manifest's; a package carried over keeps them, Z39.99-2014 §11.1).
+    pub(super) at: Option<W3cDateTime>,
+    pub(super) completed: Option<W3cDateTime>,
+    /// Resource Dump packages: the URI of its first resource, where its range starts.
+    pub(super) start: Option<String>,
+    /// Resource Dump packages: the digest of its manifest's entry lines (see
+    /// [`super::resource`]).
+    pub(super) fingerprint: Option<String>,
 }
 
-/// Records as kept in the state's meta table: one line per package, tab-separated.
+impl PackageRecord {
+    /// A record of a package just written, with nothing of the Resource Dump's own fields.
+    pub(super) fn new(name: String, length: u64, hashes: Hashes) -> Self {
+        PackageRecord {
+            name,
+            length,
+            hashes,
+            from: None,
+            until: None,
+            at: None,
+            completed: None,
+            start: None,
+            fingerprint: None,
+        }
+    }
+}
+
+/// Records as kept in the state's meta table: one line per package, tab-separated (name,
+/// length, digests, from, until, at, completed, start, fingerprint; a URI has no tab or line
+/// break).
 pub(super) fn encode_records(records: &[PackageRecord]) -> String {
     let dt = |d: &Option<W3cDateTime>| d.map(|d| d.to_string()).unwrap_or_default();
+    let text = |s: &Option<String>| {
+        s.as_deref()
+            .filter(|s| !s.contains(['\t', '\n', '\r']))
+            .unwrap_or_default()
+            .to_owned()
+    };
     records
         .iter()
         .map(|r| {
             format!(
-                "{}\t{}\t{}\t{}\t{}",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 r.name,
                 r.length,
                 r.hashes,
                 dt(&r.from),
-                dt(&r.until)
+                dt(&r.until),
+                dt(&r.at),
+                dt(&r.completed),
+                text(&r.start),
+                text(&r.fingerprint),
             )
         })
         .collect::<Vec<_>>()
@@ -170,12 +208,22 @@ pub(super) fn decode_records(s: &str) -> Option<Vec<PackageRecord>> {
             let (hashes, bad) = Hashes::parse(f.next()?);
             let from = dt(f.next()?)?;
             let until = dt(f.next()?)?;
+            // Records of older versions end here: their packages are not carried over.
+            let at = dt(f.next().unwrap_or_default())?;
+            let completed = dt(f.next().unwrap_or_default())?;
+            let text = |v: Option<&str>| v.filter(|v| !v.is_empty()).map(str::to_owned);
+            let start = text(f.next());
+            let fingerprint = text(f.next());
             (bad.is_empty() && !name.is_empty()).then_some(PackageRecord {
                 name,
                 length,
                 hashes,
                 from,
                 until,
+                at,
+                completed,
+                start,
+                fingerprint,
             })
         })
         .collect()
@@ -218,6 +266,30 @@ pub(super) enum CopyOutcome {
     /// It could not be read: left out.
     Unreadable(String),
 }
+
+/// How full a package is: entries, estimated size (see [`DumpOptions::max_bytes`]), and
+/// the manifest's entry lines in bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Size {
+    pub(super) entries: usize,
+    pub(super) estimate: u64,
+    pub(super) body: u64,
+}
+
+impl Size {
+    /// Whether one more manifest entry (line of `line_len` bytes) with a bitstream counted as
+    /// `est` bytes fits. An empty package takes anything.
+    pub(super) fn fits(&self, est: u64, line_len: usize, opts: &DumpOptions) -> bool {
+        let line = line_len as u64;
+        self.entries == 0
+            || (self.entries < opts.max_files
+                && self.estimate.saturating_add(est).saturating_add(line) <= opts.max_bytes
+                && self.body + line + MANIFEST_HEADER_RESERVE <= MAX_DOCUMENT_BYTES)
+    }
+}
+
+/// A package of the previous dump, read for the entries a new package carries over.
+pub(super) type OldPackage = zip::ZipArchive<io::BufReader<File>>;
 
 /// A package being written: the ZIP in a temporary file, and its manifest's entries.
 pub(super) struct Package {
@@ -292,11 +364,12 @@ impl Package {
     /// Whether one more manifest entry (line of `line_len` bytes) with a bitstream counted as
     /// `est` bytes fits. An empty package takes anything.
     pub(super) fn fits(&self, est: u64, line_len: usize, opts: &DumpOptions) -> bool {
-        let line = line_len as u64;
-        self.entries == 0
-            || (self.entries < opts.max_files
-                && self.estimate.saturating_add(est).saturating_add(line) <= opts.max_bytes
-                && self.body.len() as u64 + line + MANIFEST_HEADER_RESERVE <= MAX_DOCUMENT_BYTES)
+        let size = Size {
+            entries: self.entries,
+            estimate: self.estimate,
+            body: self.body.len() as u64,
+        };
+        size.fits(est, line_len, opts)
     }
 
     /// A name not used yet in this package.
@@ -404,6 +477,40 @@ impl Package {
         }))
     }
 
+    /// Copies the entry `b.name` of the previous dump's package `old` into this package as it
+    /// is (its compressed bytes: not deflated again) when its content, inflated and hashed
+    /// now, has the length and digests `b` expects; `false` (nothing written) otherwise, and
+    /// for entries that need ZIP64 sizes or a bitstream without digests to check.
+    pub(super) fn carry(&mut self, old: &mut OldPackage, b: &Bitstream<'_>) -> Result<bool> {
+        let known = b.hashes.known_algs();
+        if known.is_empty() || self.large_threshold.is_some() || needs_large_file(b.length) {
+            return Ok(false);
+        }
+        let Some(i) = old.index_for_name(b.name) else {
+            return Ok(false);
+        };
+        let same = match old.by_index(i) {
+            Ok(f) if f.size() == b.length => MultiHasher::new(&known)
+                .hash_reader(f.take(b.length.saturating_add(1)))
+                .is_ok_and(|(len, h)| len == b.length && b.hashes.agrees_with(&h) == Some(true)),
+            _ => false,
+        };
+        if !same {
+            return Ok(false);
+        }
+        let Ok(raw) = old.by_index_raw(i) else {
+            return Ok(false);
+        };
+        self.zip
+            .raw_copy_file_touch(raw, zip_time(b.lastmod), Some(0o644))
+            .map_err(|e| Error::Zip {
+                path: self.target.clone(),
+                cause: e,
+            })?;
+        self.names.insert(b.name.to_owned());
+        Ok(true)
+    }
+
     /// Writes the manifest (into the package and as a copy next to it), completes the ZIP,
     /// hashes it and renames it into place.
     pub(super) fn finish(
@@ -450,11 +557,9 @@ impl Package {
         self.file.commit()?;
         Ok(Finished {
             record: PackageRecord {
-                name: self.name,
-                length,
-                hashes,
                 from: header.md.as_ref().and_then(|m| m.from),
                 until: header.md.as_ref().and_then(|m| m.until),
+                ..PackageRecord::new(self.name, length, hashes)
             },
             files: [target, copy_path],
         })

@@ -42,21 +42,35 @@ fn zip_names_are_literal_or_encoded() {
 fn records_round_trip() {
     let recs = vec![
         PackageRecord {
-            name: "changedumps/changedump-00001.zip".into(),
-            length: 1234,
-            hashes: Hashes::parse("md5:00 sha-256:11").0,
             from: W3cDateTime::parse("2024-01-01T00:00:00Z").ok(),
             until: W3cDateTime::parse("2024-01-02T00:00:00.123456Z").ok(),
+            ..PackageRecord::new(
+                "changedumps/changedump-00001.zip".into(),
+                1234,
+                Hashes::parse("md5:00 sha-256:11").0,
+            )
         },
+        PackageRecord::new(
+            "dumps/resourcedump-000001-00001.zip".into(),
+            0,
+            Hashes::parse("md5:22").0,
+        ),
         PackageRecord {
-            name: "dumps/resourcedump-000001-00001.zip".into(),
-            length: 0,
-            hashes: Hashes::parse("md5:22").0,
-            from: None,
-            until: None,
+            at: W3cDateTime::parse("2024-01-01T00:00:00Z").ok(),
+            completed: W3cDateTime::parse("2024-01-01T00:00:01Z").ok(),
+            start: Some("http://example.com/a%20b".into()),
+            fingerprint: Some("sha-256:33".into()),
+            ..PackageRecord::new(
+                "dumps/resourcedump-000002-00001.zip".into(),
+                7,
+                Hashes::parse("md5:44").0,
+            )
         },
     ];
-    assert_eq!(decode_records(&encode_records(&recs)), Some(recs));
+    assert_eq!(decode_records(&encode_records(&recs)), Some(recs.clone()));
+    // Records of older versions (five fields) still read, without the Resource Dump's own.
+    let old = "dumps/resourcedump-000001-00001.zip\t0\tmd5:22\t\t";
+    assert_eq!(decode_records(old), Some(vec![recs[1].clone()]));
     assert_eq!(decode_records(""), Some(vec![]));
     assert_eq!(decode_records("x\tnot-a-number\tmd5:00\t\t"), None);
 }
@@ -99,7 +113,7 @@ fn zip64_entries_read_back() {
     cfg.out = Some(out.path().to_owned());
     let mut s = Source::open(cfg).expect("open");
     s.scan().expect("scan");
-    let rep = write_resource_dump_with(
+    let rep = super::resource::write_resource_dump_with(
         s.layout(),
         s.state(),
         s.inventory(),
