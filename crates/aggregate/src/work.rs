@@ -57,6 +57,11 @@ use crate::config::SourceSpec;
 use crate::queue::{POLL_MAX, POLL_MIN, blocking};
 use crate::shared::{Shared, StateChoice, schema_of};
 
+/// The most fetches one worker holds for one Source (claimed, running or waiting for a
+/// slot): bounds what a worker takes from the others, and its memory (a fetch waiting for its
+/// commit holds a few hundred bytes).
+pub const MAX_HELD: usize = 4096;
+
 /// Claims of one item after which it is given up (recorded as a pending change, untried):
 /// the workers that claimed it died or stalled each time.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -73,6 +78,10 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     };
     let mut board: Option<Arc<PgState>> = None;
     let mut pause = POLL_MIN;
+    // Told when work is added to any queue (PostgreSQL's `NOTIFY`, by a thread listening on
+    // a connection of its own): a claimer looks at once rather than at its next pause.
+    let added = Arc::new(tokio::sync::Notify::new());
+    let mut listening: Option<tokio::task::JoinHandle<()>> = None;
     // The queues being drained: by task, the schema.
     let mut draining: JoinSet<bool> = JoinSet::new();
     let mut active: HashMap<tokio::task::Id, String> = HashMap::new();
@@ -94,7 +103,13 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                     let u = url.clone();
                     match blocking(move || PgState::connect(&u)).await {
                         Ok(b) => {
-                            board = Some(Arc::new(b));
+                            let b = Arc::new(b);
+                            if listening.as_ref().is_none_or(|h| h.is_finished()) {
+                                let (b, a, c) = (b.clone(), added.clone(), cancel.clone());
+                                listening =
+                                    Some(tokio::task::spawn_blocking(move || listen(&b, &a, &c)));
+                            }
+                            board = Some(b);
                             continue;
                         }
                         Err(e) => Err(e),
@@ -146,12 +161,52 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                     continue;
                 }
             }
+            () = added.notified() => {
+                pause = POLL_MIN;
+                continue;
+            }
             () = tokio::time::sleep(pause) => {}
         }
-        pause = (pause * 2).min(POLL_MAX);
+        // While the listener runs, a look now and then is only for claims that expired (no
+        // statement tells of them): every third of a claim's time to live at most.
+        let max = if listening.as_ref().is_some_and(|h| !h.is_finished()) {
+            (shared.limits().lease / 3).clamp(POLL_MAX, POLL_MAX * 10)
+        } else {
+            POLL_MAX
+        };
+        pause = (pause * 2).min(max);
     }
     // Cancelled: each drain gives back what it had not started and ends its fetches in flight.
     while draining.join_next().await.is_some() {}
+    if let Some(h) = listening {
+        let _ = h.await;
+    }
+}
+
+/// How long the listener waits for a notification before it looks at `cancel` again.
+const LISTEN_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Listens on the queues' channel until `cancel`, waking the claimer (`added`) when work is
+/// added to any queue; ends on a failure (logged), the claimer then looks at its pauses, and
+/// starts a listener again when it connects again.
+fn listen(board: &PgState, added: &tokio::sync::Notify, cancel: &CancellationToken) {
+    let mut l = match board.work_listener() {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("listening for shared work: {e}");
+            return;
+        }
+    };
+    while !cancel.is_cancelled() {
+        match l.wait(LISTEN_SLICE) {
+            Ok(said) if said.iter().any(|(_, what)| what == "insert") => added.notify_one(),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("listening for shared work: {e}");
+                return;
+            }
+        }
+    }
 }
 
 /// What one claimed item came to.
@@ -215,11 +270,14 @@ async fn drain_or_fail(
         };
         match joined {
             // Counted as they end, for the page and the API.
-            Some(Ok(done)) => shared.status.shared_fetches(
-                &spec.name,
-                u64::from(done.copied),
-                u64::from(done.failed),
-            ),
+            Some(Ok(done)) => {
+                shared.status.shared_fetches(
+                    &spec.name,
+                    u64::from(done.copied),
+                    u64::from(done.failed),
+                );
+                d.grow();
+            }
             Some(Err(e)) => {
                 shared.status.shared_fetches(&spec.name, 0, 1);
                 tracing::error!(source = %spec.name, "a shared fetch failed: {e}");
@@ -363,6 +421,21 @@ impl Drain {
         );
         self.fetchers.insert(key, x.clone());
         Ok(x)
+    }
+
+    /// Holds more claims when downloads wait for them: as many fetches run as it lets run,
+    /// and still a download slot is free (the fetches past their download wait for their
+    /// commit, or the claims' round trip is long: a remote state). A quarter more each time,
+    /// up to [`MAX_HELD`]; the same Source's downloads in flight are its `concurrency`, and
+    /// below it what the host's adaptive limit lets through (`resourcesync_http::adaptive`).
+    fn grow(&mut self) {
+        // Called after a fetch ended: every fetch held was running until then.
+        if self.exhausted || self.running.len() + 1 < self.tasks || self.tasks >= MAX_HELD {
+            return;
+        }
+        if self.fetchers.values().any(|f| f.idle_slots() > 0) {
+            self.tasks = (self.tasks + self.tasks / 4 + 1).min(MAX_HELD);
+        }
     }
 
     /// Renews the claims held, waiting or downloading, but those found lost.
