@@ -277,6 +277,12 @@ async fn drain_or_fail(
                     u64::from(done.failed),
                 );
                 d.grow();
+                // A queue found empty may be filled again while fetches run (the coordinator
+                // queues a page at a time): claimed again, rather than the drain ending after
+                // its last fetch and starting again (a gap per page).
+                if d.outcome.is_ok() {
+                    d.exhausted = false;
+                }
             }
             Some(Err(e)) => {
                 shared.status.shared_fetches(&spec.name, 0, 1);
