@@ -62,6 +62,10 @@ use crate::shared::{Shared, StateChoice, schema_of};
 /// commit holds a few hundred bytes).
 pub const MAX_HELD: usize = 4096;
 
+/// Whether a claimer holds more claims while download slots idle ([`Drain::grow`]): off, as
+/// measured on loopback it cost more than it gained (docs/aggregate.md).
+const GROW: bool = false;
+
 /// Claims of one item after which it is given up (recorded as a pending change, untried):
 /// the workers that claimed it died or stalled each time.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -436,7 +440,8 @@ impl Drain {
     /// below it what the host's adaptive limit lets through (`resourcesync_http::adaptive`).
     fn grow(&mut self) {
         // Called after a fetch ended: every fetch held was running until then.
-        if self.exhausted || self.running.len() + 1 < self.tasks || self.tasks >= MAX_HELD {
+        if !GROW || self.exhausted || self.running.len() + 1 < self.tasks || self.tasks >= MAX_HELD
+        {
             return;
         }
         if self.fetchers.values().any(|f| f.idle_slots() > 0) {
