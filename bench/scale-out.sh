@@ -103,7 +103,7 @@ link() {
 }
 link 1
 link 2
-ip netns exec "$TAG-1" ping -c 1 -W 2 "$SRV" >/dev/null 2>&1 || die "the namespaces cannot reach $SRV"
+ip netns exec "$TAG-1" ip route get "$SRV" >/dev/null 2>&1 || die "the namespaces have no route to $SRV"
 
 if [ "$LINK" = proxy ]; then
     PROXY="${BENCH_PROXY:-}"
