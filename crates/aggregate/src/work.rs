@@ -5,7 +5,8 @@
 //! than `limits.share_above`, it does not fetch them itself: the Destination engine hands them
 //! to its `Queue` (the engine's `Downloads` port, [`crate::queue`]), which adds them as work items to the
 //! Source's own schema (key: the Source and the URI, so that a resource is never queued
-//! twice), then waits, polling with a bounded back-off, until none is left; the sync then goes
+//! twice), then waits until none is left (woken by the completions: `WorkQueue::wait_drained`,
+//! PostgreSQL's `LISTEN`/`NOTIFY`, no polling); the sync then goes
 //! on as without sharing (deletes, cursor). Small syncs, and SQLite state, fetch as before.
 //!
 //! The queue is the coordinator's side ([`crate::queue`]). Every worker, the coordinator
@@ -37,7 +38,8 @@
 //!
 //! Why a queue per Source, in the Source's schema, rather than one for all: the completion of
 //! an item and the row of its copy must be one transaction, and the rows are in the Source's
-//! schema. A worker therefore watches many queues: one query per poll over all of them
+//! schema. A worker therefore watches many queues: told when work is added to any (a
+//! connection listening on the queues' channel), and besides one query per look over all of them
 //! (`PgState::schemas_with_work`), on one connection, and a connection per Source only
 //! while it fetches from that Source. The claimer takes no sync slot (`limits.concurrency`,
 //! `per_host`): the coordinator holds its Source's slot while the fetches run, and a claimer
