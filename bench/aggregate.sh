@@ -299,5 +299,6 @@ w1, w2, cpu1, cores, alone = map(float, sys.argv[1:])
 ceiling = max(cpu1 / cores / w1, 0.5)
 print("ratio 2 workers / 1: %.2f (/ 1 fetching alone: %.2f); CPU-bound ceiling of this "
       "machine (%d cores): %.2f" % (w2 / w1, w2 / alone, cores, ceiling))
+print("ratio 1 worker through the queue / fetching alone: %.2f (goal <= 1.0)" % (w1 / alone))
 PY
 fi

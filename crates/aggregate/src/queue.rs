@@ -1,7 +1,8 @@
 //! The coordinator's side of the shared download work (see [`crate::work`]): the
 //! Destination engine's `Downloads` port over a Source's PostgreSQL state. A sync with more
 //! fetches than its threshold queues them here, as work items of the Source's schema (key: the
-//! Source and the URI), and waits, polling with a bounded back-off, until none is left.
+//! Source and the URI), and waits until none is left: woken by the completions of every worker
+//! (PostgreSQL's `LISTEN`/`NOTIFY`, [`WorkQueue::wait_drained`]), without polling.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,10 +11,14 @@ use resourcesync_destination::share::PortFuture;
 use resourcesync_destination::{Downloads, SharedFetch};
 use resourcesync_store::{WorkItem, WorkQueue};
 
-/// The shortest and longest waits between two looks at a queue (doubling while it is not
-/// empty).
+/// The shortest and longest waits of a claimer between two looks for queues with work to
+/// claim (doubling while none is found), when it hears of no work added ([`crate::work`]).
 pub(crate) const POLL_MIN: Duration = Duration::from_millis(20);
 pub(crate) const POLL_MAX: Duration = Duration::from_secs(1);
+
+/// The longest one blocking call of the coordinator's wait lasts (it is called again until the
+/// queue is drained): a blocking thread is not held for ever by one call.
+const WAIT_AT_MOST: Duration = Duration::from_secs(60);
 
 /// Runs a blocking call of the state on a blocking thread.
 pub(crate) async fn blocking<T: Send + 'static>(
@@ -58,15 +63,108 @@ impl Downloads for Queue {
     fn wait(&self, source: &str) -> PortFuture<'_, resourcesync_destination::Result<()>> {
         let (state, source) = (self.state.clone(), source.to_owned());
         Box::pin(async move {
-            let mut pause = POLL_MIN;
+            // Woken by the completions (`WorkQueue::wait_drained`), not polling; the timeout
+            // only bounds one blocking call, the wait goes on until the queue is drained.
             loop {
                 let (st, s) = (state.clone(), source.clone());
-                if blocking(move || st.work_left(&s)).await? == 0 {
+                if blocking(move || st.wait_drained(&s, WAIT_AT_MOST)).await? {
                     return Ok(());
                 }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(POLL_MAX);
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use resourcesync_store::{Claim, MemState};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// A queue counting the coordinator's questions, and telling when it starts to wait.
+    #[derive(Debug, Default)]
+    struct Counting {
+        inner: MemState,
+        left: AtomicUsize,
+        waits: AtomicUsize,
+        waiting: tokio::sync::Notify,
+    }
+
+    impl WorkQueue for Counting {
+        fn add_work(&self, items: &[WorkItem]) -> resourcesync_store::Result<usize> {
+            self.inner.add_work(items)
+        }
+        fn claim_work(
+            &self,
+            worker: &str,
+            n: usize,
+            ttl: Duration,
+        ) -> resourcesync_store::Result<Vec<Claim>> {
+            self.inner.claim_work(worker, n, ttl)
+        }
+        fn complete(&self, claims: &[Claim]) -> resourcesync_store::Result<usize> {
+            self.inner.complete(claims)
+        }
+        fn release(&self, claims: &[Claim]) -> resourcesync_store::Result<usize> {
+            self.inner.release(claims)
+        }
+        fn renew_work(
+            &self,
+            claims: &[Claim],
+            ttl: Duration,
+        ) -> resourcesync_store::Result<Vec<Claim>> {
+            self.inner.renew_work(claims, ttl)
+        }
+        fn work_left(&self, source: &str) -> resourcesync_store::Result<u64> {
+            self.left.fetch_add(1, Ordering::SeqCst);
+            self.inner.work_left(source)
+        }
+        fn wait_drained(
+            &self,
+            source: &str,
+            timeout: Duration,
+        ) -> resourcesync_store::Result<bool> {
+            self.waits.fetch_add(1, Ordering::SeqCst);
+            self.waiting.notify_one();
+            self.inner.wait_drained(source, timeout)
+        }
+    }
+
+    fn item(i: usize) -> WorkItem {
+        WorkItem {
+            key: format!("s {i}"),
+            source: "s".into(),
+            payload: String::new(),
+        }
+    }
+
+    /// The coordinator asks once and is woken by the last completion (made while it waits,
+    /// by another thread, as another worker's would be): no question asked again and again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_coordinator_is_woken_by_the_last_completion_without_polling() {
+        let st = Arc::new(Counting::default());
+        st.add_work(&[item(0), item(1), item(2)]).expect("add");
+        let claims = st
+            .claim_work("w", 3, Duration::from_secs(600))
+            .expect("claim");
+        assert_eq!(claims.len(), 3, "claimed in one call");
+        let q = Queue::new(st.clone(), 0);
+        let waiter = tokio::spawn(async move { q.wait("s").await });
+        st.waiting.notified().await;
+        for c in claims {
+            let s = st.clone();
+            tokio::task::spawn_blocking(move || s.complete(&[c]))
+                .await
+                .expect("task")
+                .expect("complete");
+        }
+        tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("woken by the completion, not at the wait's bound")
+            .expect("task")
+            .expect("wait");
+        assert_eq!(st.left.load(Ordering::SeqCst), 0, "no poll of work_left");
+        assert_eq!(st.waits.load(Ordering::SeqCst), 1, "one wait");
     }
 }

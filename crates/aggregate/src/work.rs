@@ -5,7 +5,8 @@
 //! than `limits.share_above`, it does not fetch them itself: the Destination engine hands them
 //! to its `Queue` (the engine's `Downloads` port, [`crate::queue`]), which adds them as work items to the
 //! Source's own schema (key: the Source and the URI, so that a resource is never queued
-//! twice), then waits, polling with a bounded back-off, until none is left; the sync then goes
+//! twice), then waits until none is left (woken by the completions: `WorkQueue::wait_drained`,
+//! PostgreSQL's `LISTEN`/`NOTIFY`, no polling); the sync then goes
 //! on as without sharing (deletes, cursor). Small syncs, and SQLite state, fetch as before.
 //!
 //! The queue is the coordinator's side ([`crate::queue`]). Every worker, the coordinator
@@ -37,7 +38,8 @@
 //!
 //! Why a queue per Source, in the Source's schema, rather than one for all: the completion of
 //! an item and the row of its copy must be one transaction, and the rows are in the Source's
-//! schema. A worker therefore watches many queues: one query per poll over all of them
+//! schema. A worker therefore watches many queues: told when work is added to any (a
+//! connection listening on the queues' channel), and besides one query per look over all of them
 //! (`PgState::schemas_with_work`), on one connection, and a connection per Source only
 //! while it fetches from that Source. The claimer takes no sync slot (`limits.concurrency`,
 //! `per_host`): the coordinator holds its Source's slot while the fetches run, and a claimer
@@ -57,6 +59,15 @@ use crate::config::SourceSpec;
 use crate::queue::{POLL_MAX, POLL_MIN, blocking};
 use crate::shared::{Shared, StateChoice, schema_of};
 
+/// The most fetches one worker holds for one Source (claimed, running or waiting for a
+/// slot): bounds what a worker takes from the others, and its memory (a fetch waiting for its
+/// commit holds a few hundred bytes).
+pub const MAX_HELD: usize = 4096;
+
+/// Whether a claimer holds more claims while download slots idle ([`Drain::grow`]): off, as
+/// measured on loopback it cost more than it gained (docs/aggregate.md).
+const GROW: bool = false;
+
 /// Claims of one item after which it is given up (recorded as a pending change, untried):
 /// the workers that claimed it died or stalled each time.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -73,6 +84,10 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     };
     let mut board: Option<Arc<PgState>> = None;
     let mut pause = POLL_MIN;
+    // Told when work is added to any queue (PostgreSQL's `NOTIFY`, by a thread listening on
+    // a connection of its own): a claimer looks at once rather than at its next pause.
+    let added = Arc::new(tokio::sync::Notify::new());
+    let mut listening: Option<tokio::task::JoinHandle<()>> = None;
     // The queues being drained: by task, the schema.
     let mut draining: JoinSet<bool> = JoinSet::new();
     let mut active: HashMap<tokio::task::Id, String> = HashMap::new();
@@ -94,7 +109,13 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                     let u = url.clone();
                     match blocking(move || PgState::connect(&u)).await {
                         Ok(b) => {
-                            board = Some(Arc::new(b));
+                            let b = Arc::new(b);
+                            if listening.as_ref().is_none_or(|h| h.is_finished()) {
+                                let (b, a, c) = (b.clone(), added.clone(), cancel.clone());
+                                listening =
+                                    Some(tokio::task::spawn_blocking(move || listen(&b, &a, &c)));
+                            }
+                            board = Some(b);
                             continue;
                         }
                         Err(e) => Err(e),
@@ -146,12 +167,52 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                     continue;
                 }
             }
+            () = added.notified() => {
+                pause = POLL_MIN;
+                continue;
+            }
             () = tokio::time::sleep(pause) => {}
         }
-        pause = (pause * 2).min(POLL_MAX);
+        // While the listener runs, a look now and then is only for claims that expired (no
+        // statement tells of them): every third of a claim's time to live at most.
+        let max = if listening.as_ref().is_some_and(|h| !h.is_finished()) {
+            (shared.limits().lease / 3).clamp(POLL_MAX, POLL_MAX * 10)
+        } else {
+            POLL_MAX
+        };
+        pause = (pause * 2).min(max);
     }
     // Cancelled: each drain gives back what it had not started and ends its fetches in flight.
     while draining.join_next().await.is_some() {}
+    if let Some(h) = listening {
+        let _ = h.await;
+    }
+}
+
+/// How long the listener waits for a notification before it looks at `cancel` again.
+const LISTEN_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Listens on the queues' channel until `cancel`, waking the claimer (`added`) when work is
+/// added to any queue; ends on a failure (logged), the claimer then looks at its pauses, and
+/// starts a listener again when it connects again.
+fn listen(board: &PgState, added: &tokio::sync::Notify, cancel: &CancellationToken) {
+    let mut l = match board.work_listener() {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("listening for shared work: {e}");
+            return;
+        }
+    };
+    while !cancel.is_cancelled() {
+        match l.wait(LISTEN_SLICE) {
+            Ok(said) if said.iter().any(|(_, what)| what == "insert") => added.notify_one(),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("listening for shared work: {e}");
+                return;
+            }
+        }
+    }
 }
 
 /// What one claimed item came to.
@@ -215,11 +276,20 @@ async fn drain_or_fail(
         };
         match joined {
             // Counted as they end, for the page and the API.
-            Some(Ok(done)) => shared.status.shared_fetches(
-                &spec.name,
-                u64::from(done.copied),
-                u64::from(done.failed),
-            ),
+            Some(Ok(done)) => {
+                shared.status.shared_fetches(
+                    &spec.name,
+                    u64::from(done.copied),
+                    u64::from(done.failed),
+                );
+                d.grow();
+                // A queue found empty may be filled again while fetches run (the coordinator
+                // queues a page at a time): claimed again, rather than the drain ending after
+                // its last fetch and starting again (a gap per page).
+                if d.outcome.is_ok() {
+                    d.exhausted = false;
+                }
+            }
             Some(Err(e)) => {
                 shared.status.shared_fetches(&spec.name, 0, 1);
                 tracing::error!(source = %spec.name, "a shared fetch failed: {e}");
@@ -363,6 +433,22 @@ impl Drain {
         );
         self.fetchers.insert(key, x.clone());
         Ok(x)
+    }
+
+    /// Holds more claims when downloads wait for them: as many fetches run as it lets run,
+    /// and still a download slot is free (the fetches past their download wait for their
+    /// commit, or the claims' round trip is long: a remote state). A quarter more each time,
+    /// up to [`MAX_HELD`]; the same Source's downloads in flight are its `concurrency`, and
+    /// below it what the host's adaptive limit lets through (`resourcesync_http::adaptive`).
+    fn grow(&mut self) {
+        // Called after a fetch ended: every fetch held was running until then.
+        if !GROW || self.exhausted || self.running.len() + 1 < self.tasks || self.tasks >= MAX_HELD
+        {
+            return;
+        }
+        if self.fetchers.values().any(|f| f.idle_slots() > 0) {
+            self.tasks = (self.tasks + self.tasks / 4 + 1).min(MAX_HELD);
+        }
     }
 
     /// Renews the claims held, waiting or downloading, but those found lost.

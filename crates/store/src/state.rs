@@ -38,6 +38,7 @@ mod guarded;
 mod mem;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod settled;
 mod sqlite;
 
 pub use claimed::{Claimed, Claims};
@@ -453,6 +454,12 @@ pub trait WorkQueue: Send + Sync + Debug {
     /// How many items of the Source `source` are queued, claimed or not (those completed are
     /// gone): what a worker that queued them waits to see reach 0.
     fn work_left(&self, source: &str) -> Result<u64>;
+    /// Waits until no item of `source` is left (`true`), or until `timeout` passes with items
+    /// left (`false`): what a worker that queued items waits on. Woken by completions, not by
+    /// polling: PostgreSQL's by `LISTEN`/`NOTIFY` (every worker's completions, on any
+    /// machine); the in-process states' by the completions made through the same value (a
+    /// completion made by another process is seen at `timeout`).
+    fn wait_drained(&self, source: &str, timeout: Duration) -> Result<bool>;
 }
 
 /// Calls `f` for every row of a Source, in URI order, a page at a time.

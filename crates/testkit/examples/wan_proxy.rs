@@ -1,7 +1,8 @@
 //! The kit's WAN delay proxy as a program, for the benches (`bench/mirror-vs-peers.sh`,
 //! `bench/sync-wan.sh`):
 //!
-//! - `wan_proxy UPSTREAM [RTT_MS] [MBIT_PER_S]` listens on 127.0.0.1 (a free port), prints
+//! - `wan_proxy [--listen ADDR] UPSTREAM [RTT_MS] [MBIT_PER_S]` listens on ADDR (default
+//!   127.0.0.1, a free port; `bench/scale-out.sh` gives one per network namespace), prints
 //!   `listening http://ADDR/` and forwards to UPSTREAM (`127.0.0.1:PORT`) with half the round
 //!   trip each way (default 50 ms) and the bandwidth cap each way (default none), until killed.
 //! - `wan_proxy --self-check [RTT_MS] [MBIT_PER_S]` checks the emulator against itself before a
@@ -21,7 +22,20 @@ use tokio::time::Instant;
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wan_proxy UPSTREAM [RTT_MS] [MBIT_PER_S] | wan_proxy --self-check [RTT_MS] [MBIT_PER_S]";
+    let usage = "usage: wan_proxy [--listen ADDR] UPSTREAM [RTT_MS] [MBIT_PER_S] | wan_proxy --self-check [RTT_MS] [MBIT_PER_S]";
+    let mut listen: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+    if args.first().is_some_and(|a| a == "--listen") {
+        match args.get(1).and_then(|a| a.parse().ok()) {
+            Some(l) => {
+                listen = l;
+                args.drain(..2);
+            }
+            None => {
+                eprintln!("{usage}");
+                std::process::exit(2);
+            }
+        }
+    }
     let check = args.first().is_some_and(|a| a == "--self-check");
     let upstream: Option<SocketAddr> = if check {
         args.remove(0);
@@ -55,7 +69,7 @@ fn main() {
     };
     match upstream {
         Some(upstream) => rt.block_on(async {
-            let p = WanProxy::start(upstream, wan).await;
+            let p = WanProxy::start_on(listen, upstream, wan).await;
             println!("listening {}", p.base);
             let _ = std::io::stdout().flush();
             std::future::pending::<()>().await;

@@ -75,9 +75,13 @@ const IN_FLIGHT: usize = 1024;
 impl WanProxy {
     /// Starts a proxy in front of `upstream`, in the current Tokio runtime.
     pub async fn start(upstream: SocketAddr, wan: Wan) -> WanProxy {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind wan proxy");
+        WanProxy::start_on("127.0.0.1:0".parse().expect("an address"), upstream, wan).await
+    }
+
+    /// As [`WanProxy::start`], listening on `listen` (a bench gives each network namespace's
+    /// proxy the same address, so that one URL reaches the Source from each).
+    pub async fn start_on(listen: SocketAddr, upstream: SocketAddr, wan: Wan) -> WanProxy {
+        let listener = TcpListener::bind(listen).await.expect("bind wan proxy");
         let addr = listener.local_addr().expect("addr");
         let connections = Arc::new(AtomicU64::new(0));
         let count = connections.clone();

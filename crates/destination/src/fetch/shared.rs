@@ -134,6 +134,11 @@ impl SharedFetcher {
         }
     }
 
+    /// Download slots free now: more could run than do (its claimer holds too few fetches).
+    pub fn idle_slots(&self) -> usize {
+        self.slots.available_permits()
+    }
+
     /// A state write that failed (the fetches after it are not to be trusted: the caller
     /// stops), if one did.
     pub fn state_error(&self) -> Option<String> {

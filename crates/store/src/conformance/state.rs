@@ -61,6 +61,10 @@ pub const WORK_QUEUE: &[Check<dyn SharedState>] = &[
         "racing_workers_do_each_item_once",
         racing_workers_do_each_item_once,
     ),
+    (
+        "a_waiter_is_woken_by_the_last_completion",
+        a_waiter_is_woken_by_the_last_completion,
+    ),
 ];
 
 /// Runs the checks of [`Records`] only, each on a new, empty state from `make`: for records
@@ -662,6 +666,67 @@ fn work_left_counts_per_source(s: &dyn SharedState) -> Outcome {
     b.push(Op::CompleteWork(&claims[2]));
     ok("apply", s.apply(&b))?;
     ensure!(ok("left", s.work_left("cap"))? == 2, "3 completed");
+    Ok(())
+}
+
+/// Long enough that a waiter not woken by the last completion is seen not woken (it returns
+/// `false` at its timeout), short enough that a state that only polls fails in a minute.
+const WOKEN_WITHIN: Duration = Duration::from_secs(60);
+
+/// [`WorkQueue::wait_drained`]: at once when nothing is left, `false` at its timeout while
+/// items are left (another Source's do not count), and woken by the completion of the last
+/// item (by `complete` or by a batch), not by its timeout.
+fn a_waiter_is_woken_by_the_last_completion(s: &dyn SharedState) -> Outcome {
+    ensure!(
+        ok("wait", s.wait_drained("cap", LONG))?,
+        "an empty queue is drained"
+    );
+    let mut items: Vec<WorkItem> = (0..3).map(|i| item(&format!("w{i}"))).collect();
+    items.push(WorkItem {
+        key: "other w0".into(),
+        source: "other".into(),
+        payload: String::new(),
+    });
+    ok("add", s.add_work(&items))?;
+    ensure!(
+        !ok("wait", s.wait_drained("cap", EXPIRED))?,
+        "drained with 3 items left"
+    );
+    let claims = ok("claim", s.claim_work("w1", 4, LONG))?;
+    ensure!(claims.len() == 4, "claimed {}", claims.len());
+    let cap: Vec<_> = claims.iter().filter(|c| c.item.source == "cap").collect();
+    let (first, last) = (vec![cap[0].clone(), cap[1].clone()], cap[2].clone());
+    let started = std::time::Instant::now();
+    let (woken, done) = std::thread::scope(|sc| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = sc.spawn(move || {
+            let _ = tx.send(());
+            s.wait_drained("cap", WOKEN_WITHIN)
+        });
+        // The waiter is (about to be) waiting: the completions come now.
+        let _ = rx.recv();
+        let done = s.complete(&first).and_then(|n| {
+            let r = record("cap", "http://h/w2", "w2");
+            let mut b = Batch::new();
+            b.put_resource(&r).push(Op::CompleteWork(&last));
+            s.apply(&b).map(|()| n + 1)
+        });
+        let woken = waiter
+            .join()
+            .unwrap_or_else(|_| Ok(false))
+            .map_err(|e| format!("wait: {e}"));
+        (woken, done)
+    });
+    ensure!(ok("complete", done)? == 3, "3 completed");
+    ensure!(woken?, "the waiter was not told the queue drained");
+    ensure!(
+        started.elapsed() < WOKEN_WITHIN,
+        "woken by its timeout, not by the completion"
+    );
+    ensure!(
+        !ok("wait", s.wait_drained("other", EXPIRED))?,
+        "another Source's item was drained"
+    );
     Ok(())
 }
 

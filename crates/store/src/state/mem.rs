@@ -95,6 +95,7 @@ impl Inner {
 #[derive(Debug, Default)]
 pub struct MemState {
     inner: Mutex<Inner>,
+    settled: super::settled::Settled,
 }
 
 impl MemState {
@@ -260,6 +261,14 @@ impl Records for MemState {
                 }
             }
         }
+        drop(g);
+        if batch
+            .ops()
+            .iter()
+            .any(|op| matches!(op, Op::CompleteWork(_)))
+        {
+            self.settled.bump();
+        }
         Ok(())
     }
 }
@@ -361,6 +370,10 @@ impl WorkQueue for MemState {
                 n += 1;
             }
         }
+        drop(g);
+        if n > 0 {
+            self.settled.bump();
+        }
         Ok(n)
     }
 
@@ -402,5 +415,10 @@ impl WorkQueue for MemState {
     fn work_left(&self, source: &str) -> Result<u64> {
         let g = self.lock();
         Ok(g.work.values().filter(|w| w.item.source == source).count() as u64)
+    }
+
+    fn wait_drained(&self, source: &str, timeout: Duration) -> Result<bool> {
+        self.settled
+            .wait_drained(|| self.work_left(source), timeout)
     }
 }

@@ -38,8 +38,11 @@ use crate::error::{Error, Result};
 use crate::path::RelPath;
 
 mod bulk;
+mod listen;
 mod sql;
 mod work;
+
+pub use listen::WorkListener;
 
 use sql::{
     COMPLETE, FENCE, GONE_AFTER, GONE_FROM, LEASE, MIGRATIONS, PENDING_AFTER, PENDING_FROM,
@@ -778,6 +781,10 @@ impl WorkQueue for PgState {
 
     fn work_left(&self, source: &str) -> Result<u64> {
         self.count_work(source)
+    }
+
+    fn wait_drained(&self, source: &str, timeout: Duration) -> Result<bool> {
+        self.wait_for_drain(source, timeout)
     }
 
     fn complete(&self, claims: &[Claim]) -> Result<usize> {

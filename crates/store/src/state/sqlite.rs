@@ -19,6 +19,7 @@ use crate::path::RelPath;
 pub struct SqliteState {
     conn: Mutex<Connection>,
     path: PathBuf,
+    settled: super::settled::Settled,
 }
 
 const SCHEMA: &str = "
@@ -248,6 +249,7 @@ impl SqliteState {
         let s = SqliteState {
             conn: Mutex::new(conn),
             path: path.to_owned(),
+            settled: super::settled::Settled::default(),
         };
         {
             let c = s.lock();
@@ -350,6 +352,7 @@ impl SqliteState {
         Ok(Some(SqliteState {
             conn: Mutex::new(conn),
             path: path.to_owned(),
+            settled: super::settled::Settled::default(),
         }))
     }
 
@@ -361,6 +364,7 @@ impl SqliteState {
         Ok(SqliteState {
             conn: Mutex::new(conn),
             path,
+            settled: super::settled::Settled::default(),
         })
     }
 
@@ -621,7 +625,16 @@ impl Records for SqliteState {
                 Failed::Lost(e) => e,
             })?;
         }
-        tx.commit().map_err(|e| self.err(e))
+        tx.commit().map_err(|e| self.err(e))?;
+        drop(c);
+        if batch
+            .ops()
+            .iter()
+            .any(|op| matches!(op, super::Op::CompleteWork(_)))
+        {
+            self.settled.bump();
+        }
+        Ok(())
     }
 }
 
@@ -743,7 +756,11 @@ impl WorkQueue for SqliteState {
     }
 
     fn complete(&self, claims: &[Claim]) -> Result<usize> {
-        self.settle(claims, "DELETE FROM work")
+        let n = self.settle(claims, "DELETE FROM work")?;
+        if n > 0 {
+            self.settled.bump();
+        }
+        Ok(n)
     }
 
     fn release(&self, claims: &[Claim]) -> Result<usize> {
@@ -778,6 +795,13 @@ impl WorkQueue for SqliteState {
             )
             .map_err(|e| self.err(e))?;
         Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// A SQLite state is held by one process ([`SqliteState::open`]): every completion is
+    /// made through this value, and wakes the waiter.
+    fn wait_drained(&self, source: &str, timeout: Duration) -> Result<bool> {
+        self.settled
+            .wait_drained(|| self.work_left(source), timeout)
     }
 }
 

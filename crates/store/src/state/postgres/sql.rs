@@ -77,7 +77,31 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE sources ADD COLUMN checked_at TEXT;
     CREATE INDEX resources_gone ON resources(source, uri) WHERE gone;
 ",
+    "
+    -- 4: the queue tells who listens on `resourcesync_work` (LISTEN) that items were added
+    -- (`SCHEMA insert`) or completed (`SCHEMA delete`), once per statement (and, by NOTIFY's
+    -- rule, once per transaction), so that claimers and a coordinator waiting for its queue
+    -- to drain are woken rather than poll; a Source's items are found by an index (the
+    -- waiter's question: is any left?).
+    CREATE INDEX work_source ON work(source);
+    -- Room in each page for the claims' new row versions: a claim changes no indexed column,
+    -- so that its update stays on the page (HOT) and writes no index entry.
+    ALTER TABLE work SET (fillfactor = 50);
+    CREATE FUNCTION work_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        PERFORM pg_notify('resourcesync_work', TG_TABLE_SCHEMA || ' ' || lower(TG_OP));
+        RETURN NULL;
+    END
+    $f$;
+    CREATE TRIGGER work_added AFTER INSERT ON work
+        FOR EACH STATEMENT EXECUTE FUNCTION work_changed();
+    CREATE TRIGGER work_done AFTER DELETE ON work
+        FOR EACH STATEMENT EXECUTE FUNCTION work_changed();
+",
 ];
+
+/// The channel the queue's changes are told on (see migration 4).
+pub(super) const WORK_CHANNEL: &str = "resourcesync_work";
 
 /// The schema version this program writes.
 pub(super) const VERSION: i64 = MIGRATIONS.len() as i64;
