@@ -192,10 +192,12 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
 /// How long the listener waits for a notification before it looks at `cancel` again.
 const LISTEN_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Listens on the queues' channel until `cancel`, waking the claimer (`added`) when work is
-/// added to any queue; ends on a failure (logged), the claimer then looks at its pauses, and
-/// starts a listener again when it connects again.
-fn listen(board: &PgState, added: &tokio::sync::Notify, cancel: &CancellationToken) {
+/// Listens on the queues' channel until `cancel`, or until the claimer is gone (it holds the
+/// other reference to `added`: a runtime shutting down drops the claimer without cancelling,
+/// and waits for this blocking task), waking the claimer (`added`) when work is added to any
+/// queue; ends on a failure (logged), the claimer then looks at its pauses, and starts a
+/// listener again when it connects again.
+fn listen(board: &PgState, added: &Arc<tokio::sync::Notify>, cancel: &CancellationToken) {
     let mut l = match board.work_listener() {
         Ok(l) => l,
         Err(e) => {
@@ -203,7 +205,7 @@ fn listen(board: &PgState, added: &tokio::sync::Notify, cancel: &CancellationTok
             return;
         }
     };
-    while !cancel.is_cancelled() {
+    while !cancel.is_cancelled() && Arc::strong_count(added) > 1 {
         match l.wait(LISTEN_SLICE) {
             Ok(said) if said.iter().any(|(_, what)| what == "insert") => added.notify_one(),
             Ok(_) => {}
