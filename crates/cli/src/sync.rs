@@ -120,8 +120,9 @@ pub(crate) struct SyncArgs {
     /// has its own --state. Each run walks DEST once more (as `audit` does).
     #[arg(long)]
     delete: bool,
-    /// The most downloads in flight per host: the number adapts below it, from 32, to what the
-    /// Source answers (grows while throughput grows, halves on 429/503; docs/wide-area.md).
+    /// The most downloads in flight per host: the number adapts below it, from 32 (more when the
+    /// first round trips are long), to what the Source answers (grows while throughput grows,
+    /// halves on 429/503; docs/wide-area.md).
     #[arg(long, value_name = "N", default_value_t = 256)]
     concurrency: usize,
     /// Report what would be done; fetch no resource, write nothing.

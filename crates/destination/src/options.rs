@@ -38,8 +38,9 @@ pub struct SyncOptions {
     /// Report what would be done; fetch no resource, write nothing.
     pub dry_run: bool,
     /// The most downloads in flight (per host: [`sync()`](crate::sync()) also caps
-    /// `http.max_in_flight` with it); the number in flight adapts below it, from 32, to what the
-    /// Source answers (`resourcesync_http::adaptive`). Default 256.
+    /// `http.max_in_flight` with it); the number in flight adapts below it, from 32 (more when the
+    /// first round trips are long), to what the Source answers (`resourcesync_http::adaptive`).
+    /// Default 256.
     pub concurrency: usize,
     /// The HTTP client.
     pub http: HttpOptions,

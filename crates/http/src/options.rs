@@ -26,7 +26,8 @@ pub struct HttpOptions {
     /// Connections kept alive per host.
     pub pool_per_host: usize,
     /// The most requests in flight per host (HTTP/2 streams included): the number adapts
-    /// below it, from 32, to what the host answers ([`crate::adaptive`]).
+    /// below it, from 32 (more when the first round trips are long), to what the host answers
+    /// ([`crate::adaptive`]).
     pub max_in_flight: usize,
     /// Time to establish a connection.
     pub connect_timeout: Duration,
