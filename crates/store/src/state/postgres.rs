@@ -283,6 +283,22 @@ impl PgState {
     /// Creates the schema where there is none, then migrates it to [`VERSION`], in one
     /// transaction under an advisory lock (workers starting at once wait for each other). A
     /// schema of a newer version is refused, untouched.
+    /// One page of a Source's rows by `sql` (`$1` Source, `$2` the URI after which, `$3` limit).
+    fn records_page(
+        &self,
+        sql: &'static str,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
+            .iter()
+            .map(row_to_record)
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.err(e))
+    }
+
     fn migrate(&self) -> Result<()> {
         let mut p = self.conn()?;
         let e = |e| self.err(e);
@@ -575,12 +591,7 @@ impl Records for PgState {
         } else {
             RESOURCES_AFTER
         };
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
-            .iter()
-            .map(row_to_record)
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| self.err(e))
+        self.records_page(sql, source, after, limit)
     }
 
     fn gone_page(
@@ -594,12 +605,7 @@ impl Records for PgState {
         } else {
             GONE_AFTER
         };
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.query(sql, &[&source, &after.unwrap_or(""), &limit])?
-            .iter()
-            .map(row_to_record)
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| self.err(e))
+        self.records_page(sql, source, after, limit)
     }
 
     fn has_path(&self, path: &RelPath) -> Result<bool> {

@@ -435,19 +435,7 @@ impl Records for SqliteState {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ResourceRecord>> {
-        let c = self.lock();
-        let mut st = c
-            .prepare_cached(&resources_page_sql(after.is_none()))
-            .map_err(|e| self.err(e))?;
-        let after = after.unwrap_or("");
-        let rows = st
-            .query_map(
-                params![source, after, i64::try_from(limit).unwrap_or(i64::MAX)],
-                row_to_record,
-            )
-            .map_err(|e| self.err(e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| self.err(e))
+        self.records_page(&resources_page_sql(after.is_none()), source, after, limit)
     }
 
     fn gone_page(
@@ -456,19 +444,7 @@ impl Records for SqliteState {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ResourceRecord>> {
-        let c = self.lock();
-        let mut st = c
-            .prepare_cached(&gone_page_sql(after.is_none()))
-            .map_err(|e| self.err(e))?;
-        let after = after.unwrap_or("");
-        let rows = st
-            .query_map(
-                params![source, after, i64::try_from(limit).unwrap_or(i64::MAX)],
-                row_to_record,
-            )
-            .map_err(|e| self.err(e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| self.err(e))
+        self.records_page(&gone_page_sql(after.is_none()), source, after, limit)
     }
 
     fn has_path(&self, path: &RelPath) -> Result<bool> {
@@ -806,6 +782,27 @@ impl WorkQueue for SqliteState {
 }
 
 impl SqliteState {
+    /// One page of a Source's rows by `sql` (`?1` Source, `?2` the URI after which, `?3` limit).
+    fn records_page(
+        &self,
+        sql: &str,
+        source: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResourceRecord>> {
+        let c = self.lock();
+        let mut st = c.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let after = after.unwrap_or("");
+        let rows = st
+            .query_map(
+                params![source, after, i64::try_from(limit).unwrap_or(i64::MAX)],
+                row_to_record,
+            )
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
     /// Runs `what` (a DELETE or an UPDATE) on the items of the claims still held; how many.
     fn settle(&self, claims: &[Claim], what: &str) -> Result<usize> {
         let mut c = self.lock();
