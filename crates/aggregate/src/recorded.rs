@@ -35,8 +35,13 @@ fn read(spec: &SourceSpec, shared: &Shared) -> Option<(u64, u64)> {
         }
         // Never created here: a Source not synced yet has no copies.
         (_, Some(path)) if path.is_file() => {
-            SqliteState::open_waiting(&path, crate::shared::STATE_WAIT)
-                .and_then(|s| s.recorded_totals())
+            // Read only: a count never holds the state past its read, nor creates or migrates
+            // it (a sync that has just created the file would find it taken).
+            match SqliteState::open_read_only_waiting(&path, crate::shared::STATE_WAIT) {
+                Ok(Some(s)) => s.recorded_totals(),
+                Ok(None) => return None,
+                Err(e) => Err(e),
+            }
         }
         _ => return None,
     };

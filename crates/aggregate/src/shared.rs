@@ -259,10 +259,13 @@ impl Shared {
                 resourcesync_fsmode::private_dir_all(parent).map_err(|e| Error::io(parent, e))?;
             }
             if self.opts.object_store.is_none() {
-                return Ok(Opened::Ready(Ports::directory(&folder, &db)?, None));
+                return Ok(Opened::Ready(
+                    Ports::directory_waiting(&folder, &db, STATE_WAIT)?,
+                    None,
+                ));
             }
             let (store, scratch) = self.store_of(name, true)?;
-            let state = SqliteState::open(&db)?;
+            let state = SqliteState::open_waiting(&db, STATE_WAIT)?;
             return Ok(Opened::Ready(
                 Ports::new(store, Arc::new(state) as Arc<dyn Records>, scratch, db),
                 None,

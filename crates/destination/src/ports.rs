@@ -83,6 +83,13 @@ impl Ports {
     /// also the scratch space: same file system), the state in SQLite at `state` (created as
     /// needed). Files left there by an interrupted run are removed.
     pub fn directory(dest: &Path, state: &Path) -> Result<Self> {
+        Ports::directory_waiting(dest, state, std::time::Duration::ZERO)
+    }
+
+    /// [`Ports::directory`], waiting up to `wait` for the state while another holder in this
+    /// process has it for a moment ([`SqliteState::open_waiting`]: the aggregator counts and
+    /// republishes from a Source's state beside its syncs). Blocks.
+    pub fn directory_waiting(dest: &Path, state: &Path, wait: std::time::Duration) -> Result<Self> {
         let store = FsStore::open(dest)?;
         store.clean_tmp()?;
         let scratch = dest.join(resourcesync_store::STATE_DIR).join("tmp");
@@ -93,7 +100,7 @@ impl Ports {
                 let _ = std::fs::remove_file(e.path());
             }
         }
-        let sqlite = SqliteState::open(state)?;
+        let sqlite = SqliteState::open_waiting(state, wait)?;
         Ok(Ports::new(
             Arc::new(store),
             Arc::new(sqlite),
@@ -167,4 +174,39 @@ pub fn directory_store(dest: &Path) -> Result<Arc<dyn Store>> {
 
 fn temp_dir() -> Result<tempfile::TempDir> {
     tempfile::tempdir().map_err(|e| Error::io("creating a temporary directory", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sync's ports wait for a state another holder in this process has for a moment (the
+    /// aggregator's count beside a Source's first sync), instead of failing as "in use".
+    #[test]
+    fn directory_ports_wait_for_a_state_held_for_a_moment() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let db = d
+            .path()
+            .join(resourcesync_store::STATE_DIR)
+            .join("state.sqlite");
+        let held = SqliteState::open(&db).expect("held");
+        assert!(
+            matches!(
+                Ports::directory(d.path(), &db),
+                Err(crate::Error::Store(
+                    resourcesync_store::Error::Locked { .. }
+                ))
+            ),
+            "without waiting the state is in use"
+        );
+        let (dest, path) = (d.path().to_owned(), db.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            tx.send(()).expect("started");
+            Ports::directory_waiting(&dest, &path, std::time::Duration::from_secs(60))
+        });
+        rx.recv().expect("started");
+        drop(held);
+        assert!(waiter.join().expect("thread").is_ok());
+    }
 }

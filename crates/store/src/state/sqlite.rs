@@ -238,6 +238,22 @@ fn row_to_pending(row: &rusqlite::Row<'_>) -> rusqlite::Result<PendingChange> {
     })
 }
 
+/// Calls `open` until it gives something other than [`Error::Locked`] or `wait` has passed:
+/// tried again after 25 ms, doubling to 250 ms.
+fn retry_locked<T>(wait: std::time::Duration, mut open: impl FnMut() -> Result<T>) -> Result<T> {
+    let end = std::time::Instant::now() + wait;
+    let mut pause = std::time::Duration::from_millis(25);
+    loop {
+        match open() {
+            Err(Error::Locked { .. }) if std::time::Instant::now() < end => {
+                std::thread::sleep(pause.min(end - std::time::Instant::now()));
+                pause = (pause * 2).min(std::time::Duration::from_millis(250));
+            }
+            r => return r,
+        }
+    }
+}
+
 impl SqliteState {
     /// Opens (creating) the state database for a sync, and holds it exclusively until dropped:
     /// a second process gets [`Error::Locked`]. The database and its journals are owner-only
@@ -285,17 +301,7 @@ impl SqliteState {
     /// Source's state, take turns): tried again after 25 ms, doubling to 250 ms. Blocks: call
     /// it where blocking is allowed (`crate::blocking`).
     pub fn open_waiting(path: &Path, wait: std::time::Duration) -> Result<Self> {
-        let end = std::time::Instant::now() + wait;
-        let mut pause = std::time::Duration::from_millis(25);
-        loop {
-            match SqliteState::open(path) {
-                Err(Error::Locked { .. }) if std::time::Instant::now() < end => {
-                    std::thread::sleep(pause.min(end - std::time::Instant::now()));
-                    pause = (pause * 2).min(std::time::Duration::from_millis(250));
-                }
-                r => return r,
-            }
-        }
+        retry_locked(wait, || SqliteState::open(path))
     }
 
     /// Opens an existing state database (for audits and dry runs, which write no row); `None`
@@ -354,6 +360,14 @@ impl SqliteState {
             path: path.to_owned(),
             settled: super::settled::Settled::default(),
         }))
+    }
+
+    /// [`SqliteState::open_read_only`], waiting up to `wait` while a holder in this process
+    /// has the database (as [`SqliteState::open_waiting`] does). For counting what a state
+    /// records beside the syncs that write it: a reader takes no lock past its read and never
+    /// creates or migrates the database. Blocks.
+    pub fn open_read_only_waiting(path: &Path, wait: std::time::Duration) -> Result<Option<Self>> {
+        retry_locked(wait, || SqliteState::open_read_only(path))
     }
 
     /// An empty state in memory (dry runs without a state database).
