@@ -225,8 +225,11 @@ EOF
             # The floor of a durable baseline: the tree copied by tar into a new directory,
             # then made durable (sync -f: one syncfs), what any copy that survives a crash
             # costs at least, network left out.
+            # Its tree is left until the bench ends (cleanup): on a file system without a
+            # journal (ext4 `^has_journal`, as here) a new inode is not given out within 5-10 s
+            # of its deletion, and every creation scans past the freed ones (the kernel's
+            # `recently_deleted`), so the tool that ran right after a mass delete paid for it.
             T[$net/bfloor]="$(floor_tree "$W/seed" "$W/bfloor-$net")"
-            rm -rf "$W/bfloor-$net"
             printf '%-9s %-12s %-13s %8s s\n' "$net" floor "tar|tar+sync" "${T[$net/bfloor]}"
         fi
         if [ "$phase" = incremental ]; then
