@@ -675,7 +675,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__publish)
-            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --config --print-config --out --json --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --dump-rebuild-after --config --print-config --out --json --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -722,6 +722,10 @@ _resourcesync() {
                     return 0
                     ;;
                 --dump-max-files)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump-rebuild-after)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -749,7 +753,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__serve)
-            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --config --print-config --listen --out --resourcelist-interval --rescan-interval --no-watch --full-every --hub --debounce-ms --hub-private-addresses --tls-cert --tls-key --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --dump-rebuild-after --config --print-config --listen --out --resourcelist-interval --rescan-interval --no-watch --full-every --hub --debounce-ms --hub-private-addresses --tls-cert --tls-key --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -796,6 +800,10 @@ _resourcesync() {
                     return 0
                     ;;
                 --dump-max-files)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump-rebuild-after)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -73,6 +73,13 @@ pub(crate) struct SourceArgs {
     /// rewrites fewer of them).
     #[arg(long, value_name = "N", default_value_t = resourcesync_source::dump::DEFAULT_MAX_FILES)]
     pub dump_max_files: usize,
+    /// Keep the Resource Dump of an earlier snapshot while the resources changed since are at
+    /// most this percentage of those it holds (the changes reach Destinations through the
+    /// Change Lists and Change Dumps); past it, a new one is written. 0: a new Resource Dump
+    /// for every snapshot.
+    #[arg(long, value_name = "PERCENT", default_value_t = resourcesync_source::dump::DEFAULT_REBUILD_AFTER,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub dump_rebuild_after: u32,
 }
 
 impl SourceArgs {
@@ -119,6 +126,7 @@ impl SourceArgs {
         cfg.dump = resourcesync_source::dump::DumpOptions {
             max_bytes: self.dump_max_bytes.max(1),
             max_files: self.dump_max_files.clamp(1, 50_000),
+            rebuild_after: self.dump_rebuild_after,
         };
         Ok(cfg)
     }

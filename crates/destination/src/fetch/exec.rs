@@ -415,6 +415,12 @@ pub(crate) async fn delete(
         return Ok(Outcome::NoCopy);
     };
     let path = RelPath::parse(&p.path).unwrap_or_else(|_| rel.clone());
+    // A copy a dump package put in place during this run, which the Source deleted after the
+    // dump's snapshot (Z39.99-2014 §11.1: a Resource Dump describes the snapshot of its `at`,
+    // which may be older than the Resource List): it never was a copy of what the Source has,
+    // so it goes, with or without --delete, and the run leaves what a baseline from the list
+    // would have.
+    let delete = ctx.delete || ctx.dumped_now(&item.uri);
     // The placeholder of a copy a killed run never put in place (crate::commit): nothing to
     // delete or keep, the row goes; one it put in place and that is kept (without --delete)
     // becomes a kept copy like any other (its length known: no longer a placeholder).
@@ -428,7 +434,7 @@ pub(crate) async fn delete(
                     .await?;
                 return Ok(Outcome::NoCopy);
             }
-            Some(m) if !ctx.delete => writes.push(Write::Row(ResourceRecord {
+            Some(m) if !delete => writes.push(Write::Row(ResourceRecord {
                 length: Some(m.length),
                 ..p.clone()
             })),
@@ -437,12 +443,12 @@ pub(crate) async fn delete(
     }
     if ctx.dry_run {
         return Ok(Outcome::Planned(Planned {
-            action: if ctx.delete { "delete" } else { "keep" },
+            action: if delete { "delete" } else { "keep" },
             uri: item.uri.clone(),
             path: path.to_string(),
         }));
     }
-    if ctx.delete {
+    if delete {
         let store = ctx.ports.store.clone();
         blocking(move || Ok(store.delete(&path)?)).await?;
         // The row only once the copy is gone.

@@ -172,6 +172,48 @@ async fn baseline_from_a_dump_with_carried_over_packages() {
     assert_eq!(dest_files(&dest), source_files(src.path()));
 }
 
+/// A Source keeps its Resource Dump while few resources changed since (`rebuild_after`, 10 %
+/// by default): a new Destination baselines from that older dump, fetches what changed since
+/// from the Resource List, and a copy the dump brought of a resource deleted since goes, even
+/// without --delete (it never was a copy of what the Source has).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_older_dump_gives_the_copy_a_baseline_from_the_list_would() {
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..20)
+        .map(|i| (format!("f{i:02}.txt"), format!("file {i}").into_bytes()))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start(src.path()).await;
+    let dumps = |c: &mut resourcesync_source::SourceConfig| c.publish.dumps = true;
+    publish_with(src.path(), &server.base, dumps);
+    let dump_doc = src.path().join("resourcesync/resourcedump.xml");
+    let first = std::fs::read_to_string(&dump_doc).expect("resourcedump.xml");
+    // 2 of 20 resources changed (10 %): the Resource Dump of the first snapshot stays.
+    write_tree(src.path(), &[("f03.txt", b"file 3, changed".as_slice())]);
+    std::fs::remove_file(src.path().join("f07.txt")).expect("rm");
+    publish_with(src.path(), &server.base, dumps);
+    assert_eq!(
+        std::fs::read_to_string(&dump_doc).expect("resourcedump.xml"),
+        first,
+        "the Resource Dump is kept"
+    );
+
+    let out = tmp();
+    let dest = dest_in(&out);
+    let r = run(&options(&server.base, &dest)).await;
+    assert_eq!(r.mode, Mode::Baseline);
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert_eq!(r.packages, 1, "{r:?}");
+    // The changed resource alone is fetched; the deleted one's copy is gone without --delete.
+    assert_eq!(server.resource_hits(), 1, "{r:?}");
+    assert_eq!(server.hits("/f03.txt"), 1, "{r:?}");
+    assert_eq!(dest_files(&dest), source_files(src.path()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dump_older_than_the_resource_list_is_completed_from_the_list() {
     let src = tmp();

@@ -608,6 +608,18 @@ impl State {
             .map_err(|e| self.err(e))
     }
 
+    /// How many resources (URIs, each counted once) have a change recorded after `seq`.
+    pub fn uris_changed_after(&self, seq: i64) -> Result<u64> {
+        self.conn
+            .query_row(
+                "SELECT count(DISTINCT uri) FROM changes WHERE seq>?1",
+                [seq],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n.max(0) as u64)
+            .map_err(|e| self.err(e))
+    }
+
     /// The last change sequence number (0 when none).
     pub fn last_seq(&self) -> Result<i64> {
         self.conn

@@ -19,6 +19,8 @@ use crate::dump::{
 const OPTS: DumpOptions = DumpOptions {
     max_bytes: 1 << 30,
     max_files: 3,
+    // A new Resource Dump for every snapshot: these tests are about what it reuses.
+    rebuild_after: 0,
 };
 
 /// What tells that a file was not written again: inode, modification time, bytes.
@@ -252,4 +254,49 @@ fn a_damaged_entry_of_the_previous_package_is_copied_from_the_source() {
         "{second:?}"
     );
     assert_eq!(listed(out.path(), dir.path()).1, source_files(dir.path()));
+}
+
+/// A Resource Dump is kept while the resources changed since its snapshot are at most
+/// `rebuild_after` percent of those it holds, each counted once however often it changed; past
+/// that, the new snapshot gets its own (Z39.99-2014 §11.1: a dump describes the snapshot of
+/// its `at`).
+#[test]
+fn a_dump_is_kept_until_the_share_changed_since_passes_rebuild_after() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = tempfile::tempdir().expect("out");
+    for i in 0..20 {
+        write(dir.path(), &format!("a/{i:02}.txt"), format!("file {i}"));
+    }
+    let opts = DumpOptions {
+        rebuild_after: 10,
+        ..DumpOptions::default()
+    };
+    let mut s = Source::open(config(dir.path(), out.path())).expect("open");
+    s.scan().expect("scan");
+    let first = dump_with(&s, opts);
+    assert_eq!((first.packages, first.behind), (1, None), "{first:?}");
+    let doc = out.path().join("resourcesync/resourcedump.xml");
+    let text = std::fs::read(&doc).expect("resourcedump.xml");
+
+    // One resource changed twice and one deleted: 2 of 20, 10 %.
+    for body in ["changed", "changed again"] {
+        write(dir.path(), "a/03.txt", body);
+        s.scan().expect("scan");
+        let kept = dump_with(&s, opts);
+        assert_eq!((kept.packages, kept.behind), (0, Some(1)), "{kept:?}");
+    }
+    std::fs::remove_file(dir.path().join("a/07.txt")).expect("rm");
+    s.scan().expect("scan");
+    let kept = dump_with(&s, opts);
+    assert_eq!((kept.packages, kept.behind), (0, Some(2)), "{kept:?}");
+    assert_eq!(std::fs::read(&doc).expect("resourcedump.xml"), text);
+
+    // A third resource: 15 %, past it.
+    write(dir.path(), "a/11.txt", "changed");
+    s.scan().expect("scan");
+    let new = dump_with(&s, opts);
+    assert_eq!((new.packages, new.behind), (1, None), "{new:?}");
+    assert_ne!(std::fs::read(&doc).expect("resourcedump.xml"), text);
+    let (_, resources) = listed(out.path(), dir.path());
+    assert_eq!(resources.len(), 19);
 }

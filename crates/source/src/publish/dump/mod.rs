@@ -114,6 +114,9 @@ pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 /// Default [`DumpOptions::max_files`]: 10,000. Smaller than the Sitemap limit so that a
 /// change touches few packages and a re-publish rewrites only those (see [`resource`]).
 pub const DEFAULT_MAX_FILES: usize = 10_000;
+/// Default [`DumpOptions::rebuild_after`]: 10 (%). A Destination starting from a Resource Dump
+/// that old fetches at most a tenth of the resources one by one.
+pub const DEFAULT_REBUILD_AFTER: u32 = 10;
 
 /// Bytes counted per ZIP entry besides its data and name: local header (30), central header
 /// (46), ZIP64 extra fields (up to 48) and slack.
@@ -136,6 +139,15 @@ pub struct DumpOptions {
     /// the Sitemap limit on the manifest, Z39.99-2014 §7; values outside 1..=50,000 are
     /// clamped).
     pub max_files: usize,
+    /// How far the Resource Dump may fall behind, in percent of the resources it holds: while
+    /// the resources changed since its snapshot (created, updated or deleted, counted once each)
+    /// are at most this share, a new snapshot keeps it as it is, and the changes reach
+    /// Destinations through the Change Lists and Change Dumps (Z39.99-2014 §11.1: a Resource
+    /// Dump describes the snapshot of its `at`; a Destination starting from it catches up from
+    /// there). Past it, a Resource Dump of the new snapshot is written (reusing the unchanged
+    /// packages, see [`resource`]). 0: a new Resource Dump for every snapshot. Default
+    /// [`DEFAULT_REBUILD_AFTER`].
+    pub rebuild_after: u32,
 }
 
 impl Default for DumpOptions {
@@ -143,6 +155,7 @@ impl Default for DumpOptions {
         DumpOptions {
             max_bytes: DEFAULT_MAX_BYTES,
             max_files: DEFAULT_MAX_FILES,
+            rebuild_after: DEFAULT_REBUILD_AFTER,
         }
     }
 }
@@ -152,6 +165,7 @@ impl DumpOptions {
         DumpOptions {
             max_bytes: self.max_bytes.max(1),
             max_files: self.max_files.clamp(1, MAX_ENTRIES),
+            rebuild_after: self.rebuild_after.min(100),
         }
     }
 }
@@ -183,6 +197,9 @@ pub struct DumpReport {
     pub written: Vec<PathBuf>,
     /// Packages and manifest copies of older snapshots removed.
     pub removed: Vec<PathBuf>,
+    /// When the Resource Dump of an earlier snapshot was kept ([`DumpOptions::rebuild_after`]):
+    /// the resources changed since its snapshot.
+    pub behind: Option<u64>,
 }
 
 /// Name (relative to the documents folder) of package `n` (from 1) of the Resource Dump of a

@@ -27,6 +27,9 @@ use super::*;
 
 /// Meta key of the snapshot whose Resource Dump was written last.
 const LAST_KEY: &str = "resourcedump:last";
+/// Meta key of the last change recorded when that dump was written (its snapshot holds every
+/// change up to it).
+const LAST_SEQ_KEY: &str = "resourcedump:last-seq";
 
 /// Read buffer of a previous package: an entry's local header and, for small bitstreams, its
 /// data in one read.
@@ -272,6 +275,18 @@ pub(super) fn write_resource_dump_with(
     let mut manifest_header = Header::new(Root::UrlSet, md);
     manifest_header.links.push(up(layout));
 
+    if let Some(behind) = kept_behind(layout, state, &opts)? {
+        tracing::info!(
+            "the Resource Dump of an earlier snapshot is kept: {behind} resources changed since \
+             (at most {}% of those it holds: --dump-rebuild-after)",
+            opts.rebuild_after
+        );
+        return Ok(DumpReport {
+            behind: Some(behind),
+            ..DumpReport::default()
+        });
+    }
+
     let previous = previous_records(state)?;
     // The ranges of the previous dump start at these URIs, in order.
     let ranges: Vec<PackageRecord> = previous
@@ -353,9 +368,42 @@ pub(super) fn write_resource_dump_with(
 
     let mut report = std::mem::take(&mut w.report);
     let snapshot = (key.as_str(), at, completed);
+    let seq = state.last_seq()?;
     finish_resource_dump(layout, state, snapshot, &w.records, &previous, &mut report)?;
     state.set_meta(LAST_KEY, &id.to_string())?;
+    state.set_meta(LAST_SEQ_KEY, &seq.to_string())?;
     Ok(report)
+}
+
+/// The resources changed since the snapshot of the last Resource Dump, when that dump is kept
+/// for the current snapshot ([`DumpOptions::rebuild_after`]): it is complete on disk, the
+/// state knows the last change it holds, and the resources changed since are at most
+/// `rebuild_after` percent of those it holds. `None`: a new one is written.
+fn kept_behind(layout: &Layout, state: &State, opts: &DumpOptions) -> Result<Option<u64>> {
+    if opts.rebuild_after == 0 || !layout.doc_path("resourcedump.xml").is_file() {
+        return Ok(None);
+    }
+    let (Some(last), Some(seq)) = (state.meta(LAST_KEY)?, state.meta(LAST_SEQ_KEY)?) else {
+        return Ok(None);
+    };
+    let (Ok(last), Ok(seq)) = (last.parse::<i64>(), seq.parse::<i64>()) else {
+        return Ok(None);
+    };
+    let Some(held) = state
+        .snapshots()?
+        .into_iter()
+        .find(|(id, ..)| *id == last)
+        .map(|(.., count)| count)
+    else {
+        return Ok(None);
+    };
+    let records = previous_records(state)?;
+    if records.is_empty() || !records.iter().all(|r| intact(layout, r)) {
+        return Ok(None);
+    }
+    let changed = state.uris_changed_after(seq)?;
+    let within = u128::from(changed) * 100 <= u128::from(held) * u128::from(opts.rebuild_after);
+    Ok(within.then_some(changed))
 }
 
 /// A resource not copied into the dump, counted and reported with why.
