@@ -37,8 +37,6 @@ use crate::report::{Failed, Failure, FailureKind, Planned};
 pub(crate) struct Exec {
     ctx: Arc<Ctx>,
     sem: Arc<Semaphore>,
-    /// The permits of `sem`.
-    slots: u32,
     set: JoinSet<(Outcome, Option<Deferred>)>,
     tally: Tally,
     /// Whether a blocked copy is deferred (not on the second try, not without `--delete`).
@@ -67,7 +65,6 @@ pub(crate) const MAX_DEFERRED: usize = 100_000;
 impl Exec {
     pub(crate) fn new(ctx: Arc<Ctx>, concurrency: usize) -> Self {
         let may_defer = ctx.delete && !ctx.dry_run;
-        let slots = u32::try_from(concurrency.clamp(1, Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
         let handout = ctx
             .ports
             .downloads
@@ -77,26 +74,13 @@ impl Exec {
         Exec {
             handout,
             ctx,
-            sem: Arc::new(Semaphore::new(slots as usize)),
-            slots,
+            sem: Arc::new(Semaphore::new(concurrency.max(1))),
             set: JoinSet::new(),
             tally: Tally::default(),
             may_defer,
             deferred: Vec::new(),
             in_flight: InFlight::default(),
             counted: None,
-        }
-    }
-
-    /// Resolves once no job submitted so far holds a download slot: every download has its
-    /// body (its copy may still wait for its batch to be made durable: see `run_job`). Jobs
-    /// submitted after it is called may be running still.
-    pub(crate) fn downloaded(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let (sem, slots) = (self.sem.clone(), self.slots);
-        async move {
-            // Taken and given back at once: the semaphore is fair, so the jobs submitted
-            // after wait only for the slots held now to come back.
-            drop(sem.acquire_many_owned(slots).await);
         }
     }
 

@@ -2,25 +2,30 @@
 //! catch-up (issue 36; docs/wide-area.md, "The catch-up after a baseline").
 //!
 //! A first baseline catches up from the Change Lists after the Resource List's `at`
-//! ([`crate::sync::catch_up`], Z39.99-2014 §5.2, §12.1). Read only once the downloads have
-//! ended, the Change List and its index cost two round trips in sequence at the end of the
-//! run (the list, then the index its `index` link names). Instead:
+//! ([`crate::sync::catch_up`], Z39.99-2014 §5.2, §12.1). Read only once the downloads had
+//! ended, the Change List and its index cost two round trips in sequence after the last
+//! download's (the list, then the index its `index` link names). Instead:
 //!
 //! 1. as soon as the Capability List names the Change List, its documents are read beside the
 //!    Resource List and the downloads ([`Ahead::start`]): the list, the index it links to (or
 //!    the index itself) and the index's last part, the open list (§12.2), unless it is the
 //!    list read already;
-//! 2. once every download of the baseline has its body (the copies may still be on their way
-//!    to disk), each of them is asked for again at once with the validators of the copy read
-//!    (`If-None-Match`, `If-Modified-Since`, RFC 9110 §13.1): one round trip, while the last
-//!    copies are made durable ([`Ahead::current`]). A 304 says the copy read in 1 is the
-//!    Source's current one; a 200 brings the current one. A document without validators
-//!    strong enough (see `discover::docs::validators`) is asked for unconditionally.
+//! 2. once every download of the baseline is under way (the last ones have their slots), each
+//!    of them is asked for again at once with the validators of the copy read (`If-None-Match`,
+//!    `If-Modified-Since`, RFC 9110 §13.1): one round trip, beside the last downloads' and
+//!    while the last copies are made durable ([`Ahead::current`]). A 304 says the copy read in
+//!    1 is the Source's current one; a 200 brings the current one. A document without
+//!    validators strong enough (see `discover::docs::validators`) is asked for unconditionally.
 //!
-//! The catch-up's first reading then walks those documents, each current as of 2 (after every
-//! download), as it would have walked them fetched then: a change made during the baseline is
-//! seen exactly as before. A document that could not be read in 1 or 2, or that a rewritten
-//! index names anew, is fetched by the walk as always.
+//! The catch-up's first reading then walks those documents, as current as when the last
+//! downloads were asked for. No change is missed by reading them then rather than after the
+//! last body arrived: a change the Source made before it answered them is listed in them and
+//! applied (§12.1); one it made after is later than every change they list, so later than the
+//! cursor the catch-up sets, and the next run applies it; a resource that changed between the
+//! two answers is fetched at its new version already, and when that no longer matches its
+//! listing the catch-up reads the Change List again for it as before (`catch_up`, 2 and 3). A
+//! document that could not be read in 1 or 2, or that a rewritten index names anew, is fetched
+//! by the walk as always.
 
 use std::collections::HashMap;
 
@@ -46,19 +51,14 @@ impl Ahead {
         }
     }
 
-    /// Once `downloaded` resolves (every download has its body), the documents read asked for
-    /// again, each with the validators of its copy, all at once (see the module docs, 2): the
-    /// documents for the catch-up's first walk, `None` when the Change List itself could not be
-    /// read (the walk then fetches everything, saying what failed).
-    pub(super) async fn current(
-        self,
-        fetcher: &DocFetcher,
-        downloaded: impl std::future::Future<Output = ()>,
-    ) -> Option<Prefetched> {
+    /// The documents read asked for again, each with the validators of its copy, all at once
+    /// (see the module docs, 2): the documents for the catch-up's first walk, `None` when the
+    /// Change List itself could not be read (the walk then fetches everything, saying what
+    /// failed).
+    pub(super) async fn current(self, fetcher: &DocFetcher) -> Option<Prefetched> {
         let Ahead { cl, mut reading } = self;
         // A task that failed (it panicked, or was cancelled) read nothing.
         let docs = (&mut reading.0).await.unwrap_or_default();
-        downloaded.await;
         let asked: Vec<_> = docs
             .into_iter()
             .map(|d| {

@@ -54,13 +54,13 @@ impl Lists<'_> {
         let mut from_dumps = Tally::default();
         let (mode, new_cursor) = self.lists(&mut exec, &mut from_dumps, &mut w).await?;
         self.warn(w, warnings);
-        // Asked for again once the downloads have their bodies, while the last copies are made
-        // durable: one round trip beside the last batch instead of two after it.
+        // Every download is under way: the Change List asked for again now, beside the last
+        // downloads and while the last copies are made durable (one round trip, instead of two
+        // after them).
         let ahead = ahead.filter(|_| is_full(mode) && new_cursor.is_some());
-        let downloaded = exec.downloaded();
         let (mut tally, current) = tokio::join!(exec.finish(), async {
             match ahead {
-                Some(a) => a.current(self.fetcher, downloaded).await,
+                Some(a) => a.current(self.fetcher).await,
                 None => None,
             }
         });

@@ -6,7 +6,8 @@
 //!   where its discovery goes next.
 //! - The Change List (and its index) of a first baseline is read beside the Resource List, as
 //!   soon as the Capability List names it, not after the downloads (crate::sync::ahead; its
-//!   conditional reading at the end: `catch_up_ahead.rs`).
+//!   conditional reading at the end: `catch_up_ahead.rs`), and asked for again beside the last
+//!   downloads, not after them.
 //! - The downloads start at the number in flight the round trip measured by the discovery's
 //!   answers asks for (`resourcesync_http::adaptive::START_RATE`), not at 32 growing a quarter
 //!   per round trip.
@@ -108,6 +109,37 @@ async fn the_change_list_is_read_beside_the_resource_list() {
         1,
         "the Change List waited for the Resource List"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_list_is_asked_for_again_beside_the_last_downloads() {
+    let src = tmp();
+    write(src.path(), 3);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    // The last download never answers: only a run that asks for the Change List again for its
+    // catch-up without waiting for the last body does so.
+    let _stalled = server.stall_after(2);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = options(&server.base, &dest);
+    let run = tokio::spawn(async move { sync(&o, Arc::new(Quiet)).await });
+    let (cl, index) = (
+        "/resourcesync/changelist.xml",
+        "/resourcesync/changelist-index.xml",
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (server.hits(cl) < 2 || server.hits(index) < 2) && Instant::now() < deadline {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    run.abort();
+    assert_eq!(
+        (server.hits(cl), server.hits(index)),
+        (2, 2),
+        "read beside the Resource List, then asked for again beside the last download"
+    );
+    assert_eq!(server.resource_hits(), 3, "every download asked for once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
