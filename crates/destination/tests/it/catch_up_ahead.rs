@@ -336,3 +336,45 @@ async fn a_change_listed_after_the_change_list_was_read_beside_the_baseline_is_c
     assert_eq!(r.mode, Mode::Incremental, "{r:?}");
     assert_eq!((r.created, r.updated, r.failed), (0, 0, 0), "{r:?}");
 }
+
+/// A Capability List that names the Change List Index itself: the index and its open list (its
+/// last part, Z39.99-2014 §12.2) are read beside the baseline and asked for again at the end
+/// (both 304), and the change the open list names is applied from the copy read beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_named_by_the_capability_list_and_its_open_list_are_read_beside_the_baseline() {
+    let src = Src::new();
+    let b2 = b"bravo, changed before the baseline".as_slice();
+    let (b, cap) = source(&src, b2, &[("b.txt", T1S, b2)]).await;
+    src.set(
+        "/rs/cap.xml",
+        capability_list(&[
+            ("resourcelist", format!("{b}rs/rl.xml")),
+            ("changelist", format!("{b}rs/clx.xml")),
+        ]),
+    );
+    let out = tmp();
+    let dest = dest_in(&out);
+    let r = run(&options(&cap, &dest)).await;
+    assert_eq!(r.mode, Mode::Baseline, "{r:?}");
+    assert_eq!(r.failed, 0, "{:#?}", r.failures);
+    assert_eq!(
+        (src.hits("/rs/clx.xml"), src.hits("/rs/cl-1.xml")),
+        (2, 2),
+        "each read beside the baseline, then asked for again"
+    );
+    assert_eq!(
+        (
+            src.not_modified("/rs/clx.xml"),
+            src.not_modified("/rs/cl-1.xml")
+        ),
+        (1, 1)
+    );
+    assert_eq!(src.hits("/rs/cl.xml"), 0);
+    let expected: BTreeMap<String, Vec<u8>> = [
+        ("a.txt".to_owned(), b"alpha".to_vec()),
+        ("b.txt".to_owned(), b2.to_vec()),
+    ]
+    .into();
+    assert_eq!(dest_files(&dest), expected);
+    assert_eq!(r.cursor.as_deref(), Some(T1S), "{r:?}");
+}
