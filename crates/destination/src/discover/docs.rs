@@ -247,6 +247,30 @@ impl Doc {
         .await?
     }
 
+    /// The last entry of a small document (at most [`MAX_INDEX_ENTRIES`]; more is an error),
+    /// the document kept: for an index, its last part (the open Change List, Z39.99-2014
+    /// §12.2).
+    pub(crate) async fn last_entry(&self) -> Result<Option<Entry>> {
+        let (url, path, max) = (self.url.clone(), self.file.to_path_buf(), self.max_bytes);
+        tokio::task::spawn_blocking(move || -> Result<Option<Entry>> {
+            let fh = File::open(&path).map_err(|e| Error::io(format!("reading {url}"), e))?;
+            let mut r = DocumentReader::open(fh, read_opts(&url, max))?;
+            let (mut last, mut n) = (None, 0usize);
+            while let Some(e) = r.next_entry()? {
+                n += 1;
+                if n > MAX_INDEX_ENTRIES {
+                    return Err(Error::BadDocument {
+                        url,
+                        message: format!("more than {MAX_INDEX_ENTRIES} entries in an index"),
+                    });
+                }
+                last = Some(e);
+            }
+            Ok(last)
+        })
+        .await?
+    }
+
     /// The entries of a small document (at most [`MAX_INDEX_ENTRIES`]; more is an error).
     pub(crate) async fn entries(self) -> Result<Vec<Entry>> {
         let url = self.url.clone();
@@ -316,6 +340,10 @@ pub(crate) struct Prefetched {
     /// Whether a single Change List's `index` link is not followed (its index is known
     /// unchanged, so this list is the open one of an index read before).
     pub no_index_link: bool,
+    /// Other documents fetched already and current (a 200, or a 304 to the validators of the
+    /// copy read earlier in the run: `crate::sync::ahead`), by URL: read instead of fetched
+    /// when the walk comes to them (the top's `index` link, or a part).
+    pub fetched: HashMap<String, Doc>,
 }
 
 fn check_capability(doc: &Doc, cap: &Capability, warnings: &mut Vec<String>) -> Result<()> {
@@ -412,9 +440,14 @@ async fn change_list_index(
     f: &DocFetcher,
     url: &str,
     ix: &str,
+    fetched: Option<Doc>,
     warnings: &mut Vec<String>,
 ) -> Option<Doc> {
-    match f.document(ix).await {
+    let got = match fetched {
+        Some(d) => Ok(d),
+        None => f.document(ix).await,
+    };
+    match got {
         Ok(d) if d.header.is_index() && d.header.capability() == Some(&Capability::ChangeList) => {
             Some(d)
         }
@@ -438,7 +471,7 @@ async fn change_list_index(
 /// open (no `until`), of the same `from`. Its entries are then read from `open`, not fetched
 /// again; a change published between the two reads is read by the next run, the cursor going
 /// no further than the last change read.
-fn is_the_open_list(open: &Doc, e: &resourcesync_model::Entry) -> bool {
+pub(crate) fn is_the_open_list(open: &Doc, e: &resourcesync_model::Entry) -> bool {
     let (Some(a), Some(b)) = (open.header.md.as_ref(), e.md.as_ref()) else {
         return false;
     };
@@ -479,7 +512,8 @@ pub(crate) async fn walk_with<S: ListSink>(
     if cap == Capability::ChangeList && !doc.header.is_index() && !pre.no_index_link {
         if let Some(ix) = doc.header.link("index").map(|l| l.href.clone()) {
             if visited.insert(ix.clone()) {
-                if let Some(d) = change_list_index(f, url, &ix, &mut warnings).await {
+                let fetched = pre.fetched.remove(&ix);
+                if let Some(d) = change_list_index(f, url, &ix, fetched, &mut warnings).await {
                     d.remember_validators(&mut validators);
                     opened = Some(std::mem::replace(&mut doc, d));
                 }
@@ -502,7 +536,10 @@ pub(crate) async fn walk_with<S: ListSink>(
                         Some(Some(d)) => d,
                         // Unchanged since the last run read it whole.
                         Some(None) => continue,
-                        None => f.document(&u).await.map_err(named)?,
+                        None => match pre.fetched.remove(&u) {
+                            Some(d) => d,
+                            None => f.document(&u).await.map_err(named)?,
+                        },
                     };
                     check_capability(&d, &cap, &mut warnings)?;
                     d.remember_validators(&mut validators);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use resourcesync_model::W3cDateTime;
 
+use super::ahead::Ahead;
 use super::baseline::{AbortOnDrop, after_dump, baseline, baseline_with, stage_list};
 use super::incremental::incremental;
 use super::{RunPlan, catch_up, delete_gone, extras, need_rl, repair};
@@ -42,12 +43,34 @@ impl Lists<'_> {
         // is due (super::check_due).
         let scan = self.plan.check.then(|| Scan::start(ctx, opts.check_copies));
         let earlier = delete_gone(ctx, opts).await?;
+        // A first baseline's catch-up: its Change List read beside the baseline
+        // (crate::sync::ahead).
+        let ahead = match (self.plan.cursor, &self.info.change_list) {
+            (None, Some(cl)) if self.catches_up() => Some(Ahead::start(self.fetcher, cl)),
+            _ => None,
+        };
         let mut exec = Exec::new(ctx.clone(), opts.concurrency);
         let mut w = Vec::new();
         let mut from_dumps = Tally::default();
         let (mode, new_cursor) = self.lists(&mut exec, &mut from_dumps, &mut w).await?;
         self.warn(w, warnings);
-        let mut tally = exec.finish().await;
+        // Every download is under way: the Change List asked for again now, beside the last
+        // downloads and while the last copies are made durable (one round trip, instead of two
+        // after them).
+        let ahead = ahead.filter(|_| is_full(mode) && new_cursor.is_some());
+        let (mut tally, current) = tokio::join!(exec.finish(), async {
+            match ahead {
+                Some(a) => a.current(self.fetcher).await,
+                None => None,
+            }
+        });
+        if current.is_some() {
+            ctx.memo
+                .lists
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .prefetched = current;
+        }
         let mut w = Vec::new();
         let (new_cursor, checked) = self
             .after_lists(mode, new_cursor, scan, &mut tally, &mut w)
@@ -100,14 +123,13 @@ impl Lists<'_> {
             fetcher,
             opts,
             info,
-            plan,
+            ..
         } = *self;
-        let full = matches!(mode, Mode::Baseline | Mode::BaselineDiff);
+        let full = is_full(mode);
         // Z39.99-2014 §5.2, §12.1: after a baseline, the changes since the list's `at` in the
         // same run; a resource that changed while the baseline ran is fetched again
         // (crate::sync::catch_up).
-        let baseline_at =
-            new_cursor.filter(|_| full && !opts.dry_run && !plan.dumps_only && opts.catch_up);
+        let baseline_at = new_cursor.filter(|_| full && self.catches_up());
         let new_cursor = match (baseline_at, &info.change_list) {
             (Some(at), Some(cl)) => {
                 Some(catch_up::catch_up(ctx, fetcher, opts.concurrency, cl, at, tally, w).await?)
@@ -129,6 +151,12 @@ impl Lists<'_> {
             w.extend(ctx.filter.unmatched_warnings());
         }
         Ok((new_cursor, checked))
+    }
+
+    /// Whether a baseline of this run catches up from the Change Lists after it (when it sets
+    /// a cursor).
+    fn catches_up(&self) -> bool {
+        !self.opts.dry_run && !self.plan.dumps_only && self.opts.catch_up
     }
 
     /// The run proper, from the dumps and the lists: returns its mode and the new cursor.
@@ -257,4 +285,9 @@ impl Lists<'_> {
             }
         })
     }
+}
+
+/// Whether a run of `mode` went through every resource of the Resource List.
+fn is_full(mode: Mode) -> bool {
+    matches!(mode, Mode::Baseline | Mode::BaselineDiff)
 }

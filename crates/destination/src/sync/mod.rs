@@ -28,6 +28,7 @@
 //!   A Source with dumps and no list is synced from them alone (module `dump::only`,
 //!   Z39.99-2017 §5.2).
 
+mod ahead;
 mod applier;
 mod baseline;
 pub mod catch_up;

@@ -291,10 +291,11 @@ async fn resources_that_change_during_the_baseline_are_caught_up_in_the_same_run
             ("/rs/cl.xml".into(), Some(cl1)),
         ],
     );
-    // Right after the Change List is read the first time: a.txt changes again.
+    // Right after the catch-up reads the Change List (the second read: the first is beside the
+    // baseline, crate::sync::ahead): a.txt changes again.
     live.on(
         "/rs/cl.xml",
-        1,
+        2,
         vec![
             ("/a.txt".into(), Some(a3.to_vec())),
             ("/rs/cl.xml".into(), Some(cl2)),
@@ -323,7 +324,11 @@ async fn resources_that_change_during_the_baseline_are_caught_up_in_the_same_run
     assert_eq!(r.cursor.as_deref(), Some("2024-03-01T00:00:05Z"), "{r:?}");
     // a, b and c of the list and new.txt, each once (gone.txt: deleted, counted apart).
     adds_up(&r, 4);
-    assert_eq!(live.hits("/rs/cl.xml"), 2, "read again once, for a.txt");
+    assert_eq!(
+        live.hits("/rs/cl.xml"),
+        3,
+        "beside the baseline, after it, then again once for a.txt"
+    );
     assert_eq!(live.hits("/a.txt"), 3, "listed, then v2, then v3");
 
     // The next run has nothing to do.
@@ -424,10 +429,11 @@ async fn changes_a_busy_source_lists_a_little_later_are_caught_up_in_the_same_ru
         b"".as_slice(),
     );
     let updated = (format!("{b}a.txt"), "updated", "2024-03-01T00:00:02Z", a2);
-    // Once the Change List has been read once, it lists the deletion; once twice, the update.
+    // Once the catch-up has read the Change List once, it lists the deletion; twice, the
+    // update (the first read of all is beside the baseline: crate::sync::ahead).
     live.on(
         "/rs/cl.xml",
-        1,
+        2,
         vec![(
             "/rs/cl.xml".into(),
             Some(change_list(&cap, std::slice::from_ref(&deleted))),
@@ -435,7 +441,7 @@ async fn changes_a_busy_source_lists_a_little_later_are_caught_up_in_the_same_ru
     );
     live.on(
         "/rs/cl.xml",
-        2,
+        3,
         vec![(
             "/rs/cl.xml".into(),
             Some(change_list(&cap, &[deleted.clone(), updated])),
@@ -451,8 +457,8 @@ async fn changes_a_busy_source_lists_a_little_later_are_caught_up_in_the_same_ru
     assert!(r.failures.is_empty(), "{:#?}", r.failures);
     assert_eq!(
         live.hits("/rs/cl.xml"),
-        3,
-        "read until both changes are listed"
+        4,
+        "beside the baseline, then until both changes are listed"
     );
     let expected: BTreeMap<String, Vec<u8>> = [
         ("a.txt".to_owned(), a2.to_vec()),
@@ -495,8 +501,8 @@ async fn a_change_never_listed_is_read_for_a_bounded_number_of_times_then_fails(
     let r = run(&o).await;
     assert_eq!(
         live.hits("/rs/cl.xml"),
-        MAX_READINGS as u32,
-        "the Change List read again, a bounded number of times"
+        MAX_READINGS as u32 + 1,
+        "the Change List read beside the baseline, then a bounded number of times"
     );
     // The waits between the readings add up to MAX_WAIT (a lower bound only: the machine may
     // be slow, never fast).
@@ -547,8 +553,8 @@ async fn a_deletion_a_change_list_without_from_lists_explains_a_404_of_the_basel
     assert_eq!(r.failed, 0, "{:#?}", r.failures);
     assert_eq!(
         live.hits("/rs/cl.xml"),
-        2,
-        "refused, then read for gone.txt"
+        3,
+        "beside the baseline, refused after it, then read for gone.txt"
     );
     let expected: BTreeMap<String, Vec<u8>> = [
         ("a.txt".to_owned(), b"alpha".to_vec()),

@@ -4,6 +4,10 @@
 //! - Discovery from a site root asks for the root and its well-known URI together
 //!   (Z39.99-2014 §6.3.2): a root is seldom a ResourceSync document, and the well-known URI is
 //!   where its discovery goes next.
+//! - The Change List (and its index) of a first baseline is read beside the Resource List, as
+//!   soon as the Capability List names it, not after the downloads (crate::sync::ahead; its
+//!   conditional reading at the end: `catch_up_ahead.rs`), and asked for again beside the last
+//!   downloads, not after them.
 //! - The downloads start at the number in flight the round trip measured by the discovery's
 //!   answers asks for (`resourcesync_http::adaptive::START_RATE`), not at 32 growing a quarter
 //!   per round trip.
@@ -62,6 +66,80 @@ async fn a_site_root_and_its_well_known_uri_are_asked_for_together() {
         1,
         "the well-known URI waited for the root's answer"
     );
+}
+
+/// The path the Source serves its (only) Resource List at: `resourcesync/resourcelists/N/`.
+fn resource_list_path(src: &std::path::Path) -> String {
+    let dir = src.join("resourcesync/resourcelists");
+    let snap = std::fs::read_dir(&dir)
+        .expect("resource lists")
+        .next()
+        .expect("a snapshot")
+        .expect("entry")
+        .file_name();
+    let snap = snap.to_str().expect("name");
+    format!("/resourcesync/resourcelists/{snap}/resourcelist.xml")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_list_is_read_beside_the_resource_list() {
+    let src = tmp();
+    write(src.path(), 3);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    // The Resource List never answers: only a run that reads the Change List beside it (not
+    // after the downloads) reaches the Change List's index.
+    let rl = resource_list_path(src.path());
+    server.fault(&rl, Fault::Stall);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = options(&server.base, &dest);
+    let run = tokio::spawn(async move { sync(&o, Arc::new(Quiet)).await });
+    let index = "/resourcesync/changelist-index.xml";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (server.hits(index) == 0 || server.hits(&rl) == 0) && Instant::now() < deadline {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    run.abort();
+    assert_eq!(server.hits(&rl), 1);
+    assert_eq!(server.hits("/resourcesync/changelist.xml"), 1);
+    assert_eq!(
+        server.hits(index),
+        1,
+        "the Change List waited for the Resource List"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_list_is_asked_for_again_beside_the_last_downloads() {
+    let src = tmp();
+    write(src.path(), 3);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    // The last download never answers: only a run that asks for the Change List again for its
+    // catch-up without waiting for the last body does so.
+    let _stalled = server.stall_after(2);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let o = options(&server.base, &dest);
+    let run = tokio::spawn(async move { sync(&o, Arc::new(Quiet)).await });
+    let (cl, index) = (
+        "/resourcesync/changelist.xml",
+        "/resourcesync/changelist-index.xml",
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (server.hits(cl) < 2 || server.hits(index) < 2) && Instant::now() < deadline {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    run.abort();
+    assert_eq!(
+        (server.hits(cl), server.hits(index)),
+        (2, 2),
+        "read beside the Resource List, then asked for again beside the last download"
+    );
+    assert_eq!(server.resource_hits(), 3, "every download asked for once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,135 @@
+//! The Change List read beside a first baseline, and asked for again conditionally for the
+//! catch-up (issue 36; docs/wide-area.md, "The catch-up after a baseline").
+//!
+//! A first baseline catches up from the Change Lists after the Resource List's `at`
+//! ([`crate::sync::catch_up`], Z39.99-2014 §5.2, §12.1). Read only once the downloads had
+//! ended, the Change List and its index cost two round trips in sequence after the last
+//! download's (the list, then the index its `index` link names). Instead:
+//!
+//! 1. as soon as the Capability List names the Change List, its documents are read beside the
+//!    Resource List and the downloads ([`Ahead::start`]): the list, the index it links to (or
+//!    the index itself) and the index's last part, the open list (§12.2), unless it is the
+//!    list read already;
+//! 2. once every download of the baseline is under way (the last ones have their slots), each
+//!    of them is asked for again at once with the validators of the copy read (`If-None-Match`,
+//!    `If-Modified-Since`, RFC 9110 §13.1): one round trip, beside the last downloads' and
+//!    while the last copies are made durable ([`Ahead::current`]). A 304 says the copy read in
+//!    1 is the Source's current one; a 200 brings the current one. A document without
+//!    validators strong enough (see `discover::docs::validators`) is asked for unconditionally.
+//!
+//! The catch-up's first reading then walks those documents, as current as when the last
+//! downloads were asked for. No change is missed by reading them then rather than after the
+//! last body arrived: a change the Source made before it answered them is listed in them and
+//! applied (§12.1); one it made after is later than every change they list, so later than the
+//! cursor the catch-up sets, and the next run applies it; a resource that changed between the
+//! two answers is fetched at its new version already, and when that no longer matches its
+//! listing the catch-up reads the Change List again for it as before (`catch_up`, 2 and 3). A
+//! document that could not be read in 1 or 2, or that a rewritten index names anew, is fetched
+//! by the walk as always.
+
+use std::collections::HashMap;
+
+use resourcesync_model::Capability;
+
+use super::baseline::AbortOnDrop;
+use crate::discover::docs::{Doc, DocFetcher, Fetched, Prefetched, is_the_open_list};
+
+/// The Change List's documents being read beside the baseline ([`Ahead::start`]).
+pub(super) struct Ahead {
+    cl: String,
+    reading: AbortOnDrop<Vec<Doc>>,
+}
+
+impl Ahead {
+    /// Starts reading the documents of the Change List `cl` (see the module docs, 1).
+    pub(super) fn start(fetcher: &DocFetcher, cl: &str) -> Ahead {
+        let f = fetcher.clone();
+        let url = cl.to_owned();
+        Ahead {
+            cl: cl.to_owned(),
+            reading: AbortOnDrop(tokio::spawn(async move { read(&f, &url).await })),
+        }
+    }
+
+    /// The documents read asked for again, each with the validators of its copy, all at once
+    /// (see the module docs, 2): the documents for the catch-up's first walk, `None` when the
+    /// Change List itself could not be read (the walk then fetches everything, saying what
+    /// failed).
+    pub(super) async fn current(self, fetcher: &DocFetcher) -> Option<Prefetched> {
+        let Ahead { cl, mut reading } = self;
+        // A task that failed (it panicked, or was cancelled) read nothing.
+        let docs = (&mut reading.0).await.unwrap_or_default();
+        let asked: Vec<_> = docs
+            .into_iter()
+            .map(|d| {
+                let f = fetcher.clone();
+                AbortOnDrop(tokio::spawn(async move {
+                    match f.fetch_if(&d.url, d.validators.as_ref()).await {
+                        Ok(Fetched::Unchanged) => Some(d),
+                        Ok(Fetched::Doc(n)) => Some(*n),
+                        Err(e) => {
+                            tracing::info!("{}: {e}: read again by the catch-up", d.url);
+                            None
+                        }
+                    }
+                }))
+            })
+            .collect();
+        let mut fetched = HashMap::new();
+        for mut a in asked {
+            if let Ok(Some(d)) = (&mut a.0).await {
+                fetched.insert(d.url.clone(), d);
+            }
+        }
+        let top = fetched.remove(&cl)?;
+        Some(Prefetched {
+            top: Some(top),
+            fetched,
+            ..Prefetched::default()
+        })
+    }
+}
+
+/// The documents the catch-up's walk of the Change List `cl` would fetch first: the list, the
+/// index it links to (or the index it is), and the index's last part unless it is the list
+/// (`discover::docs::walk_with` reads that one from the list). What cannot be read is left to
+/// the walk.
+async fn read(f: &DocFetcher, cl: &str) -> Vec<Doc> {
+    let is_cl = |d: &Doc| d.header.capability() == Some(&Capability::ChangeList);
+    let mut docs = Vec::new();
+    let top = match f.document(cl).await {
+        Ok(d) if is_cl(&d) => d,
+        _ => return docs,
+    };
+    // The index: the top itself, or the one its `index` link names (Z39.99-2014 §12.1).
+    let (list, index) = if top.header.is_index() {
+        (None, top)
+    } else {
+        let link = top.header.link("index").map(|l| l.href.clone());
+        let got = match link.filter(|ix| ix != cl) {
+            Some(ix) => f.document(&ix).await.ok(),
+            None => None,
+        };
+        match got.filter(|d| d.header.is_index() && is_cl(d)) {
+            Some(index) => (Some(top), index),
+            None => {
+                docs.push(top);
+                return docs;
+            }
+        }
+    };
+    // Its last part, the open list (§12.2), unless the walk reads it from the list.
+    let last = index.last_entry().await.ok().flatten();
+    let open =
+        last.filter(|e| e.loc != cl && !list.as_ref().is_some_and(|l| is_the_open_list(l, e)));
+    docs.extend(list);
+    docs.push(index);
+    if let Some(e) = open {
+        if let Ok(d) = f.document(&e.loc).await {
+            if is_cl(&d) && !d.header.is_index() {
+                docs.push(d);
+            }
+        }
+    }
+    docs
+}
