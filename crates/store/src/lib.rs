@@ -52,6 +52,7 @@ pub use s3::{S3Config, S3Store};
 pub use state::PgState;
 pub use state::{
     Batch, BatchGuard, Claim, Claimed, Claims, Fence, Fenced, Guarded, KnownDocument, Lease,
-    Leases, MAX_KNOWN_DOCUMENTS, MemState, Op, PendingChange, RecordWrites, Records,
-    ResourceRecord, SourceCursor, SqliteState, WorkItem, WorkQueue, for_each_resource,
+    Leases, MAX_KNOWN_DOCUMENTS, MAX_VERSIONS_PAGE, MemState, Op, PendingChange, RecordWrites,
+    Records, ResourceRecord, SourceCursor, SqliteState, VersionEnd, VersionRecord, WorkItem,
+    WorkQueue, for_each_resource,
 };
