@@ -15,6 +15,9 @@
 //!   Last-Modified; per Source its cursor; changes to retry. Implementations: [`SqliteState`],
 //!   [`MemState`] and (feature `postgres`, on by default) `PgState`, shared by several
 //!   processes. Rows are written only after the file they describe is in place.
+//! - [`versions`]: the bodies of kept versions, content-addressed by sha-256 beside the
+//!   copies ([`VersionBodies`], a capability of [`Features`]); their rows are the state's
+//!   ([`VersionRecord`]).
 //! - [`conformance`]: the suites every implementation runs (`tests/it/conformance.rs` runs them
 //!   for the four here, and kills a child process at each step of a put for [`FsStore`]).
 //! - [`path`]: [`RelPath`] (defined in `resourcesync_model::path`).
@@ -35,6 +38,7 @@ pub mod path;
 #[cfg(feature = "s3")]
 pub mod s3;
 pub mod state;
+pub mod versions;
 
 pub use error::{Error, Result};
 pub use features::{Features, Hierarchy, Interrupted};
@@ -56,3 +60,4 @@ pub use state::{
     Records, ResourceRecord, SourceCursor, SqliteState, VersionEnd, VersionRecord, WorkItem,
     WorkQueue, for_each_resource,
 };
+pub use versions::{VersionBodies, version_digest, version_name};

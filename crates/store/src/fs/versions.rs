@@ -1,0 +1,101 @@
+//! [`VersionBodies`] of a directory: each body a file under `DEST/.resourcesync/versions`,
+//! hard-linked from the copy just placed (no byte copied), or copied where the file system
+//! has no hard links (through a temporary file, renamed into place once synced).
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use super::{FsStore, STATE_DIR, SYNC_WHOLE_FS, open_nofollow, sync_dir};
+use crate::error::{Error, Result};
+use crate::path::RelPath;
+use crate::versions::{VersionBodies, version_name};
+
+impl FsStore {
+    /// The file of the body named `digest`.
+    fn version_path(&self, digest: &str) -> Result<PathBuf> {
+        Ok(self.root.join(STATE_DIR).join(version_name(digest)?))
+    }
+
+    /// Copies `src` to `dst` through a synced temporary file (a file system without hard
+    /// links); whether `dst` was added.
+    fn copy_version(&self, src: &Path, dst: &Path) -> Result<bool> {
+        let name = format!(
+            "dl-version-{}-{}",
+            std::process::id(),
+            dst.file_name().and_then(|n| n.to_str()).unwrap_or("body")
+        );
+        let tmp = self.tmp.join(name);
+        let mut from = open_nofollow(src).map_err(|e| Error::io(src, e))?;
+        let copied = (|| {
+            let mut to = fs::File::create(&tmp)?;
+            io::copy(&mut from, &mut to)?;
+            to.sync_all()
+        })();
+        if let Err(e) = copied.and_then(|()| fs::rename(&tmp, dst)) {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::io(dst, e));
+        }
+        Ok(true)
+    }
+}
+
+impl VersionBodies for FsStore {
+    fn keep(&self, key: &RelPath, digest: &str) -> Result<bool> {
+        let dst = self.version_path(digest)?;
+        if fs::symlink_metadata(&dst).is_ok_and(|m| m.is_file()) {
+            return Ok(false);
+        }
+        let src = key.under(&self.root);
+        let m = fs::symlink_metadata(&src).map_err(|e| Error::io(&src, e))?;
+        if !m.is_file() {
+            return Err(Error::io(&src, io::Error::other("not a regular file")));
+        }
+        let dir = dst.parent().unwrap_or(&self.root);
+        resourcesync_fsmode::private_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        // `link(2)` of the file itself (a symbolic link put there since is linked as one,
+        // and refused by `open_version`): atomic, and refused when the name exists.
+        let added = match fs::hard_link(&src, &dst) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+            Err(_) => self.copy_version(&src, &dst)?,
+        };
+        if added && !SYNC_WHOLE_FS {
+            sync_dir(dir)?;
+        }
+        Ok(added)
+    }
+
+    fn open_version(&self, digest: &str) -> Result<Option<Box<dyn Read + Send>>> {
+        let p = self.version_path(digest)?;
+        match open_nofollow(&p) {
+            Ok(f) => Ok(Some(Box::new(f))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(&p, e)),
+        }
+    }
+
+    fn version_length(&self, digest: &str) -> Result<Option<u64>> {
+        let p = self.version_path(digest)?;
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_file() => Ok(Some(m.len())),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(&p, e)),
+        }
+    }
+
+    fn remove_version(&self, digest: &str) -> Result<bool> {
+        let p = self.version_path(digest)?;
+        match fs::remove_file(&p) {
+            Ok(()) => {
+                if !SYNC_WHOLE_FS {
+                    sync_dir(p.parent().unwrap_or(&self.root))?;
+                }
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io(&p, e)),
+        }
+    }
+}
