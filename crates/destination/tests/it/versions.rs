@@ -230,3 +230,59 @@ async fn a_bucket_keeps_every_version() {
     .await;
     assert_eq!(keys, ["a.txt", "b.txt", "c.txt"]);
 }
+
+/// A body refused (its published digest is not its own) is never put in place, so never kept:
+/// only the good resource has a version, and only its body is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_body_never_becomes_a_version() {
+    let root = tmp();
+    write_tree(root.path(), &[("a.txt", b"alpha"), ("b.txt", b"bravo")]);
+    let server = Server::start(root.path()).await;
+    let b = &server.base;
+    let md5 = |body: &[u8]| {
+        let mut h = MultiHasher::new(&[HashAlg::Md5]);
+        h.update(body);
+        h.finish().to_string()
+    };
+    let doc = format!(
+        "<?xml version=\"1.0\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" \
+         xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\n\
+         <rs:md capability=\"resourcelist\" at=\"2020-01-01T00:00:00Z\"/>\n\
+         <url><loc>{b}a.txt</loc><lastmod>2020-01-01T00:00:00Z</lastmod>\
+         <rs:md length=\"5\" hash=\"{}\"/></url>\n\
+         <url><loc>{b}b.txt</loc><rs:md length=\"5\" hash=\"{}\"/></url>\n</urlset>\n",
+        md5(b"alpha"),
+        md5(b"BRAVO"),
+    );
+    write_tree(root.path(), &[("hostile/rl.xml", doc.as_bytes())]);
+    let dest = tmp();
+    let mut o = options(&format!("{b}hostile/rl.xml"), dest.path());
+    o.versions = true;
+    o.http.retries = 0;
+    let r = resourcesync_destination::sync(&o, Arc::new(Quiet))
+        .await
+        .expect("sync");
+    assert_eq!((r.created, r.failed), (1, 1), "{r:?}");
+    let v = r.versions.expect("kept");
+    assert_eq!((v.versions, v.bodies, v.bytes), (1, 1, 5), "{v:?}");
+    let state = SqliteState::open(&dest.path().join(".resourcesync/state.sqlite")).expect("state");
+    let key = r.source.key();
+    let a = state
+        .versions_of(&key, &format!("{b}a.txt"), None, 10)
+        .expect("versions");
+    assert_eq!(a.len(), 1, "{a:#?}");
+    assert_eq!(
+        a[0].datetime.map(|d| d.to_string()).as_deref(),
+        Some("2020-01-01T00:00:00Z")
+    );
+    assert!(
+        state
+            .versions_of(&key, &format!("{b}b.txt"), None, 10)
+            .expect("versions")
+            .is_empty()
+    );
+    assert_eq!(walk_files(&dest.path().join(".resourcesync/versions")), 1);
+    let store = FsStore::open(dest.path()).expect("store");
+    assert!(kept(&store, &sha(b"BRAVO")).is_none());
+    assert!(kept(&store, &sha(b"bravo")).is_none());
+}
