@@ -79,6 +79,9 @@ pub(crate) struct Pending {
     /// The state has no row of it (as far as its producer knows): a placeholder is recorded
     /// before it is put in place (step 0 of the module documentation).
     pub(crate) fresh: bool,
+    /// The Source's time for this body, kept with its version (`--versions`): the change's
+    /// `datetime` for a Change List entry (Z39.99-2014 §12.1), else the entry's `<lastmod>`.
+    pub(crate) datetime: Option<resourcesync_model::W3cDateTime>,
 }
 
 /// The placeholder row of a copy about to be put in place where the state has no row of it:
@@ -215,6 +218,7 @@ fn place_batch(
             row,
             origin,
             fresh,
+            datetime,
         },
     ) in batch.into_iter().enumerate()
     {
@@ -233,7 +237,7 @@ fn place_batch(
             continue;
         }
         bodies.push(body);
-        rest.push((row, origin, fresh, over));
+        rest.push((row, origin, fresh, over, datetime));
     }
     let mut refusals = refusals.into_iter().peekable();
     let mut refuse_due = |p: &mut Placed| {
@@ -251,7 +255,7 @@ fn place_batch(
             reason: "the store gave no outcome for this copy",
         })
     }));
-    for (r, (mut row, origin, fresh, over)) in placed.zip(rest) {
+    for (r, (mut row, origin, fresh, over, datetime)) in placed.zip(rest) {
         refuse_due(&mut p);
         match r {
             Ok(c) => {
@@ -264,7 +268,7 @@ fn place_batch(
                 // Its body kept as a version before anything records it (`--versions`): a
                 // copy whose body cannot be kept fails, unrecorded, and is fetched again.
                 if let Some(k) = keeper {
-                    match k.keep(store, &row) {
+                    match k.keep(store, &row, datetime.or(row.lastmod)) {
                         Ok(v) => p.versions.push(v),
                         Err(f) => {
                             if fresh {

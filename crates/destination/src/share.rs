@@ -70,6 +70,14 @@ pub struct SharedFetch {
         skip_serializing_if = "Option::is_none"
     )]
     pub lastmod: Option<W3cDateTime>,
+    /// The change's `datetime`, for a Change List entry (Z39.99-2014 §12.1): kept with the
+    /// version of the body (`versions`).
+    #[serde(
+        default,
+        with = "text::lastmod",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ctime: Option<W3cDateTime>,
     /// The change (`created`, `updated`), for a Change List entry (Z39.99-2014 §12.1).
     #[serde(
         default,

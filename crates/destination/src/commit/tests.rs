@@ -24,6 +24,7 @@ fn pending(store: &FsStore, uri: &str, path: &str, body: &[u8]) -> Pending {
         },
         origin: Origin::Download,
         fresh: true,
+        datetime: None,
     }
 }
 

@@ -65,12 +65,14 @@ impl Keeper {
     }
 
     /// Keeps the body of the copy just put in place for `row` (its path, length and digests
-    /// those of the body) as a version; the version to record (its `first_seen` set when it
-    /// is recorded). A body without a sha-256 (a store that computed none) is hashed here.
+    /// those of the body) as a version of the Source's time `datetime`; the version to record
+    /// (its `first_seen` set when it is recorded). A body without a sha-256 (a store that
+    /// computed none) is hashed here.
     pub(crate) fn keep(
         &self,
         store: &dyn Store,
         row: &ResourceRecord,
+        datetime: Option<W3cDateTime>,
     ) -> std::result::Result<VersionRecord, Failed> {
         let f = store.features();
         let Some(bodies) = f.versions else {
@@ -97,7 +99,7 @@ impl Keeper {
             seq: 0,
             digest,
             length,
-            datetime: row.lastmod,
+            datetime,
             first_seen: W3cDateTime::now(true),
             until: None,
             deleted: false,
@@ -120,7 +122,7 @@ impl Keeper {
             .flat_map(|(w, _)| w)
             .filter_map(|w| match w {
                 Write::Row(r) if !r.gone && version_digest(&r.hashes).is_some() => {
-                    self.keep(store, r).ok()
+                    self.keep(store, r, r.lastmod).ok()
                 }
                 _ => None,
             })

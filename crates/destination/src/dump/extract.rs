@@ -51,6 +51,8 @@ pub(super) struct Job {
     pub(super) name: String,
     pub(super) expect: Expect,
     pub(super) lastmod: Option<W3cDateTime>,
+    /// The change's `datetime` (a Change Dump manifest entry), if any.
+    pub(super) ctime: Option<W3cDateTime>,
     /// The state has a copy of it.
     pub(super) update: bool,
 }
@@ -102,6 +104,7 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
         name: name.to_owned(),
         expect,
         lastmod: e.lastmod,
+        ctime: e.change_time().copied(),
         update: prior.is_some(),
     })))
 }
@@ -114,6 +117,7 @@ pub(super) fn extract_job(ctx: &Ctx, ex: &mut Extractor, job: Job) -> Result<App
         name,
         expect,
         lastmod,
+        ctime,
         update,
     } = job;
     let obs = ctx.ports.obs.clone();
@@ -150,6 +154,7 @@ pub(super) fn extract_job(ctx: &Ctx, ex: &mut Extractor, job: Job) -> Result<App
             origin: Origin::Package,
             // A copy the state has no current row of (none, or one kept after a delete).
             fresh: !update,
+            datetime: ctime.or(lastmod),
         }),
         update,
     })
@@ -402,6 +407,7 @@ pub(super) fn extract_patch(
             row,
             origin: Origin::Package,
             fresh: prior.is_none(),
+            datetime: e.change_time().copied().or(e.lastmod),
         }),
         update: true,
     })

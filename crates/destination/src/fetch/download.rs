@@ -320,5 +320,6 @@ pub(crate) async fn download(
         },
         origin: Origin::Download,
         fresh: prior.is_none(),
+        datetime: item.ctime.or(item.lastmod),
     })))
 }

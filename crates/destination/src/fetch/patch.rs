@@ -326,6 +326,7 @@ fn patched(
         origin: Origin::Download,
         // The state has its row: the patch applies to the copy it records.
         fresh: false,
+        datetime: item.ctime.or(item.lastmod),
     })
 }
 

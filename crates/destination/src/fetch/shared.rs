@@ -29,6 +29,7 @@ fn staged(f: &SharedFetch) -> StagedItem {
         length: f.length,
         hashes: f.hashes.clone(),
         lastmod: f.lastmod,
+        ctime: f.ctime,
         duplicates: f.duplicates.clone(),
         path: Some(f.path.to_string()),
         ..StagedItem::default()
