@@ -51,6 +51,7 @@ pub const RECORDS: &[Check<dyn Records>] = &[
         "versions_page_in_uri_then_time_order",
         versions::versions_page_in_uri_then_time_order,
     ),
+    ("versions_in_one_batch", versions::versions_in_one_batch),
 ];
 
 /// The checks of [`Leases`], and of batches fenced by them, by name.

@@ -252,6 +252,59 @@ pub(super) fn versions_page_in_uri_then_time_order(s: &dyn Records) -> Outcome {
     Ok(())
 }
 
+/// Many versions in one batch (as the committer writes them, which a database may apply in
+/// bulk) are each what they would be alone, in order: one per resource, a body listed again
+/// none, two of one resource one after the other.
+pub(super) fn versions_in_one_batch(s: &dyn Records) -> Outcome {
+    let (u1, u2, u3) = ("http://h/1", "http://h/2", "http://h/3");
+    let at = |n: u32| format!("2020-01-0{n}T00:00:00Z");
+    let first = [
+        version(u1, A, &at(1), &at(1))?,
+        version(u2, A, &at(1), &at(1))?,
+        version(u3, B, &at(1), &at(1))?,
+    ];
+    let second = [
+        version(u1, A, &at(2), &at(2))?,
+        version(u2, B, &at(2), &at(2))?,
+        version(u3, B, &at(2), &at(2))?,
+    ];
+    let third = [
+        version(u1, B, &at(3), &at(3))?,
+        version(u1, C, &at(4), &at(4))?,
+    ];
+    for vs in [&first[..], &second[..], &third[..]] {
+        let mut b = Batch::new();
+        for v in vs {
+            b.push(Op::PutVersion(v));
+        }
+        ok("apply", s.apply(&b))?;
+    }
+    let seen = |uri: &str| -> std::result::Result<Vec<(u64, String, Option<String>)>, String> {
+        Ok(all_of(s, uri)?
+            .into_iter()
+            .map(|v| (v.seq, v.digest, v.until.map(|t| t.to_string())))
+            .collect())
+    };
+    let d = |x: &str| x.to_owned();
+    ensure!(
+        seen(u1)?
+            == [
+                (1, d(A), Some(at(3))),
+                (2, d(B), Some(at(4))),
+                (3, d(C), None)
+            ],
+        "{u1}: {:?}",
+        seen(u1)?
+    );
+    ensure!(
+        seen(u2)? == [(1, d(A), Some(at(2))), (2, d(B), None)],
+        "{u2}: {:?}",
+        seen(u2)?
+    );
+    ensure!(seen(u3)? == [(1, d(B), None)], "{u3}: {:?}", seen(u3)?);
+    Ok(())
+}
+
 /// A version and the copy's row it is written with are one batch: a lost fence writes neither.
 pub(super) fn a_version_is_written_with_its_batch(s: &dyn SharedState) -> Outcome {
     let stale = ok("lease", s.lease_source("cap", "w1", EXPIRED))?.ok_or("no lease")?;

@@ -191,6 +191,7 @@ impl Tx<'_, '_> {
                 Kind::PutResource if of.len() > 1 => self.put_all(&of)?,
                 Kind::RemovePending if of.len() > 1 => self.unpend_all(&of)?,
                 Kind::CompleteWork if of.len() > 1 => self.complete_all(&of)?,
+                Kind::PutVersion if of.len() > 1 => self.put_versions(&of)?,
                 _ => false,
             };
             if !done {

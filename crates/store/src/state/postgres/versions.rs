@@ -43,6 +43,26 @@ const END: &str = "UPDATE versions SET until = $3, deleted = true, deleted_datet
 /// Removes one version.
 const REMOVE: &str = "DELETE FROM versions WHERE source = $1 AND uri = $2 AND seq = $3";
 
+/// [`INSERT`] and [`REPLACED`] for many resources in one statement, one per element of the
+/// arrays (each resource once): the last version of each (if any) is read, ended unless it has
+/// the digest, and the new one inserted numbered one more, unless the current one has the
+/// digest (as [`Tx::put_version`] does for one).
+const PUT_ALL: &str = "WITH v AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], \
+     $4::bigint[], $5::text[], $6::text[]) AS v(source, uri, digest, length, datetime, first_seen)), \
+     last AS (SELECT v.*, l.seq, l.digest AS ldigest, l.until, \
+         (l.seq IS NOT NULL AND l.until IS NULL AND l.digest = v.digest) AS same \
+         FROM v LEFT JOIN LATERAL (SELECT x.seq, x.digest, x.until FROM versions x \
+         WHERE x.source = v.source AND x.uri = v.uri ORDER BY x.seq DESC LIMIT 1) l ON true), \
+     ended AS (UPDATE versions x SET until = last.first_seen FROM last \
+         WHERE x.source = last.source AND x.uri = last.uri AND x.seq = last.seq \
+         AND last.until IS NULL AND NOT last.same) \
+     INSERT INTO versions(source, uri, seq, digest, length, datetime, first_seen) \
+     SELECT source, uri, coalesce(seq, 0) + 1, digest, length, datetime, first_seen FROM last \
+     WHERE NOT last.same";
+
+/// Resources per [`PUT_ALL`] statement.
+const CHUNK: usize = 1000;
+
 /// Whether a row names a digest (the index `versions_digest`).
 const REFERENCED: &str = "SELECT 1 FROM versions WHERE digest = $1 LIMIT 1";
 
@@ -132,6 +152,44 @@ impl Tx<'_, '_> {
             ],
         )?;
         Ok(())
+    }
+
+    /// [`crate::Op::PutVersion`] of many resources in one statement per [`CHUNK`]; `false`
+    /// (nothing written) when two are of one resource (applied one at a time, in order).
+    pub(super) fn put_versions(&mut self, ops: &[&crate::Op<'_>]) -> Result<bool> {
+        let vs: Vec<&VersionRecord> = ops
+            .iter()
+            .filter_map(|op| match op {
+                crate::Op::PutVersion(v) => Some(*v),
+                _ => None,
+            })
+            .collect();
+        let mut seen = std::collections::HashSet::with_capacity(vs.len());
+        if !vs
+            .iter()
+            .all(|v| seen.insert((v.source.as_str(), v.uri.as_str())))
+        {
+            return Ok(false);
+        }
+        for chunk in vs.chunks(CHUNK) {
+            let source: Vec<&str> = chunk.iter().map(|v| v.source.as_str()).collect();
+            let uri: Vec<&str> = chunk.iter().map(|v| v.uri.as_str()).collect();
+            let digest: Vec<&str> = chunk.iter().map(|v| v.digest.as_str()).collect();
+            let length: Vec<i64> = chunk
+                .iter()
+                .map(|v| to_i64(Some(v.length)).unwrap_or(i64::MAX))
+                .collect();
+            let datetime: Vec<Option<String>> = chunk
+                .iter()
+                .map(|v| v.datetime.map(|d| d.to_string()))
+                .collect();
+            let first_seen: Vec<String> = chunk.iter().map(|v| v.first_seen.to_string()).collect();
+            self.execute(
+                PUT_ALL,
+                &[&source, &uri, &digest, &length, &datetime, &first_seen],
+            )?;
+        }
+        Ok(true)
     }
 
     /// [`crate::Op::EndVersion`].
