@@ -158,6 +158,31 @@ async fn changed_twice_then_deleted(store: Arc<dyn Store>, state: Arc<dyn Record
     assert_eq!(after[..2], a[..2]);
     assert!(after[2].deleted && after[2].until.is_some(), "{after:#?}");
     assert_eq!(s.kept(&sha(b"three")).await.as_deref(), Some(&b"three"[..]));
+
+    // Deleted at the Source and removed here (--delete): the row goes, the versions stay, the
+    // last one ended with the Source's time of the delete; the body another resource still
+    // has is kept.
+    std::fs::remove_file(s.src.path().join("c.txt")).expect("rm");
+    publish(s.src.path(), &s.server.base, None);
+    let mut o = s.o.clone();
+    o.delete = true;
+    let r = s.d.sync(&o, Arc::new(Quiet)).await.expect("sync --delete");
+    assert_eq!(
+        (r.deleted, r.failed),
+        (2, 0),
+        "a.txt (kept before) and c.txt: {r:?}"
+    );
+    let c = s.versions(&key, "c.txt").await;
+    assert_eq!(c.len(), 1, "{c:#?}");
+    assert!(c[0].deleted && c[0].until.is_some(), "{c:#?}");
+    assert!(
+        c[0].deleted_datetime.is_some(),
+        "the Change List's datetime: {c:#?}"
+    );
+    assert_eq!(
+        s.kept(&sha(b"the same body")).await.as_deref(),
+        Some(&b"the same body"[..])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,12 +228,13 @@ async fn a_bucket_keeps_every_version() {
         .expect("prefix");
     let scratch = tmp();
     let dir = scratch.path().to_owned();
-    let store: Arc<dyn Store> = Arc::new(
+    let s3 = Arc::new(
         off(move || S3Store::with_config(cfg))
             .await
             .expect("bucket")
             .with_scratch(dir),
     );
+    let store: Arc<dyn Store> = s3.clone();
     let schema = format!("versions_{tag}");
     let state: Arc<dyn Records> = Arc::new(
         off(move || PgState::connect_schema(&pg, &schema))
@@ -228,7 +254,27 @@ async fn a_bucket_keeps_every_version() {
         keys
     })
     .await;
-    assert_eq!(keys, ["a.txt", "b.txt", "c.txt"]);
+    assert_eq!(keys, ["b.txt"]);
+    // Everything under the test's prefix goes, the kept bodies too.
+    off(move || {
+        let b = s3.bucket();
+        let mut names = Vec::new();
+        b.list("", None, &mut |o| {
+            names.push(o.name);
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .expect("list");
+        assert!(
+            names
+                .iter()
+                .any(|n| n.starts_with(".resourcesync/versions/sha256/")),
+            "{names:?}"
+        );
+        for n in names {
+            b.delete(&n).expect("clean up");
+        }
+    })
+    .await;
 }
 
 /// A body refused (its published digest is not its own) is never put in place, so never kept:
