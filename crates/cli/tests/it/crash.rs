@@ -605,6 +605,13 @@ fn a_kill_between_a_kept_version_and_its_row_leaves_a_consistent_state() {
         let o = versions_cmd().output().expect("sync");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert_eq!(dest_files(&dest), source_files(src.path()), "round {round}");
+        // The --json report says what was kept.
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--json");
+        let kept = &report["versions"];
+        assert!(
+            kept["versions"].as_u64().is_some() && kept["bytes"].as_u64().is_some(),
+            "{report:#}"
+        );
     }
     let state = SqliteState::open(&dest.join(".resourcesync/state.sqlite")).expect("state");
     let store = FsStore::open(&dest).expect("store");
