@@ -43,22 +43,32 @@ impl FsStore {
 impl VersionBodies for FsStore {
     fn keep(&self, key: &RelPath, digest: &str) -> Result<bool> {
         let dst = self.version_path(digest)?;
-        if fs::symlink_metadata(&dst).is_ok_and(|m| m.is_file()) {
-            return Ok(false);
-        }
         let src = key.under(&self.root);
         let m = fs::symlink_metadata(&src).map_err(|e| Error::io(&src, e))?;
         if !m.is_file() {
             return Err(Error::io(&src, io::Error::other("not a regular file")));
         }
         let dir = dst.parent().unwrap_or(&self.root);
-        resourcesync_fsmode::private_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         // `link(2)` of the file itself (a symbolic link put there since is linked as one,
-        // and refused by `open_version`): atomic, and refused when the name exists.
-        let added = match fs::hard_link(&src, &dst) {
+        // and refused by `open_version`): atomic, and refused when the name exists (the body
+        // is kept already). Its directory is made the first time one of its bodies is kept.
+        let mut linked = fs::hard_link(&src, &dst);
+        if linked
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+        {
+            resourcesync_fsmode::private_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            linked = fs::hard_link(&src, &dst);
+        }
+        let added = match linked {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
-            Err(_) => self.copy_version(&src, &dst)?,
+            Err(_) => {
+                if fs::symlink_metadata(&dst).is_ok_and(|m| m.is_file()) {
+                    return Ok(false);
+                }
+                self.copy_version(&src, &dst)?
+            }
         };
         if added && !SYNC_WHOLE_FS {
             sync_dir(dir)?;
