@@ -40,6 +40,25 @@ impl FsStore {
     }
 }
 
+impl FsStore {
+    /// Puts the file `src` at `dst` in place of what is there: linked under a temporary name
+    /// beside it, renamed over it (atomic).
+    fn relink_version(&self, src: &Path, dst: &Path) -> Result<()> {
+        let tmp = dst.with_file_name(format!(
+            ".relink-{}-{}",
+            std::process::id(),
+            dst.file_name().and_then(|n| n.to_str()).unwrap_or("body")
+        ));
+        let _ = fs::remove_file(&tmp);
+        let done = fs::hard_link(src, &tmp).and_then(|()| fs::rename(&tmp, dst));
+        if let Err(e) = done {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::io(dst, e));
+        }
+        Ok(())
+    }
+}
+
 impl VersionBodies for FsStore {
     fn keep(&self, key: &RelPath, digest: &str) -> Result<bool> {
         let dst = self.version_path(digest)?;
@@ -62,7 +81,18 @@ impl VersionBodies for FsStore {
         }
         let added = match linked {
             Ok(()) => true,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+            // Kept already: as it should be unless it is not the file it was (a copy edited in
+            // place edits the body linked from it; a same-length edit is for an audit of the
+            // bodies to find), then the new copy's file takes its name.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let same =
+                    fs::symlink_metadata(&dst).is_ok_and(|d| d.is_file() && d.len() == m.len());
+                if same {
+                    return Ok(false);
+                }
+                self.relink_version(&src, &dst)?;
+                true
+            }
             Err(_) => {
                 if fs::symlink_metadata(&dst).is_ok_and(|m| m.is_file()) {
                     return Ok(false);
@@ -107,5 +137,53 @@ impl VersionBodies for FsStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::io(&p, e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use resourcesync_model::{HashAlg, MultiHasher};
+
+    use super::*;
+    use crate::conformance::store::put;
+    use crate::versions::version_digest;
+
+    /// A copy edited in place (appended to) edits the body linked from it; the next copy of
+    /// that body put in place takes the kept body's name again.
+    #[test]
+    fn a_kept_body_damaged_through_its_copy_is_kept_again_from_the_next_copy() {
+        let d = tempfile::tempdir().expect("tmp");
+        let s = FsStore::open(d.path()).expect("store");
+        let key = RelPath::parse("a.txt").expect("key");
+        let body = b"the body";
+        let mut h = MultiHasher::new(&[HashAlg::Sha256]);
+        h.update(body);
+        let digest = version_digest(&h.finish()).expect("sha-256");
+        put(&s, &key, body).expect("put");
+        assert!(s.keep(&key, &digest).expect("keep"));
+        fs::OpenOptions::new()
+            .append(true)
+            .open(key.under(d.path()))
+            .and_then(|mut f| f.write_all(b", edited"))
+            .expect("edit in place");
+        let read = |s: &FsStore| {
+            let mut out = Vec::new();
+            s.open_version(&digest)
+                .expect("open")
+                .expect("kept")
+                .read_to_end(&mut out)
+                .expect("read");
+            out
+        };
+        assert_eq!(read(&s), b"the body, edited", "one file, linked");
+        put(&s, &key, body).expect("put again");
+        assert!(s.keep(&key, &digest).expect("keep again"), "kept anew");
+        assert_eq!(read(&s), body);
+        assert!(
+            !s.keep(&key, &digest).expect("keep"),
+            "then as it should be"
+        );
     }
 }
