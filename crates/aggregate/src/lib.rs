@@ -29,6 +29,7 @@ mod bucket_copy;
 pub mod config;
 pub mod error;
 pub mod follow;
+pub mod history;
 pub mod listing;
 pub mod published;
 mod queue;

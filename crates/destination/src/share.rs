@@ -70,6 +70,14 @@ pub struct SharedFetch {
         skip_serializing_if = "Option::is_none"
     )]
     pub lastmod: Option<W3cDateTime>,
+    /// The change's `datetime`, for a Change List entry (Z39.99-2014 §12.1): kept with the
+    /// version of the body (`versions`).
+    #[serde(
+        default,
+        with = "text::lastmod",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ctime: Option<W3cDateTime>,
     /// The change (`created`, `updated`), for a Change List entry (Z39.99-2014 §12.1).
     #[serde(
         default,
@@ -91,6 +99,10 @@ pub struct SharedFetch {
     pub repair: bool,
     /// The largest body accepted.
     pub max_bytes: u64,
+    /// The Source keeps versions (`--versions`): the body is kept as one when put in place
+    /// (`docs/history.md`). Absent from the payloads of earlier releases: no versions.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub versions: bool,
 }
 
 /// Most bytes of a payload read back ([`SharedFetch::from_payload`]): a queue row is hostile

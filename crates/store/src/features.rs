@@ -9,6 +9,7 @@
 //! | [`Features::local`] | its directory | none | none |
 //! | [`Features::interrupted`] | temporary files | none | stale multipart uploads |
 //! | [`Features::hierarchy`] | yes (a directory tree) | none (flat keys) | none (flat keys) |
+//! | [`Features::versions`] | hard links under `.resourcesync/versions` | shared bytes | server-side copies under `PREFIX.resourcesync/versions` |
 //!
 //! [`crate::conformance::store`] checks what each backend declares.
 
@@ -17,6 +18,7 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::path::RelPath;
+use crate::versions::VersionBodies;
 
 /// A store's hints and optional capabilities ([`crate::Store::features`]). The default is what
 /// a caller may assume of a backend that declares nothing: finishing may block, no crash
@@ -45,6 +47,9 @@ pub struct Features<'a> {
     /// there; `None` for a store whose keys are flat names (a bucket holds `a` and `a/b` side
     /// by side).
     pub hierarchy: Option<&'a dyn Hierarchy>,
+    /// Keeps the bodies of versions, content-addressed ([`crate::versions`]); `None` for a
+    /// store that cannot (`sync --versions` then refuses it).
+    pub versions: Option<&'a dyn VersionBodies>,
 }
 
 impl Default for Features<'_> {
@@ -56,6 +61,7 @@ impl Default for Features<'_> {
             local: None,
             interrupted: None,
             hierarchy: None,
+            versions: None,
         }
     }
 }
@@ -108,6 +114,13 @@ impl<'a> Features<'a> {
         self
     }
 
+    /// With [`Features::versions`] set to `v`.
+    #[must_use]
+    pub fn versions(mut self, v: &'a dyn VersionBodies) -> Self {
+        self.versions = Some(v);
+        self
+    }
+
     /// Whether something the store keeps at or above `key` blocks a put there
     /// ([`Hierarchy::blocked`]); never for flat keys.
     pub fn blocked(&self, key: &RelPath) -> Result<bool> {
@@ -130,6 +143,7 @@ impl fmt::Debug for Features<'_> {
             .field("local", &self.local)
             .field("interrupted", &self.interrupted.is_some())
             .field("hierarchy", &self.hierarchy.is_some())
+            .field("versions", &self.versions.is_some())
             .finish()
     }
 }

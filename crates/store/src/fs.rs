@@ -48,6 +48,7 @@ mod anon;
 #[cfg(target_os = "linux")]
 mod group;
 mod object;
+mod versions;
 
 /// The Destination's own folder under DEST: state database and temporary files.
 pub use resourcesync_model::path::STATE_DIR;

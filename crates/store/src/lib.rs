@@ -15,6 +15,9 @@
 //!   Last-Modified; per Source its cursor; changes to retry. Implementations: [`SqliteState`],
 //!   [`MemState`] and (feature `postgres`, on by default) `PgState`, shared by several
 //!   processes. Rows are written only after the file they describe is in place.
+//! - [`versions`]: the bodies of kept versions, content-addressed by sha-256 beside the
+//!   copies ([`VersionBodies`], a capability of [`Features`]); their rows are the state's
+//!   ([`VersionRecord`]).
 //! - [`conformance`]: the suites every implementation runs (`tests/it/conformance.rs` runs them
 //!   for the four here, and kills a child process at each step of a put for [`FsStore`]).
 //! - [`path`]: [`RelPath`] (defined in `resourcesync_model::path`).
@@ -35,6 +38,7 @@ pub mod path;
 #[cfg(feature = "s3")]
 pub mod s3;
 pub mod state;
+pub mod versions;
 
 pub use error::{Error, Result};
 pub use features::{Features, Hierarchy, Interrupted};
@@ -52,6 +56,8 @@ pub use s3::{S3Config, S3Store};
 pub use state::PgState;
 pub use state::{
     Batch, BatchGuard, Claim, Claimed, Claims, Fence, Fenced, Guarded, KnownDocument, Lease,
-    Leases, MAX_KNOWN_DOCUMENTS, MemState, Op, PendingChange, RecordWrites, Records,
-    ResourceRecord, SourceCursor, SqliteState, WorkItem, WorkQueue, for_each_resource,
+    Leases, MAX_KNOWN_DOCUMENTS, MAX_VERSIONS_PAGE, MemState, Op, PendingChange, RecordWrites,
+    Records, ResourceRecord, SourceCursor, SqliteState, VersionEnd, VersionRecord, WorkItem,
+    WorkQueue, for_each_resource,
 };
+pub use versions::{VersionBodies, version_digest, version_name};

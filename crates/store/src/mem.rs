@@ -16,6 +16,7 @@ use crate::object::{
     Expect, Finished, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload,
 };
 use crate::path::RelPath;
+use crate::versions::{VersionBodies, version_name};
 
 /// One object.
 #[derive(Debug, Clone)]
@@ -30,6 +31,8 @@ struct Object {
 #[derive(Debug, Default)]
 pub struct MemStore {
     objects: Mutex<BTreeMap<RelPath, Object>>,
+    /// The bodies of versions, by their name ([`crate::versions::version_name`]).
+    versions: Mutex<BTreeMap<String, Arc<[u8]>>>,
 }
 
 impl MemStore {
@@ -102,7 +105,10 @@ const LIST_CHUNK: usize = 256;
 
 impl Store for MemStore {
     fn features(&self) -> Features<'_> {
-        Features::new().finish_blocks(false).in_place(true)
+        Features::new()
+            .finish_blocks(false)
+            .in_place(true)
+            .versions(self)
     }
 
     fn begin(&self, key: &RelPath, expect: Expect) -> Result<Upload> {
@@ -189,5 +195,46 @@ impl Store for MemStore {
         let o = m.get_mut(key).ok_or_else(|| not_found(key))?;
         o.modified = t;
         Ok(true)
+    }
+}
+
+impl MemStore {
+    fn version_bodies(&self) -> MutexGuard<'_, BTreeMap<String, Arc<[u8]>>> {
+        self.versions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The bytes of the object at a key are shared with the version (they are never changed in
+/// place: a put replaces the object).
+impl VersionBodies for MemStore {
+    fn keep(&self, key: &RelPath, digest: &str) -> Result<bool> {
+        let name = version_name(digest)?;
+        if self.version_bodies().contains_key(&name) {
+            return Ok(false);
+        }
+        let body = self
+            .lock()
+            .get(key)
+            .map(|o| o.body.clone())
+            .ok_or_else(|| not_found(key))?;
+        Ok(self.version_bodies().insert(name, body).is_none())
+    }
+
+    fn open_version(&self, digest: &str) -> Result<Option<Box<dyn Read + Send>>> {
+        let name = version_name(digest)?;
+        Ok(self
+            .version_bodies()
+            .get(&name)
+            .map(|b| Box::new(Cursor::new(b.clone())) as Box<dyn Read + Send>))
+    }
+
+    fn version_length(&self, digest: &str) -> Result<Option<u64>> {
+        let name = version_name(digest)?;
+        Ok(self.version_bodies().get(&name).map(|b| b.len() as u64))
+    }
+
+    fn remove_version(&self, digest: &str) -> Result<bool> {
+        let name = version_name(digest)?;
+        Ok(self.version_bodies().remove(&name).is_some())
     }
 }

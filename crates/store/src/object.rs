@@ -54,6 +54,9 @@ pub struct Expect {
     /// The URI of the resource the body is a copy of, kept with the object where the backend
     /// keeps metadata (an S3 object's `x-amz-meta-rs-uri`; a directory keeps none).
     pub uri: Option<String>,
+    /// Computes the body's sha-256 even when the Source publishes another digest: the name of
+    /// a kept version ([`crate::versions`], `sync --versions`).
+    pub sha256: bool,
 }
 
 impl Expect {
@@ -66,14 +69,13 @@ impl Expect {
     }
 
     /// The algorithms computed while writing: the published known ones, else sha-256 (so the
-    /// state always has a digest of the copy).
+    /// state always has a digest of the copy); sha-256 too when [`Expect::sha256`] asks.
     pub fn algs(&self) -> Vec<HashAlg> {
-        let known = self.hashes.known_algs();
-        if known.is_empty() {
-            vec![HashAlg::Sha256]
-        } else {
-            known
+        let mut known = self.hashes.known_algs();
+        if known.is_empty() || (self.sha256 && !known.contains(&HashAlg::Sha256)) {
+            known.push(HashAlg::Sha256);
         }
+        known
     }
 
     /// Checks a length and computed digests against the expectation.

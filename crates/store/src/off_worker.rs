@@ -12,7 +12,9 @@ use crate::error::Result;
 use crate::features::Features;
 use crate::object::{Expect, Finished, ObjectMeta, Placed, Store, Upload};
 use crate::path::RelPath;
-use crate::state::{Batch, KnownDocument, PendingChange, Records, ResourceRecord, SourceCursor};
+use crate::state::{
+    Batch, KnownDocument, PendingChange, Records, ResourceRecord, SourceCursor, VersionRecord,
+};
 
 /// A port whose every method runs through [`call`]: off the async worker when called from
 /// one, directly on a thread that may block (a nested [`call`] runs directly too). The
@@ -176,6 +178,29 @@ impl Records for OffWorker<dyn Records> {
         limit: usize,
     ) -> Result<Vec<PendingChange>> {
         call(|| self.0.pending_page(source, after, limit))
+    }
+
+    fn versions_page(
+        &self,
+        source: &str,
+        after: Option<(&str, u64)>,
+        limit: usize,
+    ) -> Result<Vec<VersionRecord>> {
+        call(|| self.0.versions_page(source, after, limit))
+    }
+
+    fn versions_of(
+        &self,
+        source: &str,
+        uri: &str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<VersionRecord>> {
+        call(|| self.0.versions_of(source, uri, after, limit))
+    }
+
+    fn digest_referenced(&self, digest: &str) -> Result<bool> {
+        call(|| self.0.digest_referenced(digest))
     }
 
     fn apply(&self, batch: &Batch<'_>) -> Result<()> {

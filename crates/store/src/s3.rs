@@ -23,6 +23,7 @@ mod client;
 pub mod config;
 pub mod range;
 mod upload;
+mod versions;
 mod xml;
 
 use std::collections::HashSet;
@@ -420,6 +421,13 @@ impl Store for S3Store {
                     ),
                 ));
             };
+            // The Destination's own objects (kept versions) are no copies.
+            if rest
+                .strip_prefix(crate::fs::STATE_DIR)
+                .is_some_and(|r| r.starts_with('/'))
+            {
+                return Ok(ControlFlow::Continue(()));
+            }
             let item = RelPath::parse(rest).map_err(Error::from).map(|k| {
                 (
                     k,
@@ -501,6 +509,7 @@ impl Store for S3Store {
             .finish_blocks(false)
             .crash_safe(true)
             .interrupted(self)
+            .versions(self)
     }
 }
 

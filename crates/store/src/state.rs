@@ -40,6 +40,7 @@ mod mem;
 pub mod postgres;
 mod settled;
 mod sqlite;
+mod versions;
 
 pub use claimed::{Claimed, Claims};
 pub use fenced::{Fence, Fenced};
@@ -48,6 +49,7 @@ pub use mem::MemState;
 #[cfg(feature = "postgres")]
 pub use postgres::PgState;
 pub use sqlite::SqliteState;
+pub use versions::{MAX_VERSIONS_PAGE, VersionEnd, VersionRecord};
 
 /// What the Destination knows of one copy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -153,6 +155,17 @@ pub enum Op<'a> {
     /// Removes a claimed work item, only while the claim is held (else the whole batch fails
     /// with [`crate::Error::LeaseLost`]): the work and what it wrote are recorded together.
     CompleteWork(&'a Claim),
+    /// Records a version of a resource whose body is in the store (`state/versions.rs`): the
+    /// new current one, numbered one more than the resource's last ([`VersionRecord::seq`]
+    /// is ignored), the current one ending (`until`) at its `first_seen`. Nothing when the
+    /// current version has the same digest (a body listed again is one version).
+    PutVersion(&'a VersionRecord),
+    /// Ends the current version of a resource the Source deleted: `until`, `deleted` and the
+    /// Source's time of the delete. Nothing when the resource has no current version.
+    EndVersion(&'a VersionEnd),
+    /// Removes one version's row (pruning): its Source, URI and number. The numbers of the
+    /// others are kept; a number is given again only if the resource's last version is removed.
+    RemoveVersion(&'a str, &'a str, u64),
 }
 
 /// Writes applied together, all or nothing ([`Records::apply`]), in order.
@@ -356,6 +369,33 @@ pub trait Records: Send + Sync + Debug {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<PendingChange>>;
+
+    /// Up to `limit` (at most [`MAX_VERSIONS_PAGE`]) versions of a Source's resources after
+    /// `after` (a URI and a version number), in (URI, number) order: each resource's versions
+    /// in time order, the resources in URI (byte) order. For listing and pruning.
+    fn versions_page(
+        &self,
+        source: &str,
+        after: Option<(&str, u64)>,
+        limit: usize,
+    ) -> Result<Vec<VersionRecord>>;
+    /// Up to `limit` (at most [`MAX_VERSIONS_PAGE`]) versions of one resource numbered after
+    /// `after`, in time order (the order this Destination saw them; the last is current unless
+    /// it has an `until`). The default reads them from [`Records::versions_page`].
+    fn versions_of(
+        &self,
+        source: &str,
+        uri: &str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<VersionRecord>> {
+        let mut page = self.versions_page(source, Some((uri, after.unwrap_or(0))), limit)?;
+        page.retain(|v| v.uri == uri);
+        Ok(page)
+    }
+    /// Whether some version (of any Source of this state) has this digest: a body no row names
+    /// may be removed from the store.
+    fn digest_referenced(&self, digest: &str) -> Result<bool>;
 
     /// Whether every call answers from local storage (a file, memory) in about the time of a
     /// file read, never waiting for a network: async code may then make it in place, and

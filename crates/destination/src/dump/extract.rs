@@ -51,6 +51,8 @@ pub(super) struct Job {
     pub(super) name: String,
     pub(super) expect: Expect,
     pub(super) lastmod: Option<W3cDateTime>,
+    /// The change's `datetime` (a Change Dump manifest entry), if any.
+    pub(super) ctime: Option<W3cDateTime>,
     /// The state has a copy of it.
     pub(super) update: bool,
 }
@@ -75,6 +77,7 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
         uri: Some(uri.to_owned()),
+        sha256: ctx.versions,
     };
     let prior = if fresh {
         None
@@ -101,6 +104,7 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
         name: name.to_owned(),
         expect,
         lastmod: e.lastmod,
+        ctime: e.change_time().copied(),
         update: prior.is_some(),
     })))
 }
@@ -113,6 +117,7 @@ pub(super) fn extract_job(ctx: &Ctx, ex: &mut Extractor, job: Job) -> Result<App
         name,
         expect,
         lastmod,
+        ctime,
         update,
     } = job;
     let obs = ctx.ports.obs.clone();
@@ -149,6 +154,7 @@ pub(super) fn extract_job(ctx: &Ctx, ex: &mut Extractor, job: Job) -> Result<App
             origin: Origin::Package,
             // A copy the state has no current row of (none, or one kept after a delete).
             fresh: !update,
+            datetime: ctime.or(lastmod),
         }),
         update,
     })
@@ -310,6 +316,7 @@ pub fn unpack_package(
                 max_bytes: limits.max_resource_bytes,
                 modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
                 uri: Some(e.loc.clone()),
+                sha256: false,
             };
             unpack_entry(store, &mut pkg, name, &rel, expect, |_| {})?;
             Ok(rel)
@@ -365,6 +372,7 @@ pub(super) fn extract_patch(
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
         uri: Some(e.loc.clone()),
+        sha256: ctx.versions,
     };
     let body = patch_copy(
         ctx.ports.store.as_ref(),
@@ -399,6 +407,7 @@ pub(super) fn extract_patch(
             row,
             origin: Origin::Package,
             fresh: prior.is_none(),
+            datetime: e.change_time().copied().or(e.lastmod),
         }),
         update: true,
     })
@@ -424,6 +433,7 @@ pub(super) fn delete(ctx: &Ctx, uri: &str) -> Result<Applied> {
         .write_blocking(vec![Write::Removed {
             source: ctx.key.clone(),
             uri: uri.to_owned(),
+            when: None,
         }])
         .map_err(not_recorded)?;
     Ok(Applied::Deleted)

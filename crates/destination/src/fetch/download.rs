@@ -152,9 +152,13 @@ async fn adopt(
     let Some(m) = existing.filter(|_| worth_hashing) else {
         return Ok(false);
     };
-    let algs = item.hashes.known_algs();
+    let mut algs = item.hashes.known_algs();
     if !m.regular || algs.is_empty() || item.length.is_some_and(|l| l != m.length) {
         return Ok(false);
+    }
+    // The name of its version too (`--versions`): the committer keeps an adopted copy's body.
+    if ctx.versions && !algs.contains(&resourcesync_model::HashAlg::Sha256) {
+        algs.push(resourcesync_model::HashAlg::Sha256);
     }
     let store = ctx.ports.store.clone();
     let r = rel.clone();
@@ -165,6 +169,7 @@ async fn adopt(
         max_bytes: ctx.max_resource_bytes,
         modified: None,
         uri: None,
+        sha256: false,
     };
     if expect.verify(len, &hashes).is_err() {
         return Ok(false);
@@ -264,6 +269,8 @@ pub(crate) async fn download(
         modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
         // Kept with the copy where the store can (an object's metadata).
         uri: Some(item.uri.clone()),
+        // The name of the version kept of it (`--versions`).
+        sha256: ctx.versions,
     };
     let (limit, what) = expect.limit();
     if resp.content_length().is_some_and(|n| n > limit) {
@@ -313,5 +320,6 @@ pub(crate) async fn download(
         },
         origin: Origin::Download,
         fresh: prior.is_none(),
+        datetime: item.ctime.or(item.lastmod),
     })))
 }

@@ -91,11 +91,13 @@ fn handed(ctx: &Ctx, job: &Job) -> Option<SharedFetch> {
         length: item.length,
         hashes: item.hashes.clone(),
         lastmod: item.lastmod,
+        ctime: item.ctime,
         change: item.change.clone(),
         duplicates: item.duplicates.clone(),
         listed_change: change,
         new,
         repair,
         max_bytes: ctx.max_resource_bytes,
+        versions: ctx.versions,
     })
 }

@@ -12,7 +12,7 @@ use crate::common::*;
 use resourcesync_destination::{Destination, Mode, Ports, Quiet, SyncOptions, SyncReport};
 use resourcesync_store::{
     Batch, FsStore, KnownDocument, PendingChange, Records, RelPath, ResourceRecord, SourceCursor,
-    SqliteState,
+    SqliteState, VersionRecord,
 };
 
 /// Records that count the rows of resources they return (`resource`, `resources_page`,
@@ -83,6 +83,17 @@ impl Records for Counting {
         limit: usize,
     ) -> resourcesync_store::Result<Vec<PendingChange>> {
         self.inner.pending_page(source, after, limit)
+    }
+    fn versions_page(
+        &self,
+        source: &str,
+        after: Option<(&str, u64)>,
+        limit: usize,
+    ) -> resourcesync_store::Result<Vec<VersionRecord>> {
+        self.inner.versions_page(source, after, limit)
+    }
+    fn digest_referenced(&self, digest: &str) -> resourcesync_store::Result<bool> {
+        self.inner.digest_referenced(digest)
     }
     fn apply(&self, batch: &Batch<'_>) -> resourcesync_store::Result<()> {
         self.inner.apply(batch)

@@ -30,4 +30,5 @@ mod remembered;
 mod round_trips;
 mod share;
 mod sync;
+mod versions;
 mod watch;

@@ -82,6 +82,7 @@ async fn worker(
                 SharedFetcher::new(
                     &f.source,
                     f.max_bytes,
+                    f.versions,
                     8,
                     store.clone(),
                     claimed.clone() as Arc<dyn Records>,
@@ -103,7 +104,10 @@ async fn worker(
     }
 }
 
-async fn run(threshold: usize) -> (resourcesync_destination::SyncReport, usize, usize) {
+async fn run(
+    threshold: usize,
+    versions: bool,
+) -> (resourcesync_destination::SyncReport, usize, usize) {
     let src = tmp();
     let files: Vec<(String, Vec<u8>)> = (0..30)
         .map(|i| {
@@ -121,7 +125,8 @@ async fn run(threshold: usize) -> (resourcesync_destination::SyncReport, usize, 
     let server = Server::start(src.path()).await;
     publish(src.path(), &server.base, None);
     let scratch = tmp();
-    let o = options(&server.base, &scratch.path().join("unused"));
+    let mut o = options(&server.base, &scratch.path().join("unused"));
+    o.versions = versions;
     let store = Arc::new(MemStore::new());
     let state = Arc::new(MemState::new());
     let (added, done) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
@@ -159,6 +164,19 @@ async fn run(threshold: usize) -> (resourcesync_destination::SyncReport, usize, 
             .expect("a copy of ours")
             .1;
         assert_eq!(row.length, Some(copy.len() as u64), "{}", row.path);
+        // With versions, each copy's body is its first version, whoever fetched it.
+        let v = state.versions_of(&row.source, &row.uri, None, 10)?;
+        let want = if versions {
+            vec![resourcesync_store::version_digest(&row.hashes).expect("sha-256")]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(
+            v.into_iter().map(|v| v.digest).collect::<Vec<_>>(),
+            want,
+            "{}",
+            row.path
+        );
         n += 1;
         Ok(())
     })
@@ -174,7 +192,7 @@ async fn run(threshold: usize) -> (resourcesync_destination::SyncReport, usize, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_past_the_threshold_hands_its_fetches_to_the_workers() {
-    let (r, queued, fetched) = run(10).await;
+    let (r, queued, fetched) = run(10, false).await;
     assert_eq!((queued, fetched), (30, 30), "{r:?}");
     assert_eq!((r.shared, r.created, r.failed), (30, 0, 0), "{r:?}");
     assert!(
@@ -185,9 +203,21 @@ async fn a_run_past_the_threshold_hands_its_fetches_to_the_workers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_under_the_threshold_fetches_itself() {
-    let (r, queued, fetched) = run(30).await;
+    let (r, queued, fetched) = run(30, false).await;
     assert_eq!((queued, fetched), (0, 0), "{r:?}");
     assert_eq!((r.shared, r.created, r.failed), (0, 30, 0), "{r:?}");
+}
+
+/// `--versions` through shared fetches: the payload says so, and the worker's committer keeps
+/// each body as a version (`SharedFetch::versions`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_fetches_keep_their_versions() {
+    let (r, queued, fetched) = run(10, true).await;
+    assert_eq!(
+        (queued, fetched, r.shared, r.failed),
+        (30, 30, 30, 0),
+        "{r:?}"
+    );
 }
 
 /// A payload as the queue holds it (JSON, the published values as text: a PostgreSQL queue

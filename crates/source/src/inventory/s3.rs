@@ -26,7 +26,8 @@
 //! A key that does not map to a safe path is skipped with its reason and the listing goes on:
 //! not UTF-8, an empty, `.` or `..` segment, a key ending with `/` (a folder marker, what
 //! consoles make for a "folder"), a control byte, the Destination's `.resourcesync` folder
-//! (see `RelPath`). The prefix's own folder marker and the documents' places under the base
+//! (see `RelPath`; its `versions/`, the bodies a Destination keeps, are left out silently).
+//! The prefix's own folder marker and the documents' places under the base
 //! URL (`resourcesync/…` and `.well-known/resourcesync`, which `serve` answers with the
 //! documents, and where `publish --out` the same URL writes them) are left out silently.
 //!
@@ -122,7 +123,13 @@ fn documents_place(name: &str) -> bool {
 
 /// Why an object's name is not a resource's path: `Ok(None)` when it is left out silently.
 fn unsafe_name(name: &str) -> std::result::Result<(), Option<String>> {
-    if name.is_empty() || documents_place(name) {
+    // The versions a Destination keeps of its copies (`.resourcesync/versions/…`, when the
+    // bucket holds a Destination's copies: docs/history.md): not resources, left out
+    // silently (there is one per body kept, not one mistake to report).
+    let own = name
+        .strip_prefix(resourcesync_model::path::STATE_DIR)
+        .is_some_and(|r| r.starts_with("/versions/"));
+    if name.is_empty() || documents_place(name) || own {
         return Err(None);
     }
     if name.ends_with('/') {
@@ -381,6 +388,7 @@ mod tests {
             ("/abs", Err(true)),
             ("a\u{1}b", Err(true)),
             (".resourcesync/state.sqlite", Err(true)),
+            (".resourcesync/versions/sha256/ab/ab12", Err(false)),
         ] {
             assert_eq!(
                 unsafe_name(n).map_err(|r| r.is_some()),

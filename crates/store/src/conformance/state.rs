@@ -17,6 +17,8 @@ use crate::state::{
     SourceCursor, WorkItem, WorkQueue, for_each_resource,
 };
 
+mod versions;
+
 /// A state with every port: the subject of the checks of leases and of the work queue (a
 /// fence and a claim are checked in a batch of records, so those checks need all three).
 pub trait SharedState: Records + Leases + WorkQueue {}
@@ -36,11 +38,29 @@ pub const RECORDS: &[Check<dyn Records>] = &[
         "documents_are_remembered_per_start",
         documents_are_remembered_per_start,
     ),
+    ("versions_in_time_order", versions::versions_in_time_order),
+    (
+        "a_body_seen_again_is_a_new_version",
+        versions::a_body_seen_again_is_a_new_version,
+    ),
+    (
+        "a_deleted_resource_keeps_its_versions",
+        versions::a_deleted_resource_keeps_its_versions,
+    ),
+    (
+        "versions_page_in_uri_then_time_order",
+        versions::versions_page_in_uri_then_time_order,
+    ),
+    ("versions_in_one_batch", versions::versions_in_one_batch),
 ];
 
 /// The checks of [`Leases`], and of batches fenced by them, by name.
 pub const LEASES: &[Check<dyn SharedState>] = &[
     ("a_batch_is_all_or_nothing", a_batch_is_all_or_nothing),
+    (
+        "a_version_is_written_with_its_batch",
+        versions::a_version_is_written_with_its_batch,
+    ),
     ("one_holder_per_lease", one_holder_per_lease),
     (
         "an_expired_lease_is_taken_over",

@@ -12,6 +12,7 @@ use crate::object::{Expect, Finished, ObjectMeta, Store, Upload, UploadSink};
 use crate::path::RelPath;
 
 mod features;
+mod versions;
 
 /// Every check, by name.
 pub const CHECKS: &[Check<dyn Store>] = &[
@@ -29,6 +30,11 @@ pub const CHECKS: &[Check<dyn Store>] = &[
     ("local_directory", features::local_directory),
     ("hierarchy_blocks", features::hierarchy_blocks),
     ("interrupted_cleaning", features::interrupted_cleaning),
+    ("versions_kept_by_digest", versions::versions_kept_by_digest),
+    (
+        "versions_named_by_sha256_only",
+        versions::versions_named_by_sha256_only,
+    ),
 ];
 
 /// Runs every check, each on a new, empty store from `make`.
@@ -56,6 +62,7 @@ pub fn expect_of(body: &[u8]) -> Expect {
         max_bytes: 1 << 30,
         modified: None,
         uri: None,
+        sha256: false,
     }
 }
 

@@ -279,6 +279,7 @@ impl Store for FsStore {
             .local(&self.root)
             .interrupted(self)
             .hierarchy(self)
+            .versions(self)
     }
 }
 

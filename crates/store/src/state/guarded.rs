@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::path::RelPath;
-use crate::state::{Batch, KnownDocument, PendingChange, Records, ResourceRecord, SourceCursor};
+use crate::state::{
+    Batch, KnownDocument, PendingChange, Records, ResourceRecord, SourceCursor, VersionRecord,
+};
 
 /// How a wrapper writes a batch to the records underneath (adding a fence, completing claims).
 pub trait BatchGuard: Send + Sync + Debug {
@@ -105,6 +107,29 @@ impl<G: BatchGuard> Records for Guarded<G> {
         limit: usize,
     ) -> Result<Vec<PendingChange>> {
         self.inner.pending_page(source, after, limit)
+    }
+
+    fn versions_page(
+        &self,
+        source: &str,
+        after: Option<(&str, u64)>,
+        limit: usize,
+    ) -> Result<Vec<VersionRecord>> {
+        self.inner.versions_page(source, after, limit)
+    }
+
+    fn versions_of(
+        &self,
+        source: &str,
+        uri: &str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<VersionRecord>> {
+        self.inner.versions_of(source, uri, after, limit)
+    }
+
+    fn digest_referenced(&self, digest: &str) -> Result<bool> {
+        self.inner.digest_referenced(digest)
     }
 
     fn apply(&self, batch: &Batch<'_>) -> Result<()> {

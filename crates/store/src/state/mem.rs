@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use super::{
     Batch, Claim, KnownDocument, Lease, Leases, MAX_KNOWN_DOCUMENTS, Op, PendingChange, Records,
-    ResourceRecord, SourceCursor, WorkItem, WorkQueue, expiry, from_millis, millis,
+    ResourceRecord, SourceCursor, VersionRecord, WorkItem, WorkQueue, expiry, from_millis, millis,
 };
 use crate::error::{Error, Result};
 use crate::path::RelPath;
@@ -35,6 +35,8 @@ struct Inner {
     /// The documents remembered per start URL, in (role, URL) order.
     documents: HashMap<String, Vec<KnownDocument>>,
     pending: BTreeMap<(String, String), PendingChange>,
+    /// Versions by (Source, URI, number).
+    versions: BTreeMap<(String, String, u64), VersionRecord>,
     /// (holder, token, expires in ms) per name.
     leases: HashMap<String, (String, u64, i64)>,
     /// Work items by the order they were queued, and the order of each key.
@@ -82,6 +84,36 @@ impl Inner {
         let w = self.work.get(&seq)?;
         (w.holder.as_deref() == Some(c.holder.as_str()) && w.token == c.token && w.expires > now)
             .then_some(seq)
+    }
+
+    /// The last version of a resource.
+    fn last_version(&mut self, source: &str, uri: &str) -> Option<&mut VersionRecord> {
+        let lo = (source.to_owned(), uri.to_owned(), 0);
+        let hi = (source.to_owned(), uri.to_owned(), u64::MAX);
+        self.versions.range_mut(lo..=hi).next_back().map(|(_, v)| v)
+    }
+
+    /// [`Op::PutVersion`].
+    fn put_version(&mut self, v: &VersionRecord) {
+        let seq = match self.last_version(&v.source, &v.uri) {
+            Some(last) if last.until.is_none() && last.digest == v.digest => return,
+            Some(last) => {
+                if last.until.is_none() {
+                    last.until = Some(v.first_seen);
+                }
+                last.seq.saturating_add(1)
+            }
+            None => 1,
+        };
+        let v = VersionRecord {
+            seq,
+            until: None,
+            deleted: false,
+            deleted_datetime: None,
+            ..v.clone()
+        };
+        self.versions
+            .insert((v.source.clone(), v.uri.clone(), seq), v);
     }
 
     fn remove_work(&mut self, seq: u64) {
@@ -145,6 +177,28 @@ impl Records for MemState {
 
     fn in_place(&self) -> bool {
         true
+    }
+
+    fn versions_page(
+        &self,
+        source: &str,
+        after: Option<(&str, u64)>,
+        limit: usize,
+    ) -> Result<Vec<VersionRecord>> {
+        let (uri, seq) = after.unwrap_or(("", 0));
+        let lower = Bound::Excluded((source.to_owned(), uri.to_owned(), seq));
+        Ok(self
+            .lock()
+            .versions
+            .range((lower, Bound::Unbounded))
+            .take_while(|((s, _, _), _)| s == source)
+            .take(limit.min(super::MAX_VERSIONS_PAGE))
+            .map(|(_, v)| v.clone())
+            .collect())
+    }
+
+    fn digest_referenced(&self, digest: &str) -> Result<bool> {
+        Ok(self.lock().versions.values().any(|v| v.digest == digest))
     }
 
     fn recorded_totals(&self) -> Result<(u64, u64)> {
@@ -252,6 +306,19 @@ impl Records for MemState {
                     } else {
                         g.documents.insert(start.to_owned(), d);
                     }
+                }
+                Op::PutVersion(v) => g.put_version(v),
+                Op::EndVersion(e) => {
+                    if let Some(last) = g.last_version(&e.source, &e.uri) {
+                        if last.until.is_none() {
+                            last.until = Some(e.at);
+                            last.deleted = true;
+                            last.deleted_datetime = e.datetime;
+                        }
+                    }
+                }
+                Op::RemoveVersion(source, uri, seq) => {
+                    g.versions.remove(&(source.to_owned(), uri.to_owned(), seq));
                 }
                 Op::Fence(_) => {}
                 Op::CompleteWork(c) => {

@@ -40,6 +40,7 @@ use crate::path::RelPath;
 mod bulk;
 mod listen;
 mod sql;
+mod versions;
 mod work;
 
 pub use listen::WorkListener;
@@ -502,6 +503,9 @@ impl Tx<'_, '_> {
                     )?;
                 }
             }
+            Op::PutVersion(v) => self.put_version(v)?,
+            Op::EndVersion(e) => self.end_version(e)?,
+            Op::RemoveVersion(source, uri, seq) => self.remove_version(source, uri, seq)?,
             Op::Fence(l) => {
                 if self
                     .query(FENCE, &[&l.name, &l.holder, &token(l.token)])?
@@ -737,6 +741,19 @@ impl Records for PgState {
             .map(row_to_pending)
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| self.err(e))
+    }
+
+    fn versions_page(
+        &self,
+        source: &str,
+        after: Option<(&str, u64)>,
+        limit: usize,
+    ) -> Result<Vec<super::VersionRecord>> {
+        self.read_versions_page(source, after, limit)
+    }
+
+    fn digest_referenced(&self, digest: &str) -> Result<bool> {
+        self.read_digest_referenced(digest)
     }
 
     fn apply(&self, batch: &Batch<'_>) -> Result<()> {

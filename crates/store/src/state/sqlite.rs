@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     Batch, Claim, KnownDocument, Lease, Leases, MAX_KNOWN_DOCUMENTS, PendingChange, Records,
-    ResourceRecord, SourceCursor, WorkItem, WorkQueue, expiry, from_millis, millis,
+    ResourceRecord, SourceCursor, VersionRecord, WorkItem, WorkQueue, expiry, from_millis, millis,
 };
 use crate::error::{Error, Result};
 use crate::path::RelPath;
@@ -59,7 +59,7 @@ INSERT OR IGNORE INTO meta(key, value) VALUES('schema', '1');
 ";
 
 /// The schema version this program writes.
-const VERSION: i64 = 4;
+const VERSION: i64 = 5;
 
 /// The migrations, from version 1: `MIGRATIONS[i]` takes a database from version `i + 1` to
 /// `i + 2`, in one transaction with the new version number.
@@ -94,6 +94,21 @@ const MIGRATIONS: &[&str] = &[
     // 4: when every copy was last checked; the rows kept after a delete, indexed apart.
     "ALTER TABLE sources ADD COLUMN checked_at TEXT;
     CREATE INDEX resources_gone ON resources(source, uri) WHERE gone <> 0;",
+    // 5: the versions kept of each resource (`state/versions.rs`), and which name a body.
+    "CREATE TABLE versions(
+        source TEXT NOT NULL,
+        uri TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        length INTEGER NOT NULL,
+        datetime TEXT,
+        first_seen TEXT NOT NULL,
+        until TEXT,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        deleted_datetime TEXT,
+        PRIMARY KEY(source, uri, seq)
+    );
+    CREATE INDEX versions_digest ON versions(digest);",
 ];
 
 /// Creates the schema of version 1 where there is none, then migrates to [`VERSION`]. A
@@ -221,6 +236,28 @@ fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<ResourceRecord> {
         etag: row.get(8)?,
         last_modified: row.get(9)?,
         gone: row.get::<_, i64>(10)? != 0,
+    })
+}
+
+/// The columns of a version, in the order [`row_to_version`] reads them.
+const VERSION_COLS: &str = "source, uri, seq, digest, length, datetime, first_seen, until, \
+     deleted, deleted_datetime";
+
+fn row_to_version(row: &rusqlite::Row<'_>) -> rusqlite::Result<VersionRecord> {
+    let first_seen: String = row.get(6)?;
+    Ok(VersionRecord {
+        source: row.get(0)?,
+        uri: row.get(1)?,
+        seq: opt_u64(row.get(2)?).unwrap_or(0),
+        digest: row.get(3)?,
+        length: opt_u64(row.get(4)?).unwrap_or(0),
+        datetime: parse_dt(row.get(5)?),
+        first_seen: W3cDateTime::parse(&first_seen).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, Box::new(e))
+        })?,
+        until: parse_dt(row.get(7)?),
+        deleted: row.get::<_, i64>(8)? != 0,
+        deleted_datetime: parse_dt(row.get(9)?),
     })
 }
 
@@ -522,6 +559,47 @@ impl Records for SqliteState {
 
     fn in_place(&self) -> bool {
         true
+    }
+
+    fn versions_page(
+        &self,
+        source: &str,
+        after: Option<(&str, u64)>,
+        limit: usize,
+    ) -> Result<Vec<VersionRecord>> {
+        let c = self.lock();
+        // A row value: SQLite seeks in the primary key (source, uri, seq) with it.
+        let mut st = c
+            .prepare_cached(&format!(
+                "SELECT {VERSION_COLS} FROM versions \
+                 WHERE source = ?1 AND (uri, seq) > (?2, ?3) ORDER BY uri, seq LIMIT ?4"
+            ))
+            .map_err(|e| self.err(e))?;
+        let (uri, seq) = after.unwrap_or(("", 0));
+        let limit = limit.min(super::MAX_VERSIONS_PAGE);
+        let rows = st
+            .query_map(
+                params![
+                    source,
+                    uri,
+                    to_i64(Some(seq)).unwrap_or(i64::MAX),
+                    i64::try_from(limit).unwrap_or(i64::MAX)
+                ],
+                row_to_version,
+            )
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
+    fn digest_referenced(&self, digest: &str) -> Result<bool> {
+        let c = self.lock();
+        let mut st = c
+            .prepare_cached("SELECT EXISTS(SELECT 1 FROM versions WHERE digest = ?1)")
+            .map_err(|e| self.err(e))?;
+        st.query_row([digest], |r| r.get::<_, i64>(0))
+            .map(|n| n != 0)
+            .map_err(|e| self.err(e))
     }
 
     fn recorded_totals(&self) -> Result<(u64, u64)> {

@@ -14,6 +14,11 @@ use resourcesync_store::{
 
 #[test]
 fn mem_store_passes_the_store_suite() {
+    // The version checks run only for a store that keeps versions: these two must.
+    assert!(MemStore::new().features().versions.is_some(), "MemStore");
+    let d = tempfile::tempdir().expect("tmp");
+    let fs = FsStore::open(d.path()).expect("store");
+    assert!(fs.features().versions.is_some(), "FsStore");
     conformance::store::run(|| Box::new(MemStore::new())).unwrap_or_else(|e| panic!("{e}"));
 }
 

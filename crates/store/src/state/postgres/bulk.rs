@@ -73,6 +73,9 @@ enum Kind {
     SetDocuments,
     Fence,
     CompleteWork,
+    PutVersion,
+    EndVersion,
+    RemoveVersion,
 }
 
 /// The table a kind writes (or locks), as an index.
@@ -84,10 +87,11 @@ fn table(k: Kind) -> usize {
         Kind::SetDocuments => 3,
         Kind::Fence => 4,
         Kind::CompleteWork => 5,
+        Kind::PutVersion | Kind::EndVersion | Kind::RemoveVersion => 6,
     }
 }
 
-const TABLES: usize = 6;
+const TABLES: usize = 7;
 
 fn kind(op: &Op<'_>) -> Kind {
     match op {
@@ -100,6 +104,9 @@ fn kind(op: &Op<'_>) -> Kind {
         Op::SetDocuments(..) => Kind::SetDocuments,
         Op::Fence(_) => Kind::Fence,
         Op::CompleteWork(_) => Kind::CompleteWork,
+        Op::PutVersion(_) => Kind::PutVersion,
+        Op::EndVersion(_) => Kind::EndVersion,
+        Op::RemoveVersion(..) => Kind::RemoveVersion,
     }
 }
 
@@ -184,6 +191,7 @@ impl Tx<'_, '_> {
                 Kind::PutResource if of.len() > 1 => self.put_all(&of)?,
                 Kind::RemovePending if of.len() > 1 => self.unpend_all(&of)?,
                 Kind::CompleteWork if of.len() > 1 => self.complete_all(&of)?,
+                Kind::PutVersion if of.len() > 1 => self.put_versions(&of)?,
                 _ => false,
             };
             if !done {

@@ -98,6 +98,23 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER work_done AFTER DELETE ON work
         FOR EACH STATEMENT EXECUTE FUNCTION work_changed();
 ",
+    "
+    -- 5: the versions kept of each resource (`state/versions.rs`), and which name a body.
+    CREATE TABLE versions(
+        source TEXT COLLATE \"C\" NOT NULL,
+        uri TEXT COLLATE \"C\" NOT NULL,
+        seq BIGINT NOT NULL,
+        digest TEXT NOT NULL,
+        length BIGINT NOT NULL,
+        datetime TEXT,
+        first_seen TEXT NOT NULL,
+        until TEXT,
+        deleted BOOLEAN NOT NULL DEFAULT false,
+        deleted_datetime TEXT,
+        PRIMARY KEY(source, uri, seq)
+    );
+    CREATE INDEX versions_digest ON versions(digest);
+",
 ];
 
 /// The channel the queue's changes are told on (see migration 4).

@@ -1,11 +1,11 @@
 //! The writes of a [`Batch`](super::super::Batch) in SQLite: one [`Op`] at a time, inside the
 //! batch's transaction.
 
-use rusqlite::{Transaction, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{encode_dups, put_row, to_i64};
 use crate::error::Error;
-use crate::state::Op;
+use crate::state::{Op, VersionRecord};
 
 /// Why a write of a batch failed.
 pub(super) enum Failed {
@@ -84,6 +84,23 @@ pub(super) fn apply_op(
                 ])?;
             }
         }
+        Op::PutVersion(v) => put_version(tx, v)?,
+        Op::EndVersion(e) => {
+            tx.prepare_cached(
+                "UPDATE versions SET until = ?3, deleted = 1, deleted_datetime = ?4 \
+                 WHERE source = ?1 AND uri = ?2 AND until IS NULL",
+            )?
+            .execute(params![
+                e.source,
+                e.uri,
+                e.at.to_string(),
+                e.datetime.map(|d| d.to_string())
+            ])?;
+        }
+        Op::RemoveVersion(source, uri, seq) => {
+            tx.prepare_cached("DELETE FROM versions WHERE source = ?1 AND uri = ?2 AND seq = ?3")?
+                .execute(params![source, uri, to_i64(Some(seq)).unwrap_or(-1)])?;
+        }
         Op::Fence(l) => {
             let held = tx
                 .prepare_cached(
@@ -115,5 +132,47 @@ pub(super) fn apply_op(
             }
         }
     }
+    Ok(())
+}
+
+/// [`Op::PutVersion`]: nothing when the current version has the digest; else the current one
+/// ends and the new one, numbered one more than the last, begins.
+fn put_version(tx: &Transaction<'_>, v: &VersionRecord) -> rusqlite::Result<()> {
+    let last: Option<(i64, String, Option<String>)> = tx
+        .prepare_cached(
+            "SELECT seq, digest, until FROM versions WHERE source = ?1 AND uri = ?2 \
+             ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row(params![v.source, v.uri], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()?;
+    let first_seen = v.first_seen.to_string();
+    let seq = match last {
+        Some((_, digest, None)) if digest == v.digest => return Ok(()),
+        Some((seq, _, until)) => {
+            if until.is_none() {
+                tx.prepare_cached(
+                    "UPDATE versions SET until = ?4 WHERE source = ?1 AND uri = ?2 AND seq = ?3",
+                )?
+                .execute(params![v.source, v.uri, seq, first_seen])?;
+            }
+            seq.saturating_add(1)
+        }
+        None => 1,
+    };
+    tx.prepare_cached(
+        "INSERT INTO versions(source, uri, seq, digest, length, datetime, first_seen) \
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        v.source,
+        v.uri,
+        seq,
+        v.digest,
+        to_i64(Some(v.length)).unwrap_or(i64::MAX),
+        v.datetime.map(|d| d.to_string()),
+        first_seen
+    ])?;
     Ok(())
 }

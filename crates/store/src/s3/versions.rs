@@ -1,0 +1,105 @@
+//! [`VersionBodies`] of a bucket: each body an object under `PREFIX.resourcesync/versions/`,
+//! copied on the server from the copy just placed (`CopyObject`, no byte through this
+//! process), on condition that the copy is still the object whose sha-256 (kept with it when
+//! it was put) is the version's.
+
+use std::io::Read;
+
+use reqwest::header::ETAG;
+use rusty_s3::Method;
+
+use super::client::Req;
+use super::{COPY_SOURCE, S3Store, header, meta_of, missing, xml};
+use crate::error::{Error, Result};
+use crate::fs::STATE_DIR;
+use crate::path::RelPath;
+use crate::versions::{VERSION_ALG, VersionBodies, version_name};
+
+impl S3Store {
+    /// The name (under the prefix) of the body named `digest`.
+    fn version_object(digest: &str) -> Result<String> {
+        Ok(format!("{STATE_DIR}/{}", version_name(digest)?))
+    }
+}
+
+impl VersionBodies for S3Store {
+    fn keep(&self, key: &RelPath, digest: &str) -> Result<bool> {
+        let vkey = self.bucket.key(&Self::version_object(digest)?)?;
+        if self.bucket.head_raw(&vkey)?.is_some() {
+            return Ok(false);
+        }
+        let okey = self.object_key(key)?;
+        let h = self
+            .bucket
+            .head_raw(&okey)?
+            .ok_or_else(|| missing("CopyObject", self.client(), &okey))?;
+        // The object at the key must be the body named: its sha-256, kept with it when put.
+        let kept = meta_of(&h).hashes.value_of(&VERSION_ALG);
+        let want = digest.split_once(':').map(|(_, hex)| hex);
+        if !kept
+            .as_deref()
+            .zip(want)
+            .is_some_and(|(k, w)| k.eq_ignore_ascii_case(w))
+        {
+            return Err(self.client().err(
+                "CopyObject",
+                Some(&okey),
+                None,
+                format!(
+                    "the object is not the body {digest} (its sha-256 is {})",
+                    kept.as_deref().unwrap_or("not kept with it")
+                ),
+            ));
+        }
+        let source = format!(
+            "/{}/{}",
+            self.config().bucket,
+            percent_encoding::utf8_percent_encode(&okey, COPY_SOURCE)
+        );
+        let mut req = Req::new("CopyObject", Method::Put, Some(&vkey))
+            .header("x-amz-copy-source", source)
+            .header("x-amz-metadata-directive", "COPY");
+        if let Some(etag) = header(&h, ETAG.as_str()).filter(|e| !e.is_empty()) {
+            req = req.header("x-amz-copy-source-if-match", etag.to_owned());
+        }
+        let body = self.client().xml(
+            &req,
+            Some(resourcesync_http::SendBody::Bytes(Vec::new().into())),
+        )?;
+        // A copy can fail after its `200 OK` has begun: the error is then in the body.
+        if let Some((code, message)) = xml::error_of(&body) {
+            return Err(Error::S3 {
+                op: "CopyObject",
+                bucket: self.config().bucket.clone(),
+                key: vkey.chars().take(200).collect(),
+                status: Some(200),
+                code: Some(code),
+                message,
+            });
+        }
+        Ok(true)
+    }
+
+    fn open_version(&self, digest: &str) -> Result<Option<Box<dyn Read + Send>>> {
+        Ok(self
+            .bucket
+            .get(&Self::version_object(digest)?)?
+            .map(|(_, r)| Box::new(r) as Box<dyn Read + Send>))
+    }
+
+    fn version_length(&self, digest: &str) -> Result<Option<u64>> {
+        Ok(self
+            .bucket
+            .head(&Self::version_object(digest)?)?
+            .map(|i| i.length))
+    }
+
+    fn remove_version(&self, digest: &str) -> Result<bool> {
+        let name = Self::version_object(digest)?;
+        if self.bucket.head(&name)?.is_none() {
+            return Ok(false);
+        }
+        self.bucket.delete(&name)?;
+        Ok(true)
+    }
+}
