@@ -48,6 +48,7 @@
 
 pub mod accept;
 mod http;
+pub mod memento;
 mod page;
 mod respond;
 pub(crate) mod served;
