@@ -155,6 +155,11 @@ impl Aggregator {
         self.shared.republish()
     }
 
+    /// What the followers share (the archives of [`crate::memento`] read through it).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Where the copies of the Source `name` are.
     pub fn copies(&self, name: &str) -> Result<crate::republish::Copies> {
         self.shared.copies(name)

@@ -40,6 +40,7 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
         // For load balancers and service managers: the process answers (as `serve` and `hub`).
         .route("/healthz", get(|| async { "ok\n" }))
         .with_state(agg.clone())
+        .merge(crate::memento::router(agg.clone()))
         .merge(crate::published::router(agg))
         .layer(axum::middleware::map_response(hardened))
 }
