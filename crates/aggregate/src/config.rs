@@ -29,6 +29,7 @@
 //!                                         # or URIs with http(s):// (resourcesync_destination::filter)
 //! allow_hosts = ["cdn.museum.example", "*.museum.example", "https://files.example:8443"]
 //! max_bytes = "1TB"                     # most bytes of its copies (past it, its sync fails)
+//! versions = true                       # keep every earlier version of each copy (docs/history.md)
 //! ```
 //!
 //! `allow_hosts`: the aggregator fetches for a Source only from the origin (scheme, host, port)
@@ -147,6 +148,9 @@ pub struct SourceSpec {
     pub allow_hosts: Vec<resourcesync_http::HostRule>,
     /// Most bytes of its copies (`None`: [`Limits::max_bytes_per_source`]).
     pub max_bytes: Option<u64>,
+    /// Keep every earlier version of each copy, with when each was current (`versions =
+    /// true`; `sync --versions`, `docs/history.md`).
+    pub versions: bool,
 }
 
 impl SourceSpec {
@@ -194,6 +198,8 @@ struct RawSource {
     exclude: Option<Spanned<Vec<String>>>,
     allow_hosts: Option<Spanned<Vec<String>>>,
     max_bytes: Option<Spanned<String>>,
+    #[serde(default)]
+    versions: bool,
 }
 
 /// The default schedule: every five minutes.
@@ -325,6 +331,7 @@ fn source_of(
         exclude: s.exclude.map(Spanned::into_inner).unwrap_or_default(),
         allow_hosts,
         max_bytes,
+        versions: s.versions,
     })
 }
 

@@ -62,6 +62,7 @@ pub(crate) fn sync_options(spec: &SourceSpec, shared: &Shared) -> SyncOptions {
     let mut opts = SyncOptions::new(spec.url.clone(), shared.folder(&spec.name));
     opts.set.clone_from(&spec.set);
     opts.delete = spec.delete;
+    opts.versions = spec.versions;
     opts.concurrency = spec.concurrency;
     opts.http = http_options(spec, shared);
     opts.filter = spec.filter();

@@ -27,10 +27,10 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use resourcesync_source::serve::memento::{Archive, Memento};
-use resourcesync_store::{PgState, Records, SqliteState, VersionRecord};
+use resourcesync_store::VersionRecord;
 
 use crate::service::Aggregator;
-use crate::shared::{Shared, StateChoice, schema_of};
+use crate::shared::Shared;
 
 /// The path under the aggregator's base URL where the archives are: `memento/NAME/`. Apart from
 /// the page's routes and the republished Sources' `rs/`.
@@ -99,25 +99,6 @@ struct SourceArchive {
     name: String,
 }
 
-impl SourceArchive {
-    /// The Source's state, read-only; `None` before its first sync.
-    fn state(&self) -> Result<Option<Box<dyn Records>>, String> {
-        let err = |e: resourcesync_store::Error| format!("the state of {}: {e}", self.name);
-        match (&self.shared.opts.state, self.shared.sqlite_state(&self.name)) {
-            (StateChoice::Postgres(url), _) => PgState::connect_schema(url, &schema_of(&self.name))
-                .map(|s| Some(Box::new(s) as Box<dyn Records>))
-                .map_err(err),
-            (_, Some(path)) if path.is_file() => {
-                match SqliteState::open_read_only_waiting(&path, crate::shared::STATE_WAIT) {
-                    Ok(s) => Ok(s.map(|s| Box::new(s) as Box<dyn Records>)),
-                    Err(e) => Err(err(e)),
-                }
-            }
-            _ => Ok(None),
-        }
-    }
-}
-
 /// A version as a memento: its datetime the Source's, else when it was first seen.
 fn memento_of(v: VersionRecord) -> Memento {
     Memento {
@@ -135,7 +116,9 @@ impl Archive for SourceArchive {
         after: Option<u64>,
         limit: usize,
     ) -> Result<Vec<Memento>, String> {
-        let Some(state) = self.state()? else {
+        let Some(state) = crate::history::open(&self.shared, &self.name)
+            .map_err(|e| format!("the state of {}: {e}", self.name))?
+        else {
             return Ok(Vec::new());
         };
         let err = |e: resourcesync_store::Error| format!("the versions of {uri_r}: {e}");

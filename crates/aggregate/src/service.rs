@@ -160,6 +160,25 @@ impl Aggregator {
         &self.shared
     }
 
+    /// The versions of `uri` the state of the Source `name` keeps (`versions = true`), up to
+    /// `limit` after version `after`, recorded under `key` (by default its row's; see
+    /// [`crate::history`]); `None` for a Source not followed, without a state, or without a
+    /// row of `uri` when no key is given. Blocks: call it where blocking is allowed.
+    pub fn versions(
+        &self,
+        name: &str,
+        uri: &str,
+        key: Option<&str>,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Option<crate::history::Versions>> {
+        if !self.shared.sources().iter().any(|s| s.name == name) {
+            return Ok(None);
+        }
+        crate::history::versions(&self.shared, name, uri, key, after, limit)
+            .map_err(|e| Error::Store(Box::new(e)))
+    }
+
     /// Where the copies of the Source `name` are.
     pub fn copies(&self, name: &str) -> Result<crate::republish::Copies> {
         self.shared.copies(name)

@@ -3,7 +3,8 @@
 //! state with a GET form: see [`crate::listing`]; each with its state, last and next sync,
 //! resources, bytes, lag, last error; no JavaScript; reloaded every N s only when asked with
 //! `?refresh=N`), one page per Source at `/sources/NAME` (its recent syncs and failures), the
-//! same as JSON at `/api/sources` (the same parameters) and `/api/sources/NAME`, and Prometheus
+//! same as JSON at `/api/sources` (the same parameters) and `/api/sources/NAME`, the versions
+//! kept of a resource at `/api/sources/NAME/versions?uri=URI` ([`crate::history`]), and Prometheus
 //! metrics at `/metrics`; and the
 //! republished Sources (`/.well-known/resourcesync`, `/rs/…`: [`crate::published`]).
 //!
@@ -36,6 +37,7 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
         .route("/sources/{name}", get(source_page))
         .route("/api/sources", get(api_sources))
         .route("/api/sources/{name}", get(api_source))
+        .route("/api/sources/{name}/versions", get(api_versions))
         .route("/metrics", get(metrics))
         // For load balancers and service managers: the process answers (as `serve` and `hub`).
         .route("/healthz", get(|| async { "ok\n" }))
@@ -404,6 +406,46 @@ async fn api_source(State(agg): State<Arc<Aggregator>>, Path(name): Path<String>
     match agg.status().get(&name) {
         Some(v) => json(&v),
         None => (StatusCode::NOT_FOUND, "no such Source\n").into_response(),
+    }
+}
+
+/// The query of `/api/sources/NAME/versions`: the resource, and optionally the key its rows
+/// are under, the version after which to start, and how many.
+#[derive(Debug, serde::Deserialize)]
+struct VersionsQuery {
+    uri: String,
+    key: Option<String>,
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// The versions the Source `name` keeps of a resource (`versions = true`; `docs/history.md`),
+/// a page of at most `limit` (100 unless asked) in time order.
+async fn api_versions(
+    State(agg): State<Arc<Aggregator>>,
+    Path(name): Path<String>,
+    Query(q): Query<VersionsQuery>,
+) -> Response {
+    let r = tokio::task::spawn_blocking(move || {
+        agg.versions(
+            &name,
+            &q.uri,
+            q.key.as_deref(),
+            q.after,
+            q.limit.unwrap_or(100),
+        )
+    })
+    .await;
+    match r {
+        Ok(Ok(Some(v))) => json(&v),
+        Ok(Ok(None)) => (
+            StatusCode::NOT_FOUND,
+            "no such Source, or no row of that resource (one removed with delete = true: \
+             give its Source's key as key=)\n",
+        )
+            .into_response(),
+        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 

@@ -325,7 +325,7 @@ struct Drain {
     /// Downloads in flight, and fetches running (more, past their download).
     width: usize,
     tasks: usize,
-    fetchers: HashMap<(String, u64), Arc<SharedFetcher>>,
+    fetchers: HashMap<(String, u64, bool), Arc<SharedFetcher>>,
     waiting: VecDeque<(Claim, SharedFetch)>,
     running: JoinSet<Done>,
     /// Nothing more to claim (or claiming failed).
@@ -416,7 +416,7 @@ impl Drain {
 
     /// The fetcher of `f`'s Source URL and size cap, made the first time.
     fn fetcher_for(&mut self, f: &SharedFetch) -> std::result::Result<Arc<SharedFetcher>, String> {
-        let key = (f.source.clone(), f.max_bytes);
+        let key = (f.source.clone(), f.max_bytes, f.versions);
         if let Some(x) = self.fetchers.get(&key) {
             return Ok(x.clone());
         }
@@ -425,6 +425,7 @@ impl Drain {
             SharedFetcher::new(
                 &f.source,
                 f.max_bytes,
+                f.versions,
                 self.width,
                 self.store.clone(),
                 self.claimed.clone() as Arc<dyn Records>,

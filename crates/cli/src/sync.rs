@@ -137,6 +137,13 @@ pub(crate) struct SyncArgs {
     /// Apply the Source's Change Dump packages before reading its Change Lists.
     #[arg(long)]
     prefer_dumps: bool,
+    /// Keep every earlier version of each copy beside it (in DEST/.resourcesync/versions, or
+    /// under the bucket's prefix), each body once however many times it is listed
+    /// (content-addressed by sha-256), with the Source's lastmod and when this Destination
+    /// first saw it; a deleted resource keeps its versions and the time of the delete. Versions
+    /// start with the bodies fetched while it is on. See docs/history.md.
+    #[arg(long)]
+    versions: bool,
     /// Largest dump package downloaded, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = resourcesync_destination::dump::DEFAULT_MAX_PACKAGE_BYTES)]
     max_package_size: u64,
@@ -376,6 +383,16 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
             r.from_packages, r.packages, r.patched
         )?;
     }
+    if let Some(v) = &r.versions {
+        writeln!(
+            out,
+            "  {} version(s) kept, {} new {} ({}) in the version store (--versions)",
+            v.versions,
+            v.bodies,
+            if v.bodies == 1 { "body" } else { "bodies" },
+            crate::units::bytes(v.bytes)
+        )?;
+    }
     print_sync_items(out, r)
 }
 
@@ -447,6 +464,7 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     o.max_resource_bytes = a.max_resource_size;
     o.use_dumps = !a.no_dump;
     o.prefer_dumps = a.prefer_dumps;
+    o.versions = a.versions;
     o.dump_limits.max_package_bytes = a.max_package_size;
     o.check_copies = if a.no_check {
         CheckCopies::Off

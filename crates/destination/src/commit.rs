@@ -41,7 +41,9 @@
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
-use resourcesync_store::{Batch, Finished, Op, Records, ResourceRecord, Store};
+use std::sync::Arc;
+
+use resourcesync_store::{Batch, Finished, Op, Records, ResourceRecord, Store, VersionRecord};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
@@ -49,6 +51,7 @@ use crate::report::Failed;
 
 mod budget;
 pub(crate) mod owner;
+pub(crate) mod versions;
 mod write;
 pub(crate) use budget::Budget;
 pub(crate) use write::{Write, not_recorded};
@@ -169,6 +172,9 @@ struct Placed {
     /// The writes with no copy to put in place that joined this batch, and who waits for
     /// each job of them: recorded with the rows.
     writes: Vec<(Vec<Write>, Reply)>,
+    /// The versions of the copies placed (`--versions`), their bodies kept: recorded with
+    /// the rows.
+    versions: Vec<VersionRecord>,
 }
 
 /// Step 2: puts each copy of the batch in place ([`Store::place`]), but those the gate refused
@@ -178,6 +184,7 @@ fn place_batch(
     store: &dyn Store,
     state: &dyn Records,
     budget: &mut Option<Budget>,
+    keeper: Option<&versions::Keeper>,
     batch: Vec<Pending>,
     gate: crate::commit::owner::Gate,
 ) -> Placed {
@@ -189,6 +196,7 @@ fn place_batch(
         unplaced: Vec::new(),
         taken_over: Vec::new(),
         writes: Vec::new(),
+        versions: Vec::new(),
     };
     let mut bodies = Vec::with_capacity(n);
     let mut rest = Vec::with_capacity(n);
@@ -250,6 +258,20 @@ fn place_batch(
                 });
                 row.length = Some(c.committed.length);
                 row.hashes = c.committed.hashes;
+                // Its body kept as a version before anything records it (`--versions`): a
+                // copy whose body cannot be kept fails, unrecorded, and is fetched again.
+                if let Some(k) = keeper {
+                    match k.keep(store, &row) {
+                        Ok(v) => p.versions.push(v),
+                        Err(f) => {
+                            if fresh {
+                                p.unplaced.push(row.uri);
+                            }
+                            p.out.push(Err(f));
+                            continue;
+                        }
+                    }
+                }
                 p.slots.push(p.out.len());
                 p.taken_over.extend(over);
                 p.out.push(Ok(Put {
@@ -275,7 +297,12 @@ fn place_batch(
 /// Step 4, once the renames are synced (`synced`): records the rows, and the writes that
 /// joined the batch (each job of them answered here), in one transaction; the outcome of every
 /// copy.
-fn record(state: &dyn Records, p: Placed, synced: std::result::Result<(), Failed>) -> Vec<Done> {
+fn record(
+    state: &dyn Records,
+    keeper: Option<&versions::Keeper>,
+    p: Placed,
+    synced: std::result::Result<(), Failed>,
+) -> Vec<Done> {
     let Placed {
         mut out,
         rows,
@@ -283,6 +310,7 @@ fn record(state: &dyn Records, p: Placed, synced: std::result::Result<(), Failed
         unplaced,
         taken_over,
         writes,
+        mut versions,
     } = p;
     if rows.is_empty() && unplaced.is_empty() && writes.is_empty() {
         return out;
@@ -300,11 +328,25 @@ fn record(state: &dyn Records, p: Placed, synced: std::result::Result<(), Failed
     for w in writes.iter().flat_map(|(w, _)| w) {
         w.add_to(&mut batch);
     }
+    // The versions of the copies, first seen now; the ends of those their Source deleted.
+    versions::stamped(&mut versions);
+    let ends: Vec<_> = match keeper {
+        Some(_) => writes
+            .iter()
+            .flat_map(|(w, _)| w)
+            .filter_map(Write::version_end)
+            .collect(),
+        None => Vec::new(),
+    };
+    versions::add_to(&mut batch, &versions, &ends);
     // The rows only once the files are durably in place; a failure here leaves files with
     // their placeholders, which the next run adopts by their digest or deletes.
     let done = synced.and_then(|()| state.apply(&batch).map_err(Failed::from));
     match &done {
         Ok(()) => {
+            if let Some(k) = keeper {
+                k.recorded(versions.len());
+            }
             // The rows and the removal of their pending changes are one transaction.
             for _ in &rows {
                 crate::crashpoint::point("state");
@@ -336,9 +378,9 @@ pub(crate) fn commit_batch(
     if let Err(e) = announce(state, admitted.map(|(p, _)| p)).and_then(|()| Ok(store.sync()?)) {
         return batch.iter().map(|_| Err(e.clone())).collect();
     }
-    let p = place_batch(store, state, &mut None, batch, gate);
+    let p = place_batch(store, state, &mut None, None, batch, gate);
     let synced = store.sync().map_err(Failed::from);
-    record(state, p, synced)
+    record(state, None, p, synced)
 }
 
 /// Where the outcomes of a job go.
@@ -416,6 +458,7 @@ fn run(
     store: &dyn Store,
     state: &dyn Records,
     mut budget: Option<Budget>,
+    keeper: Option<&versions::Keeper>,
     mut rx: mpsc::Receiver<Job>,
 ) {
     // The batch renamed but not yet recorded, and who waits for it.
@@ -481,7 +524,7 @@ fn run(
         let before = prev.take();
         if no_jobs {
             if let Some((p, replies)) = before {
-                answer(record(state, p, synced), replies);
+                answer(record(state, keeper, p, synced), replies);
             }
             continue;
         }
@@ -492,7 +535,7 @@ fn run(
         let record_before = || {
             let taken = before.lock().map(|mut b| b.take()).unwrap_or(None);
             if let Some((p, r)) = taken {
-                answer(record(state, p, synced.clone()), r);
+                answer(record(state, keeper, p, synced.clone()), r);
             }
         };
         std::thread::scope(|s| {
@@ -508,7 +551,7 @@ fn run(
                 .flatten();
             match synced.clone().and(announced) {
                 Ok(()) => {
-                    let mut p = place_batch(store, state, &mut budget, batch, gate);
+                    let mut p = place_batch(store, state, &mut budget, keeper, batch, gate);
                     p.writes = writes;
                     prev = Some((p, replies));
                 }
@@ -544,25 +587,41 @@ fn answer(done: Vec<Done>, replies: Vec<(Reply, usize)>) {
 pub(crate) struct Committer {
     tx: Mutex<Option<mpsc::Sender<Job>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Versions kept (`--versions`), and what was kept.
+    keeper: Option<Arc<versions::Keeper>>,
 }
 
 impl Committer {
     /// Starts the committer thread for a store and a state; the copies it puts in place kept
-    /// within `budget`, when given.
+    /// within `budget`, when given, and every body kept as a version with `versions`
+    /// ([`versions`]: the store must keep versions).
     pub(crate) fn start(
-        store: std::sync::Arc<dyn Store>,
-        state: std::sync::Arc<dyn Records>,
+        store: Arc<dyn Store>,
+        state: Arc<dyn Records>,
         budget: Option<Budget>,
+        versions: bool,
     ) -> Result<Self> {
+        let keeper = match versions {
+            true => Some(Arc::new(versions::Keeper::for_store(store.as_ref())?)),
+            false => None,
+        };
         let (tx, rx) = mpsc::channel::<Job>(MAX_BATCH * 2);
+        let k = keeper.clone();
         let thread = std::thread::Builder::new()
             .name(COMMIT_THREAD.into())
-            .spawn(move || run(store.as_ref(), state.as_ref(), budget, rx))
+            .spawn(move || run(store.as_ref(), state.as_ref(), budget, k.as_deref(), rx))
             .map_err(|e| Error::io("starting the commit thread", e))?;
         Ok(Committer {
             tx: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
+            keeper,
         })
+    }
+
+    /// What the versions kept so far come to (`--versions`): (versions recorded, bodies
+    /// stored anew, their bytes); `None` without versions.
+    pub(crate) fn versions_kept(&self) -> Option<(u64, u64, u64)> {
+        self.keeper.as_ref().map(|k| k.tally.get())
     }
 
     fn sender(&self) -> std::result::Result<mpsc::Sender<Job>, String> {

@@ -66,7 +66,7 @@ pub use ports::Ports;
 pub use push::{PushOptions, PushStats, watch_push};
 pub use report::{
     AuditDifference, AuditReport, Failed, Failure, FailureKind, Mode, Observer, Planned, Quiet,
-    SourceInfo, SyncReport,
+    SourceInfo, SyncReport, VersionsKept,
 };
 pub use share::{Downloads, SharedFetch};
 pub use sync::{Destination, sync};

@@ -75,6 +75,10 @@ pub struct SyncOptions {
     pub filter: UriFilter,
     /// The most bytes of copies of the Source this Destination holds (default none).
     pub quota: Option<Quota>,
+    /// Keep every earlier version of each copy beside it, content-addressed by sha-256, with
+    /// when each was current (`--versions`; `docs/history.md`): the store must keep versions
+    /// (a directory, an S3 bucket).
+    pub versions: bool,
 }
 
 /// A budget of bytes for the copies of one Source: the lengths its state records when the run
@@ -117,6 +121,7 @@ impl SyncOptions {
             catch_up: true,
             filter: UriFilter::default(),
             quota: None,
+            versions: false,
         }
     }
 

@@ -222,6 +222,33 @@ pub struct SyncReport {
     pub planned: Vec<Planned>,
     /// Warnings.
     pub warnings: Vec<String>,
+    /// The versions this run kept (`--versions`; `docs/history.md`); absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub versions: Option<VersionsKept>,
+}
+
+/// What a run with `--versions` kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VersionsKept {
+    /// Versions recorded: one per copy put in place (a copy repaired with the body it had
+    /// records none).
+    pub versions: u64,
+    /// Bodies stored anew (a body kept already, by this resource or another, is not stored
+    /// again).
+    pub bodies: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+impl VersionsKept {
+    /// From the committer's figures.
+    pub(crate) fn of(kept: Option<(u64, u64, u64)>) -> Option<Self> {
+        kept.map(|(versions, bodies, bytes)| VersionsKept {
+            versions,
+            bodies,
+            bytes,
+        })
+    }
 }
 
 impl SyncReport {

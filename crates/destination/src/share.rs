@@ -91,6 +91,10 @@ pub struct SharedFetch {
     pub repair: bool,
     /// The largest body accepted.
     pub max_bytes: u64,
+    /// The Source keeps versions (`--versions`): the body is kept as one when put in place
+    /// (`docs/history.md`). Absent from the payloads of earlier releases: no versions.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub versions: bool,
 }
 
 /// Most bytes of a payload read back ([`SharedFetch::from_payload`]): a queue row is hostile

@@ -14,6 +14,7 @@ pub(crate) fn server_env(var: &str) -> String {
 mod bad_sources;
 mod config;
 mod copies_conformance;
+mod history;
 mod limits;
 mod logs;
 mod many;

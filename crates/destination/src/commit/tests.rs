@@ -176,7 +176,7 @@ fn a_producer_gets_every_outcome_by_chunk_and_its_end_releases_the_batch() {
     let store = std::sync::Arc::new(FsStore::open(d.path()).expect("store"));
     let state: std::sync::Arc<dyn Records> =
         std::sync::Arc::new(SqliteState::open(&d.path().join("s.sqlite")).expect("state"));
-    let c = Committer::start(store.clone(), state.clone(), None).expect("start");
+    let c = Committer::start(store.clone(), state.clone(), None, false).expect("start");
     let (tx, rx) = std::sync::mpsc::channel();
     let mut p = c.producer(tx).expect("producer");
     // Fewer copies than a batch waits for, all announcing more: nothing is committed
@@ -224,7 +224,7 @@ async fn the_committer_answers_every_copy_and_stops_when_closed() {
     let store = std::sync::Arc::new(FsStore::open(d.path()).expect("store"));
     let state: std::sync::Arc<dyn Records> =
         std::sync::Arc::new(SqliteState::open(&d.path().join("s.sqlite")).expect("state"));
-    let c = Committer::start(store.clone(), state.clone(), None).expect("start");
+    let c = Committer::start(store.clone(), state.clone(), None, false).expect("start");
     let mut receipts = Vec::new();
     for i in 0..50 {
         let p = pending(&store, &format!("http://h/{i}"), &format!("d/{i}"), b"x");

@@ -4,7 +4,8 @@
 //! transaction of the batch they join, so that every row and pending change a run writes is
 //! written by the committer, one transaction per batch.
 
-use resourcesync_store::{Batch, Op, PendingChange, ResourceRecord};
+use resourcesync_model::W3cDateTime;
+use resourcesync_store::{Batch, Op, PendingChange, ResourceRecord, VersionEnd};
 
 use crate::error::Error;
 use crate::report::Failed;
@@ -30,6 +31,9 @@ pub(crate) enum Write {
         source: String,
         /// The resource.
         uri: String,
+        /// The Source's time of the delete (the change's `datetime`, else its `<lastmod>`),
+        /// when it gave one: kept with the end of the current version (`--versions`).
+        when: Option<W3cDateTime>,
     },
     /// The copy of `uri` is kept after its Source deleted it: marked gone, its pending change
     /// forgotten.
@@ -38,6 +42,8 @@ pub(crate) enum Write {
         source: String,
         /// The resource.
         uri: String,
+        /// The Source's time of the delete, as for [`Write::Removed`].
+        when: Option<W3cDateTime>,
     },
     /// Nothing is left to do for `uri`: its pending change is forgotten.
     Settled {
@@ -51,18 +57,29 @@ pub(crate) enum Write {
 }
 
 impl Write {
+    /// The end of the current version this write records (`--versions`): a copy the Source
+    /// deleted, removed or kept.
+    pub(crate) fn version_end(&self) -> Option<VersionEnd> {
+        match self {
+            Write::Removed { source, uri, when } | Write::Kept { source, uri, when } => {
+                Some(super::versions::ended(source, uri, *when))
+            }
+            _ => None,
+        }
+    }
+
     /// Adds the write's operations to `batch`.
     pub(crate) fn add_to<'a>(&'a self, batch: &mut Batch<'a>) {
         match self {
             Write::Row(r) => {
                 batch.put_resource(r);
             }
-            Write::Removed { source, uri } => {
+            Write::Removed { source, uri, .. } => {
                 batch
                     .push(Op::RemoveResource(uri))
                     .push(Op::RemovePending(source, uri));
             }
-            Write::Kept { source, uri } => {
+            Write::Kept { source, uri, .. } => {
                 batch
                     .push(Op::SetGone(uri, true))
                     .push(Op::RemovePending(source, uri));

@@ -88,6 +88,7 @@ pub(crate) async fn download_package(
         max_bytes: limits.max_package_bytes,
         modified: None,
         uri: None,
+        sha256: false,
     };
     http.with_retries(|| download_once(http, obs, dir, url, declared, &expect))
         .await

@@ -75,6 +75,7 @@ pub(super) fn plan(ctx: &Ctx, url: &str, e: &Entry, path: &str, fresh: bool) -> 
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
         uri: Some(uri.to_owned()),
+        sha256: ctx.versions,
     };
     let prior = if fresh {
         None
@@ -310,6 +311,7 @@ pub fn unpack_package(
                 max_bytes: limits.max_resource_bytes,
                 modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
                 uri: Some(e.loc.clone()),
+                sha256: false,
             };
             unpack_entry(store, &mut pkg, name, &rel, expect, |_| {})?;
             Ok(rel)
@@ -365,6 +367,7 @@ pub(super) fn extract_patch(
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(e.lastmod.as_ref(), None),
         uri: Some(e.loc.clone()),
+        sha256: ctx.versions,
     };
     let body = patch_copy(
         ctx.ports.store.as_ref(),
@@ -424,6 +427,7 @@ pub(super) fn delete(ctx: &Ctx, uri: &str) -> Result<Applied> {
         .write_blocking(vec![Write::Removed {
             source: ctx.key.clone(),
             uri: uri.to_owned(),
+            when: None,
         }])
         .map_err(not_recorded)?;
     Ok(Applied::Deleted)

@@ -32,6 +32,9 @@ pub(crate) struct Ctx {
     pub(crate) dry_run: bool,
     /// The largest body accepted.
     pub(crate) max_resource_bytes: u64,
+    /// Whether every earlier version of each copy is kept (`--versions`: `docs/history.md`):
+    /// bodies are hashed with sha-256, and the committer keeps each one put in place.
+    pub(crate) versions: bool,
     /// Which resources are copied: a job for any other is dropped at submission, and a copy
     /// of one is neither updated nor deleted ([`crate::filter`]).
     pub(crate) filter: UriFilter,

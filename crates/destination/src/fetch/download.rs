@@ -165,6 +165,7 @@ async fn adopt(
         max_bytes: ctx.max_resource_bytes,
         modified: None,
         uri: None,
+        sha256: false,
     };
     if expect.verify(len, &hashes).is_err() {
         return Ok(false);
@@ -264,6 +265,8 @@ pub(crate) async fn download(
         modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), last_modified.as_deref()),
         // Kept with the copy where the store can (an object's metadata).
         uri: Some(item.uri.clone()),
+        // The name of the version kept of it (`--versions`).
+        sha256: ctx.versions,
     };
     let (limit, what) = expect.limit();
     if resp.content_length().is_some_and(|n| n > limit) {

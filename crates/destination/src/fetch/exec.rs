@@ -403,6 +403,8 @@ pub(crate) async fn delete(
 ) -> std::result::Result<Outcome, Failed> {
     let prior = ctx.ports.state.resource(&item.uri)?;
     let (source, uri) = (ctx.key.clone(), item.uri.clone());
+    // The Source's time of the delete: the change's `datetime`, else its `<lastmod>`.
+    let when = item.ctime.or(item.lastmod);
     // Only copies the Destination made (with a row) are ever removed.
     let Some(p) = prior else {
         if !ctx.dry_run {
@@ -424,7 +426,7 @@ pub(crate) async fn delete(
             None => {
                 ctx.ports
                     .committer
-                    .write(vec![Write::Removed { source, uri }])
+                    .write(vec![Write::Removed { source, uri, when }])
                     .await?;
                 return Ok(Outcome::NoCopy);
             }
@@ -448,11 +450,11 @@ pub(crate) async fn delete(
         // The row only once the copy is gone.
         ctx.ports
             .committer
-            .write(vec![Write::Removed { source, uri }])
+            .write(vec![Write::Removed { source, uri, when }])
             .await?;
         Ok(Outcome::Deleted)
     } else {
-        writes.push(Write::Kept { source, uri });
+        writes.push(Write::Kept { source, uri, when });
         ctx.ports.committer.write(writes).await?;
         Ok(Outcome::Kept(item.uri.clone()))
     }

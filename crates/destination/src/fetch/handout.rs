@@ -97,5 +97,6 @@ fn handed(ctx: &Ctx, job: &Job) -> Option<SharedFetch> {
         new,
         repair,
         max_bytes: ctx.max_resource_bytes,
+        versions: ctx.versions,
     })
 }

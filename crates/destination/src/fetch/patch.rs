@@ -221,6 +221,7 @@ async fn check_copy(
         max_bytes: MAX_PATCHED_BYTES,
         modified: None,
         uri: None,
+        sha256: false,
     };
     recorded
         .verify(len, &hashes)
@@ -253,6 +254,7 @@ async fn fetch_patch(ctx: &Arc<Ctx>, link: &PatchLink) -> Result<Vec<u8>> {
         max_bytes: limit,
         modified: None,
         uri: None,
+        sha256: false,
     }
     .verify(body.len() as u64, &h.finish())
     .map_err(|e| fail(e.to_string()))?;
@@ -289,6 +291,7 @@ fn patched(
         max_bytes: ctx.max_resource_bytes,
         modified: crate::fetch::mtime::copy_time(item.lastmod.as_ref(), None),
         uri: None,
+        sha256: ctx.versions,
     };
     let algs = expect.algs();
     let chosen = candidates
@@ -368,6 +371,7 @@ pub(crate) fn patch_copy(
         max_bytes: MAX_PATCH_BYTES,
         modified: None,
         uri: None,
+        sha256: false,
     }
     .verify(patch.len() as u64, &h.finish())
     .map_err(|e| format!("the patch: {e}"))?;
@@ -387,6 +391,7 @@ pub(crate) fn patch_copy(
         max_bytes: MAX_PATCHED_BYTES,
         modified: None,
         uri: None,
+        sha256: false,
     }
     .verify(original.len() as u64, &h.finish())
     .map_err(|e| format!("the copy is not the version recorded: {e}"))?;

@@ -62,10 +62,13 @@ pub struct SharedFetcher {
 impl SharedFetcher {
     /// A fetcher of the Source `source` (its key) into `store` and `state` with `http`, of
     /// bodies of at most `max_bytes`, `width` downloads at most in flight (more fetches may
-    /// run at once: those past their download wait for their commit).
+    /// run at once: those past their download wait for their commit), each body kept as a
+    /// version with `versions` ([`SharedFetch::versions`]; the store must keep versions).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         source: &str,
         max_bytes: u64,
+        versions: bool,
         width: usize,
         store: Arc<dyn Store>,
         state: Arc<dyn Records>,
@@ -80,7 +83,7 @@ impl SharedFetcher {
             ctx: Arc::new(Ctx {
                 ports: RunPorts {
                     http: Arc::new(http),
-                    committer: Committer::start(store.clone(), state.clone(), None)?,
+                    committer: Committer::start(store.clone(), state.clone(), None, versions)?,
                     store,
                     state,
                     obs,
@@ -91,6 +94,7 @@ impl SharedFetcher {
                 delete: false,
                 dry_run: false,
                 max_resource_bytes: max_bytes,
+                versions,
                 state_path: format!("the state of {source}").into(),
                 filter: UriFilter::default(),
                 memo: Memo::default(),

@@ -45,6 +45,8 @@ pub(crate) struct Applier {
     base: String,
     filter: crate::filter::UriFilter,
     quota: Option<crate::options::Quota>,
+    /// Every body kept as a version (`--versions`).
+    versions: bool,
 }
 
 /// The state opened for one payload.
@@ -73,6 +75,7 @@ impl Applier {
             base,
             filter: opts.filter.clone(),
             quota: opts.quota.clone(),
+            versions: opts.versions,
         })
     }
 
@@ -87,6 +90,7 @@ impl Applier {
                     self.store.clone(),
                     state.clone(),
                     Budget::of(self.quota.as_ref(), state.as_ref(), &self.info.key())?,
+                    self.versions,
                 )?,
                 state,
                 obs: self.obs.clone(),
@@ -98,6 +102,7 @@ impl Applier {
             delete: self.delete,
             dry_run: false,
             max_resource_bytes: self.max_resource_bytes,
+            versions: self.versions,
             filter: self.filter.clone(),
             memo: Memo::default(),
         })))
@@ -179,6 +184,7 @@ impl Applier {
             kept_uris: tally.kept_uris,
             planned: Vec::new(),
             warnings,
+            versions: crate::report::VersionsKept::of(s.0.ports.committer.versions_kept()),
         })
     }
 }

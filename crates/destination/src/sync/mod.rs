@@ -278,6 +278,7 @@ async fn run(
         delete: opts.delete,
         dry_run: opts.dry_run,
         max_resource_bytes: opts.max_resource_bytes,
+        versions: opts.versions,
         state_path: ports.state_name.clone(),
         filter: opts.filter.fresh(),
         memo,
@@ -312,6 +313,7 @@ async fn run(
         tally,
         cursor: new_cursor,
         warnings,
+        versions: crate::report::VersionsKept::of(ctx.ports.committer.versions_kept()),
     };
     Ok(report(info, base, opts.dry_run, started, end))
 }
@@ -338,6 +340,7 @@ fn run_ports(
             store,
             state.clone(),
             Budget::of(opts.quota.as_ref(), state.as_ref(), key)?,
+            opts.versions && !opts.dry_run,
         )?,
         downloads: ports.downloads.clone(),
     })
@@ -620,6 +623,7 @@ struct Ended {
     tally: Tally,
     cursor: Option<W3cDateTime>,
     warnings: Vec<String>,
+    versions: Option<crate::report::VersionsKept>,
 }
 
 /// The report of a run.
@@ -635,6 +639,7 @@ fn report(
         tally,
         cursor,
         warnings,
+        versions,
     } = end;
     SyncReport {
         source,
@@ -661,5 +666,6 @@ fn report(
         kept_uris: tally.kept_uris,
         planned: tally.planned,
         warnings,
+        versions,
     }
 }

@@ -29,4 +29,5 @@ mod remembered;
 mod round_trips;
 mod share;
 mod sync;
+mod versions;
 mod watch;

@@ -82,6 +82,7 @@ async fn worker(
                 SharedFetcher::new(
                     &f.source,
                     f.max_bytes,
+                    f.versions,
                     8,
                     store.clone(),
                     claimed.clone() as Arc<dyn Records>,
