@@ -17,6 +17,7 @@ mod copies_conformance;
 mod history;
 mod limits;
 mod logs;
+mod memento;
 mod many;
 mod outage;
 mod page;

@@ -214,34 +214,33 @@ impl Selection {
     /// The TimeGate's `Link` entries for the mementos (RFC 7089 §4.1, §2.2.1): each memento
     /// once, its relations together (`first memento`, `prev memento`, `memento`, …).
     fn links(&self, urls: &Urls<'_>) -> Vec<String> {
-        let mut out: Vec<(u64, String, &Memento)> = Vec::new();
+        // Relations in one order: first, last, prev, next, then `memento`.
         let named = [
             ("first", &self.first),
-            ("prev", &self.prev),
-            ("", &self.selected),
-            ("next", &self.next),
             ("last", &self.last),
+            ("prev", &self.prev),
+            ("next", &self.next),
+            ("", &self.selected),
         ];
+        let mut out: Vec<(&Memento, String)> = Vec::new();
         for (rel, m) in named {
             let Some(m) = m else { continue };
-            match out.iter_mut().find(|(s, _, _)| *s == m.seq) {
-                Some((_, rels, _)) if !rel.is_empty() => {
-                    rels.insert_str(0, &format!("{rel} "));
+            let i = match out.iter().position(|(x, _)| x.seq == m.seq) {
+                Some(i) => i,
+                None => {
+                    out.push((m, String::new()));
+                    out.len() - 1
                 }
-                Some(_) => {}
-                None => out.push((
-                    m.seq,
-                    if rel.is_empty() {
-                        String::new()
-                    } else {
-                        format!("{rel} ")
-                    },
-                    m,
-                )),
+            };
+            if !rel.is_empty() {
+                out[i].1.push_str(rel);
+                out[i].1.push(' ');
             }
         }
+        // In time order.
+        out.sort_by_key(|(m, _)| m.seq);
         out.iter()
-            .map(|(_, rels, m)| urls.memento_link(m, &format!("{rels}memento")))
+            .map(|(m, rels)| urls.memento_link(m, &format!("{rels}memento")))
             .collect()
     }
 }
