@@ -168,13 +168,14 @@ async fn republish(spec: &SourceSpec, shared: &Shared, key: &str, state: Arc<dyn
         return;
     };
     let (name, folder, key) = (spec.name.clone(), shared.folder(&spec.name), key.to_owned());
+    let versions = spec.versions;
     let copies = match shared.copies(&name) {
         Ok(c) => c,
         Err(e) => return shared.status.republished(&name, Err(e.to_string())),
     };
     let slot = shared.republish_slot().await;
     let r = tokio::task::spawn_blocking(move || {
-        let r = crate::republish::publish(&at, &name, &folder, &copies, &*state, &key);
+        let r = crate::republish::publish(&at, &name, &folder, &copies, &*state, &key, versions);
         drop(slot);
         r
     })

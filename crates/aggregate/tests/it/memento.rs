@@ -13,7 +13,10 @@ use resourcesync_aggregate::Aggregator;
 use resourcesync_aggregate::status::Phase;
 use resourcesync_testkit::{Reply, Server};
 
-use crate::service::{start_local, until};
+use resourcesync_model::{Capability, Entry};
+
+use crate::republish::{document, named};
+use crate::service::until;
 
 /// The three states of the resource: its body and the Source's `<lastmod>` for it, and the
 /// `Memento-Datetime` each is served with (RFC 7089 §2.1.1: an HTTP-date).
@@ -136,7 +139,8 @@ async fn a_resource_changed_twice_has_three_mementos() {
          versions = true\n",
         src.base
     );
-    let agg = start_local(&text, store.path());
+    // Republished too: the lists link the archive.
+    let (agg, agg_base) = crate::republish::aggregator_in(&text, store.path(), None).await;
     let uri_r = format!("{}doc.txt", src.base);
     until(&agg, "kept", Duration::from_secs(60), |v| {
         v.phase == Phase::Following && v.resources == 1
@@ -148,8 +152,12 @@ async fn a_resource_changed_twice_has_three_mementos() {
     set_state(&src, 2);
     until_versions(&agg, "kept", &uri_r, 3).await;
 
-    let web = resourcesync_testkit::serve(resourcesync_aggregate::web::router(agg.clone())).await;
-    let base = format!("http://{web}/memento/kept/");
+    let web = agg_base
+        .strip_prefix("http://")
+        .and_then(|w| w.strip_suffix('/'))
+        .expect("http://HOST:PORT/")
+        .to_owned();
+    let base = format!("{agg_base}memento/kept/");
     let http = no_redirects();
 
     // The TimeMap (RFC 7089 §5): the original, itself, the TimeGate, then three mementos in
@@ -345,6 +353,22 @@ memento(process.argv[2], {host: process.argv[1]}, (err, links) => {
         .map(|i| (format!("{base}{}/{uri_r}", STAMPS[i]), STATES[i].2.to_owned()))
         .collect();
     assert_eq!(listed, want, "{out}");
+
+    // The republished Resource List and Change List link each copy's original's TimeMap and
+    // its memento (Z39.99-2014 §12 link relations `timemap`, `memento`), and validate.
+    let before = agg.status().get("kept").expect("kept").republishes;
+    until(&agg, "kept", Duration::from_secs(60), |v| v.republishes > before).await;
+    let (_, caps) = document(&format!("{agg_base}rs/kept/resourcesync/capabilitylist.xml")).await;
+    let (_, list) = document(&named(&caps, Capability::ResourceList)).await;
+    assert_eq!(list.len(), 1, "{list:?}");
+    links_the_archive(&list[0], &base, &uri_r, 2);
+    let (_, changes) = document(&named(&caps, Capability::ChangeList)).await;
+    let updated: Vec<&Entry> = changes
+        .iter()
+        .filter(|e| e.links.iter().any(|l| l.rel == "via"))
+        .collect();
+    assert!(!updated.is_empty(), "{changes:?}");
+    links_the_archive(updated[updated.len() - 1], &base, &uri_r, 2);
     agg.drain(Duration::from_secs(5)).await;
 }
 
@@ -363,4 +387,25 @@ async fn run(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stdout)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `e` links its original `uri_r` (`via`), the original's TimeMap in the archive at `base`,
+/// and its memento of state `k` of [`STATES`].
+fn links_the_archive(e: &Entry, base: &str, uri_r: &str, k: usize) {
+    let link = |rel: &str| {
+        e.links
+            .iter()
+            .find(|l| l.rel == rel)
+            .unwrap_or_else(|| panic!("no rel={rel}: {e:?}"))
+    };
+    assert_eq!(link("via").href, uri_r);
+    let timemap = link("timemap");
+    assert_eq!(timemap.href, format!("{base}timemap/link/{uri_r}"));
+    assert_eq!(timemap.mime_type.as_deref(), Some("application/link-format"));
+    let memento = link("memento");
+    assert_eq!(memento.href, format!("{base}{}/{uri_r}", STAMPS[k]));
+    assert_eq!(
+        memento.modified.map(|m| m.to_string()).as_deref(),
+        Some(STATES[k].1)
+    );
 }
