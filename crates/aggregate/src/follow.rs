@@ -120,6 +120,12 @@ async fn every(
                 // The copies the state records now (one query), not a sum of the reports.
                 let recorded = crate::recorded::totals(state.clone()).await;
                 status.succeeded(&spec.name, &report, recorded);
+                if spec.versions {
+                    let key = report.source.key();
+                    if let Some((n, b)) = crate::recorded::versions(state.clone(), key).await {
+                        status.versions(&spec.name, n, b);
+                    }
+                }
                 // Right after the sync, in this follower: never while its copies are written.
                 republish(spec, shared, &report.source.key(), state).await;
                 interval
