@@ -68,7 +68,11 @@ async fn archive_path(State(agg): State<Arc<Aggregator>>, req: Request) -> Respo
     }
     let base = match agg.republish() {
         Some(r) => r.base_url.clone(),
-        None => match req.headers().get(header::HOST).and_then(|h| h.to_str().ok()) {
+        None => match req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+        {
             Some(host) => format!("http://{host}/"),
             None => return (StatusCode::BAD_REQUEST, "no Host header\n").into_response(),
         },
@@ -78,15 +82,9 @@ async fn archive_path(State(agg): State<Arc<Aggregator>>, req: Request) -> Respo
         name: name.to_owned(),
     });
     let base = archive_base(&base, name);
-    resourcesync_source::serve::memento::respond(
-        archive,
-        &base,
-        &rest,
-        req.method(),
-        req.headers(),
-    )
-    .await
-    .unwrap_or_else(not_found)
+    resourcesync_source::serve::memento::respond(archive, &base, &rest, req.method(), req.headers())
+        .await
+        .unwrap_or_else(not_found)
 }
 
 fn not_found() -> Response {

@@ -31,7 +31,11 @@ const STATES: [(&[u8], &str, &str); 3] = [
         "2026-10-05T12:30:00Z",
         "Mon, 05 Oct 2026 12:30:00 GMT",
     ),
-    (b"third\n", "2026-10-09T08:00:05Z", "Fri, 09 Oct 2026 08:00:05 GMT"),
+    (
+        b"third\n",
+        "2026-10-09T08:00:05Z",
+        "Fri, 09 Oct 2026 08:00:05 GMT",
+    ),
 ];
 
 /// The 14-digit datetimes of the mementos' URLs.
@@ -170,8 +174,14 @@ async fn a_resource_changed_twice_has_three_mementos() {
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "content-type"), "application/link-format");
     let map = r.text().await.expect("body");
-    assert!(map.starts_with(&format!("<{uri_r}>; rel=\"original\",")), "{map}");
-    assert!(map.contains(&format!("<{base}timegate/{uri_r}>; rel=\"timegate\"")), "{map}");
+    assert!(
+        map.starts_with(&format!("<{uri_r}>; rel=\"original\",")),
+        "{map}"
+    );
+    assert!(
+        map.contains(&format!("<{base}timegate/{uri_r}>; rel=\"timegate\"")),
+        "{map}"
+    );
     let mementos: Vec<&str> = map.lines().filter(|l| l.contains("memento\"")).collect();
     assert_eq!(mementos.len(), 3, "{map}");
     for (i, (line, rel)) in mementos
@@ -196,10 +206,20 @@ async fn a_resource_changed_twice_has_three_mementos() {
         assert_eq!(r.status(), 200, "memento {i}");
         assert_eq!(header(&r, "memento-datetime"), *datetime);
         let link = header(&r, "link");
-        assert!(link.contains(&format!("<{uri_r}>; rel=\"original\"")), "{link}");
-        assert!(link.contains("rel=\"timegate\"") && link.contains("rel=\"timemap\""), "{link}");
+        assert!(
+            link.contains(&format!("<{uri_r}>; rel=\"original\"")),
+            "{link}"
+        );
+        assert!(
+            link.contains("rel=\"timegate\"") && link.contains("rel=\"timemap\""),
+            "{link}"
+        );
         assert_eq!(header(&r, "content-type"), "text/plain");
-        assert_eq!(r.bytes().await.expect("body").as_ref(), *body, "memento {i}");
+        assert_eq!(
+            r.bytes().await.expect("body").as_ref(),
+            *body,
+            "memento {i}"
+        );
     }
     // A datetime between two mementos' is redirected to the one current then.
     let r = http
@@ -208,7 +228,10 @@ async fn a_resource_changed_twice_has_three_mementos() {
         .await
         .expect("GET");
     assert_eq!(r.status(), 302);
-    assert_eq!(header(&r, "location"), format!("{base}{}/{uri_r}", STAMPS[1]));
+    assert_eq!(
+        header(&r, "location"),
+        format!("{base}{}/{uri_r}", STAMPS[1])
+    );
 
     // The TimeGate (RFC 7089 §4.1.1): Accept-Datetime between the first and the second gives
     // the first; before the first, the first; after the last, the last; none, the last.
@@ -234,14 +257,20 @@ async fn a_resource_changed_twice_has_three_mementos() {
         );
         assert_eq!(header(&r, "vary"), "accept-datetime");
         let link = header(&r, "link");
-        assert!(link.contains(&format!("<{uri_r}>; rel=\"original\"")), "{link}");
+        assert!(
+            link.contains(&format!("<{uri_r}>; rel=\"original\"")),
+            "{link}"
+        );
         assert!(
             link.contains(&format!(
                 "<{base}timemap/link/{uri_r}>; rel=\"timemap\"; type=\"application/link-format\""
             )),
             "{link}"
         );
-        assert!(link.contains("rel=\"first") && link.contains("rel=\"last"), "{link}");
+        assert!(
+            link.contains("rel=\"first") && link.contains("rel=\"last"),
+            "{link}"
+        );
     }
     let r = http
         .get(&gate)
@@ -284,11 +313,7 @@ async fn a_resource_changed_twice_has_three_mementos() {
         "timegate/%2e%2e/.resourcesync/state.sqlite".into(),
         "timegate/".into(),
     ] {
-        let r = http
-            .get(format!("{base}{path}"))
-            .send()
-            .await
-            .expect("GET");
+        let r = http.get(format!("{base}{path}")).send().await.expect("GET");
         assert_eq!(r.status(), 404, "{path}");
     }
     let r = http
@@ -312,8 +337,12 @@ out = {k: {"uri": m[k]["uri"][0], "datetime": m[k]["datetime"].strftime("%Y%m%d%
 out["prev"] = "prev" in m
 print(json.dumps(out))
 "#;
-    let out = run(Command::new(clients.join("venv/bin/python"))
-        .args(["-c", script, &format!("{base}timegate/"), &uri_r]))
+    let out = run(Command::new(clients.join("venv/bin/python")).args([
+        "-c",
+        script,
+        &format!("{base}timegate/"),
+        &uri_r,
+    ]))
     .await;
     let v: serde_json::Value = serde_json::from_str(&out).expect(&out);
     for (k, i) in [("closest", 0), ("first", 0), ("next", 1), ("last", 2)] {
@@ -350,15 +379,26 @@ memento(process.argv[2], {host: process.argv[1]}, (err, links) => {
         })
         .collect();
     let want: Vec<(String, String)> = (0..3)
-        .map(|i| (format!("{base}{}/{uri_r}", STAMPS[i]), STATES[i].2.to_owned()))
+        .map(|i| {
+            (
+                format!("{base}{}/{uri_r}", STAMPS[i]),
+                STATES[i].2.to_owned(),
+            )
+        })
         .collect();
     assert_eq!(listed, want, "{out}");
 
     // The republished Resource List and Change List link each copy's original's TimeMap and
     // its memento (Z39.99-2014 §12 link relations `timemap`, `memento`), and validate.
     let before = agg.status().get("kept").expect("kept").republishes;
-    until(&agg, "kept", Duration::from_secs(60), |v| v.republishes > before).await;
-    let (_, caps) = document(&format!("{agg_base}rs/kept/resourcesync/capabilitylist.xml")).await;
+    until(&agg, "kept", Duration::from_secs(60), |v| {
+        v.republishes > before
+    })
+    .await;
+    let (_, caps) = document(&format!(
+        "{agg_base}rs/kept/resourcesync/capabilitylist.xml"
+    ))
+    .await;
     let (_, list) = document(&named(&caps, Capability::ResourceList)).await;
     assert_eq!(list.len(), 1, "{list:?}");
     links_the_archive(&list[0], &base, &uri_r, 2);
@@ -401,7 +441,10 @@ fn links_the_archive(e: &Entry, base: &str, uri_r: &str, k: usize) {
     assert_eq!(link("via").href, uri_r);
     let timemap = link("timemap");
     assert_eq!(timemap.href, format!("{base}timemap/link/{uri_r}"));
-    assert_eq!(timemap.mime_type.as_deref(), Some("application/link-format"));
+    assert_eq!(
+        timemap.mime_type.as_deref(),
+        Some("application/link-format")
+    );
     let memento = link("memento");
     assert_eq!(memento.href, format!("{base}{}/{uri_r}", STAMPS[k]));
     assert_eq!(

@@ -184,11 +184,11 @@ pub fn resource_entry(r: &Resource) -> Entry {
 /// and, when the original's time is known (`modified`), `rel="memento"` to its memento then,
 /// `modified` its datetime. An entry without a `via` link is left as it is.
 pub fn archive_links(e: &mut Entry, archive: &str) {
-    use crate::serve::memento::{LINK_FORMAT, format_14};
+    use crate::serve::memento::{LINK_FORMAT, format_14, uri_for_headers};
     let Some(via) = e.links.iter().find(|l| l.rel == crate::state::VIA) else {
         return;
     };
-    let (uri_r, modified) = (via.href.clone(), via.modified);
+    let (uri_r, modified) = (uri_for_headers(&via.href), via.modified);
     let mut timemap = Link::new("timemap", format!("{archive}timemap/link/{uri_r}"));
     timemap.mime_type = Some(LINK_FORMAT.to_owned());
     e.links.push(timemap);

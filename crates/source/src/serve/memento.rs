@@ -70,8 +70,12 @@ impl Memento {
 pub trait Archive: Send + Sync + 'static {
     /// Up to `limit` versions of `uri_r` numbered after `after`, in time order (empty when it
     /// has none); `Err` with a message saying what could not be read.
-    fn mementos(&self, uri_r: &str, after: Option<u64>, limit: usize)
-    -> Result<Vec<Memento>, String>;
+    fn mementos(
+        &self,
+        uri_r: &str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Memento>, String>;
     /// The body of `m`, a version of `uri_r`; `None` when it is not kept.
     fn open(&self, uri_r: &str, m: &Memento) -> Result<Option<Box<dyn io::Read + Send>>, String>;
     /// The media type to send a body of `uri_r` as.
@@ -146,10 +150,21 @@ pub fn parse_accept_datetime(v: &str) -> Result<Timestamp, String> {
     Timestamp::try_from(t).map_err(|e| format!("Accept-Datetime out of range: {e}"))
 }
 
+/// `uri` with what cannot stand in a header or between `<` and `>` percent-encoded (controls,
+/// spaces, non-ASCII, `<>"`): the URI-R as the URLs here write it.
+pub fn uri_for_headers(uri: &str) -> String {
+    use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+    const SET: &AsciiSet = &CONTROLS.add(b' ').add(b'"').add(b'<').add(b'>');
+    utf8_percent_encode(uri, SET).to_string()
+}
+
 /// The URLs of one URI-R here.
 struct Urls<'a> {
     base: &'a str,
+    /// The URI-R as written in URLs and headers ([`uri_for_headers`]).
     uri_r: &'a str,
+    /// The URI-R as the archive records it.
+    key: &'a str,
 }
 
 impl Urls<'_> {
@@ -177,7 +192,10 @@ impl Urls<'_> {
         format!("<{}>; rel=\"timegate\"", self.timegate())
     }
     fn timemap_link(&self) -> String {
-        format!("<{}>; rel=\"timemap\"; type=\"{LINK_FORMAT}\"", self.timemap())
+        format!(
+            "<{}>; rel=\"timemap\"; type=\"{LINK_FORMAT}\"",
+            self.timemap()
+        )
     }
 }
 
@@ -330,7 +348,14 @@ pub async fn respond(
         }
         Err(e) => return Some(unavailable(&e)),
     };
-    let urls = Urls { base, uri_r: &uri_r };
+    // As a URI in headers and the link format: controls, spaces, non-ASCII and `<>"`
+    // percent-encoded (an IRI as its URI, RFC 3987 §3.1); the records are looked up as kept.
+    let shown = uri_for_headers(&uri_r);
+    let urls = Urls {
+        base,
+        uri_r: &shown,
+        key: &uri_r,
+    };
     Some(match asked {
         Asked::TimeMap(_) => timemap(archive, &urls).await,
         Asked::TimeGate(_) => timegate(archive, &urls, headers).await,
@@ -360,7 +385,7 @@ async fn timegate(archive: Arc<dyn Archive>, urls: &Urls<'_>, headers: &HeaderMa
             Err(e) => return with_vary(text(StatusCode::BAD_REQUEST, e)),
         },
     };
-    let sel = match select(archive, urls.uri_r.to_owned(), at).await {
+    let sel = match select(archive, urls.key.to_owned(), at).await {
         Ok(s) => s,
         Err(e) => return unavailable(&e),
     };
@@ -395,7 +420,7 @@ async fn memento(
     t: Timestamp,
     method: &Method,
 ) -> Response {
-    let sel = match select(archive.clone(), urls.uri_r.to_owned(), Some(t.as_second())).await {
+    let sel = match select(archive.clone(), urls.key.to_owned(), Some(t.as_second())).await {
         Ok(s) => s,
         Err(e) => return unavailable(&e),
     };
@@ -416,24 +441,20 @@ async fn memento(
         *res.status_mut() = StatusCode::FOUND;
         res.headers_mut()
             .insert(header::LOCATION, header_value(&urls.memento(&m)));
-        res.headers_mut()
-            .insert(header::LINK, header_value(&links));
+        res.headers_mut().insert(header::LINK, header_value(&links));
         return res;
     }
-    let media_type = archive.media_type(urls.uri_r);
+    let media_type = archive.media_type(urls.key);
     let mut res = if method == Method::HEAD {
         Response::new(Body::empty())
     } else {
-        match body(archive, urls.uri_r.to_owned(), m.clone()).await {
+        match body(archive, urls.key.to_owned(), m.clone()).await {
             Ok(b) => Response::new(b),
             Err(r) => return r,
         }
     };
     let h = res.headers_mut();
-    h.insert(
-        "memento-datetime",
-        header_value(&http_date(m.datetime)),
-    );
+    h.insert("memento-datetime", header_value(&http_date(m.datetime)));
     h.insert(header::LINK, header_value(&links));
     h.insert(header::CONTENT_TYPE, header_value(&media_type));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(m.length));
@@ -495,7 +516,11 @@ async fn timemap(archive: Arc<dyn Archive>, urls: &Urls<'_>) -> Response {
         urls.timemap(),
         urls.timegate_link()
     );
-    let (base, uri_r) = (urls.base.to_owned(), urls.uri_r.to_owned());
+    let (base, uri_r, key) = (
+        urls.base.to_owned(),
+        urls.uri_r.to_owned(),
+        urls.key.to_owned(),
+    );
     let (mut tx, rx) = tokio::io::duplex(CHUNK);
     let rt = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
@@ -503,6 +528,7 @@ async fn timemap(archive: Arc<dyn Archive>, urls: &Urls<'_>) -> Response {
         let urls = Urls {
             base: &base,
             uri_r: &uri_r,
+            key: &key,
         };
         let mut send = |s: &str| rt.block_on(tx.write_all(s.as_bytes())).is_ok();
         if !send(&head) {
@@ -512,7 +538,7 @@ async fn timemap(archive: Arc<dyn Archive>, urls: &Urls<'_>) -> Response {
         let mut held: Option<(Memento, bool)> = None;
         let mut after = None;
         loop {
-            let page = match archive.mementos(&uri_r, after, PAGE) {
+            let page = match archive.mementos(&key, after, PAGE) {
                 Ok(p) => p,
                 Err(e) => {
                     // Cut short: the client sees a failed transfer, not a shorter TimeMap.
@@ -592,6 +618,15 @@ mod tests {
     }
 
     #[test]
+    fn a_uri_r_is_written_as_a_uri() {
+        assert_eq!(
+            uri_for_headers("http://a.example/caf\u{e9} <x>\n\"y\"?q=1,2;3"),
+            "http://a.example/caf%C3%A9%20%3Cx%3E%0A%22y%22?q=1,2;3"
+        );
+        assert!(HeaderValue::from_str(&uri_for_headers("http://a/\u{1F600}\r\n")).is_ok());
+    }
+
+    #[test]
     fn accept_datetime_is_an_http_date() {
         // RFC 7089 §2.1.1's example.
         let t = parse_accept_datetime("Thu, 31 May 2007 20:35:00 GMT").expect("date");
@@ -630,6 +665,7 @@ mod tests {
         let urls = Urls {
             base: "http://h/m/",
             uri_r: "http://a/x",
+            key: "http://a/x",
         };
         let links = pick(Some(150)).links(&urls);
         assert_eq!(links.len(), 3, "{links:?}");
