@@ -172,9 +172,11 @@ struct Placed {
     /// The writes with no copy to put in place that joined this batch, and who waits for
     /// each job of them: recorded with the rows.
     writes: Vec<(Vec<Write>, Reply)>,
-    /// The versions of the copies placed (`--versions`), their bodies kept: recorded with
-    /// the rows.
+    /// The versions of the copies placed (`--versions`), their bodies kept, then those of
+    /// the copies in place the writes record: recorded with the rows.
     versions: Vec<VersionRecord>,
+    /// How many of `versions` are of copies placed (each a new version: counted).
+    new_versions: usize,
 }
 
 /// Step 2: puts each copy of the batch in place ([`Store::place`]), but those the gate refused
@@ -197,6 +199,7 @@ fn place_batch(
         taken_over: Vec::new(),
         writes: Vec::new(),
         versions: Vec::new(),
+        new_versions: 0,
     };
     let mut bodies = Vec::with_capacity(n);
     let mut rest = Vec::with_capacity(n);
@@ -311,6 +314,7 @@ fn record(
         taken_over,
         writes,
         mut versions,
+        new_versions,
     } = p;
     if rows.is_empty() && unplaced.is_empty() && writes.is_empty() {
         return out;
@@ -345,7 +349,7 @@ fn record(
     match &done {
         Ok(()) => {
             if let Some(k) = keeper {
-                k.recorded(versions.len());
+                k.recorded(new_versions);
             }
             // The rows and the removal of their pending changes are one transaction.
             for _ in &rows {
@@ -552,6 +556,10 @@ fn run(
             match synced.clone().and(announced) {
                 Ok(()) => {
                     let mut p = place_batch(store, state, &mut budget, keeper, batch, gate);
+                    if let Some(k) = keeper {
+                        p.new_versions = p.versions.len();
+                        p.versions.extend(k.keep_rows(store, &writes));
+                    }
                     p.writes = writes;
                     prev = Some((p, replies));
                 }

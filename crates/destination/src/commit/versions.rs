@@ -20,6 +20,7 @@ use resourcesync_store::{
     Op, RelPath, ResourceRecord, Store, VersionEnd, VersionRecord, version_digest,
 };
 
+use super::Write;
 use crate::error::{Error, Result};
 use crate::report::Failed;
 
@@ -102,6 +103,28 @@ impl Keeper {
             deleted: false,
             deleted_datetime: None,
         })
+    }
+
+    /// The versions of the copies in place that `writes` record (adopted by their digest, or
+    /// found current: [`Write::Row`]), their bodies kept (an existing one is found, not stored
+    /// again; the state records nothing when the current version has the digest). A row
+    /// without a sha-256 (written without `--versions`) or a body that cannot be kept records
+    /// no version: the next body fetched does.
+    pub(crate) fn keep_rows(
+        &self,
+        store: &dyn Store,
+        writes: &[(Vec<Write>, impl Sized)],
+    ) -> Vec<VersionRecord> {
+        writes
+            .iter()
+            .flat_map(|(w, _)| w)
+            .filter_map(|w| match w {
+                Write::Row(r) if !r.gone && version_digest(&r.hashes).is_some() => {
+                    self.keep(store, r).ok()
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// Counts versions recorded.

@@ -152,9 +152,13 @@ async fn adopt(
     let Some(m) = existing.filter(|_| worth_hashing) else {
         return Ok(false);
     };
-    let algs = item.hashes.known_algs();
+    let mut algs = item.hashes.known_algs();
     if !m.regular || algs.is_empty() || item.length.is_some_and(|l| l != m.length) {
         return Ok(false);
+    }
+    // The name of its version too (`--versions`): the committer keeps an adopted copy's body.
+    if ctx.versions && !algs.contains(&resourcesync_model::HashAlg::Sha256) {
+        algs.push(resourcesync_model::HashAlg::Sha256);
     }
     let store = ctx.ports.store.clone();
     let r = rel.clone();

@@ -10,6 +10,7 @@ fn expect_abc(length: Option<u64>, hash: &str) -> Expect {
         max_bytes: 1 << 20,
         modified: None,
         uri: None,
+        sha256: false,
     }
 }
 
