@@ -132,29 +132,41 @@ fn header(r: &reqwest::Response, name: &str) -> String {
         .to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resource_changed_twice_has_three_mementos() {
-    let clients = clients();
-    let src = Server::empty().await;
-    set_state(&src, 0);
-    let store = tempfile::tempdir().expect("store");
+/// An aggregator (republishing) following the Source `src` as `kept` with `versions = true`,
+/// its copies in `store` or in the bucket `bucket`, through the three states of `doc.txt`: it,
+/// its base URL and the URI-R.
+async fn three_versions(
+    src: &Server,
+    store: &std::path::Path,
+    bucket: Option<String>,
+) -> (Arc<Aggregator>, String, String) {
+    set_state(src, 0);
     let text = format!(
         "[[source]]\nname = \"kept\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\n\
          versions = true\n",
         src.base
     );
     // Republished too: the lists link the archive.
-    let (agg, agg_base) = crate::republish::aggregator_in(&text, store.path(), None).await;
+    let (agg, agg_base) = crate::republish::aggregator_in(&text, store, bucket).await;
     let uri_r = format!("{}doc.txt", src.base);
     until(&agg, "kept", Duration::from_secs(60), |v| {
         v.phase == Phase::Following && v.resources == 1
     })
     .await;
     until_versions(&agg, "kept", &uri_r, 1).await;
-    set_state(&src, 1);
+    set_state(src, 1);
     until_versions(&agg, "kept", &uri_r, 2).await;
-    set_state(&src, 2);
+    set_state(src, 2);
     until_versions(&agg, "kept", &uri_r, 3).await;
+    (agg, agg_base, uri_r)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_changed_twice_has_three_mementos() {
+    let clients = clients();
+    let src = Server::empty().await;
+    let store = tempfile::tempdir().expect("store");
+    let (agg, agg_base, uri_r) = three_versions(&src, store.path(), None).await;
 
     let web = agg_base
         .strip_prefix("http://")
@@ -409,6 +421,34 @@ memento(process.argv[2], {host: process.argv[1]}, (err, links) => {
         .collect();
     assert!(!updated.is_empty(), "{changes:?}");
     links_the_archive(updated[updated.len() - 1], &base, &uri_r, 2);
+    agg.drain(Duration::from_secs(5)).await;
+}
+
+/// Copies kept in a bucket (the real Garage of `scripts/s3.sh`, `RESOURCESYNC_TEST_S3`): each
+/// memento's body is read from the bucket's kept versions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mementos_of_copies_in_a_bucket_are_read_from_it() {
+    let s3 = crate::server_env("RESOURCESYNC_TEST_S3");
+    let bucket = s3.replacen('?', &format!("/memento-{:08x}?", fastrand::u32(..)), 1);
+    let src = Server::empty().await;
+    let store = tempfile::tempdir().expect("store");
+    let (agg, agg_base, uri_r) = three_versions(&src, store.path(), Some(bucket)).await;
+    // No copy, no kept body in the folder: they are in the bucket.
+    assert!(!store.path().join("kept/doc.txt").exists());
+    assert!(!store.path().join("kept/.resourcesync/versions").exists());
+    let base = format!("{agg_base}memento/kept/");
+    for (i, (body, _, datetime)) in STATES.iter().enumerate() {
+        let r = reqwest::get(format!("{base}{}/{uri_r}", STAMPS[i]))
+            .await
+            .expect("GET memento");
+        assert_eq!(r.status(), 200, "memento {i}");
+        assert_eq!(header(&r, "memento-datetime"), *datetime);
+        assert_eq!(
+            r.bytes().await.expect("body").as_ref(),
+            *body,
+            "memento {i}"
+        );
+    }
     agg.drain(Duration::from_secs(5)).await;
 }
 
