@@ -492,3 +492,88 @@ fn links_the_archive(e: &Entry, base: &str, uri_r: &str, k: usize) {
         Some(STATES[k].1)
     );
 }
+
+/// Measures (ignored; `cargo test -p resourcesync-aggregate --test it
+/// memento::many_versions -- --ignored --nocapture`, figures in docs/performance.md): a TimeGate
+/// and a TimeMap over `RESOURCESYNC_VERSIONS` (default 10,000) versions of one resource,
+/// written into the Source's state after its aggregator is drained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement"]
+async fn many_versions() {
+    use resourcesync_model::W3cDateTime;
+    use resourcesync_store::{Batch, Op, Records as _, SqliteState, VersionRecord};
+    let n: u64 = std::env::var("RESOURCESYNC_VERSIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let src = Server::empty().await;
+    let store = tempfile::tempdir().expect("store");
+    let (agg, agg_base, uri_r) = three_versions(&src, store.path(), None).await;
+    agg.drain(Duration::from_secs(5)).await;
+    let db = store.path().join("kept/.resourcesync/state.sqlite");
+    let uri = uri_r.clone();
+    tokio::task::spawn_blocking(move || {
+        let state = SqliteState::open(&db).expect("state");
+        let key = state.resource(&uri).expect("row").expect("row").source;
+        let t0 = W3cDateTime::parse("2027-01-01T00:00:00Z")
+            .expect("t")
+            .timestamp()
+            .as_second();
+        let rows: Vec<VersionRecord> = (0..n as i64)
+            .map(|i| {
+                let t = W3cDateTime::parse(
+                    &jiff::Timestamp::from_second(t0 + 60 * i)
+                        .expect("t")
+                        .to_string(),
+                )
+                .expect("t");
+                VersionRecord {
+                    source: key.clone(),
+                    uri: uri.clone(),
+                    seq: 0,
+                    digest: format!("sha-256:{:064x}", i + 1),
+                    length: 10,
+                    datetime: Some(t),
+                    first_seen: t,
+                    until: None,
+                    deleted: false,
+                    deleted_datetime: None,
+                }
+            })
+            .collect();
+        for chunk in rows.chunks(1000) {
+            let mut b = Batch::new();
+            for r in chunk {
+                b.push(Op::PutVersion(r));
+            }
+            state.apply(&b).expect("apply");
+        }
+    })
+    .await
+    .expect("task");
+    let base = format!("{agg_base}memento/kept/");
+    let http = no_redirects();
+    let timed = |req: reqwest::RequestBuilder| async move {
+        let t = Instant::now();
+        let r = req.send().await.expect("GET");
+        let status = r.status().as_u16();
+        let len = r.bytes().await.expect("body").len();
+        (status, len, t.elapsed())
+    };
+    for _ in 0..3 {
+        let (s, _, gate) = timed(
+            http.get(format!("{base}timegate/{uri_r}"))
+                .header("accept-datetime", "Fri, 01 Jan 2027 12:00:00 GMT"),
+        )
+        .await;
+        assert_eq!(s, 302);
+        let (s, len, map) = timed(http.get(format!("{base}timemap/link/{uri_r}"))).await;
+        assert_eq!(s, 200);
+        println!(
+            "{} versions: TimeGate {:.1} ms, TimeMap {:.1} ms ({len} bytes)",
+            n + 3,
+            gate.as_secs_f64() * 1e3,
+            map.as_secs_f64() * 1e3
+        );
+    }
+}
