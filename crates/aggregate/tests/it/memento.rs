@@ -328,6 +328,24 @@ async fn a_resource_changed_twice_has_three_mementos() {
         let r = http.get(format!("{base}{path}")).send().await.expect("GET");
         assert_eq!(r.status(), 404, "{path}");
     }
+    // The URI-R percent-encoded, or with the scheme's slashes merged (by a proxy), is found.
+    for asked in [
+        uri_r.replacen("://", ":/", 1),
+        percent_encoding::utf8_percent_encode(&uri_r, percent_encoding::NON_ALPHANUMERIC)
+            .to_string(),
+    ] {
+        let r = http
+            .get(format!("{base}timegate/{asked}"))
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status(), 302, "{asked}");
+        assert_eq!(
+            header(&r, "location"),
+            format!("{base}{}/{uri_r}", STAMPS[2]),
+            "{asked}"
+        );
+    }
     let r = http
         .get(format!("http://{web}/memento/nobody/timegate/{uri_r}"))
         .send()

@@ -297,17 +297,38 @@ async fn select(
     .map_err(|e| format!("reading the versions: {e}"))?
 }
 
-/// The URI-R to look up: `raw` as asked when the archive knows it, else once percent-decoded
-/// (`http%3A%2F%2F…`); `None` when neither has versions.
+/// What `raw` may have been: as asked, once percent-decoded (`http%3A%2F%2F…`), and with the
+/// scheme's `//` restored where a proxy merged slashes (`http:/a.example/`), as pywb reads it.
+fn candidates(raw: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |c: String| {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    };
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8_lossy()
+        .into_owned();
+    for c in [raw.to_owned(), decoded] {
+        add(c.clone());
+        for scheme in ["http:/", "https:/"] {
+            if let Some(rest) = c.strip_prefix(scheme).filter(|r| !r.starts_with('/')) {
+                add(format!("{scheme}/{rest}"));
+            }
+        }
+    }
+    out
+}
+
+/// The URI-R to look up: the first of [`candidates`] the archive has versions of; `None` when
+/// it has none.
 async fn resolve(archive: &Arc<dyn Archive>, raw: String) -> Result<Option<String>, String> {
     let a = archive.clone();
     tokio::task::spawn_blocking(move || {
-        if !a.mementos(&raw, None, 1)?.is_empty() {
-            return Ok(Some(raw));
-        }
-        let decoded = percent_encoding::percent_decode_str(&raw).decode_utf8_lossy();
-        if decoded != raw && !a.mementos(&decoded, None, 1)?.is_empty() {
-            return Ok(Some(decoded.into_owned()));
+        for c in candidates(&raw) {
+            if !a.mementos(&c, None, 1)?.is_empty() {
+                return Ok(Some(c));
+            }
         }
         Ok(None)
     })
@@ -615,6 +636,17 @@ mod tests {
             format_14(Timestamp::from_second(961_524_179).expect("t")),
             "20000620180259"
         );
+    }
+
+    #[test]
+    fn a_uri_r_is_looked_up_as_asked_decoded_or_with_its_slashes() {
+        assert_eq!(candidates("http://a/x"), ["http://a/x"]);
+        assert_eq!(
+            candidates("http%3A%2F%2Fa%2Fx"),
+            ["http%3A%2F%2Fa%2Fx", "http://a/x"]
+        );
+        assert_eq!(candidates("https:/a/x"), ["https:/a/x", "https://a/x"]);
+        assert_eq!(candidates("../etc/passwd"), ["../etc/passwd"]);
     }
 
     #[test]
