@@ -13,7 +13,7 @@
 //! | `{YYYYMMDDhhmmss}/{URI-R}` | a memento (§4.1): its body, `Memento-Datetime` |
 //!
 //! The URI-R is the rest of the path and the query, verbatim (as pywb and the Wayback Machine
-//! take it; once percent-decoded when it is not found verbatim). It is only looked up in the
+//! take it; when it is not found so, percent-decoded or with the scheme's `//` restored). It is only looked up in the
 //! archive's records, never fetched and never used as a path.
 //!
 //! Selection (RFC 7089 §4.1.1 leaves it to the server): the memento current at the
