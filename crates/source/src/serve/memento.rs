@@ -13,8 +13,8 @@
 //! | `{YYYYMMDDhhmmss}/{URI-R}` | a memento (§4.1): its body, `Memento-Datetime` |
 //!
 //! The URI-R is the rest of the path and the query, verbatim (as pywb and the Wayback Machine
-//! take it; when it is not found so, percent-decoded or with the scheme's `//` restored). It is only looked up in the
-//! archive's records, never fetched and never used as a path.
+//! take it; when it is not found so, percent-decoded or with the scheme's `//` restored). It
+//! is only looked up in the archive's records, never fetched and never used as a path.
 //!
 //! Selection (RFC 7089 §4.1.1 leaves it to the server): the memento current at the
 //! `Accept-Datetime` (the last whose `Memento-Datetime` is not after it), the first when it is
