@@ -6,7 +6,8 @@
 # reused by scripts/oai-provider.sh, and a second one on another library (Perl HTTP::OAI), started or
 # reused by scripts/oai-http-oai.sh, for the source's OAI-PMH inventory; a Garage S3 server on 127.0.0.1,
 # built once and started or reused by scripts/s3.sh, for the store's S3Store; nginx, found or installed
-# by scripts/nginx.sh, for the README's "Publish a folder behind nginx" example), then runs every test
+# by scripts/nginx.sh, for the README's "Publish a folder behind nginx" example; two Memento clients,
+# installed by scripts/memento-clients.sh, for the aggregator's TimeMaps and TimeGates), then runs every test
 # of the workspace. Each crate links one integration test binary, `it` (tests/it/main.rs): the
 # tests of one file `tests/it/NAME.rs` run with `cargo test -p CRATE --test it NAME::`.
 # `--no-fail-fast`: a failing test binary does not hide the failures of those after it.
@@ -28,4 +29,6 @@ RESOURCESYNC_TEST_S3="$(scripts/s3.sh)"
 export RESOURCESYNC_TEST_S3
 RESOURCESYNC_TEST_NGINX="$(scripts/nginx.sh)"
 export RESOURCESYNC_TEST_NGINX
+RESOURCESYNC_TEST_MEMENTO_CLIENTS="$(scripts/memento-clients.sh)"
+export RESOURCESYNC_TEST_MEMENTO_CLIENTS
 exec cargo test --workspace --no-fail-fast "$@"

@@ -120,6 +120,12 @@ async fn every(
                 // The copies the state records now (one query), not a sum of the reports.
                 let recorded = crate::recorded::totals(state.clone()).await;
                 status.succeeded(&spec.name, &report, recorded);
+                if spec.versions {
+                    let key = report.source.key();
+                    if let Some((n, b)) = crate::recorded::versions(state.clone(), key).await {
+                        status.versions(&spec.name, n, b);
+                    }
+                }
                 // Right after the sync, in this follower: never while its copies are written.
                 republish(spec, shared, &report.source.key(), state).await;
                 interval
@@ -168,13 +174,14 @@ async fn republish(spec: &SourceSpec, shared: &Shared, key: &str, state: Arc<dyn
         return;
     };
     let (name, folder, key) = (spec.name.clone(), shared.folder(&spec.name), key.to_owned());
+    let versions = spec.versions;
     let copies = match shared.copies(&name) {
         Ok(c) => c,
         Err(e) => return shared.status.republished(&name, Err(e.to_string())),
     };
     let slot = shared.republish_slot().await;
     let r = tokio::task::spawn_blocking(move || {
-        let r = crate::republish::publish(&at, &name, &folder, &copies, &*state, &key);
+        let r = crate::republish::publish(&at, &name, &folder, &copies, &*state, &key, versions);
         drop(slot);
         r
     })

@@ -61,7 +61,10 @@ pub struct Versions {
 }
 
 /// Opens the state of the Source `name` to read it (none before its first sync).
-fn open(shared: &Shared, name: &str) -> resourcesync_store::Result<Option<Arc<dyn Records>>> {
+pub(crate) fn open(
+    shared: &Shared,
+    name: &str,
+) -> resourcesync_store::Result<Option<Arc<dyn Records>>> {
     match (&shared.opts.state, shared.sqlite_state(name)) {
         (StateChoice::Postgres(url), _) => Ok(Some(Arc::new(PgState::connect_schema(
             url,

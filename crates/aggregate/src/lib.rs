@@ -10,6 +10,8 @@
 //!   records them (`recorded`: read at start and after each sync).
 //! - [`republish`]: the aggregator as a Source (Z39.99-2014 §14.8): each Source's copies
 //!   published under `BASE/rs/NAME/`, each entry with `<rs:ln rel="via">` to its original.
+//! - [`memento`]: Memento (RFC 7089) over the versions kept of each Source's copies: TimeMaps,
+//!   TimeGates and mementos under `/memento/NAME/`.
 //! - [`published`]: the republished Sources over HTTP (Source Description, documents, copies).
 //! - `bucket_copy`: a copy kept in a bucket sent from the object store, whole or one byte
 //!   range (RFC 9110 §14), the range passed to the store's `GetObject`.
@@ -31,6 +33,7 @@ pub mod error;
 pub mod follow;
 pub mod history;
 pub mod listing;
+pub mod memento;
 pub mod published;
 mod queue;
 mod recorded;

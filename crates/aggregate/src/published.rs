@@ -70,7 +70,7 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
 /// Every response here carries what a Source wrote (a copy, whatever its type: HTML, SVG):
 /// sent with `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`, it runs
 /// no script on the origin of the operators' page and API.
-async fn untrusted(mut res: Response) -> Response {
+pub(crate) async fn untrusted(mut res: Response) -> Response {
     let h = res.headers_mut();
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use resourcesync_store::{PgState, Records, SqliteState};
+use resourcesync_store::{MAX_VERSIONS_PAGE, PgState, Records, SqliteState};
 use tokio::sync::{Semaphore, watch};
 
 use crate::config::SourceSpec;
@@ -25,6 +25,34 @@ pub(crate) async fn totals(state: Arc<dyn Records>) -> Option<(u64, u64)> {
         .await
         .ok()
         .and_then(std::result::Result::ok)
+}
+
+/// The versions `state` keeps of the Source `key`, and the sum of their lengths: read a page
+/// at a time on a blocking thread (memory does not grow with them; the time does, once per
+/// sync of a Source that keeps versions); `None` if that fails.
+pub(crate) async fn versions(state: Arc<dyn Records>, key: String) -> Option<(u64, u64)> {
+    tokio::task::spawn_blocking(move || {
+        let (mut n, mut bytes) = (0u64, 0u64);
+        let mut after: Option<(String, u64)> = None;
+        loop {
+            let page = state.versions_page(
+                &key,
+                after.as_ref().map(|(u, s)| (u.as_str(), *s)),
+                MAX_VERSIONS_PAGE,
+            )?;
+            for v in &page {
+                n += 1;
+                bytes = bytes.saturating_add(v.length);
+            }
+            match page.last() {
+                Some(v) if page.len() == MAX_VERSIONS_PAGE => after = Some((v.uri.clone(), v.seq)),
+                _ => return Ok::<_, resourcesync_store::Error>((n, bytes)),
+            }
+        }
+    })
+    .await
+    .ok()
+    .and_then(std::result::Result::ok)
 }
 
 /// Rows and bytes the state of `spec` records, if it has one (none before its first sync).

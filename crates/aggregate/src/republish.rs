@@ -468,7 +468,9 @@ impl Inventory for CopiesInventory {
 }
 
 /// Publishes the copies of the Source `name` (in `folder`, recorded in `state` under `key`)
-/// as a Source under `at`: the index rebuilt, a scan, every document. Blocking.
+/// as a Source under `at`: the index rebuilt, a scan, every document. Blocking. With
+/// `versions` (the Source keeps them: `versions = true`), each entry also links its
+/// original's TimeMap and memento in the aggregator's archive ([`crate::memento`]).
 pub fn publish(
     at: &Republish,
     name: &str,
@@ -476,6 +478,7 @@ pub fn publish(
     copies: &Copies,
     state: &dyn Records,
     key: &str,
+    versions: bool,
 ) -> Result<Published> {
     let work = work_dir(folder);
     std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
@@ -484,6 +487,9 @@ pub fn publish(
     cfg.out = Some(docs_dir(folder));
     cfg.state = Some(state_path(folder));
     cfg.base_origin = at.origin;
+    if versions {
+        cfg.publish.archive = Some(crate::memento::archive_base(&at.base_url, name));
+    }
     let mut source = Source::open_with(cfg, Arc::new(inv))?;
     let scan = source.scan()?;
     for s in &scan.skipped {

@@ -155,6 +155,11 @@ impl Aggregator {
         self.shared.republish()
     }
 
+    /// What the followers share (the archives of [`crate::memento`] read through it).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// The versions of `uri` the state of the Source `name` keeps (`versions = true`), up to
     /// `limit` after version `after`, recorded under `key` (by default its row's; see
     /// [`crate::history`]); `None` for a Source not followed, without a state, or without a

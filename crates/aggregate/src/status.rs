@@ -58,6 +58,7 @@ struct Entry {
     failures: u64,
     resources: u64,
     bytes: u64,
+    versions: Option<(u64, u64)>,
     fetched: u64,
     polling: Option<String>,
     last_error: Option<String>,
@@ -109,6 +110,13 @@ pub struct SourceView {
     pub resources: u64,
     /// Bytes of those copies, as the state records their lengths.
     pub bytes: u64,
+    /// Versions its state keeps (`versions = true`: every body each copy had, the current
+    /// one included; see [`crate::memento`]), as read after its last sync; `None` for a Source
+    /// that keeps none, or before its first sync here.
+    pub versions: Option<u64>,
+    /// Bytes of those versions (the sum of their lengths: a body kept once for several
+    /// versions counts for each).
+    pub version_bytes: Option<u64>,
     /// Bytes fetched from the Source by this process since it started.
     pub fetched_bytes: u64,
     /// How far the copies may lag behind the Source: seconds since its last successful sync
@@ -189,6 +197,7 @@ impl Status {
                         failures: 0,
                         resources: 0,
                         bytes: 0,
+                        versions: None,
                         fetched: 0,
                         polling: None,
                         last_error: None,
@@ -255,6 +264,12 @@ impl Status {
             e.resources = resources;
             e.bytes = bytes;
         });
+    }
+
+    /// The versions the state of the Source keeps, and their bytes (see
+    /// [`SourceView::versions`]).
+    pub fn versions(&self, name: &str, versions: u64, bytes: u64) {
+        self.with(name, |e| e.versions = Some((versions, bytes)));
     }
 
     /// What the state records of the Source when its follower started: shown unless a sync
@@ -463,6 +478,8 @@ fn view(e: &Entry, now: Timestamp) -> SourceView {
         failures: e.failures,
         resources: e.resources,
         bytes: e.bytes,
+        versions: e.versions.map(|(n, _)| n),
+        version_bytes: e.versions.map(|(_, b)| b),
         fetched_bytes: e.fetched,
         lag_seconds: e
             .last_success

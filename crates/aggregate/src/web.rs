@@ -42,6 +42,7 @@ pub fn router(agg: Arc<Aggregator>) -> Router {
         // For load balancers and service managers: the process answers (as `serve` and `hub`).
         .route("/healthz", get(|| async { "ok\n" }))
         .with_state(agg.clone())
+        .merge(crate::memento::router(agg.clone()))
         .merge(crate::published::router(agg))
         .layer(axum::middleware::map_response(hardened))
 }
@@ -148,6 +149,11 @@ fn lag_text(v: &SourceView) -> String {
 }
 
 /// A page; reloaded by the browser every `refresh` seconds when given.
+/// A figure, or `–` when there is none (a Source that keeps no versions).
+fn or_dash(n: Option<u64>) -> String {
+    n.map_or_else(|| "–".to_owned(), |n| n.to_string())
+}
+
 fn page(title: &str, body: &str, refresh: Option<u32>) -> String {
     let reload = refresh.map_or_else(String::new, |r| {
         format!("<meta http-equiv=\"refresh\" content=\"{r}\">")
@@ -258,7 +264,8 @@ fn index_body(l: &Listing, q: &ListQuery) -> String {
     b.push_str(&nav);
     b.push_str(
         "<table><thead><tr><th>Source</th><th>state</th><th>mode</th><th>last sync (UTC)</th>\
-         <th>next sync (UTC)</th><th>resources</th><th>bytes</th><th>lag</th><th>last error</th></tr>\
+         <th>next sync (UTC)</th><th>resources</th><th>bytes</th><th>versions</th>\
+         <th>bytes of versions</th><th>lag</th><th>last error</th></tr>\
          </thead><tbody>",
     );
     for v in &l.sources {
@@ -266,8 +273,8 @@ fn index_body(l: &Listing, q: &ListQuery) -> String {
             b,
             "<tr><td><a href=\"sources/{n}\">{n}</a><br><small>{u}</small></td>\
              <td class=\"{c}\">{p}</td><td>{sch}</td><td class=\"t\">{last}</td><td class=\"t\">{next}</td>\
-             <td class=\"n\">{r}</td><td class=\"n\">{by}</td><td class=\"n\">{lag}</td>\
-             <td class=\"err\">{e}</td></tr>",
+             <td class=\"n\">{r}</td><td class=\"n\">{by}</td><td class=\"n\">{vn}</td>\
+             <td class=\"n\">{vb}</td><td class=\"n\">{lag}</td><td class=\"err\">{e}</td></tr>",
             n = esc(&v.name),
             u = esc(&v.url),
             c = phase_class(v),
@@ -277,6 +284,8 @@ fn index_body(l: &Listing, q: &ListQuery) -> String {
             next = esc(&when(v.next_sync.as_deref())),
             r = v.resources,
             by = v.bytes,
+            vn = or_dash(v.versions),
+            vb = or_dash(v.version_bytes),
             lag = lag_text(v),
             e = esc(&cut(v.last_error.as_deref().unwrap_or(""), ROW_ERROR)),
         );
@@ -338,6 +347,7 @@ async fn source_page(
          <tr><th>last sync</th><td>{last}</td></tr>\
          <tr><th>last success</th><td>{ok}</td></tr><tr><th>next sync</th><td>{next}</td></tr>\
          <tr><th>resources</th><td>{r}</td></tr><tr><th>bytes of copies</th><td>{by}</td></tr>\
+         <tr><th>versions kept</th><td>{vn}</td></tr><tr><th>bytes of versions</th><td>{vb}</td></tr>\
          <tr><th>bytes fetched since start</th><td>{fb}</td></tr><tr><th>lag</th><td>{lag}</td></tr>\
          <tr><th>syncs / polls / notifications / failed</th><td>{s} / {po} / {no} / {f}</td></tr>\
          <tr><th>last error</th><td class=\"err\">{e}</td></tr></table>\
@@ -355,6 +365,8 @@ async fn source_page(
         r = v.resources,
         by = v.bytes,
         fb = v.fetched_bytes,
+        vn = or_dash(v.versions),
+        vb = or_dash(v.version_bytes),
         lag = lag_text(&v),
         s = v.syncs,
         po = v.polls,
@@ -496,6 +508,18 @@ pub fn metrics_text(sources: &[SourceView]) -> String {
         "gauge",
         "Bytes of the copies of the Source's resources, as its state records them.",
         &|v| Some(v.bytes as f64),
+    );
+    family(
+        "versions",
+        "gauge",
+        "Versions its state keeps of the Source's resources (versions = true).",
+        &|v| v.versions.map(|n| n as f64),
+    );
+    family(
+        "version_bytes",
+        "gauge",
+        "Bytes of the versions its state keeps (the sum of their lengths).",
+        &|v| v.version_bytes.map(|n| n as f64),
     );
     family(
         "fetched_bytes_total",

@@ -42,7 +42,9 @@ pub(crate) struct AggregateArgs {
     worker: Option<String>,
     /// Serve the page for operators, /api/sources (JSON) and /metrics (Prometheus) here, and
     /// republish the copies as a ResourceSync Source: a Source Description at
-    /// /.well-known/resourcesync, each Source under /rs/NAME/ (see docs/aggregate.md).
+    /// /.well-known/resourcesync, each Source under /rs/NAME/ (see docs/aggregate.md); the
+    /// versions of a Source with versions = true as a Memento archive (RFC 7089) under
+    /// /memento/NAME/ (docs/history.md).
     #[arg(long, value_name = "ADDR")]
     serve: Option<String>,
     /// The URL the aggregator is reached at, which the republished documents name (default:

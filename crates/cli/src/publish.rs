@@ -122,6 +122,7 @@ impl SourceArgs {
             keep_resource_lists: self.keep_resource_lists,
             dumps: self.dumps,
             notifications: None,
+            archive: None,
         };
         cfg.dump = resourcesync_source::dump::DumpOptions {
             max_bytes: self.dump_max_bytes.max(1),

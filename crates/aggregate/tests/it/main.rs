@@ -18,6 +18,7 @@ mod history;
 mod limits;
 mod logs;
 mod many;
+mod memento;
 mod outage;
 mod page;
 mod push;

@@ -109,3 +109,58 @@ fn red_pixels(png: &[u8]) -> usize {
         .filter(|p| p[0].abs_diff(0xb0) < 40 && p[1] < 50 && p[2].abs_diff(0x20) < 40)
         .count()
 }
+
+/// The versions a Source keeps (`versions = true`) and their bytes, on the page as Chromium
+/// renders it: a figure per Source, `–` for a Source that keeps none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_and_their_bytes_show_in_chromium() {
+    let src = hand_written().await;
+    let store = tempfile::tempdir().expect("store");
+    let text = format!(
+        "[[source]]\nname = \"kept\"\nurl = \"{b}.well-known/resourcesync\"\nschedule = \"1h\"\n\
+         versions = true\n\n\
+         [[source]]\nname = \"plain\"\nurl = \"{b}.well-known/resourcesync\"\nschedule = \"1h\"\n",
+        b = src.base
+    );
+    let agg = start_local(&text, store.path());
+    let limit = Duration::from_secs(60);
+    // The two resources of the hand-written Source: 15 and 7 bytes, one version each.
+    until(&agg, "kept", limit, |v| v.versions == Some(2)).await;
+    let v = until(&agg, "plain", limit, |v| v.phase == Phase::Following).await;
+    assert_eq!((v.versions, v.version_bytes), (None, None), "{v:#?}");
+    let web = resourcesync_testkit::serve(resourcesync_aggregate::web::router(agg.clone())).await;
+    let dump = |path: &str| {
+        let url = format!("http://{web}/{path}");
+        tokio::task::spawn_blocking(move || headless(&url, &["--dump-dom"]))
+    };
+    let dom = dump("").await.expect("chromium task");
+    assert!(
+        dom.contains("<th>versions</th><th>bytes of versions</th>"),
+        "{dom}"
+    );
+    let row = |name: &str| {
+        let start = dom
+            .find(&format!("href=\"sources/{name}\""))
+            .unwrap_or_else(|| panic!("no row of {name}: {dom}"));
+        let end = dom[start..].find("</tr>").expect("row end") + start;
+        dom[start..end].to_owned()
+    };
+    // resources, bytes, versions, bytes of versions.
+    let kept = row("kept");
+    assert!(
+        kept.contains("<td class=\"n\">2</td><td class=\"n\">22</td><td class=\"n\">2</td><td class=\"n\">22</td>"),
+        "{kept}"
+    );
+    let plain = row("plain");
+    assert!(
+        plain.contains("<td class=\"n\">22</td><td class=\"n\">–</td><td class=\"n\">–</td>"),
+        "{plain}"
+    );
+    let one = dump("sources/kept").await.expect("chromium task");
+    assert!(
+        one.contains("<th>versions kept</th><td>2</td>")
+            && one.contains("<th>bytes of versions</th><td>22</td>"),
+        "{one}"
+    );
+    agg.drain(Duration::from_secs(5)).await;
+}

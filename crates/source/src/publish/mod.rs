@@ -38,6 +38,11 @@ pub struct PublishOptions {
     /// Notification channels advertised in the Capability List (Change Notification 1.0.1 §5,
     /// Framework Notification 1.0.1 §5).
     pub notifications: Option<channels::Channels>,
+    /// The Memento archive of the resources' originals (RFC 7089), when there is one: the
+    /// base of its URL space (`BASE/memento/NAME/`, the aggregator's). Each entry of the
+    /// Resource Lists and Change Lists with a `via` link (a republished resource, Z39.99-2014
+    /// §14.8) then also links its original's TimeMap and its memento ([`archive_links`]).
+    pub archive: Option<String>,
 }
 
 impl Default for PublishOptions {
@@ -47,6 +52,7 @@ impl Default for PublishOptions {
             keep_resource_lists: 5,
             dumps: false,
             notifications: None,
+            archive: None,
         }
     }
 }
@@ -83,6 +89,7 @@ fn open_change_list(
     state: &State,
     periods: &[Period],
     split: &SplitLimits,
+    archive: Option<&str>,
 ) -> Result<Option<Vec<u8>>> {
     let Some(open) = periods.last().filter(|p| p.until.is_none()) else {
         return Ok(None);
@@ -109,7 +116,7 @@ fn open_change_list(
         if entries > split.max_entries {
             too_big = true;
         } else if !too_big {
-            w.write_entry(&change_entry(&c))?;
+            w.write_entry(&in_archive(change_entry(&c), archive))?;
         }
         Ok(())
     })?;
@@ -171,6 +178,38 @@ pub fn resource_entry(r: &Resource) -> Entry {
     e
 }
 
+/// Adds to `e`, an entry with a `via` link to its original (Z39.99-2014 §14.8), the links of
+/// that original in the Memento archive whose URL space is `archive` (Z39.99-2014 §12's link
+/// relations, RFC 7089): `rel="timemap"` to its TimeMap (`type="application/link-format"`),
+/// and, when the original's time is known (`modified`), `rel="memento"` to its memento then,
+/// `modified` its datetime. An entry without a `via` link is left as it is.
+pub fn archive_links(e: &mut Entry, archive: &str) {
+    use crate::serve::memento::{LINK_FORMAT, format_14, uri_for_headers};
+    let Some(via) = e.links.iter().find(|l| l.rel == crate::state::VIA) else {
+        return;
+    };
+    let (uri_r, modified) = (uri_for_headers(&via.href), via.modified);
+    let mut timemap = Link::new("timemap", format!("{archive}timemap/link/{uri_r}"));
+    timemap.mime_type = Some(LINK_FORMAT.to_owned());
+    e.links.push(timemap);
+    if let Some(m) = modified {
+        let mut memento = Link::new(
+            "memento",
+            format!("{archive}{}/{uri_r}", format_14(m.timestamp())),
+        );
+        memento.modified = Some(m);
+        e.links.push(memento);
+    }
+}
+
+/// `e` with [`archive_links`] when there is an archive.
+fn in_archive(mut e: Entry, archive: Option<&str>) -> Entry {
+    if let Some(a) = archive {
+        archive_links(&mut e, a);
+    }
+    e
+}
+
 /// An entry of a Change List for a change (Z39.99-2017 §12.1: `datetime` is the change event).
 pub fn change_entry(c: &ChangeRecord) -> Entry {
     let mut e = Entry::new(c.uri.clone());
@@ -226,7 +265,12 @@ fn publish_resource_list(
     // Entries in path order (Z39.99-2017 §10.1 sets none): serialized by the scan that
     // recorded this snapshot when it kept them, else read from the state.
     let mut n = 0u64;
-    if let Some(lines) = state.take_rendered(id) {
+    // Entries rendered by the scan carry no archive links: with an archive, from the state.
+    let rendered = match opts.archive {
+        None => state.take_rendered(id),
+        Some(_) => None,
+    };
+    if let Some(lines) = rendered {
         lines.for_each_line(|line| {
             n += 1;
             w.write_serialized(line, None).map_err(Error::from)
@@ -234,7 +278,8 @@ fn publish_resource_list(
     } else {
         state.for_each_resource(|r| {
             n += 1;
-            w.write_entry(&resource_entry(&r)).map_err(Error::from)
+            w.write_entry(&in_archive(resource_entry(&r), opts.archive.as_deref()))
+                .map_err(Error::from)
         })?;
     }
     let (parts, summary): (SinkParts<'_>, SplitSummary) = w.finish()?;
@@ -323,10 +368,11 @@ fn publish_change_lists(
     layout: &Layout,
     state: &State,
     periods: &[Period],
-    split: &SplitLimits,
+    opts: &PublishOptions,
     report: &mut PublishReport,
 ) -> Result<()> {
-    write_period_lists(sink, layout, state, periods, report)?;
+    let (split, archive) = (&opts.split, opts.archive.as_deref());
+    write_period_lists(sink, layout, state, periods, archive, report)?;
     // The index, in forward chronological order.
     let mut md = Metadata::with_capability(Capability::ChangeList);
     md.from = periods.first().map(|p| p.from);
@@ -348,7 +394,7 @@ fn publish_change_lists(
     // document (Z39.99-2014 §12.1; earlier changes through its `index` and `archives` links),
     // the index when the open period alone exceeds the Sitemap limits (§12.2).
     let key = layout.doc_key(CHANGE_LIST)?;
-    match open_change_list(layout, state, periods, split)? {
+    match open_change_list(layout, state, periods, split, archive)? {
         Some(bytes) => sink.put(&key, &bytes)?,
         None => {
             write_doc(sink, layout, CHANGE_LIST, &index_header, &index_entries)?;
@@ -368,6 +414,7 @@ fn write_period_lists(
     layout: &Layout,
     state: &State,
     periods: &[Period],
+    archive: Option<&str>,
     report: &mut PublishReport,
 ) -> Result<()> {
     let index_url = layout.doc_url(CHANGE_LIST_INDEX);
@@ -411,7 +458,7 @@ fn write_period_lists(
             header.links.push(Link::new("index", index_url.clone()));
             let mut entries = Vec::new();
             state.for_each_change(p.id, |c| {
-                entries.push(change_entry(&c));
+                entries.push(in_archive(change_entry(&c), archive));
                 Ok(())
             })?;
             let h =
@@ -532,7 +579,7 @@ pub fn publish_to(
         &entries,
     )?);
 
-    publish_change_lists(sink, layout, state, &periods, &opts.split, &mut report)?;
+    publish_change_lists(sink, layout, state, &periods, opts, &mut report)?;
 
     let listed = (rl_url.as_str(), snapshot.1, report.resources);
     write_capability_list_and_page(sink, layout, state, opts, listed, &mut report)?;
@@ -620,7 +667,7 @@ pub fn publish_changes_to(
     // What is written now no longer matches a full publish's fingerprint.
     state.set_meta(PUBLISHED_KEY, "")?;
     let periods = state.periods()?;
-    publish_change_lists(sink, layout, state, &periods, &opts.split, &mut report)?;
+    publish_change_lists(sink, layout, state, &periods, opts, &mut report)?;
 
     let listed = (rl_url.as_str(), snapshot_at, count);
     write_capability_list_and_page(sink, layout, state, opts, listed, &mut report)?;

@@ -29,6 +29,10 @@
 //! streamed through the blocking pool, never read whole, and documents are resolved there too
 //! (and, past 64 KiB, streamed likewise).
 //!
+//! [`memento`] (RFC 7089: TimeMaps, TimeGates, mementos over an [`memento::Archive`] of versions)
+//! is not routed by `serve`, which serves a Source's tree: the aggregator routes it over the
+//! versions of its copies.
+//!
 //! Safety: a request path is mapped with [`decode_path`], which refuses `.`/`..` segments (raw or
 //! percent-encoded), encoded slashes and backslashes and NUL (400); the file is opened without
 //! blocking on special files, and the file actually opened (as the kernel resolved it) must lie
@@ -48,6 +52,7 @@
 
 pub mod accept;
 mod http;
+pub mod memento;
 mod page;
 mod respond;
 pub(crate) mod served;
