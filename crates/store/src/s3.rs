@@ -73,6 +73,26 @@ pub struct S3Store {
 }
 
 impl S3Store {
+    /// Sends a `CopyObject` request (to `key`) and checks its answer: a copy can fail after its
+    /// `200 OK` has begun, and the error is then in the body.
+    pub(crate) fn copy_object(&self, req: &Req, key: &str) -> Result<()> {
+        let body = self.client().xml(
+            req,
+            Some(resourcesync_http::SendBody::Bytes(Vec::new().into())),
+        )?;
+        if let Some((code, message)) = xml::error_of(&body) {
+            return Err(Error::S3 {
+                op: "CopyObject",
+                bucket: self.config().bucket.clone(),
+                key: key.chars().take(200).collect(),
+                status: Some(200),
+                code: Some(code),
+                message,
+            });
+        }
+        Ok(())
+    }
+
     /// A store for an `s3://KEY:SECRET@HOST:PORT/BUCKET/PREFIX?region=R` URL (see
     /// [`S3Config::parse`]). Nothing is asked of the server until the first operation.
     pub fn open(url: &str) -> Result<S3Store> {
@@ -467,20 +487,7 @@ impl Store for S3Store {
         for (k, v) in Self::meta_headers(m.uri.as_deref(), &m.hashes, Some(t)) {
             req = req.header(k, v);
         }
-        let body = self.client().xml(
-            &req,
-            Some(resourcesync_http::SendBody::Bytes(Vec::new().into())),
-        )?;
-        if let Some((code, message)) = xml::error_of(&body) {
-            return Err(Error::S3 {
-                op: "CopyObject",
-                bucket: self.config().bucket.clone(),
-                key: okey.chars().take(200).collect(),
-                status: Some(200),
-                code: Some(code),
-                message,
-            });
-        }
+        self.copy_object(&req, &okey)?;
         Ok(true)
     }
 

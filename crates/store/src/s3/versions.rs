@@ -9,8 +9,8 @@ use reqwest::header::ETAG;
 use rusty_s3::Method;
 
 use super::client::Req;
-use super::{COPY_SOURCE, S3Store, header, meta_of, missing, xml};
-use crate::error::{Error, Result};
+use super::{COPY_SOURCE, S3Store, header, meta_of, missing};
+use crate::error::Result;
 use crate::fs::STATE_DIR;
 use crate::path::RelPath;
 use crate::versions::{VERSION_ALG, VersionBodies, version_name};
@@ -62,21 +62,7 @@ impl VersionBodies for S3Store {
         if let Some(etag) = header(&h, ETAG.as_str()).filter(|e| !e.is_empty()) {
             req = req.header("x-amz-copy-source-if-match", etag.to_owned());
         }
-        let body = self.client().xml(
-            &req,
-            Some(resourcesync_http::SendBody::Bytes(Vec::new().into())),
-        )?;
-        // A copy can fail after its `200 OK` has begun: the error is then in the body.
-        if let Some((code, message)) = xml::error_of(&body) {
-            return Err(Error::S3 {
-                op: "CopyObject",
-                bucket: self.config().bucket.clone(),
-                key: vkey.chars().take(200).collect(),
-                status: Some(200),
-                code: Some(code),
-                message,
-            });
-        }
+        self.copy_object(&req, &vkey)?;
         Ok(true)
     }
 
