@@ -17,29 +17,14 @@ fn md5_hex(b: &[u8]) -> String {
 /// A Source written by hand whose Resource List lists `uri` (served elsewhere) with `body`'s
 /// length and digest (Z39.99-2014 §10: nothing says a Source lists only its own URIs).
 fn listing(s: &Server, uri: &str, body: &[u8]) {
-    let b = s.base.clone();
-    s.route(
-        "/caps.xml",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:md capability="capabilitylist"/>
-  <url><loc>{b}list.xml</loc><rs:md capability="resourcelist"/></url>
-</urlset>"#
-        )),
-    );
-    s.route(
-        "/list.xml",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:ln rel="up" href="{b}caps.xml"/>
-  <rs:md capability="resourcelist" at="2026-11-01T00:00:00Z"/>
-  <url><loc>{uri}</loc><rs:md hash="md5:{h}" length="{l}"/></url>
-</urlset>"#,
+    crate::route_source(
+        s,
+        "2026-11-01T00:00:00Z",
+        &format!(
+            r#"  <url><loc>{uri}</loc><rs:md hash="md5:{h}" length="{l}"/></url>"#,
             h = md5_hex(body),
             l = body.len(),
-        )),
+        ),
     );
 }
 

@@ -62,38 +62,13 @@ fn clients() -> PathBuf {
 fn set_state(s: &Server, k: usize) {
     let b = &s.base;
     let (body, lastmod, _) = STATES[k];
-    s.route(
-        "/.well-known/resourcesync",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:md capability="description"/>
-  <url><loc>{b}caps.xml</loc><rs:md capability="capabilitylist"/></url>
-</urlset>"#
-        )),
-    );
-    s.route(
-        "/caps.xml",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:ln rel="up" href="{b}.well-known/resourcesync"/>
-  <rs:md capability="capabilitylist"/>
-  <url><loc>{b}list.xml</loc><rs:md capability="resourcelist"/></url>
-</urlset>"#
-        )),
-    );
-    s.route(
-        "/list.xml",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:ln rel="up" href="{b}caps.xml"/>
-  <rs:md capability="resourcelist" at="{lastmod}"/>
-  <url><loc>{b}doc.txt</loc><lastmod>{lastmod}</lastmod><rs:md length="{}"/></url>
-</urlset>"#,
+    crate::route_source(
+        s,
+        lastmod,
+        &format!(
+            r#"  <url><loc>{b}doc.txt</loc><lastmod>{lastmod}</lastmod><rs:md length="{}"/></url>"#,
             body.len()
-        )),
+        ),
     );
     s.route("/doc.txt", Reply::ok(body));
 }

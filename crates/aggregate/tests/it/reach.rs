@@ -34,30 +34,16 @@ async fn metadata_service() -> Server {
 /// A Source written by hand whose Resource List lists its own `own/a.txt` (digest, length) and
 /// `foreign` (no digest, no length: the attack of the task).
 fn hostile_source(s: &Server, foreign: &str) {
-    let b = s.base.clone();
-    s.route(
-        "/caps.xml",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:md capability="capabilitylist"/>
-  <url><loc>{b}list.xml</loc><rs:md capability="resourcelist"/></url>
-</urlset>"#
-        )),
-    );
-    s.route(
-        "/list.xml",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:ln rel="up" href="{b}caps.xml"/>
-  <rs:md capability="resourcelist" at="2026-11-01T00:00:00Z"/>
-  <url><loc>{b}own/a.txt</loc><rs:md hash="md5:{h}" length="{l}"/></url>
-  <url><loc>{foreign}</loc></url>
-</urlset>"#,
+    let b = &s.base;
+    crate::route_source(
+        s,
+        "2026-11-01T00:00:00Z",
+        &format!(
+            r#"  <url><loc>{b}own/a.txt</loc><rs:md hash="md5:{h}" length="{l}"/></url>
+  <url><loc>{foreign}</loc></url>"#,
             h = md5_hex(OWN),
             l = OWN.len(),
-        )),
+        ),
     );
     s.route("/own/a.txt", Reply::ok(OWN));
 }

@@ -51,42 +51,17 @@ pub(crate) async fn hand_written() -> Server {
     let s = Server::empty().await;
     let b = s.base.clone();
     let (x, y) = (b"first resource\n".as_slice(), b"second\n".as_slice());
-    s.route(
-        "/.well-known/resourcesync",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:md capability="description"/>
-  <url><loc>{b}caps.xml</loc><rs:md capability="capabilitylist"/></url>
-</urlset>"#
-        )),
-    );
-    s.route(
-        "/caps.xml",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:ln rel="up" href="{b}.well-known/resourcesync"/>
-  <rs:md capability="capabilitylist"/>
-  <url><loc>{b}list.xml</loc><rs:md capability="resourcelist"/></url>
-</urlset>"#
-        )),
-    );
-    s.route(
-        "/list.xml",
-        Reply::xml(format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
-  <rs:ln rel="up" href="{b}caps.xml"/>
-  <rs:md capability="resourcelist" at="2026-11-01T00:00:00Z"/>
-  <url><loc>{b}x/one.txt</loc><lastmod>2026-10-01T00:00:00Z</lastmod><rs:md hash="md5:{hx}" length="{lx}"/></url>
-  <url><loc>{b}x/two.txt</loc><lastmod>2026-10-02T00:00:00Z</lastmod><rs:md hash="md5:{hy}" length="{ly}"/></url>
-</urlset>"#,
+    crate::route_source(
+        &s,
+        "2026-11-01T00:00:00Z",
+        &format!(
+            r#"  <url><loc>{b}x/one.txt</loc><lastmod>2026-10-01T00:00:00Z</lastmod><rs:md hash="md5:{hx}" length="{lx}"/></url>
+  <url><loc>{b}x/two.txt</loc><lastmod>2026-10-02T00:00:00Z</lastmod><rs:md hash="md5:{hy}" length="{ly}"/></url>"#,
             hx = md5_hex(x),
             lx = x.len(),
             hy = md5_hex(y),
             ly = y.len(),
-        )),
+        ),
     );
     s.route("/x/one.txt", Reply::ok(x));
     s.route("/x/two.txt", Reply::ok(y));
