@@ -35,6 +35,7 @@ pub mod report;
 pub mod share;
 
 // The stages, in the order data flows through them; each imports only the stages before it.
+pub mod attime;
 pub mod audit;
 mod commit;
 pub mod discover;

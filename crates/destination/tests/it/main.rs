@@ -10,6 +10,7 @@ mod live;
 mod mirror;
 
 mod agree;
+mod attime;
 mod catch_up_ahead;
 mod checks;
 mod collide;
