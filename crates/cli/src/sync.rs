@@ -218,6 +218,14 @@ pub(crate) struct AuditArgs {
     /// unnoticed). By default every copy the Source publishes a digest for is hashed.
     #[arg(long)]
     fast: bool,
+    /// Audit against the state the Source had at DATETIME (a W3C Datetime such as
+    /// 2026-12-01T10:00:00Z), read from the versions this Destination kept (`sync --versions`):
+    /// by this Destination's own timeline, each resource as the version it held then (first
+    /// seen at or before DATETIME, not yet replaced or deleted), the Source's datetimes shown.
+    /// Only resources with versions are compared; nothing is fetched when URL is the
+    /// Capability List the state keys them under (see docs/history.md).
+    #[arg(long, value_name = "DATETIME")]
+    at: Option<String>,
 }
 
 /// Progress bars on a terminal; warnings on standard error otherwise.
@@ -553,6 +561,19 @@ fn print_audit(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
 pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
     crate::input::check_url(&a.remote.url)?;
     let r = &a.remote;
+    if let Some(at) = &a.at {
+        let t = crate::restore::parse_at(at)?;
+        let report = crate::restore::audit_at(
+            &r.url,
+            &r.dest,
+            r.state.as_deref(),
+            r.set.as_deref(),
+            r.base_url.as_deref(),
+            r.http(8),
+            &t,
+        )?;
+        return crate::restore::report_audit_at(&report, r.json);
+    }
     let mut o = AuditOptions::new(&r.url, &r.dest);
     o.state = r.state.clone();
     o.set = r.set.clone();

@@ -451,3 +451,46 @@ fn write_version(
     }
     Ok(up.finish()?)
 }
+
+/// The key the state keeps a Source's versions under, for a URL a user gives: the URL itself
+/// when the state has versions under it (a Capability List URL: nothing is fetched, so a
+/// Source gone offline can still be audited and restored), else the Capability List its
+/// discovery finds (Z39.99-2014 §8; `set` picks one of several).
+pub async fn source_key(
+    ports: &Ports,
+    url: &str,
+    set: Option<&str>,
+    http: crate::http::HttpOptions,
+) -> Result<String> {
+    let (state, u) = (ports.state.clone(), url.to_owned());
+    let known = tokio::task::spawn_blocking(move || state.versions_page(&u, None, 1))
+        .await
+        .map_err(|e| Error::Task(e.to_string()))??;
+    if !known.is_empty() {
+        return Ok(url.to_owned());
+    }
+    let fetcher = crate::discover::docs::DocFetcher {
+        http: std::sync::Arc::new(crate::http::Http::new(http)?),
+        dir: ports.scratch.clone(),
+        max_bytes: crate::options::DEFAULT_MAX_DOCUMENT_BYTES,
+    };
+    let info = crate::discover::discover(&fetcher, url, set).await?;
+    Ok(info.key())
+}
+
+/// [`restore_at`] into the directory `out` (created as needed; the caller checks it is new or
+/// empty). The store's own folder is left out of `out` when nothing is in it. Blocks.
+pub fn restore_into(
+    ports: &Ports,
+    source: &str,
+    t: &W3cDateTime,
+    base_url: Option<&str>,
+    out: &std::path::Path,
+) -> Result<RestoreReport> {
+    let store = resourcesync_store::FsStore::open(out)?;
+    let report = restore_at(ports, source, t, base_url, &store);
+    let own = out.join(resourcesync_store::STATE_DIR);
+    let _ = std::fs::remove_dir(own.join("tmp"));
+    let _ = std::fs::remove_dir(&own);
+    report
+}

@@ -31,6 +31,7 @@ mod mirror_e2e;
 mod modes;
 mod nginx_publish;
 mod push;
+mod restore;
 mod secrets;
 mod serve;
 #[cfg(target_os = "linux")]
