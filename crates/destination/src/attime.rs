@@ -494,3 +494,40 @@ pub fn restore_into(
     let _ = std::fs::remove_dir(&own);
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> W3cDateTime {
+        W3cDateTime::parse(s).expect("datetime")
+    }
+
+    #[test]
+    fn a_version_is_current_from_its_first_sight_until_its_end_exclusive() {
+        let v = VersionRecord {
+            source: "s".into(),
+            uri: "u".into(),
+            seq: 1,
+            digest: String::new(),
+            length: 0,
+            datetime: Some(at("2020-01-01T00:00:00Z")),
+            first_seen: at("2026-12-01T09:00:00.5Z"),
+            until: Some(at("2026-12-01T10:00:00Z")),
+            deleted: false,
+            deleted_datetime: None,
+        };
+        // The Source's datetime is never what chooses.
+        assert!(!current_at(&v, &at("2026-12-01T09:00:00Z")));
+        assert!(current_at(&v, &at("2026-12-01T09:00:00.5Z")));
+        assert!(current_at(&v, &at("2026-12-01T09:59:59.999Z")));
+        assert!(
+            !current_at(&v, &at("2026-12-01T10:00:00Z")),
+            "the next one's"
+        );
+        // Another zone, the same instant.
+        assert!(!current_at(&v, &at("2026-12-01T11:00:00+01:00")));
+        let current = VersionRecord { until: None, ..v };
+        assert!(current_at(&current, &at("2999-01-01T00:00:00Z")));
+    }
+}
