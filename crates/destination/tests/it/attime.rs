@@ -48,13 +48,13 @@ struct At {
 
 impl At {
     async fn audit(&self, t: &W3cDateTime) -> AtAuditReport {
-        let (ports, key, t) = (self.ports.clone(), self.key.clone(), t.clone());
+        let (ports, key, t) = (self.ports.clone(), self.key.clone(), *t);
         off(move || audit_at(&ports, &key, &t, None).expect("audit --at")).await
     }
 
     /// Restores at `t` into a new directory: the report and the files written.
     async fn restore(&self, t: &W3cDateTime) -> (RestoreReport, BTreeMap<String, Vec<u8>>) {
-        let (ports, key, t) = (self.ports.clone(), self.key.clone(), t.clone());
+        let (ports, key, t) = (self.ports.clone(), self.key.clone(), *t);
         let out = tmp();
         let dir = out.path().to_owned();
         let r = off(move || {
