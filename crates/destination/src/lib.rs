@@ -32,6 +32,7 @@ pub mod options;
 mod outcome;
 pub mod ports;
 pub mod report;
+pub mod retention;
 pub mod share;
 
 // The stages, in the order data flows through them; each imports only the stages before it.

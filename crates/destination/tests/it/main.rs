@@ -28,6 +28,7 @@ mod iris;
 mod ports;
 mod push_reach;
 mod remembered;
+mod retention;
 mod round_trips;
 mod share;
 mod sync;
