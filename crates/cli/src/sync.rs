@@ -12,6 +12,7 @@ use indicatif::{
     MultiProgress, ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle,
 };
 use resourcesync_destination::options::CheckCopies;
+use resourcesync_destination::retention::Retention;
 use resourcesync_destination::{
     AuditOptions, AuditReport, HttpOptions, Observer, SyncOptions, SyncReport,
 };
@@ -144,6 +145,17 @@ pub(crate) struct SyncArgs {
     /// start with the bodies fetched while it is on. See docs/history.md.
     #[arg(long)]
     versions: bool,
+    /// With --versions: keep the last N versions of each resource (at least 1: the current
+    /// one is always kept); the others, and the bodies no version names any more, are removed
+    /// at the end of each run. Default: every version.
+    #[arg(long, value_name = "N", requires = "versions", conflicts_with = "keep_versions_for",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    keep_versions: Option<u64>,
+    /// With --versions: keep the versions current within this duration (30m, 12h, 30d)
+    /// before each run's end, and each resource's last; the others, and the bodies no version
+    /// names any more, are removed at the end of each run. Default: every version.
+    #[arg(long, value_name = "DURATION", requires = "versions", value_parser = parse_keep_for)]
+    keep_versions_for: Option<Duration>,
     /// Largest dump package downloaded, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = resourcesync_destination::dump::DEFAULT_MAX_PACKAGE_BYTES)]
     max_package_size: u64,
@@ -191,6 +203,11 @@ pub(crate) struct SyncArgs {
 /// `--check-every`: an interval, or never.
 #[derive(Debug, Clone, Copy)]
 struct CheckEvery(Option<Duration>);
+
+fn parse_keep_for(s: &str) -> Result<Duration, String> {
+    resourcesync_aggregate::config::parse_duration(s.trim())
+        .ok_or_else(|| format!("{s:?} is not a duration: write it as 30m, 12h or 30d"))
+}
 
 fn parse_every(s: &str) -> Result<CheckEvery, String> {
     match s.trim() {
@@ -400,6 +417,17 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
             if v.bodies == 1 { "body" } else { "bodies" },
             crate::units::bytes(v.bytes)
         )?;
+        let p = v.pruned;
+        if p.versions > 0 || p.bodies > 0 {
+            writeln!(
+                out,
+                "  {} version(s) pruned, {} {} ({}) removed from the version store",
+                p.versions,
+                p.bodies,
+                if p.bodies == 1 { "body" } else { "bodies" },
+                crate::units::bytes(p.bytes)
+            )?;
+        }
     }
     print_sync_items(out, r)
 }
@@ -473,6 +501,11 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     o.use_dumps = !a.no_dump;
     o.prefer_dumps = a.prefer_dumps;
     o.versions = a.versions;
+    o.keep_versions = match (a.keep_versions, a.keep_versions_for) {
+        (Some(n), _) => Retention::Last(n),
+        (None, Some(d)) => Retention::For(d),
+        (None, None) => Retention::All,
+    };
     o.dump_limits.max_package_bytes = a.max_package_size;
     o.check_copies = if a.no_check {
         CheckCopies::Off

@@ -32,6 +32,7 @@ mod modes;
 mod nginx_publish;
 mod push;
 mod restore;
+mod retention;
 mod secrets;
 mod serve;
 #[cfg(target_os = "linux")]
