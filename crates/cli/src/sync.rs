@@ -205,7 +205,7 @@ pub(crate) struct SyncArgs {
 struct CheckEvery(Option<Duration>);
 
 fn parse_keep_for(s: &str) -> Result<Duration, String> {
-    resourcesync_aggregate::config::parse_duration(s.trim())
+    resourcesync_destination::retention::parse_duration(s)
         .ok_or_else(|| format!("{s:?} is not a duration: write it as 30m, 12h or 30d"))
 }
 

@@ -50,6 +50,31 @@ impl Retention {
     }
 }
 
+/// A duration of retention as people write it: numbers each with a unit, `s`, `m`, `h`, `d`
+/// (24 hours) or `w` (7 days), e.g. `30d`, `12h`, `1w2d`; `None` for anything else or zero.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    for c in s.trim().chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit: u64 = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            'w' => 7 * 86_400,
+            _ => return None,
+        };
+        let n: u64 = digits.parse().ok()?;
+        digits.clear();
+        total = total.checked_add(n.checked_mul(unit)?)?;
+    }
+    (digits.is_empty() && total > 0).then(|| Duration::from_secs(total))
+}
+
 /// What a prune removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Pruned {
@@ -193,4 +218,30 @@ fn sweep(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_of_retention() {
+        let d = |s| parse_duration(s).map(|d| d.as_secs());
+        assert_eq!(d("30d"), Some(30 * 86_400));
+        assert_eq!(d("12h"), Some(12 * 3600));
+        assert_eq!(d("1w2d"), Some(9 * 86_400));
+        assert_eq!(d(" 90s "), Some(90));
+        for bad in [
+            "",
+            "0d",
+            "30",
+            "d",
+            "-1d",
+            "1y",
+            "30 d",
+            "99999999999999999999w",
+        ] {
+            assert_eq!(d(bad), None, "{bad}");
+        }
+    }
 }
