@@ -1027,7 +1027,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__sync)
-            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --ca-cert --json --delete --concurrency --dry-run --max-resource-size --no-dump --prefer-dumps --versions --max-package-size --checksum --check --check-every --no-check --include --exclude --bwlimit --bandwidth --watch --interval --push --callback-listen --callback-url --config --print-config --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --ca-cert --json --delete --concurrency --dry-run --max-resource-size --no-dump --prefer-dumps --versions --keep-versions --keep-versions-for --max-package-size --checksum --check --check-every --no-check --include --exclude --bwlimit --bandwidth --watch --interval --push --callback-listen --callback-url --config --print-config --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1074,6 +1074,14 @@ _resourcesync() {
                     return 0
                     ;;
                 --max-resource-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-versions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-versions-for)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
