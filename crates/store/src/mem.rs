@@ -244,7 +244,11 @@ impl VersionBodies for MemStore {
         Ok(bodies
             .keys()
             .filter(|n| start.as_ref().is_none_or(|s| *n > s))
-            .filter_map(|n| n.rsplit('/').next().and_then(crate::versions::digest_of_name))
+            .filter_map(|n| {
+                n.rsplit('/')
+                    .next()
+                    .and_then(crate::versions::digest_of_name)
+            })
             .take(limit)
             .collect())
     }

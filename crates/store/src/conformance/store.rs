@@ -31,7 +31,10 @@ pub const CHECKS: &[Check<dyn Store>] = &[
     ("hierarchy_blocks", features::hierarchy_blocks),
     ("interrupted_cleaning", features::interrupted_cleaning),
     ("versions_kept_by_digest", versions::versions_kept_by_digest),
-    ("versions_listed_in_order", versions::versions_listed_in_order),
+    (
+        "versions_listed_in_order",
+        versions::versions_listed_in_order,
+    ),
     (
         "versions_named_by_sha256_only",
         versions::versions_named_by_sha256_only,

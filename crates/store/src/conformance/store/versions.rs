@@ -132,7 +132,10 @@ pub(super) fn versions_listed_in_order(s: &dyn Store) -> Outcome {
         all.push(d);
     }
     ensure!(all.windows(2).all(|w| w[0] < w[1]), "not in order: {all:?}");
-    ensure!(all.contains(&d1) && all.contains(&d2), "{d1}, {d2} not in {all:?}");
+    ensure!(
+        all.contains(&d1) && all.contains(&d2),
+        "{d1}, {d2} not in {all:?}"
+    );
     let whole = ok("versions_after", v.versions_after(None, 10_000))?;
     ensure!(whole == all, "one page {whole:?} is not the pages {all:?}");
     ok("remove", v.remove_version(&d1))?;
