@@ -46,6 +46,9 @@ _resourcesync() {
             resourcesync,publish)
                 cmd="resourcesync__subcmd__publish"
                 ;;
+            resourcesync,restore)
+                cmd="resourcesync__subcmd__restore"
+                ;;
             resourcesync,serve)
                 cmd="resourcesync__subcmd__serve"
                 ;;
@@ -88,6 +91,9 @@ _resourcesync() {
             resourcesync__subcmd__help,publish)
                 cmd="resourcesync__subcmd__help__subcmd__publish"
                 ;;
+            resourcesync__subcmd__help,restore)
+                cmd="resourcesync__subcmd__help__subcmd__restore"
+                ;;
             resourcesync__subcmd__help,serve)
                 cmd="resourcesync__subcmd__help__subcmd__serve"
                 ;;
@@ -107,7 +113,7 @@ _resourcesync() {
 
     case "${cmd}" in
         resourcesync)
-            opts="-v -q -h -V --verbose --quiet --log-format --log-file --access-log --help --version demo validate inspect audit explore simulate completions man publish serve hub sync aggregate help"
+            opts="-v -q -h -V --verbose --quiet --log-format --log-file --access-log --help --version demo validate inspect audit restore explore simulate completions man publish serve hub sync aggregate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -183,7 +189,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__audit)
-            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --ca-cert --json --fast --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --ca-cert --json --fast --at --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -222,6 +228,10 @@ _resourcesync() {
                     return 0
                     ;;
                 --ca-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --at)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -343,7 +353,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__help)
-            opts="demo validate inspect audit explore simulate completions man publish serve hub sync aggregate help"
+            opts="demo validate inspect audit restore explore simulate completions man publish serve hub sync aggregate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -483,6 +493,20 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__help__subcmd__publish)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        resourcesync__subcmd__help__subcmd__restore)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -752,6 +776,44 @@ _resourcesync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        resourcesync__subcmd__restore)
+            opts="-v -q -h --at --state --set --base-url --force --json --verbose --quiet --log-format --log-file --access-log --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --at)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --set)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --base-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --log-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         resourcesync__subcmd__serve)
             opts="-v -q -h --inventory --base-url --state --move --hash --exclude --include-hidden --max-entries --changelist-max-entries --changelist-max-age --keep-resource-lists --dumps --dump-max-bytes --dump-max-files --dump-rebuild-after --config --print-config --listen --out --resourcelist-interval --rescan-interval --no-watch --full-every --hub --debounce-ms --hub-private-addresses --tls-cert --tls-key --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -965,7 +1027,7 @@ _resourcesync() {
             return 0
             ;;
         resourcesync__subcmd__sync)
-            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --ca-cert --json --delete --concurrency --dry-run --max-resource-size --no-dump --prefer-dumps --versions --max-package-size --checksum --check --check-every --no-check --include --exclude --bwlimit --bandwidth --watch --interval --push --callback-listen --callback-url --config --print-config --verbose --quiet --log-format --log-file --access-log --help"
+            opts="-v -q -h --state --set --base-url --token --rate --timeout --retries --max-time --http2-prior-knowledge --ca-cert --json --delete --concurrency --dry-run --max-resource-size --no-dump --prefer-dumps --versions --keep-versions --keep-versions-for --max-package-size --checksum --check --check-every --no-check --include --exclude --bwlimit --bandwidth --watch --interval --push --callback-listen --callback-url --config --print-config --verbose --quiet --log-format --log-file --access-log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1012,6 +1074,14 @@ _resourcesync() {
                     return 0
                     ;;
                 --max-resource-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-versions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-versions-for)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -30,6 +30,8 @@
 //! allow_hosts = ["cdn.museum.example", "*.museum.example", "https://files.example:8443"]
 //! max_bytes = "1TB"                     # most bytes of its copies (past it, its sync fails)
 //! versions = true                       # keep every earlier version of each copy (docs/history.md)
+//! keep_versions = 10                    # and of those the last 10 of each resource, or
+//! # keep_versions_for = "30d"           # those current within 30 days (not both; default all)
 //! ```
 //!
 //! `allow_hosts`: the aggregator fetches for a Source only from the origin (scheme, host, port)
@@ -151,6 +153,10 @@ pub struct SourceSpec {
     /// Keep every earlier version of each copy, with when each was current (`versions =
     /// true`; `sync --versions`, `docs/history.md`).
     pub versions: bool,
+    /// Which of its versions are kept (`keep_versions = N`, `keep_versions_for = "30d"`;
+    /// default all): the others are pruned after each of its syncs
+    /// (resourcesync_destination::retention).
+    pub keep_versions: resourcesync_destination::retention::Retention,
 }
 
 impl SourceSpec {
@@ -200,6 +206,8 @@ struct RawSource {
     max_bytes: Option<Spanned<String>>,
     #[serde(default)]
     versions: bool,
+    keep_versions: Option<Spanned<usize>>,
+    keep_versions_for: Option<Spanned<String>>,
 }
 
 /// The default schedule: every five minutes.
@@ -318,6 +326,7 @@ fn source_of(
         Some(b) => Some(size(b, &format!("source {name:?}: max_bytes"), err)?),
         None => None,
     };
+    let keep_versions = keep_versions(&name, &s, err)?;
     Ok(SourceSpec {
         name,
         url,
@@ -332,7 +341,54 @@ fn source_of(
         allow_hosts,
         max_bytes,
         versions: s.versions,
+        keep_versions,
     })
+}
+
+/// A Source's retention of versions (`keep_versions`, `keep_versions_for`): one of them, with
+/// `versions = true`.
+fn keep_versions(
+    name: &str,
+    s: &RawSource,
+    err: &impl Fn(Option<std::ops::Range<usize>>, String) -> Error,
+) -> Result<resourcesync_destination::retention::Retention> {
+    use resourcesync_destination::retention::Retention;
+    let keep = match (&s.keep_versions, &s.keep_versions_for) {
+        (Some(_), Some(f)) => {
+            return Err(err(
+                Some(f.span()),
+                format!("source {name:?}: keep_versions and keep_versions_for: give one of them"),
+            ));
+        }
+        (Some(n), None) => {
+            Retention::Last(positive(n, &format!("source {name:?}: keep_versions"), err)? as u64)
+        }
+        (None, Some(f)) => Retention::For(
+            resourcesync_destination::retention::parse_duration(f.get_ref()).ok_or_else(|| {
+                err(
+                    Some(f.span()),
+                    format!(
+                        "source {name:?}: keep_versions_for {:?} is not a duration: write it as \
+                     30m, 12h or 30d",
+                        f.get_ref()
+                    ),
+                )
+            })?,
+        ),
+        (None, None) => Retention::All,
+    };
+    if keep.prunes() && !s.versions {
+        let span = s
+            .keep_versions
+            .as_ref()
+            .map(Spanned::span)
+            .or_else(|| s.keep_versions_for.as_ref().map(Spanned::span));
+        return Err(err(
+            span,
+            format!("source {name:?}: keep_versions and keep_versions_for need versions = true"),
+        ));
+    }
+    Ok(keep)
 }
 
 /// A Source's URL: http(s), with a host, and no credential in it (a credential belongs in
@@ -604,6 +660,39 @@ mod tests {
         assert_eq!(parse_size("4096"), Some(4096));
         for bad in ["", "0", "10MB/s", "8Mbit", "lots", "-1GB"] {
             assert_eq!(parse_size(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn retention_of_versions() {
+        use resourcesync_destination::retention::Retention;
+        let parse = |extra: &str| {
+            let text = format!("[[source]]\nname = \"m\"\nurl = \"https://m.example/\"\n{extra}\n");
+            Config::parse(&text, Path::new("aggregate.toml")).map(|c| c.sources[0].keep_versions)
+        };
+        assert_eq!(parse("versions = true").expect("ok"), Retention::All);
+        assert_eq!(
+            parse("versions = true\nkeep_versions = 3").expect("ok"),
+            Retention::Last(3)
+        );
+        assert_eq!(
+            parse("versions = true\nkeep_versions_for = \"30d\"").expect("ok"),
+            Retention::For(Duration::from_secs(30 * 86_400))
+        );
+        for (bad, says) in [
+            ("versions = true\nkeep_versions = 0", "at least 1"),
+            ("keep_versions = 3", "need versions = true"),
+            (
+                "versions = true\nkeep_versions_for = \"soon\"",
+                "not a duration",
+            ),
+            (
+                "versions = true\nkeep_versions = 3\nkeep_versions_for = \"1d\"",
+                "give one of them",
+            ),
+        ] {
+            let e = parse(bad).expect_err(bad).to_string();
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 

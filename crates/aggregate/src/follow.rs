@@ -63,6 +63,7 @@ pub(crate) fn sync_options(spec: &SourceSpec, shared: &Shared) -> SyncOptions {
     opts.set.clone_from(&spec.set);
     opts.delete = spec.delete;
     opts.versions = spec.versions;
+    opts.keep_versions = spec.keep_versions;
     opts.concurrency = spec.concurrency;
     opts.http = http_options(spec, shared);
     opts.filter = spec.filter();

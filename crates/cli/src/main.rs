@@ -17,6 +17,7 @@ mod out;
 mod printable;
 mod progress;
 mod publish;
+mod restore;
 mod serve;
 mod signal;
 mod simulate;
@@ -82,6 +83,9 @@ enum Command {
     Sync(sync::SyncArgs),
     /// Compare a synchronized directory with the Source's current state.
     Audit(sync::AuditArgs),
+    /// Write the copies as they were at a time into a new directory, from the versions kept
+    /// by `sync --versions`.
+    Restore(restore::RestoreArgs),
     /// Show the tree of a Source's documents, each validated.
     Explore(explore::ExploreArgs),
     /// Reproduce the model paper's experiments (consistency, latency, transfer efficiency of
@@ -145,6 +149,7 @@ fn main() -> ExitCode {
         Command::Publish(a) => publish::run(&a),
         Command::Sync(a) => sync::run_sync(&a),
         Command::Audit(a) => sync::run_audit(&a),
+        Command::Restore(a) => restore::run(&a),
         Command::Explore(a) => explore::run(&a),
         Command::Demo(a) => demo::run(&a),
         Command::Serve(a) => serve::run(&a),

@@ -214,10 +214,16 @@ const EXTRAS: &[(&str, Extra)] = &[
     (
         "audit",
         Extra {
-            examples: &[(
-                "Is the copy in sync?",
-                "resourcesync audit https://data.example.org/ /srv/mirror",
-            )],
+            examples: &[
+                (
+                    "Is the copy in sync?",
+                    "resourcesync audit https://data.example.org/ /srv/mirror",
+                ),
+                (
+                    "Which copies differ from what this Destination held at a time (sync --versions)?",
+                    "resourcesync audit https://data.example.org/ /srv/mirror --at 2026-12-01T10:00:00Z",
+                ),
+            ],
             exit: &[
                 ("0", "in sync"),
                 ("1", "missing, extra or different copies"),
@@ -228,6 +234,34 @@ const EXTRAS: &[(&str, Extra)] = &[
                 "DEST/.resourcesync/state.sqlite",
                 "the Destination's state (--state)",
             )],
+        },
+    ),
+    (
+        "restore",
+        Extra {
+            examples: &[(
+                "The copies as this Destination held them at a time, into a new directory",
+                "resourcesync restore https://data.example.org/ /srv/mirror /srv/mirror-dec-1 --at 2026-12-01T10:00:00Z",
+            )],
+            exit: &[
+                ("0", "every resource of that time restored"),
+                (
+                    "1",
+                    "some could not be (a kept body missing or not its digest)",
+                ),
+                ("2", "error (OUT not empty, OUT inside DEST, no state)"),
+            ],
+            environment: &[PROXY],
+            files: &[
+                (
+                    "DEST/.resourcesync/state.sqlite",
+                    "the Destination's state (--state): its versions",
+                ),
+                (
+                    "DEST/.resourcesync/versions/sha256/",
+                    "the kept bodies, read and verified against their sha-256",
+                ),
+            ],
         },
     ),
     (

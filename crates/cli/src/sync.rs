@@ -12,6 +12,7 @@ use indicatif::{
     MultiProgress, ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle,
 };
 use resourcesync_destination::options::CheckCopies;
+use resourcesync_destination::retention::Retention;
 use resourcesync_destination::{
     AuditOptions, AuditReport, HttpOptions, Observer, SyncOptions, SyncReport,
 };
@@ -144,6 +145,17 @@ pub(crate) struct SyncArgs {
     /// start with the bodies fetched while it is on. See docs/history.md.
     #[arg(long)]
     versions: bool,
+    /// With --versions: keep the last N versions of each resource (at least 1: the current
+    /// one is always kept); the others, and the bodies no version names any more, are removed
+    /// at the end of each run. Default: every version.
+    #[arg(long, value_name = "N", requires = "versions", conflicts_with = "keep_versions_for",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    keep_versions: Option<u64>,
+    /// With --versions: keep the versions current within this duration (30m, 12h, 30d)
+    /// before each run's end, and each resource's last; the others, and the bodies no version
+    /// names any more, are removed at the end of each run. Default: every version.
+    #[arg(long, value_name = "DURATION", requires = "versions", value_parser = parse_keep_for)]
+    keep_versions_for: Option<Duration>,
     /// Largest dump package downloaded, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = resourcesync_destination::dump::DEFAULT_MAX_PACKAGE_BYTES)]
     max_package_size: u64,
@@ -192,6 +204,11 @@ pub(crate) struct SyncArgs {
 #[derive(Debug, Clone, Copy)]
 struct CheckEvery(Option<Duration>);
 
+fn parse_keep_for(s: &str) -> Result<Duration, String> {
+    resourcesync_destination::retention::parse_duration(s)
+        .ok_or_else(|| format!("{s:?} is not a duration: write it as 30m, 12h or 30d"))
+}
+
 fn parse_every(s: &str) -> Result<CheckEvery, String> {
     match s.trim() {
         "never" | "off" => Ok(CheckEvery(None)),
@@ -218,6 +235,14 @@ pub(crate) struct AuditArgs {
     /// unnoticed). By default every copy the Source publishes a digest for is hashed.
     #[arg(long)]
     fast: bool,
+    /// Audit against the state the Source had at DATETIME (a W3C Datetime such as
+    /// 2026-12-01T10:00:00Z), read from the versions this Destination kept (`sync --versions`):
+    /// by this Destination's own timeline, each resource as the version it held then (first
+    /// seen at or before DATETIME, not yet replaced or deleted), the Source's datetimes shown.
+    /// Only resources with versions are compared; nothing is fetched when URL is the
+    /// Capability List the state keys them under (see docs/history.md).
+    #[arg(long, value_name = "DATETIME")]
+    at: Option<String>,
 }
 
 /// Progress bars on a terminal; warnings on standard error otherwise.
@@ -392,6 +417,17 @@ fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
             if v.bodies == 1 { "body" } else { "bodies" },
             crate::units::bytes(v.bytes)
         )?;
+        let p = v.pruned;
+        if p.versions > 0 || p.bodies > 0 {
+            writeln!(
+                out,
+                "  {} version(s) pruned, {} {} ({}) removed from the version store",
+                p.versions,
+                p.bodies,
+                if p.bodies == 1 { "body" } else { "bodies" },
+                crate::units::bytes(p.bytes)
+            )?;
+        }
     }
     print_sync_items(out, r)
 }
@@ -465,6 +501,11 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     o.use_dumps = !a.no_dump;
     o.prefer_dumps = a.prefer_dumps;
     o.versions = a.versions;
+    o.keep_versions = match (a.keep_versions, a.keep_versions_for) {
+        (Some(n), _) => Retention::Last(n),
+        (None, Some(d)) => Retention::For(d),
+        (None, None) => Retention::All,
+    };
     o.dump_limits.max_package_bytes = a.max_package_size;
     o.check_copies = if a.no_check {
         CheckCopies::Off
@@ -553,6 +594,19 @@ fn print_audit(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
 pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
     crate::input::check_url(&a.remote.url)?;
     let r = &a.remote;
+    if let Some(at) = &a.at {
+        let t = crate::restore::parse_at(at)?;
+        let report = crate::restore::audit_at(
+            &r.url,
+            &r.dest,
+            r.state.as_deref(),
+            r.set.as_deref(),
+            r.base_url.as_deref(),
+            r.http(8),
+            &t,
+        )?;
+        return crate::restore::report_audit_at(&report, r.json);
+    }
     let mut o = AuditOptions::new(&r.url, &r.dest);
     o.state = r.state.clone();
     o.set = r.set.clone();

@@ -22,6 +22,7 @@
 //! | `package-entry` | a dump package's entry is inflated to its temporary file, not yet renamed (on the thread that extracts it; in a Resource Dump package of at most 64 entries, one thread takes them all, in manifest order; a Change Dump's entries, in order, on the thread that reads its manifest; with `panic`, that entry fails and the others are applied) |
 //! | `package-renamed` | a dump package's entry is at its final path, its batch's state rows not yet written |
 //! | `version-kept` | with `--versions`: a copy of a batch is at its final path and its body kept as a version, the batch not yet synced nor its state rows written |
+//! | `versions-unrecorded` | with `--keep-versions`/`--keep-versions-for`: a page of pruned version rows is removed, their bodies not yet (`crate::retention`) |
 //! | `pending` | a failed change is about to be recorded as pending (with `fail`: the write fails, as on a full disk) |
 
 use std::sync::OnceLock;

@@ -32,9 +32,11 @@ pub mod options;
 mod outcome;
 pub mod ports;
 pub mod report;
+pub mod retention;
 pub mod share;
 
 // The stages, in the order data flows through them; each imports only the stages before it.
+pub mod attime;
 pub mod audit;
 mod commit;
 pub mod discover;

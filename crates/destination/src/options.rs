@@ -79,6 +79,10 @@ pub struct SyncOptions {
     /// when each was current (`--versions`; `docs/history.md`): the store must keep versions
     /// (a directory, an S3 bucket).
     pub versions: bool,
+    /// Which kept versions stay (`--keep-versions N`, `--keep-versions-for DURATION`; default
+    /// all): the others are pruned at the end of each run with `versions`
+    /// ([`crate::retention`]).
+    pub keep_versions: crate::retention::Retention,
 }
 
 /// A budget of bytes for the copies of one Source: the lengths its state records when the run
@@ -122,6 +126,7 @@ impl SyncOptions {
             filter: UriFilter::default(),
             quota: None,
             versions: false,
+            keep_versions: crate::retention::Retention::All,
         }
     }
 

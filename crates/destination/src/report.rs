@@ -238,6 +238,9 @@ pub struct VersionsKept {
     pub bodies: u64,
     /// Their bytes.
     pub bytes: u64,
+    /// What the run's prune removed ([`crate::retention`]; nothing when every version is
+    /// kept).
+    pub pruned: crate::retention::Pruned,
 }
 
 impl VersionsKept {
@@ -247,6 +250,7 @@ impl VersionsKept {
             versions,
             bodies,
             bytes,
+            pruned: crate::retention::Pruned::default(),
         })
     }
 }

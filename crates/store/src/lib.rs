@@ -60,4 +60,4 @@ pub use state::{
     Records, ResourceRecord, SourceCursor, SqliteState, VersionEnd, VersionRecord, WorkItem,
     WorkQueue, for_each_resource,
 };
-pub use versions::{VersionBodies, version_digest, version_name};
+pub use versions::{VersionBodies, digest_of_name, version_digest, version_name};

@@ -237,4 +237,19 @@ impl VersionBodies for MemStore {
         let name = version_name(digest)?;
         Ok(self.version_bodies().remove(&name).is_some())
     }
+
+    fn versions_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
+        let start = after.map(version_name).transpose()?;
+        let bodies = self.version_bodies();
+        Ok(bodies
+            .keys()
+            .filter(|n| start.as_ref().is_none_or(|s| *n > s))
+            .filter_map(|n| {
+                n.rsplit('/')
+                    .next()
+                    .and_then(crate::versions::digest_of_name)
+            })
+            .take(limit)
+            .collect())
+    }
 }

@@ -47,6 +47,16 @@ pub trait VersionBodies: Send + Sync {
     /// Removes the body named `digest` (pruning, once no row names it:
     /// [`crate::Records::digest_referenced`]); whether there was one.
     fn remove_version(&self, digest: &str) -> Result<bool>;
+    /// Up to `limit` digests of kept bodies after `after`, in order (`sha-256:HEX`, lower
+    /// case): pruning's sweep for bodies no row names (a prune stopped between removing the
+    /// rows and the bodies leaves such bodies: [`crate::Records::digest_referenced`]).
+    fn versions_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>>;
+}
+
+/// The digest of a kept body's file name (64 hexadecimal digits, any case), if it is one.
+pub fn digest_of_name(name: &str) -> Option<String> {
+    (name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| format!("{}:{}", VERSION_ALG.token(), name.to_ascii_lowercase()))
 }
 
 /// The digest naming a body of `hashes`: its sha-256, as `sha-256:HEX`; `None` without one.

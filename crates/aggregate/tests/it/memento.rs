@@ -570,3 +570,55 @@ async fn many_versions() {
         );
     }
 }
+
+/// `keep_versions = 1` (docs/history.md, Retention): after each of the Source's syncs only the
+/// current version stays, and the bodies of the others are removed; the TimeMap's rows are the
+/// versions kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_versions_prunes_after_each_sync() {
+    let src = Server::empty().await;
+    set_state(&src, 0);
+    let store = tempfile::tempdir().expect("store");
+    let text = format!(
+        "[[source]]\nname = \"kept\"\nurl = \"{}.well-known/resourcesync\"\nschedule = \"1s\"\n\
+         versions = true\nkeep_versions = 1\n",
+        src.base
+    );
+    let agg = crate::service::start_local(&text, store.path());
+    let uri_r = format!("{}doc.txt", src.base);
+    until_versions(&agg, "kept", &uri_r, 1).await;
+    let bodies = store.path().join("kept/.resourcesync/versions/sha256");
+    let count = || {
+        std::fs::read_dir(&bodies)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|d| std::fs::read_dir(d.path()).map(|f| f.count()).unwrap_or(0))
+                    .sum::<usize>()
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(count(), 1);
+    set_state(&src, 1);
+    // Polled with a deadline: the versions become [2] (1 pruned) after the sync that saw it.
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (a, uri) = (agg.clone(), uri_r.clone());
+        let v = tokio::task::spawn_blocking(move || a.versions("kept", &uri, None, None, 100))
+            .await
+            .expect("task")
+            .expect("versions")
+            .expect("the Source");
+        let seqs: Vec<u64> = v.versions.iter().map(|v| v.seq).collect();
+        if seqs == [2] {
+            break;
+        }
+        assert!(
+            seqs == [1] || seqs == [1, 2],
+            "only the current version is ever kept past a sync: {seqs:?}"
+        );
+        assert!(Instant::now() < end, "not pruned: {seqs:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(count(), 1, "the first body is removed with its row");
+    agg.drain(Duration::from_secs(5)).await;
+}

@@ -31,6 +31,8 @@ mod mirror_e2e;
 mod modes;
 mod nginx_publish;
 mod push;
+mod restore;
+mod retention;
 mod secrets;
 mod serve;
 #[cfg(target_os = "linux")]

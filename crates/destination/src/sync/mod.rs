@@ -309,12 +309,24 @@ async fn run(
         };
         record_cursor(&ctx, opts, known, new_cursor, checked_at)?;
     }
+    let mut versions = crate::report::VersionsKept::of(ctx.ports.committer.versions_kept());
+    // Retention: the run's versions are recorded; nothing else writes this Source's now.
+    if let Some(v) = versions.as_mut()
+        && opts.keep_versions.prunes()
+    {
+        let (p, source, keep) = (ports.clone(), ctx.key.clone(), opts.keep_versions);
+        v.pruned = tokio::task::spawn_blocking(move || {
+            crate::retention::prune(&p, &source, keep, &W3cDateTime::now(true))
+        })
+        .await
+        .map_err(|e| crate::error::Error::Task(e.to_string()))??;
+    }
     let end = Ended {
         mode,
         tally,
         cursor: new_cursor,
         warnings,
-        versions: crate::report::VersionsKept::of(ctx.ports.committer.versions_kept()),
+        versions,
     };
     Ok(report(info, base, opts.dry_run, started, end))
 }

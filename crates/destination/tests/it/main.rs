@@ -10,6 +10,7 @@ mod live;
 mod mirror;
 
 mod agree;
+mod attime;
 mod catch_up_ahead;
 mod checks;
 mod collide;
@@ -27,6 +28,7 @@ mod iris;
 mod ports;
 mod push_reach;
 mod remembered;
+mod retention;
 mod round_trips;
 mod share;
 mod sync;

@@ -14,7 +14,7 @@ use resourcesync_store::{
     FsStore, PgState, Records, S3Config, S3Store, SqliteState, Store, VersionRecord, version_digest,
 };
 
-fn sha(body: &[u8]) -> String {
+pub(crate) fn sha(body: &[u8]) -> String {
     let mut h = MultiHasher::new(&[HashAlg::Sha256]);
     h.update(body);
     version_digest(&h.finish()).expect("sha-256")
@@ -31,22 +31,22 @@ fn kept(store: &dyn Store, digest: &str) -> Option<Vec<u8>> {
 }
 
 /// Runs a closure of the ports where blocking is allowed (S3 and PostgreSQL block).
-async fn off<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) async fn off<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.expect("task")
 }
 
-struct Setup {
-    src: tempfile::TempDir,
-    server: Server,
-    store: Arc<dyn Store>,
-    state: Arc<dyn Records>,
-    d: Destination,
-    o: SyncOptions,
+pub(crate) struct Setup {
+    pub(crate) src: tempfile::TempDir,
+    pub(crate) server: Server,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) state: Arc<dyn Records>,
+    pub(crate) d: Destination,
+    pub(crate) o: SyncOptions,
     _work: tempfile::TempDir,
 }
 
 impl Setup {
-    async fn new(store: Arc<dyn Store>, state: Arc<dyn Records>) -> Setup {
+    pub(crate) async fn new(store: Arc<dyn Store>, state: Arc<dyn Records>) -> Setup {
         let src = tmp();
         write_tree(
             src.path(),
@@ -79,16 +79,16 @@ impl Setup {
         }
     }
 
-    async fn run(&self) -> SyncReport {
+    pub(crate) async fn run(&self) -> SyncReport {
         self.d.sync(&self.o, Arc::new(Quiet)).await.expect("sync")
     }
 
-    fn change(&self, files: &[(&str, &[u8])]) {
+    pub(crate) fn change(&self, files: &[(&str, &[u8])]) {
         write_tree(self.src.path(), files);
         publish(self.src.path(), &self.server.base, None);
     }
 
-    async fn versions(&self, key: &str, name: &str) -> Vec<VersionRecord> {
+    pub(crate) async fn versions(&self, key: &str, name: &str) -> Vec<VersionRecord> {
         let (state, key, uri) = (
             self.state.clone(),
             key.to_owned(),
@@ -97,7 +97,7 @@ impl Setup {
         off(move || state.versions_of(&key, &uri, None, 100).expect("versions")).await
     }
 
-    async fn kept(&self, digest: &str) -> Option<Vec<u8>> {
+    pub(crate) async fn kept(&self, digest: &str) -> Option<Vec<u8>> {
         let (store, digest) = (self.store.clone(), digest.to_owned());
         off(move || kept(store.as_ref(), &digest)).await
     }

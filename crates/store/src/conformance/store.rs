@@ -32,6 +32,10 @@ pub const CHECKS: &[Check<dyn Store>] = &[
     ("interrupted_cleaning", features::interrupted_cleaning),
     ("versions_kept_by_digest", versions::versions_kept_by_digest),
     (
+        "versions_listed_in_order",
+        versions::versions_listed_in_order,
+    ),
+    (
         "versions_named_by_sha256_only",
         versions::versions_named_by_sha256_only,
     ),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{FsStore, STATE_DIR, SYNC_WHOLE_FS, open_nofollow, sync_dir};
 use crate::error::{Error, Result};
 use crate::path::RelPath;
-use crate::versions::{VersionBodies, version_name};
+use crate::versions::{VERSIONS_DIR, VersionBodies, digest_of_name, version_name};
 
 impl FsStore {
     /// The file of the body named `digest`.
@@ -137,6 +137,50 @@ impl VersionBodies for FsStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::io(&p, e)),
         }
+    }
+
+    fn versions_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
+        // `versions/sha256/AB/HEX`: the folders in order, each read whole (a 256th of the
+        // bodies), from the one of `after`.
+        let after = after
+            .map(|d| version_name(d).map(|n| n.rsplit('/').next().unwrap_or_default().to_owned()))
+            .transpose()?;
+        let top = self.root.join(STATE_DIR).join(VERSIONS_DIR).join("sha256");
+        let names = |dir: &Path| -> Result<Vec<String>> {
+            match fs::read_dir(dir) {
+                Ok(rd) => {
+                    let mut v = Vec::new();
+                    for e in rd {
+                        let e = e.map_err(|e| Error::io(dir, e))?;
+                        if let Some(n) = e.file_name().to_str() {
+                            v.push(n.to_ascii_lowercase());
+                        }
+                    }
+                    v.sort();
+                    Ok(v)
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(e) => Err(Error::io(dir, e)),
+            }
+        };
+        let mut out = Vec::new();
+        for ab in names(&top)? {
+            if ab.len() != 2 || after.as_ref().is_some_and(|a| ab.as_str() < &a[..2]) {
+                continue;
+            }
+            for n in names(&top.join(&ab))? {
+                if after.as_ref().is_some_and(|a| n.as_str() <= a.as_str()) || !n.starts_with(&ab) {
+                    continue;
+                }
+                if let Some(d) = digest_of_name(&n) {
+                    out.push(d);
+                    if out.len() >= limit {
+                        return Ok(out);
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

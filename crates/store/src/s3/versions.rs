@@ -13,7 +13,7 @@ use super::{COPY_SOURCE, S3Store, header, meta_of, missing};
 use crate::error::Result;
 use crate::fs::STATE_DIR;
 use crate::path::RelPath;
-use crate::versions::{VERSION_ALG, VersionBodies, version_name};
+use crate::versions::{VERSION_ALG, VERSIONS_DIR, VersionBodies, digest_of_name, version_name};
 
 impl S3Store {
     /// The name (under the prefix) of the body named `digest`.
@@ -87,5 +87,25 @@ impl VersionBodies for S3Store {
         }
         self.bucket.delete(&name)?;
         Ok(true)
+    }
+
+    fn versions_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
+        let under = format!("{STATE_DIR}/{VERSIONS_DIR}/sha256/");
+        let start = after.map(Self::version_object).transpose()?;
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        self.bucket.list(&under, start.as_deref(), &mut |o| {
+            if let Some(d) = o.name.rsplit('/').next().and_then(digest_of_name) {
+                out.push(d);
+            }
+            Ok(if out.len() >= limit {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            })
+        })?;
+        Ok(out)
     }
 }

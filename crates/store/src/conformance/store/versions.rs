@@ -103,3 +103,47 @@ pub(super) fn versions_named_by_sha256_only(s: &dyn Store) -> Outcome {
     );
     Ok(())
 }
+
+/// The kept bodies are listed by digest, in order, a page after a digest at a time; a removed
+/// one is no longer listed; the copies never are.
+pub(super) fn versions_listed_in_order(s: &dyn Store) -> Outcome {
+    let f = s.features();
+    let Some(v) = f.versions else {
+        return Ok(());
+    };
+    let (a, b) = (key("l/a.txt")?, key("l/b.txt")?);
+    let (one, two) = (&b"listed one"[..], &b"listed two"[..]);
+    let (d1, d2) = (digest(one)?, digest(two)?);
+    put(s, &a, one)?;
+    put(s, &b, two)?;
+    ok("keep", v.keep(&a, &d1))?;
+    ok("keep", v.keep(&b, &d2))?;
+    // Every body, one at a time (other checks may have kept theirs).
+    let mut all = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = ok("versions_after", v.versions_after(after.as_deref(), 1))?;
+        ensure!(page.len() <= 1, "a page of {} for a limit of 1", page.len());
+        let Some(d) = page.into_iter().next() else {
+            break;
+        };
+        ensure!(all.len() < 10_000, "the listing does not end");
+        after = Some(d.clone());
+        all.push(d);
+    }
+    ensure!(all.windows(2).all(|w| w[0] < w[1]), "not in order: {all:?}");
+    ensure!(
+        all.contains(&d1) && all.contains(&d2),
+        "{d1}, {d2} not in {all:?}"
+    );
+    let whole = ok("versions_after", v.versions_after(None, 10_000))?;
+    ensure!(whole == all, "one page {whole:?} is not the pages {all:?}");
+    ok("remove", v.remove_version(&d1))?;
+    let after_removal = ok("versions_after", v.versions_after(None, 10_000))?;
+    ensure!(
+        !after_removal.contains(&d1) && after_removal.contains(&d2),
+        "after removing {d1}: {after_removal:?}"
+    );
+    ok("remove", v.remove_version(&d2))?;
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! Retention of kept versions (issue 37 item 5; `docs/history.md`): keep the last N of each
+//! resource, or those current within a duration; pruning at the end of a sync removes the
+//! other rows, then the bodies no row names (a body another resource still has stays). On a
+//! directory with SQLite, and on an S3 bucket with PostgreSQL (`RESOURCESYNC_TEST_S3`,
+//! `RESOURCESYNC_TEST_POSTGRES`: failing without them).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::*;
+use crate::versions::{Setup, off, sha};
+use resourcesync_destination::Quiet;
+use resourcesync_destination::retention::Retention;
+use resourcesync_store::{FsStore, PgState, Records, S3Config, S3Store, SqliteState, Store};
+
+async fn prunes(store: Arc<dyn Store>, state: Arc<dyn Records>) {
+    let s = Setup::new(store, state).await;
+    let key = s.run().await.source.key();
+    s.change(&[("a.txt", b"two, longer")]);
+    s.run().await;
+    // b.txt changes: its first body is c.txt's too.
+    s.change(&[("a.txt", b"three"), ("b.txt", b"bee")]);
+    s.run().await;
+    assert_eq!(s.versions(&key, "a.txt").await.len(), 3);
+    assert_eq!(s.versions(&key, "b.txt").await.len(), 2);
+
+    // Kept for an hour: every version ended within it, none goes.
+    let mut o = s.o.clone();
+    o.keep_versions = Retention::For(Duration::from_secs(3600));
+    let r = s.d.sync(&o, Arc::new(Quiet)).await.expect("sync");
+    assert_eq!(r.versions.expect("versions").pruned.versions, 0, "{r:?}");
+    assert_eq!(s.versions(&key, "a.txt").await.len(), 3);
+
+    // The last one of each: only the current versions and their bodies stay; the body b.txt
+    // had is c.txt's, and stays.
+    o.keep_versions = Retention::Last(1);
+    let r = s.d.sync(&o, Arc::new(Quiet)).await.expect("sync");
+    let p = r.versions.expect("versions").pruned;
+    assert_eq!((p.versions, p.bodies, p.bytes), (3, 2, 3 + 11), "{p:?}");
+    let a = s.versions(&key, "a.txt").await;
+    assert_eq!(a.iter().map(|v| v.seq).collect::<Vec<_>>(), [3], "{a:#?}");
+    assert_eq!(a[0].digest, sha(b"three"));
+    let b = s.versions(&key, "b.txt").await;
+    assert_eq!(b.iter().map(|v| v.seq).collect::<Vec<_>>(), [2], "{b:#?}");
+    assert_eq!(s.versions(&key, "c.txt").await.len(), 1);
+    assert_eq!(s.kept(&sha(b"one")).await, None);
+    assert_eq!(s.kept(&sha(b"two, longer")).await, None);
+    assert_eq!(s.kept(&sha(b"three")).await.as_deref(), Some(&b"three"[..]));
+    assert_eq!(s.kept(&sha(b"bee")).await.as_deref(), Some(&b"bee"[..]));
+    assert_eq!(
+        s.kept(&sha(b"the same body")).await.as_deref(),
+        Some(&b"the same body"[..]),
+        "c.txt's body, once b.txt's"
+    );
+
+    // A change after: numbers go on (4), and a duration of zero keeps only the last.
+    s.change(&[("a.txt", b"four")]);
+    o.keep_versions = Retention::For(Duration::ZERO);
+    let r = s.d.sync(&o, Arc::new(Quiet)).await.expect("sync");
+    assert_eq!(r.versions.expect("versions").pruned.versions, 1, "{r:?}");
+    let a = s.versions(&key, "a.txt").await;
+    assert_eq!(a.iter().map(|v| v.seq).collect::<Vec<_>>(), [4], "{a:#?}");
+    assert_eq!(s.kept(&sha(b"three")).await, None);
+
+    // A body no row names (a prune stopped between rows and bodies) goes with the next prune.
+    let (st, stt) = (s.store.clone(), s.state.clone());
+    let orphan = off(move || {
+        let k = resourcesync_store::RelPath::parse("orphan.txt").expect("key");
+        st.put(
+            &k,
+            resourcesync_store::Expect {
+                length: Some(6),
+                ..Default::default()
+            },
+            &mut &b"orphan"[..],
+        )
+        .expect("put");
+        let d = sha(b"orphan");
+        st.features()
+            .versions
+            .expect("versions")
+            .keep(&k, &d)
+            .expect("keep");
+        st.delete(&k).expect("delete");
+        assert!(!stt.digest_referenced(&d).expect("referenced"));
+        d
+    })
+    .await;
+    assert!(s.kept(&orphan).await.is_some());
+    let r = s.d.sync(&o, Arc::new(Quiet)).await.expect("sync");
+    assert_eq!(r.versions.expect("versions").pruned.bodies, 1, "{r:?}");
+    assert_eq!(s.kept(&orphan).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_prunes_its_versions() {
+    let dest = tmp();
+    let store: Arc<dyn Store> = Arc::new(FsStore::open(dest.path()).expect("store"));
+    let state: Arc<dyn Records> = Arc::new(
+        SqliteState::open(&dest.path().join(".resourcesync/state.sqlite")).expect("state"),
+    );
+    prunes(store, state).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_prunes_its_versions() {
+    let s3 = std::env::var("RESOURCESYNC_TEST_S3").unwrap_or_default();
+    let pg = std::env::var("RESOURCESYNC_TEST_POSTGRES").unwrap_or_default();
+    assert!(
+        !s3.is_empty() && !pg.is_empty(),
+        "RESOURCESYNC_TEST_S3 and RESOURCESYNC_TEST_POSTGRES must be set: run \
+         `export RESOURCESYNC_TEST_S3=$(scripts/s3.sh) RESOURCESYNC_TEST_POSTGRES=$(scripts/postgres.sh)` \
+         first, or every test with scripts/test.sh"
+    );
+    let tag = format!("{:08x}", fastrand::u32(..));
+    let cfg = S3Config::parse(&s3)
+        .expect("S3 URL")
+        .with_prefix(&format!("retention-{tag}/"))
+        .expect("prefix");
+    let scratch = tmp();
+    let dir = scratch.path().to_owned();
+    let s3 = Arc::new(
+        off(move || S3Store::with_config(cfg))
+            .await
+            .expect("bucket")
+            .with_scratch(dir),
+    );
+    let store: Arc<dyn Store> = s3.clone();
+    let schema = format!("retention_{tag}");
+    let state: Arc<dyn Records> = Arc::new(
+        off(move || PgState::connect_schema(&pg, &schema))
+            .await
+            .expect("state"),
+    );
+    prunes(store, state).await;
+    off(move || {
+        let b = s3.bucket();
+        let mut names = Vec::new();
+        b.list("", None, &mut |o| {
+            names.push(o.name);
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .expect("list");
+        for n in names {
+            b.delete(&n).expect("clean up");
+        }
+    })
+    .await;
+}
