@@ -630,11 +630,11 @@ pub fn parse_size(s: &str) -> Option<u64> {
     (v.is_finite() && v >= 1.0 && v < u64::MAX as f64).then_some(v as u64)
 }
 
-/// Parses `30s`, `5m`, `1h30m`, `2 hours` (jiff's friendly format); `None` for anything else,
+/// Parses `30s`, `5m`, `1h30m`, `2 hours`, `7d` (the one parser of durations:
+/// [`resourcesync_destination::retention::parse_duration`]); `None` for anything else,
 /// negative or zero.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    let d: jiff::SignedDuration = s.trim().parse().ok()?;
-    Duration::try_from(d).ok().filter(|d| !d.is_zero())
+    resourcesync_destination::retention::parse_duration(s)
 }
 
 #[cfg(test)]

@@ -635,3 +635,21 @@ pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
         EXIT_DIFFERENCES
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--check-every` takes what its help and its error name (7d was refused: days are not
+    /// a fixed length to jiff's duration parser, so they are taken as 24 hours).
+    #[test]
+    fn check_every_takes_the_intervals_its_help_names() {
+        let secs = |s| parse_every(s).map(|c| c.0.map(|d| d.as_secs()));
+        assert_eq!(secs("30m"), Ok(Some(1800)));
+        assert_eq!(secs("12h"), Ok(Some(12 * 3600)));
+        assert_eq!(secs("7d"), Ok(Some(7 * 86_400)));
+        assert_eq!(secs("0"), Ok(Some(0)));
+        assert_eq!(secs("never"), Ok(None));
+        assert!(parse_every("soon").is_err());
+    }
+}

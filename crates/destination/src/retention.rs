@@ -50,29 +50,16 @@ impl Retention {
     }
 }
 
-/// A duration of retention as people write it: numbers each with a unit, `s`, `m`, `h`, `d`
-/// (24 hours) or `w` (7 days), e.g. `30d`, `12h`, `1w2d`; `None` for anything else or zero.
+/// A duration as people write it, the one parser of every interval and retention a user gives
+/// (`--check-every`, `--keep-versions-for`, the aggregator's schedules and leases): jiff's
+/// friendly format (`30s`, `5m`, `1h30m`, `2 hours`, `30d`, `1w`), days taken as 24 hours and
+/// weeks as 7 of them; `None` for anything else (months, years), negative or zero.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    for c in s.trim().chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit: u64 = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            'w' => 7 * 86_400,
-            _ => return None,
-        };
-        let n: u64 = digits.parse().ok()?;
-        digits.clear();
-        total = total.checked_add(n.checked_mul(unit)?)?;
-    }
-    (digits.is_empty() && total > 0).then(|| Duration::from_secs(total))
+    let span: jiff::Span = s.trim().parse().ok()?;
+    let d = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .ok()?;
+    Duration::try_from(d).ok().filter(|d| !d.is_zero())
 }
 
 /// What a prune removed.
@@ -231,6 +218,9 @@ mod tests {
         assert_eq!(d("12h"), Some(12 * 3600));
         assert_eq!(d("1w2d"), Some(9 * 86_400));
         assert_eq!(d(" 90s "), Some(90));
+        assert_eq!(d("1h30m"), Some(5400));
+        assert_eq!(d("2 hours"), Some(7200));
+        assert_eq!(d("7 days"), Some(7 * 86_400));
         for bad in [
             "",
             "0d",
@@ -238,7 +228,8 @@ mod tests {
             "d",
             "-1d",
             "1y",
-            "30 d",
+            "1mo",
+            "soon",
             "99999999999999999999w",
         ] {
             assert_eq!(d(bad), None, "{bad}");
