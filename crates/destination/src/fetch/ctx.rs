@@ -66,6 +66,11 @@ pub(crate) struct Memo {
     /// URIs whose copy a dump package put in place during this run (Z39.99-2014 §11, §13), so
     /// that the lists read afterwards do not count them again.
     pub(crate) dumped: Option<Mutex<Staging>>,
+    /// Whether this run is a first baseline from a Resource Dump (no cursor yet): every copy a
+    /// dump package put in place is new to the Destination, so one of a resource the Source
+    /// deleted since the dump's snapshot goes, with or without --delete
+    /// (`crate::fetch::exec::delete`).
+    pub(crate) first_dump: bool,
     /// The first write to the state that failed and was not the caller's to report (a failed
     /// change recorded as pending): the cursor must then not move, and the run fails.
     pub(crate) state_error: Mutex<Option<String>>,

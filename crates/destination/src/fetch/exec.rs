@@ -417,12 +417,13 @@ pub(crate) async fn delete(
         return Ok(Outcome::NoCopy);
     };
     let path = RelPath::parse(&p.path).unwrap_or_else(|_| rel.clone());
-    // A copy a dump package put in place during this run, which the Source deleted after the
-    // dump's snapshot (Z39.99-2014 §11.1: a Resource Dump describes the snapshot of its `at`,
-    // which may be older than the Resource List): it never was a copy of what the Source has,
-    // so it goes, with or without --delete, and the run leaves what a baseline from the list
-    // would have.
-    let delete = ctx.delete || ctx.dumped_now(&item.uri);
+    // A copy a first baseline's dump package put in place during this run, which the Source
+    // deleted after the dump's snapshot (Z39.99-2014 §11.1: a Resource Dump describes the
+    // snapshot of its `at`, which may be older than the Resource List): it never was a copy
+    // of what the Source has, so it goes, with or without --delete, and the run leaves what a
+    // baseline from the list would have. A copy that was there before the run (a later run's
+    // Change Dump updated it) is kept without --delete, as any other.
+    let delete = ctx.delete || (ctx.memo.first_dump && ctx.dumped_now(&item.uri));
     // The placeholder of a copy a killed run never put in place (crate::commit): nothing to
     // delete or keep, the row goes; one it put in place and that is kept (without --delete)
     // becomes a kept copy like any other (its length known: no longer a placeholder).

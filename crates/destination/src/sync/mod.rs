@@ -392,6 +392,7 @@ fn run_memo(
     };
     let memo = Memo {
         dumped,
+        first_dump: plan.cursor.is_none() && (plan.resource_dump.is_some() || plan.dumps_only),
         lists: Mutex::new(lists),
         ..Memo::default()
     };

@@ -298,6 +298,50 @@ async fn a_dump_newer_than_the_resource_list_is_followed_by_the_change_lists() {
     assert_eq!(dest_files(&dest), source_files(src.path()));
 }
 
+/// An incremental from a Change Dump (`--prefer-dumps`) that updates a copy the Destination
+/// had, then a Change List entry deleting that resource: without --delete the copy stays, as
+/// any deleted resource's (only a first baseline's dump copies of resources deleted since go).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_updated_from_a_change_dump_then_deleted_is_kept_without_delete() {
+    let src = tmp();
+    write_tree(
+        src.path(),
+        &[
+            ("a.txt", b"alpha"),
+            ("b.txt", b"bravo"),
+            ("c.txt", b"charlie"),
+        ],
+    );
+    let server = Server::start(src.path()).await;
+    publish_rotating(src.path(), &server.base, 2);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    o.prefer_dumps = true;
+    run(&o).await;
+
+    // b and c updated (the first period), then d created, which closes it: its Change Dump
+    // package holds b's new content. Then b is deleted (the open period).
+    write_tree(
+        src.path(),
+        &[("b.txt", b"bravo, changed"), ("c.txt", b"charlie, changed")],
+    );
+    publish_rotating(src.path(), &server.base, 2);
+    write_tree(src.path(), &[("d.txt", b"delta")]);
+    publish_rotating(src.path(), &server.base, 2);
+    std::fs::remove_file(src.path().join("b.txt")).expect("rm");
+    publish_rotating(src.path(), &server.base, 2);
+
+    let r = run(&o).await;
+    assert_eq!(r.mode, Mode::Incremental);
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert!(r.from_packages >= 1, "b came from the Change Dump: {r:?}");
+    assert!(
+        dest.join("b.txt").is_file(),
+        "the copy of b is kept without --delete: {r:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_dumps_are_applied_before_the_change_lists() {
     // (A package whose period spans the cursor: `packages_are_chosen_by_the_end_of_their_period`
