@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
-use crate::versions::{Setup, off, sha};
+use crate::versions::{Setup, bucket_and_pg, empty_bucket, off, sha};
 use resourcesync_destination::Quiet;
 use resourcesync_destination::retention::Retention;
-use resourcesync_store::{FsStore, PgState, Records, S3Config, S3Store, SqliteState, Store};
+use resourcesync_store::{FsStore, Records, SqliteState, Store};
 
 async fn prunes(store: Arc<dyn Store>, state: Arc<dyn Records>) {
     let s = Setup::new(store, state).await;
@@ -104,46 +104,8 @@ async fn a_directory_prunes_its_versions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bucket_prunes_its_versions() {
-    let s3 = std::env::var("RESOURCESYNC_TEST_S3").unwrap_or_default();
-    let pg = std::env::var("RESOURCESYNC_TEST_POSTGRES").unwrap_or_default();
-    assert!(
-        !s3.is_empty() && !pg.is_empty(),
-        "RESOURCESYNC_TEST_S3 and RESOURCESYNC_TEST_POSTGRES must be set: run \
-         `export RESOURCESYNC_TEST_S3=$(scripts/s3.sh) RESOURCESYNC_TEST_POSTGRES=$(scripts/postgres.sh)` \
-         first, or every test with scripts/test.sh"
-    );
-    let tag = format!("{:08x}", fastrand::u32(..));
-    let cfg = S3Config::parse(&s3)
-        .expect("S3 URL")
-        .with_prefix(&format!("retention-{tag}/"))
-        .expect("prefix");
-    let scratch = tmp();
-    let dir = scratch.path().to_owned();
-    let s3 = Arc::new(
-        off(move || S3Store::with_config(cfg))
-            .await
-            .expect("bucket")
-            .with_scratch(dir),
-    );
+    let (s3, state, _scratch) = bucket_and_pg("retention").await;
     let store: Arc<dyn Store> = s3.clone();
-    let schema = format!("retention_{tag}");
-    let state: Arc<dyn Records> = Arc::new(
-        off(move || PgState::connect_schema(&pg, &schema))
-            .await
-            .expect("state"),
-    );
     prunes(store, state).await;
-    off(move || {
-        let b = s3.bucket();
-        let mut names = Vec::new();
-        b.list("", None, &mut |o| {
-            names.push(o.name);
-            Ok(std::ops::ControlFlow::Continue(()))
-        })
-        .expect("list");
-        for n in names {
-            b.delete(&n).expect("clean up");
-        }
-    })
-    .await;
+    empty_bucket(s3).await;
 }

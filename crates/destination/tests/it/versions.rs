@@ -35,6 +35,60 @@ pub(crate) async fn off<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'stati
     tokio::task::spawn_blocking(f).await.expect("task")
 }
 
+/// A bucket store under a prefix of this test's own (`NAME-TAG/`) and a PostgreSQL state in a
+/// schema of its own (`NAME_TAG`), from the servers of scripts/test.sh; the scratch folder is
+/// held by the caller. Fails loudly without them.
+pub(crate) async fn bucket_and_pg(
+    name: &str,
+) -> (Arc<S3Store>, Arc<dyn Records>, tempfile::TempDir) {
+    let s3 = std::env::var("RESOURCESYNC_TEST_S3").unwrap_or_default();
+    let pg = std::env::var("RESOURCESYNC_TEST_POSTGRES").unwrap_or_default();
+    assert!(
+        !s3.is_empty() && !pg.is_empty(),
+        "RESOURCESYNC_TEST_S3 and RESOURCESYNC_TEST_POSTGRES must be set: run \
+         `export RESOURCESYNC_TEST_S3=$(scripts/s3.sh) RESOURCESYNC_TEST_POSTGRES=$(scripts/postgres.sh)` \
+         first, or every test with scripts/test.sh"
+    );
+    let tag = format!("{:08x}", fastrand::u32(..));
+    let cfg = S3Config::parse(&s3)
+        .expect("S3 URL")
+        .with_prefix(&format!("{name}-{tag}/"))
+        .expect("prefix");
+    let scratch = tmp();
+    let dir = scratch.path().to_owned();
+    let s3 = Arc::new(
+        off(move || S3Store::with_config(cfg))
+            .await
+            .expect("bucket")
+            .with_scratch(dir),
+    );
+    let schema = format!("{name}_{tag}");
+    let state: Arc<dyn Records> = Arc::new(
+        off(move || PgState::connect_schema(&pg, &schema))
+            .await
+            .expect("state"),
+    );
+    (s3, state, scratch)
+}
+
+/// Removes every object under the store's prefix (kept bodies too); returns their names.
+pub(crate) async fn empty_bucket(s3: Arc<S3Store>) -> Vec<String> {
+    off(move || {
+        let b = s3.bucket();
+        let mut names = Vec::new();
+        b.list("", None, &mut |o| {
+            names.push(o.name);
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .expect("list");
+        for n in &names {
+            b.delete(n).expect("clean up");
+        }
+        names
+    })
+    .await
+}
+
 pub(crate) struct Setup {
     pub(crate) src: tempfile::TempDir,
     pub(crate) server: Server,
@@ -213,34 +267,8 @@ fn walk_files(dir: &std::path::Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bucket_keeps_every_version() {
-    let s3 = std::env::var("RESOURCESYNC_TEST_S3").unwrap_or_default();
-    let pg = std::env::var("RESOURCESYNC_TEST_POSTGRES").unwrap_or_default();
-    assert!(
-        !s3.is_empty() && !pg.is_empty(),
-        "RESOURCESYNC_TEST_S3 and RESOURCESYNC_TEST_POSTGRES must be set: run \
-         `export RESOURCESYNC_TEST_S3=$(scripts/s3.sh) RESOURCESYNC_TEST_POSTGRES=$(scripts/postgres.sh)` \
-         first, or every test with scripts/test.sh"
-    );
-    let tag = format!("{:08x}", fastrand::u32(..));
-    let cfg = S3Config::parse(&s3)
-        .expect("S3 URL")
-        .with_prefix(&format!("versions-{tag}/"))
-        .expect("prefix");
-    let scratch = tmp();
-    let dir = scratch.path().to_owned();
-    let s3 = Arc::new(
-        off(move || S3Store::with_config(cfg))
-            .await
-            .expect("bucket")
-            .with_scratch(dir),
-    );
+    let (s3, state, _scratch) = bucket_and_pg("versions").await;
     let store: Arc<dyn Store> = s3.clone();
-    let schema = format!("versions_{tag}");
-    let state: Arc<dyn Records> = Arc::new(
-        off(move || PgState::connect_schema(&pg, &schema))
-            .await
-            .expect("state"),
-    );
     changed_twice_then_deleted(store.clone(), state).await;
     // The kept bodies are not copies: a listing of the bucket names only the copies.
     let keys = off(move || {
@@ -256,25 +284,13 @@ async fn a_bucket_keeps_every_version() {
     .await;
     assert_eq!(keys, ["b.txt"]);
     // Everything under the test's prefix goes, the kept bodies too.
-    off(move || {
-        let b = s3.bucket();
-        let mut names = Vec::new();
-        b.list("", None, &mut |o| {
-            names.push(o.name);
-            Ok(std::ops::ControlFlow::Continue(()))
-        })
-        .expect("list");
-        assert!(
-            names
-                .iter()
-                .any(|n| n.starts_with(".resourcesync/versions/sha256/")),
-            "{names:?}"
-        );
-        for n in names {
-            b.delete(&n).expect("clean up");
-        }
-    })
-    .await;
+    let names = empty_bucket(s3).await;
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with(".resourcesync/versions/sha256/")),
+        "{names:?}"
+    );
 }
 
 /// A body refused (its published digest is not its own) is never put in place, so never kept:
