@@ -339,6 +339,18 @@ pub trait Store: Send + Sync + Debug {
         f: &mut dyn FnMut(Result<(RelPath, ObjectMeta)>) -> Result<ControlFlow<()>>,
     ) -> Result<()>;
 
+    /// [`Store::list`] without what is known of each object: the same keys (and errors), in
+    /// the same order, for a caller that needs the names only (`sync --delete` looking for
+    /// files no resource maps to). The default calls `list`; a backend that pays for each
+    /// object's metadata apart from its name (a directory: one `stat` per file) leaves it out.
+    fn list_keys(
+        &self,
+        after: Option<&RelPath>,
+        f: &mut dyn FnMut(Result<RelPath>) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        self.list(after, &mut |item| f(item.map(|(k, _)| k)))
+    }
+
     /// Gives the object at `key` the modification time `t`; `false` where the backend keeps no
     /// settable time (a bucket).
     fn set_modified(&self, key: &RelPath, t: SystemTime) -> Result<bool>;

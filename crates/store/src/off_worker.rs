@@ -96,6 +96,21 @@ impl Store for OffWorker<dyn Store> {
         }
     }
 
+    /// As [`Store::list`] here: through `block_in_place` on a multi-threaded runtime's worker.
+    fn list_keys(
+        &self,
+        after: Option<&RelPath>,
+        f: &mut dyn FnMut(Result<RelPath>) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| self.0.list_keys(after, f))
+            }
+            _ => self.0.list_keys(after, f),
+        }
+    }
+
     fn set_modified(&self, key: &RelPath, t: SystemTime) -> Result<bool> {
         call(|| self.0.set_modified(key, t))
     }

@@ -186,6 +186,10 @@ pub(crate) type Untracked = std::result::Result<RelPath, String>;
 /// `f` each object no row of the state names (of any Source), in bounded memory: a copy of no
 /// resource the Destination knows. The audit reports them as extra; `sync --delete` removes
 /// them (`crate::sync::extras`).
+///
+/// The names alone are listed ([`Store::list_keys`]: no `stat` of each file) and looked up
+/// [`LOOKUP`] at a time ([`Records::path_owners`]: one statement and one transaction, or one
+/// round trip, per batch rather than per file).
 pub(crate) fn untracked(
     store: &dyn Store,
     state: &dyn Records,
@@ -193,31 +197,55 @@ pub(crate) fn untracked(
     f: &mut dyn FnMut(Untracked) -> Result<ControlFlow<()>>,
 ) -> Result<()> {
     let mut failed: Option<crate::error::Error> = None;
-    store.list(after, &mut |r| {
-        let found = match r {
-            Ok((rel, _)) => match state.has_path(&rel) {
-                Ok(true) => return Ok(ControlFlow::Continue(())),
-                Ok(false) => Ok(rel),
-                Err(e) => return Err(e),
-            },
-            // A copy that went while it was listed.
-            Err(resourcesync_store::Error::Io { cause, .. })
-                if cause.kind() == std::io::ErrorKind::NotFound =>
-            {
-                return Ok(ControlFlow::Continue(()));
+    let mut stopped = false;
+    // Listed and not yet looked up, in key order: the names and the listing's errors.
+    let mut pending: Vec<Untracked> = Vec::with_capacity(LOOKUP);
+    // Gives `f` what `pending` holds that no row names; whether `f` asked to stop.
+    let mut flush = |pending: &mut Vec<Untracked>,
+                     failed: &mut Option<crate::error::Error>|
+     -> resourcesync_store::Result<bool> {
+        let batch = std::mem::take(pending);
+        let keys: Vec<&RelPath> = batch.iter().filter_map(|u| u.as_ref().ok()).collect();
+        let mut owners = state.path_owners(&keys)?.into_iter();
+        for u in batch {
+            if u.is_ok() && owners.next().flatten().is_some() {
+                continue;
             }
-            Err(e) => Err(e.to_string()),
-        };
-        match f(found) {
-            Ok(c) => Ok(c),
-            Err(e) => {
-                failed = Some(e);
-                Ok(ControlFlow::Break(()))
+            match f(u) {
+                Ok(ControlFlow::Continue(())) => {}
+                Ok(ControlFlow::Break(())) => return Ok(true),
+                Err(e) => {
+                    *failed = Some(e);
+                    return Ok(true);
+                }
             }
         }
+        Ok(false)
+    };
+    store.list_keys(after, &mut |r| {
+        match r {
+            Ok(rel) => pending.push(Ok(rel)),
+            // A copy that went while it was listed.
+            Err(resourcesync_store::Error::Io { cause, .. })
+                if cause.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => pending.push(Err(e.to_string())),
+        }
+        if pending.len() >= LOOKUP {
+            stopped = flush(&mut pending, &mut failed)?;
+            if stopped {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
     })?;
+    if !stopped && !pending.is_empty() {
+        flush(&mut pending, &mut failed)?;
+    }
     failed.map_or(Ok(()), Err)
 }
+
+/// Keys of [`untracked`]'s walk looked up in the state at once.
+const LOOKUP: usize = 512;
 
 /// The key of a state database given inside DEST (`--state`), outside the Destination's own
 /// folder: it and its journals (`-wal`, `-shm`, `-journal`) are the Destination's, never extra.

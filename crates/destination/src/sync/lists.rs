@@ -42,6 +42,10 @@ impl Lists<'_> {
         // The copies checked beside the run proper (crate::fetch::repair::Scan) when a check
         // is due (super::check_due).
         let scan = self.plan.check.then(|| Scan::start(ctx, opts.check_copies));
+        // rsync's --delete: DEST walked beside the run for the files no resource maps to
+        // (crate::sync::extras), removed after it.
+        let early = (opts.delete && opts.delete_extra)
+            .then(|| extras::Early::start(ctx, &opts.filter, &opts.dest, &opts.state_path()));
         let earlier = delete_gone(ctx, opts).await?;
         // A first baseline's catch-up: its Change List read beside the baseline
         // (crate::sync::ahead).
@@ -91,6 +95,7 @@ impl Lists<'_> {
                 &opts.filter,
                 &opts.dest,
                 &opts.state_path(),
+                early,
                 &mut tally,
                 &mut w,
             )

@@ -298,6 +298,61 @@ async fn delete_removes_the_files_no_resource_maps_to_and_nothing_else() {
     assert_eq!((r.mode, r.extra_deleted), (Mode::Incremental, 0), "{r:?}");
 }
 
+/// `--delete` walks DEST beside the run (crate::sync::extras::Early) and looks each file it
+/// found up again once the run has ended: a file found at a path no row named, which the run
+/// then fills with a new resource's copy, stays; a stray file goes. And a walk that finds more
+/// files than it keeps for after the run leaves them to the walk after it: all go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_keeps_a_copy_the_run_put_where_the_walk_beside_it_found_nothing_known() {
+    let src = tmp();
+    write_tree(src.path(), &names());
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let mut o = options(&server.base, &dest);
+    o.delete = true;
+    o.delete_extra = true;
+    let r = run(&o).await;
+    assert_eq!(r.created, 5, "{r:?}");
+
+    // A new resource, and an untracked file at its path in DEST before the run (a user's copy
+    // made by hand), beside a stray one.
+    write_tree(src.path(), &[("new.txt", b"published")]);
+    publish(src.path(), &server.base, None);
+    write_tree(&dest, &[("new.txt", b"by hand"), ("stray.txt", b"x")]);
+    let r = run(&o).await;
+    // Counted as updated: a file was there.
+    assert_eq!(
+        (r.mode, r.created + r.updated, r.failed),
+        (Mode::Incremental, 1, 0),
+        "{r:?}"
+    );
+    assert_eq!(r.extra_deleted, 1, "the stray file only: {r:?}");
+    assert_eq!(
+        std::fs::read(dest.join("new.txt")).expect("the new copy"),
+        b"published"
+    );
+    assert!(!dest.join("stray.txt").exists());
+
+    // More strays than the walk beside the run keeps (10,000): every one goes all the same.
+    let many: Vec<(String, Vec<u8>)> = (0..10_050)
+        .map(|i| (format!("junk/{:02}/{i:05}.bin", i % 50), vec![b'j']))
+        .collect();
+    let files: Vec<(&str, &[u8])> = many
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    write_tree(&dest, &files);
+    let r = run(&o).await;
+    assert_eq!((r.extra_deleted, r.failed), (10_050, 0), "{r:?}");
+    assert!(!dest.join("junk").exists());
+    assert_eq!(
+        std::fs::read(dest.join("new.txt")).expect("kept"),
+        b"published"
+    );
+}
+
 /// A baseline from the Resource Dump (then the Resource List, whose entries the packages put in
 /// place): each resource counted once, as created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

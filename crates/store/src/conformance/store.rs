@@ -102,6 +102,19 @@ pub fn keys(s: &dyn Store, after: Option<&RelPath>) -> std::result::Result<Vec<S
     Ok(out)
 }
 
+/// Every key [`Store::list_keys`] gives, in its order (after `after`).
+fn key_names(s: &dyn Store, after: Option<&RelPath>) -> std::result::Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    ok(
+        "list_keys",
+        s.list_keys(after, &mut |item| {
+            out.push(item?.as_str().to_owned());
+            Ok(ControlFlow::Continue(()))
+        }),
+    )?;
+    Ok(out)
+}
+
 fn put_get_head(s: &dyn Store) -> Outcome {
     let k = key("a/b c/d.txt")?;
     let placed = ok("put", s.put(&k, expect_of(b"hello"), &mut &b"hello"[..]))?;
@@ -153,9 +166,14 @@ fn list_in_key_order(s: &dyn Store) -> Outcome {
     want.sort();
     let got = keys(s, None)?;
     ensure!(got == want, "listed {got:?}, want {want:?}");
+    // The names alone (Store::list_keys): the same keys in the same order.
+    let named = key_names(s, None)?;
+    ensure!(named == want, "list_keys gave {named:?}, want {want:?}");
     for (i, a) in want.iter().enumerate() {
         let rest = keys(s, Some(&key(a)?))?;
         ensure!(rest == want[i + 1..], "after {a:?}: {rest:?}");
+        let rest = key_names(s, Some(&key(a)?))?;
+        ensure!(rest == want[i + 1..], "list_keys after {a:?}: {rest:?}");
     }
     // A key that is not there, and one inside a "directory".
     let rest = keys(s, Some(&key("a/b")?))?;
@@ -173,6 +191,19 @@ fn list_in_key_order(s: &dyn Store) -> Outcome {
         }),
     )?;
     ensure!(n == 2, "the listing went on after a stop ({n} keys)");
+    let mut n = 0;
+    ok(
+        "list_keys with a stop",
+        s.list_keys(None, &mut |_| {
+            n += 1;
+            Ok(if n == 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        }),
+    )?;
+    ensure!(n == 2, "list_keys went on after a stop ({n} keys)");
     Ok(())
 }
 

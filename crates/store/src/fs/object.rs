@@ -11,7 +11,8 @@
 //! - [`Store::sync`]: one `syncfs(2)` on Linux; elsewhere the directories renamed into since the
 //!   last call are `fsync`ed (the files were at `finish`);
 //! - [`Store::list`]: a depth-first walk in key order, each directory read whole and sorted (so
-//!   memory follows the largest directory, not the whole tree), no symbolic link followed.
+//!   memory follows the largest directory, not the whole tree), no symbolic link followed;
+//!   [`Store::list_keys`]: the same walk without a `stat` of each file.
 
 use std::any::Any;
 use std::fs;
@@ -72,6 +73,9 @@ fn meta_of(m: &fs::Metadata) -> ObjectMeta {
     }
 }
 
+/// What [`FsStore::walk`] calls with each file: its key and its path.
+type WalkFn<'a> = dyn FnMut(Result<(RelPath, &std::path::Path)>) -> Result<ControlFlow<()>> + 'a;
+
 /// An entry of a directory, in key order.
 struct Entry {
     /// The name, followed by `/` for a directory: sorting on it sorts the keys.
@@ -86,7 +90,7 @@ impl FsStore {
         &self,
         dir: &PathBuf,
         prefix: &str,
-        f: &mut dyn FnMut(Result<(RelPath, ObjectMeta)>) -> Result<ControlFlow<()>>,
+        f: &mut dyn FnMut(Error) -> Result<ControlFlow<()>>,
     ) -> Result<Option<Vec<Entry>>> {
         let mut out = Vec::new();
         let rd = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
@@ -98,7 +102,7 @@ impl FsStore {
                     path: e.path().display().to_string(),
                     reason: "file name is not UTF-8",
                 };
-                if f(Err(err))?.is_break() {
+                if f(err)?.is_break() {
                     return Ok(None);
                 }
                 continue;
@@ -118,6 +122,53 @@ impl FsStore {
         }
         out.sort_unstable_by(|a, b| a.sort.as_bytes().cmp(b.sort.as_bytes()));
         Ok(Some(out))
+    }
+
+    /// The walk of [`Store::list`]: every file's key after `after`, in key order, with its
+    /// path (not yet looked at: a file may go while it is walked).
+    fn walk(&self, after: Option<&RelPath>, f: &mut WalkFn<'_>) -> Result<()> {
+        let after = after.map(RelPath::as_str);
+        // A directory that is not there holds nothing (a store over a DEST not created yet).
+        if matches!(fs::symlink_metadata(&self.root), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        {
+            return Ok(());
+        }
+        // One level per directory being walked: its path, its key prefix and its entries left.
+        let Some(top) = self.sorted_entries(&self.root, "", &mut |e| f(Err(e)))? else {
+            return Ok(());
+        };
+        let mut stack = vec![(self.root.clone(), String::new(), top.into_iter())];
+        while let Some((dir, prefix, entries)) = stack.last_mut() {
+            let Some(e) = entries.next() else {
+                stack.pop();
+                continue;
+            };
+            let name = e.sort.trim_end_matches('/');
+            let path = dir.join(name);
+            let key = match child_rel(prefix, name) {
+                Some(k) => k,
+                None => continue,
+            };
+            if e.dir {
+                let sub = format!("{key}/");
+                if after.is_some_and(|a| all_before(&sub, a)) {
+                    continue;
+                }
+                let Some(entries) = self.sorted_entries(&path, &key, &mut |e| f(Err(e)))? else {
+                    return Ok(());
+                };
+                stack.push((path, key, entries.into_iter()));
+                continue;
+            }
+            if after.is_some_and(|a| key.as_str() <= a) {
+                continue;
+            }
+            let item = RelPath::parse(&key).map_err(Error::from);
+            if f(item.map(|k| (k, path.as_path())))?.is_break() {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -220,51 +271,23 @@ impl Store for FsStore {
         after: Option<&RelPath>,
         f: &mut dyn FnMut(Result<(RelPath, ObjectMeta)>) -> Result<ControlFlow<()>>,
     ) -> Result<()> {
-        let after = after.map(RelPath::as_str);
-        // A directory that is not there holds nothing (a store over a DEST not created yet).
-        if matches!(fs::symlink_metadata(&self.root), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-        {
-            return Ok(());
-        }
-        // One level per directory being walked: its path, its key prefix and its entries left.
-        let Some(top) = self.sorted_entries(&self.root, "", f)? else {
-            return Ok(());
-        };
-        let mut stack = vec![(self.root.clone(), String::new(), top.into_iter())];
-        while let Some((dir, prefix, entries)) = stack.last_mut() {
-            let Some(e) = entries.next() else {
-                stack.pop();
-                continue;
-            };
-            let name = e.sort.trim_end_matches('/');
-            let path = dir.join(name);
-            let key = match child_rel(prefix, name) {
-                Some(k) => k,
-                None => continue,
-            };
-            if e.dir {
-                let sub = format!("{key}/");
-                if after.is_some_and(|a| all_before(&sub, a)) {
-                    continue;
-                }
-                let Some(entries) = self.sorted_entries(&path, &key, f)? else {
-                    return Ok(());
-                };
-                stack.push((path, key, entries.into_iter()));
-                continue;
+        self.walk(after, &mut |item| match item {
+            Ok((k, path)) => {
+                let m = fs::symlink_metadata(path).map_err(|e| Error::io(path, e));
+                f(m.map(|m| (k, meta_of(&m))))
             }
-            if after.is_some_and(|a| key.as_str() <= a) {
-                continue;
-            }
-            let item = RelPath::parse(&key).map_err(Error::from).and_then(|k| {
-                let m = fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
-                Ok((k, meta_of(&m)))
-            });
-            if f(item)?.is_break() {
-                return Ok(());
-            }
-        }
-        Ok(())
+            Err(e) => f(Err(e)),
+        })
+    }
+
+    /// The walk of [`Store::list`] without a `stat` of each file: the names come from the
+    /// directories' entries alone.
+    fn list_keys(
+        &self,
+        after: Option<&RelPath>,
+        f: &mut dyn FnMut(Result<RelPath>) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        self.walk(after, &mut |item| f(item.map(|(k, _)| k)))
     }
 
     fn set_modified(&self, key: &RelPath, t: SystemTime) -> Result<bool> {

@@ -522,19 +522,26 @@ impl Records for SqliteState {
 
     fn path_owners(&self, paths: &[&RelPath]) -> Result<Vec<Option<String>>> {
         let paths: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
-        // One lock and one statement for the batch.
-        let c = self.lock();
-        let mut st = c
-            .prepare_cached("SELECT uri FROM resources WHERE path = ?1 ORDER BY uri LIMIT 1")
-            .map_err(|e| self.err(e))?;
-        paths
-            .iter()
-            .map(|p| {
-                st.query_row([p], |r| r.get::<_, String>(0))
-                    .optional()
-                    .map_err(|e| self.err(e))
-            })
-            .collect()
+        // One lock, one statement and one read transaction for the batch: on its own, each
+        // statement would take and release the database's shared lock.
+        let mut c = self.lock();
+        let tx = c.transaction().map_err(|e| self.err(e))?;
+        let owners = {
+            let mut st = tx
+                .prepare_cached("SELECT uri FROM resources WHERE path = ?1 ORDER BY uri LIMIT 1")
+                .map_err(|e| self.err(e))?;
+            paths
+                .iter()
+                .map(|p| {
+                    st.query_row([p], |r| r.get::<_, String>(0))
+                        .optional()
+                        .map_err(|e| self.err(e))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        // Nothing was written: ending it either way is the same.
+        tx.rollback().map_err(|e| self.err(e))?;
+        Ok(owners)
     }
 
     fn count_resources(&self, source: &str) -> Result<u64> {
