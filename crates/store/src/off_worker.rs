@@ -158,6 +158,10 @@ impl Records for OffWorker<dyn Records> {
         call(|| self.0.has_path(path))
     }
 
+    fn has_paths(&self, paths: &[&RelPath]) -> Result<Vec<bool>> {
+        call(|| self.0.has_paths(paths))
+    }
+
     fn path_owner(&self, path: &RelPath) -> Result<Option<String>> {
         call(|| self.0.path_owner(path))
     }

@@ -322,6 +322,12 @@ pub trait Records: Send + Sync + Debug {
     }
     /// Whether some row has this path.
     fn has_path(&self, path: &RelPath) -> Result<bool>;
+    /// [`Records::has_path`] of each path, in order (a walk of the copies looks its keys up a
+    /// batch at a time). The default asks for each in turn; a database answers the batch in
+    /// one transaction or one query.
+    fn has_paths(&self, paths: &[&RelPath]) -> Result<Vec<bool>> {
+        paths.iter().map(|p| self.has_path(p)).collect()
+    }
     /// The URI whose row has this path (placeholders and copies kept after a delete included),
     /// if any: the least in byte order when several have it (a state written before a path
     /// was held by one URI at most may have such rows). The Destination refuses to put one

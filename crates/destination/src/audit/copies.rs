@@ -188,8 +188,8 @@ pub(crate) type Untracked = std::result::Result<RelPath, String>;
 /// them (`crate::sync::extras`).
 ///
 /// The names alone are listed ([`Store::list_keys`]: no `stat` of each file) and looked up
-/// [`LOOKUP`] at a time ([`Records::path_owners`]: one statement and one transaction, or one
-/// round trip, per batch rather than per file).
+/// [`LOOKUP`] at a time ([`Records::has_paths`]: one transaction, or one round trip, per batch
+/// rather than per file).
 pub(crate) fn untracked(
     store: &dyn Store,
     state: &dyn Records,
@@ -206,9 +206,9 @@ pub(crate) fn untracked(
      -> resourcesync_store::Result<bool> {
         let batch = std::mem::take(pending);
         let keys: Vec<&RelPath> = batch.iter().filter_map(|u| u.as_ref().ok()).collect();
-        let mut owners = state.path_owners(&keys)?.into_iter();
+        let mut known = state.has_paths(&keys)?.into_iter();
         for u in batch {
-            if u.is_ok() && owners.next().flatten().is_some() {
+            if u.is_ok() && known.next().unwrap_or(false) {
                 continue;
             }
             match f(u) {

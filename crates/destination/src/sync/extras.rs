@@ -136,11 +136,11 @@ pub(crate) async fn delete_extras(
             // Looked up again: a row recorded since the walk (a copy the run put there) keeps it.
             for chunk in early.chunks(BATCH) {
                 let keys: Vec<&RelPath> = chunk.iter().collect();
-                let owners = c.ports.state.path_owners(&keys)?;
+                let known = c.ports.state.has_paths(&keys)?;
                 let batch = chunk
                     .iter()
-                    .zip(owners)
-                    .filter(|(rel, owner)| owner.is_none() && !keep.contains(rel.as_str()))
+                    .zip(known)
+                    .filter(|(rel, known)| !known && !keep.contains(rel.as_str()))
                     .map(|(rel, _)| rel.clone());
                 remove(&c, batch, &mut n, &mut planned, &mut errors);
             }

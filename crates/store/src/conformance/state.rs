@@ -197,6 +197,15 @@ fn records_page_in_uri_order(s: &dyn Records) -> Outcome {
     ensure!(got == mine[2..4], "second page {got:?}");
     ensure!(uris(s, "cap")? == mine, "all rows: {:?}", uris(s, "cap")?);
     ensure!(ok("has_path", s.has_path(&rel("p3")?))?, "has_path");
+    let known = ok(
+        "has_paths",
+        s.has_paths(&[&rel("p3")?, &rel("nowhere")?, &rel("p1")?, &rel("p3")?]),
+    )?;
+    ensure!(known == [true, false, true, true], "has_paths {known:?}");
+    ensure!(
+        ok("has_paths", s.has_paths(&[]))?.is_empty(),
+        "has_paths of nothing"
+    );
     ok("gone", s.set_gone("http://h/b", true))?;
     ensure!(
         ok("get", s.resource("http://h/b"))?.is_some_and(|r| r.gone),

@@ -72,6 +72,10 @@ impl<G: BatchGuard> Records for Guarded<G> {
         self.inner.has_path(path)
     }
 
+    fn has_paths(&self, paths: &[&RelPath]) -> Result<Vec<bool>> {
+        self.inner.has_paths(paths)
+    }
+
     fn path_owner(&self, path: &RelPath) -> Result<Option<String>> {
         self.inner.path_owner(path)
     }

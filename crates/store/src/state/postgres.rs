@@ -618,6 +618,23 @@ impl Records for PgState {
         Ok(!rows.is_empty())
     }
 
+    fn has_paths(&self, paths: &[&RelPath]) -> Result<Vec<bool>> {
+        let paths: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One statement per batch, each path looked up in the index on `path`, in order.
+        let rows = self.query(
+            "SELECT EXISTS(SELECT 1 FROM resources WHERE path = p.path) \
+             FROM unnest($1::text[]) WITH ORDINALITY AS p(path, n) ORDER BY p.n",
+            &[&paths],
+        )?;
+        rows.iter()
+            .map(|r| r.try_get::<_, bool>(0))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))
+    }
+
     fn path_owner(&self, path: &RelPath) -> Result<Option<String>> {
         let path = path.as_str();
         let rows = self.query(

@@ -509,6 +509,30 @@ impl Records for SqliteState {
             .map_err(|e| self.err(e))
     }
 
+    fn has_paths(&self, paths: &[&RelPath]) -> Result<Vec<bool>> {
+        // One lock, one statement and one read transaction for the batch: on its own, each
+        // statement would take and release the database's shared lock. The index on `path`
+        // answers each without reading the row.
+        let mut c = self.lock();
+        let tx = c.transaction().map_err(|e| self.err(e))?;
+        let known = {
+            let mut st = tx
+                .prepare_cached("SELECT EXISTS(SELECT 1 FROM resources WHERE path = ?1)")
+                .map_err(|e| self.err(e))?;
+            paths
+                .iter()
+                .map(|p| {
+                    st.query_row([p.as_str()], |r| r.get::<_, i64>(0))
+                        .map(|n| n != 0)
+                        .map_err(|e| self.err(e))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        // Nothing was written: ending it either way is the same.
+        tx.rollback().map_err(|e| self.err(e))?;
+        Ok(known)
+    }
+
     fn path_owner(&self, path: &RelPath) -> Result<Option<String>> {
         let path = path.as_str();
         let c = self.lock();
