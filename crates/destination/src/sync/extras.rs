@@ -42,8 +42,8 @@ const MAX_EARLY: usize = 10_000;
 /// run waits on the network (a wide-area incremental's round trips hide the walk), kept for
 /// [`delete_extras`], which looks each up again once the run has ended (a copy the run put
 /// there is recorded by then) and removes only those still named by no row. A run that
-/// ends before the walk, or a walk that finds more than [`MAX_EARLY`] files or meets an
-/// error, leaves it to the walk after the run.
+/// ends first waits for the walk; a walk that finds more than [`MAX_EARLY`] files or meets
+/// an error leaves it all to the walk after the run.
 pub(crate) struct Early {
     task: Option<tokio::task::JoinHandle<Option<Vec<RelPath>>>>,
     stop: Arc<AtomicBool>,
