@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use resourcesync_destination::share::PortFuture;
 use resourcesync_destination::{Downloads, SharedFetch};
-use resourcesync_store::{WorkItem, WorkQueue};
+use resourcesync_store::{PgState, WorkItem, WorkQueue};
 
 /// The shortest and longest waits of a claimer between two looks for queues with work to
 /// claim (doubling while none is found), when it hears of no work added ([`crate::work`]).
@@ -35,11 +35,26 @@ pub(crate) async fn blocking<T: Send + 'static>(
 pub(crate) struct Queue {
     state: Arc<dyn WorkQueue>,
     threshold: usize,
+    /// The Source's state and this worker's name: asked before each page whether another
+    /// worker watching the Source is alive ([`PgState::other_workers`]); without, every page
+    /// is shared.
+    workers: Option<(Arc<PgState>, String)>,
 }
 
 impl Queue {
     pub(crate) fn new(state: Arc<dyn WorkQueue>, threshold: usize) -> Self {
-        Queue { state, threshold }
+        Queue {
+            state,
+            threshold,
+            workers: None,
+        }
+    }
+
+    /// The same queue, sharing a page only while a worker other than `worker` watches the
+    /// Source's queue (its heartbeat in `state`, renewed by its claimer: [`crate::work`]).
+    pub(crate) fn alone_unless_others(mut self, state: Arc<PgState>, worker: &str) -> Self {
+        self.workers = Some((state, worker.to_owned()));
+        self
     }
 }
 
@@ -57,6 +72,23 @@ impl Downloads for Queue {
             let items: Vec<WorkItem> = fetches.iter().map(SharedFetch::work_item).collect();
             blocking(move || state.add_work(&items)).await?;
             Ok(())
+        })
+    }
+
+    fn share_now(&self) -> PortFuture<'_, bool> {
+        let Some((state, me)) = self.workers.clone() else {
+            return Box::pin(async { true });
+        };
+        Box::pin(async move {
+            // Alone, the queue's cost buys nothing: the page is fetched here. A failure to
+            // ask says nothing of the others; fetched here too (as safe as sharing off).
+            match blocking(move || state.other_workers(&me)).await {
+                Ok(n) => n > 0,
+                Err(e) => {
+                    tracing::warn!("asking which workers are alive: {e}");
+                    false
+                }
+            }
         })
     }
 

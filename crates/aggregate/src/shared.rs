@@ -290,7 +290,9 @@ impl Shared {
         // With `limits.share_above`, a large sync's fetches go to the Source's queue, for every
         // worker (crate::work).
         if let Some(above) = self.limits().share_above {
-            ports = ports.with_downloads(Arc::new(crate::queue::Queue::new(pg, above)));
+            let q = crate::queue::Queue::new(pg.clone(), above)
+                .alone_unless_others(pg, &self.opts.worker);
+            ports = ports.with_downloads(Arc::new(q));
         }
         Ok(Opened::Ready(ports, Some(fenced)))
     }

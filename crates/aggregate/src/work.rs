@@ -91,6 +91,11 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     // The queues being drained: by task, the schema.
     let mut draining: JoinSet<bool> = JoinSet::new();
     let mut active: HashMap<tokio::task::Id, String> = HashMap::new();
+    // This worker's heartbeat in the queues it watches (`PgState::beat_workers`): renewed
+    // every third of `limits.lease`, for a lease; a coordinator shares a page of its fetches
+    // only while another worker's is unexpired (`crate::queue::Queue::share_now`).
+    let mut next_beat = tokio::time::Instant::now();
+    let mut beaten: Vec<String> = Vec::new();
     while !cancel.is_cancelled() {
         // Sharing off (`limits.share_above` unset, the default): no query at all, only a look
         // at the configuration now and then (a SIGHUP may turn it on).
@@ -102,6 +107,15 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
             let schemas: Vec<String> = specs.iter().map(|s| schema_of(&s.name)).collect();
             let found = match board.clone() {
                 Some(b) => {
+                    if tokio::time::Instant::now() >= next_beat {
+                        let lease = shared.limits().lease;
+                        next_beat = tokio::time::Instant::now() + lease / 3;
+                        let (b, s, w) = (b.clone(), schemas.clone(), shared.opts.worker.clone());
+                        if let Err(e) = blocking(move || b.beat_workers(&s, &w, lease)).await {
+                            tracing::warn!("renewing this worker's heartbeat: {e}");
+                        }
+                        beaten.clone_from(&schemas);
+                    }
                     let s = schemas.clone();
                     blocking(move || b.schemas_with_work(&s)).await
                 }
@@ -171,6 +185,7 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                 pause = POLL_MIN;
                 continue;
             }
+            () = tokio::time::sleep_until(next_beat), if board.is_some() => continue,
             () = tokio::time::sleep(pause) => {}
         }
         // While the listener runs, a look now and then is only for claims that expired (no
@@ -184,6 +199,13 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     }
     // Cancelled: each drain gives back what it had not started and ends its fetches in flight.
     while draining.join_next().await.is_some() {}
+    // Gone: the coordinators see it at once rather than when its heartbeat expires.
+    if let Some(b) = board.filter(|_| !beaten.is_empty()) {
+        let w = shared.opts.worker.clone();
+        if let Err(e) = blocking(move || b.beat_workers(&beaten, &w, std::time::Duration::ZERO)).await {
+            tracing::debug!("removing this worker's heartbeat: {e}");
+        }
+    }
     if let Some(h) = listening {
         let _ = h.await;
     }

@@ -36,7 +36,18 @@ pub trait Downloads: Send + Sync + Debug {
     /// Waits until no fetch of the Source `source` (its key) is left: each was done by some
     /// worker, its copy in place and its row recorded, or recorded as a pending change.
     fn wait(&self, source: &str) -> PortFuture<'_, Result<()>>;
+    /// Whether the next page of fetches is worth queueing now: asked before each page
+    /// ([`crate::fetch`] queues [`PAGE`](crate::share::PAGE) at a time). `false` (no other
+    /// worker to take any: the queue's cost would buy nothing) and the run fetches that page
+    /// itself, and asks again a page later. By default `true`.
+    fn share_now(&self) -> PortFuture<'_, bool> {
+        Box::pin(async { true })
+    }
 }
+
+/// Fetches queued in one call once a run shares, and the fetches a run does itself between
+/// two questions to [`Downloads::share_now`] when it said `false`.
+pub const PAGE: usize = 1000;
 
 /// One fetch handed out: everything a worker needs to do it without the run's lists. Its
 /// payload ([`SharedFetch::to_payload`]) is JSON with the published values as text, as a

@@ -70,6 +70,7 @@ mod republish;
 mod republish_ranges;
 mod republish_s3;
 mod service;
+mod share_alone;
 mod share_renew;
 mod share_sources;
 mod shown;

@@ -218,6 +218,8 @@ async fn fetches_shared_through_the_work_queue_keep_to_the_source() {
         s.base
     );
     let store = tempfile::tempdir().expect("store");
+    // Another worker alive: the fetches are queued (a worker alone does them itself).
+    crate::share_alone::other_worker_alive(&pg, &name);
     let agg = resourcesync_aggregate::Aggregator::start(
         &crate::service::config(&text),
         resourcesync_aggregate::Options {

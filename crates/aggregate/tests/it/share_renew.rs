@@ -150,6 +150,9 @@ async fn a_download_longer_than_the_lease_is_fetched_once() {
     // A schema of this run only (`agg_NAME`).
     let source = format!("renew_{:08x}", fastrand::u32(..));
     let store = tempfile::tempdir().expect("store");
+    // A third worker alive: the fetches are queued whichever of the two starts first (a
+    // coordinator alone does them itself).
+    crate::share_alone::other_worker_alive(&pg, &source);
     let a = worker(store.path(), &pg, "renew-a", &source, &server.base);
     let b = worker(store.path(), &pg, "renew-b", &source, &server.base);
 

@@ -56,6 +56,10 @@ async fn a_slow_queue_does_not_hold_back_another_sources() {
     let run = format!("{:08x}", fastrand::u32(..));
     let (slow_name, quick_name) = (format!("slow_{run}"), format!("quick_{run}"));
     let store = tempfile::tempdir().expect("store");
+    // Another worker alive, busy elsewhere: both Sources' fetches are queued (a worker alone
+    // does them itself), for this worker's claimer.
+    crate::share_alone::other_worker_alive(&pg, &slow_name);
+    crate::share_alone::other_worker_alive(&pg, &quick_name);
     let agg = Aggregator::start(
         &config(&text((&slow_name, &slow.base), None)),
         Options {

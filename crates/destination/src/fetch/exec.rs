@@ -118,14 +118,20 @@ impl Exec {
             self.done_inline(Outcome::Filtered.again_if(again));
             return Ok(());
         }
-        // Handed to the workers, when the run shares its fetches (crate::share).
-        let job = match self.handout.as_mut() {
-            Some(h) => match h.offer(&self.ctx, job).await? {
-                Some(job) => job,
-                None => return Ok(()),
-            },
-            None => job,
+        // Handed to the workers, when the run shares its fetches (crate::share); what the
+        // port gives back (this job, or a page it did not share) is done here.
+        let Some(h) = self.handout.as_mut() else {
+            return self.run_here(job, again).await;
         };
+        for job in h.offer(&self.ctx, job).await? {
+            let again = self.counted.as_ref().is_some_and(|f| f(&job.item.uri));
+            self.run_here(job, again).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs a job in this run (see [`Exec::submit`]).
+    async fn run_here(&mut self, job: Job, again: bool) -> Result<()> {
         let (job, claim) = match self.claim(job).await {
             Ok(c) => c,
             Err(o) => {
@@ -197,7 +203,7 @@ impl Exec {
     pub(crate) async fn finish(mut self) -> Tally {
         // The fetches handed out, waited for; or, too few to share, done here.
         if let Some(mut h) = self.handout.take() {
-            match h.finish(&self.ctx).await {
+            let waited = match h.finish(&self.ctx).await {
                 Ok(back) => {
                     for job in back {
                         let uri = job.item.uri.clone();
@@ -206,11 +212,15 @@ impl Exec {
                                 .add(Outcome::Failed(Failure::new(uri, None, e.to_string())));
                         }
                     }
+                    // While the jobs given back run.
+                    h.wait(&self.ctx).await
                 }
-                // The cursor must not move past fetches that may not be done.
-                Err(e) => self
-                    .ctx
-                    .state_failed(format!("the fetches handed to the other workers: {e}")),
+                Err(e) => Err(e),
+            };
+            // The cursor must not move past fetches that may not be done.
+            if let Err(e) = waited {
+                self.ctx
+                    .state_failed(format!("the fetches handed to the other workers: {e}"));
             }
             self.tally.shared += h.queued;
         }

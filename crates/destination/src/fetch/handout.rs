@@ -9,17 +9,22 @@ use crate::fetch::ctx::Ctx;
 use crate::job::{Job, JobKind};
 use crate::share::{Downloads, SharedFetch};
 
-/// Fetches queued to the port in one call once a run shares.
-pub(crate) const PAGE: usize = 1000;
+pub(crate) use crate::share::PAGE;
 
 /// The jobs of a run on their way to the port: held back until they are more than the port's
 /// threshold (a small run fetches them itself, as without the port), then queued a page at a
-/// time, so that a run of a million fetches holds a page of them, not all.
+/// time, so that a run of a million fetches holds a page of them, not all. Before each page
+/// the port is asked whether to share it now ([`Downloads::share_now`]: another worker is
+/// alive to take part); if not, the run fetches that page itself, and the next [`PAGE`]
+/// fetches go straight to the run before the port is asked again: a worker alone fetches as
+/// without the port, and one that another joins mid-run queues the pages after it arrives.
 #[derive(Debug)]
 pub(crate) struct Handout {
     port: Arc<dyn Downloads>,
     held: Vec<Job>,
     sharing: bool,
+    /// Fetches still given back to the run before the port is asked again.
+    local: usize,
     /// How many were queued.
     pub(crate) queued: u64,
 }
@@ -30,24 +35,42 @@ impl Handout {
             port,
             held: Vec::new(),
             sharing: false,
+            local: 0,
             queued: 0,
         }
     }
 
-    /// Takes a fetch job (`None`) or gives it back for the run to do itself: a delete, a job
-    /// whose URI has no path.
-    pub(crate) async fn offer(&mut self, ctx: &Ctx, job: Job) -> Result<Option<Job>> {
+    /// Takes a fetch job, or gives jobs back for the run to do itself: a delete, a job
+    /// whose URI has no path, or a page the port did not want to share now.
+    pub(crate) async fn offer(&mut self, ctx: &Ctx, job: Job) -> Result<Vec<Job>> {
         if !matches!(job.kind, JobKind::Fetch { .. }) || ctx.mapper.map(&job.item.uri).is_err() {
-            return Ok(Some(job));
+            return Ok(vec![job]);
+        }
+        if self.local > 0 {
+            self.local -= 1;
+            return Ok(vec![job]);
         }
         self.held.push(job);
-        if !self.sharing && self.held.len() > self.port.threshold() {
+        // Asked when the run turns out large enough to share (its first page may be
+        // smaller), then at each page.
+        let first = !self.sharing && self.held.len() > self.port.threshold();
+        if first {
             self.sharing = true;
         }
-        if self.sharing && self.held.len() >= PAGE {
-            self.flush(ctx).await?;
+        if first || (self.sharing && self.held.len() >= PAGE) {
+            return self.page(ctx).await;
         }
-        Ok(None)
+        Ok(Vec::new())
+    }
+
+    /// The jobs held: queued if the port says so, else given back, with the next [`PAGE`].
+    async fn page(&mut self, ctx: &Ctx) -> Result<Vec<Job>> {
+        if self.port.share_now().await {
+            self.flush(ctx).await?;
+            return Ok(Vec::new());
+        }
+        self.local = PAGE;
+        Ok(std::mem::take(&mut self.held))
     }
 
     async fn flush(&mut self, ctx: &Ctx) -> Result<()> {
@@ -62,17 +85,22 @@ impl Handout {
         Ok(())
     }
 
-    /// At the end of the run's jobs: queues what is held and waits until no fetch of the
-    /// Source is left (`Ok(vec![])`), or, not sharing, gives the jobs held back to the run.
+    /// At the end of the run's jobs: queues what is held, or gives it back to the run (too
+    /// few to share, or the port not sharing now); then [`Handout::wait`].
     pub(crate) async fn finish(&mut self, ctx: &Ctx) -> Result<Vec<Job>> {
-        if !self.sharing {
+        if !self.sharing || self.held.is_empty() {
             return Ok(std::mem::take(&mut self.held));
         }
-        if !self.held.is_empty() {
-            self.flush(ctx).await?;
+        self.page(ctx).await
+    }
+
+    /// Waits until no fetch of the Source is left queued, when the run was large enough to
+    /// share (items an earlier run queued included, whether or not this one queued any).
+    pub(crate) async fn wait(&mut self, ctx: &Ctx) -> Result<()> {
+        if self.sharing {
+            self.port.wait(&ctx.key).await?;
         }
-        self.port.wait(&ctx.key).await?;
-        Ok(Vec::new())
+        Ok(())
     }
 }
 

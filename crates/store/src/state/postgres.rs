@@ -42,6 +42,7 @@ mod listen;
 mod sql;
 mod versions;
 mod work;
+mod workers;
 
 pub use listen::WorkListener;
 

@@ -115,6 +115,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX versions_digest ON versions(digest);
 ",
+    "
+    -- 6: the workers that watch this Source's queue, each until its heartbeat expires
+    -- (`postgres/workers.rs`): a coordinator queues its fetches only while another is alive.
+    CREATE TABLE workers(
+        name TEXT PRIMARY KEY,
+        expires TIMESTAMPTZ NOT NULL
+    );
+",
 ];
 
 /// The channel the queue's changes are told on (see migration 4).

@@ -1,0 +1,90 @@
+//! The workers watching a Source's queue (migration 6's `workers` table, one per Source's
+//! schema): each worker sharing a PostgreSQL state renews a row per Source it watches (its
+//! heartbeat, [`PgState::beat_workers`]) until a time to live from now; a coordinator asks
+//! whether another is alive ([`PgState::other_workers`]) before it queues a page of fetches:
+//! alone, it fetches them itself, as sharing costs PostgreSQL work that only another worker
+//! can repay. A row per Source rather than one for the whole database: a worker helps only
+//! with the Sources of its configuration.
+
+use std::time::Duration;
+
+use super::{PgState, cut, ttl_ms, valid_schema};
+use crate::error::{Error, Result};
+
+/// Schemas renewed by one statement of [`PgState::beat_workers`].
+const SCHEMAS_PER_STATEMENT: usize = 200;
+
+impl PgState {
+    /// Renews `worker`'s row in the `workers` table of each of `schemas` that has one (a
+    /// schema not made yet, or of an earlier version, is passed over), until `ttl` from now:
+    /// one statement per 200 schemas, one transaction. With `ttl` zero, the rows are removed
+    /// (a worker stopping: the others see it gone at once).
+    pub fn beat_workers(&self, schemas: &[String], worker: &str, ttl: Duration) -> Result<()> {
+        if let Some(bad) = schemas.iter().find(|s| !valid_schema(s)) {
+            return Err(Error::Config {
+                what: format!("PostgreSQL schema {:?}", cut(bad)),
+                reason: "a schema is 1 to 63 lower-case letters, digits and `_`".into(),
+            });
+        }
+        let ms = ttl_ms(ttl);
+        let mut p = self.conn()?;
+        let client = &mut p.get().client;
+        let mut tx = client.transaction().map_err(|e| self.err(e))?;
+        for group in schemas.chunks(SCHEMAS_PER_STATEMENT) {
+            let names: Vec<&str> = group.iter().map(String::as_str).collect();
+            let existing: Vec<String> = tx
+                .query(
+                    "SELECT table_schema::text FROM information_schema.tables \
+                     WHERE table_name = 'workers' AND table_schema = ANY($1)",
+                    &[&names],
+                )
+                .map_err(|e| self.err(e))?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| self.err(e))?;
+            if existing.is_empty() {
+                continue;
+            }
+            // Names checked by `valid_schema` above: plain identifiers, quoted. One statement
+            // (data-modifying CTEs), the worker and the time to live as parameters.
+            let sql = existing
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    if ms == 0 {
+                        format!("w{i} AS (DELETE FROM \"{s}\".workers WHERE name = $1)")
+                    } else {
+                        format!(
+                            "w{i} AS (INSERT INTO \"{s}\".workers(name, expires) \
+                             VALUES($1, now() + $2::BIGINT * interval '1 millisecond') \
+                             ON CONFLICT (name) DO UPDATE SET expires = EXCLUDED.expires)"
+                        )
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!("WITH {sql} SELECT 1");
+            if ms == 0 {
+                tx.execute(&sql, &[&worker]).map_err(|e| self.err(e))?;
+            } else {
+                tx.execute(&sql, &[&worker, &ms]).map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// How many workers other than `worker` watch this schema's queue, their heartbeat
+    /// unexpired ([`PgState::beat_workers`]).
+    pub fn other_workers(&self, worker: &str) -> Result<u64> {
+        let rows = self.query(
+            "SELECT COUNT(*) FROM workers WHERE name <> $1 AND expires > now()",
+            &[&worker],
+        )?;
+        let n: i64 = match rows.first() {
+            Some(r) => r.try_get(0).map_err(|e| self.err(e))?,
+            None => 0,
+        };
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
