@@ -433,3 +433,32 @@ fn pg_schemas_with_work_names_the_queues_to_claim_from() {
     // A name that is no plain schema is refused, not spliced into SQL.
     assert!(c.schemas_with_work(&["x\"; DROP".to_owned()]).is_err());
 }
+
+/// A worker's heartbeat (migration 6's `workers`): renewed in every schema it watches that
+/// exists, in one call; seen by the others until it expires or is removed; its own not
+/// counted.
+#[test]
+fn pg_worker_heartbeats_are_seen_by_the_others_until_they_end() {
+    let mut schemas = Schemas::new();
+    let (a, b) = (schemas.state(), schemas.state());
+    let missing = format!("{}_none", a.schema());
+    let names = vec![a.schema().to_owned(), b.schema().to_owned(), missing];
+    assert_eq!(a.other_workers("me").expect("workers"), 0);
+    a.beat_workers(&names, "other", LONG).expect("beat");
+    b.beat_workers(&names, "me", LONG).expect("beat");
+    for s in [&a, &b] {
+        assert_eq!(s.other_workers("me").expect("workers"), 1, "{}", s.schema());
+        assert_eq!(s.other_workers("other").expect("workers"), 1);
+        assert_eq!(s.other_workers("third").expect("workers"), 2);
+    }
+    // Renewed with a time to live already over: expired, not counted.
+    a.beat_workers(&names[..1], "other", Duration::from_millis(1))
+        .expect("beat");
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(a.other_workers("me").expect("workers"), 0);
+    assert_eq!(b.other_workers("me").expect("workers"), 1);
+    // Gone (a worker stopping): removed at once.
+    b.beat_workers(&names, "other", Duration::ZERO).expect("end");
+    assert_eq!(b.other_workers("me").expect("workers"), 0);
+    assert!(a.beat_workers(&["x\"; DROP".to_owned()], "w", LONG).is_err());
+}
