@@ -13,7 +13,7 @@
 //! share_above = 500    # with --state postgres://: a sync with more fetches shares them with
 //!                      # every worker (a queue per Source), fewer it does itself; unset: off
 //!                      # (each fetch shared costs PostgreSQL work: worth it for workers on
-//!                      # several machines, not for two on one)
+//!                      # several machines, not for two on one); a worker alone does them itself
 //!
 //! [[source]]
 //! name = "museum"                       # a-z, 0-9, `-`, `_`: its folder and its key
@@ -88,7 +88,8 @@ pub struct Limits {
     pub bandwidth: Option<u64>,
     /// With a shared PostgreSQL state: a sync with more fetches than this hands them to
     /// every worker through the Source's queue (see [`crate::work`]); with fewer, the worker
-    /// holding the Source does them itself. `None` (the default): never shared.
+    /// holding the Source does them itself, as it does any page of 1,000 while no other
+    /// worker watching the Source is alive. `None` (the default): never shared.
     pub share_above: Option<usize>,
     /// Most bytes of the copies of one Source, unless the Source sets its own `max_bytes`.
     pub max_bytes_per_source: u64,

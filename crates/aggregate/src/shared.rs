@@ -277,6 +277,15 @@ impl Shared {
         let pg = Arc::new(PgState::connect_schema(url, &schema_of(name))?);
         let ttl = self.limits().lease;
         let Some(lease) = pg.lease_source(name, &self.opts.worker, ttl)? else {
+            // Another worker syncs it: this one's heartbeat in the Source's schema at once
+            // (the claimer's renews it), so that the coordinator shares its next page even
+            // when the schema was made after the claimer's last heartbeat (crate::work).
+            if self.limits().share_above.is_some() {
+                let schema = [schema_of(name)];
+                if let Err(e) = pg.beat_workers(&schema, &self.opts.worker, ttl) {
+                    tracing::warn!(source = %name, "renewing this worker's heartbeat: {e}");
+                }
+            }
             return Ok(Opened::Elsewhere);
         };
         let fenced = Arc::new(Fenced::new(pg.clone(), lease));

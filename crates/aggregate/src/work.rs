@@ -8,6 +8,11 @@
 //! twice), then waits until none is left (woken by the completions: `WorkQueue::wait_drained`,
 //! PostgreSQL's `LISTEN`/`NOTIFY`, no polling); the sync then goes
 //! on as without sharing (deletes, cursor). Small syncs, and SQLite state, fetch as before.
+//! So does a coordinator alone: it asks before each page of 1,000 fetches whether another
+//! worker watching the Source is alive (`PgState::other_workers`: the heartbeats every
+//! claimer renews in the schemas of its Sources, `PgState::beat_workers`, every third of
+//! `limits.lease`, for a lease); if not, it fetches the page itself (the queue's PostgreSQL
+//! work would buy nothing), and asks again a page later.
 //!
 //! The queue is the coordinator's side ([`crate::queue`]). Every worker, the coordinator
 //! included, runs one [`claimer`]: it asks, in one query over
@@ -202,7 +207,9 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     // Gone: the coordinators see it at once rather than when its heartbeat expires.
     if let Some(b) = board.filter(|_| !beaten.is_empty()) {
         let w = shared.opts.worker.clone();
-        if let Err(e) = blocking(move || b.beat_workers(&beaten, &w, std::time::Duration::ZERO)).await {
+        if let Err(e) =
+            blocking(move || b.beat_workers(&beaten, &w, std::time::Duration::ZERO)).await
+        {
             tracing::debug!("removing this worker's heartbeat: {e}");
         }
     }

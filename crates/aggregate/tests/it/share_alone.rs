@@ -130,17 +130,37 @@ async fn a_worker_joining_mid_sync_takes_the_pages_queued_after_it() {
     publish(dir.path(), &server.base).await;
     let name = format!("join_{:08x}", fastrand::u32(..));
     let store = tempfile::tempdir().expect("store");
-    let a = start(&pg, store.path(), "first", &name, &server.base, "concurrency = 1\n");
+    let a = start(
+        &pg,
+        store.path(),
+        "first",
+        &name,
+        &server.base,
+        "concurrency = 1\n",
+    );
     let end = Instant::now() + Duration::from_secs(60);
     while server.hits("/slow.txt") == 0 {
-        assert!(Instant::now() < end, "the slow resource was never asked for");
+        assert!(
+            Instant::now() < end,
+            "the slow resource was never asked for"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let st = pg_state(&pg, &name);
     // The second worker arrives; once its heartbeat is in, the download goes on.
-    let b = start(&pg, store.path(), "second", &name, &server.base, "concurrency = 1\n");
+    let b = start(
+        &pg,
+        store.path(),
+        "second",
+        &name,
+        &server.base,
+        "concurrency = 1\n",
+    );
     while others(&st, "first") == 0 {
-        assert!(Instant::now() < end, "the second worker's heartbeat never came");
+        assert!(
+            Instant::now() < end,
+            "the second worker's heartbeat never came"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     server.release.send_replace(true);
@@ -164,7 +184,10 @@ async fn a_worker_joining_mid_sync_takes_the_pages_queued_after_it() {
     );
     // The first page fetched alone, the later ones through the queue, by both.
     let queued = va.shared_copies + vb.shared_copies;
-    assert!(vb.shared_copies > 0, "the second worker took no part: {va:#?} {vb:#?}");
+    assert!(
+        vb.shared_copies > 0,
+        "the second worker took no part: {va:#?} {vb:#?}"
+    );
     assert!(
         queued >= (MANY - 1000) as u64 - 2 && queued < total,
         "queued {queued} of {total}: {va:#?} {vb:#?}"

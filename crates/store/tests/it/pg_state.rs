@@ -458,7 +458,11 @@ fn pg_worker_heartbeats_are_seen_by_the_others_until_they_end() {
     assert_eq!(a.other_workers("me").expect("workers"), 0);
     assert_eq!(b.other_workers("me").expect("workers"), 1);
     // Gone (a worker stopping): removed at once.
-    b.beat_workers(&names, "other", Duration::ZERO).expect("end");
+    b.beat_workers(&names, "other", Duration::ZERO)
+        .expect("end");
     assert_eq!(b.other_workers("me").expect("workers"), 0);
-    assert!(a.beat_workers(&["x\"; DROP".to_owned()], "w", LONG).is_err());
+    assert!(
+        a.beat_workers(&["x\"; DROP".to_owned()], "w", LONG)
+            .is_err()
+    );
 }
