@@ -15,9 +15,10 @@ pub(crate) use crate::share::PAGE;
 /// threshold (a small run fetches them itself, as without the port), then queued a page at a
 /// time, so that a run of a million fetches holds a page of them, not all. Before each page
 /// the port is asked whether to share it now ([`Downloads::share_now`]: another worker is
-/// alive to take part); if not, the run fetches that page itself, and the next [`PAGE`]
-/// fetches go straight to the run before the port is asked again: a worker alone fetches as
-/// without the port, and one that another joins mid-run queues the pages after it arrives.
+/// alive to take part), at the page's first fetch and again when it is full; if not, the run
+/// fetches that page itself, the next [`PAGE`] fetches going straight to the run before the
+/// port is asked again: a worker alone fetches as without the port (nothing held back), and
+/// one that another joins mid-run queues the pages after it arrives.
 #[derive(Debug)]
 pub(crate) struct Handout {
     port: Arc<dyn Downloads>,
@@ -48,6 +49,12 @@ impl Handout {
         }
         if self.local > 0 {
             self.local -= 1;
+            return Ok(vec![job]);
+        }
+        // A page starting: asked at once, so that a run alone never holds a page back (its
+        // downloads would idle while the page fills); asked again when the page is full.
+        if self.sharing && self.held.is_empty() && !self.port.share_now().await {
+            self.local = PAGE - 1;
             return Ok(vec![job]);
         }
         self.held.push(job);
