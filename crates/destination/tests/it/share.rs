@@ -23,6 +23,8 @@ struct StateQueue {
     queued: AtomicUsize,
     added: Arc<Notify>,
     done: Arc<Notify>,
+    /// No other worker to share with: every page refused (`Downloads::share_now`).
+    alone: bool,
 }
 
 impl Downloads for StateQueue {
@@ -41,6 +43,11 @@ impl Downloads for StateQueue {
             self.added.notify_one();
             Ok(())
         })
+    }
+
+    fn share_now(&self) -> PortFuture<'_, bool> {
+        let share = !self.alone;
+        Box::pin(async move { share })
     }
 
     fn wait(&self, source: &str) -> PortFuture<'_, resourcesync_destination::Result<()>> {
@@ -104,7 +111,8 @@ async fn worker(
     }
 }
 
-async fn run(
+async fn run_as(
+    alone: bool,
     threshold: usize,
     versions: bool,
 ) -> (resourcesync_destination::SyncReport, usize, usize) {
@@ -134,6 +142,7 @@ async fn run(
         state: state.clone(),
         threshold,
         queued: AtomicUsize::new(0),
+        alone,
         added: added.clone(),
         done: done.clone(),
     });
@@ -191,8 +200,16 @@ async fn run(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_the_threshold_whose_port_refuses_to_share_fetches_itself() {
+    let (r, queued, fetched) = run_as(true, 10, false).await;
+    assert_eq!((queued, fetched), (0, 0), "{r:?}");
+    assert_eq!((r.shared, r.created, r.failed), (0, 30, 0), "{r:?}");
+    assert!(r.cursor.is_some(), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_past_the_threshold_hands_its_fetches_to_the_workers() {
-    let (r, queued, fetched) = run(10, false).await;
+    let (r, queued, fetched) = run_as(false, 10, false).await;
     assert_eq!((queued, fetched), (30, 30), "{r:?}");
     assert_eq!((r.shared, r.created, r.failed), (30, 0, 0), "{r:?}");
     assert!(
@@ -203,7 +220,7 @@ async fn a_run_past_the_threshold_hands_its_fetches_to_the_workers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_under_the_threshold_fetches_itself() {
-    let (r, queued, fetched) = run(30, false).await;
+    let (r, queued, fetched) = run_as(false, 30, false).await;
     assert_eq!((queued, fetched), (0, 0), "{r:?}");
     assert_eq!((r.shared, r.created, r.failed), (0, 30, 0), "{r:?}");
 }
@@ -212,7 +229,7 @@ async fn a_run_under_the_threshold_fetches_itself() {
 /// each body as a version (`SharedFetch::versions`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_fetches_keep_their_versions() {
-    let (r, queued, fetched) = run(10, true).await;
+    let (r, queued, fetched) = run_as(false, 10, true).await;
     assert_eq!(
         (queued, fetched, r.shared, r.failed),
         (30, 30, 30, 0),
