@@ -39,6 +39,8 @@ use crate::path::RelPath;
 
 mod bulk;
 mod listen;
+#[cfg(test)]
+mod plans;
 mod sql;
 mod versions;
 mod work;
@@ -638,14 +640,11 @@ impl Records for PgState {
 
     fn path_owner(&self, path: &RelPath) -> Result<Option<String>> {
         let path = path.as_str();
-        let rows = self.query(
-            "SELECT uri FROM resources WHERE path = $1 ORDER BY uri LIMIT 1",
-            &[&path],
-        )?;
-        rows.first()
-            .map(|r| r.try_get::<_, String>(0))
-            .transpose()
-            .map_err(|e| self.err(e))
+        let rows = self.query(sql::PATH_OWNER, &[&path])?;
+        match rows.first() {
+            Some(r) => r.try_get::<_, Option<String>>(0).map_err(|e| self.err(e)),
+            None => Ok(None),
+        }
     }
 
     fn path_owners(&self, paths: &[&RelPath]) -> Result<Vec<Option<String>>> {
@@ -654,11 +653,7 @@ impl Records for PgState {
             return Ok(Vec::new());
         }
         // One statement per batch, each path looked up in the index on `path`, in order.
-        let rows = self.query(
-            "SELECT (SELECT uri FROM resources WHERE path = p.path ORDER BY uri LIMIT 1) \
-             FROM unnest($1::text[]) WITH ORDINALITY AS p(path, n) ORDER BY p.n",
-            &[&paths],
-        )?;
+        let rows = self.query(sql::PATH_OWNERS, &[&paths])?;
         rows.iter()
             .map(|r| r.try_get::<_, Option<String>>(0))
             .collect::<std::result::Result<Vec<_>, _>>()

@@ -145,6 +145,22 @@ macro_rules! until {
     };
 }
 
+/// The URI owning a path (`$1`), the least in byte order (`Records::path_owner`). The rows
+/// are found by the index on `path` alone, whatever the planner knows of the table: written
+/// `WHERE path = $1 ORDER BY uri LIMIT 1`, a table never analyzed (a new Source's schema
+/// during its first sync, until autovacuum's next visit) leads the planner to walk the primary
+/// key in URI order and filter on the path (it assumes a path is shared by 0.5% of the rows),
+/// reading every row for a path not yet recorded: a baseline's lookups then grew with the
+/// square of its size (issue 36 item 6; docs/performance.md). `OFFSET 0` keeps the
+/// subquery a plan of its own, so that `min` cannot become that walk either.
+pub(super) const PATH_OWNER: &str =
+    "SELECT min(r.uri) FROM (SELECT uri FROM resources WHERE path = $1 OFFSET 0) AS r";
+
+/// [`PATH_OWNER`] for each path of the array `$1`, in order, in one statement.
+pub(super) const PATH_OWNERS: &str = "SELECT (SELECT min(r.uri) FROM \
+     (SELECT uri FROM resources WHERE path = p.path OFFSET 0) AS r) \
+     FROM unnest($1::text[]) WITH ORDINALITY AS p(path, n) ORDER BY p.n";
+
 /// The columns of a row of a copy, in the order `row_to_record` reads them.
 macro_rules! resource_cols {
     () => {
