@@ -10,11 +10,19 @@ use std::time::Duration;
 use resourcesync_destination::share::PortFuture;
 use resourcesync_destination::{Downloads, SharedFetch};
 use resourcesync_store::{PgState, WorkItem, WorkQueue};
+use tokio::sync::watch;
+
+use crate::shared::Claiming;
 
 /// The shortest and longest waits of a claimer between two looks for queues with work to
 /// claim (doubling while none is found), when it hears of no work added ([`crate::work`]).
 pub(crate) const POLL_MIN: Duration = Duration::from_millis(20);
 pub(crate) const POLL_MAX: Duration = Duration::from_secs(1);
+
+/// The longest a coordinator waits for its claimer's first look at the state before its first
+/// shared page (the claimer connects as the aggregator starts, long before a sync has a page
+/// to share); past it, the page is fetched here.
+const CLAIMER_START: Duration = Duration::from_secs(10);
 
 /// The longest one blocking call of the coordinator's wait lasts (it is called again until the
 /// queue is drained): a blocking thread is not held for ever by one call.
@@ -35,10 +43,10 @@ pub(crate) async fn blocking<T: Send + 'static>(
 pub(crate) struct Queue {
     state: Arc<dyn WorkQueue>,
     threshold: usize,
-    /// The Source's state and this worker's name: asked before each page whether another
-    /// worker watching the Source is alive ([`PgState::other_workers`]); without, every page
-    /// is shared.
-    workers: Option<(Arc<PgState>, String)>,
+    /// The Source's state, this worker's name and where its claimer stands: asked before
+    /// each page whether this worker claims and another worker watching the Source is alive
+    /// ([`PgState::other_workers`]); without, every page is shared.
+    workers: Option<(Arc<PgState>, String, watch::Receiver<Claiming>)>,
 }
 
 impl Queue {
@@ -50,10 +58,16 @@ impl Queue {
         }
     }
 
-    /// The same queue, sharing a page only while a worker other than `worker` watches the
-    /// Source's queue (its heartbeat in `state`, renewed by its claimer: [`crate::work`]).
-    pub(crate) fn alone_unless_others(mut self, state: Arc<PgState>, worker: &str) -> Self {
-        self.workers = Some((state, worker.to_owned()));
+    /// The same queue, sharing a page only while this worker's claimer claims (`claiming`)
+    /// and a worker other than `worker` watches the Source's queue (its heartbeat in `state`,
+    /// renewed by its claimer: [`crate::work`]).
+    pub(crate) fn alone_unless_others(
+        mut self,
+        state: Arc<PgState>,
+        worker: &str,
+        claiming: watch::Receiver<Claiming>,
+    ) -> Self {
+        self.workers = Some((state, worker.to_owned(), claiming));
         self
     }
 }
@@ -76,10 +90,23 @@ impl Downloads for Queue {
     }
 
     fn share_now(&self) -> PortFuture<'_, bool> {
-        let Some((state, me)) = self.workers.clone() else {
+        let Some((state, me, mut claiming)) = self.workers.clone() else {
             return Box::pin(async { true });
         };
         Box::pin(async move {
+            // This worker's claimer must claim too: one stopped (a state of a newer schema)
+            // would leave the pages queued here to the others alone, and a claim of one that
+            // died to no one.
+            let now = tokio::time::timeout(CLAIMER_START, async {
+                claiming
+                    .wait_for(|c| *c != Claiming::Starting)
+                    .await
+                    .map(|c| *c)
+            })
+            .await;
+            if !matches!(now, Ok(Ok(Claiming::Claiming))) {
+                return false;
+            }
             // Alone, the queue's cost buys nothing: the page is fetched here. A failure to
             // ask says nothing of the others; fetched here too (as safe as sharing off).
             match blocking(move || state.other_workers(&me)).await {

@@ -103,9 +103,25 @@ impl Gates {
     }
 }
 
+/// Where this worker's claimer stands ([`crate::work::claimer`]): a coordinator shares a page
+/// of its fetches only while its own claimer claims (it is one of the workers that do the
+/// queue, and the one that takes over the claims of a worker that died).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claiming {
+    /// Not connected to the state yet.
+    Starting,
+    /// Watching the queues.
+    Claiming,
+    /// Stopped for good: the state's schema is newer than this program knows (its error
+    /// logged once); this worker shares nothing until it is upgraded.
+    Refused,
+}
+
 /// What every follower shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// Where this worker's claimer stands: set by it, read by the coordinators' queues.
+    pub(crate) claiming: tokio::sync::watch::Sender<Claiming>,
     pub(crate) status: Status,
     pub(crate) opts: Options,
     pub(crate) limits: RwLock<Limits>,
@@ -299,8 +315,11 @@ impl Shared {
         // With `limits.share_above`, a large sync's fetches go to the Source's queue, for every
         // worker (crate::work).
         if let Some(above) = self.limits().share_above {
-            let q = crate::queue::Queue::new(pg.clone(), above)
-                .alone_unless_others(pg, &self.opts.worker);
+            let q = crate::queue::Queue::new(pg.clone(), above).alone_unless_others(
+                pg,
+                &self.opts.worker,
+                self.claiming.subscribe(),
+            );
             ports = ports.with_downloads(Arc::new(q));
         }
         Ok(Opened::Ready(ports, Some(fenced)))

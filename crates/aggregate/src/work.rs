@@ -62,7 +62,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::SourceSpec;
 use crate::queue::{POLL_MAX, POLL_MIN, blocking};
-use crate::shared::{Shared, StateChoice, schema_of};
+use crate::shared::{Claiming, Shared, StateChoice, schema_of};
 
 /// The most fetches one worker holds for one Source (claimed, running or waiting for a
 /// slot): bounds what a worker takes from the others, and its memory (a fetch waiting for its
@@ -94,8 +94,10 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     let added = Arc::new(tokio::sync::Notify::new());
     let mut listening: Option<tokio::task::JoinHandle<()>> = None;
     // The queues being drained: by task, the schema.
-    let mut draining: JoinSet<bool> = JoinSet::new();
+    let mut draining: JoinSet<Drained> = JoinSet::new();
     let mut active: HashMap<tokio::task::Id, String> = HashMap::new();
+    // The queues of a schema newer than this program knows: never drained (said once).
+    let mut refused: HashSet<String> = HashSet::new();
     // This worker's heartbeat in the queues it watches (`PgState::beat_workers`): renewed
     // every third of `limits.lease`, for a lease; a coordinator shares a page of its fetches
     // only while another worker's is unexpired (`crate::queue::Queue::share_now`).
@@ -127,8 +129,23 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                 None => {
                     let u = url.clone();
                     match blocking(move || PgState::connect(&u)).await {
+                        // A schema newer than this program knows stays so until this program
+                        // is upgraded: said once, and this worker stops taking part (its
+                        // coordinators fetch alone, `crate::queue::Queue::share_now`) rather
+                        // than asking again and again.
+                        Err(resourcesync_destination::Error::Store(
+                            e @ resourcesync_store::Error::NewerSchema { .. },
+                        )) => {
+                            tracing::error!(
+                                "not sharing fetches with the other workers: {e}; until then \
+                                 this worker fetches its own Sources' resources itself"
+                            );
+                            shared.claiming.send_replace(Claiming::Refused);
+                            break;
+                        }
                         Ok(b) => {
                             let b = Arc::new(b);
+                            shared.claiming.send_replace(Claiming::Claiming);
                             if listening.as_ref().is_none_or(|h| h.is_finished()) {
                                 let (b, a, c) = (b.clone(), added.clone(), cancel.clone());
                                 listening =
@@ -148,7 +165,7 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                         if active.len() >= width {
                             break;
                         }
-                        if active.values().any(|s| *s == schema) {
+                        if active.values().any(|s| *s == schema) || refused.contains(&schema) {
                             continue;
                         }
                         let Some(spec) = specs.iter().find(|s| schema_of(&s.name) == schema) else {
@@ -171,14 +188,18 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
         tokio::select! {
             () = cancel.cancelled() => break,
             Some(done) = draining.join_next_with_id(), if !draining.is_empty() => {
-                let (id, ok) = match done {
-                    Ok((id, ok)) => (id, ok),
+                let (id, drained) = match done {
+                    Ok((id, d)) => (id, d),
                     Err(e) => {
                         tracing::error!("a shared queue's drain failed: {e}");
-                        (e.id(), false)
+                        (e.id(), Drained::Failed)
                     }
                 };
-                active.remove(&id);
+                let schema = active.remove(&id);
+                if drained == Drained::Refused {
+                    refused.extend(schema);
+                }
+                let ok = drained == Drained::Done;
                 // A queue it could not work on (its state or store unreachable): not again
                 // at once.
                 pause = if ok { POLL_MIN } else { POLL_MAX };
@@ -213,6 +234,9 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
             tracing::debug!("removing this worker's heartbeat: {e}");
         }
     }
+    // The listener ends once the claimer's reference to `added` is gone (at once when
+    // cancelled; within a slice when the claimer stopped on its own).
+    drop(added);
     if let Some(h) = listening {
         let _ = h.await;
     }
@@ -252,20 +276,50 @@ struct Done {
     failed: bool,
 }
 
+/// How a drain of one Source's queue ended ([`drain`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    /// Nothing left to claim (or cancelled).
+    Done,
+    /// Its state or store could not be reached: tried again at a later look.
+    Failed,
+    /// Its schema is newer than this program knows: never tried again by this worker.
+    Refused,
+}
+
+/// Why a drain stopped early.
+enum DrainError {
+    /// The Source's schema is newer than this program knows.
+    Newer(String),
+    /// Anything else.
+    Other(String),
+}
+
+impl From<String> for DrainError {
+    fn from(e: String) -> Self {
+        DrainError::Other(e)
+    }
+}
+
 /// Claims and does the fetches of the Source `spec` until its queue has nothing to claim (or
-/// `cancel`); whether it got there. A failure to reach its state or store is logged: the items
-/// stay queued, for this worker's next look or another's.
+/// `cancel`). A failure to reach its state or store is logged: the items stay queued, for this
+/// worker's next look or another's; a schema newer than this program knows is said once, the
+/// queue left to the workers that know it.
 async fn drain(
     shared: &Arc<Shared>,
     spec: &SourceSpec,
     url: &str,
     cancel: &CancellationToken,
-) -> bool {
+) -> Drained {
     match drain_or_fail(shared, spec, url, cancel).await {
-        Ok(()) => true,
-        Err(e) => {
+        Ok(()) => Drained::Done,
+        Err(DrainError::Newer(e)) => {
+            tracing::error!(source = %spec.name, "not fetching from the shared queue: {e}");
+            Drained::Refused
+        }
+        Err(DrainError::Other(e)) => {
             tracing::warn!(source = %spec.name, "fetching from the shared queue: {e}");
-            false
+            Drained::Failed
         }
     }
 }
@@ -275,7 +329,7 @@ async fn drain_or_fail(
     spec: &SourceSpec,
     url: &str,
     cancel: &CancellationToken,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), DrainError> {
     let mut d = Drain::open(shared, spec, url).await?;
     let every = (d.ttl / 3).max(std::time::Duration::from_millis(10));
     let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -339,7 +393,7 @@ async fn drain_or_fail(
     for f in d.fetchers.into_values() {
         let _ = tokio::task::spawn_blocking(move || f.close()).await;
     }
-    d.outcome
+    Ok(d.outcome?)
 }
 
 /// One Source's queue being drained: its state and store, the claims waiting and the fetches
@@ -371,11 +425,16 @@ impl Drain {
         shared: &Arc<Shared>,
         spec: &SourceSpec,
         url: &str,
-    ) -> std::result::Result<Drain, String> {
+    ) -> std::result::Result<Drain, DrainError> {
         let (u, schema) = (url.to_owned(), schema_of(&spec.name));
         let pg = blocking(move || PgState::connect_schema(&u, &schema))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| match e {
+                resourcesync_destination::Error::Store(
+                    e @ resourcesync_store::Error::NewerSchema { .. },
+                ) => DrainError::Newer(e.to_string()),
+                e => DrainError::Other(e.to_string()),
+            })?;
         let pg = Arc::new(pg);
         let claimed = Arc::new(Claimed::new(pg.clone()));
         let (sh, name) = (shared.clone(), spec.name.clone());

@@ -122,6 +122,22 @@ pub enum Error {
         /// Why it is refused.
         reason: String,
     },
+    /// The state database's schema is of a newer version than this program knows: a newer
+    /// release migrated it (another worker sharing it, or this host upgraded and downgraded).
+    /// Refused untouched; only a release that knows the version can use it.
+    #[error(
+        "state database {target}: schema version {found} is newer than this program knows \
+         (1 to {known}): a newer release of resourcesync migrated it; upgrade this program to \
+         that release (every worker sharing a state must run one that knows its schema)"
+    )]
+    NewerSchema {
+        /// The database (file, or server, database and schema).
+        target: String,
+        /// The schema's version.
+        found: i64,
+        /// The newest version this program knows.
+        known: i64,
+    },
     /// A value in the state database cannot be read back.
     #[error("state database {}: {message}", .path.display())]
     Corrupt {
@@ -150,6 +166,7 @@ impl Error {
             Error::Sqlite { .. }
             | Error::Locked { .. }
             | Error::Corrupt { .. }
+            | Error::NewerSchema { .. }
             | Error::LeaseLost { .. }
             | Error::Config { .. } => Category::Stop,
             #[cfg(feature = "postgres")]

@@ -71,6 +71,7 @@ mod republish_ranges;
 mod republish_s3;
 mod service;
 mod share_alone;
+mod share_newer;
 mod share_renew;
 mod share_sources;
 mod shown;

@@ -32,7 +32,7 @@ pub(crate) fn other_worker_alive(pg: &str, name: &str) {
 
 /// Runs `f` on a thread of its own: the PostgreSQL client blocks (it runs a runtime of its
 /// own, which a test's runtime thread refuses).
-fn off_runtime<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) fn off_runtime<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::spawn(f).join().expect("thread")
 }
 
@@ -50,7 +50,14 @@ fn others(st: &std::sync::Arc<PgState>, me: &str) -> u64 {
     off_runtime(move || st.other_workers(&me)).expect("workers")
 }
 
-fn start(pg: &str, store: &Path, worker: &str, name: &str, base: &str, extra: &str) -> Aggregator {
+pub(crate) fn start(
+    pg: &str,
+    store: &Path,
+    worker: &str,
+    name: &str,
+    base: &str,
+    extra: &str,
+) -> Aggregator {
     let text = format!(
         "[limits]\nlease = \"10s\"\nshare_above = 1\ntimeout = \"120s\"\n\n[[source]]\n\
          name = \"{name}\"\nurl = \"{base}\"\nschedule = \"1h\"\n{extra}"
@@ -68,7 +75,7 @@ fn start(pg: &str, store: &Path, worker: &str, name: &str, base: &str, extra: &s
     .expect("start")
 }
 
-async fn source(n: usize) -> (Server, tempfile::TempDir) {
+pub(crate) async fn source(n: usize) -> (Server, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     for i in 0..n {
         std::fs::write(dir.path().join(format!("r{i:02}.txt")), format!("r {i}\n")).expect("write");
@@ -78,7 +85,7 @@ async fn source(n: usize) -> (Server, tempfile::TempDir) {
     (s, dir)
 }
 
-fn synced(v: &SourceView, n: u64) -> bool {
+pub(crate) fn synced(v: &SourceView, n: u64) -> bool {
     v.phase == Phase::Following && !v.running && v.resources == n && v.last_error.is_none()
 }
 

@@ -329,6 +329,13 @@ impl PgState {
                     .map_err(|_| self.corrupt(format!("schema version {v:?} is not a number")))?
             }
         };
+        if v > VERSION {
+            return Err(Error::NewerSchema {
+                target: self.target.clone(),
+                found: v,
+                known: VERSION,
+            });
+        }
         if !(0..=VERSION).contains(&v) {
             return Err(self.corrupt(format!(
                 "schema version {v}, this program knows 1 to {VERSION}"

@@ -125,6 +125,13 @@ pub(super) fn migrate(c: &mut Connection, path: &Path) -> Result<()> {
         path: path.to_owned(),
         message: format!("schema version {v:?} is not a number"),
     })?;
+    if v > VERSION {
+        return Err(Error::NewerSchema {
+            target: path.display().to_string(),
+            found: v,
+            known: VERSION,
+        });
+    }
     if !(1..=VERSION).contains(&v) {
         return Err(Error::Corrupt {
             path: path.to_owned(),

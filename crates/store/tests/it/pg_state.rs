@@ -213,9 +213,17 @@ fn pg_schema_is_versioned() {
     ))
     .expect("bump");
     match PgState::connect_schema(&schemas.url, &name) {
-        Err(e @ Error::Corrupt { .. }) => {
+        Err(e @ Error::NewerSchema { .. }) => {
             assert_eq!(e.category(), Category::Stop);
-            assert!(e.to_string().contains("schema version 99"), "{e}");
+            // Names the schema, its version and what to do.
+            let said = e.to_string();
+            for part in [
+                format!("(schema {name})"),
+                "schema version 99".into(),
+                "upgrade this program".into(),
+            ] {
+                assert!(said.contains(&part), "{part:?} not in: {said}");
+            }
         }
         other => panic!("a newer schema: {other:?}"),
     }

@@ -250,7 +250,10 @@ fn a_database_of_a_newer_version_is_refused_untouched() {
             .expect("v99");
     }
     let r = SqliteState::open(&p);
-    assert!(matches!(r, Err(Error::Corrupt { .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(Error::NewerSchema { found: 99, .. })),
+        "{r:?}"
+    );
     let c = Connection::open(&p).expect("open");
     let tables: i64 = c
         .query_row(
