@@ -12,7 +12,7 @@ use resourcesync_destination::{Downloads, SharedFetch};
 use resourcesync_store::{PgState, WorkItem, WorkQueue};
 use tokio::sync::watch;
 
-use crate::shared::Claiming;
+use crate::shared::{Claiming, OwnQueues};
 
 /// The shortest and longest waits of a claimer between two looks for queues with work to
 /// claim (doubling while none is found), when it hears of no work added ([`crate::work`]).
@@ -47,6 +47,17 @@ pub(crate) struct Queue {
     /// each page whether this worker claims and another worker watching the Source is alive
     /// ([`PgState::other_workers`]); without, every page is shared.
     workers: Option<(Arc<PgState>, String, watch::Receiver<Claiming>)>,
+    /// While the sync fetches, this worker's claimer leaves the queue to the others (see
+    /// [`OwnQueues`]); from its wait, or its end, it takes part again.
+    own: Option<(Arc<OwnQueues>, String)>,
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        if let Some((own, schema)) = &self.own {
+            own.waiting(schema);
+        }
+    }
 }
 
 impl Queue {
@@ -55,6 +66,7 @@ impl Queue {
             state,
             threshold,
             workers: None,
+            own: None,
         }
     }
 
@@ -66,7 +78,11 @@ impl Queue {
         state: Arc<PgState>,
         worker: &str,
         claiming: watch::Receiver<Claiming>,
+        own: Arc<OwnQueues>,
     ) -> Self {
+        let schema = state.schema().to_owned();
+        own.fetching(&schema);
+        self.own = Some((own, schema));
         self.workers = Some((state, worker.to_owned(), claiming));
         self
     }
@@ -89,10 +105,11 @@ impl Downloads for Queue {
         })
     }
 
-    fn share_now(&self) -> PortFuture<'_, bool> {
+    fn share_now(&self, source: &str) -> PortFuture<'_, bool> {
         let Some((state, me, mut claiming)) = self.workers.clone() else {
             return Box::pin(async { true });
         };
+        let source = source.to_owned();
         Box::pin(async move {
             // This worker's claimer must claim too: one stopped (a state of a newer schema)
             // would leave the pages queued here to the others alone, and a claim of one that
@@ -107,10 +124,16 @@ impl Downloads for Queue {
             if !matches!(now, Ok(Ok(Claiming::Claiming))) {
                 return false;
             }
-            // Alone, the queue's cost buys nothing: the page is fetched here. A failure to
-            // ask says nothing of the others; fetched here too (as safe as sharing off).
-            match blocking(move || state.other_workers(&me)).await {
-                Ok(n) => n > 0,
+            // Alone, the queue's cost buys nothing: the page is fetched here. So too while
+            // the pages queued before are not all done: the others have as much as they keep
+            // up with, and this worker goes on at its own pace rather than waiting for them
+            // (two workers are never slower than one). A failure to ask says nothing of the
+            // others; fetched here too (as safe as sharing off).
+            let asked = blocking(move || {
+                Ok(state.other_workers(&me)? > 0 && state.work_left(&source)? == 0)
+            });
+            match asked.await {
+                Ok(share) => share,
                 Err(e) => {
                     tracing::warn!("asking which workers are alive: {e}");
                     false
@@ -120,6 +143,9 @@ impl Downloads for Queue {
     }
 
     fn wait(&self, source: &str) -> PortFuture<'_, resourcesync_destination::Result<()>> {
+        if let Some((own, schema)) = &self.own {
+            own.waiting(schema);
+        }
         let (state, source) = (self.state.clone(), source.to_owned());
         Box::pin(async move {
             // Woken by the completions (`WorkQueue::wait_drained`), not polling; the timeout

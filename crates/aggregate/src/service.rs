@@ -118,6 +118,7 @@ impl Aggregator {
         std::fs::create_dir_all(&opts.store).map_err(|e| Error::io(&opts.store, e))?;
         let shared = Arc::new(Shared {
             claiming: tokio::sync::watch::Sender::new(crate::shared::Claiming::Starting),
+            own: Arc::default(),
             status: Status::default(),
             gates: RwLock::new(Arc::new(Gates::new(&config.limits))),
             limits: RwLock::new(config.limits.clone()),

@@ -2,9 +2,9 @@
 //! gates that enforce them, the status, and the ports of one sync ([`Shared::ports`]: where a
 //! Source's store and state are opened, fenced by a lease when the state is shared).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use resourcesync_destination::Ports;
 use resourcesync_http::Bandwidth;
@@ -117,9 +117,45 @@ pub(crate) enum Claiming {
     Refused,
 }
 
+/// The Sources' queues this worker's claimer leaves to the other workers: those of the Sources
+/// whose sync in this worker still fetches (it fetches what it does not queue at its own
+/// pace; claiming its own pages would add the queue's cost to the same process's work), until
+/// the sync waits for its queue ([`crate::queue::Queue`]).
+#[derive(Debug, Default)]
+pub(crate) struct OwnQueues {
+    fetching: Mutex<HashSet<String>>,
+    /// Told when a schema is no longer left to the others: the claimer looks at once.
+    pub(crate) changed: tokio::sync::Notify,
+}
+
+impl OwnQueues {
+    fn set(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.fetching.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The sync of the Source of `schema` fetches in this worker.
+    pub(crate) fn fetching(&self, schema: &str) {
+        self.set().insert(schema.to_owned());
+    }
+
+    /// It waits for its queue (or ended): this worker's claimer takes part again.
+    pub(crate) fn waiting(&self, schema: &str) {
+        if self.set().remove(schema) {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Whether the queue of `schema` is left to the others now.
+    pub(crate) fn left_to_others(&self, schema: &str) -> bool {
+        self.set().contains(schema)
+    }
+}
+
 /// What every follower shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// The queues this worker's claimer leaves to the others for now.
+    pub(crate) own: Arc<OwnQueues>,
     /// Where this worker's claimer stands: set by it, read by the coordinators' queues.
     pub(crate) claiming: tokio::sync::watch::Sender<Claiming>,
     pub(crate) status: Status,
@@ -319,6 +355,7 @@ impl Shared {
                 pg,
                 &self.opts.worker,
                 self.claiming.subscribe(),
+                self.own.clone(),
             );
             ports = ports.with_downloads(Arc::new(q));
         }

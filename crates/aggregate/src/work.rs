@@ -11,8 +11,12 @@
 //! So does a coordinator alone: it asks before each page of 1,000 fetches whether another
 //! worker watching the Source is alive (`PgState::other_workers`: the heartbeats every
 //! claimer renews in the schemas of its Sources, `PgState::beat_workers`, every third of
-//! `limits.lease`, for a lease); if not, it fetches the page itself (the queue's PostgreSQL
-//! work would buy nothing), and asks again a page later.
+//! `limits.lease`, for a lease) and whether the pages it queued before are done; if not, it
+//! fetches the page itself (the queue's PostgreSQL work would buy nothing, or the others have
+//! as much as they keep up with), and asks again a page later. While its sync fetches, this
+//! worker's claimer leaves the Source's queue to the others (`OwnQueues`), and takes part
+//! from the sync's wait. A claimer that meets a schema newer than it knows says so once and
+//! stops (`Claiming::Refused`): its coordinators then share nothing.
 //!
 //! The queue is the coordinator's side ([`crate::queue`]). Every worker, the coordinator
 //! included, runs one [`claimer`]: it asks, in one query over
@@ -165,7 +169,10 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                         if active.len() >= width {
                             break;
                         }
-                        if active.values().any(|s| *s == schema) || refused.contains(&schema) {
+                        if active.values().any(|s| *s == schema)
+                            || refused.contains(&schema)
+                            || shared.own.left_to_others(&schema)
+                        {
                             continue;
                         }
                         let Some(spec) = specs.iter().find(|s| schema_of(&s.name) == schema) else {
@@ -208,6 +215,10 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                 }
             }
             () = added.notified() => {
+                pause = POLL_MIN;
+                continue;
+            }
+            () = shared.own.changed.notified() => {
                 pause = POLL_MIN;
                 continue;
             }

@@ -36,11 +36,13 @@ pub trait Downloads: Send + Sync + Debug {
     /// Waits until no fetch of the Source `source` (its key) is left: each was done by some
     /// worker, its copy in place and its row recorded, or recorded as a pending change.
     fn wait(&self, source: &str) -> PortFuture<'_, Result<()>>;
-    /// Whether the next page of fetches is worth queueing now: asked before each page
-    /// ([`crate::fetch`] queues [`PAGE`](crate::share::PAGE) at a time). `false` (no other
-    /// worker to take any: the queue's cost would buy nothing) and the run fetches that page
-    /// itself, and asks again a page later. By default `true`.
-    fn share_now(&self) -> PortFuture<'_, bool> {
+    /// Whether the next page of fetches of the Source `source` (its key) is worth queueing
+    /// now: asked before each page ([`crate::fetch`] queues [`PAGE`](crate::share::PAGE) at a
+    /// time). `false` (no other worker to take any, or the pages queued before not taken yet:
+    /// the queue's cost would buy nothing) and the run fetches that page itself, and asks
+    /// again a page later. By default `true`.
+    fn share_now(&self, source: &str) -> PortFuture<'_, bool> {
+        let _ = source;
         Box::pin(async { true })
     }
 }

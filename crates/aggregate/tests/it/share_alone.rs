@@ -1,7 +1,7 @@
 //! A large sync's fetches are shared only when sharing can help (issue 36 item 6): a worker
 //! alone fetches them itself, as with `limits.share_above` unset; with another worker alive
-//! (its heartbeat in the Source's schema), they go through the queue; a worker joining
-//! mid-sync takes the pages queued after it arrives. PostgreSQL state (`scripts/postgres.sh`,
+//! (its heartbeat in the Source's schema), a page goes through the queue, and more only as
+//! the others take them; a worker joining mid-sync takes pages queued after it arrives. PostgreSQL state (`scripts/postgres.sh`,
 //! `RESOURCESYNC_TEST_POSTGRES`).
 
 use std::path::Path;
@@ -104,19 +104,20 @@ async fn a_worker_alone_queues_nothing() {
     assert_eq!(others(&st, "nobody"), 0, "heartbeat left");
 }
 
+/// Another worker alive but taking nothing (busy elsewhere): the first page is queued, and
+/// while it is not taken the sync fetches the rest itself rather than queueing more; the page
+/// queued is done by the coordinator's own claimer once the sync waits for its queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_another_worker_alive_the_fetches_are_queued() {
+async fn with_another_worker_alive_a_page_is_queued_and_the_rest_fetched_while_it_waits() {
     let pg = crate::server_env("RESOURCESYNC_TEST_POSTGRES");
     let (s, _dir) = source(20).await;
     let name = format!("others_{:08x}", fastrand::u32(..));
     other_worker_alive(&pg, &name);
     let store = tempfile::tempdir().expect("store");
     let agg = start(&pg, store.path(), "coordinator", &name, &s.base, "");
-    let v = until(&agg, &name, Duration::from_secs(60), |v| {
-        synced(v, 20) && v.shared_copies >= 20
-    })
-    .await;
-    assert_eq!((v.shared_copies, v.shared_failures), (20, 0), "{v:#?}");
+    let v = until(&agg, &name, Duration::from_secs(60), |v| synced(v, 20)).await;
+    // `share_above = 1`: the first page is the first two fetches.
+    assert_eq!((v.shared_copies, v.shared_failures), (2, 0), "{v:#?}");
     agg.drain(Duration::from_secs(30)).await;
 }
 
@@ -189,14 +190,15 @@ async fn a_worker_joining_mid_sync_takes_the_pages_queued_after_it() {
         a.status().get(&name).expect("a"),
         b.status().get(&name).expect("b"),
     );
-    // The first page fetched alone, the later ones through the queue, by both.
+    // The first page fetched alone; after the second worker's arrival a page queued (the
+    // queue was empty), and the others queued as it keeps up (the rest fetched alone).
     let queued = va.shared_copies + vb.shared_copies;
     assert!(
         vb.shared_copies > 0,
         "the second worker took no part: {va:#?} {vb:#?}"
     );
     assert!(
-        queued >= (MANY - 1000) as u64 - 2 && queued < total,
+        queued >= 1000 && queued < total,
         "queued {queued} of {total}: {va:#?} {vb:#?}"
     );
     assert_eq!(server.hits("/slow.txt"), 1);

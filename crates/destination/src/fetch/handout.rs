@@ -15,7 +15,8 @@ pub(crate) use crate::share::PAGE;
 /// threshold (a small run fetches them itself, as without the port), then queued a page at a
 /// time, so that a run of a million fetches holds a page of them, not all. Before each page
 /// the port is asked whether to share it now ([`Downloads::share_now`]: another worker is
-/// alive to take part), at the page's first fetch and again when it is full; if not, the run
+/// alive to take part, and has taken what was queued before), at the page's first fetch and
+/// again when it is full; if not, the run
 /// fetches that page itself, the next [`PAGE`] fetches going straight to the run before the
 /// port is asked again: a worker alone fetches as without the port (nothing held back), and
 /// one that another joins mid-run queues the pages after it arrives.
@@ -53,7 +54,7 @@ impl Handout {
         }
         // A page starting: asked at once, so that a run alone never holds a page back (its
         // downloads would idle while the page fills); asked again when the page is full.
-        if self.sharing && self.held.is_empty() && !self.port.share_now().await {
+        if self.sharing && self.held.is_empty() && !self.port.share_now(&ctx.key).await {
             self.local = PAGE - 1;
             return Ok(vec![job]);
         }
@@ -72,7 +73,7 @@ impl Handout {
 
     /// The jobs held: queued if the port says so, else given back, with the next [`PAGE`].
     async fn page(&mut self, ctx: &Ctx) -> Result<Vec<Job>> {
-        if self.port.share_now().await {
+        if self.port.share_now(&ctx.key).await {
             self.flush(ctx).await?;
             return Ok(Vec::new());
         }
