@@ -121,7 +121,7 @@ impl Downloads for Queue {
                     .map(|c| *c)
             })
             .await;
-            if !matches!(now, Ok(Ok(Claiming::Claiming))) {
+            if !matches!(now, Ok(Ok(Claiming::Watching))) {
                 return false;
             }
             // Alone, the queue's cost buys nothing: the page is fetched here. So too while

@@ -111,7 +111,7 @@ pub(crate) enum Claiming {
     /// Not connected to the state yet.
     Starting,
     /// Watching the queues.
-    Claiming,
+    Watching,
     /// Stopped for good: the state's schema is newer than this program knows (its error
     /// logged once); this worker shares nothing until it is upgraded.
     Refused,

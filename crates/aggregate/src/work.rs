@@ -149,7 +149,7 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                         }
                         Ok(b) => {
                             let b = Arc::new(b);
-                            shared.claiming.send_replace(Claiming::Claiming);
+                            shared.claiming.send_replace(Claiming::Watching);
                             if listening.as_ref().is_none_or(|h| h.is_finished()) {
                                 let (b, a, c) = (b.clone(), added.clone(), cancel.clone());
                                 listening =
