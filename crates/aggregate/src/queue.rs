@@ -5,6 +5,7 @@
 //! (PostgreSQL's `LISTEN`/`NOTIFY`, [`WorkQueue::wait_drained`]), without polling.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use resourcesync_destination::share::PortFuture;
@@ -50,6 +51,8 @@ pub(crate) struct Queue {
     /// While the sync fetches, this worker's claimer leaves the queue to the others (see
     /// [`OwnQueues`]); from its wait, or its end, it takes part again.
     own: Option<(Arc<OwnQueues>, String)>,
+    /// Whether [`Downloads::share_now`] waited for the claimer's start already.
+    started: AtomicBool,
 }
 
 impl Drop for Queue {
@@ -67,6 +70,7 @@ impl Queue {
             threshold,
             workers: None,
             own: None,
+            started: AtomicBool::new(false),
         }
     }
 
@@ -114,14 +118,21 @@ impl Downloads for Queue {
             // This worker's claimer must claim too: one stopped (a state of a newer schema)
             // would leave the pages queued here to the others alone, and a claim of one that
             // died to no one.
-            let now = tokio::time::timeout(CLAIMER_START, async {
-                claiming
-                    .wait_for(|c| *c != Claiming::Starting)
-                    .await
-                    .map(|c| *c)
-            })
-            .await;
-            if !matches!(now, Ok(Ok(Claiming::Watching))) {
+            // Waited for once per sync: a claimer that cannot reach the state does not hold
+            // back every page.
+            let now = if self.started.swap(true, Ordering::Relaxed) {
+                *claiming.borrow()
+            } else {
+                tokio::time::timeout(CLAIMER_START, async {
+                    claiming
+                        .wait_for(|c| *c != Claiming::Starting)
+                        .await
+                        .map_or(Claiming::Starting, |c| *c)
+                })
+                .await
+                .unwrap_or(Claiming::Starting)
+            };
+            if now != Claiming::Watching {
                 return false;
             }
             // Alone, the queue's cost buys nothing: the page is fetched here. So too while
