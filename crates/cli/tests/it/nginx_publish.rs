@@ -36,6 +36,18 @@ pub(crate) struct Nginx {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
+        // SIGTERM: the master stops its worker before it exits. A SIGKILL to the master left
+        // the worker running after the tests, one process per test holding its port.
+        use rustix::process::{Pid, Signal, kill_process};
+        if kill_process(Pid::from_child(&self.child), Signal::TERM).is_ok() {
+            let end = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < end {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
