@@ -208,7 +208,8 @@ pub(crate) fn untracked(
         let keys: Vec<&RelPath> = batch.iter().filter_map(|u| u.as_ref().ok()).collect();
         let mut known = state.has_paths(&keys)?.into_iter();
         for u in batch {
-            if u.is_ok() && known.next().unwrap_or(false) {
+            // A key the state gave no answer for is taken as known: never removed unasked.
+            if u.is_ok() && known.next().unwrap_or(true) {
                 continue;
             }
             match f(u) {
