@@ -178,32 +178,32 @@ fn list_in_key_order(s: &dyn Store) -> Outcome {
     // A key that is not there, and one inside a "directory".
     let rest = keys(s, Some(&key("a/b")?))?;
     ensure!(rest == want[2..], "after \"a/b\": {rest:?}");
-    let mut n = 0;
-    ok(
-        "list with a stop",
-        s.list(None, &mut |_| {
-            n += 1;
-            Ok(if n == 2 {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            })
-        }),
-    )?;
-    ensure!(n == 2, "the listing went on after a stop ({n} keys)");
-    let mut n = 0;
+    // Each listing asked to stop at its second key.
+    let n = std::cell::Cell::new(0);
+    let second = || {
+        n.set(n.get() + 1);
+        Ok(if n.get() == 2 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    };
+    ok("list with a stop", s.list(None, &mut |_| second()))?;
+    ensure!(
+        n.get() == 2,
+        "the listing went on after a stop ({} keys)",
+        n.get()
+    );
+    n.set(0);
     ok(
         "list_keys with a stop",
-        s.list_keys(None, &mut |_| {
-            n += 1;
-            Ok(if n == 2 {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            })
-        }),
+        s.list_keys(None, &mut |_| second()),
     )?;
-    ensure!(n == 2, "list_keys went on after a stop ({n} keys)");
+    ensure!(
+        n.get() == 2,
+        "list_keys went on after a stop ({} keys)",
+        n.get()
+    );
     Ok(())
 }
 

@@ -157,6 +157,20 @@ fn valid_schema(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
+/// Every one of `schemas` is a plain schema name ([`valid_schema`]), or the first that is not
+/// is refused.
+fn check_schemas(schemas: &[String]) -> Result<()> {
+    match schemas.iter().find(|s| !valid_schema(s)) {
+        Some(bad) => Err(Error::Config {
+            what: format!("PostgreSQL schema {:?}", cut(bad)),
+            reason: "a schema is 1 to 63 lower-case letters, digits and `_`, not starting \
+                     with a digit nor `pg_`"
+                .into(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The server(s) and database of a configuration, without user nor password.
 fn describe(c: &Config, schema: &str) -> String {
     let hosts: Vec<String> = c
@@ -187,14 +201,7 @@ impl PgState {
     /// As [`PgState::connect`], in the schema `schema` (created if missing): lower-case
     /// letters, digits and `_`, at most 63 bytes.
     pub fn connect_schema(url: &str, schema: &str) -> Result<Self> {
-        if !valid_schema(schema) {
-            return Err(Error::Config {
-                what: format!("PostgreSQL schema {:?}", cut(schema)),
-                reason: "a schema is 1 to 63 lower-case letters, digits and `_`, not starting \
-                         with a digit nor `pg_`"
-                    .into(),
-            });
-        }
+        check_schemas(&[schema.to_owned()])?;
         let mut config = Config::from_str(url).map_err(|e| Error::Postgres {
             target: "the PostgreSQL URL".into(),
             cause: e,

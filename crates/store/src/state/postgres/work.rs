@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use super::sql::CLAIM;
-use super::{PgState, cut, ttl_ms, valid_schema};
-use crate::error::{Error, Result};
+use super::{PgState, check_schemas, ttl_ms};
+use crate::error::Result;
 use crate::state::{Claim, WorkItem, from_millis};
 
 /// Items inserted by one statement.
@@ -23,6 +23,28 @@ const ADD_PAGE: &str = "INSERT INTO work(key, source, payload) \
      ORDER BY o ON CONFLICT (key) DO NOTHING";
 
 impl PgState {
+    /// Those of `schemas` that hold a table `table` (a schema not made yet, or made by an
+    /// earlier version, has none), asked on `client`.
+    pub(super) fn schemas_having(
+        &self,
+        client: &mut impl postgres::GenericClient,
+        table: &str,
+        schemas: &[String],
+    ) -> Result<Vec<String>> {
+        let names: Vec<&str> = schemas.iter().map(String::as_str).collect();
+        client
+            .query(
+                "SELECT table_schema::text FROM information_schema.tables \
+                 WHERE table_name = $1 AND table_schema = ANY($2)",
+                &[&table, &names],
+            )
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.err(e))
+    }
+
     /// See [`crate::WorkQueue::add_work`]: one transaction, a statement per [`PAGE`] items.
     pub(super) fn queue_work(&self, items: &[WorkItem]) -> Result<usize> {
         if items.is_empty() {
@@ -86,28 +108,12 @@ impl PgState {
     /// expired), in the order given; schemas that do not exist (yet) are not. Asked on this
     /// state's connection, a query per 200 schemas.
     pub fn schemas_with_work(&self, schemas: &[String]) -> Result<Vec<String>> {
-        if let Some(bad) = schemas.iter().find(|s| !valid_schema(s)) {
-            return Err(Error::Config {
-                what: format!("PostgreSQL schema {:?}", cut(bad)),
-                reason: "a schema is 1 to 63 lower-case letters, digits and `_`".into(),
-            });
-        }
+        check_schemas(schemas)?;
         let mut out = Vec::new();
         let mut p = self.conn()?;
         let client = &mut p.get().client;
         for group in schemas.chunks(SCHEMAS_PER_QUERY) {
-            let names: Vec<&str> = group.iter().map(String::as_str).collect();
-            let existing: Vec<String> = client
-                .query(
-                    "SELECT table_schema::text FROM information_schema.tables \
-                     WHERE table_name = 'work' AND table_schema = ANY($1)",
-                    &[&names],
-                )
-                .map_err(|e| self.err(e))?
-                .iter()
-                .map(|r| r.try_get(0))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| self.err(e))?;
+            let existing = self.schemas_having(client, "work", group)?;
             if existing.is_empty() {
                 continue;
             }

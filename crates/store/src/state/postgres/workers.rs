@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use super::{PgState, cut, ttl_ms, valid_schema};
-use crate::error::{Error, Result};
+use super::{PgState, check_schemas, ttl_ms};
+use crate::error::Result;
 
 /// Schemas renewed by one statement of [`PgState::beat_workers`].
 const SCHEMAS_PER_STATEMENT: usize = 200;
@@ -20,29 +20,13 @@ impl PgState {
     /// one statement per 200 schemas, one transaction. With `ttl` zero, the rows are removed
     /// (a worker stopping: the others see it gone at once).
     pub fn beat_workers(&self, schemas: &[String], worker: &str, ttl: Duration) -> Result<()> {
-        if let Some(bad) = schemas.iter().find(|s| !valid_schema(s)) {
-            return Err(Error::Config {
-                what: format!("PostgreSQL schema {:?}", cut(bad)),
-                reason: "a schema is 1 to 63 lower-case letters, digits and `_`".into(),
-            });
-        }
+        check_schemas(schemas)?;
         let ms = ttl_ms(ttl);
         let mut p = self.conn()?;
         let client = &mut p.get().client;
         let mut tx = client.transaction().map_err(|e| self.err(e))?;
         for group in schemas.chunks(SCHEMAS_PER_STATEMENT) {
-            let names: Vec<&str> = group.iter().map(String::as_str).collect();
-            let existing: Vec<String> = tx
-                .query(
-                    "SELECT table_schema::text FROM information_schema.tables \
-                     WHERE table_name = 'workers' AND table_schema = ANY($1)",
-                    &[&names],
-                )
-                .map_err(|e| self.err(e))?
-                .iter()
-                .map(|r| r.try_get(0))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| self.err(e))?;
+            let existing = self.schemas_having(&mut tx, "workers", group)?;
             if existing.is_empty() {
                 continue;
             }
