@@ -29,6 +29,9 @@
 # Environment: BENCH_RTT_MS=50 BENCH_MBIT=100 BENCH_LINK=netem|proxy BENCH_BIN=PATH
 #   BENCH_PROXY=PATH (the wan_proxy program; default: built in release)
 #   BENCH_CONCURRENCY=32 (each Source's downloads in flight) TMPDIR
+#   BENCH_CASES="alone one two" (a subset prints only each run's line)
+#   BENCH_LOGS=DIR: each worker's log kept there (CASE-I.log), with -v (its debug lines)
+#   instead of -q
 # Exit: 0 measured (goals met or not); 1 setup failed (no root, no namespaces, no netem, …) or
 # a run did not finish.
 set -euo pipefail
@@ -42,6 +45,7 @@ RTT="${BENCH_RTT_MS:-50}"
 MBIT="${BENCH_MBIT:-100}"
 LINK="${BENCH_LINK:-netem}"
 CONC="${BENCH_CONCURRENCY:-32}"
+VERBOSITY="$([ -n "${BENCH_LOGS:-}" ] && echo -v || echo -q)"
 SRV=10.77.255.1   # the root namespace's address for nginx and PostgreSQL (on lo)
 TAG="rsq$$"
 [ "$(id -u)" = 0 ] || die "run as root: the bench makes network namespaces and qdiscs (ip netns, tc)"
@@ -223,7 +227,7 @@ run() {
     s=$(date +%s%N)
     for i in $(seq 1 "$k"); do
         ip netns exec "$TAG-$i" "$BIN" aggregate --config "$W/$c.toml" --store "$W/copies-$c" \
-            --state "$PGURL" --worker "w$i" --serve "10.77.$i.2:9000" -q >/dev/null 2>"$W/$c-$i.err" &
+            --state "$PGURL" --worker "w$i" --serve "10.77.$i.2:9000" "$VERBOSITY" >/dev/null 2>"$W/$c-$i.err" &
         PIDS+=($!)
         pids+=($!)
         apis="${apis:+$apis,}http://10.77.$i.2:9000/api/sources"
@@ -246,6 +250,28 @@ while time.time() - start < 3600:
                  and s["resources"] == want[s["name"]] and s["syncs"] >= 1
                  and s["phase"] == "following" and s.get("republishes", 0) >= 1}
     if len(done) == len(want):
+        # Where the time went: when the large Source's sync started and ended (seconds from
+        # the run's start, as each worker's page says), and the fetches each worker did for it
+        # through the queue.
+        import datetime
+        def secs(t):
+            return datetime.datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() - start
+        for u in urls:
+            mine = [s for s in last.get(u, []) if s["name"] != c + "big" and s["name"] in want
+                    and any(e["kind"] == "sync" for e in s.get("recent", []))]
+            if mine:
+                print("   %s: %d small Sources synced here, the first from %.1f s, the last to %.1f s"
+                      % (u.split("/")[2], len(mine), min(secs(s["last_sync"]) for s in mine),
+                         max(secs(e["at"]) for s in mine for e in s["recent"] if e["kind"] == "sync")),
+                      file=sys.stderr)
+            for s in last.get(u, []):
+                if s["name"] != c + "big":
+                    continue
+                ends = [secs(e["at"]) for e in s.get("recent", []) if e["kind"] == "sync"]
+                print("   %s: large Source %s, sync from %s s to %s s, %d fetched for it through the queue"
+                      % (u.split("/")[2], "synced here" if ends else "helped",
+                         "%.1f" % secs(s["last_sync"]) if ends and s.get("last_sync") else "-",
+                         "%.1f" % max(ends) if ends else "-", s.get("shared_copies", 0)), file=sys.stderr)
         sys.exit(0)
     time.sleep(0.2)
 print(json.dumps(last)[:2000], file=sys.stderr)
@@ -258,11 +284,18 @@ PY
     log "$c: $k worker(s), share_above $above: ${T[$c]} s, ${CPU[$c]} CPU s (load $(load))"
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    if [ -n "${BENCH_LOGS:-}" ]; then
+        mkdir -p "$BENCH_LOGS"
+        for i in $(seq 1 "$k"); do cp "$W/$c-$i.err" "$BENCH_LOGS/$c-$i.log"; done
+    fi
 }
 
-run alone 1 $((BIG + 1))
-run one 1 500
-run two 2 500
+# BENCH_CASES: which runs (all three by default; the ratios need all three).
+CASES=" ${BENCH_CASES:-alone one two} "
+[[ "$CASES" == *" alone "* ]] && run alone 1 $((BIG + 1))
+[[ "$CASES" == *" one "* ]] && run one 1 500
+[[ "$CASES" == *" two "* ]] && run two 2 500
+[ "$CASES" = " alone one two " ] || exit 0
 
 BYTES=$(( (SOURCES * EACH + BIG) * 512 ))
 printf '\n%s Sources × %s + 1 × %s files of 512 B; each worker behind its own link (%s ms, %s Mbit/s, %s)\n' \

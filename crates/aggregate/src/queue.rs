@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use resourcesync_destination::share::PortFuture;
+use resourcesync_destination::share::{PAGE, PortFuture};
 use resourcesync_destination::{Downloads, SharedFetch};
 use resourcesync_store::{PgState, WorkItem, WorkQueue};
 use tokio::sync::watch;
@@ -136,12 +136,14 @@ impl Downloads for Queue {
                 return false;
             }
             // Alone, the queue's cost buys nothing: the page is fetched here. So too while
-            // the pages queued before are not all done: the others have as much as they keep
+            // the others have a page each waiting or in hand: they have as much as they keep
             // up with, and this worker goes on at its own pace rather than waiting for them
-            // (two workers are never slower than one). A failure to ask says nothing of the
-            // others; fetched here too (as safe as sharing off).
+            // (two workers are never slower than one); below that, a page is queued before
+            // they run out, so that a worker keeping up is never left without work. A failure
+            // to ask says nothing of the others; fetched here too (as safe as sharing off).
             let asked = blocking(move || {
-                Ok(state.other_workers(&me)? > 0 && state.work_left(&source)? == 0)
+                let (others, left) = state.others_and_left(&me, &source)?;
+                Ok(others > 0 && left < others.saturating_mul(PAGE as u64))
             });
             match asked.await {
                 Ok(share) => share,

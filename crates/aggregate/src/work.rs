@@ -11,9 +11,11 @@
 //! So does a coordinator alone: it asks before each page of 1,000 fetches whether another
 //! worker watching the Source is alive (`PgState::other_workers`: the heartbeats every
 //! claimer renews in the schemas of its Sources, `PgState::beat_workers`, every third of
-//! `limits.lease`, for a lease) and whether the pages it queued before are done; if not, it
-//! fetches the page itself (the queue's PostgreSQL work would buy nothing, or the others have
-//! as much as they keep up with), and asks again a page later. While its sync fetches, this
+//! `limits.lease`, for a lease) and whether fewer than a page per other worker is left in the
+//! queue; if not, it fetches the page itself (the queue's PostgreSQL work would buy nothing, or
+//! the others have as much as they keep up with), and asks again a page later (the question
+//! asked ahead, so that the run never stops for it). A drain that emptied its queue waits
+//! [`LINGER`] for the next page, its connection and clients kept. While its sync fetches, this
 //! worker's claimer leaves the Source's queue to the others (`OwnQueues`), and takes part
 //! from the sync's wait. A claimer that meets a schema newer than it knows says so once and
 //! stops (`Claiming::Refused`): its coordinators then share nothing.
@@ -24,7 +26,8 @@
 //! `limits.concurrency`; one Source's slow download never holds back another's queue), and
 //! claims their items (`SELECT … FOR
 //! UPDATE SKIP LOCKED`: two workers never hold one), a few times its downloads in flight for
-//! that Source (its `concurrency`): downloads go on while copies wait for their commit. Each fetch is the engine's own (`SharedFetcher`: the download, its length
+//! that Source (its `concurrency`), and starts fetches while fewer than that wait for a download
+//! slot: downloads go on while copies wait for their commit (up to [`MAX_HELD`] of them). Each fetch is the engine's own (`SharedFetcher`: the download, its length
 //! and digests checked, the copy put in the Source's store by the committer); the row is then
 //! written by a batch that also completes the claim (`Claimed`): one transaction, which fails
 //! if the claim expired and was taken over, so that a stalled worker never writes over the
@@ -59,7 +62,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use resourcesync_destination::http::Http;
-use resourcesync_destination::{Quiet, SharedFetch, SharedFetcher, SharedOutcome};
+use resourcesync_destination::{Quiet, SharedFetch, SharedFetcher, SharedOutcome, SlotTicket};
 use resourcesync_store::{Batch, Claim, Claimed, Op, PendingChange, PgState, Records, WorkQueue};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -68,14 +71,10 @@ use crate::config::SourceSpec;
 use crate::queue::{POLL_MAX, POLL_MIN, blocking};
 use crate::shared::{Claiming, Shared, StateChoice, schema_of};
 
-/// The most fetches one worker holds for one Source (claimed, running or waiting for a
-/// slot): bounds what a worker takes from the others, and its memory (a fetch waiting for its
-/// commit holds a few hundred bytes).
+/// The most fetches one worker runs for one Source (downloading, or past their download and
+/// waiting for their commit): bounds its memory (a fetch waiting for its commit holds a few
+/// hundred bytes). What it takes from the others is bounded apart (see [`Drain`]).
 pub const MAX_HELD: usize = 4096;
-
-/// Whether a claimer holds more claims while download slots idle ([`Drain::grow`]): off, as
-/// measured on loopback it cost more than it gained (docs/aggregate.md).
-const GROW: bool = false;
 
 /// Claims of one item after which it is given up (recorded as a pending change, untried):
 /// the workers that claimed it died or stalled each time.
@@ -96,6 +95,8 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     // Told when work is added to any queue (PostgreSQL's `NOTIFY`, by a thread listening on
     // a connection of its own): a claimer looks at once rather than at its next pause.
     let added = Arc::new(tokio::sync::Notify::new());
+    // The same, by schema, for the drains lingering on their queue ([`LINGER`]).
+    let (added_to, _) = tokio::sync::broadcast::channel::<String>(256);
     let mut listening: Option<tokio::task::JoinHandle<()>> = None;
     // The queues being drained: by task, the schema.
     let mut draining: JoinSet<Drained> = JoinSet::new();
@@ -152,8 +153,10 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                             shared.claiming.send_replace(Claiming::Watching);
                             if listening.as_ref().is_none_or(|h| h.is_finished()) {
                                 let (b, a, c) = (b.clone(), added.clone(), cancel.clone());
-                                listening =
-                                    Some(tokio::task::spawn_blocking(move || listen(&b, &a, &c)));
+                                let to = added_to.clone();
+                                listening = Some(tokio::task::spawn_blocking(move || {
+                                    listen(&b, &a, &to, &c);
+                                }));
                             }
                             board = Some(b);
                             continue;
@@ -180,7 +183,9 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                         };
                         let (sh, spec, u, c) =
                             (shared.clone(), spec.clone(), url.clone(), cancel.clone());
-                        let h = draining.spawn(async move { drain(&sh, &spec, &u, &c).await });
+                        let more = added_to.subscribe();
+                        let h =
+                            draining.spawn(async move { drain(&sh, &spec, &u, more, &c).await });
                         active.insert(h.id(), schema);
                     }
                 }
@@ -259,9 +264,14 @@ const LISTEN_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
 /// Listens on the queues' channel until `cancel`, or until the claimer is gone (it holds the
 /// other reference to `added`: a runtime shutting down drops the claimer without cancelling,
 /// and waits for this blocking task), waking the claimer (`added`) when work is added to any
-/// queue; ends on a failure (logged), the claimer then looks at its pauses, and starts a
-/// listener again when it connects again.
-fn listen(board: &PgState, added: &Arc<tokio::sync::Notify>, cancel: &CancellationToken) {
+/// queue, and the drains of that queue (`added_to`, by schema); ends on a failure (logged),
+/// the claimer then looks at its pauses, and starts a listener again when it connects again.
+fn listen(
+    board: &PgState,
+    added: &Arc<tokio::sync::Notify>,
+    added_to: &tokio::sync::broadcast::Sender<String>,
+    cancel: &CancellationToken,
+) {
     let mut l = match board.work_listener() {
         Ok(l) => l,
         Err(e) => {
@@ -271,12 +281,48 @@ fn listen(board: &PgState, added: &Arc<tokio::sync::Notify>, cancel: &Cancellati
     };
     while !cancel.is_cancelled() && Arc::strong_count(added) > 1 {
         match l.wait(LISTEN_SLICE) {
-            Ok(said) if said.iter().any(|(_, what)| what == "insert") => added.notify_one(),
-            Ok(_) => {}
+            Ok(said) => {
+                let mut any = false;
+                for (schema, _) in said.into_iter().filter(|(_, what)| what == "insert") {
+                    any = true;
+                    // None listening: no drain lingers.
+                    let _ = added_to.send(schema);
+                }
+                if any {
+                    added.notify_one();
+                }
+            }
             Err(e) => {
                 tracing::warn!("listening for shared work: {e}");
                 return;
             }
+        }
+    }
+}
+
+/// How long a drained queue's drain waits for more work before it ends (see [`linger`]).
+pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits up to [`LINGER`] for work added to `schema`'s queue (told by the listener): whether
+/// some was (or some may have been: notices missed), rather than the time up or `cancel`. A
+/// coordinator queues its pages one after the other: a drain that waits for the next keeps
+/// its connection and its clients instead of opening them again for each.
+async fn linger(
+    more: &mut tokio::sync::broadcast::Receiver<String>,
+    schema: &str,
+    cancel: &CancellationToken,
+) -> bool {
+    let until = tokio::time::Instant::now() + LINGER;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return false,
+            () = tokio::time::sleep_until(until) => return false,
+            got = more.recv() => match got {
+                Ok(s) if s == schema => return true,
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+            },
         }
     }
 }
@@ -320,9 +366,10 @@ async fn drain(
     shared: &Arc<Shared>,
     spec: &SourceSpec,
     url: &str,
+    more: tokio::sync::broadcast::Receiver<String>,
     cancel: &CancellationToken,
 ) -> Drained {
-    match drain_or_fail(shared, spec, url, cancel).await {
+    match drain_or_fail(shared, spec, url, more, cancel).await {
         Ok(()) => Drained::Done,
         Err(DrainError::Newer(e)) => {
             tracing::error!(source = %spec.name, "not fetching from the shared queue: {e}");
@@ -339,18 +386,23 @@ async fn drain_or_fail(
     shared: &Arc<Shared>,
     spec: &SourceSpec,
     url: &str,
+    mut more: tokio::sync::broadcast::Receiver<String>,
     cancel: &CancellationToken,
 ) -> std::result::Result<(), DrainError> {
     let mut d = Drain::open(shared, spec, url).await?;
+    let schema = schema_of(&spec.name);
+    tracing::debug!(source = %spec.name, "draining the shared queue");
     let every = (d.ttl / 3).max(std::time::Duration::from_millis(10));
     let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        // A few more claimed than in flight, so that a download ending starts the next at once.
+        // Claimed ahead of the downloads, a batch at a time, so that a download ending
+        // starts the next at once (see `Drain`).
         if !d.exhausted
             && d.outcome.is_ok()
             && !cancel.is_cancelled()
-            && d.waiting.len() + d.running.len() <= d.tasks
+            && d.waiting.len() < d.width
+            && d.running.len() < MAX_HELD
         {
             d.claim_more(shared, spec).await;
         }
@@ -369,6 +421,7 @@ async fn drain_or_fail(
                 d.renew().await;
                 continue;
             }
+            () = d.slot_taken.notified(), if !d.waiting.is_empty() || !d.exhausted => continue,
         };
         match joined {
             // Counted as they end, for the page and the API.
@@ -378,7 +431,6 @@ async fn drain_or_fail(
                     u64::from(done.copied),
                     u64::from(done.failed),
                 );
-                d.grow();
                 // A queue found empty may be filled again while fetches run (the coordinator
                 // queues a page at a time): claimed again, rather than the drain ending after
                 // its last fetch and starting again (a gap per page).
@@ -393,7 +445,16 @@ async fn drain_or_fail(
             None if d.waiting.is_empty()
                 && (d.exhausted || d.outcome.is_err() || cancel.is_cancelled()) =>
             {
-                break;
+                // Drained: kept open a while for the coordinator's next page (its connection
+                // and its clients ready), unless stopping.
+                if d.outcome.is_err()
+                    || cancel.is_cancelled()
+                    || !linger(&mut more, &schema, cancel).await
+                {
+                    break;
+                }
+                tracing::debug!(source = %spec.name, "more shared work: claiming again");
+                d.exhausted = false;
             }
             None => {}
         }
@@ -401,6 +462,7 @@ async fn drain_or_fail(
             d.outcome = Err(e);
         }
     }
+    tracing::debug!(source = %spec.name, "the shared queue drained");
     for f in d.fetchers.into_values() {
         let _ = tokio::task::spawn_blocking(move || f.close()).await;
     }
@@ -416,9 +478,10 @@ struct Drain {
     http_opts: resourcesync_destination::http::HttpOptions,
     worker: String,
     ttl: std::time::Duration,
-    /// Downloads in flight, and fetches running (more, past their download).
+    /// Downloads in flight (the Source's `concurrency`).
     width: usize,
-    tasks: usize,
+    /// Told when a fetch started takes its download slot: another may start.
+    slot_taken: Arc<tokio::sync::Notify>,
     fetchers: HashMap<(String, u64, bool), Arc<SharedFetcher>>,
     waiting: VecDeque<(Claim, SharedFetch)>,
     running: JoinSet<Done>,
@@ -465,7 +528,7 @@ impl Drain {
             worker: shared.opts.worker.clone(),
             ttl: shared.limits().lease,
             width,
-            tasks: width.saturating_mul(4),
+            slot_taken: Arc::new(tokio::sync::Notify::new()),
             fetchers: HashMap::new(),
             waiting: VecDeque::new(),
             running: JoinSet::new(),
@@ -475,10 +538,11 @@ impl Drain {
         })
     }
 
-    /// Claims up to `tasks` items; those given up already are counted as failed.
+    /// Claims up to twice `width` items; those given up already are counted as failed.
     async fn claim_more(&mut self, shared: &Shared, spec: &SourceSpec) {
-        let (st, w, tasks, ttl) = (self.pg.clone(), self.worker.clone(), self.tasks, self.ttl);
-        match blocking(move || st.claim_work(&w, tasks, ttl)).await {
+        let n = self.width.saturating_mul(2);
+        let (st, w, ttl) = (self.pg.clone(), self.worker.clone(), self.ttl);
+        match blocking(move || st.claim_work(&w, n, ttl)).await {
             Ok(got) if got.is_empty() => self.exhausted = true,
             Ok(got) => {
                 for c in got {
@@ -499,16 +563,26 @@ impl Drain {
         }
     }
 
-    /// Starts claims waiting while fewer than `tasks` fetches run.
+    /// Starts claims waiting while their fetcher has fewer than `width` fetches waiting for a
+    /// download slot (and fewer than [`MAX_HELD`] run): the slots stay busy, and the fetches
+    /// past their download wait for their commit without holding back the next downloads.
     fn start_waiting(&mut self) -> std::result::Result<(), String> {
-        while self.running.len() < self.tasks {
+        while self.running.len() < MAX_HELD {
+            let Some((_, f)) = self.waiting.front() else {
+                break;
+            };
+            let fetcher = self.fetcher_for(&f.clone())?;
+            if fetcher.before_slot() >= self.width {
+                break;
+            }
             let Some((claim, f)) = self.waiting.pop_front() else {
                 break;
             };
-            let fetcher = self.fetcher_for(&f)?;
             self.claimed.hold(&f.uri, claim);
+            let ticket = fetcher.start().telling(self.slot_taken.clone());
             let (claimed, st) = (self.claimed.clone(), self.pg.clone());
-            self.running.spawn(fetch_one(fetcher, f, claimed, st));
+            self.running
+                .spawn(fetch_one(fetcher, f, ticket, claimed, st));
         }
         Ok(())
     }
@@ -537,22 +611,6 @@ impl Drain {
         Ok(x)
     }
 
-    /// Holds more claims when downloads wait for them: as many fetches run as it lets run,
-    /// and still a download slot is free (the fetches past their download wait for their
-    /// commit, or the claims' round trip is long: a remote state). A quarter more each time,
-    /// up to [`MAX_HELD`]; the same Source's downloads in flight are its `concurrency`, and
-    /// below it what the host's adaptive limit lets through (`resourcesync_http::adaptive`).
-    fn grow(&mut self) {
-        // Called after a fetch ended: every fetch held was running until then.
-        if !GROW || self.exhausted || self.running.len() + 1 < self.tasks || self.tasks >= MAX_HELD
-        {
-            return;
-        }
-        if self.fetchers.values().any(|f| f.idle_slots() > 0) {
-            self.tasks = (self.tasks + self.tasks / 4 + 1).min(MAX_HELD);
-        }
-    }
-
     /// Renews the claims held, waiting or downloading, but those found lost.
     async fn renew(&mut self) {
         let mut held: Vec<Claim> = self.claimed.held();
@@ -567,10 +625,11 @@ impl Drain {
 async fn fetch_one(
     fetcher: Arc<SharedFetcher>,
     f: SharedFetch,
+    ticket: SlotTicket,
     claimed: Arc<Claimed>,
     st: Arc<dyn WorkQueue>,
 ) -> Done {
-    let o = fetcher.fetch(&f).await;
+    let o = fetcher.fetch_started(&f, ticket).await;
     if let Some(c) = claimed.take(&f.uri) {
         let failed = matches!(o, SharedOutcome::Failed(_));
         let _ = blocking(move || {

@@ -53,7 +53,7 @@ pub mod sync;
 pub mod watch;
 
 pub use discover::docs;
-pub use fetch::{SharedFetcher, SharedOutcome, patch, repair};
+pub use fetch::{SharedFetcher, SharedOutcome, SlotTicket, patch, repair};
 pub use sync::catch_up;
 
 pub use audit::audit;

@@ -104,9 +104,9 @@ async fn a_worker_alone_queues_nothing() {
     assert_eq!(others(&st, "nobody"), 0, "heartbeat left");
 }
 
-/// Another worker alive but taking nothing (busy elsewhere): the first page is queued, and
-/// while it is not taken the sync fetches the rest itself rather than queueing more; the page
-/// queued is done by the coordinator's own claimer once the sync waits for its queue.
+/// Another worker alive but taking nothing (busy elsewhere): the run's one page (past
+/// `share_above`, held until the page is full or the run's fetches end) is queued, and done by
+/// the coordinator's own claimer once the sync waits for its queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_another_worker_alive_a_page_is_queued_and_the_rest_fetched_while_it_waits() {
     let pg = crate::server_env("RESOURCESYNC_TEST_POSTGRES");
@@ -116,8 +116,8 @@ async fn with_another_worker_alive_a_page_is_queued_and_the_rest_fetched_while_i
     let store = tempfile::tempdir().expect("store");
     let agg = start(&pg, store.path(), "coordinator", &name, &s.base, "");
     let v = until(&agg, &name, Duration::from_secs(60), |v| synced(v, 20)).await;
-    // `share_above = 1`: the first page is the first two fetches.
-    assert_eq!((v.shared_copies, v.shared_failures), (2, 0), "{v:#?}");
+    // `share_above = 1`: the page is the run's twenty fetches.
+    assert_eq!((v.shared_copies, v.shared_failures), (20, 0), "{v:#?}");
     agg.drain(Duration::from_secs(30)).await;
 }
 

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use tokio::task::JoinHandle;
+
+use crate::error::{Error, Result};
 use crate::fetch::ctx::Ctx;
 use crate::job::{Job, JobKind};
 use crate::share::{Downloads, SharedFetch};
@@ -13,23 +15,35 @@ pub(crate) use crate::share::PAGE;
 
 /// The jobs of a run on their way to the port: held back until they are more than the port's
 /// threshold (a small run fetches them itself, as without the port), then queued a page at a
-/// time, so that a run of a million fetches holds a page of them, not all. Before each page
-/// the port is asked whether to share it now ([`Downloads::share_now`]: another worker is
-/// alive to take part, and has taken what was queued before), at the page's first fetch and
-/// again when it is full; if not, the run
-/// fetches that page itself, the next [`PAGE`] fetches going straight to the run before the
-/// port is asked again: a worker alone fetches as without the port (nothing held back), and
-/// one that another joins mid-run queues the pages after it arrives.
+/// time, so that a run of a million fetches holds a page of them, not all.
+///
+/// Each page is the port's to take or leave ([`Downloads::share_now`]: another worker is alive
+/// to take part, and has room for more); a page it leaves is fetched here, the next [`PAGE`]
+/// fetches going straight to the run before the next question. The run never stops for a
+/// question while it has fetches to do: the next page's question is asked [`AHEAD`] fetches
+/// before the page it decides, and after a page queued, right after its insert; a page whose
+/// answer is still on its way is held (its first jobs wait, not the downloads in flight) until
+/// the answer comes, or the page is full. The insert of a page queued runs beside the run, and
+/// its failure stops the run at the next question or at [`Handout::finish`].
 #[derive(Debug)]
 pub(crate) struct Handout {
     port: Arc<dyn Downloads>,
     held: Vec<Job>,
     sharing: bool,
-    /// Fetches still given back to the run before the port is asked again.
+    /// Fetches still given back to the run before the next page.
     local: usize,
+    /// The question of the next page on its way, and whether it follows the insert of the
+    /// page before (that insert's failure is then its answer).
+    asked: Option<(JoinHandle<Result<bool>>, bool)>,
+    /// The port took the page being held.
+    taken: bool,
     /// How many were queued.
     pub(crate) queued: u64,
 }
+
+/// How many fetches before a page starts its question is asked (see [`Handout`]): enough for
+/// the answer's round trip to the port's state while the run fetches them.
+pub(crate) const AHEAD: usize = 256;
 
 impl Handout {
     pub(crate) fn new(port: Arc<dyn Downloads>) -> Self {
@@ -38,68 +52,124 @@ impl Handout {
             held: Vec::new(),
             sharing: false,
             local: 0,
+            asked: None,
+            taken: false,
             queued: 0,
         }
     }
 
     /// Takes a fetch job, or gives jobs back for the run to do itself: a delete, a job
-    /// whose URI has no path, or a page the port did not want to share now.
+    /// whose URI has no path, or a page the port did not take.
     pub(crate) async fn offer(&mut self, ctx: &Ctx, job: Job) -> Result<Vec<Job>> {
         if !matches!(job.kind, JobKind::Fetch { .. }) || ctx.mapper.map(&job.item.uri).is_err() {
             return Ok(vec![job]);
         }
         if self.local > 0 {
             self.local -= 1;
-            return Ok(vec![job]);
-        }
-        // A page starting: asked at once, so that a run alone never holds a page back (its
-        // downloads would idle while the page fills); asked again when the page is full.
-        if self.sharing && self.held.is_empty() && !self.port.share_now(&ctx.key).await {
-            self.local = PAGE - 1;
+            if self.local == AHEAD {
+                self.ask(ctx);
+            }
             return Ok(vec![job]);
         }
         self.held.push(job);
-        // Asked when the run turns out large enough to share (its first page may be
-        // smaller), then at each page.
-        let first = !self.sharing && self.held.len() > self.port.threshold();
-        if first {
+        if !self.sharing {
+            // Asked once the run turns out large enough to share.
+            if self.held.len() <= self.port.threshold() {
+                return Ok(Vec::new());
+            }
             self.sharing = true;
         }
-        if first || (self.sharing && self.held.len() >= PAGE) {
-            return self.page(ctx).await;
+        let full = self.held.len() >= PAGE;
+        if !self.taken {
+            self.ask(ctx);
+            if !full && !self.asked.as_ref().is_some_and(|(h, _)| h.is_finished()) {
+                return Ok(Vec::new());
+            }
+            if !self.answer().await? {
+                return Ok(self.give_back(ctx));
+            }
+            self.taken = true;
+        }
+        if full {
+            self.flush(ctx, true);
         }
         Ok(Vec::new())
     }
 
-    /// The jobs held: queued if the port says so, else given back, with the next [`PAGE`].
-    async fn page(&mut self, ctx: &Ctx) -> Result<Vec<Job>> {
-        if self.port.share_now(&ctx.key).await {
-            self.flush(ctx).await?;
-            return Ok(Vec::new());
+    /// Asks the port about the next page, unless a question (or the insert before it) is on
+    /// its way already.
+    fn ask(&mut self, ctx: &Ctx) {
+        if self.asked.is_none() {
+            let (port, key) = (self.port.clone(), ctx.key.clone());
+            let h = tokio::spawn(async move { Ok(port.share_now(&key).await) });
+            self.asked = Some((h, false));
         }
-        self.local = PAGE;
-        Ok(std::mem::take(&mut self.held))
     }
 
-    async fn flush(&mut self, ctx: &Ctx) -> Result<()> {
+    /// The answer to the question on its way (an insert's failure included).
+    async fn answer(&mut self) -> Result<bool> {
+        let Some((h, _)) = self.asked.take() else {
+            return Ok(false);
+        };
+        h.await.map_err(|e| Error::Task(e.to_string()))?
+    }
+
+    /// The page held, given back to the run with the fetches after it up to a page.
+    fn give_back(&mut self, ctx: &Ctx) -> Vec<Job> {
+        tracing::debug!(source = %ctx.key, "a page of fetches not shared: fetched here");
+        self.local = PAGE.saturating_sub(self.held.len());
+        if self.local <= AHEAD {
+            self.ask(ctx);
+        }
+        std::mem::take(&mut self.held)
+    }
+
+    /// Queues the page held, beside the run; with `then_ask`, the next page's question
+    /// follows its insert.
+    fn flush(&mut self, ctx: &Ctx, then_ask: bool) {
         let jobs = std::mem::take(&mut self.held);
         let page: Vec<SharedFetch> = jobs.iter().filter_map(|j| handed(ctx, j)).collect();
         let n = page.len() as u64;
-        self.port.queue(page).await?;
         self.queued += n;
-        for _ in 0..n {
-            ctx.ports.obs.resource_done();
-        }
-        Ok(())
+        tracing::debug!(source = %ctx.key, fetches = n, "a page of fetches shared");
+        self.taken = false;
+        let (port, key, obs) = (self.port.clone(), ctx.key.clone(), ctx.ports.obs.clone());
+        let before = self.asked.take();
+        let h = tokio::spawn(async move {
+            if let Some((h, _)) = before {
+                h.await.map_err(|e| Error::Task(e.to_string()))??;
+            }
+            port.queue(page).await?;
+            for _ in 0..n {
+                obs.resource_done();
+            }
+            Ok(then_ask && port.share_now(&key).await)
+        });
+        self.asked = Some((h, true));
     }
 
     /// At the end of the run's jobs: queues what is held, or gives it back to the run (too
-    /// few to share, or the port not sharing now); then [`Handout::wait`].
+    /// few to share, or the port not taking it now), once every page queued before is in
+    /// the queue (or the first failure to queue one stops the run); then [`Handout::wait`].
     pub(crate) async fn finish(&mut self, ctx: &Ctx) -> Result<Vec<Job>> {
-        if !self.sharing || self.held.is_empty() {
-            return Ok(std::mem::take(&mut self.held));
+        if self.sharing && !self.held.is_empty() {
+            if !self.taken {
+                self.ask(ctx);
+                self.taken = self.answer().await?;
+            }
+            if self.taken {
+                self.flush(ctx, false);
+            }
         }
-        self.page(ctx).await
+        // A page's insert still on its way is waited for; a question alone is not.
+        match self.asked.take() {
+            Some((h, true)) => {
+                h.await.map_err(|e| Error::Task(e.to_string()))??;
+            }
+            Some((h, false)) => h.abort(),
+            None => {}
+        }
+        Ok(std::mem::take(&mut self.held))
     }
 
     /// Waits until no fetch of the Source is left queued, when the run was large enough to

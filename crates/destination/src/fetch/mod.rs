@@ -24,4 +24,4 @@ pub mod patch;
 pub mod repair;
 pub(crate) mod shared;
 
-pub use shared::{SharedFetcher, SharedOutcome};
+pub use shared::{SharedFetcher, SharedOutcome, SlotTicket};

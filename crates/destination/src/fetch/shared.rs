@@ -3,10 +3,11 @@
 //! verification and committer. The executor's side is [`crate::fetch::handout`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use resourcesync_store::OffWorker;
 use resourcesync_store::{Records, Store};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 use crate::commit::Committer;
 use crate::error::Result;
@@ -58,6 +59,34 @@ pub struct SharedFetcher {
     /// Downloads in flight: a fetch holds a slot until its body is verified and queued for
     /// the committer (as in a run, see `Exec`), not while it waits for its batch's commit.
     slots: Arc<Semaphore>,
+    /// Fetches started and not yet holding a slot ([`SharedFetcher::before_slot`]).
+    before_slot: Arc<AtomicUsize>,
+}
+
+/// A fetch counted among those waiting for a download slot from its start
+/// ([`SharedFetcher::start`]) until it holds one (or ends without).
+#[derive(Debug)]
+pub struct SlotTicket {
+    count: Arc<AtomicUsize>,
+    told: Option<Arc<Notify>>,
+}
+
+impl SlotTicket {
+    /// `told` is notified when the fetch holds its slot (or ends without): its caller may
+    /// start another.
+    pub fn telling(mut self, told: Arc<Notify>) -> Self {
+        self.told = Some(told);
+        self
+    }
+}
+
+impl Drop for SlotTicket {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        if let Some(t) = &self.told {
+            t.notify_one();
+        }
+    }
 }
 
 impl SharedFetcher {
@@ -81,6 +110,7 @@ impl SharedFetcher {
         let (store, state) = (OffWorker::store(store), OffWorker::records(state));
         Ok(SharedFetcher {
             slots: Arc::new(Semaphore::new(width.max(1))),
+            before_slot: Arc::new(AtomicUsize::new(0)),
             ctx: Arc::new(Ctx {
                 ports: RunPorts {
                     http: Arc::new(http),
@@ -116,6 +146,28 @@ impl SharedFetcher {
     /// Does one fetch, which must be of this fetcher's Source and body limit (else it fails,
     /// untried).
     pub async fn fetch(&self, f: &SharedFetch) -> SharedOutcome {
+        let ticket = self.start();
+        self.fetch_started(f, ticket).await
+    }
+
+    /// Counts a fetch about to start among those waiting for a download slot, at once (before
+    /// its task runs): what [`SharedFetcher::before_slot`] tells its caller, who starts as many
+    /// as keep the slots busy. Handed to [`SharedFetcher::fetch_started`].
+    pub fn start(&self) -> SlotTicket {
+        self.before_slot.fetch_add(1, Ordering::Relaxed);
+        SlotTicket {
+            count: self.before_slot.clone(),
+            told: None,
+        }
+    }
+
+    /// Fetches started ([`SharedFetcher::start`]) not yet holding a download slot.
+    pub fn before_slot(&self) -> usize {
+        self.before_slot.load(Ordering::Relaxed)
+    }
+
+    /// [`SharedFetcher::fetch`] of a fetch counted by `ticket` until it holds a slot.
+    pub async fn fetch_started(&self, f: &SharedFetch, ticket: SlotTicket) -> SharedOutcome {
         if f.source != self.ctx.key || f.max_bytes != self.ctx.max_resource_bytes {
             return SharedOutcome::Failed(format!(
                 "{}: a fetch of {} handed to the fetcher of {}",
@@ -129,6 +181,7 @@ impl SharedFetcher {
             Ok(p) => Some(p),
             Err(e) => return SharedOutcome::Failed(format!("{}: {e}", f.uri)),
         };
+        drop(ticket);
         match run_at(&self.ctx, Box::new(job), rel, &mut permit).await {
             Outcome::Created(n)
             | Outcome::Updated(n)
@@ -137,11 +190,6 @@ impl SharedFetcher {
             Outcome::Failed(e) => SharedOutcome::Failed(e.error),
             _ => SharedOutcome::Unchanged,
         }
-    }
-
-    /// Download slots free now: more could run than do (its claimer holds too few fetches).
-    pub fn idle_slots(&self) -> usize {
-        self.slots.available_permits()
     }
 
     /// A state write that failed (the fetches after it are not to be trusted: the caller

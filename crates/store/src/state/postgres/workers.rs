@@ -71,4 +71,27 @@ impl PgState {
         };
         Ok(u64::try_from(n).unwrap_or(0))
     }
+
+    /// How many workers other than `worker` watch this schema's queue (as
+    /// [`PgState::other_workers`]), and how many items of the Source `source` are queued,
+    /// claimed or not (as [`crate::WorkQueue::work_left`]): one statement, what a coordinator
+    /// asks before each page of its fetches.
+    pub fn others_and_left(&self, worker: &str, source: &str) -> Result<(u64, u64)> {
+        let rows = self.query(
+            "SELECT (SELECT COUNT(*) FROM workers WHERE name <> $1 AND expires > now()), \
+             (SELECT COUNT(*) FROM work WHERE source = $2)",
+            &[&worker, &source],
+        )?;
+        let Some(r) = rows.first() else {
+            return Ok((0, 0));
+        };
+        let (others, left): (i64, i64) = (
+            r.try_get(0).map_err(|e| self.err(e))?,
+            r.try_get(1).map_err(|e| self.err(e))?,
+        );
+        Ok((
+            u64::try_from(others).unwrap_or(0),
+            u64::try_from(left).unwrap_or(0),
+        ))
+    }
 }
