@@ -216,13 +216,19 @@ fn a_worker_killed_mid_run_loses_no_shared_fetch() {
     let (b, b_addr) = worker(&cfg, &store, "b");
     let (mut a, mut b) = (Reaped(a), Reaped(b));
 
-    // Both are fetching (each has done some of its claims), the sync still running: the
-    // worker holding the Source (its coordinator) is killed.
-    let (va, _) = until_both(&a_addr, &b_addr, 120, "both never fetched", |a, b| {
-        shared_copies(a, &name) > 0
-            && shared_copies(b, &name) > 0
-            && (running(a, &name) || running(b, &name))
-    });
+    // Fetches are done through the queue (the helper has done some of its claims; the
+    // coordinator fetches its own pages beside it, and claims too once its sync waits), the
+    // sync still running: the worker holding the Source (its coordinator) is killed.
+    let (va, _) = until_both(
+        &a_addr,
+        &b_addr,
+        120,
+        "nothing fetched through the queue",
+        |a, b| {
+            shared_copies(a, &name) + shared_copies(b, &name) > 0
+                && (running(a, &name) || running(b, &name))
+        },
+    );
     let (victim, survivor) = if running(&va, &name) {
         (&mut a.0, b_addr.clone())
     } else {
