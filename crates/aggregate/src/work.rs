@@ -568,16 +568,14 @@ impl Drain {
     /// past their download wait for their commit without holding back the next downloads.
     fn start_waiting(&mut self) -> std::result::Result<(), String> {
         while self.running.len() < MAX_HELD {
-            let Some((_, f)) = self.waiting.front() else {
-                break;
-            };
-            let fetcher = self.fetcher_for(&f.clone())?;
-            if fetcher.before_slot() >= self.width {
-                break;
-            }
             let Some((claim, f)) = self.waiting.pop_front() else {
                 break;
             };
+            let fetcher = self.fetcher_for(&f)?;
+            if fetcher.before_slot() >= self.width {
+                self.waiting.push_front((claim, f));
+                break;
+            }
             self.claimed.hold(&f.uri, claim);
             let ticket = fetcher.start().telling(self.slot_taken.clone());
             let (claimed, st) = (self.claimed.clone(), self.pg.clone());

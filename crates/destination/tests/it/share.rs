@@ -268,3 +268,54 @@ fn a_queued_payload_reads_typed_and_is_written_back_the_same() {
     let e = SharedFetch::from_payload(&hostile).expect_err("a path out of the store");
     assert!(e.to_string().contains("../escape"), "{e}");
 }
+
+/// A port that takes every page and fails to queue it.
+#[derive(Debug)]
+struct Down;
+
+impl Downloads for Down {
+    fn threshold(&self) -> usize {
+        1
+    }
+    fn queue(&self, _: Vec<SharedFetch>) -> PortFuture<'_, resourcesync_destination::Result<()>> {
+        Box::pin(async {
+            Err(resourcesync_destination::Error::Task(
+                "the queue is down".into(),
+            ))
+        })
+    }
+    fn wait(&self, _: &str) -> PortFuture<'_, resourcesync_destination::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A page's insert runs beside the run: its failure still stops the run, whose cursor does
+/// not move past fetches that were never queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_could_not_be_queued_fails_the_run() {
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..30)
+        .map(|i| (format!("f{i:02}.txt"), format!("file {i}\n").into_bytes()))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let scratch = tmp();
+    let o = options(&server.base, &scratch.path().join("unused"));
+    let (store, state) = (Arc::new(MemStore::new()), Arc::new(MemState::new()));
+    let ports =
+        Ports::new(store, state.clone(), scratch.path(), "(memory)").with_downloads(Arc::new(Down));
+    let d = Destination::new(
+        &server.base,
+        ports,
+        Http::new(o.http.clone()).expect("client"),
+    );
+    match d.sync(&o, Arc::new(Quiet)).await {
+        Err(e) => assert!(e.to_string().contains("the queue is down"), "{e}"),
+        Ok(r) => panic!("the run succeeded: {r:?}"),
+    }
+}
