@@ -111,7 +111,7 @@ pub fn prune(
             .until
             .as_ref()
             .zip(cutoff)
-            .is_some_and(|(u, c)| u.timestamp().as_millisecond() < c),
+            .is_some_and(|(u, c)| u.timestamp().as_millisecond() <= c),
     };
     let keep_n = match retention {
         Retention::Last(n) => usize::try_from(n).unwrap_or(usize::MAX),
