@@ -237,7 +237,7 @@ import json, sys, time, urllib.request
 urls, c, n, each, big = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 want = {"%ss%03d" % (c, s): each for s in range(n)}
 want[c + "big"] = big
-start, last = time.time(), {}
+start, last, series = time.time(), {}, {}
 while time.time() - start < 3600:
     done = set()
     for u in urls:
@@ -246,6 +246,8 @@ while time.time() - start < 3600:
                 last[u] = json.load(r)
         except OSError:
             continue
+        series.setdefault(u, []).extend(
+            (time.time() - start, s.get("shared_copies", 0)) for s in last[u] if s["name"] == c + "big")
         done |= {s["name"] for s in last[u] if s["name"] in want
                  and s["resources"] == want[s["name"]] and s["syncs"] >= 1
                  and s["phase"] == "following" and s.get("republishes", 0) >= 1}
@@ -260,18 +262,41 @@ while time.time() - start < 3600:
             mine = [s for s in last.get(u, []) if s["name"] != c + "big" and s["name"] in want
                     and any(e["kind"] == "sync" for e in s.get("recent", []))]
             if mine:
-                print("   %s: %d small Sources synced here, the first from %.1f s, the last to %.1f s"
+                # Each small Source's first sync (start to end) and its republish after it.
+                durs, lags = [], []
+                for s in mine:
+                    ev = sorted((secs(e["at"]), e["kind"]) for e in s["recent"])
+                    end = next((t for t, k in ev if k == "sync"), None)
+                    pub = next((t for t, k in ev if k == "republish" and end is not None and t >= end), None)
+                    if end is not None and s.get("last_sync"):
+                        durs.append(end - secs(s["last_sync"]))
+                    if pub is not None:
+                        lags.append(pub - end)
+                durs.sort(); lags.sort()
+                q = lambda v, f: v[min(len(v) - 1, int(len(v) * f))] if v else float("nan")
+                print("   %s: %d small Sources synced here, the first from %.1f s, the last to %.1f s;"
+                      " a sync took %.1f s (median), %.1f s (max), its republish %.1f s after it (median)"
                       % (u.split("/")[2], len(mine), min(secs(s["last_sync"]) for s in mine),
-                         max(secs(e["at"]) for s in mine for e in s["recent"] if e["kind"] == "sync")),
+                         max(secs(e["at"]) for s in mine for e in s["recent"] if e["kind"] == "sync"),
+                         q(durs, 0.5), q(durs, 1.0), q(lags, 0.5)),
                       file=sys.stderr)
             for s in last.get(u, []):
                 if s["name"] != c + "big":
                     continue
                 ends = [secs(e["at"]) for e in s.get("recent", []) if e["kind"] == "sync"]
+                # Its fetches through the queue per second: over the time it had any to do (from
+                # its first to its last), and over its busiest 2 s.
+                ser = series.get(u, [])
+                moving = [t for (t, n), (_, m) in zip(ser, ser[1:]) if m > n]
+                busy = (max(moving) - min(moving)) if len(moving) > 1 else 0
+                peak = max((n2 - n1) / (t2 - t1) for (t1, n1) in ser for (t2, n2) in ser
+                           if 1.9 <= t2 - t1 <= 2.3) if len(ser) > 12 else 0
                 print("   %s: large Source %s, sync from %s s to %s s, %d fetched for it through the queue"
+                      " (%.0f/s over %.1f s, %.0f/s at best)"
                       % (u.split("/")[2], "synced here" if ends else "helped",
                          "%.1f" % secs(s["last_sync"]) if ends and s.get("last_sync") else "-",
-                         "%.1f" % max(ends) if ends else "-", s.get("shared_copies", 0)), file=sys.stderr)
+                         "%.1f" % max(ends) if ends else "-", s.get("shared_copies", 0),
+                         s.get("shared_copies", 0) / busy if busy else 0, busy, peak), file=sys.stderr)
         sys.exit(0)
     time.sleep(0.2)
 print(json.dumps(last)[:2000], file=sys.stderr)

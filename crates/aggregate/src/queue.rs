@@ -136,10 +136,12 @@ impl Downloads for Queue {
                 return false;
             }
             // Alone, the queue's cost buys nothing: the page is fetched here. So too while
-            // the others have a page each waiting or in hand: they have as much as they keep
-            // up with, and this worker goes on at its own pace rather than waiting for them
-            // (two workers are never slower than one); below that, a page is queued before
-            // they run out, so that a worker keeping up is never left without work. A failure
+            // a page per other worker waits unclaimed: they have as much as they keep up
+            // with, and this worker goes on at its own pace rather than waiting for them (two
+            // workers are never slower than one); below that, a page is queued before they
+            // run out, so that a worker keeping up is never left without work. Counting what
+            // they hold would share a page only once the last one's commits are done: a
+            // worker behind a slow link to the state would idle half the time. A failure
             // to ask says nothing of the others; fetched here too (as safe as sharing off).
             let asked = blocking(move || {
                 let (others, left) = state.others_and_left(&me, &source)?;

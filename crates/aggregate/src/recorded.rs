@@ -58,8 +58,14 @@ pub(crate) async fn versions(state: Arc<dyn Records>, key: String) -> Option<(u6
 /// Rows and bytes the state of `spec` records, if it has one (none before its first sync).
 fn read(spec: &SourceSpec, shared: &Shared) -> Option<(u64, u64)> {
     let r = match (&shared.opts.state, shared.sqlite_state(&spec.name)) {
+        // Never created here either: a schema not made yet (or not migrated) is shown by the
+        // Source's next sync.
         (StateChoice::Postgres(url), _) => {
-            PgState::connect_schema(url, &schema_of(&spec.name)).and_then(|s| s.recorded_totals())
+            match PgState::connect_existing(url, &schema_of(&spec.name)) {
+                Ok(Some(s)) => s.recorded_totals(),
+                Ok(None) => return None,
+                Err(e) => Err(e),
+            }
         }
         // Never created here: a Source not synced yet has no copies.
         (_, Some(path)) if path.is_file() => {

@@ -17,6 +17,14 @@
 //! opened on demand; one closed by the server is dropped and opened again on next use), so that
 //! the threads of one worker run their statements at once, as separate workers would. No TLS:
 //! the server is expected on a trusted network (`sslmode=require` fails to connect).
+//!
+//! A state dropped gives its idle connections to the next state opened on the same URL (up to
+//! [`SPARE_PER_URL`], for [`SPARE_FOR`]; another schema is one `SET search_path` away, and
+//! PostgreSQL parses a prepared statement again when the search path changed): an aggregator
+//! opens a state per Source sync, and through a link of 50 ms a new connection and its
+//! statements prepared again cost a second or more of every small Source's sync. Likewise a
+//! schema already at [`sql::VERSION`] costs one statement at connect, not a migration's
+//! transaction.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -39,18 +47,22 @@ use crate::path::RelPath;
 
 mod bulk;
 mod listen;
+mod migrate;
 #[cfg(test)]
 mod plans;
+mod spare;
 mod sql;
 mod versions;
 mod work;
 mod workers;
 
 pub use listen::WorkListener;
+pub use spare::{SPARE_FOR, SPARE_PER_URL};
+use spare::{give_spare, take_spare};
 
 use sql::{
-    COMPLETE, FENCE, GONE_AFTER, GONE_FROM, LEASE, MIGRATIONS, PENDING_AFTER, PENDING_FROM,
-    PUT_PENDING, PUT_RESOURCE, RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
+    COMPLETE, FENCE, GONE_AFTER, GONE_FROM, LEASE, PENDING_AFTER, PENDING_FROM, PUT_PENDING,
+    PUT_RESOURCE, RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
 };
 
 /// How many connections one [`PgState`] opens at most.
@@ -65,6 +77,8 @@ const MAX_TTL_MS: i64 = 100 * 366 * 24 * 3600 * 1000;
 /// The state in PostgreSQL, shared by every worker connected to the same database and schema.
 pub struct PgState {
     config: Config,
+    /// The URL connected to: which spare connections ([`SPARE`]) this state may take.
+    url: String,
     schema: String,
     /// The server, database and schema, for messages (no password).
     target: String,
@@ -82,6 +96,8 @@ struct Idle {
 struct Conn {
     client: Client,
     stmts: HashMap<&'static str, Statement>,
+    /// The schema its search path names.
+    schema: String,
 }
 
 impl fmt::Debug for PgState {
@@ -114,12 +130,12 @@ impl Drop for Pooled<'_> {
 }
 
 impl Drop for PgState {
-    /// The idle connections are closed where blocking is allowed (a state is often dropped
-    /// at the end of an async function).
+    /// The idle connections are kept for the next state on the same URL, or closed where
+    /// blocking is allowed (a state is often dropped at the end of an async function).
     fn drop(&mut self) {
         let conns =
             std::mem::take(&mut self.pool.get_mut().unwrap_or_else(|p| p.into_inner()).conns);
-        call(move || drop(conns));
+        give_spare(&self.url, conns);
     }
 }
 
@@ -201,6 +217,21 @@ impl PgState {
     /// As [`PgState::connect`], in the schema `schema` (created if missing): lower-case
     /// letters, digits and `_`, at most 63 bytes.
     pub fn connect_schema(url: &str, schema: &str) -> Result<Self> {
+        let s = PgState::unopened(url, schema)?;
+        s.migrate()?;
+        Ok(s)
+    }
+
+    /// As [`PgState::connect_schema`], without creating or migrating the schema: none where it
+    /// is not at this program's version (not made yet, say). For reading what a state records
+    /// without making one.
+    pub fn connect_existing(url: &str, schema: &str) -> Result<Option<Self>> {
+        let s = PgState::unopened(url, schema)?;
+        Ok((s.current()? == Some(VERSION)).then_some(s))
+    }
+
+    /// The state of `schema` at `url`, no connection opened yet.
+    fn unopened(url: &str, schema: &str) -> Result<Self> {
         check_schemas(&[schema.to_owned()])?;
         let mut config = Config::from_str(url).map_err(|e| Error::Postgres {
             target: "the PostgreSQL URL".into(),
@@ -210,8 +241,9 @@ impl PgState {
             config.connect_timeout(Duration::from_secs(10));
         }
         let target = describe(&config, schema);
-        let s = PgState {
+        Ok(PgState {
             config,
+            url: url.to_owned(),
             schema: schema.to_owned(),
             target,
             pool: Mutex::new(Idle {
@@ -219,9 +251,7 @@ impl PgState {
                 open: 0,
             }),
             freed: Condvar::new(),
-        };
-        s.migrate()?;
-        Ok(s)
+        })
     }
 
     /// The server, database and schema (no user nor password).
@@ -260,7 +290,8 @@ impl PgState {
             if idle.open < POOL_SIZE {
                 idle.open += 1;
                 drop(idle);
-                return match self.open() {
+                let spare = take_spare(&self.url).and_then(|c| self.adopt(c));
+                return match spare.map_or_else(|| self.open(), Ok) {
                     Ok(c) => Ok(Pooled {
                         state: self,
                         conn: Some(c),
@@ -288,12 +319,31 @@ impl PgState {
         Ok(Conn {
             client,
             stmts: HashMap::new(),
+            schema: self.schema.clone(),
         })
     }
 
-    /// Creates the schema where there is none, then migrates it to [`VERSION`], in one
-    /// transaction under an advisory lock (workers starting at once wait for each other). A
-    /// schema of a newer version is refused, untouched.
+    /// A spare connection made this state's (its search path set to the schema), or none if
+    /// that fails (it is closed, and a new one opened instead).
+    fn adopt(&self, mut c: Conn) -> Option<Conn> {
+        if c.schema == self.schema {
+            return Some(c);
+        }
+        match c
+            .client
+            .batch_execute(&format!("SET search_path TO \"{}\"", self.schema))
+        {
+            Ok(()) => {
+                c.schema = self.schema.clone();
+                Some(c)
+            }
+            Err(_) => {
+                call(move || drop(c));
+                None
+            }
+        }
+    }
+
     /// One page of a Source's rows by `sql` (`$1` Source, `$2` the URI after which, `$3` limit).
     fn records_page(
         &self,
@@ -310,56 +360,6 @@ impl PgState {
             .map_err(|e| self.err(e))
     }
 
-    fn migrate(&self) -> Result<()> {
-        let mut p = self.conn()?;
-        let e = |e| self.err(e);
-        let mut tx = p.get().client.transaction().map_err(e)?;
-        tx.execute(
-            "SELECT pg_advisory_xact_lock(hashtext('resourcesync schema ' || $1))",
-            &[&self.schema],
-        )
-        .map_err(e)?;
-        tx.batch_execute(&format!(
-            "CREATE SCHEMA IF NOT EXISTS \"{0}\";
-             CREATE TABLE IF NOT EXISTS \"{0}\".meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
-            self.schema
-        ))
-        .map_err(e)?;
-        let v: i64 = match tx
-            .query_opt("SELECT value FROM meta WHERE key = 'schema'", &[])
-            .map_err(e)?
-        {
-            None => 0,
-            Some(row) => {
-                let v: String = row.try_get(0).map_err(e)?;
-                v.parse()
-                    .map_err(|_| self.corrupt(format!("schema version {v:?} is not a number")))?
-            }
-        };
-        if v > VERSION {
-            return Err(Error::NewerSchema {
-                target: self.target.clone(),
-                found: v,
-                known: VERSION,
-            });
-        }
-        if !(0..=VERSION).contains(&v) {
-            return Err(self.corrupt(format!(
-                "schema version {v}, this program knows 1 to {VERSION}"
-            )));
-        }
-        for step in MIGRATIONS.iter().skip(usize::try_from(v).unwrap_or(0)) {
-            tx.batch_execute(step).map_err(e)?;
-        }
-        tx.execute(
-            "INSERT INTO meta(key, value) VALUES('schema', $1) \
-             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            &[&VERSION.to_string()],
-        )
-        .map_err(e)?;
-        tx.commit().map_err(e)
-    }
-
     fn corrupt(&self, message: String) -> Error {
         Error::Corrupt {
             path: self.target.clone().into(),
@@ -370,7 +370,7 @@ impl PgState {
     /// Runs a statement outside a transaction; its rows.
     fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         let mut p = self.conn()?;
-        let Conn { client, stmts } = p.get();
+        let Conn { client, stmts, .. } = p.get();
         let st = prepared(stmts, sql, |q| client.prepare(q)).map_err(|e| self.err(e))?;
         client.query(&st, params).map_err(|e| self.err(e))
     }
@@ -378,7 +378,7 @@ impl PgState {
     /// Runs `f` in a transaction, committed when it returns `Ok`, rolled back otherwise.
     fn in_tx<T>(&self, f: impl FnOnce(&mut Tx<'_, '_>) -> Result<T>) -> Result<T> {
         let mut p = self.conn()?;
-        let Conn { client, stmts } = p.get();
+        let Conn { client, stmts, .. } = p.get();
         let tx = client.transaction().map_err(|e| self.err(e))?;
         let mut tx = Tx {
             state: self,
@@ -511,12 +511,24 @@ impl Tx<'_, '_> {
             }
             Op::SetDocuments(start, docs) => {
                 self.execute("DELETE FROM documents WHERE start = $1", &[&start])?;
-                for d in docs {
+                // One statement for all (a round trip each is what a far server makes
+                // slow); a role and URL given twice keeps the last, as one upsert each did.
+                let mut last: HashMap<(&str, &str), &KnownDocument> = HashMap::new();
+                for d in docs.iter() {
+                    last.insert((d.role.as_str(), d.url.as_str()), d);
+                }
+                if !last.is_empty() {
+                    let docs: Vec<&KnownDocument> = last.into_values().collect();
+                    let roles: Vec<&str> = docs.iter().map(|d| d.role.as_str()).collect();
+                    let urls: Vec<&str> = docs.iter().map(|d| d.url.as_str()).collect();
+                    let etags: Vec<Option<&str>> = docs.iter().map(|d| d.etag.as_deref()).collect();
+                    let lms: Vec<Option<&str>> =
+                        docs.iter().map(|d| d.last_modified.as_deref()).collect();
                     self.execute(
                         "INSERT INTO documents(start, role, url, etag, last_modified) \
-                         VALUES($1, $2, $3, $4, $5) ON CONFLICT (start, role, url) DO UPDATE \
-                         SET etag = EXCLUDED.etag, last_modified = EXCLUDED.last_modified",
-                        &[&start, &d.role, &d.url, &d.etag, &d.last_modified],
+                         SELECT $1, r, u, e, l FROM unnest($2::text[], $3::text[], $4::text[], \
+                         $5::text[]) AS t(r, u, e, l)",
+                        &[&start, &roles, &urls, &etags, &lms],
                     )?;
                 }
             }

@@ -73,13 +73,15 @@ impl PgState {
     }
 
     /// How many workers other than `worker` watch this schema's queue (as
-    /// [`PgState::other_workers`]), and how many items of the Source `source` are queued,
-    /// claimed or not (as [`crate::WorkQueue::work_left`]): one statement, what a coordinator
-    /// asks before each page of its fetches.
+    /// [`PgState::other_workers`]), and how many items of the Source `source` wait for a
+    /// claim (never claimed, or their claim expired; those claimed are in a worker's hands,
+    /// unlike [`crate::WorkQueue::work_left`]): one statement, what a coordinator asks before
+    /// each page of its fetches.
     pub fn others_and_left(&self, worker: &str, source: &str) -> Result<(u64, u64)> {
         let rows = self.query(
             "SELECT (SELECT COUNT(*) FROM workers WHERE name <> $1 AND expires > now()), \
-             (SELECT COUNT(*) FROM work WHERE source = $2)",
+             (SELECT COUNT(*) FROM work WHERE source = $2 \
+             AND (holder IS NULL OR expires <= now()))",
             &[&worker, &source],
         )?;
         let Some(r) = rows.first() else {
