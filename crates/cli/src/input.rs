@@ -64,6 +64,29 @@ pub(crate) fn check_url(spec: &str) -> anyhow::Result<()> {
     bail!("{spec:?} is not a URL (it has no http:// or https://): did you mean {meant}?")
 }
 
+/// Refuses a `--state` that is a URL, rather than making a directory named after its scheme
+/// (`postgres:/…`): these commands keep their state in a SQLite file; PostgreSQL state is the
+/// aggregator's (`aggregate --state URL`). Checked here, not by the argument's parser, whose
+/// message would repeat the value with its password.
+pub(crate) fn check_state_path(state: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let Some(s) = state.and_then(|p| p.to_str()) else {
+        return Ok(());
+    };
+    if let Some((scheme, _)) = s.split_once("://")
+        && !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        bail!(
+            "--state {}: a URL, but this command keeps its state in a SQLite file: give its \
+             path (a state in PostgreSQL is the aggregator's: `aggregate --state {scheme}://…`)",
+            resourcesync_model::redact::url(s)
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,6 +98,7 @@ impl SourceArgs {
             .clone()
             .or(default_base)
             .context("--base-url is required")?;
+        crate::input::check_state_path(self.state.as_deref())?;
         let mut cfg = SourceConfig::new(&self.dir, &base);
         cfg.base_origin = origin;
         cfg.move_base = self.move_base;

@@ -212,6 +212,7 @@ fn check_out(dest: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
 pub(crate) fn run(a: &RestoreArgs) -> anyhow::Result<u8> {
     crate::input::check_url(&a.url)?;
     let t = parse_at(&a.at)?;
+    crate::input::check_state_path(a.state.as_deref())?;
     check_out(&a.dest, &a.out, a.force)?;
     let (ports, key) = open(
         &a.url,

@@ -484,6 +484,7 @@ fn print_sync_items(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()>
 pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
     let r = &a.remote;
     crate::input::check_url(&r.url)?;
+    crate::input::check_state_path(r.state.as_deref())?;
     let mut o = SyncOptions::new(&r.url, &r.dest);
     o.state = r.state.clone();
     o.set = r.set.clone();
@@ -607,6 +608,7 @@ pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
         )?;
         return crate::restore::report_audit_at(&report, r.json);
     }
+    crate::input::check_state_path(r.state.as_deref())?;
     let mut o = AuditOptions::new(&r.url, &r.dest);
     o.state = r.state.clone();
     o.set = r.set.clone();

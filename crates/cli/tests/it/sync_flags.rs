@@ -244,6 +244,55 @@ fn a_url_without_its_scheme_is_told_the_url_it_means() {
     }
 }
 
+/// `--state` is a SQLite file's path: a PostgreSQL URL given to `sync`, `audit`, `publish`
+/// or `restore` is refused (exit 2, its password not repeated), not made a directory named
+/// `postgres:` in the working directory.
+#[test]
+fn a_url_as_state_is_refused_not_made_a_directory() {
+    let work = tmp();
+    let dest = dest_in(&work);
+    let url = "postgres://u:hunter2@127.0.0.1:5432/db";
+    for args in [
+        vec!["sync", "http://127.0.0.1:9/", p(&dest), "--state", url],
+        vec!["audit", "http://127.0.0.1:9/", p(&dest), "--state", url],
+        vec![
+            "publish",
+            p(work.path()),
+            "--base-url",
+            "http://h/",
+            "--state",
+            url,
+        ],
+        vec![
+            "restore",
+            "http://127.0.0.1:9/",
+            p(&dest),
+            "out",
+            "--at",
+            "2026-12-01T00:00:00Z",
+            "--state",
+            url,
+        ],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_resourcesync"))
+            .args(&args)
+            .current_dir(work.path())
+            .output()
+            .expect("run resourcesync");
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains("SQLite file"), "{args:?}: {t}");
+        assert!(
+            !t.contains("hunter2"),
+            "{args:?}: the password repeated: {t}"
+        );
+        assert!(
+            !work.path().join("postgres:").exists(),
+            "{args:?}: made postgres:/"
+        );
+    }
+}
+
 /// `CMD` under a pseudo-terminal (`script`, util-linux): what it drew there, and its status.
 fn on_terminal(cmd: &str) -> (String, Option<i32>) {
     let o = Command::new("script")
