@@ -114,7 +114,7 @@ async fn every(
             p = shared.gates(&spec.url) => p,
         };
         status.started(&spec.name);
-        let r = once(spec, shared).await;
+        let r = once(spec, shared, interval).await;
         drop(permits);
         let wait = match r {
             Ok(Outcome::Synced(report, state)) => {
@@ -132,8 +132,12 @@ async fn every(
                 interval
             }
             Ok(Outcome::Elsewhere) => {
-                status.elsewhere(&spec.name);
+                status.elsewhere(&spec.name, "another worker holds this Source");
                 interval
+            }
+            Ok(Outcome::Fresh(due)) => {
+                status.elsewhere(&spec.name, "synced less than its interval ago");
+                due
             }
             Err(e) => {
                 tracing::warn!(
@@ -164,6 +168,9 @@ enum Outcome {
     /// Synced: the report, and the state it was recorded in (read by the republish).
     Synced(Box<SyncReport>, Arc<dyn Records>),
     Elsewhere,
+    /// Synced less than its interval ago (by another worker, or before a restart): due in
+    /// this long.
+    Fresh(Duration),
 }
 
 /// Publishes the copies of `spec` as a Source (see [`crate::republish`]) after a sync of the
@@ -196,12 +203,21 @@ async fn republish(spec: &SourceSpec, shared: &Shared, key: &str, state: Arc<dyn
 
 /// One sync of `spec`, on its ports, within the time limit; with a shared state, under this
 /// worker's lease on the Source, renewed while the sync runs and given up after.
-async fn once(spec: &SourceSpec, shared: &Arc<Shared>) -> Result<Outcome, String> {
+async fn once(
+    spec: &SourceSpec,
+    shared: &Arc<Shared>,
+    interval: Duration,
+) -> Result<Outcome, String> {
     let opts = sync_options(spec, shared);
     let limits = shared.limits();
-    let (ports, lease) = match shared.ports(&spec.name).await.map_err(|e| e.to_string())? {
+    let opened = shared
+        .ports(&spec.name, Some(interval))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (ports, lease) = match opened {
         Opened::Ready(p, l) => (p, l),
         Opened::Elsewhere => return Ok(Outcome::Elsewhere),
+        Opened::Fresh(due) => return Ok(Outcome::Fresh(due)),
     };
     let renewer = lease.clone().map(|l| {
         let ttl = limits.lease;

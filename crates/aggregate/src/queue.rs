@@ -29,6 +29,12 @@ const CLAIMER_START: Duration = Duration::from_secs(10);
 /// queue is drained): a blocking thread is not held for ever by one call.
 const WAIT_AT_MOST: Duration = Duration::from_secs(60);
 
+/// Pages per other live worker kept waiting for a claim while the coordinator fetches its own:
+/// with one, a helper that keeps up ran out between two questions (one a page); with two, it
+/// has a page in hand while the next is decided, and gets two pages for the coordinator's one
+/// when it ran out. More would leave more to the end, when the coordinator waits for them.
+const WAITING_PAGES: u64 = 2;
+
 /// Runs a blocking call of the state on a blocking thread.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> resourcesync_store::Result<T> + Send + 'static,
@@ -109,7 +115,7 @@ impl Downloads for Queue {
         })
     }
 
-    fn share_now(&self, source: &str) -> PortFuture<'_, bool> {
+    fn share_now(&self, source: &str, on_the_way: u64) -> PortFuture<'_, bool> {
         let Some((state, me, mut claiming)) = self.workers.clone() else {
             return Box::pin(async { true });
         };
@@ -136,16 +142,19 @@ impl Downloads for Queue {
                 return false;
             }
             // Alone, the queue's cost buys nothing: the page is fetched here. So too while
-            // a page per other worker waits unclaimed: they have as much as they keep up
-            // with, and this worker goes on at its own pace rather than waiting for them (two
-            // workers are never slower than one); below that, a page is queued before they
-            // run out, so that a worker keeping up is never left without work. Counting what
+            // `WAITING_PAGES` per other worker wait unclaimed: they have as much as they keep
+            // up with, and this worker goes on at its own pace rather than waiting for them
+            // (two workers are never slower than one); below that, a page is queued before
+            // they run out, so that a worker keeping up is never left without work. Counting what
             // they hold would share a page only once the last one's commits are done: a
             // worker behind a slow link to the state would idle half the time. A failure
             // to ask says nothing of the others; fetched here too (as safe as sharing off).
             let asked = blocking(move || {
                 let (others, left) = state.others_and_left(&me, &source)?;
-                Ok(others > 0 && left < others.saturating_mul(PAGE as u64))
+                tracing::debug!(%source, others, left, on_the_way, "share the next page?");
+                Ok(others > 0
+                    && left.saturating_add(on_the_way)
+                        < others.saturating_mul(WAITING_PAGES * PAGE as u64))
             });
             match asked.await {
                 Ok(share) => share,

@@ -66,6 +66,9 @@ pub(crate) enum Opened {
     Ready(Ports, Option<Arc<Fenced>>),
     /// Another worker holds the Source.
     Elsewhere,
+    /// A worker (this one before a restart, or another) completed a sync of the Source less
+    /// than its interval ago (PostgreSQL state): due again in this long.
+    Fresh(std::time::Duration),
 }
 
 /// Syncs running at once: over every Source, and per host.
@@ -245,11 +248,18 @@ impl Shared {
     }
 
     /// The ports of the Source `name` for one sync: its folder as the store, its state. With
-    /// PostgreSQL, the state is fenced by this worker's lease on the Source, taken here.
-    pub(crate) async fn ports(self: &Arc<Self>, name: &str) -> Result<Opened> {
+    /// PostgreSQL, the state is fenced by this worker's lease on the Source, taken here; and
+    /// with `every` (its schedule's interval), a Source any worker completed a sync of less
+    /// than that ago is left until it is due ([`Opened::Fresh`]): the workers share one
+    /// schedule, rather than each syncing every Source in turn.
+    pub(crate) async fn ports(
+        self: &Arc<Self>,
+        name: &str,
+        every: Option<std::time::Duration>,
+    ) -> Result<Opened> {
         let me = self.clone();
         let name = name.to_owned();
-        tokio::task::spawn_blocking(move || me.ports_blocking(&name))
+        tokio::task::spawn_blocking(move || me.ports_blocking(&name, every))
             .await
             .map_err(|e| Error::Serve {
                 addr: String::new(),
@@ -300,7 +310,7 @@ impl Shared {
         Ok((store, scratch))
     }
 
-    fn ports_blocking(&self, name: &str) -> Result<Opened> {
+    fn ports_blocking(&self, name: &str, every: Option<std::time::Duration>) -> Result<Opened> {
         let folder = self.folder(name);
         let StateChoice::Postgres(url) = &self.opts.state else {
             let db = self
@@ -340,6 +350,20 @@ impl Shared {
             }
             return Ok(Opened::Elsewhere);
         };
+        // Asked once the lease is held: no sync of it runs elsewhere now, so the time read is
+        // that of the last one completed.
+        if let Some(every) = every
+            && let Some(last) = pg.last_synced()?
+        {
+            let age = jiff::Timestamp::now().duration_since(last.timestamp());
+            let age = std::time::Duration::try_from(age).unwrap_or_default();
+            if age < every {
+                if let Err(e) = pg.release_source(&lease) {
+                    tracing::warn!(source = %name, "releasing its lease: {e}");
+                }
+                return Ok(Opened::Fresh(every - age));
+            }
+        }
         let fenced = Arc::new(Fenced::new(pg.clone(), lease));
         let (store, scratch) = self.store_of(name, true)?;
         let mut ports = Ports::new(

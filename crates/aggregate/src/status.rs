@@ -233,16 +233,12 @@ impl Status {
         self.with(name, |e| e.next = at);
     }
 
-    /// Another worker holds the Source for now.
-    pub fn elsewhere(&self, name: &str) {
+    /// Another worker holds the Source for now, or synced it less than its interval ago (`why`).
+    pub fn elsewhere(&self, name: &str, why: &str) {
         self.with(name, |e| {
             e.running = false;
             if !e.elsewhere {
-                push(
-                    &mut e.recent,
-                    "elsewhere",
-                    "another worker holds this Source".into(),
-                );
+                push(&mut e.recent, "elsewhere", why.into());
             }
             e.elsewhere = true;
         });

@@ -11,7 +11,8 @@
 //! So does a coordinator alone: it asks before each page of 1,000 fetches whether another
 //! worker watching the Source is alive (`PgState::other_workers`: the heartbeats every
 //! claimer renews in the schemas of its Sources, `PgState::beat_workers`, every third of
-//! `limits.lease`, for a lease) and whether fewer than a page per other worker is left in the
+//! `limits.lease`, for a lease, and at once when a coordinator alone asks for workers,
+//! `WORKER_WANTED`) and whether fewer than two pages per other worker wait for a claim in the
 //! queue; if not, it fetches the page itself (the queue's PostgreSQL work would buy nothing, or
 //! the others have as much as they keep up with), and asks again a page later (the question
 //! asked ahead, so that the run never stops for it). A drain that emptied its queue waits
@@ -63,7 +64,9 @@ use std::sync::Arc;
 
 use resourcesync_destination::http::Http;
 use resourcesync_destination::{Quiet, SharedFetch, SharedFetcher, SharedOutcome, SlotTicket};
-use resourcesync_store::{Batch, Claim, Claimed, Op, PendingChange, PgState, Records, WorkQueue};
+use resourcesync_store::{
+    Batch, Claim, Claimed, Op, PendingChange, PgState, Records, WORKER_WANTED, WorkQueue,
+};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -97,6 +100,10 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
     let added = Arc::new(tokio::sync::Notify::new());
     // The same, by schema, for the drains lingering on their queue ([`LINGER`]).
     let (added_to, _) = tokio::sync::broadcast::channel::<String>(256);
+    // Told when a coordinator alone asks for workers (`WORKER_WANTED`): the heartbeat is
+    // renewed now (in a schema made since the last one, above all), at most once a second.
+    let wanted = Arc::new(tokio::sync::Notify::new());
+    let mut last_beat: Option<tokio::time::Instant> = None;
     let mut listening: Option<tokio::task::JoinHandle<()>> = None;
     // The queues being drained: by task, the schema.
     let mut draining: JoinSet<Drained> = JoinSet::new();
@@ -127,6 +134,7 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                             tracing::warn!("renewing this worker's heartbeat: {e}");
                         }
                         beaten.clone_from(&schemas);
+                        last_beat = Some(tokio::time::Instant::now());
                     }
                     let s = schemas.clone();
                     blocking(move || b.schemas_with_work(&s)).await
@@ -153,9 +161,9 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                             shared.claiming.send_replace(Claiming::Watching);
                             if listening.as_ref().is_none_or(|h| h.is_finished()) {
                                 let (b, a, c) = (b.clone(), added.clone(), cancel.clone());
-                                let to = added_to.clone();
+                                let (to, w) = (added_to.clone(), wanted.clone());
                                 listening = Some(tokio::task::spawn_blocking(move || {
-                                    listen(&b, &a, &to, &c);
+                                    listen(&b, &a, &to, &w, &c);
                                 }));
                             }
                             board = Some(b);
@@ -223,6 +231,13 @@ pub(crate) async fn claimer(shared: Arc<Shared>, cancel: CancellationToken) {
                 pause = POLL_MIN;
                 continue;
             }
+            () = wanted.notified() => {
+                let now = tokio::time::Instant::now();
+                if last_beat.is_none_or(|t| now.duration_since(t) >= WANTED_EVERY) {
+                    next_beat = now;
+                }
+                continue;
+            }
             () = shared.own.changed.notified() => {
                 pause = POLL_MIN;
                 continue;
@@ -270,6 +285,7 @@ fn listen(
     board: &PgState,
     added: &Arc<tokio::sync::Notify>,
     added_to: &tokio::sync::broadcast::Sender<String>,
+    wanted: &tokio::sync::Notify,
     cancel: &CancellationToken,
 ) {
     let mut l = match board.work_listener() {
@@ -282,6 +298,9 @@ fn listen(
     while !cancel.is_cancelled() && Arc::strong_count(added) > 1 {
         match l.wait(LISTEN_SLICE) {
             Ok(said) => {
+                if said.iter().any(|(_, what)| what == WORKER_WANTED) {
+                    wanted.notify_one();
+                }
                 let mut any = false;
                 for (schema, _) in said.into_iter().filter(|(_, what)| what == "insert") {
                     any = true;
@@ -299,6 +318,9 @@ fn listen(
         }
     }
 }
+
+/// The least time between two heartbeats renewed because a coordinator asked for workers.
+const WANTED_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How long a drained queue's drain waits for more work before it ends (see [`linger`]).
 pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(5);

@@ -40,9 +40,11 @@ pub trait Downloads: Send + Sync + Debug {
     /// now: asked before each page ([`crate::fetch`] queues [`PAGE`](crate::share::PAGE) at a
     /// time). `false` (no other worker to take any, or the pages queued before not taken yet:
     /// the queue's cost would buy nothing) and the run fetches that page itself, and asks
-    /// again a page later. By default `true`.
-    fn share_now(&self, source: &str) -> PortFuture<'_, bool> {
-        let _ = source;
+    /// again a page later. `on_the_way`: fetches this run queued whose insert was not done
+    /// when the question was asked (the question does not wait for them; counted as waiting
+    /// for a claim). By default `true`.
+    fn share_now(&self, source: &str, on_the_way: u64) -> PortFuture<'_, bool> {
+        let _ = (source, on_the_way);
         Box::pin(async { true })
     }
 }

@@ -52,12 +52,12 @@ pub use off_worker::OffWorker;
 pub use path::RelPath;
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Store};
-#[cfg(feature = "postgres")]
-pub use state::PgState;
 pub use state::{
     Batch, BatchGuard, Claim, Claimed, Claims, Fence, Fenced, Guarded, KnownDocument, Lease,
     Leases, MAX_KNOWN_DOCUMENTS, MAX_VERSIONS_PAGE, MemState, Op, PendingChange, RecordWrites,
     Records, ResourceRecord, SourceCursor, SqliteState, VersionEnd, VersionRecord, WorkItem,
     WorkQueue, for_each_resource,
 };
+#[cfg(feature = "postgres")]
+pub use state::{PgState, WORKER_WANTED};
 pub use versions::{VersionBodies, digest_of_name, version_digest, version_name};

@@ -47,7 +47,7 @@ pub use fenced::{Fence, Fenced};
 pub use guarded::{BatchGuard, Guarded};
 pub use mem::MemState;
 #[cfg(feature = "postgres")]
-pub use postgres::PgState;
+pub use postgres::{PgState, WORKER_WANTED};
 pub use sqlite::SqliteState;
 pub use versions::{MAX_VERSIONS_PAGE, VersionEnd, VersionRecord};
 

@@ -3,6 +3,8 @@
 //! [`crate::fetch::shared`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
@@ -21,10 +23,12 @@ pub(crate) use crate::share::PAGE;
 /// to take part, and has room for more); a page it leaves is fetched here, the next [`PAGE`]
 /// fetches going straight to the run before the next question. The run never stops for a
 /// question while it has fetches to do: the next page's question is asked [`AHEAD`] fetches
-/// before the page it decides, and after a page queued, right after its insert; a page whose
-/// answer is still on its way is held (its first jobs wait, not the downloads in flight) until
-/// the answer comes, or the page is full. The insert of a page queued runs beside the run, and
-/// its failure stops the run at the next question or at [`Handout::finish`].
+/// before the page it decides, and after a page queued, at once, beside that page's insert
+/// (the port counts the fetches whose insert is on its way: a question that waited for the
+/// insert held the run's downloads for its round trips); a page whose answer is still on its
+/// way is held (its first jobs wait, not the downloads in flight) until the answer comes, or
+/// the page is full. The insert of a page queued runs beside the run, and its failure stops
+/// the run at the next question or at [`Handout::finish`].
 #[derive(Debug)]
 pub(crate) struct Handout {
     port: Arc<dyn Downloads>,
@@ -32,14 +36,52 @@ pub(crate) struct Handout {
     sharing: bool,
     /// Fetches still given back to the run before the next page.
     local: usize,
-    /// The question of the next page on its way, and whether it follows the insert of the
-    /// page before (that insert's failure is then its answer).
-    asked: Option<(JoinHandle<Result<bool>>, bool)>,
+    /// The question of the next page.
+    asked: Option<Question>,
+    /// The inserts of the pages queued, on their way (or done, their outcome not read yet).
+    inserts: Vec<JoinHandle<Result<()>>>,
+    /// Fetches whose insert is on its way (told to the port with each question).
+    on_the_way: Arc<AtomicU64>,
     /// The port took the page being held.
     taken: bool,
     /// How many were queued.
     pub(crate) queued: u64,
 }
+
+/// The port's answer about the next page: on its way, or come (with when).
+#[derive(Debug)]
+enum Question {
+    OnItsWay(JoinHandle<(bool, Instant)>),
+    Answered(bool, Instant),
+}
+
+impl Question {
+    fn ready(&self) -> bool {
+        match self {
+            Question::OnItsWay(h) => h.is_finished(),
+            Question::Answered(..) => true,
+        }
+    }
+
+    async fn get(self) -> Result<(bool, Instant)> {
+        match self {
+            Question::OnItsWay(h) => h.await.map_err(|e| Error::Task(e.to_string())),
+            Question::Answered(yes, at) => Ok((yes, at)),
+        }
+    }
+
+    fn abort(self) {
+        if let Question::OnItsWay(h) = self {
+            h.abort();
+        }
+    }
+}
+
+/// How long an answer is good for once it came: one older is asked again when its page
+/// starts (the page held meanwhile). The run may reach the page long after the question (a
+/// burst of jobs given back with the page before), and the others may have taken what the
+/// queue held since.
+pub(crate) const FRESH: Duration = Duration::from_millis(200);
 
 /// How many fetches before a page starts its question is asked (see [`Handout`]): enough for
 /// the answer's round trip to the port's state while the run fetches them.
@@ -53,6 +95,8 @@ impl Handout {
             sharing: false,
             local: 0,
             asked: None,
+            inserts: Vec::new(),
+            on_the_way: Arc::new(AtomicU64::new(0)),
             taken: false,
             queued: 0,
         }
@@ -81,8 +125,8 @@ impl Handout {
         }
         let full = self.held.len() >= PAGE;
         if !self.taken {
-            self.ask(ctx);
-            if !full && !self.asked.as_ref().is_some_and(|(h, _)| h.is_finished()) {
+            self.ask_fresh(ctx).await;
+            if !full && !self.asked.as_ref().is_some_and(Question::ready) {
                 return Ok(Vec::new());
             }
             if !self.answer().await? {
@@ -96,22 +140,52 @@ impl Handout {
         Ok(Vec::new())
     }
 
-    /// Asks the port about the next page, unless a question (or the insert before it) is on
-    /// its way already.
+    /// Asks the port about the next page, unless a question is on its way already or was
+    /// answered less than [`FRESH`] ago.
+    async fn ask_fresh(&mut self, ctx: &Ctx) {
+        if self.asked.as_ref().is_some_and(Question::ready)
+            && let Some(q) = self.asked.take()
+            // A task that failed is asked again, as a stale answer is.
+            && let Ok((yes, at)) = q.get().await
+            && at.elapsed() < FRESH
+        {
+            self.asked = Some(Question::Answered(yes, at));
+        }
+        self.ask(ctx);
+    }
+
+    /// Asks the port about the next page, unless a question is on its way already.
     fn ask(&mut self, ctx: &Ctx) {
         if self.asked.is_none() {
             let (port, key) = (self.port.clone(), ctx.key.clone());
-            let h = tokio::spawn(async move { Ok(port.share_now(&key).await) });
-            self.asked = Some((h, false));
+            let on_the_way = self.on_the_way.clone();
+            let h = tokio::spawn(async move {
+                // Read before the port asks: an insert done after this read is counted twice
+                // at worst (one page fewer shared), never missed.
+                let n = on_the_way.load(Ordering::Acquire);
+                (port.share_now(&key, n).await, Instant::now())
+            });
+            self.asked = Some(Question::OnItsWay(h));
         }
     }
 
-    /// The answer to the question on its way (an insert's failure included).
+    /// The answer to the question on its way; first, the failure of an insert done, if any.
     async fn answer(&mut self) -> Result<bool> {
-        let Some((h, _)) = self.asked.take() else {
+        let mut i = 0;
+        while i < self.inserts.len() {
+            if self.inserts[i].is_finished() {
+                self.inserts
+                    .swap_remove(i)
+                    .await
+                    .map_err(|e| Error::Task(e.to_string()))??;
+            } else {
+                i += 1;
+            }
+        }
+        let Some(q) = self.asked.take() else {
             return Ok(false);
         };
-        h.await.map_err(|e| Error::Task(e.to_string()))?
+        Ok(q.get().await?.0)
     }
 
     /// The page held, given back to the run with the fetches after it up to a page.
@@ -124,8 +198,8 @@ impl Handout {
         std::mem::take(&mut self.held)
     }
 
-    /// Queues the page held, beside the run; with `then_ask`, the next page's question
-    /// follows its insert.
+    /// Queues the page held, beside the run; with `then_ask`, the next page's question is
+    /// asked at once, beside the insert.
     fn flush(&mut self, ctx: &Ctx, then_ask: bool) {
         let jobs = std::mem::take(&mut self.held);
         let page: Vec<SharedFetch> = jobs.iter().filter_map(|j| handed(ctx, j)).collect();
@@ -133,19 +207,26 @@ impl Handout {
         self.queued += n;
         tracing::debug!(source = %ctx.key, fetches = n, "a page of fetches shared");
         self.taken = false;
-        let (port, key, obs) = (self.port.clone(), ctx.key.clone(), ctx.ports.obs.clone());
-        let before = self.asked.take();
-        let h = tokio::spawn(async move {
-            if let Some((h, _)) = before {
-                h.await.map_err(|e| Error::Task(e.to_string()))??;
-            }
-            port.queue(page).await?;
+        let (port, obs) = (self.port.clone(), ctx.ports.obs.clone());
+        let on_the_way = self.on_the_way.clone();
+        on_the_way.fetch_add(n, Ordering::AcqRel);
+        self.inserts.push(tokio::spawn(async move {
+            let r = port.queue(page).await;
+            on_the_way.fetch_sub(n, Ordering::AcqRel);
+            r?;
             for _ in 0..n {
                 obs.resource_done();
             }
-            Ok(then_ask && port.share_now(&key).await)
-        });
-        self.asked = Some((h, true));
+            Ok(())
+        }));
+        if then_ask {
+            // The question asked before this page was its own (answered): this one is the
+            // next page's.
+            if let Some(q) = self.asked.take() {
+                q.abort();
+            }
+            self.ask(ctx);
+        }
     }
 
     /// At the end of the run's jobs: queues what is held, or gives it back to the run (too
@@ -161,13 +242,13 @@ impl Handout {
                 self.flush(ctx, false);
             }
         }
-        // A page's insert still on its way is waited for; a question alone is not.
-        match self.asked.take() {
-            Some((h, true)) => {
-                h.await.map_err(|e| Error::Task(e.to_string()))??;
-            }
-            Some((h, false)) => h.abort(),
-            None => {}
+        // Every page's insert is waited for (the first failure stops the run); a question
+        // is not.
+        if let Some(q) = self.asked.take() {
+            q.abort();
+        }
+        for h in std::mem::take(&mut self.inserts) {
+            h.await.map_err(|e| Error::Task(e.to_string()))??;
         }
         Ok(std::mem::take(&mut self.held))
     }

@@ -45,7 +45,7 @@ impl Downloads for StateQueue {
         })
     }
 
-    fn share_now(&self, _source: &str) -> PortFuture<'_, bool> {
+    fn share_now(&self, _source: &str, _on_the_way: u64) -> PortFuture<'_, bool> {
         let share = !self.alone;
         Box::pin(async move { share })
     }

@@ -59,6 +59,7 @@ mod workers;
 pub use listen::WorkListener;
 pub use spare::{SPARE_FOR, SPARE_PER_URL};
 use spare::{give_spare, take_spare};
+pub use workers::WORKER_WANTED;
 
 use sql::{
     COMPLETE, FENCE, GONE_AFTER, GONE_FROM, LEASE, PENDING_AFTER, PENDING_FROM, PUT_PENDING,

@@ -474,3 +474,65 @@ fn pg_worker_heartbeats_are_seen_by_the_others_until_they_end() {
             .is_err()
     );
 }
+
+/// What a coordinator asks before each page (`others_and_left`): the other live workers, and
+/// the items waiting for a claim: never claimed, or claimed and expired; those a worker holds
+/// are not counted (they are in its hands, not waiting), nor another Source's.
+#[test]
+fn pg_items_left_are_those_waiting_for_a_claim() {
+    let mut schemas = Schemas::new();
+    let s = schemas.state();
+    let names = vec![s.schema().to_owned()];
+    assert_eq!(s.others_and_left("me", "cap").expect("ask"), (0, 0));
+    s.beat_workers(&names, "other", LONG).expect("beat");
+    let items: Vec<WorkItem> = (0..10).map(|i| item(&format!("k{i}"))).collect();
+    s.add_work(&items).expect("add");
+    let elsewhere = WorkItem {
+        source: "another".into(),
+        ..item("x")
+    };
+    s.add_work(&[elsewhere]).expect("add");
+    assert_eq!(s.others_and_left("me", "cap").expect("ask"), (1, 10));
+    let held = s.claim_work("other", 4, LONG).expect("claim");
+    assert_eq!(held.len(), 4);
+    assert_eq!(s.others_and_left("me", "cap").expect("ask"), (1, 6));
+    // Claims already over wait for a claim again.
+    let lapsed = s
+        .claim_work("other", 2, Duration::from_millis(1))
+        .expect("claim");
+    assert_eq!(lapsed.len(), 2);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(s.others_and_left("me", "cap").expect("ask"), (1, 6));
+    assert_eq!(
+        s.work_left("cap").expect("left"),
+        10,
+        "work_left counts every item"
+    );
+}
+
+/// A coordinator that asks with no other worker alive tells the workers listening on the
+/// queues' channel that one is wanted in its schema; asked with one alive, it says nothing.
+#[test]
+fn pg_a_coordinator_alone_asks_for_workers() {
+    let mut schemas = Schemas::new();
+    let s = schemas.state();
+    let mut l = s.work_listener().expect("listener");
+    let wanted = (
+        s.schema().to_owned(),
+        resourcesync_store::WORKER_WANTED.to_owned(),
+    );
+    assert_eq!(s.others_and_left("me", "cap").expect("ask"), (0, 0));
+    let mut said = Vec::new();
+    for _ in 0..50 {
+        said.extend(l.wait(Duration::from_millis(100)).expect("wait"));
+        if said.contains(&wanted) {
+            break;
+        }
+    }
+    assert!(said.contains(&wanted), "{said:?}");
+    s.beat_workers(&[s.schema().to_owned()], "other", LONG)
+        .expect("beat");
+    assert_eq!(s.others_and_left("me", "cap").expect("ask"), (1, 0));
+    let later = l.wait(Duration::from_millis(300)).expect("wait");
+    assert!(!later.contains(&wanted), "{later:?}");
+}

@@ -76,12 +76,18 @@ impl PgState {
     /// [`PgState::other_workers`]), and how many items of the Source `source` wait for a
     /// claim (never claimed, or their claim expired; those claimed are in a worker's hands,
     /// unlike [`crate::WorkQueue::work_left`]): one statement, what a coordinator asks before
-    /// each page of its fetches.
+    /// each page of its fetches. Asked with no other worker alive, it tells the workers
+    /// listening on the queues' channel that one is wanted ([`WORKER_WANTED`]).
     pub fn others_and_left(&self, worker: &str, source: &str) -> Result<(u64, u64)> {
+        // With no other worker's heartbeat here, the workers listening are told
+        // (`SCHEMA wanted`, see [`WORKER_WANTED`]): a schema made after a worker's last heartbeat has
+        // none of it until its next, a third of a lease later.
         let rows = self.query(
-            "SELECT (SELECT COUNT(*) FROM workers WHERE name <> $1 AND expires > now()), \
-             (SELECT COUNT(*) FROM work WHERE source = $2 \
-             AND (holder IS NULL OR expires <= now()))",
+            "WITH o AS (SELECT COUNT(*) AS n FROM workers WHERE name <> $1 AND expires > now()) \
+             SELECT o.n, (SELECT COUNT(*) FROM work WHERE source = $2 \
+             AND (holder IS NULL OR expires <= now())), \
+             CASE WHEN o.n = 0 THEN (SELECT 1 FROM pg_notify('resourcesync_work', \
+             current_schema() || ' wanted')) ELSE 0 END FROM o",
             &[&worker, &source],
         )?;
         let Some(r) = rows.first() else {
@@ -96,4 +102,29 @@ impl PgState {
             u64::try_from(left).unwrap_or(0),
         ))
     }
+
+    /// When a run of this schema's Source last completed, by any worker (the latest
+    /// `synced_at` of its rows in `sources`): what a worker asks after taking the Source's
+    /// lease, so that a Source one worker has just synced is not synced again by the next
+    /// (`resourcesync-aggregate`'s schedule is the workers', not each worker's).
+    pub fn last_synced(&self) -> Result<Option<resourcesync_model::W3cDateTime>> {
+        let rows = self.query(
+            "SELECT synced_at FROM sources WHERE synced_at IS NOT NULL",
+            &[],
+        )?;
+        let mut last: Option<resourcesync_model::W3cDateTime> = None;
+        for r in &rows {
+            let t: String = r.try_get(0).map_err(|e| self.err(e))?;
+            if let Ok(t) = resourcesync_model::W3cDateTime::parse(&t)
+                && last.as_ref().is_none_or(|l| t.timestamp() > l.timestamp())
+            {
+                last = Some(t);
+            }
+        }
+        Ok(last)
+    }
 }
+
+/// What a coordinator alone says on the queues' channel (`SCHEMA wanted`): the workers that
+/// watch the schema renew their heartbeat in it now, rather than at their next round.
+pub const WORKER_WANTED: &str = "wanted";
