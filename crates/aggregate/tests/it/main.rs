@@ -69,6 +69,7 @@ mod recorded;
 mod republish;
 mod republish_ranges;
 mod republish_s3;
+mod schedule_shared;
 mod service;
 mod share_alone;
 mod share_newer;
