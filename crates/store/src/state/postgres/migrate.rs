@@ -91,19 +91,9 @@ impl PgState {
 /// these tests fail.
 #[cfg(test)]
 mod tests {
+    use super::super::plans::url;
     use super::*;
     use postgres::{Client, NoTls};
-
-    fn url() -> String {
-        const VAR: &str = "RESOURCESYNC_TEST_POSTGRES";
-        match std::env::var(VAR) {
-            Ok(u) if !u.is_empty() => u,
-            _ => panic!(
-                "{VAR} is not set: the PostgreSQL tests need a server. Run \
-                 `export {VAR}=$(scripts/postgres.sh)` first (it starts one on 127.0.0.1)"
-            ),
-        }
-    }
 
     /// The tables of `schema`, and its version.
     fn shape(c: &mut Client, schema: &str) -> (Vec<String>, Option<String>) {

@@ -13,7 +13,9 @@ use super::{PgState, sql};
 /// Rows recorded: a walk of the table would read all of them for each path looked up.
 const ROWS: usize = 20_000;
 
-fn url() -> String {
+/// The server of `scripts/postgres.sh` (`RESOURCESYNC_TEST_POSTGRES`), for the unit tests of
+/// every module here; panics, saying how to start one, without it.
+pub(super) fn url() -> String {
     const VAR: &str = "RESOURCESYNC_TEST_POSTGRES";
     match std::env::var(VAR) {
         Ok(u) if !u.is_empty() => u,

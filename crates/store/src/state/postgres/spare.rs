@@ -70,14 +70,7 @@ mod tests {
     /// A URL of its own (an application name no other test gives): the spares of the other
     /// tests, running at once, are not this test's.
     fn own_url(tag: &str) -> String {
-        const VAR: &str = "RESOURCESYNC_TEST_POSTGRES";
-        let url = match std::env::var(VAR) {
-            Ok(u) if !u.is_empty() => u,
-            _ => panic!(
-                "{VAR} is not set: the PostgreSQL tests need a server. Run \
-                 `export {VAR}=$(scripts/postgres.sh)` first (it starts one on 127.0.0.1)"
-            ),
-        };
+        let url = super::super::plans::url();
         let sep = if url.contains('?') { '&' } else { '?' };
         format!(
             "{url}{sep}application_name=spare_{tag}_{}",
