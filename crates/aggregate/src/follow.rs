@@ -18,6 +18,7 @@ use resourcesync_store::Records;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Schedule, SourceSpec};
+use crate::gate::Place;
 use crate::shared::{Opened, Shared};
 
 /// The first wait after a failure; doubled for each failure in a row, up to the limit.
@@ -90,12 +91,18 @@ pub(crate) fn sync_options(spec: &SourceSpec, shared: &Shared) -> SyncOptions {
 }
 
 /// Follows `spec` until `cancel` (a sync running then is finished first: the service's drain
-/// decides how long it may take).
-pub(crate) async fn follow(spec: SourceSpec, shared: Arc<Shared>, cancel: CancellationToken) {
+/// decides how long it may take). `first` is the place in the line of syncs its first sync
+/// takes, if the service took one for it ([`crate::gate`]).
+pub(crate) async fn follow(
+    spec: SourceSpec,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    first: Option<Place>,
+) {
     // What its state records, shown before its first sync (after a restart, above all).
     crate::recorded::load(&spec, &shared);
     match spec.schedule {
-        Schedule::Every(interval) => every(&spec, interval, &shared, &cancel).await,
+        Schedule::Every(interval) => every(&spec, interval, &shared, &cancel, first).await,
         Schedule::Push => push(&spec, &shared, &cancel).await,
     }
 }
@@ -105,13 +112,15 @@ async fn every(
     interval: Duration,
     shared: &Arc<Shared>,
     cancel: &CancellationToken,
+    mut first: Option<Place>,
 ) {
     let status = &shared.status;
     loop {
         status.scheduled(&spec.name, Some(Timestamp::now()));
+        let place = first.take().unwrap_or_else(|| shared.line_up(&spec.url));
         let permits = tokio::select! {
             () = cancel.cancelled() => return,
-            p = shared.gates(&spec.url) => p,
+            p = place.wait() => p,
         };
         status.started(&spec.name);
         let r = once(spec, shared, interval).await;

@@ -31,6 +31,7 @@ mod bucket_copy;
 pub mod config;
 pub mod error;
 pub mod follow;
+mod gate;
 pub mod history;
 pub mod listing;
 pub mod memento;

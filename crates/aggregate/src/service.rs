@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Schedule, SourceSpec};
 use crate::error::{Error, Result};
+use crate::gate::{Gates, Place};
 use crate::republish::Republish;
-use crate::shared::{Gates, Shared};
+use crate::shared::Shared;
 use crate::status::Status;
 
 pub use crate::shared::{Options, StateChoice, schema_of, worker_name};
@@ -22,12 +23,18 @@ pub use crate::shared::{Options, StateChoice, schema_of, worker_name};
 /// Runs the follower of `spec` until `cancel`; a follower that panics (a bug) is recorded as
 /// a failure of its Source, which is started again after a back-off, instead of staying
 /// "syncing" forever on the page.
-async fn supervise(spec: SourceSpec, shared: Arc<Shared>, cancel: CancellationToken) {
+async fn supervise(
+    spec: SourceSpec,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    mut first: Option<Place>,
+) {
     loop {
         let run = tokio::spawn(crate::follow::follow(
             spec.clone(),
             shared.clone(),
             cancel.clone(),
+            first.take(),
         ));
         let Err(e) = run.await else {
             return;
@@ -238,12 +245,17 @@ impl Aggregator {
             self.shared.status.register(spec);
             let cancel = CancellationToken::new();
             let (s, sh, c) = (spec.clone(), self.shared.clone(), cancel.clone());
+            // A new Source's first sync takes its place in the line here, in the
+            // configuration's order (crate::gate); a changed one takes its own once the old
+            // follower has ended (it would hold a slot while waiting for it otherwise).
+            let first = (previous.is_none() && spec.schedule != Schedule::Push)
+                .then(|| self.shared.line_up(&spec.url));
             let handle = tokio::spawn(async move {
                 // One follower per Source at a time: a changed one waits for the old to end.
                 if let Some(p) = previous {
                     let _ = p.await;
                 }
-                supervise(s, sh, c).await;
+                supervise(s, sh, c, first).await;
             });
             tasks.insert(
                 spec.name.clone(),

@@ -2,7 +2,7 @@
 //! gates that enforce them, the status, and the ports of one sync ([`Shared::ports`]: where a
 //! Source's store and state are opened, fenced by a lease when the state is shared).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -12,6 +12,8 @@ use resourcesync_store::{
     Fenced, FsStore, Leases, PgState, Records, S3Config, S3Store, SqliteState, Store,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::gate::Gates;
 
 use crate::config::{Limits, SourceSpec};
 use crate::error::{Error, Result};
@@ -69,41 +71,6 @@ pub(crate) enum Opened {
     /// A worker (this one before a restart, or another) completed a sync of the Source less
     /// than its interval ago (PostgreSQL state): due again in this long.
     Fresh(std::time::Duration),
-}
-
-/// Syncs running at once: over every Source, and per host.
-#[derive(Debug)]
-pub(crate) struct Gates {
-    /// Bytes of bodies per second over every Source (limits.bandwidth).
-    bandwidth: Option<Arc<Bandwidth>>,
-    total: Arc<Semaphore>,
-    per_host: usize,
-    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
-}
-
-impl Gates {
-    pub(crate) fn new(l: &Limits) -> Self {
-        Gates {
-            bandwidth: l.bandwidth.map(|b| Arc::new(Bandwidth::new(b))),
-            total: Arc::new(Semaphore::new(l.concurrency)),
-            per_host: l.per_host,
-            hosts: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn host(&self, url: &str) -> Arc<Semaphore> {
-        let host = url::Url::parse(url)
-            .ok()
-            .and_then(|u| {
-                u.host_str()
-                    .map(|h| format!("{h}:{}", u.port_or_known_default().unwrap_or(0)))
-            })
-            .unwrap_or_default();
-        let mut g = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        g.entry(host)
-            .or_insert_with(|| Arc::new(Semaphore::new(self.per_host)))
-            .clone()
-    }
 }
 
 /// Where this worker's claimer stands ([`crate::work::claimer`]): a coordinator shares a page
@@ -231,20 +198,13 @@ impl Shared {
             .clone()
     }
 
-    /// Waits for a slot against the host of `url`, then for one of all (so that a Source
-    /// waiting for its busy host holds no slot another host could use).
-    pub(crate) async fn gates(&self, url: &str) -> (OwnedSemaphorePermit, OwnedSemaphorePermit) {
-        let gates = self.gates.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let host = gates.host(url);
-        // The semaphores are never closed: acquiring fails only on a closed one.
-        let h = host.acquire_owned().await.expect("open semaphore");
-        let t = gates
-            .total
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("open semaphore");
-        (h, t)
+    /// Takes a place in the line of syncs for the Source at `url` ([`crate::gate`]), without
+    /// waiting.
+    pub(crate) fn line_up(&self, url: &str) -> crate::gate::Place {
+        self.gates
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .line_up(url)
     }
 
     /// The ports of the Source `name` for one sync: its folder as the store, its state. With

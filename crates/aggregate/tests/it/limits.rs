@@ -120,3 +120,52 @@ url = "{}"
         }
     }
 }
+
+/// `limits.concurrency` lets syncs through in the configuration's order: the first round is
+/// the order of the `[[source]]` tables (a user puts the largest first to finish a first
+/// harvest sooner, docs/aggregate.md), not the order the runtime first polls the followers in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syncs_start_in_the_configurations_order() {
+    const N: usize = 12;
+    let mut servers = Vec::new();
+    for _ in 0..N {
+        let s = crate::service::hand_written().await;
+        // Each sync lasts at least this: one runs at a time, so each is seen running.
+        s.route(
+            "/x/one.txt",
+            resourcesync_testkit::Reply::ok(b"first resource\n".to_vec())
+                .delayed(Duration::from_millis(100)),
+        );
+        servers.push(s);
+    }
+    let mut text = String::from("[limits]\nconcurrency = 1\n\n");
+    for (i, s) in servers.iter().enumerate() {
+        text.push_str(&format!(
+            "[[source]]\nname = \"s{i}\"\nurl = \"{}\"\nschedule = \"1h\"\n\n",
+            s.base
+        ));
+    }
+    let store = tempfile::tempdir().expect("store");
+    let agg = start_local(&text, store.path());
+    let end = Instant::now() + Duration::from_secs(60);
+    let mut order: Vec<usize> = Vec::new();
+    while order.len() < N {
+        for i in 0..N {
+            let v = agg.status().get(&format!("s{i}")).expect("registered");
+            if !order.contains(&i) && (v.running || v.syncs > 0 || v.failures > 0) {
+                order.push(i);
+            }
+        }
+        assert!(Instant::now() < end, "started so far: {order:?}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(
+        order,
+        (0..N).collect::<Vec<_>>(),
+        "the order syncs started in"
+    );
+    for i in 0..N {
+        let v = agg.status().get(&format!("s{i}")).expect("registered");
+        assert!(v.failures == 0, "{v:#?}");
+    }
+}
