@@ -28,6 +28,11 @@ mod watch;
 
 use std::process::ExitCode;
 
+/// mimalloc rather than the system's allocator: a sync allocates per request and per copy,
+/// from many threads (docs/performance.md, "The loopback baseline").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// Exit status: success, or in sync / valid.
