@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use postgres::types::Type;
+
 use super::sql::CLAIM;
 use super::{PgState, check_schemas, ttl_ms};
 use crate::error::Result;
@@ -32,11 +34,12 @@ impl PgState {
         schemas: &[String],
     ) -> Result<Vec<String>> {
         let names: Vec<&str> = schemas.iter().map(String::as_str).collect();
+        // Typed, unprepared: one round trip (a prepared one would be two, each look).
         client
-            .query(
+            .query_typed(
                 "SELECT table_schema::text FROM information_schema.tables \
                  WHERE table_name = $1 AND table_schema = ANY($2)",
-                &[&table, &names],
+                &[(&table, Type::TEXT), (&names, Type::TEXT_ARRAY)],
             )
             .map_err(|e| self.err(e))?
             .iter()
@@ -129,7 +132,7 @@ impl PgState {
                 .collect::<Vec<_>>()
                 .join(" UNION ALL ");
             let with: Vec<String> = client
-                .query(&sql, &[])
+                .query_typed(&sql, &[])
                 .map_err(|e| self.err(e))?
                 .iter()
                 .map(|r| r.try_get(0))

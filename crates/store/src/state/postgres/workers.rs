@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use postgres::types::Type;
+
 use super::{PgState, check_schemas, ttl_ms};
 use crate::error::Result;
 
@@ -49,10 +51,13 @@ impl PgState {
                 .collect::<Vec<_>>()
                 .join(", ");
             let sql = format!("WITH {sql} SELECT 1");
+            // Typed, unprepared: one round trip rather than a prepare and an execute.
             if ms == 0 {
-                tx.execute(&sql, &[&worker]).map_err(|e| self.err(e))?;
+                tx.query_typed(&sql, &[(&worker, Type::TEXT)])
+                    .map_err(|e| self.err(e))?;
             } else {
-                tx.execute(&sql, &[&worker, &ms]).map_err(|e| self.err(e))?;
+                tx.query_typed(&sql, &[(&worker, Type::TEXT), (&ms, Type::INT8)])
+                    .map_err(|e| self.err(e))?;
             }
         }
         tx.commit().map_err(|e| self.err(e))
