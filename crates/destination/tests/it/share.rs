@@ -319,3 +319,159 @@ async fn a_page_that_could_not_be_queued_fails_the_run() {
         Ok(r) => panic!("the run succeeded: {r:?}"),
     }
 }
+
+/// A worker that does the items it claims 64 at a time, all at once (as the aggregator's
+/// claimer does), until stopped.
+async fn many_at_once(
+    state: Arc<MemState>,
+    store: Arc<dyn Store>,
+    added: Arc<Notify>,
+    done: Arc<Notify>,
+) {
+    let claimed = Arc::new(Claimed::new(state.clone() as Arc<dyn Records>));
+    let mut fetcher: Option<Arc<SharedFetcher>> = None;
+    loop {
+        let more = added.notified();
+        let claims = state
+            .claim_work("w", 64, std::time::Duration::from_secs(60))
+            .expect("claim");
+        if claims.is_empty() {
+            more.await;
+            continue;
+        }
+        let mut set = tokio::task::JoinSet::new();
+        for c in claims {
+            let f = SharedFetch::from_payload(&c.item.payload).expect("payload");
+            let x = fetcher
+                .get_or_insert_with(|| {
+                    Arc::new(
+                        SharedFetcher::new(
+                            &f.source,
+                            f.max_bytes,
+                            f.versions,
+                            64,
+                            store.clone(),
+                            claimed.clone() as Arc<dyn Records>,
+                            Http::new(Default::default()).expect("client"),
+                            Arc::new(Quiet),
+                        )
+                        .expect("fetcher"),
+                    )
+                })
+                .clone();
+            claimed.hold(&f.uri, c);
+            set.spawn(async move {
+                let o = x.fetch(&f).await;
+                assert!(matches!(o, SharedOutcome::Copied(_)), "{o:?}");
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            r.expect("a fetch");
+        }
+        done.notify_waiters();
+    }
+}
+
+/// A port that takes every page and tells, with each question, how many fetches it was told
+/// are on their way to it; a page's insert waits until a question has been asked after it.
+#[derive(Debug)]
+struct Counting {
+    inner: StateQueue,
+    told: std::sync::Mutex<Vec<u64>>,
+    inserts: tokio::sync::Semaphore,
+}
+
+impl Downloads for Counting {
+    fn threshold(&self) -> usize {
+        0
+    }
+
+    fn queue(
+        &self,
+        fetches: Vec<SharedFetch>,
+    ) -> PortFuture<'_, resourcesync_destination::Result<()>> {
+        Box::pin(async move {
+            self.inserts.acquire().await.expect("open").forget();
+            self.inner.queue(fetches).await
+        })
+    }
+
+    fn share_now(&self, _source: &str, on_the_way: u64) -> PortFuture<'_, bool> {
+        self.told.lock().expect("told").push(on_the_way);
+        self.inserts.add_permits(1);
+        Box::pin(async { true })
+    }
+
+    fn wait(&self, source: &str) -> PortFuture<'_, resourcesync_destination::Result<()>> {
+        self.inner.wait(source)
+    }
+}
+
+/// The next page's question is asked beside a page's insert, and counts that page as on its
+/// way (`Downloads::share_now`): a port that answers by what waits in its queue would
+/// otherwise see too little there and take more than its workers can do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_question_beside_an_insert_counts_the_page_on_its_way() {
+    const N: usize = 2 * resourcesync_destination::share::PAGE + 100;
+    let src = tmp();
+    let files: Vec<(String, Vec<u8>)> = (0..N)
+        .map(|i| {
+            (
+                format!("d{}/f{i:04}.txt", i % 10),
+                format!("{i}\n").into_bytes(),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    write_tree(src.path(), &refs);
+    let server = Server::start(src.path()).await;
+    publish(src.path(), &server.base, None);
+    let scratch = tmp();
+    let o = options(&server.base, &scratch.path().join("unused"));
+    let store = Arc::new(MemStore::new());
+    let state = Arc::new(MemState::new());
+    let (added, done) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let port = Arc::new(Counting {
+        inner: StateQueue {
+            state: state.clone(),
+            threshold: 0,
+            queued: AtomicUsize::new(0),
+            alone: false,
+            added: added.clone(),
+            done: done.clone(),
+        },
+        told: std::sync::Mutex::new(Vec::new()),
+        inserts: tokio::sync::Semaphore::new(0),
+    });
+    let w = tokio::spawn(many_at_once(state.clone(), store.clone(), added, done));
+    let ports = Ports::new(store.clone(), state.clone(), scratch.path(), "(memory)")
+        .with_downloads(port.clone());
+    let d = Destination::new(
+        &server.base,
+        ports,
+        Http::new(o.http.clone()).expect("client"),
+    );
+    let r = d.sync(&o, Arc::new(Quiet)).await.expect("sync");
+    w.abort();
+    let told = port.told.lock().expect("told").clone();
+    assert_eq!(
+        told.first(),
+        Some(&0),
+        "the first question: nothing on its way"
+    );
+    // The first page's insert waited for the next question, which counted its page.
+    assert_eq!(
+        told.get(1),
+        Some(&(resourcesync_destination::share::PAGE as u64)),
+        "{told:?}"
+    );
+    assert_eq!((r.shared + r.created, r.failed), (N as u64, 0), "{r:?}");
+    assert_eq!(
+        server.resource_hits(),
+        N as u64,
+        "each resource fetched once"
+    );
+}
