@@ -48,9 +48,13 @@ struct Waiter {
 }
 
 /// A place in the line, taken by [`Gates::line_up`]; [`Place::wait`] waits for its slot.
-/// Dropped, it gives the place (or the slot it was given) up.
+/// Dropped, it gives the place (or the slot it was given) up. It keeps its line (and so its
+/// waiter) alive: a reload that replaces the gates lets the places taken before through.
 #[derive(Debug)]
-pub(crate) struct Place(oneshot::Receiver<Slot>);
+pub(crate) struct Place {
+    rx: oneshot::Receiver<Slot>,
+    _line: Arc<Line>,
+}
 
 /// A running sync's slot, given back when dropped.
 #[derive(Debug)]
@@ -89,15 +93,19 @@ impl Gates {
         };
         // Sent outside the lock: a slot whose Place was dropped meanwhile comes back here.
         Line::give(&self.line, given);
-        Place(rx)
+        Place {
+            rx,
+            _line: self.line.clone(),
+        }
     }
 }
 
 impl Place {
     /// Waits for this place's slot.
     pub(crate) async fn wait(self) -> Slot {
-        // The line never drops a waiter it has not given a slot to while its Place lives.
-        self.0.await.expect("the line keeps its waiters")
+        // The line (kept alive by this Place) drops a waiter only once its Place is gone, or
+        // sends it its slot.
+        self.rx.await.expect("the line keeps its waiters")
     }
 }
 
@@ -176,7 +184,7 @@ mod tests {
     }
 
     fn given(p: &mut Place) -> Option<Slot> {
-        p.0.try_recv().ok()
+        p.rx.try_recv().ok()
     }
 
     #[test]
