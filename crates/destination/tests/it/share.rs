@@ -64,67 +64,35 @@ impl Downloads for StateQueue {
     }
 }
 
-/// A worker: claims every item queued (as they come) and does it, until stopped.
-async fn worker(
-    state: Arc<MemState>,
-    store: Arc<dyn Store>,
-    added: Arc<Notify>,
-    done: Arc<Notify>,
-    fetched: Arc<AtomicUsize>,
-) {
-    let claimed = Arc::new(Claimed::new(state.clone() as Arc<dyn Records>));
-    let mut fetcher: Option<SharedFetcher> = None;
-    loop {
-        let more = added.notified();
-        let claims = state
-            .claim_work("w", 8, std::time::Duration::from_secs(60))
-            .expect("claim");
-        if claims.is_empty() {
-            more.await;
-            continue;
-        }
-        for c in claims {
-            let f = SharedFetch::from_payload(&c.item.payload).expect("payload");
-            let x = fetcher.get_or_insert_with(|| {
-                SharedFetcher::new(
-                    &f.source,
-                    f.max_bytes,
-                    f.versions,
-                    8,
-                    store.clone(),
-                    claimed.clone() as Arc<dyn Records>,
-                    Http::new(Default::default()).expect("client"),
-                    Arc::new(Quiet),
-                )
-                .expect("fetcher")
-            });
-            claimed.hold(&f.uri, c);
-            let o = x.fetch(&f).await;
-            assert!(matches!(o, SharedOutcome::Copied(_)), "{o:?}");
-            assert!(
-                claimed.take(&f.uri).is_none(),
-                "the row completed the claim"
-            );
-            fetched.fetch_add(1, Ordering::SeqCst);
-        }
-        done.notify_waiters();
-    }
+/// A sync of `o` into `store` and `state` with `port` as its Downloads port.
+async fn sync_through(
+    o: &resourcesync_destination::SyncOptions,
+    store: &Arc<MemStore>,
+    state: &Arc<MemState>,
+    port: Arc<dyn Downloads>,
+    scratch: &std::path::Path,
+) -> resourcesync_destination::SyncReport {
+    let ports = Ports::new(store.clone(), state.clone(), scratch, "(memory)").with_downloads(port);
+    let d = Destination::new(&o.url, ports, Http::new(o.http.clone()).expect("client"));
+    d.sync(o, Arc::new(Quiet)).await.expect("sync")
 }
 
-async fn run_as(
-    alone: bool,
-    threshold: usize,
-    versions: bool,
-) -> (resourcesync_destination::SyncReport, usize, usize) {
-    let src = tmp();
-    let files: Vec<(String, Vec<u8>)> = (0..30)
+/// `n` small files in `dirs` folders: their paths and bodies.
+fn numbered(n: usize, dirs: usize) -> Vec<(String, Vec<u8>)> {
+    (0..n)
         .map(|i| {
             (
-                format!("d{}/f{i:02}.txt", i % 3),
+                format!("d{}/f{i:04}.txt", i % dirs),
                 format!("file {i}\n").into_bytes(),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// `files` written, served and published: the tree (kept while the server serves it) and the
+/// server.
+async fn served(files: &[(String, Vec<u8>)]) -> (tempfile::TempDir, Server) {
+    let src = tmp();
     let refs: Vec<(&str, &[u8])> = files
         .iter()
         .map(|(p, b)| (p.as_str(), b.as_slice()))
@@ -132,6 +100,16 @@ async fn run_as(
     write_tree(src.path(), &refs);
     let server = Server::start(src.path()).await;
     publish(src.path(), &server.base, None);
+    (src, server)
+}
+
+async fn run_as(
+    alone: bool,
+    threshold: usize,
+    versions: bool,
+) -> (resourcesync_destination::SyncReport, usize, usize) {
+    let files = numbered(30, 3);
+    let (_src, server) = served(&files).await;
     let scratch = tmp();
     let mut o = options(&server.base, &scratch.path().join("unused"));
     o.versions = versions;
@@ -154,14 +132,7 @@ async fn run_as(
         done,
         fetched.clone(),
     ));
-    let ports = Ports::new(store.clone(), state.clone(), scratch.path(), "(memory)")
-        .with_downloads(port.clone());
-    let d = Destination::new(
-        &server.base,
-        ports,
-        Http::new(o.http.clone()).expect("client"),
-    );
-    let r = d.sync(&o, Arc::new(Quiet)).await.expect("sync");
+    let r = sync_through(&o, &store, &state, port.clone(), scratch.path()).await;
     w.abort();
     // Every copy in place with its row, whoever fetched it.
     assert_eq!(server.resource_hits(), 30, "each resource fetched once");
@@ -320,13 +291,14 @@ async fn a_page_that_could_not_be_queued_fails_the_run() {
     }
 }
 
-/// A worker that does the items it claims 64 at a time, all at once (as the aggregator's
-/// claimer does), until stopped.
-async fn many_at_once(
+/// A worker: claims the items queued (as they come) 64 at a time and does them all at once
+/// (as the aggregator's claimer does), counting them in `fetched`, until stopped.
+async fn worker(
     state: Arc<MemState>,
     store: Arc<dyn Store>,
     added: Arc<Notify>,
     done: Arc<Notify>,
+    fetched: Arc<AtomicUsize>,
 ) {
     let claimed = Arc::new(Claimed::new(state.clone() as Arc<dyn Records>));
     let mut fetcher: Option<Arc<SharedFetcher>> = None;
@@ -360,9 +332,15 @@ async fn many_at_once(
                 })
                 .clone();
             claimed.hold(&f.uri, c);
+            let (claimed, fetched) = (claimed.clone(), fetched.clone());
             set.spawn(async move {
                 let o = x.fetch(&f).await;
                 assert!(matches!(o, SharedOutcome::Copied(_)), "{o:?}");
+                assert!(
+                    claimed.take(&f.uri).is_none(),
+                    "the row completed the claim"
+                );
+                fetched.fetch_add(1, Ordering::SeqCst);
             });
         }
         while let Some(r) = set.join_next().await {
@@ -413,22 +391,7 @@ impl Downloads for Counting {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_question_beside_an_insert_counts_the_page_on_its_way() {
     const N: usize = 2 * resourcesync_destination::share::PAGE + 100;
-    let src = tmp();
-    let files: Vec<(String, Vec<u8>)> = (0..N)
-        .map(|i| {
-            (
-                format!("d{}/f{i:04}.txt", i % 10),
-                format!("{i}\n").into_bytes(),
-            )
-        })
-        .collect();
-    let refs: Vec<(&str, &[u8])> = files
-        .iter()
-        .map(|(p, b)| (p.as_str(), b.as_slice()))
-        .collect();
-    write_tree(src.path(), &refs);
-    let server = Server::start(src.path()).await;
-    publish(src.path(), &server.base, None);
+    let (_src, server) = served(&numbered(N, 10)).await;
     let scratch = tmp();
     let o = options(&server.base, &scratch.path().join("unused"));
     let store = Arc::new(MemStore::new());
@@ -446,15 +409,9 @@ async fn the_question_beside_an_insert_counts_the_page_on_its_way() {
         told: std::sync::Mutex::new(Vec::new()),
         inserts: tokio::sync::Semaphore::new(0),
     });
-    let w = tokio::spawn(many_at_once(state.clone(), store.clone(), added, done));
-    let ports = Ports::new(store.clone(), state.clone(), scratch.path(), "(memory)")
-        .with_downloads(port.clone());
-    let d = Destination::new(
-        &server.base,
-        ports,
-        Http::new(o.http.clone()).expect("client"),
-    );
-    let r = d.sync(&o, Arc::new(Quiet)).await.expect("sync");
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let w = tokio::spawn(worker(state.clone(), store.clone(), added, done, fetched));
+    let r = sync_through(&o, &store, &state, port.clone(), scratch.path()).await;
     w.abort();
     let told = port.told.lock().expect("told").clone();
     assert_eq!(
