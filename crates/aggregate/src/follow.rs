@@ -118,13 +118,13 @@ async fn every(
     loop {
         status.scheduled(&spec.name, Some(Timestamp::now()));
         let place = first.take().unwrap_or_else(|| shared.line_up(&spec.url));
-        let permits = tokio::select! {
+        let slot = tokio::select! {
             () = cancel.cancelled() => return,
-            p = place.wait() => p,
+            s = place.wait() => s,
         };
         status.started(&spec.name);
         let r = once(spec, shared, interval).await;
-        drop(permits);
+        drop(slot);
         let wait = match r {
             Ok(Outcome::Synced(report, state)) => {
                 // The copies the state records now (one query), not a sum of the reports.

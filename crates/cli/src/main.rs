@@ -28,12 +28,12 @@ mod watch;
 
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+
 /// mimalloc rather than the system's allocator: a sync allocates per request and per copy,
 /// from many threads (docs/performance.md, "The loopback baseline").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-use clap::{Parser, Subcommand};
 
 /// Exit status: success, or in sync / valid.
 pub(crate) const EXIT_OK: u8 = 0;

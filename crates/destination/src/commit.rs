@@ -69,9 +69,9 @@ pub(crate) const MAX_BATCH: usize = 4096;
 const MIN_WAITED: usize = 1024;
 /// While copies flow (the batch before held at least two and was taken within [`FLOW_GAP`]),
 /// a batch that found fewer than this waiting waits up to [`GATHER_FOR`] for more: on a fast
-/// link the committer had kept up with about 30 copies a batch, each batch two transactions and
-/// a `syncfs`, and that per-batch work was a tenth of a baseline's CPU. A lone copy (a
-/// notification, the first of a run) never waits.
+/// link the committer otherwise keeps up with small batches, and each batch costs two
+/// transactions and a `syncfs` however few copies it holds (docs/performance.md, "The loopback
+/// baseline"). A lone copy (a notification, the first of a run) never waits.
 const GATHER: usize = 256;
 /// See [`GATHER`].
 const GATHER_FOR: std::time::Duration = std::time::Duration::from_millis(5);
