@@ -75,6 +75,8 @@ const MIN_WAITED: usize = 1024;
 const GATHER: usize = 256;
 /// See [`GATHER`].
 const GATHER_FOR: std::time::Duration = std::time::Duration::from_millis(5);
+/// How often a gathering batch looks for more (see [`GATHER`]).
+const GATHER_POLL: std::time::Duration = std::time::Duration::from_micros(250);
 /// Copies flow while batches follow each other within this (see [`GATHER`]).
 const FLOW_GAP: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -479,7 +481,6 @@ fn run(
     mut budget: Option<Budget>,
     keeper: Option<&versions::Keeper>,
     mut rx: mpsc::Receiver<Job>,
-    handle: Option<tokio::runtime::Handle>,
 ) {
     // The batch renamed but not yet recorded, and who waits for it.
     let mut prev: Option<(Placed, Vec<(Reply, usize)>)> = None;
@@ -526,13 +527,9 @@ fn run(
                     {
                         break;
                     }
-                    let Some(h) = &handle else { break };
-                    let wait = GATHER_FOR - waited;
-                    match h.block_on(async { tokio::time::timeout(wait, rx.recv()).await }) {
-                        Ok(Some(j)) => more = taken.push(j),
-                        Ok(None) => closed = true,
-                        Err(_) => break,
-                    }
+                    // Looked at again shortly: no runtime timer (this thread may outlive the
+                    // runtime when a run is stopped), and a few wake-ups per window at most.
+                    std::thread::sleep(GATHER_POLL);
                 }
                 Err(mpsc::error::TryRecvError::Disconnected) => closed = true,
             }
@@ -657,19 +654,9 @@ impl Committer {
         };
         let (tx, rx) = mpsc::channel::<Job>(MAX_BATCH * 2);
         let k = keeper.clone();
-        let handle = tokio::runtime::Handle::try_current().ok();
         let thread = std::thread::Builder::new()
             .name(COMMIT_THREAD.into())
-            .spawn(move || {
-                run(
-                    store.as_ref(),
-                    state.as_ref(),
-                    budget,
-                    k.as_deref(),
-                    rx,
-                    handle,
-                )
-            })
+            .spawn(move || run(store.as_ref(), state.as_ref(), budget, k.as_deref(), rx))
             .map_err(|e| Error::io("starting the commit thread", e))?;
         Ok(Committer {
             tx: Mutex::new(Some(tx)),
