@@ -79,11 +79,7 @@ impl Gates {
     /// waiting: its slot is given by [`Place::wait`], in the order places were taken.
     pub(crate) fn line_up(&self, url: &str) -> Place {
         let host = url::Url::parse(url)
-            .ok()
-            .and_then(|u| {
-                u.host_str()
-                    .map(|h| format!("{h}:{}", u.port_or_known_default().unwrap_or(0)))
-            })
+            .map(|u| resourcesync_http::host_key(&u))
             .unwrap_or_default();
         let (tx, rx) = oneshot::channel();
         let given = {

@@ -13,10 +13,9 @@ use resourcesync_store::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::gate::Gates;
-
 use crate::config::{Limits, SourceSpec};
 use crate::error::{Error, Result};
+use crate::gate::Gates;
 use crate::republish::{Copies, Republish};
 use crate::status::Status;
 

@@ -136,7 +136,9 @@ pub struct Http {
     hosts: Mutex<HashMap<String, std::sync::Arc<HostLimit>>>,
 }
 
-fn host_key(url: &Url) -> String {
+/// The key of `url`'s host for per-host limits: `host:port`, the port the scheme's default
+/// when none is given (`example.org:443`).
+pub fn host_key(url: &Url) -> String {
     format!(
         "{}:{}",
         url.host_str().unwrap_or_default().to_ascii_lowercase(),
