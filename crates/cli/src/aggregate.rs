@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 use resourcesync_aggregate::republish::Republish;
 use resourcesync_aggregate::{Aggregator, Config, Options, StateChoice};
@@ -15,7 +14,7 @@ use resourcesync_source::BaseOrigin;
 
 use crate::EXIT_OK;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct AggregateArgs {
     /// The configuration: the Sources to follow (`[[source]]` with name, url, schedule, …)
     /// and shared limits (see docs/aggregate.md). Read again on SIGHUP.
@@ -67,11 +66,9 @@ pub(crate) struct AggregateArgs {
 
 pub(crate) fn run(a: &AggregateArgs) -> anyhow::Result<u8> {
     crate::out::init_logging();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let r = rt.block_on(aggregate(a));
+    let rt = crate::rt::runtime()?;
+    let args = a.clone();
+    let r = crate::rt::block_on(&rt, async move { aggregate(&args).await });
     rt.shutdown_timeout(Duration::from_secs(5));
     r
 }

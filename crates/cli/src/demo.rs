@@ -22,7 +22,7 @@ use crate::{EXIT_DIFFERENCES, EXIT_OK};
 
 mod steps;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct DemoArgs {
     /// Keep the Source and the Destination, in DIR/source and DIR/destination (DIR is created;
     /// those two must not exist or be empty), and print their paths.
@@ -238,11 +238,9 @@ fn mode(m: Mode) -> &'static str {
 
 pub(crate) fn run(a: &DemoArgs) -> anyhow::Result<u8> {
     let work = work_dir(a.keep.as_deref())?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = rt.block_on(demo(a, &work.path));
+    let rt = crate::rt::runtime()?;
+    let (args, path) = (a.clone(), work.path.clone());
+    let result = crate::rt::block_on(&rt, async move { demo(&args, &path).await });
     rt.shutdown_timeout(Duration::from_secs(5));
     result
 }

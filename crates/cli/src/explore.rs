@@ -5,7 +5,6 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use resourcesync_destination::explore::{
@@ -18,7 +17,7 @@ use resourcesync_destination::{
 use crate::printable::printable;
 use crate::{EXIT_DIFFERENCES, EXIT_OK};
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct ExploreArgs {
     /// Where to start: a site root, a page, or any ResourceSync document.
     #[arg(value_name = "URL")]
@@ -241,11 +240,11 @@ pub(crate) fn run(a: &ExploreArgs) -> anyhow::Result<u8> {
     crate::input::check_url(&a.url)?;
     let o = a.options();
     let spinner = Arc::new(Spinner::new(crate::out::progress_allowed() && !a.json));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let report = rt.block_on(resourcesync_destination::explore(&o, spinner.clone()));
+    let rt = crate::rt::runtime()?;
+    let s: Arc<dyn resourcesync_destination::Observer> = spinner.clone();
+    let report = crate::rt::block_on(&rt, async move {
+        resourcesync_destination::explore(&o, s).await
+    });
     spinner.clear();
     let report = report?;
     let mut out = crate::out::stdout();

@@ -5,13 +5,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 use resourcesync_websub::{Hub, HubOptions};
 
 use crate::EXIT_OK;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct HubArgs {
     #[command(flatten)]
     config: crate::config::ConfigArgs,
@@ -86,11 +85,9 @@ impl PrivateAddresses {
 
 pub(crate) fn run(a: &HubArgs) -> anyhow::Result<u8> {
     crate::out::init_logging();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let r = rt.block_on(hub(a));
+    let rt = crate::rt::runtime()?;
+    let args = a.clone();
+    let r = crate::rt::block_on(&rt, async move { hub(&args).await });
     rt.shutdown_timeout(Duration::from_secs(5));
     r
 }

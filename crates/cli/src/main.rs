@@ -18,6 +18,7 @@ mod printable;
 mod progress;
 mod publish;
 mod restore;
+mod rt;
 mod serve;
 mod signal;
 mod simulate;

@@ -19,7 +19,7 @@ use crate::printable::printable;
 use crate::units::{bytes, count};
 
 /// Options that describe a Source (shared by `publish` and `serve`).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct SourceArgs {
     /// The directory of resources; with --inventory, the working directory where documents
     /// and state are kept.

@@ -60,13 +60,6 @@ pub(crate) fn parse_at(at: &str) -> anyhow::Result<W3cDateTime> {
     })
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
-
 /// The ports of DEST, read only, and the Source's key.
 fn open(
     url: &str,
@@ -89,7 +82,7 @@ fn open(
             state.display()
         );
     }
-    let key = runtime()?.block_on(attime::source_key(&ports, url, set, http))?;
+    let key = crate::rt::runtime()?.block_on(attime::source_key(&ports, url, set, http))?;
     Ok((ports, key))
 }
 

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 use resourcesync_source::scan::ScanProgress;
 use resourcesync_source::server::{self, ServeOptions};
@@ -13,7 +12,7 @@ use resourcesync_source::watch::WatchOptions;
 use crate::EXIT_OK;
 use crate::publish::SourceArgs;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct ServeArgs {
     #[command(flatten)]
     source: SourceArgs,
@@ -69,11 +68,9 @@ pub(crate) struct ServeArgs {
 
 pub(crate) fn run(a: &ServeArgs) -> anyhow::Result<u8> {
     crate::out::init_logging();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let result = rt.block_on(serve(a));
+    let rt = crate::rt::runtime()?;
+    let args = a.clone();
+    let result = crate::rt::block_on(&rt, async move { serve(&args).await });
     // A scan still running after the grace period is not waited for.
     rt.shutdown_timeout(Duration::from_secs(5));
     result

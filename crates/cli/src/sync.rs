@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 use indicatif::{
     MultiProgress, ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle,
@@ -339,13 +338,6 @@ impl Observer for Bars {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
-
 /// How a round synchronized, in words (also used by `demo` and `sync --watch`).
 fn print_sync(out: &mut impl Write, r: &SyncReport) -> std::io::Result<()> {
     let from = r
@@ -523,7 +515,10 @@ pub(crate) fn run_sync(a: &SyncArgs) -> anyhow::Result<u8> {
         let b = bars.clone();
         return crate::watch::run(&o, &a.watch, r.json, bars, move || b.clear());
     }
-    let report = runtime()?.block_on(resourcesync_destination::sync(&o, bars.clone()));
+    let b: Arc<dyn Observer> = bars.clone();
+    let report = crate::rt::block_on(&crate::rt::runtime()?, async move {
+        resourcesync_destination::sync(&o, b).await
+    });
     bars.clear();
     let report = report?;
     let failed = report.failed > 0;
@@ -617,7 +612,10 @@ pub(crate) fn run_audit(a: &AuditArgs) -> anyhow::Result<u8> {
     o.deadline = r.max_time.map(Duration::from_secs);
     o.fast = a.fast;
     let bars = Arc::new(Bars::new(crate::out::progress_allowed() && !r.json));
-    let report = runtime()?.block_on(resourcesync_destination::audit(&o, bars.clone()));
+    let b: Arc<dyn Observer> = bars.clone();
+    let report = crate::rt::block_on(&crate::rt::runtime()?, async move {
+        resourcesync_destination::audit(&o, b).await
+    });
     bars.clear();
     let report = report?;
     if r.json {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use resourcesync_destination::{
     Observer, Round, StopHandle, SyncOptions, WatchOptions, WatchReport,
@@ -139,10 +139,7 @@ pub(crate) fn run(
         // The global -v: a line for every round, also when nothing changed.
         verbose: crate::out::verbose(),
     });
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let rt = crate::rt::runtime()?;
     let stop = stop_on_signals(&rt);
     let mut last_failed = 0u64;
     let mut write_err: Option<std::io::Error> = None;

@@ -45,6 +45,7 @@ mod fetch;
 mod job;
 mod march;
 mod plan;
+mod task;
 
 // The entry points.
 pub mod explore;

@@ -503,7 +503,9 @@ where
         let o = o.clone();
         async move {
             stats.catch_ups.fetch_add(1, Ordering::Relaxed);
-            sync(&o, obs).await.map_err(|e| e.to_string())
+            crate::task::on_worker(async move { sync(&o, obs).await })
+                .await
+                .map_err(|e| e.to_string())
         }
     };
     let r = catch_up(&o, obs.clone(), stats.clone()).await;
@@ -632,7 +634,10 @@ async fn first_sync(
     stop: &StopHandle,
 ) -> Result<Option<SyncReport>> {
     let first = tokio::select! {
-        r = sync(o, obs.clone()) => r?,
+        r = crate::task::on_worker({
+            let (o, obs) = (o.clone(), obs.clone());
+            async move { sync(&o, obs).await }
+        }) => r?,
         () = stop.reached_now() => return Ok(None),
     };
     if let Some(cl) = &first.source.capability_list {

@@ -203,7 +203,10 @@ where
         n += 1;
         let round_start = W3cDateTime::now(false);
         let outcome = tokio::select! {
-            r = sync(&o, obs.clone()) => Some(r),
+            r = crate::task::on_worker({
+                let (o, obs) = (o.clone(), obs.clone());
+                async move { sync(&o, obs).await }
+            }) => Some(r),
             () = stop.reached(STOP_NOW) => None,
         };
         let round = match outcome {

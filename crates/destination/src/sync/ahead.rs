@@ -31,8 +31,8 @@ use std::collections::HashMap;
 
 use resourcesync_model::Capability;
 
-use super::baseline::AbortOnDrop;
 use crate::discover::docs::{Doc, DocFetcher, Fetched, Prefetched, is_the_open_list};
+use crate::task::AbortOnDrop;
 
 /// The Change List's documents being read beside the baseline ([`Ahead::start`]).
 pub(super) struct Ahead {

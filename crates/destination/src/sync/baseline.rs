@@ -57,15 +57,6 @@ pub(super) async fn stage_list(fetcher: DocFetcher, rl: String) -> Result<Staged
     })
 }
 
-/// A task aborted when its handle is dropped (a run ending early leaves nothing behind).
-pub(super) struct AbortOnDrop<T>(pub(super) tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Whether a URI is among those a dump package put in place during this run, asked in
 /// ascending URI order: read along in the same order, a page at a time, instead of one lookup
 /// per URI. A read that fails is the answer to the next question.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use resourcesync_model::W3cDateTime;
 
 use super::ahead::Ahead;
-use super::baseline::{AbortOnDrop, after_dump, baseline, baseline_with, stage_list};
+use super::baseline::{after_dump, baseline, baseline_with, stage_list};
 use super::incremental::incremental;
 use super::{RunPlan, catch_up, delete_gone, extras, need_rl, repair};
 use crate::discover::docs::DocFetcher;
@@ -19,6 +19,7 @@ use crate::options::SyncOptions;
 use crate::outcome::Tally;
 use crate::plan::after;
 use crate::report::{Mode, SourceInfo};
+use crate::task::AbortOnDrop;
 
 /// What the steps of a run's lists share.
 #[derive(Clone, Copy)]

@@ -1,0 +1,36 @@
+//! Tasks a run spawns: aborted when their handle is dropped, so that a run ending early leaves
+//! nothing behind.
+
+use std::future::Future;
+
+use crate::error::{Error, Result};
+
+/// A task aborted when its handle is dropped.
+pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs `fut` as a task of its own (aborted if this future is dropped) and waits for it.
+///
+/// For a whole sync called from a future that may run on `block_on`'s thread (the rounds of
+/// `watch`): there every download ending would wake a thread outside the runtime's workers, a
+/// futex call and a context switch each time; as a task, the engine runs on a worker and is
+/// woken there (docs/performance.md, "The loopback baseline"). A panic in `fut` is raised here.
+pub(crate) async fn on_worker<F, T>(fut: F) -> Result<T>
+where
+    F: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let mut task = AbortOnDrop(tokio::spawn(fut));
+    match (&mut task.0).await {
+        Ok(out) => out,
+        Err(e) => match e.try_into_panic() {
+            Ok(p) => std::panic::resume_unwind(p),
+            Err(e) => Err(Error::Task(format!("the sync was stopped: {e}"))),
+        },
+    }
+}
