@@ -122,9 +122,15 @@ impl<'a> Features<'a> {
     }
 
     /// Whether something the store keeps at or above `key` blocks a put there
-    /// ([`Hierarchy::blocked`]); never for flat keys.
+    /// ([`Hierarchy::at`]); never for flat keys.
     pub fn blocked(&self, key: &RelPath) -> Result<bool> {
-        self.hierarchy.map_or(Ok(false), |h| h.blocked(key))
+        Ok(self.at(key)? == Some(At::Blocked))
+    }
+
+    /// What is at `key` ([`Hierarchy::at`]); `None` for flat keys (ask
+    /// [`crate::Store::head`]).
+    pub fn at(&self, key: &RelPath) -> Result<Option<At>> {
+        self.hierarchy.map(|h| h.at(key)).transpose()
     }
 
     /// Removes what an interrupted run left behind ([`Interrupted::clean_interrupted`]); how
@@ -157,8 +163,23 @@ pub trait Interrupted: Send + Sync {
 
 /// The capability of keys that nest like a directory tree ([`Features::hierarchy`]).
 pub trait Hierarchy: Send + Sync {
-    /// Whether something the store keeps at or above `key` blocks a put there until it is
-    /// removed: a directory at the key, or an object where one of the key's directories goes
-    /// (a directory that held a file `a` cannot take `a/b`).
-    fn blocked(&self, key: &RelPath) -> Result<bool>;
+    /// What the store keeps at `key`, in one look: whether a put there is blocked until
+    /// something is removed (a directory at the key, or an object where one of the key's
+    /// directories goes: a directory that held a file `a` cannot take `a/b`), and otherwise
+    /// whether anything is there at all ([`At::Free`] spares a caller the
+    /// [`crate::Store::head`] that would find nothing).
+    fn at(&self, key: &RelPath) -> Result<At>;
+}
+
+/// What a store with a hierarchy keeps at a key ([`Hierarchy::at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum At {
+    /// Nothing at the key, nor anything in a put's way.
+    Free,
+    /// Something at the key a put may replace (an object; [`crate::Store::head`] says more).
+    Taken,
+    /// Something in a put's way: a directory at the key, or an object where one of its
+    /// directories goes.
+    Blocked,
 }

@@ -41,7 +41,7 @@ pub mod state;
 pub mod versions;
 
 pub use error::{Error, Result};
-pub use features::{Features, Hierarchy, Interrupted};
+pub use features::{At, Features, Hierarchy, Interrupted};
 pub use fs::STATE_DIR;
 pub use fs::{FsStore, child_rel};
 pub use mem::MemStore;

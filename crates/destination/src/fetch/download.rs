@@ -10,7 +10,7 @@ use std::sync::Arc;
 use reqwest::header::{ETAG, LAST_MODIFIED};
 use resourcesync_diff::{Difference, Item, needs_update};
 use resourcesync_model::Change;
-use resourcesync_store::{Expect, ObjectMeta, RelPath, ResourceRecord};
+use resourcesync_store::{At, Expect, ObjectMeta, RelPath, ResourceRecord};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::commit::{Origin, Pending, Write};
@@ -33,13 +33,15 @@ pub(crate) enum Fetched {
 
 /// Fetches the copy of `item` at `rel` (unless the state or the file in place shows it current),
 /// puts it in place through the committer and says what was done; `Err` says why every
-/// candidate (the mirrors, then the resource) failed.
+/// candidate (the mirrors, then the resource) failed. `looked`: what a look just made found at
+/// `rel` ([`At::Free`]: nothing, so no [`resourcesync_store::Store::head`] is asked).
 pub(crate) async fn fetch(
     ctx: &Arc<Ctx>,
     item: &StagedItem,
     rel: &RelPath,
     reason: Reason,
     permit: &mut Option<OwnedSemaphorePermit>,
+    looked: Option<At>,
 ) -> std::result::Result<Started, Failed> {
     let target = item.item();
     let (change, repair) = (reason == Reason::Change, reason == Reason::Repair);
@@ -50,7 +52,11 @@ pub(crate) async fn fetch(
     } else {
         ctx.ports.state.resource(&item.uri)?
     };
-    let existing = ctx.ports.store.head(rel)?;
+    let existing = if looked == Some(At::Free) {
+        None
+    } else {
+        ctx.ports.store.head(rel)?
+    };
     let existing = existing.as_ref();
     // A change the state already shows applied (a resumed run, or a change seen twice).
     if change && change_verdict(item, prior.as_ref(), existing) == Kind::Same {

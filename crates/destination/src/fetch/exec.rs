@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use resourcesync_model::{Category, Change};
 use resourcesync_store::blocking::call;
-use resourcesync_store::{PendingChange, RelPath, ResourceRecord, Store};
+use resourcesync_store::{At, PendingChange, RelPath, ResourceRecord, Store};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
@@ -249,14 +249,20 @@ impl Exec {
 /// ([`resourcesync_store::Features::blocked`]: a directory at its path, or a file where one of
 /// its directories goes; never in a store of flat keys).
 pub(crate) fn path_blocked(store: &dyn Store, rel: &RelPath) -> bool {
+    path_at(store, rel) == Some(At::Blocked)
+}
+
+/// What is at `rel` ([`resourcesync_store::Features::at`]); `None` in a store of flat keys,
+/// or when the look failed (the copy's own look then says why).
+fn path_at(store: &dyn Store, rel: &RelPath) -> Option<At> {
     let f = store.features();
     // The rule of resourcesync_store::blocking: in place when the store says so.
-    let blocked = if f.in_place {
-        f.blocked(rel)
+    let at = if f.in_place {
+        f.at(rel)
     } else {
-        call(|| f.blocked(rel))
+        call(|| f.at(rel))
     };
-    blocked.unwrap_or(false)
+    at.ok().flatten()
 }
 
 /// Runs one job; with `defer`, a copy whose path is blocked (see [`Exec`]) is not tried but
@@ -277,16 +283,20 @@ pub(crate) async fn run_job(
             )));
         }
     };
-    if defer
-        && matches!(job.kind, JobKind::Fetch { .. })
-        && path_blocked(ctx.ports.store.as_ref(), &rel)
-    {
-        return Err(job);
+    // The same look tells a copy with nothing at its path (most of a baseline), which then
+    // skips its own.
+    let mut looked = None;
+    if defer && matches!(job.kind, JobKind::Fetch { .. }) {
+        looked = path_at(ctx.ports.store.as_ref(), &rel);
+        if looked == Some(At::Blocked) {
+            return Err(job);
+        }
     }
-    Ok(run_at(ctx, job, rel, permit).await)
+    Ok(run_at(ctx, job, rel, permit, looked).await)
 }
 
-/// Runs one job whose copy goes to `rel` (see [`run_job`]).
+/// Runs one job whose copy goes to `rel` (see [`run_job`]); `looked`, what a look just made
+/// found at `rel` ([`path_at`]).
 ///
 /// In two steps: up to the commit queue, then the wait for the batch. The first step's future
 /// is large (the HTTP exchange, the digests, the temporary file: kilobytes) and boxed, so that
@@ -299,8 +309,9 @@ pub(crate) async fn run_at(
     job: Box<Job>,
     rel: RelPath,
     permit: &mut Option<OwnedSemaphorePermit>,
+    looked: Option<At>,
 ) -> Outcome {
-    let res = match Box::pin(start(ctx, &job, &rel, permit)).await {
+    let res = match Box::pin(start(ctx, &job, &rel, permit, looked)).await {
         Ok(Started::Done(o)) => Ok(o),
         Ok(Started::Queued(receipt, made)) => receipt.done().await.map(|put| match made {
             Made::Created => Outcome::Created(put.length),
@@ -319,9 +330,10 @@ async fn start(
     job: &Job,
     rel: &RelPath,
     permit: &mut Option<OwnedSemaphorePermit>,
+    looked: Option<At>,
 ) -> std::result::Result<Started, Failed> {
     match job.kind {
-        JobKind::Fetch(reason) => fetch(ctx, &job.item, rel, reason, permit).await,
+        JobKind::Fetch(reason) => fetch(ctx, &job.item, rel, reason, permit, looked).await,
         JobKind::Delete => delete(ctx, &job.item, rel).await.map(Started::Done),
     }
 }

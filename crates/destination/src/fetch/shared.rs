@@ -182,7 +182,7 @@ impl SharedFetcher {
             Err(e) => return SharedOutcome::Failed(format!("{}: {e}", f.uri)),
         };
         drop(ticket);
-        match run_at(&self.ctx, Box::new(job), rel, &mut permit).await {
+        match run_at(&self.ctx, Box::new(job), rel, &mut permit, None).await {
             Outcome::Created(n)
             | Outcome::Updated(n)
             | Outcome::Repaired(n)

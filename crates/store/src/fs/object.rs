@@ -24,7 +24,7 @@ use std::time::SystemTime;
 
 use super::{DirCache, DirHandles, FsStore, Held, SYNC_WHOLE_FS, Sink, Verified, child_rel};
 use crate::error::{Error, Result};
-use crate::features::{Features, Hierarchy, Interrupted};
+use crate::features::{At, Features, Hierarchy, Interrupted};
 use crate::object::{Expect, ObjectMeta, Placed, Store, Upload, UploadSink, foreign_upload};
 use crate::path::RelPath;
 
@@ -313,11 +313,17 @@ impl Interrupted for FsStore {
 }
 
 impl Hierarchy for FsStore {
-    fn blocked(&self, key: &RelPath) -> Result<bool> {
+    fn at(&self, key: &RelPath) -> Result<At> {
         // One `lstat`: a directory at the key, or a non-directory on the way.
-        match fs::symlink_metadata(key.under(&self.root)) {
-            Ok(m) => Ok(m.is_dir()),
-            Err(e) => Ok(e.kind() == std::io::ErrorKind::NotADirectory),
+        let target = key.under(&self.root);
+        match fs::symlink_metadata(&target) {
+            Ok(m) if m.is_dir() => Ok(At::Blocked),
+            Ok(_) => Ok(At::Taken),
+            Err(e) => match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(At::Free),
+                std::io::ErrorKind::NotADirectory => Ok(At::Blocked),
+                _ => Err(Error::io(&target, e)),
+            },
         }
     }
 }

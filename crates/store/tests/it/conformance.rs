@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use resourcesync_store::conformance::{self, crash};
 use resourcesync_store::{
-    Batch, BatchGuard, Claimed, Expect, Features, Fenced, Finished, FsStore, Guarded, Hierarchy,
-    Leases, MemState, MemStore, ObjectMeta, Placed, Records, RelPath, SqliteState, Store, Upload,
+    At, Batch, BatchGuard, Claimed, Expect, Features, Fenced, Finished, FsStore, Guarded,
+    Hierarchy, Leases, MemState, MemStore, ObjectMeta, Placed, Records, RelPath, SqliteState,
+    Store, Upload,
 };
 
 #[test]
@@ -230,8 +231,8 @@ struct Boasts {
 }
 
 impl Hierarchy for Boasts {
-    fn blocked(&self, _: &RelPath) -> resourcesync_store::Result<bool> {
-        Ok(false)
+    fn at(&self, _: &RelPath) -> resourcesync_store::Result<At> {
+        Ok(At::Taken)
     }
 }
 

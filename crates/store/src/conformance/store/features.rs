@@ -4,6 +4,7 @@
 
 use super::{get, keys, put};
 use crate::conformance::{Outcome, ensure, ok};
+use crate::features::At;
 use crate::object::Store;
 use crate::path::RelPath;
 
@@ -47,6 +48,20 @@ pub(super) fn hierarchy_blocks(s: &dyn Store) -> Outcome {
     ensure!(blocked("h")?, "h is not blocked by the directory of h/a");
     ensure!(!blocked("h/a")?, "h/a is blocked by its own object");
     ensure!(!blocked("x/y")?, "x/y, where nothing is, is blocked");
+    // What a caller skips its `head` on: nothing there means nothing there.
+    let at = |k: &str| -> std::result::Result<Option<At>, String> {
+        ok(&format!("at {k}"), f.at(&key(k)?))
+    };
+    ensure!(
+        at("h/a")? == Some(At::Taken),
+        "h/a holds an object, yet at() says {:?}",
+        at("h/a")?
+    );
+    ensure!(
+        at("x/y")? == Some(At::Free),
+        "nothing is at x/y, yet at() says {:?}",
+        at("x/y")?
+    );
     Ok(())
 }
 
