@@ -16,6 +16,10 @@
 //!    while the last copies are made durable ([`Ahead::current`]). A 304 says the copy read in
 //!    1 is the Source's current one; a 200 brings the current one. A document without
 //!    validators strong enough (see `discover::docs::validators`) is asked for unconditionally.
+//!    A baseline from a Resource Dump asks as its packages are asked for ([`Ahead::ask_now`]):
+//!    its bodies are as old as the dump whenever they arrive, so the round trip goes beside the
+//!    packages' download and their unpacking rather than after them (the resources the
+//!    Resource List adds after the dump are fetched at their current version, as below).
 //!
 //! The catch-up's first reading then walks those documents, as current as when the last
 //! downloads were asked for. No change is missed by reading them then rather than after the
@@ -34,10 +38,14 @@ use resourcesync_model::Capability;
 use crate::discover::docs::{Doc, DocFetcher, Fetched, Prefetched, is_the_open_list};
 use crate::task::AbortOnDrop;
 
-/// The Change List's documents being read beside the baseline ([`Ahead::start`]).
+/// The Change List's documents being read beside the baseline ([`Ahead::start`]), then asked
+/// for again ([`Ahead::ask_now`]).
 pub(super) struct Ahead {
     cl: String,
-    reading: AbortOnDrop<Vec<Doc>>,
+    /// The documents' first reading, until they are asked for again.
+    reading: Option<AbortOnDrop<Vec<Doc>>>,
+    /// Asked for again: the documents for the catch-up's first walk.
+    asked: Option<AbortOnDrop<Option<Prefetched>>>,
 }
 
 impl Ahead {
@@ -47,47 +55,73 @@ impl Ahead {
         let url = cl.to_owned();
         Ahead {
             cl: cl.to_owned(),
-            reading: AbortOnDrop(tokio::spawn(async move { read(&f, &url).await })),
+            reading: Some(AbortOnDrop(tokio::spawn(
+                async move { read(&f, &url).await },
+            ))),
+            asked: None,
+        }
+    }
+
+    /// Asks for the documents read again now, in a task of their own (see the module docs, 2),
+    /// once their first reading ends; [`Ahead::current`] then waits for the answers. Asked
+    /// once: a second call does nothing.
+    pub(super) fn ask_now(&mut self, fetcher: &DocFetcher) {
+        if let Some(reading) = self.reading.take() {
+            let (f, cl) = (fetcher.clone(), self.cl.clone());
+            self.asked = Some(AbortOnDrop(tokio::spawn(async move {
+                ask_again(&f, &cl, reading).await
+            })));
         }
     }
 
     /// The documents read asked for again, each with the validators of its copy, all at once
-    /// (see the module docs, 2): the documents for the catch-up's first walk, `None` when the
-    /// Change List itself could not be read (the walk then fetches everything, saying what
-    /// failed).
-    pub(super) async fn current(self, fetcher: &DocFetcher) -> Option<Prefetched> {
-        let Ahead { cl, mut reading } = self;
+    /// (see the module docs, 2; now, unless [`Ahead::ask_now`] did already): the documents for
+    /// the catch-up's first walk, `None` when the Change List itself could not be read (the
+    /// walk then fetches everything, saying what failed).
+    pub(super) async fn current(mut self, fetcher: &DocFetcher) -> Option<Prefetched> {
+        self.ask_now(fetcher);
+        let mut asked = self.asked?;
         // A task that failed (it panicked, or was cancelled) read nothing.
-        let docs = (&mut reading.0).await.unwrap_or_default();
-        let asked: Vec<_> = docs
-            .into_iter()
-            .map(|d| {
-                let f = fetcher.clone();
-                AbortOnDrop(tokio::spawn(async move {
-                    match f.fetch_if(&d.url, d.validators.as_ref()).await {
-                        Ok(Fetched::Unchanged) => Some(d),
-                        Ok(Fetched::Doc(n)) => Some(*n),
-                        Err(e) => {
-                            tracing::info!("{}: {e}: read again by the catch-up", d.url);
-                            None
-                        }
-                    }
-                }))
-            })
-            .collect();
-        let mut fetched = HashMap::new();
-        for mut a in asked {
-            if let Ok(Some(d)) = (&mut a.0).await {
-                fetched.insert(d.url.clone(), d);
-            }
-        }
-        let top = fetched.remove(&cl)?;
-        Some(Prefetched {
-            top: Some(top),
-            fetched,
-            ..Prefetched::default()
-        })
+        (&mut asked.0).await.ok().flatten()
     }
+}
+
+/// The documents of `reading`, once read, asked for again (see [`Ahead::current`]).
+async fn ask_again(
+    fetcher: &DocFetcher,
+    cl: &str,
+    mut reading: AbortOnDrop<Vec<Doc>>,
+) -> Option<Prefetched> {
+    // A task that failed (it panicked, or was cancelled) read nothing.
+    let docs = (&mut reading.0).await.unwrap_or_default();
+    let asked: Vec<_> = docs
+        .into_iter()
+        .map(|d| {
+            let f = fetcher.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                match f.fetch_if(&d.url, d.validators.as_ref()).await {
+                    Ok(Fetched::Unchanged) => Some(d),
+                    Ok(Fetched::Doc(n)) => Some(*n),
+                    Err(e) => {
+                        tracing::info!("{}: {e}: read again by the catch-up", d.url);
+                        None
+                    }
+                }
+            }))
+        })
+        .collect();
+    let mut fetched = HashMap::new();
+    for mut a in asked {
+        if let Ok(Some(d)) = (&mut a.0).await {
+            fetched.insert(d.url.clone(), d);
+        }
+    }
+    let top = fetched.remove(cl)?;
+    Some(Prefetched {
+        top: Some(top),
+        fetched,
+        ..Prefetched::default()
+    })
 }
 
 /// The documents the catch-up's walk of the Change List `cl` would fetch first: the list, the

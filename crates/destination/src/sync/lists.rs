@@ -50,18 +50,20 @@ impl Lists<'_> {
         let earlier = delete_gone(ctx, opts).await?;
         // A first baseline's catch-up: its Change List read beside the baseline
         // (crate::sync::ahead).
-        let ahead = match (self.plan.cursor, &self.info.change_list) {
+        let mut ahead = match (self.plan.cursor, &self.info.change_list) {
             (None, Some(cl)) if self.catches_up() => Some(Ahead::start(self.fetcher, cl)),
             _ => None,
         };
         let mut exec = Exec::new(ctx.clone(), opts.concurrency);
         let mut w = Vec::new();
         let mut from_dumps = Tally::default();
-        let (mode, new_cursor) = self.lists(&mut exec, &mut from_dumps, &mut w).await?;
+        let (mode, new_cursor) = self
+            .lists(&mut exec, &mut from_dumps, &mut w, &mut ahead)
+            .await?;
         self.warn(w, warnings);
-        // Every download is under way: the Change List asked for again now, beside the last
-        // downloads and while the last copies are made durable (one round trip, instead of two
-        // after them).
+        // Every download is under way: the Change List asked for again now (unless a baseline
+        // from a dump asked already), beside the last downloads and while the last copies are
+        // made durable (one round trip, instead of two after them).
         let ahead = ahead.filter(|_| is_full(mode) && new_cursor.is_some());
         let (mut tally, current) = tokio::join!(exec.finish(), async {
             match ahead {
@@ -166,11 +168,13 @@ impl Lists<'_> {
     }
 
     /// The run proper, from the dumps and the lists: returns its mode and the new cursor.
+    /// `ahead`: the catch-up's Change List read beside a first baseline.
     async fn lists(
         &self,
         exec: &mut Exec,
         from_dumps: &mut Tally,
         w: &mut Vec<String>,
+        ahead: &mut Option<Ahead>,
     ) -> Result<(Mode, Option<W3cDateTime>)> {
         let Lists {
             ctx,
@@ -231,7 +235,7 @@ impl Lists<'_> {
                 } else {
                     Mode::Baseline
                 };
-                let at = self.full_baseline(exec, from_dumps, w).await?;
+                let at = self.full_baseline(exec, from_dumps, w, ahead).await?;
                 (mode, at.or(cursor))
             }
         })
@@ -244,6 +248,7 @@ impl Lists<'_> {
         exec: &mut Exec,
         from_dumps: &mut Tally,
         w: &mut Vec<String>,
+        ahead: &mut Option<Ahead>,
     ) -> Result<Option<W3cDateTime>> {
         let Lists {
             ctx,
@@ -262,6 +267,11 @@ impl Lists<'_> {
                 .clone()
                 .map(|rl| AbortOnDrop(tokio::spawn(stage_list(fetcher.clone(), rl))));
             let lists = info.resource_list.is_some();
+            // The catch-up's Change List asked for again as the packages are
+            // (crate::sync::ahead, 2): the bodies they hold are as old as the dump.
+            if let Some(a) = ahead.as_mut() {
+                a.ask_now(fetcher);
+            }
             let d =
                 crate::dump::resource_dump(ctx, fetcher, rd, lists, &opts.dump_limits, w).await?;
             from_dumps.add_dumps(&d);
