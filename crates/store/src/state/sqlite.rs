@@ -211,24 +211,50 @@ fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
 const RESOURCE_COLS: &str =
     "uri, source, path, length, md5, sha1, sha256, lastmod, etag, last_modified, gone";
 
+/// Writes the row of `r`, replacing the row of its URI.
+///
+/// Most rows replace one of the same Source and path (a copy's placeholder, then its row; an
+/// update): those are updated in place, which leaves the indexes on `uri`, `(source, uri)` and
+/// `path` as they are. `INSERT OR REPLACE` deletes the old row and inserts a new one, writing
+/// every index twice; it stays for the others (a new URI, a row moving to another Source or
+/// path).
 fn put_row(c: &Connection, r: &ResourceRecord) -> rusqlite::Result<()> {
-    let mut st = c.prepare_cached(&format!(
-        "INSERT OR REPLACE INTO resources({RESOURCE_COLS}) \
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
-    ))?;
-    st.execute(params![
+    let (md5, sha1, sha256) = (
+        digest_of(&r.hashes, HashAlg::Md5),
+        digest_of(&r.hashes, HashAlg::Sha1),
+        digest_of(&r.hashes, HashAlg::Sha256),
+    );
+    let lastmod = r.lastmod.map(|d| d.to_string());
+    let p = params![
         r.uri,
         r.source,
         r.path,
         to_i64(r.length),
-        digest_of(&r.hashes, HashAlg::Md5),
-        digest_of(&r.hashes, HashAlg::Sha1),
-        digest_of(&r.hashes, HashAlg::Sha256),
-        r.lastmod.map(|d| d.to_string()),
+        md5,
+        sha1,
+        sha256,
+        lastmod,
         r.etag,
         r.last_modified,
         i64::from(r.gone),
-    ])
+    ];
+    let upsert = c.prepare_cached(
+        "INSERT INTO resources(uri, source, path, length, md5, sha1, sha256, lastmod, etag, \
+         last_modified, gone) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+         ON CONFLICT(uri) DO UPDATE SET length = excluded.length, md5 = excluded.md5, \
+         sha1 = excluded.sha1, sha256 = excluded.sha256, lastmod = excluded.lastmod, \
+         etag = excluded.etag, last_modified = excluded.last_modified, gone = excluded.gone \
+         WHERE source = excluded.source AND path = excluded.path",
+    );
+    if upsert?.execute(p)? == 1 {
+        return Ok(());
+    }
+    // The URI's row is another Source's or another path's.
+    c.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO resources({RESOURCE_COLS}) \
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    ))?
+    .execute(p)
     .map(drop)
 }
 

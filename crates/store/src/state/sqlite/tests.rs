@@ -296,3 +296,41 @@ fn a_state_held_for_a_moment_is_opened_by_one_that_waits() {
     assert!(s.cursor("cap").expect("read").is_none());
     releaser.join().expect("releaser");
 }
+
+#[test]
+fn a_row_updated_in_place_or_moved_leaves_every_lookup_true() {
+    let d = tempfile::tempdir().expect("tmp");
+    let s = SqliteState::open(&d.path().join("state.sqlite")).expect("open");
+    let path = |p: &str| RelPath::parse(p).expect("path");
+    // A placeholder, then its row: the same Source and path, updated in place.
+    let mut r = ResourceRecord {
+        uri: "http://h/a".into(),
+        source: "cap".into(),
+        path: "a".into(),
+        gone: true,
+        ..ResourceRecord::default()
+    };
+    s.put_resource(&r).expect("placeholder");
+    r.gone = false;
+    r.length = Some(3);
+    r.hashes = Hashes::parse("md5:900150983cd24fb0d6963f7d28e17f72").0;
+    s.put_resource(&r).expect("row");
+    let got = s.resource("http://h/a").expect("get").expect("row");
+    assert!(!got.gone && got.length == Some(3), "{got:?}");
+    assert_eq!(
+        got.hashes.to_string(),
+        "md5:900150983cd24fb0d6963f7d28e17f72"
+    );
+    assert_eq!(s.resources_page("cap", None, 10).expect("page").len(), 1);
+    assert!(s.has_path(&path("a")).expect("path"));
+    // The same URI under another Source and path: moved, every index with it.
+    r.source = "cap2".into();
+    r.path = "b".into();
+    s.put_resource(&r).expect("moved");
+    let got = s.resource("http://h/a").expect("get").expect("row");
+    assert_eq!((got.source.as_str(), got.path.as_str()), ("cap2", "b"));
+    assert!(s.resources_page("cap", None, 10).expect("page").is_empty());
+    assert_eq!(s.resources_page("cap2", None, 10).expect("page").len(), 1);
+    assert!(!s.has_path(&path("a")).expect("path"));
+    assert!(s.has_path(&path("b")).expect("path"));
+}
