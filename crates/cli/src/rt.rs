@@ -38,3 +38,21 @@ where
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_future_runs_on_a_worker_and_its_panic_comes_back() {
+        let rt = runtime().expect("runtime");
+        let here = std::thread::current().id();
+        let there = block_on(&rt, async { std::thread::current().id() });
+        assert_ne!(there, here, "ran on block_on's thread");
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            block_on(&rt, async { panic!("inside") })
+        }));
+        let payload = caught.expect_err("the panic was swallowed");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"inside"));
+    }
+}

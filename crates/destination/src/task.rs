@@ -34,3 +34,38 @@ where
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tells when the future holding it is dropped.
+    struct Dropped(Option<tokio::sync::oneshot::Sender<()>>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            if let Some(tx) = self.0.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_task_on_a_worker_answers_and_is_aborted_when_dropped() {
+        assert_eq!(on_worker(async { Ok(7) }).await.expect("answer"), 7);
+        let (started_tx, started) = tokio::sync::oneshot::channel();
+        let (dropped_tx, dropped) = tokio::sync::oneshot::channel();
+        let waiting = on_worker(async move {
+            let _guard = Dropped(Some(dropped_tx));
+            let _ = started_tx.send(());
+            std::future::pending::<Result<()>>().await
+        });
+        // Given up once its task runs: the task goes with it.
+        tokio::select! {
+            _ = waiting => panic!("a pending task answered"),
+            _ = started => {}
+        }
+        let gone = tokio::time::timeout(std::time::Duration::from_secs(10), dropped).await;
+        assert!(matches!(gone, Ok(Ok(()))), "the task outlived its handle");
+    }
+}
