@@ -16,6 +16,7 @@ use resourcesync_destination::{
 use resourcesync_http::{HostRule, Reach};
 use resourcesync_store::Records;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::{Schedule, SourceSpec};
 use crate::gate::Place;
@@ -276,10 +277,10 @@ async fn push(spec: &SourceSpec, shared: &Arc<Shared>, cancel: &CancellationToke
     // Each round that applied something asks for a republish; a task of this follower does
     // them one at a time, rounds that come meanwhile coalescing into the next one.
     let (dirty, republisher) = push_republisher(spec, shared);
-    let _republisher = AbortOnDrop(republisher);
+    let _republisher = republisher.map(AbortOnDropHandle::new);
     // After each round, what the state records is read again (by a task: not in the round).
     let (recount, counter) = crate::recorded::counter(spec, shared);
-    let _counter = AbortOnDrop(Some(counter));
+    let _counter = AbortOnDropHandle::new(counter);
     let wopts = WatchOptions::default();
     let mut warned = false;
     loop {
@@ -353,17 +354,6 @@ async fn push(spec: &SourceSpec, shared: &Arc<Shared>, cancel: &CancellationToke
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
-        }
-    }
-}
-
-/// A task aborted when its handle is dropped.
-struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(h) = &self.0 {
-            h.abort();
         }
     }
 }

@@ -1,18 +1,11 @@
-//! Tasks a run spawns: aborted when their handle is dropped, so that a run ending early leaves
-//! nothing behind.
+//! A whole sync as a task of its own, aborted when its handle is dropped (tokio-util's
+//! `AbortOnDropHandle`, as every task a run spawns: a run ending early leaves nothing behind).
 
 use std::future::Future;
 
+use tokio_util::task::AbortOnDropHandle;
+
 use crate::error::{Error, Result};
-
-/// A task aborted when its handle is dropped.
-pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// Runs `fut` as a task of its own (aborted if this future is dropped) and waits for it.
 ///
@@ -25,8 +18,8 @@ where
     F: Future<Output = Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    let mut task = AbortOnDrop(tokio::spawn(fut));
-    match (&mut task.0).await {
+    let mut task = AbortOnDropHandle::new(tokio::spawn(fut));
+    match (&mut task).await {
         Ok(out) => out,
         Err(e) => match e.try_into_panic() {
             Ok(p) => std::panic::resume_unwind(p),

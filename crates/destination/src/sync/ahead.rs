@@ -34,18 +34,18 @@
 use std::collections::HashMap;
 
 use resourcesync_model::Capability;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::discover::docs::{Doc, DocFetcher, Fetched, Prefetched, is_the_open_list};
-use crate::task::AbortOnDrop;
 
 /// The Change List's documents being read beside the baseline ([`Ahead::start`]), then asked
 /// for again ([`Ahead::ask_now`]).
 pub(super) struct Ahead {
     cl: String,
     /// The documents' first reading, until they are asked for again.
-    reading: Option<AbortOnDrop<Vec<Doc>>>,
+    reading: Option<AbortOnDropHandle<Vec<Doc>>>,
     /// Asked for again: the documents for the catch-up's first walk.
-    asked: Option<AbortOnDrop<Option<Prefetched>>>,
+    asked: Option<AbortOnDropHandle<Option<Prefetched>>>,
 }
 
 impl Ahead {
@@ -55,9 +55,9 @@ impl Ahead {
         let url = cl.to_owned();
         Ahead {
             cl: cl.to_owned(),
-            reading: Some(AbortOnDrop(tokio::spawn(
-                async move { read(&f, &url).await },
-            ))),
+            reading: Some(AbortOnDropHandle::new(tokio::spawn(async move {
+                read(&f, &url).await
+            }))),
             asked: None,
         }
     }
@@ -68,7 +68,7 @@ impl Ahead {
     pub(super) fn ask_now(&mut self, fetcher: &DocFetcher) {
         if let Some(reading) = self.reading.take() {
             let (f, cl) = (fetcher.clone(), self.cl.clone());
-            self.asked = Some(AbortOnDrop(tokio::spawn(async move {
+            self.asked = Some(AbortOnDropHandle::new(tokio::spawn(async move {
                 ask_again(&f, &cl, reading).await
             })));
         }
@@ -82,7 +82,7 @@ impl Ahead {
         self.ask_now(fetcher);
         let mut asked = self.asked?;
         // A task that failed (it panicked, or was cancelled) read nothing.
-        (&mut asked.0).await.ok().flatten()
+        (&mut asked).await.ok().flatten()
     }
 }
 
@@ -90,15 +90,15 @@ impl Ahead {
 async fn ask_again(
     fetcher: &DocFetcher,
     cl: &str,
-    mut reading: AbortOnDrop<Vec<Doc>>,
+    mut reading: AbortOnDropHandle<Vec<Doc>>,
 ) -> Option<Prefetched> {
     // A task that failed (it panicked, or was cancelled) read nothing.
-    let docs = (&mut reading.0).await.unwrap_or_default();
+    let docs = (&mut reading).await.unwrap_or_default();
     let asked: Vec<_> = docs
         .into_iter()
         .map(|d| {
             let f = fetcher.clone();
-            AbortOnDrop(tokio::spawn(async move {
+            AbortOnDropHandle::new(tokio::spawn(async move {
                 match f.fetch_if(&d.url, d.validators.as_ref()).await {
                     Ok(Fetched::Unchanged) => Some(d),
                     Ok(Fetched::Doc(n)) => Some(*n),
@@ -112,7 +112,7 @@ async fn ask_again(
         .collect();
     let mut fetched = HashMap::new();
     for mut a in asked {
-        if let Ok(Some(d)) = (&mut a.0).await {
+        if let Ok(Some(d)) = (&mut a).await {
             fetched.insert(d.url.clone(), d);
         }
     }

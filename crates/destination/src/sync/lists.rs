@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use resourcesync_model::W3cDateTime;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::ahead::Ahead;
 use super::baseline::{after_dump, baseline, baseline_with, stage_list};
@@ -19,7 +20,6 @@ use crate::options::SyncOptions;
 use crate::outcome::Tally;
 use crate::plan::after;
 use crate::report::{Mode, SourceInfo};
-use crate::task::AbortOnDrop;
 
 /// What the steps of a run's lists share.
 #[derive(Clone, Copy)]
@@ -265,7 +265,7 @@ impl Lists<'_> {
             let reading = info
                 .resource_list
                 .clone()
-                .map(|rl| AbortOnDrop(tokio::spawn(stage_list(fetcher.clone(), rl))));
+                .map(|rl| AbortOnDropHandle::new(tokio::spawn(stage_list(fetcher.clone(), rl))));
             let lists = info.resource_list.is_some();
             // The catch-up's Change List asked for again as the packages are
             // (crate::sync::ahead, 2): the bodies they hold are as old as the dump.
@@ -277,7 +277,7 @@ impl Lists<'_> {
             from_dumps.add_dumps(&d);
             dump_at = d.at;
             if let Some(mut r) = reading {
-                staged = Some((&mut r.0).await.map_err(Error::from).and_then(|s| s));
+                staged = Some((&mut r).await.map_err(Error::from).and_then(|s| s));
             }
         }
         Ok(match dump_at {
