@@ -134,10 +134,16 @@ check() {
 }
 step sync-list "$BIN" sync --no-dump "$URL" "$W/d1" -q
 check "$W/d1"
-step sync-dump "$BIN" sync "$URL" "$W/d2" -q
+step sync-dump "$BIN" sync "$URL" "$W/d2" -q --json
 check "$W/d2"
-grep -q "from 1 dump package\|dump package" "$W/out.sync-dump" "$W/err.sync-dump" 2>/dev/null \
-    || log "note: the dump sync's output does not mention the dump package (see $W/out.sync-dump)"
+# The dump baseline must come from the packages (its --json report's counts), not the list.
+python3 - "$W/out.sync-dump" "$N" <<'EOF2' || die "the dump baseline did not come from the Resource Dump"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("== dump path: %s package(s), %s copies from them (of %s)"
+      % (r.get("packages"), r.get("from_packages"), sys.argv[2]), file=sys.stderr)
+sys.exit(0 if r.get("packages", 0) >= 1 and r.get("from_packages", 0) == int(sys.argv[2]) else 1)
+EOF2
 
 stop_serve
 read -r _ RSS[serve] <"$W/time.serve-1"
