@@ -378,3 +378,56 @@ async fn an_index_named_by_the_capability_list_and_its_open_list_are_read_beside
     assert_eq!(dest_files(&dest), expected);
     assert_eq!(r.cursor.as_deref(), Some(T1S), "{r:?}");
 }
+
+/// A baseline from a Resource Dump asks for the Change List again as its package is asked
+/// for, not once the package is unpacked: the package's request is held until the Change
+/// List's second request arrives (asked after the unpacking, it could not arrive while the
+/// package is held: the hold would give up after 20 s, unmet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dump_baseline_asks_for_the_change_list_again_beside_its_package() {
+    let src = Src::new();
+    let (b, cap) = source(&src, b"bravo", &[]).await;
+    let pkg = package(
+        &cap,
+        &format!("capability=\"resourcedump-manifest\" at=\"{T0}\""),
+        &[
+            (format!("{b}a.txt"), "/a.txt", b"alpha".as_slice(), ""),
+            (format!("{b}b.txt"), "/b.txt", b"bravo".as_slice(), ""),
+        ],
+    );
+    src.set(
+        "/rs/rd.xml",
+        dump_doc(
+            &cap,
+            &format!("capability=\"resourcedump\" at=\"{T0}\""),
+            &[(format!("{b}rs/rd-1.zip"), &pkg, "")],
+        ),
+    );
+    src.set("/rs/rd-1.zip", pkg);
+    src.set(
+        "/rs/cap.xml",
+        capability_list(&[
+            ("resourcelist", format!("{b}rs/rl.xml")),
+            ("resourcedump", format!("{b}rs/rd.xml")),
+            ("changelist", format!("{b}rs/cl.xml")),
+        ]),
+    );
+    src.hold("/rs/rd-1.zip", 1, "/rs/cl.xml", 2);
+    let out = tmp();
+    let dest = dest_in(&out);
+    let r = run(&options(&cap, &dest)).await;
+    assert_eq!((r.mode, r.failed), (Mode::Baseline, 0), "{r:?}");
+    assert_eq!((r.packages, r.from_packages), (1, 2), "{r:?}");
+    assert_eq!(
+        *src.met.lock().expect("met"),
+        vec!["/rs/rd-1.zip".to_owned()],
+        "the Change List was not asked for again while the package's answer was out"
+    );
+    assert_eq!(src.not_modified("/rs/cl.xml"), 1);
+    let expected: BTreeMap<String, Vec<u8>> = [
+        ("a.txt".to_owned(), b"alpha".to_vec()),
+        ("b.txt".to_owned(), b"bravo".to_vec()),
+    ]
+    .into();
+    assert_eq!(dest_files(&dest), expected);
+}
