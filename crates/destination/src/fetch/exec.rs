@@ -132,7 +132,9 @@ impl Exec {
 
     /// Runs a job in this run (see [`Exec::submit`]).
     async fn run_here(&mut self, job: Job, again: bool) -> Result<()> {
-        let (job, claim) = match self.claim(job).await {
+        // Mapped once here, for the claim and for the job.
+        let rel = self.ctx.mapper.map(&job.item.uri);
+        let (job, claim) = match self.claim(job, rel.as_ref().ok()).await {
             Ok(c) => c,
             Err(o) => {
                 self.done_inline(o);
@@ -155,7 +157,7 @@ impl Exec {
             // Handed to the job, which lets it go once its body is downloaded and verified:
             // waiting for the batch commit does not hold a download slot.
             let mut permit = Some(permit);
-            let r = run_job(&ctx, job, &mut permit, defer).await;
+            let r = run_job(&ctx, job, rel, &mut permit, defer).await;
             drop(permit);
             match r {
                 Ok(o) => {
@@ -174,11 +176,15 @@ impl Exec {
     /// The claim of a fetch on its path (none for a delete or a URI without a path, which
     /// `run_job` reports), or, when an earlier fetch of another URI holds it, the job settled
     /// as refused ([`Error::PathTaken`]: reported, kept as pending).
-    async fn claim(&self, job: Job) -> std::result::Result<(Job, Option<Claim>), Outcome> {
+    async fn claim(
+        &self,
+        job: Job,
+        rel: Option<&RelPath>,
+    ) -> std::result::Result<(Job, Option<Claim>), Outcome> {
         if !matches!(job.kind, JobKind::Fetch { .. }) {
             return Ok((job, None));
         }
-        let Ok(rel) = self.ctx.mapper.map(&job.item.uri) else {
+        let Some(rel) = rel else {
             return Ok((job, None));
         };
         match self.in_flight.take(rel.as_str(), &job.item.uri) {
@@ -190,7 +196,7 @@ impl Exec {
                     owner,
                     owner_gone: false,
                 };
-                Err(settle(&self.ctx, Box::new(job), rel, Err(Failed::from(e))).await)
+                Err(settle(&self.ctx, Box::new(job), rel.clone(), Err(Failed::from(e))).await)
             }
         }
     }
@@ -265,15 +271,16 @@ fn path_at(store: &dyn Store, rel: &RelPath) -> Option<At> {
     at.ok().flatten()
 }
 
-/// Runs one job; with `defer`, a copy whose path is blocked (see [`Exec`]) is not tried but
-/// given back (`Err`), to be tried once every other job has ended.
-pub(crate) async fn run_job(
+/// Runs one job whose URI maps to `rel`; with `defer`, a copy whose path is blocked (see
+/// [`Exec`]) is not tried but given back (`Err`), to be tried once every other job has ended.
+async fn run_job(
     ctx: &Arc<Ctx>,
     job: Box<Job>,
+    rel: Result<RelPath>,
     permit: &mut Option<OwnedSemaphorePermit>,
     defer: bool,
 ) -> std::result::Result<Outcome, Box<Job>> {
-    let rel = match ctx.mapper.map(&job.item.uri) {
+    let rel = match rel {
         Ok(r) => r,
         Err(e) => {
             return Ok(Outcome::Failed(Failure::new(
@@ -496,7 +503,13 @@ mod tests {
     /// The size of the future an async fn of these arguments returns, without calling it.
     fn future_size<'a, F, Fut>(_: F) -> usize
     where
-        F: FnOnce(&'a Arc<Ctx>, Box<Job>, &'a mut Option<OwnedSemaphorePermit>, bool) -> Fut,
+        F: FnOnce(
+            &'a Arc<Ctx>,
+            Box<Job>,
+            Result<RelPath>,
+            &'a mut Option<OwnedSemaphorePermit>,
+            bool,
+        ) -> Fut,
     {
         std::mem::size_of::<Fut>()
     }
