@@ -2,14 +2,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use resourcesync_model::{Change, HashAlg, Hashes, W3cDateTime};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    Batch, Claim, KnownDocument, Lease, Leases, MAX_KNOWN_DOCUMENTS, PendingChange, Records,
-    ResourceRecord, SourceCursor, VersionRecord, WorkItem, WorkQueue, expiry, from_millis, millis,
+    Batch, KnownDocument, MAX_KNOWN_DOCUMENTS, PendingChange, Records, ResourceRecord,
+    SourceCursor, VersionRecord, millis,
 };
 use crate::error::{Error, Result};
 use crate::path::RelPath;
@@ -20,137 +19,6 @@ pub struct SqliteState {
     conn: Mutex<Connection>,
     path: PathBuf,
     settled: super::settled::Settled,
-}
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS resources(
-    uri TEXT PRIMARY KEY,
-    source TEXT NOT NULL,
-    path TEXT NOT NULL,
-    length INTEGER,
-    md5 TEXT,
-    sha1 TEXT,
-    sha256 TEXT,
-    lastmod TEXT,
-    etag TEXT,
-    last_modified TEXT,
-    gone INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS resources_source_uri ON resources(source, uri);
-CREATE INDEX IF NOT EXISTS resources_path ON resources(path);
-CREATE TABLE IF NOT EXISTS sources(
-    source TEXT PRIMARY KEY,
-    cursor TEXT,
-    synced_at TEXT
-);
-CREATE TABLE IF NOT EXISTS pending(
-    source TEXT NOT NULL,
-    uri TEXT NOT NULL,
-    change TEXT,
-    length INTEGER,
-    hashes TEXT,
-    lastmod TEXT,
-    duplicates TEXT,
-    error TEXT,
-    PRIMARY KEY(source, uri)
-);
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
-INSERT OR IGNORE INTO meta(key, value) VALUES('schema', '1');
-";
-
-/// The schema version this program writes.
-const VERSION: i64 = 5;
-
-/// The migrations, from version 1: `MIGRATIONS[i]` takes a database from version `i + 1` to
-/// `i + 2`, in one transaction with the new version number.
-const MIGRATIONS: &[&str] = &[
-    // 2: leases on Sources and work items, for several workers.
-    "CREATE TABLE leases(
-        name TEXT PRIMARY KEY,
-        holder TEXT NOT NULL,
-        token INTEGER NOT NULL,
-        expires_ms INTEGER NOT NULL
-    );
-    CREATE TABLE work(
-        key TEXT PRIMARY KEY,
-        seq INTEGER NOT NULL,
-        source TEXT NOT NULL,
-        payload TEXT NOT NULL,
-        holder TEXT,
-        token INTEGER NOT NULL DEFAULT 0,
-        expires_ms INTEGER,
-        attempts INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE INDEX work_seq ON work(seq);",
-    // 3: the documents discovery found, per start URL.
-    "CREATE TABLE documents(
-        start TEXT NOT NULL,
-        role TEXT NOT NULL,
-        url TEXT NOT NULL,
-        etag TEXT,
-        last_modified TEXT,
-        PRIMARY KEY(start, role, url)
-    );",
-    // 4: when every copy was last checked; the rows kept after a delete, indexed apart.
-    "ALTER TABLE sources ADD COLUMN checked_at TEXT;
-    CREATE INDEX resources_gone ON resources(source, uri) WHERE gone <> 0;",
-    // 5: the versions kept of each resource (`state/versions.rs`), and which name a body.
-    "CREATE TABLE versions(
-        source TEXT NOT NULL,
-        uri TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        digest TEXT NOT NULL,
-        length INTEGER NOT NULL,
-        datetime TEXT,
-        first_seen TEXT NOT NULL,
-        until TEXT,
-        deleted INTEGER NOT NULL DEFAULT 0,
-        deleted_datetime TEXT,
-        PRIMARY KEY(source, uri, seq)
-    );
-    CREATE INDEX versions_digest ON versions(digest);",
-];
-
-/// Creates the schema of version 1 where there is none, then migrates to [`VERSION`]. A
-/// database of a newer version is refused, untouched.
-pub(super) fn migrate(c: &mut Connection, path: &Path) -> Result<()> {
-    let e = |e| sql(path, e);
-    c.execute_batch(SCHEMA).map_err(e)?;
-    let v: String = c
-        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
-            r.get(0)
-        })
-        .map_err(e)?;
-    let v: i64 = v.parse().map_err(|_| Error::Corrupt {
-        path: path.to_owned(),
-        message: format!("schema version {v:?} is not a number"),
-    })?;
-    if v > VERSION {
-        return Err(Error::NewerSchema {
-            target: path.display().to_string(),
-            found: v,
-            known: VERSION,
-        });
-    }
-    if !(1..=VERSION).contains(&v) {
-        return Err(Error::Corrupt {
-            path: path.to_owned(),
-            message: format!("schema version {v}, this program knows 1 to {VERSION}"),
-        });
-    }
-    for (from, step) in
-        (v..VERSION).zip(MIGRATIONS.iter().skip(usize::try_from(v - 1).unwrap_or(0)))
-    {
-        let tx = c.transaction().map_err(e)?;
-        tx.execute_batch(step).map_err(e)?;
-        tx.execute(
-            "UPDATE meta SET value = ?1 WHERE key = 'schema'",
-            [(from + 1).to_string()],
-        )
-        .map_err(e)?;
-        tx.commit().map_err(e)?;
-    }
-    Ok(())
 }
 
 /// A page of a Source's rows after `?2` (or from `''` with `first`: every text is `>= ''`), in
@@ -182,130 +50,6 @@ fn pending_page_sql(first: bool) -> String {
         "SELECT source, uri, change, length, hashes, lastmod, duplicates, error \
          FROM pending WHERE source = ?1 AND uri {op} ?2 ORDER BY uri LIMIT ?3"
     )
-}
-
-pub(super) fn opt_u64(v: Option<i64>) -> Option<u64> {
-    v.and_then(|n| u64::try_from(n).ok())
-}
-
-pub(super) fn to_i64(v: Option<u64>) -> Option<i64> {
-    v.and_then(|n| i64::try_from(n).ok())
-}
-
-pub(super) fn parse_dt(s: Option<String>) -> Option<W3cDateTime> {
-    s.and_then(|s| W3cDateTime::parse(&s).ok())
-}
-
-pub(super) fn encode_dups(d: &[(u32, String)]) -> String {
-    crate::state::encode_duplicates(d)
-}
-
-pub(super) fn decode_dups(s: Option<String>) -> Vec<(u32, String)> {
-    crate::state::decode_duplicates(s.as_deref().unwrap_or_default())
-}
-
-fn digest_of(h: &Hashes, alg: HashAlg) -> Option<String> {
-    h.value_of(&alg)
-}
-
-const RESOURCE_COLS: &str =
-    "uri, source, path, length, md5, sha1, sha256, lastmod, etag, last_modified, gone";
-
-/// Writes the row of `r`, replacing the row of its URI.
-///
-/// Most rows replace one of the same Source and path (a copy's placeholder, then its row; an
-/// update): those are updated in place, which leaves the indexes on `uri`, `(source, uri)` and
-/// `path` as they are. `INSERT OR REPLACE` deletes the old row and inserts a new one, writing
-/// every index twice; it stays for the others (a new URI, a row moving to another Source or
-/// path).
-fn put_row(c: &Connection, r: &ResourceRecord) -> rusqlite::Result<()> {
-    let (md5, sha1, sha256) = (
-        digest_of(&r.hashes, HashAlg::Md5),
-        digest_of(&r.hashes, HashAlg::Sha1),
-        digest_of(&r.hashes, HashAlg::Sha256),
-    );
-    let lastmod = r.lastmod.map(|d| d.to_string());
-    let p = params![
-        r.uri,
-        r.source,
-        r.path,
-        to_i64(r.length),
-        md5,
-        sha1,
-        sha256,
-        lastmod,
-        r.etag,
-        r.last_modified,
-        i64::from(r.gone),
-    ];
-    let upsert = c.prepare_cached(
-        "INSERT INTO resources(uri, source, path, length, md5, sha1, sha256, lastmod, etag, \
-         last_modified, gone) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
-         ON CONFLICT(uri) DO UPDATE SET length = excluded.length, md5 = excluded.md5, \
-         sha1 = excluded.sha1, sha256 = excluded.sha256, lastmod = excluded.lastmod, \
-         etag = excluded.etag, last_modified = excluded.last_modified, gone = excluded.gone \
-         WHERE source = excluded.source AND path = excluded.path",
-    );
-    if upsert?.execute(p)? == 1 {
-        return Ok(());
-    }
-    // The URI's row is another Source's or another path's.
-    c.prepare_cached(&format!(
-        "INSERT OR REPLACE INTO resources({RESOURCE_COLS}) \
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
-    ))?
-    .execute(p)
-    .map(drop)
-}
-
-fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<ResourceRecord> {
-    Ok(ResourceRecord {
-        uri: row.get(0)?,
-        source: row.get(1)?,
-        path: row.get(2)?,
-        length: opt_u64(row.get(3)?),
-        hashes: Hashes::from_known(row.get(4)?, row.get(5)?, row.get(6)?),
-        lastmod: parse_dt(row.get(7)?),
-        etag: row.get(8)?,
-        last_modified: row.get(9)?,
-        gone: row.get::<_, i64>(10)? != 0,
-    })
-}
-
-/// The columns of a version, in the order [`row_to_version`] reads them.
-const VERSION_COLS: &str = "source, uri, seq, digest, length, datetime, first_seen, until, \
-     deleted, deleted_datetime";
-
-fn row_to_version(row: &rusqlite::Row<'_>) -> rusqlite::Result<VersionRecord> {
-    let first_seen: String = row.get(6)?;
-    Ok(VersionRecord {
-        source: row.get(0)?,
-        uri: row.get(1)?,
-        seq: opt_u64(row.get(2)?).unwrap_or(0),
-        digest: row.get(3)?,
-        length: opt_u64(row.get(4)?).unwrap_or(0),
-        datetime: parse_dt(row.get(5)?),
-        first_seen: W3cDateTime::parse(&first_seen).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, Box::new(e))
-        })?,
-        until: parse_dt(row.get(7)?),
-        deleted: row.get::<_, i64>(8)? != 0,
-        deleted_datetime: parse_dt(row.get(9)?),
-    })
-}
-
-fn row_to_pending(row: &rusqlite::Row<'_>) -> rusqlite::Result<PendingChange> {
-    let hashes: Option<String> = row.get(4)?;
-    Ok(PendingChange {
-        source: row.get(0)?,
-        uri: row.get(1)?,
-        change: row.get::<_, Option<String>>(2)?.map(|c| Change::parse(&c)),
-        length: opt_u64(row.get(3)?),
-        hashes: hashes.map(|h| Hashes::parse(&h).0).unwrap_or_default(),
-        lastmod: parse_dt(row.get(5)?),
-        duplicates: decode_dups(row.get(6)?),
-        error: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
-    })
 }
 
 /// Calls `open` until it gives something other than [`Error::Locked`] or `wait` has passed:
@@ -769,173 +513,6 @@ impl Records for SqliteState {
     }
 }
 
-impl Leases for SqliteState {
-    fn lease_source(&self, source: &str, worker: &str, ttl: Duration) -> Result<Option<Lease>> {
-        let mut c = self.lock();
-        let tx = c.transaction().map_err(|e| self.err(e))?;
-        let now = millis(SystemTime::now());
-        let held: Option<(String, i64, i64)> = tx
-            .query_row(
-                "SELECT holder, token, expires_ms FROM leases WHERE name = ?1",
-                [source],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
-            .map_err(|e| self.err(e))?;
-        let token = match held {
-            // Renewed by its holder: same token.
-            Some((h, t, exp)) if h == worker && exp > now => t,
-            // Held by another worker.
-            Some((_, _, exp)) if exp > now => return Ok(None),
-            // Expired: taken over.
-            Some((_, t, _)) => t.saturating_add(1),
-            None => 1,
-        };
-        let expires = expiry(now, ttl);
-        tx.execute(
-            "INSERT OR REPLACE INTO leases(name, holder, token, expires_ms) VALUES(?1, ?2, ?3, ?4)",
-            params![source, worker, token, expires],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(Some(Lease {
-            name: source.to_owned(),
-            holder: worker.to_owned(),
-            token: u64::try_from(token).unwrap_or(0),
-            expires: from_millis(expires),
-        }))
-    }
-
-    fn release_source(&self, lease: &Lease) -> Result<bool> {
-        self.lock()
-            // Kept, expired, so that the token goes on growing.
-            .execute(
-                "UPDATE leases SET expires_ms = 0 \
-                 WHERE name = ?1 AND holder = ?2 AND token = ?3 AND expires_ms > 0",
-                params![lease.name, lease.holder, to_i64(Some(lease.token))],
-            )
-            .map(|n| n > 0)
-            .map_err(|e| self.err(e))
-    }
-}
-
-impl WorkQueue for SqliteState {
-    fn add_work(&self, items: &[WorkItem]) -> Result<usize> {
-        let mut c = self.lock();
-        let tx = c.transaction().map_err(|e| self.err(e))?;
-        let mut added = 0;
-        {
-            let mut st = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO work(key, seq, source, payload) \
-                     VALUES(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM work), ?2, ?3)",
-                )
-                .map_err(|e| self.err(e))?;
-            for i in items {
-                added += st
-                    .execute(params![i.key, i.source, i.payload])
-                    .map_err(|e| self.err(e))?;
-            }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(added)
-    }
-
-    fn claim_work(&self, worker: &str, n: usize, ttl: Duration) -> Result<Vec<Claim>> {
-        let mut c = self.lock();
-        let tx = c.transaction().map_err(|e| self.err(e))?;
-        let now = millis(SystemTime::now());
-        let expires = expiry(now, ttl);
-        // One connection under a lock: nothing else claims meanwhile (PostgreSQL would use
-        // `FOR UPDATE SKIP LOCKED` here).
-        let free: Vec<(String, String, String, i64, i64)> = {
-            let mut st = tx
-                .prepare_cached(
-                    "SELECT key, source, payload, token, attempts FROM work \
-                     WHERE holder IS NULL OR expires_ms <= ?1 ORDER BY seq LIMIT ?2",
-                )
-                .map_err(|e| self.err(e))?;
-            st.query_map(params![now, i64::try_from(n).unwrap_or(i64::MAX)], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
-            .and_then(|rows| rows.collect())
-            .map_err(|e| self.err(e))?
-        };
-        let mut out = Vec::with_capacity(free.len());
-        for (key, source, payload, token, attempts) in free {
-            let (token, attempts) = (token.saturating_add(1), attempts.saturating_add(1));
-            tx.execute(
-                "UPDATE work SET holder = ?2, token = ?3, expires_ms = ?4, attempts = ?5 \
-                 WHERE key = ?1",
-                params![key, worker, token, expires, attempts],
-            )
-            .map_err(|e| self.err(e))?;
-            out.push(Claim {
-                item: WorkItem {
-                    key,
-                    source,
-                    payload,
-                },
-                holder: worker.to_owned(),
-                token: u64::try_from(token).unwrap_or(0),
-                expires: from_millis(expires),
-                attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-            });
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(out)
-    }
-
-    fn complete(&self, claims: &[Claim]) -> Result<usize> {
-        let n = self.settle(claims, "DELETE FROM work")?;
-        if n > 0 {
-            self.settled.bump();
-        }
-        Ok(n)
-    }
-
-    fn release(&self, claims: &[Claim]) -> Result<usize> {
-        self.settle(claims, "UPDATE work SET holder = NULL, expires_ms = NULL")
-    }
-
-    fn renew_work(&self, claims: &[Claim], ttl: Duration) -> Result<Vec<Claim>> {
-        // A statement per claim: a SQLite state is one worker's (the aggregator shares work
-        // through PostgreSQL only).
-        let expires = expiry(millis(SystemTime::now()), ttl);
-        let set = format!("UPDATE work SET expires_ms = {expires}");
-        let mut out = Vec::new();
-        for c in claims {
-            if self.settle(std::slice::from_ref(c), &set)? > 0 {
-                let expires = from_millis(expires);
-                out.push(Claim {
-                    expires,
-                    ..c.clone()
-                });
-            }
-        }
-        Ok(out)
-    }
-
-    fn work_left(&self, source: &str) -> Result<u64> {
-        let c = self.lock();
-        let n: i64 = c
-            .query_row(
-                "SELECT COUNT(*) FROM work WHERE source = ?1",
-                params![source],
-                |r| r.get(0),
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    /// A SQLite state is held by one process ([`SqliteState::open`]): every completion is
-    /// made through this value, and wakes the waiter.
-    fn wait_drained(&self, source: &str, timeout: Duration) -> Result<bool> {
-        self.settled
-            .wait_drained(|| self.work_left(source), timeout)
-    }
-}
-
 impl SqliteState {
     /// One page of a Source's rows by `sql` (`?1` Source, `?2` the URI after which, `?3` limit).
     fn records_page(
@@ -957,31 +534,15 @@ impl SqliteState {
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(|e| self.err(e))
     }
-
-    /// Runs `what` (a DELETE or an UPDATE) on the items of the claims still held; how many.
-    fn settle(&self, claims: &[Claim], what: &str) -> Result<usize> {
-        let mut c = self.lock();
-        let tx = c.transaction().map_err(|e| self.err(e))?;
-        let now = millis(SystemTime::now());
-        let mut n = 0;
-        {
-            let mut st = tx
-                .prepare_cached(&format!(
-                    "{what} WHERE key = ?1 AND holder = ?2 AND token = ?3 AND expires_ms > ?4"
-                ))
-                .map_err(|e| self.err(e))?;
-            for cl in claims {
-                n += st
-                    .execute(params![cl.item.key, cl.holder, to_i64(Some(cl.token)), now])
-                    .map_err(|e| self.err(e))?;
-            }
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(n)
-    }
 }
 
 mod apply;
+mod rows;
+mod schema;
+mod work;
 use apply::{Failed, apply_op};
+use rows::{RESOURCE_COLS, VERSION_COLS, row_to_pending, row_to_record, row_to_version};
+pub(super) use rows::{decode_dups, encode_dups, opt_u64, parse_dt, to_i64};
+use schema::migrate;
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::{encode_dups, put_row, to_i64};
+use super::rows::{encode_dups, put_row, to_i64};
 use crate::error::Error;
 use crate::state::{Op, VersionRecord};
 

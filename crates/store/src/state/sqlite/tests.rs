@@ -1,7 +1,12 @@
 //! Unit tests of the SQLite state: pages that seek, the lock, read-only opens, migrations.
 
+use std::time::Duration;
+
+use resourcesync_model::{Change, Hashes, W3cDateTime};
+
+use super::schema::{MIGRATIONS, SCHEMA, VERSION};
 use super::*;
-use crate::state::RecordWrites;
+use crate::state::{Leases, RecordWrites};
 
 #[test]
 fn rows_round_trip_and_page_in_uri_order() {
