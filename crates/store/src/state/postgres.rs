@@ -29,27 +29,27 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use postgres::types::ToSql;
-use postgres::{Client, Config, NoTls, Row, Statement, Transaction};
-use resourcesync_model::{Change, HashAlg, Hashes};
+use postgres::{Config, Row};
+use resourcesync_model::{Change, Hashes};
 
-use super::sqlite::{decode_dups, encode_dups, opt_u64, parse_dt, to_i64};
+use super::sqlite::{decode_dups, opt_u64, parse_dt};
 use super::{
-    Batch, Claim, KnownDocument, Lease, Leases, MAX_KNOWN_DOCUMENTS, Op, PendingChange, Records,
+    Batch, Claim, KnownDocument, Lease, Leases, MAX_KNOWN_DOCUMENTS, PendingChange, Records,
     ResourceRecord, SourceCursor, WorkItem, WorkQueue, from_millis,
 };
-use crate::blocking::call;
 use crate::error::{Error, Result};
 use crate::path::RelPath;
 
+mod apply;
 mod bulk;
 mod listen;
 mod migrate;
 #[cfg(test)]
 mod plans;
+mod pool;
 mod spare;
 mod sql;
 mod versions;
@@ -57,13 +57,13 @@ mod work;
 mod workers;
 
 pub use listen::WorkListener;
+use pool::Idle;
 pub use spare::{SPARE_FOR, SPARE_PER_URL};
-use spare::{give_spare, take_spare};
 pub use workers::WORKER_WANTED;
 
 use sql::{
-    COMPLETE, FENCE, GONE_AFTER, GONE_FROM, LEASE, PENDING_AFTER, PENDING_FROM, PUT_PENDING,
-    PUT_RESOURCE, RESOURCE, RESOURCES_AFTER, RESOURCES_FROM, SET_CURSOR, VERSION,
+    GONE_AFTER, GONE_FROM, LEASE, PENDING_AFTER, PENDING_FROM, RESOURCE, RESOURCES_AFTER,
+    RESOURCES_FROM, VERSION,
 };
 
 /// How many connections one [`PgState`] opens at most.
@@ -87,80 +87,12 @@ pub struct PgState {
     freed: Condvar,
 }
 
-/// The idle connections, and how many are open in all.
-struct Idle {
-    conns: Vec<Conn>,
-    open: usize,
-}
-
-/// A connection and the statements prepared on it.
-struct Conn {
-    client: Client,
-    stmts: HashMap<&'static str, Statement>,
-    /// The schema its search path names.
-    schema: String,
-}
-
 impl fmt::Debug for PgState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgState")
             .field("target", &self.target)
             .finish_non_exhaustive()
     }
-}
-
-/// A connection taken from the pool, given back when dropped (unless the server closed it).
-struct Pooled<'a> {
-    state: &'a PgState,
-    conn: Option<Conn>,
-}
-
-impl Drop for Pooled<'_> {
-    fn drop(&mut self) {
-        let mut idle = self.state.idle();
-        match self.conn.take() {
-            Some(c) if !c.client.is_closed() => idle.conns.push(c),
-            gone => {
-                idle.open = idle.open.saturating_sub(1);
-                // Closing a client is a call of its own runtime too.
-                call(move || drop(gone));
-            }
-        }
-        self.state.freed.notify_one();
-    }
-}
-
-impl Drop for PgState {
-    /// The idle connections are kept for the next state on the same URL, or closed where
-    /// blocking is allowed (a state is often dropped at the end of an async function).
-    fn drop(&mut self) {
-        let conns =
-            std::mem::take(&mut self.pool.get_mut().unwrap_or_else(|p| p.into_inner()).conns);
-        give_spare(&self.url, conns);
-    }
-}
-
-impl Pooled<'_> {
-    fn get(&mut self) -> &mut Conn {
-        // Set from creation to drop.
-        self.conn
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("a pooled connection is taken only when dropped"))
-    }
-}
-
-/// A statement prepared once per connection, whether outside or inside a transaction.
-fn prepared(
-    stmts: &mut HashMap<&'static str, Statement>,
-    sql: &'static str,
-    prepare: impl FnOnce(&str) -> std::result::Result<Statement, postgres::Error>,
-) -> std::result::Result<Statement, postgres::Error> {
-    if let Some(s) = stmts.get(sql) {
-        return Ok(s.clone());
-    }
-    let s = prepare(sql)?;
-    stmts.insert(sql, s.clone());
-    Ok(s)
 }
 
 /// Whether `s` is a plain schema name (lower-case letters, digits, `_`; not starting with a
@@ -272,79 +204,6 @@ impl PgState {
         }
     }
 
-    fn idle(&self) -> MutexGuard<'_, Idle> {
-        // Nothing in the pool is left half-changed by a panic.
-        self.pool.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A connection: an idle one, a new one while fewer than [`POOL_SIZE`] are open, or the
-    /// next one given back.
-    fn conn(&self) -> Result<Pooled<'_>> {
-        let mut idle = self.idle();
-        loop {
-            if let Some(c) = idle.conns.pop() {
-                return Ok(Pooled {
-                    state: self,
-                    conn: Some(c),
-                });
-            }
-            if idle.open < POOL_SIZE {
-                idle.open += 1;
-                drop(idle);
-                let spare = take_spare(&self.url).and_then(|c| self.adopt(c));
-                return match spare.map_or_else(|| self.open(), Ok) {
-                    Ok(c) => Ok(Pooled {
-                        state: self,
-                        conn: Some(c),
-                    }),
-                    Err(e) => {
-                        self.idle().open -= 1;
-                        self.freed.notify_one();
-                        Err(e)
-                    }
-                };
-            }
-            idle = self.freed.wait(idle).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// Opens a connection whose statements name the tables of the schema.
-    fn open(&self) -> Result<Conn> {
-        let mut client = self.config.connect(NoTls).map_err(|e| self.err(e))?;
-        client
-            .batch_execute(&format!(
-                "SET search_path TO \"{}\"; SET TIME ZONE 'UTC'",
-                self.schema
-            ))
-            .map_err(|e| self.err(e))?;
-        Ok(Conn {
-            client,
-            stmts: HashMap::new(),
-            schema: self.schema.clone(),
-        })
-    }
-
-    /// A spare connection made this state's (its search path set to the schema), or none if
-    /// that fails (it is closed, and a new one opened instead).
-    fn adopt(&self, mut c: Conn) -> Option<Conn> {
-        if c.schema == self.schema {
-            return Some(c);
-        }
-        match c
-            .client
-            .batch_execute(&format!("SET search_path TO \"{}\"", self.schema))
-        {
-            Ok(()) => {
-                c.schema = self.schema.clone();
-                Some(c)
-            }
-            Err(_) => {
-                call(move || drop(c));
-                None
-            }
-        }
-    }
-
     /// One page of a Source's rows by `sql` (`$1` Source, `$2` the URI after which, `$3` limit).
     fn records_page(
         &self,
@@ -366,29 +225,6 @@ impl PgState {
             path: self.target.clone().into(),
             message,
         }
-    }
-
-    /// Runs a statement outside a transaction; its rows.
-    fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        let mut p = self.conn()?;
-        let Conn { client, stmts, .. } = p.get();
-        let st = prepared(stmts, sql, |q| client.prepare(q)).map_err(|e| self.err(e))?;
-        client.query(&st, params).map_err(|e| self.err(e))
-    }
-
-    /// Runs `f` in a transaction, committed when it returns `Ok`, rolled back otherwise.
-    fn in_tx<T>(&self, f: impl FnOnce(&mut Tx<'_, '_>) -> Result<T>) -> Result<T> {
-        let mut p = self.conn()?;
-        let Conn { client, stmts, .. } = p.get();
-        let tx = client.transaction().map_err(|e| self.err(e))?;
-        let mut tx = Tx {
-            state: self,
-            tx,
-            stmts,
-        };
-        let out = f(&mut tx)?;
-        tx.tx.commit().map_err(|e| self.err(e))?;
-        Ok(out)
     }
 
     /// Completes (`complete`) or releases the claims still held, in one transaction, a
@@ -422,141 +258,6 @@ impl PgState {
                 })
             })
             .collect())
-    }
-}
-
-/// A transaction and the statements prepared on its connection.
-struct Tx<'s, 'c> {
-    state: &'s PgState,
-    tx: Transaction<'c>,
-    stmts: &'c mut HashMap<&'static str, Statement>,
-}
-
-impl Tx<'_, '_> {
-    fn stmt(&mut self, sql: &'static str) -> Result<Statement> {
-        let tx = &mut self.tx;
-        prepared(self.stmts, sql, |q| tx.prepare(q)).map_err(|e| self.state.err(e))
-    }
-
-    fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        let st = self.stmt(sql)?;
-        self.tx.execute(&st, params).map_err(|e| self.state.err(e))
-    }
-
-    fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        let st = self.stmt(sql)?;
-        self.tx.query(&st, params).map_err(|e| self.state.err(e))
-    }
-
-    /// One write of a batch.
-    fn apply_op(&mut self, op: &Op<'_>) -> Result<()> {
-        match *op {
-            Op::PutResource(r) => {
-                self.execute(
-                    PUT_RESOURCE,
-                    &[
-                        &r.uri,
-                        &r.source,
-                        &r.path,
-                        &to_i64(r.length),
-                        &r.hashes.value_of(&HashAlg::Md5),
-                        &r.hashes.value_of(&HashAlg::Sha1),
-                        &r.hashes.value_of(&HashAlg::Sha256),
-                        &r.lastmod.map(|d| d.to_string()),
-                        &r.etag,
-                        &r.last_modified,
-                        &r.gone,
-                    ],
-                )?;
-            }
-            Op::RemoveResource(uri) => {
-                self.execute("DELETE FROM resources WHERE uri = $1", &[&uri])?;
-            }
-            Op::SetGone(uri, gone) => {
-                self.execute(
-                    "UPDATE resources SET gone = $2 WHERE uri = $1",
-                    &[&uri, &gone],
-                )?;
-            }
-            Op::PutPending(p) => {
-                self.execute(
-                    PUT_PENDING,
-                    &[
-                        &p.source,
-                        &p.uri,
-                        &p.change.as_ref().map(|c| c.as_str().to_owned()),
-                        &to_i64(p.length),
-                        &(!p.hashes.is_empty()).then(|| p.hashes.to_string()),
-                        &p.lastmod.map(|d| d.to_string()),
-                        &encode_dups(&p.duplicates),
-                        &p.error,
-                    ],
-                )?;
-            }
-            Op::RemovePending(source, uri) => {
-                self.execute(
-                    "DELETE FROM pending WHERE source = $1 AND uri = $2",
-                    &[&source, &uri],
-                )?;
-            }
-            Op::SetCursor(c) => {
-                self.execute(
-                    SET_CURSOR,
-                    &[
-                        &c.source,
-                        &c.cursor.map(|d| d.to_string()),
-                        &c.synced_at.map(|d| d.to_string()),
-                        &c.checked_at.map(|d| d.to_string()),
-                    ],
-                )?;
-            }
-            Op::SetDocuments(start, docs) => {
-                self.execute("DELETE FROM documents WHERE start = $1", &[&start])?;
-                // One statement for all (a round trip each is what a far server makes
-                // slow); a role and URL given twice keeps the last, as one upsert each did.
-                let mut last: HashMap<(&str, &str), &KnownDocument> = HashMap::new();
-                for d in docs.iter() {
-                    last.insert((d.role.as_str(), d.url.as_str()), d);
-                }
-                if !last.is_empty() {
-                    let docs: Vec<&KnownDocument> = last.into_values().collect();
-                    let roles: Vec<&str> = docs.iter().map(|d| d.role.as_str()).collect();
-                    let urls: Vec<&str> = docs.iter().map(|d| d.url.as_str()).collect();
-                    let etags: Vec<Option<&str>> = docs.iter().map(|d| d.etag.as_deref()).collect();
-                    let lms: Vec<Option<&str>> =
-                        docs.iter().map(|d| d.last_modified.as_deref()).collect();
-                    self.execute(
-                        "INSERT INTO documents(start, role, url, etag, last_modified) \
-                         SELECT $1, r, u, e, l FROM unnest($2::text[], $3::text[], $4::text[], \
-                         $5::text[]) AS t(r, u, e, l)",
-                        &[&start, &roles, &urls, &etags, &lms],
-                    )?;
-                }
-            }
-            Op::PutVersion(v) => self.put_version(v)?,
-            Op::EndVersion(e) => self.end_version(e)?,
-            Op::RemoveVersion(source, uri, seq) => self.remove_version(source, uri, seq)?,
-            Op::Fence(l) => {
-                if self
-                    .query(FENCE, &[&l.name, &l.holder, &token(l.token)])?
-                    .is_empty()
-                {
-                    return Err(Error::LeaseLost {
-                        name: l.name.clone(),
-                        holder: l.holder.clone(),
-                    });
-                }
-            }
-            Op::CompleteWork(cl) => {
-                if self.execute(COMPLETE, &[&cl.item.key, &cl.holder, &token(cl.token)])? == 0 {
-                    return Err(Error::LeaseLost {
-                        name: cl.item.key.clone(),
-                        holder: cl.holder.clone(),
-                    });
-                }
-            }
-        }
-        Ok(())
     }
 }
 

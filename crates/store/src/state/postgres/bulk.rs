@@ -22,8 +22,10 @@ use std::collections::HashSet;
 
 use resourcesync_model::HashAlg;
 
-use super::{Tx, to_i64, token};
+use super::pool::Tx;
+use super::token;
 use crate::error::{Error, Result};
+use crate::state::sqlite::to_i64;
 use crate::state::{Batch, Claim, Op, ResourceRecord};
 
 /// Rows per statement (each row is a dozen parameters' worth of array elements).

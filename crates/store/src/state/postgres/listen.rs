@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use postgres::fallible_iterator::FallibleIterator;
 
+use super::PgState;
+use super::pool::Conn;
 use super::sql::WORK_CHANNEL;
-use super::{Conn, PgState};
 use crate::blocking::call;
 use crate::error::Result;
 

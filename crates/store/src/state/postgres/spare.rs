@@ -6,7 +6,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::Conn;
+use super::pool::Conn;
 use crate::blocking::call;
 
 /// Idle connections kept per URL for the next state opened on it (see the module docs).

@@ -4,9 +4,10 @@
 use postgres::Row;
 use resourcesync_model::W3cDateTime;
 
-use super::{PgState, Tx, to_i64};
+use super::PgState;
+use super::pool::Tx;
 use crate::error::Result;
-use crate::state::sqlite::{opt_u64, parse_dt};
+use crate::state::sqlite::{opt_u64, parse_dt, to_i64};
 use crate::state::{MAX_VERSIONS_PAGE, VersionEnd, VersionRecord};
 
 /// The columns of a version, in the order [`row_to_version`] reads them.
