@@ -1,6 +1,9 @@
 //! Unit tests of `explore`.
 
-use super::*;
+use resourcesync_model::{Capability, Header};
+
+use super::scan::{Follow, follow};
+use super::walk::kind_of;
 
 #[test]
 fn kinds_from_capabilities() {
