@@ -17,7 +17,7 @@
 //!    `SyncOptions::quota`): a copy past it is not put in place and stops the run;
 //! 3. makes that durable ([`Store::sync`] again: `syncfs`, or each directory `fsync`ed);
 //! 4. records every copy of the batch in the state in one transaction
-//!    ([`Records::put_resources`]), and only then tells each producer its outcome.
+//!    ([`RecordWrites::put_resources`]), and only then tells each producer its outcome.
 //!
 //! While copies keep arriving, step 3 of one batch is step 1 of the next: a single sync makes
 //! the renames of the batch before and the bodies of the next one durable, then the batch
@@ -38,6 +38,10 @@
 //! deleted or kept, a change settled or kept as pending: [`Write`]) go to the same thread
 //! ([`Committer::write`]) and are recorded in the transaction of the batch they join, so that
 //! every row and pending change of a run is written here, never beside it.
+//!
+//! [`Upload`]: resourcesync_store::Upload
+//! [`Upload::finish`]: resourcesync_store::Upload::finish
+//! [`RecordWrites::put_resources`]: resourcesync_store::RecordWrites::put_resources
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
