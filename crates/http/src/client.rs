@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::adaptive::HostLimit;
 use crate::cache::ClientKey;
-use crate::error::{Error, Result, Retry, transport};
+use crate::error::{Error, Result, Retry, chain, transport};
 use crate::options::{Conditional, HttpOptions, Proxy};
 
 /// The user agent sent with every request of [`Http`].
@@ -53,6 +54,43 @@ pub fn client_builder(
                 .map_err(|e| Error::Config(format!("proxy {u:?}: {e}")))?,
         ),
     })
+}
+
+/// Set once a client had to be built without the system's CA certificates ([`build`]).
+static NO_SYSTEM_ROOTS: AtomicBool = AtomicBool::new(false);
+
+/// Builds the client `make` sets up (called again for a second try).
+///
+/// With the system's CA certificates, as reqwest reads them (`SSL_CERT_FILE`, `SSL_CERT_DIR`,
+/// the distribution's bundle). On a machine whose trust store holds none (a minimal container
+/// image without its CA bundle) that client cannot be built; it is built again trusting no
+/// root, so that `http://` Sources work there as on any machine, and `https://` URLs are then
+/// refused before any request by [`Http`], with what to install ([`no_system_roots`]). Any
+/// other failure is reported with its causes.
+pub fn build(make: impl Fn() -> Result<reqwest::ClientBuilder>) -> Result<reqwest::Client> {
+    let first = match make()?.build() {
+        Ok(c) => return Ok(c),
+        Err(e) => e,
+    };
+    // The same settings, no root but those `make` gave: if this builds, the system's roots
+    // were what failed.
+    match make()?.tls_certs_only(Vec::new()).build() {
+        Ok(c) => {
+            NO_SYSTEM_ROOTS.store(true, Ordering::Relaxed);
+            Ok(c)
+        }
+        Err(_) => Err(Error::Config(format!(
+            "building the HTTP client: {}",
+            chain(&first)
+        ))),
+    }
+}
+
+/// Whether a client of this process was built without the system's CA certificates, which it
+/// could not load ([`build`]): `https://` is then refused unless the client was given its own
+/// (`--ca-cert`).
+pub fn no_system_roots() -> bool {
+    NO_SYSTEM_ROOTS.load(Ordering::Relaxed)
 }
 
 /// Longest CA certificate file read (a bundle of every public root is about 200 KiB).
@@ -97,6 +135,11 @@ fn bad_ca(path: &std::path::Path, m: String) -> Error {
 
 /// Builds the reqwest client of `opts` (`ca_pem`: the contents of `opts.ca_cert`).
 fn build_client(opts: &HttpOptions, ca_pem: Option<&[u8]>) -> Result<reqwest::Client> {
+    build(|| client_settings(opts, ca_pem))
+}
+
+/// The reqwest client builder of `opts` (see [`build_client`]).
+fn client_settings(opts: &HttpOptions, ca_pem: Option<&[u8]>) -> Result<reqwest::ClientBuilder> {
     let mut builder = client_builder(USER_AGENT, opts.max_redirects, &opts.proxy)?
         .connect_timeout(opts.connect_timeout)
         .read_timeout(opts.read_timeout)
@@ -120,9 +163,7 @@ fn build_client(opts: &HttpOptions, ca_pem: Option<&[u8]>) -> Result<reqwest::Cl
             ))
             .dns_resolver(std::sync::Arc::new(reach.resolver()));
     }
-    builder
-        .build()
-        .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
+    Ok(builder)
 }
 
 /// The client.
@@ -308,6 +349,18 @@ impl Http {
             return Err(Error::Transport {
                 url: url.to_owned(),
                 message: "only http and https are fetched".into(),
+                transient: false,
+            });
+        }
+        if parsed.scheme() == "https" && self.opts.ca_cert.is_none() && no_system_roots() {
+            return Err(Error::Transport {
+                url: url.to_owned(),
+                message: "not fetched: this machine's trust store has no CA certificate \
+                          (SSL_CERT_FILE, SSL_CERT_DIR, the system's CA bundle), so no https \
+                          server can be verified; install the system's CA certificates (the \
+                          ca-certificates package) or give the CA of this server with \
+                          --ca-cert FILE"
+                    .into(),
                 transient: false,
             });
         }

@@ -39,8 +39,8 @@ pub use bandwidth::Bandwidth;
 pub use blocking::{BlockingHttp, BlockingResponse, SendBody};
 pub use body::{body_error, header, header_values, read_limited, read_prefix};
 pub use client::{
-    Http, USER_AGENT, backoff, client_builder, host_key, install_tls_provider, parse_retry_after,
-    with_retries_until,
+    Http, USER_AGENT, backoff, build, client_builder, host_key, install_tls_provider,
+    no_system_roots, parse_retry_after, with_retries_until,
 };
 pub use error::{Category, Error, Result, Retry, chain};
 pub use options::{Conditional, HttpOptions, Proxy};

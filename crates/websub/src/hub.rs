@@ -298,9 +298,14 @@ pub struct Hub {
 /// The HTTP client of hubs and subscribers: no redirects (WebSub §5.3.1 and §7 count 3xx as
 /// failure), bounded time, the proxy of the environment (`HTTP_PROXY` and the others).
 pub fn http_client(timeout: Duration) -> Result<reqwest::Client> {
-    client_builder(timeout, &Proxy::FromEnvironment)?
-        .build()
-        .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
+    built(|| client_builder(timeout, &Proxy::FromEnvironment))
+}
+
+/// The client `make` sets up ([`resourcesync_http::build`]: on a machine without CA
+/// certificates, one that still reaches `http://` callbacks and topics).
+fn built(make: impl Fn() -> Result<reqwest::ClientBuilder>) -> Result<reqwest::Client> {
+    resourcesync_http::build(|| make().map_err(|e| resourcesync_http::Error::Config(e.to_string())))
+        .map_err(|e| Error::Config(e.to_string()))
 }
 
 fn client_builder(timeout: Duration, proxy: &Proxy) -> Result<reqwest::ClientBuilder> {
@@ -366,13 +371,14 @@ impl Hub {
         } else {
             Proxy::None
         };
-        let mut builder = client_builder(opts.request_timeout, &proxy)?;
-        if !opts.private_addresses {
-            builder = builder.dns_resolver(Arc::new(crate::reach::PublicResolver));
-        }
-        let client = builder
-            .build()
-            .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))?;
+        let client = built(|| {
+            let builder = client_builder(opts.request_timeout, &proxy)?;
+            Ok(if opts.private_addresses {
+                builder
+            } else {
+                builder.dns_resolver(Arc::new(crate::reach::PublicResolver))
+            })
+        })?;
         let (events, _) = broadcast::channel(4096);
         let (stop, _) = tokio::sync::watch::channel(false);
         let inner = Arc::new(Inner {

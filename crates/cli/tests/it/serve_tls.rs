@@ -118,3 +118,81 @@ fn unusable_tls_files_stop_serve_with_exit_2_naming_the_file() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("garbage.pem"), "{err}");
 }
+
+/// A machine whose trust store holds no CA certificate (a minimal container image without its
+/// CA bundle; here `SSL_CERT_FILE` and `SSL_CERT_DIR` name nothing): an `http://` Source syncs
+/// as anywhere, an `https://` one is refused before any request with what to install, and one
+/// whose CA is given with `--ca-cert` syncs (`resourcesync_http::build`). Before, every sync
+/// there stopped with "building the HTTP client: builder error".
+#[test]
+fn without_ca_certificates_http_syncs_and_https_says_what_it_needs() {
+    use resourcesync_testkit::Server;
+    use resourcesync_testkit::sync::{publish, write_tree};
+
+    let none = tempfile::tempdir().expect("tempdir");
+    let rootless = |args: &[&str]| {
+        bin()
+            .args(args)
+            .env("SSL_CERT_FILE", none.path().join("no-bundle.pem"))
+            .env("SSL_CERT_DIR", none.path().join("no-certs"))
+            .output()
+            .expect("sync")
+    };
+
+    let plain = tempfile::tempdir().expect("tempdir");
+    write_tree(plain.path(), &[("a.txt", b"alpha"), ("d/b.txt", b"bravo")]);
+    let server = Server::start_in_thread(plain.path());
+    publish(plain.path(), &server.base, None);
+    let dest = tempfile::tempdir().expect("tempdir");
+    let out = rootless(&["sync", &server.base, dest.path().to_str().expect("path")]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    tree::assert_same(
+        &tree::files(
+            plain.path(),
+            &[".resourcesync", ".well-known", "resourcesync"],
+        ),
+        &tree::files(dest.path(), &[".resourcesync"]),
+    );
+
+    let src = tempfile::tempdir().expect("tempdir");
+    std::fs::write(src.path().join("c.txt"), b"charlie").expect("write");
+    let certs = tempfile::tempdir().expect("tempdir");
+    let ca = private_ca(certs.path());
+    let (child, rx) = spawn_serve_with(
+        src.path(),
+        &[
+            "--tls-cert",
+            ca.cert.to_str().expect("path"),
+            "--tls-key",
+            ca.key.to_str().expect("path"),
+        ],
+    );
+    let _child = Reaped(child);
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a 'serving' line");
+    let url = line.rsplit(" at ").next().expect("URL").trim().to_owned();
+
+    let refused = tempfile::tempdir().expect("tempdir");
+    let out = rootless(&["sync", &url, refused.path().to_str().expect("path")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        err.contains("trust store has no CA certificate") && err.contains("--ca-cert"),
+        "{err}"
+    );
+
+    let dest = tempfile::tempdir().expect("tempdir");
+    let out = rootless(&[
+        "sync",
+        &url,
+        dest.path().to_str().expect("path"),
+        "--ca-cert",
+        ca.ca_cert.to_str().expect("path"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    tree::assert_same(
+        &tree::files(src.path(), &[".resourcesync"]),
+        &tree::files(dest.path(), &[".resourcesync"]),
+    );
+}

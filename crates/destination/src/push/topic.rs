@@ -20,13 +20,17 @@ pub(super) fn push_client(o: &SyncOptions) -> Result<reqwest::Client> {
         return resourcesync_websub::hub::http_client(Duration::from_secs(10))
             .map_err(|e| Error::Config(e.to_string()));
     };
-    resourcesync_http::client_builder(crate::http::USER_AGENT, 0, &crate::http::Proxy::None)
-        .map_err(|e| Error::Config(e.to_string()))?
+    resourcesync_http::build(|| {
+        Ok(resourcesync_http::client_builder(
+            crate::http::USER_AGENT,
+            0,
+            &crate::http::Proxy::None,
+        )?
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(10))
-        .dns_resolver(Arc::new(reach.resolver()))
-        .build()
-        .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
+        .dns_resolver(Arc::new(reach.resolver())))
+    })
+    .map_err(|e| Error::Config(e.to_string()))
 }
 
 /// The channel to subscribe with (the topic's own Link headers first, [`topic_and_hub`]), or
