@@ -6,13 +6,35 @@
 use std::process::Command;
 use std::time::Duration;
 
-use resourcesync_testkit::tls::private_ca;
+use resourcesync_testkit::tls::{TestCa, private_ca};
 use resourcesync_testkit::tree;
 
 use crate::serve::{Reaped, spawn_serve_with};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_resourcesync"))
+}
+
+/// `serve` of `src` over https with a private CA made in `certs`: the running server, the CA
+/// and the Source's URL.
+fn serve_https(src: &std::path::Path, certs: &std::path::Path) -> (Reaped, TestCa, String) {
+    let ca = private_ca(certs);
+    let (child, rx) = spawn_serve_with(
+        src,
+        &[
+            "--tls-cert",
+            ca.cert.to_str().expect("path"),
+            "--tls-key",
+            ca.key.to_str().expect("path"),
+        ],
+    );
+    let child = Reaped(child);
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a 'serving' line");
+    let url = line.rsplit(" at ").next().expect("URL").trim().to_owned();
+    assert!(url.starts_with("https://127.0.0.1:"), "{line}");
+    (child, ca, url)
 }
 
 #[test]
@@ -28,22 +50,7 @@ fn sync_over_https_with_the_private_ca_copies_the_tree() {
         .expect("write");
     }
     let certs = tempfile::tempdir().expect("tempdir");
-    let ca = private_ca(certs.path());
-    let (child, rx) = spawn_serve_with(
-        src.path(),
-        &[
-            "--tls-cert",
-            ca.cert.to_str().expect("path"),
-            "--tls-key",
-            ca.key.to_str().expect("path"),
-        ],
-    );
-    let _child = Reaped(child);
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("a 'serving' line");
-    let url = line.rsplit(" at ").next().expect("URL").trim().to_owned();
-    assert!(url.starts_with("https://127.0.0.1:"), "{line}");
+    let (_child, ca, url) = serve_https(src.path(), certs.path());
 
     // Without the CA: the certificate is not trusted, nothing is copied, exit 2.
     let untrusting = tempfile::tempdir().expect("tempdir");
@@ -157,21 +164,7 @@ fn without_ca_certificates_http_syncs_and_https_says_what_it_needs() {
     let src = tempfile::tempdir().expect("tempdir");
     std::fs::write(src.path().join("c.txt"), b"charlie").expect("write");
     let certs = tempfile::tempdir().expect("tempdir");
-    let ca = private_ca(certs.path());
-    let (child, rx) = spawn_serve_with(
-        src.path(),
-        &[
-            "--tls-cert",
-            ca.cert.to_str().expect("path"),
-            "--tls-key",
-            ca.key.to_str().expect("path"),
-        ],
-    );
-    let _child = Reaped(child);
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("a 'serving' line");
-    let url = line.rsplit(" at ").next().expect("URL").trim().to_owned();
+    let (_child, ca, url) = serve_https(src.path(), certs.path());
 
     let refused = tempfile::tempdir().expect("tempdir");
     let out = rootless(&["sync", &url, refused.path().to_str().expect("path")]);
