@@ -126,6 +126,20 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         src = s.source();
     }
+    roots_hint(message, crate::client::no_system_roots())
+}
+
+/// `message`, with what to install when the machine has no CA certificate (`no_roots`:
+/// [`crate::client::no_system_roots`]) and the message is a certificate's refusal: a client
+/// built without roots trusts no https server (the hub's and the push subscription's clients;
+/// [`crate::Http`] refuses such URLs before asking).
+fn roots_hint(mut message: String, no_roots: bool) -> String {
+    if no_roots && message.contains("certificate") {
+        message.push_str(
+            " (this machine's trust store has no CA certificate: install the system's CA \
+             certificates, the ca-certificates package)",
+        );
+    }
     message
 }
 
@@ -155,6 +169,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_certificate_refused_on_a_machine_without_roots_says_what_to_install() {
+        let refused = "invalid peer certificate: UnknownIssuer".to_owned();
+        assert!(roots_hint(refused.clone(), true).contains("ca-certificates package"));
+        assert_eq!(roots_hint(refused.clone(), false), refused);
+        let other = "connection refused".to_owned();
+        assert_eq!(roots_hint(other.clone(), true), other);
+    }
 
     #[test]
     fn categories() {
