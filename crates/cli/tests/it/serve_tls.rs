@@ -1,7 +1,8 @@
 //! `serve --tls-cert/--tls-key` and `sync --ca-cert`, run as a user would: a private CA made by
 //! the test, a Source served over https on 127.0.0.1:0, a Destination that trusts the CA and
 //! copies the tree exactly; a Destination that does not trust it fails; unusable certificate or
-//! key files stop `serve` with exit 2 and an error naming the file.
+//! key files stop `serve` with exit 2 and an error naming the file; a machine without CA
+//! certificates syncs http, and https only with `--ca-cert`.
 
 use std::process::Command;
 use std::time::Duration;
